@@ -1,0 +1,345 @@
+"""The probe's configuration: one TOML file, described once here and validated on load.
+
+Every setting is a pydantic field with its type, default, constraint and help text; the TOML
+validation, the command-line overrides (``OVERRIDES``) and the documented example
+(``config/example.toml``, checked against this module by the tests) all follow from it.
+Errors name the file, the key's path and what was expected::
+
+    demo.toml: partitions[0].memory: expected a size like "2 GiB", "512 MiB" or "4 GB", got '2 gigs'
+
+Relative paths in the file are taken relative to the file's own directory, so a configuration
+means the same thing from wherever it is used.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import classad2
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+
+from collector.errors import ConfigError
+from probes.units import parse_size
+
+__all__ = ["OVERRIDES", "Override", "Partition", "ProbeConfig", "load_config"]
+
+MIB = 1024**2
+KIB = 1024
+
+
+def _expression(text: str) -> str:
+    """A ClassAd expression, checked by parsing it with classad2."""
+    try:
+        classad2.ExprTree(text)
+    except classad2.ClassAdException as exc:
+        raise ValueError(f"expected a ClassAd expression, got {text!r} (classad2 cannot parse it)") from exc
+    return text
+
+
+def _size(unit: int, what: str) -> BeforeValidator:
+    def parse(value: Any) -> float | None:
+        if value is None:
+            return None
+        try:
+            return parse_size(value, unit)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+
+    return BeforeValidator(parse)
+
+
+Expression = Annotated[str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) else v)]
+LaxPath = Annotated[Path, Strict(False)]  # a TOML string becomes a Path
+MemorySize = Annotated[float | None, _size(MIB, "memory")]
+DiskSize = Annotated[float | None, _size(KIB, "disk")]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class PoolSettings(_Section):
+    name: str = Field("default", description="Name of the pool, written on every record.")
+    interval_s: float = Field(
+        300.0, gt=0, description="Seconds one slot snapshot stands for (the snapshot cadence)."
+    )
+
+
+class SourceSettings(_Section):
+    status_files: list[LaxPath] = Field(
+        default_factory=list, description="condor_status -long or -json dumps: the slots and dynamic slots."
+    )
+    idle_files: list[LaxPath] = Field(
+        default_factory=list,
+        description="condor_q -long dumps (idle jobs are demand), or condor_q -autocluster -long dumps.",
+    )
+    history: list[LaxPath] = Field(
+        default_factory=list,
+        description="condor_history -long or -json dumps, history files, or PER_JOB_HISTORY_DIR directories.",
+    )
+    slot_attributes: list[str] = Field(
+        default_factory=list, description="Extra slot attributes copied into the slots table as columns."
+    )
+    job_attributes: list[str] = Field(
+        default_factory=list, description="Extra job attributes copied into the jobs table as columns."
+    )
+    strict: bool = Field(False, description="Stop at the first malformed ad instead of quarantining it.")
+
+
+class CredentialSettings(_Section):
+    user: list[str] = Field(["Owner", "User"], description="Job attributes naming the user; the first present wins.")
+    group: list[str] = Field(
+        ["AcctGroup", "AccountingGroup"],
+        description="Job attributes naming the accounting group; from AccountingGroup ('group.user') "
+        "the last component, the user, is dropped.",
+    )
+    project: list[str] = Field(["ProjectName", "Project"], description="Job attributes naming the project.")
+    queue: list[str] = Field(
+        ["MachineAttrGLIDEIN_SiteWMS_Queue0"], description="Job attributes naming the queue or class."
+    )
+    qos: list[str] = Field(default_factory=list, description="Job attributes naming the QOS.")
+
+
+class SiteSettings(_Section):
+    attributes: list[str] = Field(
+        ["MATCH_EXP_JOB_GLIDEIN_Site", "MachineAttrGLIDEIN_Site0", "GLIDEIN_Site"],
+        description="Attributes naming the site (job ads, then slot ads); the first present wins.",
+    )
+    resource_attributes: list[str] = Field(
+        ["MATCH_EXP_JOB_GLIDEIN_ResourceName", "MachineAttrGLIDEIN_ResourceName0", "GLIDEIN_ResourceName"],
+        description="Attributes naming the resource (compute element); the first present wins.",
+    )
+    default: str = Field("unknown", description="Site of slots and jobs that no attribute places.")
+
+
+class MachineSettings(_Section):
+    speed_attribute: str = Field(
+        "",
+        description="Slot attribute giving a machine's speed (e.g. HEPSPEC or Mips); jobs read it as "
+        "MachineAttr<name>0. Empty: speed 1.0.",
+    )
+    cost_attribute: str = Field("", description="Slot attribute giving a machine's node cost. Empty: cost 1.0.")
+
+
+class Partition(_Section):
+    name: str = Field(description="Name of the partition, e.g. cpu or gpu.")
+    match: Expression = Field("true", description="ClassAd expression over the slot ad; the first partition that matches wins.")
+    cpus: float | None = Field(None, ge=0, description="Cores in one canonical unit.")
+    memory: MemorySize = Field(None, description='Memory in one canonical unit, e.g. "2 GiB" (a number is MiB).')
+    disk: DiskSize = Field(None, description='Disk in one canonical unit, e.g. "10 GB" (a number is KiB).')
+    gpus: float | None = Field(None, ge=0, description="GPUs in one canonical unit.")
+
+    @model_validator(mode="after")
+    def _has_a_threshold(self) -> Partition:
+        if not any((getattr(self, r) or 0) > 0 for r in ("cpus", "memory", "disk", "gpus")):
+            raise ValueError("a partition needs at least one of cpus, memory, disk, gpus greater than 0")
+        return self
+
+    def thresholds(self) -> dict[str, float]:
+        """The canonical unit: resource -> amount in HTCondor's units (cores, MiB, KiB, devices)."""
+        return {r: float(v) for r in ("cpus", "memory", "disk", "gpus") if (v := getattr(self, r)) and v > 0}
+
+
+DEFAULT_PARTITIONS = (
+    Partition(name="gpu", match="TotalSlotGPUs > 0", gpus=1),
+    Partition(name="cpu", match="true", cpus=1, memory=2048),
+)
+
+
+class StoreSettings(_Section):
+    url: str = Field(
+        "sqlite:///fairacct.sqlite",
+        description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch) "
+        "or opensearch+http(s)://... (OpenSearch).",
+    )
+
+
+class ProbeSettings(_Section):
+    state_dir: LaxPath = Field(
+        Path("state"), description="Directory for the embedded store, the outbox, checkpoints and quarantine."
+    )
+
+
+class ProbeConfig(_Section):
+    """The whole configuration file."""
+
+    pool: PoolSettings = Field(default_factory=PoolSettings, description="The pool.")
+    sources: SourceSettings = Field(default_factory=SourceSettings, description="Where ads come from.")
+    credentials: CredentialSettings = Field(default_factory=CredentialSettings, description="Who a job is.")
+    site: SiteSettings = Field(default_factory=SiteSettings, description="Where a job or slot is.")
+    machines: MachineSettings = Field(default_factory=MachineSettings, description="Machine speed and cost.")
+    partitions: tuple[Partition, ...] = Field(
+        DEFAULT_PARTITIONS, description="Canonical unit definitions, in match order.", strict=False
+    )
+    store: StoreSettings = Field(default_factory=StoreSettings, description="Where records go.")
+    probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state.")
+
+    @field_validator("partitions")
+    @classmethod
+    def _unique_names(cls, value: tuple[Partition, ...]) -> tuple[Partition, ...]:
+        names = [p.name for p in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"partition names must be unique, got {', '.join(map(repr, dupes))} more than once")
+        return value
+
+    def resolved(self, base: Path) -> ProbeConfig:
+        """This configuration with relative paths taken relative to ``base``."""
+
+        def fix(p: Path) -> Path:
+            return p if p.is_absolute() else Path(os.path.normpath(base / p))
+
+        s = self.sources
+        sources = s.model_copy(
+            update={
+                "status_files": [fix(p) for p in s.status_files],
+                "idle_files": [fix(p) for p in s.idle_files],
+                "history": [fix(p) for p in s.history],
+            }
+        )
+        probe = self.probe.model_copy(update={"state_dir": fix(self.probe.state_dir)})
+        return self.model_copy(update={"sources": sources, "probe": probe})
+
+
+# -- command-line overrides --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Override:
+    """A command-line option that replaces one setting."""
+
+    option: str
+    section: str
+    key: str
+    metavar: str
+    help: str
+    many: bool = True
+
+
+OVERRIDES = (
+    Override("--status-file", "sources", "status_files", "FILE", "condor_status -long/-json dump (repeatable)"),
+    Override("--idle-file", "sources", "idle_files", "FILE", "condor_q -long dump of the queue (repeatable)"),
+    Override("--history", "sources", "history", "FILE|DIR", "condor_history dump, history file or directory (repeatable)"),
+    Override("--store", "store", "url", "URL", "sqlite:///PATH, http(s)://... or opensearch+http(s)://...", many=False),
+)
+
+
+def apply_overrides(config: ProbeConfig, values: Mapping[str, Any]) -> ProbeConfig:
+    """Replace settings by command-line values (keyed by the option's dest name); paths from
+    the command line are relative to the working directory."""
+    for o in OVERRIDES:
+        value = values.get(o.option.lstrip("-").replace("-", "_"))
+        if value is None or value == []:
+            continue
+        section = getattr(config, o.section)
+        if o.many:
+            value = [Path(v).absolute() for v in value]
+        config = config.model_copy(update={o.section: section.model_copy(update={o.key: value})})
+    return config
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
+    """Read and validate a configuration file; None gives the defaults (relative to the cwd)."""
+    if path is None:
+        return ProbeConfig().resolved(Path.cwd())
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(raw, str(path)).resolved(path.parent.absolute())
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "<config>") -> ProbeConfig:
+    try:
+        return ProbeConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = [_describe(err, raw) for err in exc.errors(include_url=False)]
+        raise ConfigError("\n".join(f"{source}: {p}" for p in problems)) from None
+
+
+_TYPES = {
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "tuple_type": "a list of tables ([[partitions]])",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "int_type": "an integer",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "dict_type": "a table",
+    "path_type": "a path (a string)",
+}
+
+
+def _describe(err: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    loc = [p for p in err["loc"] if p not in ("function-after", "function-before")]
+    key = _key_path(loc)
+    kind = err["type"]
+    got = err.get("input")
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        hint = ""
+        if parent is not None:
+            close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
+            if close:
+                hint = f"; did you mean '{close[0]}'?"
+            else:
+                hint = f"; expected one of {', '.join(parent.model_fields)}"
+        return f"{key}: unknown key{hint}"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    if kind in ("value_error", "assertion_error"):
+        message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
+        return f"{key}: {message}" if key else message
+    if kind in _TYPES:
+        return f"{key}: expected {_TYPES[kind]}, got {got!r}"
+    if kind in ("greater_than", "greater_than_equal"):
+        bound = err["ctx"].get("gt", err["ctx"].get("ge"))
+        word = "greater than" if kind == "greater_than" else "at least"
+        return f"{key}: expected a number {word} {bound}, got {got!r}"
+    return f"{key}: {err['msg']}, got {got!r}"
+
+
+def _key_path(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The settings class at a key path, to suggest keys that exist there."""
+    model: Any = ProbeConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+        args = getattr(annotation, "__args__", ())
+        candidates = [annotation, *args]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return None
+    return model if isinstance(model, type) else None

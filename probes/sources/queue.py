@@ -1,0 +1,176 @@
+"""The idle table: demand waiting in the queue, one row per autocluster.
+
+Idle demand is read from the idle jobs themselves (``JobStatus == 1`` in a ``condor_q -long``
+dump), grouped by ``AutoClusterId`` or, where a job has none, by its requests. A
+``condor_q -autocluster -long`` dump is accepted as well, but it lists the autoclusters of ALL
+jobs, running ones included, and a status constraint on such a query returns nothing on
+HTCondor 25; so its counts are demand only after the jobs seen running (the dynamic slots of a
+status dump of the same instant) are taken out of them.
+
+Requests are in HTCondor's units (cores, MiB, KiB, devices). ``RequestMemory`` and
+``RequestDisk`` are often expressions; they are evaluated with classad2 in the job's context.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from collector.errors import SourceError
+from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
+
+__all__ = ["IDLE_COLUMNS", "read_idle", "idle_table", "running_job_ids"]
+
+IDLE = 1
+REQUESTS = ("request_cpus", "request_memory", "request_disk", "request_gpus")
+IDLE_COLUMNS = ("schedd", "autocluster_id", *REQUESTS, "count", "users", "example_job", "source", "line")
+
+QUEUE_ATTRS = [
+    Attr("JobStatus", Kind.NUMBER),
+    Attr("AutoClusterId", Kind.NUMBER),
+    Attr("GlobalJobId", Kind.STRING),
+    Attr("ClusterId", Kind.NUMBER),
+    Attr("ProcId", Kind.NUMBER),
+    Attr("User", Kind.STRING),
+    Attr("Owner", Kind.STRING),
+    Attr("RequestCpus", Kind.NUMBER),
+    Attr("RequestMemory", Kind.NUMBER),
+    Attr("RequestDisk", Kind.NUMBER),
+    Attr("RequestGPUs", Kind.NUMBER),
+    Attr("JobCount", Kind.NUMBER),  # autocluster dumps only
+    Attr("JobIds", Kind.STRING),
+]
+
+
+def read_idle(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    running: Collection[str] | None = None,
+    strict: bool = False,
+) -> tuple[pd.DataFrame, ReadReport]:
+    """Read queue dumps into the idle table.
+
+    ``running`` holds the ids ("cluster.proc", or GlobalJobIds) of jobs known to be running;
+    it is required for ``condor_q -autocluster`` dumps and ignored for job dumps.
+    """
+    frames, report = [], ReadReport()
+    for path in paths:
+        ads, rep = read_ads(path, QUEUE_ATTRS, strict=strict, keep_raw=True)
+        report.merge(rep)
+        frames.append(idle_table(ads, running=running, origin=os.fspath(path)))
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=list(IDLE_COLUMNS)), report
+    return pd.concat(frames, ignore_index=True), report
+
+
+def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin: str = "") -> pd.DataFrame:
+    """Group idle jobs (or autoclusters) into the idle table."""
+    if not len(ads):
+        return pd.DataFrame(columns=list(IDLE_COLUMNS))
+    is_autocluster = np.isnan(ads["JobStatus"]) & ~np.isnan(ads["JobCount"])
+    if is_autocluster.all():
+        return _from_autoclusters(ads, running, origin)
+    jobs = np.flatnonzero(ads["JobStatus"] == IDLE)
+    frame = pd.DataFrame(
+        {
+            "schedd": _schedd(ads["GlobalJobId"][jobs]),
+            "autocluster_id": ads["AutoClusterId"][jobs],
+            **_requests(ads, jobs),
+            "user": pd.Series(ads.first(["User", "Owner"])[jobs], dtype=object),
+            "example_job": ads.raw[jobs] if ads.raw is not None else None,
+            "source": ads.path[jobs],
+            "line": ads.line[jobs],
+        }
+    )
+    # Jobs without an AutoClusterId (not yet negotiated) are grouped by what they request.
+    key = frame["autocluster_id"].astype(object).where(frame["autocluster_id"].notna(), None)
+    fallback = frame[list(REQUESTS)].astype(str).agg("/".join, axis=1)
+    frame["_group"] = np.where(key.isna(), "r:" + fallback, "a:" + key.astype(str))
+    grouped = frame.groupby(["schedd", "_group"], sort=True, dropna=False)
+    out = grouped.agg(
+        autocluster_id=("autocluster_id", "first"),
+        **{r: (r, "first") for r in REQUESTS},
+        count=("line", "size"),
+        users=("user", lambda u: ",".join(sorted({x for x in u if isinstance(x, str)}))),
+        example_job=("example_job", "first"),
+        source=("source", "first"),
+        line=("line", "first"),
+    ).reset_index()
+    return out.reindex(columns=list(IDLE_COLUMNS))
+
+
+def _from_autoclusters(ads: AdColumns, running: Collection[str] | None, origin: str) -> pd.DataFrame:
+    if running is None:
+        raise SourceError(
+            f"{origin}: a condor_q -autocluster dump counts running jobs too; give the status dump of the "
+            "same instant (--status-file) so that they can be taken out, or use a condor_q -long dump"
+        )
+    local = {_local_id(j) for j in running}
+    all_rows = np.arange(len(ads))
+    ids = [expand_job_ids(text) for text in ads["JobIds"]]
+    idle_counts = [
+        (count if not isinstance(text, str) else len([j for j in expanded if j not in local]))
+        for count, text, expanded in zip(ads["JobCount"], ads["JobIds"], ids)
+    ]
+    frame = pd.DataFrame(
+        {
+            "schedd": None,
+            "autocluster_id": ads["AutoClusterId"],
+            **_requests(ads, all_rows),
+            "count": np.array(idle_counts, dtype=np.int64),
+            "users": None,
+            "example_job": ads.raw if ads.raw is not None else None,
+            "source": ads.path,
+            "line": ads.line,
+        }
+    )
+    return frame[frame["count"] > 0].reset_index(drop=True).reindex(columns=list(IDLE_COLUMNS))
+
+
+_RANGE = re.compile(r"(\d+)\.(\d+)\s*\.\.\.\s*(\d+)\.(\d+)")
+
+
+def expand_job_ids(text: object) -> list[str]:
+    """'11.0 ... 11.2 12.5' -> ['11.0', '11.1', '11.2', '12.5'] (condor_q -autocluster's JobIds)."""
+    if not isinstance(text, str):
+        return []
+    out: list[str] = []
+    rest = text
+    for m in _RANGE.finditer(text):
+        c1, p1, c2, p2 = map(int, m.groups())
+        if c1 == c2:
+            out += [f"{c1}.{p}" for p in range(p1, p2 + 1)]
+        else:  # a range over clusters is written only for single-proc clusters
+            out += [f"{c}.0" for c in range(c1, c2 + 1)]
+        rest = rest.replace(m.group(0), " ")
+    out += [t for t in rest.split() if re.fullmatch(r"\d+\.\d+", t)]
+    return out
+
+
+def running_job_ids(allocations: pd.DataFrame) -> set[str]:
+    """The "cluster.proc" ids of the jobs holding the dynamic slots of a snapshot."""
+    return {_local_id(j) for j in allocations["job_id"].dropna()}
+
+
+def _local_id(job_id: str) -> str:
+    """'schedd#11.2#1795269336' -> '11.2'; '11.2' stays."""
+    parts = job_id.split("#")
+    return parts[1] if len(parts) == 3 else job_id
+
+
+def _schedd(global_ids: Iterable[object]) -> list[str | None]:
+    return [g.split("#")[0] if isinstance(g, str) and "#" in g else None for g in global_ids]
+
+
+def _requests(ads: AdColumns, rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "request_cpus": np.where(np.isnan(ads["RequestCpus"][rows]), 1.0, ads["RequestCpus"][rows]),
+        "request_memory": ads["RequestMemory"][rows],
+        "request_disk": ads["RequestDisk"][rows],
+        "request_gpus": np.nan_to_num(ads["RequestGPUs"][rows], nan=0.0),
+    }

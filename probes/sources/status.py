@@ -1,0 +1,265 @@
+"""The slots and allocations tables, from startd ads (``condor_status -long`` / ``-json``).
+
+A partitionable slot's own ``Cpus``/``Memory``/``Disk``/``GPUs`` are what is still
+unallocated; ``TotalSlot*`` are its size. Each running job holds a dynamic slot, named
+``slotN_M@host`` after its parent ``slotN@host``. Where a dump has no dynamic slot ads for a
+partitionable slot (``condor_status -long`` of p-slots only, or an old pool), its allocations
+come from the p-slot's ``Child*`` lists. A static slot is unallocated as a whole unless it is
+claimed, and then its job holds all of it (an allocation whose parent is the slot itself).
+
+Units are HTCondor's: cpus in cores, memory in MiB, disk in KiB, gpus in devices, times in
+UNIX seconds (UTC).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import classad2
+import numpy as np
+import pandas as pd
+
+from probes.config import ProbeConfig
+from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
+
+__all__ = ["RESOURCES", "Snapshot", "read_status", "slot_attrs", "snapshot_tables"]
+
+RESOURCES = ("cpus", "memory", "disk", "gpus")
+_OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
+_CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
+
+SLOT_COLUMNS = (
+    "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
+    *(f"total_{r}" for r in RESOURCES), *(f"unallocated_{r}" for r in RESOURCES),
+    "n_dynamic", "speed", "node_cost", "glidein_to_retire", "glidein_to_die", "observed_at", "interval_s",
+    "source", "line",
+)  # fmt: skip
+ALLOCATION_COLUMNS = (
+    "pool", "name", "parent", "job_id", "user", "accounting_group", "group",
+    *RESOURCES, "from_child_lists", "observed_at", "interval_s",
+)  # fmt: skip
+
+
+@dataclass
+class Snapshot:
+    """One instant of a pool: its slots (partitionable and static) and allocations (dynamic)."""
+
+    slots: pd.DataFrame
+    allocations: pd.DataFrame
+
+
+def slot_attrs(config: ProbeConfig) -> list[Attr]:
+    """The startd attributes the tables need, with the configured extras."""
+    n, s, b, lst = Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.LIST
+    attrs = [
+        Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
+        Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
+        *(Attr(_OWN[r], n) for r in RESOURCES),
+        Attr("TotalSlotCpus", n), Attr("TotalSlotMemory", n), Attr("TotalSlotDisk", n), Attr("TotalSlotGPUs", n),
+        Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
+        Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
+        Attr("GlobalJobId", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
+        Attr("ChildName", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
+        *(Attr(_CHILD[r], lst) for r in RESOURCES),
+        *(Attr(a, s) for a in config.site.attributes),
+        *(Attr(a, s) for a in config.site.resource_attributes),
+    ]  # fmt: skip
+    for a in (config.machines.speed_attribute, config.machines.cost_attribute):
+        if a:
+            attrs.append(Attr(a, n))
+    attrs += [Attr(a, Kind.ANY) for a in config.sources.slot_attributes]
+    return _unique(attrs)
+
+
+def _unique(attrs: Sequence[Attr]) -> list[Attr]:
+    seen: set[str] = set()
+    out = []
+    for a in attrs:
+        if a.name.lower() not in seen:
+            seen.add(a.name.lower())
+            out.append(a)
+    return out
+
+
+def read_status(
+    paths: Sequence[str | os.PathLike[str]],
+    config: ProbeConfig | None = None,
+    *,
+    strict: bool = False,
+) -> tuple[Snapshot, ReadReport]:
+    """Read startd dumps into the slots and allocations tables."""
+    config = config or ProbeConfig()
+    attrs = slot_attrs(config)
+    parts, report = [], ReadReport()
+    for path in paths:
+        cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
+        parts.append(cols)
+        report.merge(rep)
+    return snapshot_tables(AdColumns.concat(parts, attrs), config), report
+
+
+def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
+    """Turn startd ads (from files or a live collector) into the slots and allocations tables."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
+    partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
+    observed = _first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
+    site = ads.first(config.site.attributes, config.site.default)
+    resource = ads.first(config.site.resource_attributes)
+    name = ads["Name"]
+
+    # dynamic slots: one allocation each, under the parent named slotN@host
+    d = np.flatnonzero(dynamic)
+    parent = pd.Series(name[d], dtype=object).str.replace(r"^(slot\d+)_\d+@", r"\1@", regex=True).to_numpy()
+    from_ads = pd.DataFrame(
+        {
+            "pool": config.pool.name,
+            "name": name[d],
+            "parent": parent,
+            "job_id": ads["GlobalJobId"][d],
+            "user": ads["RemoteUser"][d],
+            "accounting_group": ads["AccountingGroup"][d],
+            **{r: _zero(ads[_OWN[r]][d]) for r in RESOURCES},
+            "from_child_lists": False,
+            "observed_at": observed[d],
+        }
+    )
+
+    # partitionable and static slots
+    p = np.flatnonzero(~dynamic)
+    is_part = partitionable[p]
+    claimed = pd.Series(ads["State"][p], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
+    slots = pd.DataFrame(
+        {
+            "pool": config.pool.name,
+            "name": name[p],
+            "machine": ads["Machine"][p],
+            "slot_type": np.where(is_part, "Partitionable", "Static"),
+            "state": ads["State"][p],
+            "site": site[p],
+            "resource_name": resource[p],
+        }
+    )
+    for r in RESOURCES:
+        own = _zero(ads[_OWN[r]][p])
+        total_attr = "TotalSlotGPUs" if r == "gpus" else f"TotalSlot{_OWN[r]}"
+        total = ads[total_attr][p]
+        total = np.where(np.isnan(total), own, total)
+        slots[f"total_{r}"] = total
+        # a static slot is all unallocated until it is claimed, and then not at all
+        slots[f"unallocated_{r}"] = np.where(is_part, own, np.where(claimed, 0.0, total))
+
+    # a claimed static slot is held whole by its job
+    st = p[~is_part & claimed]
+    from_static = pd.DataFrame(
+        {
+            "pool": config.pool.name,
+            "name": name[st],
+            "parent": name[st],
+            "job_id": ads["GlobalJobId"][st],
+            "user": ads["RemoteUser"][st],
+            "accounting_group": ads["AccountingGroup"][st],
+            **{r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES},
+            "from_child_lists": False,
+            "observed_at": observed[st],
+        }
+    )
+
+    # allocations of p-slots that have no dynamic slot ads, from their Child* lists
+    has_ads = set(parent.tolist())
+    orphans = [i for i in p[is_part] if name[i] not in has_ads and isinstance(ads["ChildCpus"][i], list)]
+    from_lists = _child_allocations(ads, orphans, observed, config.pool.name)
+    allocations = pd.concat([f for f in (from_ads, from_static, from_lists) if len(f)] or [from_ads], ignore_index=True)
+    allocations["group"] = _group_of(allocations["accounting_group"])
+    allocations["interval_s"] = config.pool.interval_s
+    allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
+
+    counts = allocations.groupby("parent").size()
+    slots["n_dynamic"] = slots["name"].map(counts).fillna(0).astype(np.int64)
+    slots["speed"] = _attr_or_one(ads, config.machines.speed_attribute, p)
+    slots["node_cost"] = _attr_or_one(ads, config.machines.cost_attribute, p)
+    slots["glidein_to_retire"] = ads["GLIDEIN_ToRetire"][p]
+    slots["glidein_to_die"] = ads["GLIDEIN_ToDie"][p]
+    slots["observed_at"] = observed[p]
+    slots["interval_s"] = config.pool.interval_s
+    slots["source"] = ads.path[p]
+    slots["line"] = ads.line[p]
+    slots["partition"] = assign_partitions(ads, p, config) if ads.raw is not None else None
+    for extra in config.sources.slot_attributes:
+        slots[extra] = ads[extra][p]
+    slots = slots.reindex(columns=[*SLOT_COLUMNS, *config.sources.slot_attributes])
+    return Snapshot(slots=slots.reset_index(drop=True), allocations=allocations.reset_index(drop=True))
+
+
+def assign_partitions(ads: AdColumns, rows: np.ndarray, config: ProbeConfig) -> np.ndarray:
+    """The first partition whose ``match`` expression is true of each slot ad (None if none).
+
+    Evaluated with classad2 against the whole slot ad; a ``match`` of "true" needs no ad.
+    """
+    exprs = [(p.name, None if p.match.strip().lower() == "true" else classad2.ExprTree(p.match)) for p in config.partitions]
+    out = np.full(len(rows), None, dtype=object)
+    for k, i in enumerate(rows):
+        ad = None
+        for name, expr in exprs:
+            if expr is None:
+                out[k] = name
+                break
+            if ad is None:
+                ad = ads.classad(int(i))
+            if expr.eval(ad) is True:
+                out[k] = name
+                break
+    return out
+
+
+def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray, pool: str) -> pd.DataFrame:
+    records = []
+    for i in rows:
+        n = len(ads["ChildCpus"][i])
+
+        def item(attr: str, k: int) -> object:
+            values = ads[attr][i]
+            return values[k] if isinstance(values, list) and k < len(values) else None
+
+        for k in range(n):
+            records.append(
+                {
+                    "pool": pool,
+                    "name": item("ChildName", k),
+                    "parent": ads["Name"][i],
+                    "job_id": None,
+                    "user": item("ChildRemoteUser", k),
+                    "accounting_group": item("ChildAccountingGroup", k),
+                    **{r: float(item(_CHILD[r], k) or 0) for r in RESOURCES},
+                    "from_child_lists": True,
+                    "observed_at": observed[i],
+                }
+            )
+    return pd.DataFrame.from_records(records)
+
+
+def _group_of(accounting_group: pd.Series) -> pd.Series:
+    """'group_cms.alice@pool' -> 'group_cms'; an ungrouped 'alice@pool' -> None."""
+    local = accounting_group.astype(object).str.split("@").str[0]
+    return local.where(local.str.contains(".", regex=False, na=False)).str.rsplit(".", n=1).str[0]
+
+
+def _zero(values: np.ndarray) -> np.ndarray:
+    return np.nan_to_num(values.astype(np.float64), nan=0.0)
+
+
+def _first_number(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
+    out = ads[names[0]].astype(np.float64).copy()
+    for name in names[1:]:
+        missing = np.isnan(out)
+        out[missing] = ads[name][missing]
+    return out
+
+
+def _attr_or_one(ads: AdColumns, attr: str, rows: np.ndarray) -> np.ndarray:
+    if not attr:
+        return np.ones(len(rows))
+    values = ads[attr][rows].astype(np.float64)
+    return np.where(np.isnan(values), 1.0, values)

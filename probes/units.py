@@ -1,0 +1,40 @@
+"""Sizes with units, as operators write them ("2 GiB"), turned into HTCondor's units.
+
+HTCondor counts memory in MiB and disk in KiB; a bare number is taken to be in that unit
+already. Decimal (GB) and binary (GiB) prefixes are both accepted and mean what they say.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["parse_size"]
+
+_FACTORS = {
+    "": None,  # the resource's own unit
+    "b": 1,
+    "k": 1000, "kb": 1000, "kib": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
+    "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(value: int | float | str, unit_bytes: int) -> float:
+    """Return ``value`` in units of ``unit_bytes`` (1024**2 for MiB, 1024 for KiB).
+
+    Raises ValueError with a message that says what was expected.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f'expected a size like "2 GiB" or a number, got {value!r}')
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"expected a size of zero or more, got {value!r}")
+        return float(value)
+    m = _SIZE.fullmatch(value)
+    if m is None or m.group(2).lower() not in _FACTORS:
+        raise ValueError(f'expected a size like "2 GiB", "512 MiB" or "4 GB", got {value!r}')
+    number, unit = float(m.group(1)), m.group(2).lower()
+    factor = _FACTORS[unit]
+    return number if factor is None else number * factor / unit_bytes
