@@ -220,9 +220,10 @@ def read_ads(
             raise SourceError(f"{name}: the file is empty, expected ClassAds")
         if b"\0" in head:
             raise SourceError(f"{name}: binary file (NUL bytes), expected ClassAds in text form")
-        if head.lstrip()[:1] == b"[":
-            return _read_json(fh, name, attrs, strict, keep_raw)
-        return _read_long(fh, name, attrs, strict, keep_raw)
+        if head.lstrip()[:1] != b"[":
+            return _read_long(fh, name, attrs, strict, keep_raw)
+    with open(name, encoding="utf-8", errors="replace") as text:
+        return _read_json(text, name, attrs, strict, keep_raw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,9 +540,12 @@ class _Scanner:
             report.malformed.append(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
             return None
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-        if len(ads) != 1:
+        # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
+        # first bad one: every attribute of the text must be in what it parsed
+        names = {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
+        if len(ads) != 1 or names - {k.lower() for k in ads[0].keys()}:
             offset, reason = _diagnose(text)
-            report.malformed.append(Malformed(path, line, f"line {line + offset}: {reason}" if offset else reason, text))
+            report.malformed.append(Malformed(path, line + offset, reason, text))
             return None
         ad = ads[0]
         wanted = range(len(self.attrs)) if whole else np.flatnonzero(deferred)
@@ -727,7 +731,9 @@ def _numbers(buf: np.ndarray, vs: np.ndarray, width: np.ndarray) -> tuple[np.nda
         cols = np.arange(W)
         # right-aligned, so that column c holds the digit of weight 10**(W-1-c)
         outside = cols < (W - w)[:, None]
-        m = buf[np.maximum(vs[group] + w - W, 0)[:, None] + cols]
+        index = (vs[group] + w - W)[:, None] + cols
+        index[outside] = 0  # before the value: read anything, then overwrite below
+        m = buf[index]
         m[outside] = 48
         d = m - np.uint8(48)
         digit = d < 10
@@ -885,10 +891,7 @@ def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]
             buf, pos = buf[pos:], 0
 
 
-def _read_json(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
-    import io
-
-    text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace")
+def _read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
     report = ReadReport()
     columns: dict[str, list[Any]] = {a.name: [] for a in attrs}
     lines: list[int] = []
@@ -908,7 +911,7 @@ def _read_json(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, kee
             if a.unless is not None and a.unless.lower() in folded:
                 values.append(None)
                 continue
-            if isinstance(raw, str) and raw.startswith("/Expr(") and raw.endswith(")/"):
+            if _needs_classad2(raw):
                 if ad is None:
                     try:
                         ad = _json_to_classad(obj)
@@ -940,6 +943,19 @@ def _read_json(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, kee
     return AdColumns(out, np.full(n, path, dtype=object), np.array(lines, dtype=np.int64), raw), report
 
 
+def _is_expr(raw: Any) -> bool:
+    return isinstance(raw, str) and raw.startswith("/Expr(") and raw.endswith(")/")
+
+
+def _needs_classad2(raw: Any) -> bool:
+    """An expression, or a list or nested ad holding one: only classad2 can evaluate it."""
+    if isinstance(raw, list):
+        return any(_needs_classad2(v) for v in raw)
+    if isinstance(raw, dict):
+        return any(_needs_classad2(v) for v in raw.values())
+    return _is_expr(raw)
+
+
 def _from_json(raw: Any) -> Any:
     if isinstance(raw, list):
         return [_from_json(v) for v in raw]
@@ -949,14 +965,30 @@ def _from_json(raw: Any) -> Any:
 
 
 def _json_to_classad(obj: dict[str, Any]) -> classad2.ClassAd:
+    """A classad2.ClassAd from one object of HTCondor's JSON (expressions as "/Expr(...)/")."""
     ad = classad2.ClassAd()
     for key, raw in obj.items():
-        if isinstance(raw, str) and raw.startswith("/Expr(") and raw.endswith(")/"):
-            ad[key] = classad2.ExprTree(raw[6:-2])
-        elif raw is None:
-            ad[key] = classad2.ExprTree("undefined")
-        elif isinstance(raw, dict):
-            ad[key] = _json_to_classad(raw)
-        else:
+        if isinstance(raw, (bool, int, float, str)) and not _is_expr(raw):
             ad[key] = raw
+        else:
+            ad[key] = classad2.ExprTree(_expr_text(raw))
     return ad
+
+
+def _expr_text(raw: Any) -> str:
+    """A JSON value as ClassAd expression text."""
+    if _is_expr(raw):
+        return str(raw[6:-2])
+    if raw is None:
+        return "undefined"
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (int, float)):
+        return repr(raw)
+    if isinstance(raw, str):
+        return str(classad2.quote(raw))
+    if isinstance(raw, list):
+        return "{ " + ", ".join(_expr_text(v) for v in raw) + " }"
+    if isinstance(raw, dict):
+        return "[ " + " ".join(f"{k} = {_expr_text(v)};" for k, v in raw.items()) + " ]"
+    raise TypeError(f"not a JSON value: {raw!r}")

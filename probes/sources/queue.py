@@ -87,14 +87,10 @@ def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin
             "line": ads.line[jobs],
         }
     )
-    # Jobs without an AutoClusterId (not yet negotiated) are grouped by what they request.
-    key = frame["autocluster_id"].astype(object).where(frame["autocluster_id"].notna(), None)
-    fallback = frame[list(REQUESTS)].astype(str).agg("/".join, axis=1)
-    frame["_group"] = np.where(key.isna(), "r:" + fallback, "a:" + key.astype(str))
-    grouped = frame.groupby(["schedd", "_group"], sort=True, dropna=False)
+    # Jobs of an autocluster request the same; jobs without one (not yet negotiated) are
+    # grouped by what they request.
+    grouped = frame.groupby(["schedd", "autocluster_id", *REQUESTS], sort=True, dropna=False)
     out = grouped.agg(
-        autocluster_id=("autocluster_id", "first"),
-        **{r: (r, "first") for r in REQUESTS},
         count=("line", "size"),
         users=("user", lambda u: ",".join(sorted({x for x in u if isinstance(x, str)}))),
         example_job=("example_job", "first"),

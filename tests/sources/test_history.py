@@ -1,0 +1,85 @@
+"""The jobs table, on real job histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collector.errors import SourceError
+from probes.config import parse_config
+from probes.sources.history import read_history
+
+from ..conftest import DEMO
+
+
+def test_the_finished_glidein_job(fixtures: Path) -> None:
+    jobs, _ = read_history([fixtures / "classads/history-glidein-job-finished.ad"])
+    (job,) = jobs.to_dict("records")
+    assert job["job_id"] == "cmsgwms-submit1.fnal.gov#449897.0#1470014183"
+    assert job["site"] == "INFN-LNL-2"  # MATCH_EXP_JOB_GLIDEIN_Site
+    assert job["walltime_s"] == 18.0  # RemoteWallClockTime
+    assert (job["start"], job["end"]) == (1470014416, 1470014433)
+    assert (job["user"], job["group"]) == ("cmsdataops", "production")  # AccountingGroup = production.cmsdataops
+    # HTCondor 8.4 had no *Provisioned: the request stands for what the job held
+    assert not job["provisioned"] and job["memory"] == 1250 and job["cpus"] == 1
+
+
+def test_the_htcondor_25_history(condor25: Path) -> None:
+    jobs, report = read_history([condor25 / "history.ads"])
+    assert len(jobs) == 42 and not report.malformed
+    by_id = jobs.set_index(jobs["cluster"].astype(str) + "." + jobs["proc"].astype(str))
+    # 12.0 and 12.1: RequestMemory is the default expression (it evaluates to 0), but the slot
+    # gave them 128 MiB: MemoryProvisioned wins, the expression is never evaluated
+    assert by_id.loc["12.0", "memory"] == by_id.loc["12.1", "memory"] == 128
+    assert (by_id.loc["12.0", "exit_code"], by_id.loc["12.1", "exit_code"]) == (0, 3)
+    # 11.8 was removed before it ran: no slot, its request (40000 MiB) stands
+    never = by_id.loc["11.8"]
+    assert (never["status"], never["memory"], never["provisioned"]) == (3, 40000, False)
+    assert never["site"] == "unknown" and pd.isna(never["start"])
+    # clusters 1-9 have no glidein attributes; cluster 10 has them
+    assert set(jobs.loc[jobs["cluster"] < 10, "site"]) == {"unknown"}
+    assert set(jobs.loc[jobs["cluster"] == 10, "site"]) == {"LoopbackSite"}
+    assert set(jobs.loc[jobs["cluster"] >= 10, "group"]) == {"group_cms", "group_atlas", "group_osg"}
+    assert jobs.loc[jobs["cluster"] < 10, "group"].isna().all()  # submitted without accounting_group
+    assert report.evaluated == 2  # only 11.8's RequestDisk = DiskUsage, and the other never-ran job
+
+
+def test_long_json_and_per_job_files_agree(condor25: Path) -> None:
+    long, _ = read_history([condor25 / "history.ads"])
+    js, _ = read_history([condor25 / "history.json"])
+    per_job, _ = read_history([condor25 / "per_job_history"])
+    ignore = ["source", "line"]
+    pd.testing.assert_frame_equal(long.drop(columns=ignore), js.drop(columns=ignore))
+    assert len(per_job) == 12
+    same = long[long["cluster"] >= 10].sort_values(["cluster", "proc"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(same.drop(columns=ignore), per_job.drop(columns=ignore))
+    assert per_job["source"].str.endswith("/history.10.0").iloc[0]
+
+
+def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
+    config = parse_config(
+        {
+            "machines": {"speed_attribute": "HEPSPEC"},
+            "credentials": {"user": ["User"], "group": ["AccountingGroup"], "project": ["ProjectName"], "qos": ["JobPrio"]},
+        }
+    )
+    jobs, report = read_history([condor25 / "per_job_history"], config)
+    assert set(jobs["user"]) == {"condoruser@localpool"}
+    assert set(jobs["group"]) == {"group_cms", "group_atlas", "group_osg"}
+    # speed of the host the job ran on, through SYSTEM_JOB_MACHINE_ATTRS: 10.5 CPU node, 15.0 GPU node
+    ran = jobs[jobs["host"].notna()]
+    assert set(zip(ran["host"].str.split("@").str[1], ran["speed"])) == {("cpu-node1", 10.5), ("gpu-node1", 15.0)}
+    assert report.rejects == {"JobPrio: expected a string, got number": 12}
+
+
+def test_an_empty_history_directory(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no history.<cluster>.<proc> files in this directory"):
+        read_history([tmp_path])
+
+
+def test_the_demo_history() -> None:
+    jobs, _ = read_history([DEMO / "history.ads"])
+    assert len(jobs) == 60 and (jobs["status"] == 4).sum() == 58
+    assert jobs["site"].ne("unknown").sum() == 59  # all but the job that never ran
