@@ -27,7 +27,23 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Vali
 from collector.errors import ConfigError
 from probes.units import parse_size
 
-__all__ = ["OVERRIDES", "Override", "Partition", "ProbeConfig", "load_config"]
+__all__ = [
+    "DEFAULT_PARTITIONS",
+    "OVERRIDES",
+    "CredentialSettings",
+    "MachineSettings",
+    "Override",
+    "Partition",
+    "PoolSettings",
+    "ProbeConfig",
+    "ProbeSettings",
+    "SiteSettings",
+    "SourceSettings",
+    "StoreSettings",
+    "apply_overrides",
+    "load_config",
+    "parse_config",
+]
 
 MIB = 1024**2
 KIB = 1024
@@ -313,7 +329,7 @@ def _describe(err: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     if kind in ("greater_than", "greater_than_equal"):
         bound = err["ctx"].get("gt", err["ctx"].get("ge"))
         word = "greater than" if kind == "greater_than" else "at least"
-        return f"{key}: expected a number {word} {bound}, got {got!r}"
+        return f"{key}: expected a number {word} {bound:g}, got {got!r}"
     return f"{key}: {err['msg']}, got {got!r}"
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
 
-__all__ = ["IDLE_COLUMNS", "read_idle", "idle_table", "running_job_ids"]
+__all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "read_idle", "running_job_ids"]
 
 IDLE = 1
 REQUESTS = ("request_cpus", "request_memory", "request_disk", "request_gpus")

@@ -24,7 +24,7 @@ import pandas as pd
 from probes.config import ProbeConfig
 from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
 
-__all__ = ["RESOURCES", "Snapshot", "read_status", "slot_attrs", "snapshot_tables"]
+__all__ = ["RESOURCES", "Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
 
 RESOURCES = ("cpus", "memory", "disk", "gpus")
 _OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}

@@ -1,0 +1,53 @@
+"""The public surface is what __all__ says, and the exception tree is what errors.py draws."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+
+import pytest
+
+import collector.errors as errors
+
+
+MODULES = [
+    "probes",
+    "collector",
+    "collector.errors",
+    "collector.store",
+    "probes.config",
+    "probes.sources.classad",
+    "probes.sources.status",
+    "probes.sources.queue",
+    "probes.sources.history",
+    "probes.accounting",
+]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_all_lists_exactly_the_public_names(module: str) -> None:
+    mod = importlib.import_module(module)
+    defined = {
+        name
+        for name, value in vars(mod).items()
+        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module
+    }
+    assert set(mod.__all__) <= set(vars(mod)), "listed but missing"
+    assert defined <= set(mod.__all__), f"public but not listed: {sorted(defined - set(mod.__all__))}"
+
+
+def test_exception_tree() -> None:
+    assert issubclass(errors.ConfigError, errors.FairacctError)
+    assert issubclass(errors.ClassAdError, errors.SourceError)
+    assert issubclass(errors.SourceError, errors.FairacctError)
+    assert issubclass(errors.StoreError, errors.SinkError)
+    assert issubclass(errors.SinkError, errors.FairacctError)
+    drawn = set(re.findall(r"(\w+Error)\s", errors.__doc__ or ""))
+    defined = {n for n, v in vars(errors).items() if inspect.isclass(v) and issubclass(v, Exception)}
+    assert drawn == defined
+
+
+def test_class_ad_error_names_file_line_and_attribute() -> None:
+    err = errors.ClassAdError("history.1234.0", 17, "unterminated string", attribute="Args")
+    assert str(err) == "history.1234.0 line 17: attribute 'Args': unterminated string"
