@@ -22,22 +22,14 @@ import pandas as pd
 from collector.errors import ConfigError, FairacctError
 from collector.store import EmbeddedStore
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
+from probes import views
 from probes.cycle import CycleResult, read_sources, run_once
+from probes.overhead import overhead_report, snapshot_bills
 from probes.quarantine import write_quarantine
-from probes.sources.classad import ReadReport
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-SLOT_VIEW = (
-    "name", "slot_type", "site", "partition", "total_cpus", "total_memory", "total_gpus",
-    "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "n_dynamic",
-)  # fmt: skip
-ALLOCATION_VIEW = ("name", "parent", "job_id", "user", "group", "cpus", "memory", "gpus")
-IDLE_VIEW = ("schedd", "autocluster_id", "request_cpus", "request_memory", "request_disk", "request_gpus", "count", "users")
-JOB_VIEW = ("job_id", "user", "group", "project", "cpus", "memory", "gpus", "status", "walltime_s", "cpu_time_s", "site")
-
 
 def _package_version() -> str:
     try:
@@ -63,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("slots", parents=[common], help="read startd ads into the slots and allocations tables")
     sub.add_parser("idle", parents=[common], help="read the queue into the idle table (autoclusters)")
     sub.add_parser("jobs", parents=[common], help="read job history into the jobs table")
+    overhead = sub.add_parser("overhead", parents=[common], help="true overhead of each slot in canonical units, and its histogram")
+    overhead.add_argument(
+        "--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)"
+    )
+    sub.add_parser("bill", parents=[common], help="proportional bills of the running jobs")
     probe = sub.add_parser("probe", help="run the probe")
     probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
     probe_sub.add_parser("once", parents=[common], help="run one cycle into the store and print what it found")
@@ -92,7 +89,11 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return EXIT_OK
     if args.command == "probe":
-        _require(config.sources.status_files or config.sources.history or config.sources.idle_files, "sources", "--status-file, --idle-file or --history")
+        _require(
+            config.sources.status_files or config.sources.history or config.sources.idle_files,
+            "sources",
+            "--status-file, --idle-file or --history",
+        )
         result = _store_cycle(config, args.strict)
     else:
         key, option = _INPUT[args.command]
@@ -102,17 +103,67 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         config = config.model_copy(update={"sources": config.sources.model_copy(update=only)})
         result = read_sources(config, strict=args.strict)
     _report_problems(result, config)
-    if args.json:
-        print(json.dumps(_as_json(args.command, result), indent=1))
-    else:
-        _print_tables(args.command, result)
+    doc, sections = _show(args, result, config)
+    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
     return EXIT_OK
+
+
+def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
+    """The JSON document and the tables a command prints."""
+    command = args.command
+    if command in ("slots", "idle", "jobs"):
+        return views.read_json(result, slots=command == "slots"), views.read_sections(result, slots=command == "slots")
+    snapshot = result.snapshot
+    if command == "overhead":
+        assert snapshot is not None
+        report = overhead_report(snapshot, config, result.idle, exact=args.exact)
+        return views.overhead_json(report), views.overhead_sections(report)
+    if command == "bill":
+        assert snapshot is not None
+        nodes, bills = snapshot_bills(snapshot, config)
+        return views.bill_json(nodes, bills), views.bill_sections(nodes, bills)
+    # probe once: what was read and stored, and the snapshot's accounting
+    doc: dict[str, Any] = {"read": views.read_json(result, slots=False)["read"], "stored": result.stored}
+    sections: list[views.Section] = [("read", _read_summary(result))]
+    if snapshot is not None:
+        report = overhead_report(snapshot, config, result.idle)
+        nodes, bills = snapshot_bills(snapshot, config)
+        doc |= {"overhead": views.overhead_json(report), "bill": views.bill_json(nodes, bills)}
+        sections += views.overhead_sections(report, per_slot=False) + views.bill_sections(nodes, bills, per_job=False)
+    path = result.stored.pop("_path", None)
+    counts = ", ".join(f"{k} {v}" for k, v in result.stored.items())
+    sections.append(("stored", f"{path}: {counts}"))
+    return doc, sections
+
+
+def _read_summary(result: CycleResult) -> str:
+    lines = []
+    if result.snapshot is not None:
+        s, a = result.snapshot.slots, result.snapshot.allocations
+        lines.append(f"{len(s)} slots ({', '.join(f'{n} {k.lower()}' for k, n in s['slot_type'].value_counts().items())}), {len(a)} allocations")
+    if result.idle is not None:
+        lines.append(f"{int(result.idle['count'].sum())} idle jobs in {len(result.idle)} autoclusters")
+    if result.jobs is not None:
+        lines.append(f"{len(result.jobs)} jobs from the history")
+    return "\n".join(lines)
 
 
 # per command: the input it needs, and the sources it reads (idle demand from a
 # condor_q -autocluster dump needs the running jobs of a status dump)
-_INPUT = {"slots": ("status_files", "--status-file"), "idle": ("idle_files", "--idle-file"), "jobs": ("history", "--history")}
-_READS = {"slots": ("status_files",), "idle": ("idle_files", "status_files"), "jobs": ("history",)}
+_INPUT = {
+    "slots": ("status_files", "--status-file"),
+    "idle": ("idle_files", "--idle-file"),
+    "jobs": ("history", "--history"),
+    "overhead": ("status_files", "--status-file"),
+    "bill": ("status_files", "--status-file"),
+}
+_READS = {
+    "slots": ("status_files",),
+    "idle": ("idle_files", "status_files"),
+    "jobs": ("history",),
+    "overhead": ("status_files", "idle_files"),
+    "bill": ("status_files",),
+}
 
 
 def _require(value: object, key: str, option: str) -> None:
@@ -146,59 +197,6 @@ def _report_problems(result: CycleResult, config: ProbeConfig) -> None:
             )
         for reason, count in sorted(report.rejects.items()):
             print(f"fairacct: {what}: {count} value(s) ignored: {reason}", file=sys.stderr)
-
-
-def _as_json(command: str, result: CycleResult) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if result.snapshot is not None and command in ("slots", "probe"):
-        out["slots"] = _records(result.snapshot.slots)
-        out["allocations"] = _records(result.snapshot.allocations)
-    if result.idle is not None:
-        out["idle"] = _records(result.idle.drop(columns=["example_job"]))
-    if result.jobs is not None:
-        out["jobs"] = _records(result.jobs)
-    out["read"] = {
-        what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
-        for what, r in result.reports.items()
-    }
-    if result.stored:
-        out["stored"] = result.stored
-    return out
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return json.loads(frame.to_json(orient="records", double_precision=15))  # type: ignore[no-any-return]
-
-
-def _print_tables(command: str, result: CycleResult) -> None:
-    sections = []
-    if result.snapshot is not None and command in ("slots", "probe"):
-        slots, allocs = result.snapshot.slots, result.snapshot.allocations
-        sections.append((f"{len(slots)} slots (partitionable and static)", _table(slots, SLOT_VIEW)))
-        sections.append((f"{len(allocs)} allocations (dynamic slots)", _table(allocs, ALLOCATION_VIEW)))
-    if result.idle is not None:
-        jobs = int(result.idle["count"].sum()) if len(result.idle) else 0
-        sections.append((f"{len(result.idle)} autoclusters of idle jobs ({jobs} jobs)", _table(result.idle, IDLE_VIEW)))
-    if result.jobs is not None:
-        sections.append((f"{len(result.jobs)} jobs", _table(result.jobs, JOB_VIEW)))
-    for title, body in sections:
-        print(f"== {title}")
-        print(body)
-        print()
-    if result.stored:
-        path = result.stored.get("_path")
-        counts = ", ".join(f"{k} {v}" for k, v in result.stored.items() if k != "_path")
-        print(f"stored in {path}: {counts}")
-
-
-def _table(frame: pd.DataFrame, columns: Sequence[str]) -> str:
-    if not len(frame):
-        return "(none)"
-    view = frame.reindex(columns=list(columns)).copy()
-    for col in view.columns:
-        if pd.api.types.is_float_dtype(view[col]) and (view[col].dropna() % 1 == 0).all():
-            view[col] = view[col].astype("Int64")
-    return view.to_string(index=False, na_rep="-")
 
 
 if __name__ == "__main__":  # pragma: no cover

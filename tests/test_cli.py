@@ -111,8 +111,9 @@ def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixtur
     for _ in range(2):  # the same dump twice is stored once: ids come from the facts
         code, out, err = run(capsys, "probe", "once", "--config", demo, "--store", f"sqlite:///{store}")
         assert code == 0, err
-    assert f"stored in {store}: slot 36, allocation 72, job 60" in out
-    assert "== 6 autoclusters of idle jobs (15 jobs)" in out
+    assert f"== stored\n{store}: slot 36, allocation 72, job 60\n" in out
+    assert "15 idle jobs in 6 autoclusters" in out
+    assert "== slots by true overhead (columns: CU of overhead)" in out
     with sqlite3.connect(store) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         (doc,) = db.execute("SELECT doc FROM job WHERE doc LIKE '%4143.3#%'").fetchone()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from probes.accounting.billing import bill
 from probes.accounting.canonical import RESOURCES, CanonicalUnit, true_overhead
-from probes.accounting.fit import DemandOverlap, demand_overlap, fits_idle
+from probes.accounting.fit import DemandOverlap, demand_overlap, fits_idle, fitting_pairs
 from probes.accounting.histogram import overhead_histogram, slot_phase
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "bill",
     "demand_overlap",
     "fits_idle",
+    "fitting_pairs",
     "overhead_histogram",
     "slot_phase",
     "true_overhead",

@@ -18,7 +18,7 @@ import pandas as pd
 
 from probes.accounting._tables import RESOURCES, require_columns
 
-__all__ = ["DemandOverlap", "demand_overlap", "fits_idle"]
+__all__ = ["DemandOverlap", "demand_overlap", "fits_idle", "fitting_pairs"]
 
 # Bounds the slots x requests boolean block of one chunk (bytes, as numpy bools are 1 byte):
 # 100,000 slots x 1,000 autoclusters would otherwise be 100 MB per resource.
@@ -73,6 +73,43 @@ def fits_idle(slots: pd.DataFrame, idle: pd.DataFrame) -> pd.Series:
                 fits &= requests[None, :, i] <= block[:, i, None]
             result[start : start + step] = fits.any(axis=1)
     return pd.Series(result, index=slots.index, name="fits_idle")
+
+
+def fitting_pairs(slots: pd.DataFrame, idle: pd.DataFrame) -> pd.DataFrame:
+    """The (slot, idle row) pairs where the idle row's request fits the slot's leftovers.
+
+    Same inputs and rules as :func:`fits_idle` (``slots`` needs ``unallocated_<r>``, ``idle``
+    needs ``request_<r>`` and ``count``), but per idle row (autocluster), for checks
+    that need the job itself (its Requirements). Returns a frame of positions: ``slot``
+    (row position in ``slots``) and ``idle`` (row position in ``idle``), int64.
+    """
+    unallocated_cols = [f"unallocated_{r}" for r in RESOURCES]
+    require_columns(slots, unallocated_cols, "slots table")
+    columns = [f"request_{r}" for r in RESOURCES]
+    require_columns(idle, [*columns, "count"], "idle table")
+    waiting = np.flatnonzero(pd.to_numeric(idle["count"]).to_numpy(dtype=np.float64) > 0)
+    requests = np.nan_to_num(idle[columns].apply(pd.to_numeric).to_numpy(dtype=np.float64)[waiting], nan=0.0)
+    free = np.nan_to_num(slots[unallocated_cols].to_numpy(dtype=np.float64), nan=0.0)
+    free = free + _FIT_EPS * np.maximum(1.0, np.abs(free))
+    slot_pos, idle_pos = [], []
+    m = len(requests)
+    if len(free) and m:
+        step = max(1, _CHUNK_CELLS // m)
+        for start in range(0, len(free), step):
+            block = free[start : start + step]
+            fits = np.ones((len(block), m), dtype=bool)
+            for i in range(len(RESOURCES)):
+                fits &= requests[None, :, i] <= block[:, i, None]
+            s, j = np.nonzero(fits)
+            slot_pos.append(s + start)
+            idle_pos.append(waiting[j])
+    empty = np.zeros(0, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "slot": np.concatenate(slot_pos) if slot_pos else empty,
+            "idle": np.concatenate(idle_pos) if idle_pos else empty,
+        }
+    )
 
 
 class DemandOverlap(TypedDict):

@@ -44,10 +44,15 @@ ALLOCATION_COLUMNS = (
 
 @dataclass
 class Snapshot:
-    """One instant of a pool: its slots (partitionable and static) and allocations (dynamic)."""
+    """One instant of a pool: its slots (partitionable and static) and allocations (dynamic).
+
+    ``ads`` holds each slots row's own ad (text or JSON object), for evaluating expressions
+    such as an idle job's Requirements against it; None when the source kept no ads.
+    """
 
     slots: pd.DataFrame
     allocations: pd.DataFrame
+    ads: np.ndarray | None = None
 
 
 def slot_attrs(config: ProbeConfig) -> list[Attr]:
@@ -190,7 +195,11 @@ def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
     for extra in config.sources.slot_attributes:
         slots[extra] = ads[extra][p]
     slots = slots.reindex(columns=[*SLOT_COLUMNS, *config.sources.slot_attributes])
-    return Snapshot(slots=slots.reset_index(drop=True), allocations=allocations.reset_index(drop=True))
+    return Snapshot(
+        slots=slots.reset_index(drop=True),
+        allocations=allocations.reset_index(drop=True),
+        ads=ads.raw[p] if ads.raw is not None else None,
+    )
 
 
 def assign_partitions(ads: AdColumns, rows: np.ndarray, config: ProbeConfig) -> np.ndarray:

@@ -13,6 +13,7 @@ def test_all_is_the_public_surface() -> None:
         "bill",
         "demand_overlap",
         "fits_idle",
+        "fitting_pairs",
         "overhead_histogram",
         "slot_phase",
         "true_overhead",
