@@ -132,6 +132,7 @@ class AdColumns:
 
     @staticmethod
     def concat(parts: Sequence[AdColumns], attrs: Sequence[Attr]) -> AdColumns:
+        """One AdColumns of all the parts; the parts give up their columns to it."""
         if not parts:
             return AdColumns(
                 {a.name: _empty(a.kind) for a in attrs},
@@ -141,8 +142,12 @@ class AdColumns:
         if len(parts) == 1:
             return parts[0]
         raws = [p.raw for p in parts]
+        columns = {}
+        for a in attrs:
+            # one column at a time, releasing the parts' pieces, so that the whole is not held twice
+            columns[a.name] = np.concatenate([p.columns.pop(a.name) for p in parts])
         return AdColumns(
-            {a.name: np.concatenate([p.columns[a.name] for p in parts]) for a in attrs},
+            columns,
             np.concatenate([p.path for p in parts]),
             np.concatenate([p.line for p in parts]),
             np.concatenate(raws) if all(r is not None for r in raws) else None,  # type: ignore[arg-type]
@@ -159,7 +164,7 @@ class AdColumns:
                 missing = pd.isna(out)
                 out[missing] = col[missing]
         if out is None:
-            return np.full(len(self), default, dtype=object)
+            return _repeat(default, len(self))
         if default is not None:
             out[pd.isna(out)] = default
         return out
@@ -176,6 +181,13 @@ def to_classad(raw: str | dict[str, Any]) -> classad2.ClassAd:
     if isinstance(raw, dict):
         return _json_to_classad(raw)
     return classad2.parseOne(raw, classad2.ParserType.Old)
+
+
+def _repeat(value: object, n: int) -> np.ndarray:
+    """An object array of ``n`` references to one object (np.full would copy a str n times)."""
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
 
 
 def _empty(kind: Kind, n: int = 0) -> np.ndarray:
@@ -296,7 +308,7 @@ def columns_from_classads(
     return (
         AdColumns(
             {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)},
-            np.full(len(ads), origin, dtype=object),
+            _repeat(origin, len(ads)),
             np.arange(1, len(ads) + 1, dtype=np.int64),
             raw,
         ),
@@ -476,7 +488,13 @@ class _Scanner:
                 lines = lines[w == pwords[i]]
             line_of[ad_of[lines], j] = lines  # in file order, so a repeated attribute's last wins
 
-        ad_i, attr_j = np.nonzero(line_of >= 0)
+        # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
+        # not read at all
+        wanted = line_of >= 0
+        for j, attr in enumerate(self.attrs):
+            if attr.unless is not None and attr.unless.lower() in self.index:
+                wanted[:, j] &= line_of[:, self.index[attr.unless.lower()]] < 0
+        ad_i, attr_j = np.nonzero(wanted)
         lines = line_of[ad_i, attr_j]
         vs = starts[lines] + self.lengths[attr_j]
         ascii_text = data.decode("ascii") if data.isascii() else None
@@ -518,7 +536,7 @@ class _Scanner:
             raw = np.array([data[b:e].decode("utf-8", "replace") for b, e in zip(ad_begin[keep], ad_end[keep])] + [None], dtype=object)[:-1]
         return AdColumns(
             {a.name: (numeric if a.kind is Kind.NUMBER else objects)[keep, j] for j, a in enumerate(self.attrs)},
-            np.full(int(keep.sum()), path, dtype=object),
+            _repeat(path, int(keep.sum())),
             first_line + ad_first_line[keep],
             raw,
         ), len(nl)
@@ -689,27 +707,26 @@ def _convert(
 
 def _strings(data: bytes, ascii_text: str | None, buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The texts ``data[a:b]`` as an object array, and whether each is free of quotes and
-    backslashes (the others are left to classad2)."""
-    width = b - a
-    texts = np.empty(len(a), dtype=object)
-    clean = np.zeros(len(a), dtype=bool)
-    short = np.flatnonzero(width <= 64) if ascii_text is not None else np.array([], dtype=np.int64)
-    if len(short):
-        # short ASCII strings: gathered as a byte matrix and converted in one go
-        W = max(int(width[short].max()), 1)
-        cols = np.arange(W)
-        m = buf[a[short][:, None] + cols]
-        m[cols >= width[short][:, None]] = 0
-        clean[short] = ~((m == 34) | (m == 92)).any(axis=1)
-        texts[short] = m.view(f"S{W}").ravel().astype(f"U{W}").astype(object)
-    long = np.setdiff1d(np.arange(len(a)), short, assume_unique=True)
-    if len(long):
-        if ascii_text is not None:
-            got = [ascii_text[i:j] for i, j in zip(a[long].tolist(), b[long].tolist())]
-        else:
-            got = [data[i:j].decode("utf-8", "replace") for i, j in zip(a[long].tolist(), b[long].tolist())]
-        texts[long] = got
-        clean[long] = ['"' not in t and "\\" not in t for t in got]
+    backslashes (the others are left to classad2).
+
+    Slicing a str is cheaper than any numpy detour here: the texts must become Python str
+    objects for the table anyway.
+    """
+    if ascii_text is not None:
+        got = [ascii_text[i:j] for i, j in zip(a.tolist(), b.tolist())]
+    else:
+        got = [data[i:j].decode("utf-8", "replace") for i, j in zip(a.tolist(), b.tolist())]
+    # Users, groups, sites repeat in every ad: one str object each keeps a table of 200,000
+    # jobs in a third of the memory. The cache is bounded so that it cannot grow with history.
+    if len(_STRINGS) > _MAX_CACHED:
+        _STRINGS.clear()
+    got = [_STRINGS.setdefault(t, t) for t in got]
+    texts = np.empty(len(got), dtype=object)
+    texts[:] = got
+    joined = "\0".join(got)
+    if '"' not in joined and "\\" not in joined:  # the usual case: one C-level scan decides
+        return np.ones(len(got), dtype=bool), texts
+    clean = np.fromiter(('"' not in t and "\\" not in t for t in got), dtype=bool, count=len(got))
     return clean, texts
 
 
@@ -722,8 +739,12 @@ def _numbers(buf: np.ndarray, vs: np.ndarray, width: np.ndarray) -> tuple[np.nda
     ok = np.zeros(len(vs), dtype=bool)
     is_int = np.zeros(len(vs), dtype=bool)
     values = np.full(len(vs), np.nan)
-    short = width <= _MAX_INT_DIGITS + 1
-    for group in (np.flatnonzero(short), np.flatnonzero(~short)):
+    # grouped by width, so that the byte matrix of each group is not wider than it needs
+    bins = np.searchsorted(_WIDTH_BINS, width)
+    order = np.argsort(bins, kind="stable")
+    bounds = np.searchsorted(bins[order], np.arange(len(_WIDTH_BINS) + 1), side="left")
+    for g in range(len(_WIDTH_BINS)):
+        group = order[bounds[g] : bounds[g + 1]]
         if not len(group):
             continue
         w = width[group]
@@ -790,6 +811,9 @@ def _reals(m: np.ndarray, width: np.ndarray) -> np.ndarray:
 
 
 _POW10 = 10.0 ** np.arange(64)
+_STRINGS: dict[str, str] = {}
+_MAX_CACHED = 20_000
+_WIDTH_BINS = np.array([1, 2, 4, 8, 12, 19, 40])
 
 
 _LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.I)
@@ -940,7 +964,7 @@ def _read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, kee
             _store(numeric, objects, a, i, j, v, report)
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)}
     raw = np.array(raws + [None], dtype=object)[:-1] if keep_raw else None
-    return AdColumns(out, np.full(n, path, dtype=object), np.array(lines, dtype=np.int64), raw), report
+    return AdColumns(out, _repeat(path, n), np.array(lines, dtype=np.int64), raw), report
 
 
 def _is_expr(raw: Any) -> bool:

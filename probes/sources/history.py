@@ -90,7 +90,9 @@ def read_history(
             cols, rep = read_ads(path, attrs, strict=strict)
         parts.append(cols)
         report.merge(rep)
-    return jobs_table(AdColumns.concat(parts, attrs), config), report
+    ads = AdColumns.concat(parts, attrs)
+    del parts
+    return jobs_table(ads, config), report
 
 
 def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
@@ -100,7 +102,7 @@ def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "job_id": global_id,
-            "schedd": pd.Series(global_id, dtype=object).str.split("#").str[0],
+            "schedd": [g.partition("#")[0] if isinstance(g, str) else None for g in global_id],
             "cluster": _int(ads["ClusterId"]),
             "proc": _int(ads["ProcId"]),
             "user": _credential(ads, creds.user),
@@ -108,7 +110,8 @@ def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
             "project": _credential(ads, creds.project),
             "queue": _credential(ads, creds.queue),
             "qos": _credential(ads, creds.qos),
-        }
+        },
+        copy=False,  # the arrays are new: no need to hold them twice
     )
     provisioned = np.zeros(len(ads), dtype=bool)
     for r in RESOURCES:
@@ -151,13 +154,23 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
     """The accounting group; from ``AccountingGroup`` ('group_cms.alice') the user is dropped."""
     out = np.full(len(ads), None, dtype=object)
     for name in names:
-        values = pd.Series(ads[name], dtype=object)
+        missing = np.flatnonzero(pd.isna(out))
+        if not len(missing):
+            break
+        values = ads[name][missing]
         if name.lower() == "accountinggroup":
-            local = values.str.split("@").str[0]
-            values = local.where(local.str.contains(".", regex=False, na=False)).str.rsplit(".", n=1).str[0]
-        missing = pd.isna(out)
-        out[missing] = values.to_numpy()[missing]
+            values = np.array([_group_of(v) for v in values] + [None], dtype=object)[:-1]
+        out[missing] = values
     return out
+
+
+def _group_of(accounting_group: object) -> str | None:
+    """'group_cms.alice@pool' -> 'group_cms'; an ungrouped 'alice' -> None."""
+    if not isinstance(accounting_group, str):
+        return None
+    local = accounting_group.partition("@")[0]
+    group, dot, _ = local.rpartition(".")
+    return group if dot else None
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,0 +1,378 @@
+"""Benchmark the ClassAd history reader against the targets of the reader issue.
+
+Targets, for ``probes.sources.history.read_history`` on one core:
+
+* throughput: at least 50,000 ads/s into the jobs table (on 50,000 and on 200,000 ads);
+* scaling: a file 4x as large (200,000 vs 50,000 ads) takes at most 4.4x the time;
+* memory: peak RSS under 300 MB while reading 200,000 ads.
+
+``classad2.parseAds`` is timed on the first 2,000 and 8,000 ads of the same file for comparison
+only: its throughput falls as its input grows, so the whole file would take over an hour.
+
+Every measurement runs in a fresh interpreter pinned to one core, so its peak RSS is its own and
+nothing else (imports, other measurements, data generation) is counted in it. The input files are
+generated once into ``benchmarks/.data/`` and reused.
+
+Run with ``make bench`` or ``python benchmarks/bench_readers.py``. Exits 0 when every target is
+met, 1 when one is not, 2 when nothing could be measured (e.g. ``read_history`` is missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_DATA = HERE / ".data"
+
+SMALL, LARGE = 50_000, 200_000
+PARSEADS_PREFIXES = (2_000, 8_000)
+MIN_ADS_PER_S = 50_000
+MAX_SCALING = 4.4
+MAX_PEAK_MB = 300  # decimal megabytes, the stricter reading of "300 MB"
+WORKER_TIMEOUT_S = 1800  # a reader stuck for half an hour has failed; do not hang `make bench`
+
+EXIT_FAIL = 1
+EXIT_UNMEASURED = 2
+
+# Libraries must not spread work over threads the pinned core then has to time-share; set
+# before the worker's interpreter starts, since BLAS reads them at import.
+_WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# ---------------------------------------------------------------------------------------------
+# worker side: one measurement, in its own process
+
+
+def _load_reader() -> Callable[..., Any]:
+    """The function under test; imported here, inside the worker, so its import cost and memory
+    belong to the worker and a missing module is reported rather than crashing the suite."""
+    from probes.sources.history import read_history
+
+    return read_history
+
+
+def _pin(cpu: int | None) -> int:
+    allowed = os.sched_getaffinity(0)
+    # core 0 unless told otherwise; a container's cpuset may not include it
+    chosen = cpu if cpu is not None else (0 if 0 in allowed else min(allowed))
+    os.sched_setaffinity(0, {chosen})
+    return chosen
+
+
+def _peak_rss_mb() -> float:
+    """Peak RSS of this process in MB, from VmHWM.
+
+    Not ``ru_maxrss``: Linux carries the pre-exec peak of the forked parent over into the child's
+    ``ru_maxrss``, so it can report the benchmark driver's memory instead of the reader's.
+    VmHWM belongs to the process's own address space, which exec starts afresh.
+    """
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _head(path: Path, n_ads: int) -> str:
+    """The text of the first ``n_ads`` ads of a ``-long`` file (ads end at a blank line)."""
+    lines: list[str] = []
+    seen = 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line == "\n":
+                seen += 1
+                if seen == n_ads:
+                    break
+            lines.append(line)
+    if seen < n_ads - 1:  # the last ad of a file has no blank line after it
+        raise SystemExit(f"{path} has fewer than {n_ads:,} ads")
+    return "".join(lines)
+
+
+def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[str, Any]:
+    chosen = _pin(cpu)
+    sys.path.insert(0, str(REPO))
+    result: dict[str, Any] = {"cpu": chosen}
+    if kind in ("check", "read_history"):
+        try:
+            read = _load_reader()
+        except ImportError as exc:
+            return {"unavailable": f"{type(exc).__name__}: {exc}"}
+        if kind == "check":
+            return result
+        assert path is not None
+        result["rss_before_mb"] = _peak_rss_mb()
+        began, cpu_began = time.perf_counter(), time.process_time()
+        out = read([path])
+        result["seconds"] = time.perf_counter() - began
+        result["cpu_seconds"] = time.process_time() - cpu_began
+        result["peak_rss_mb"] = _peak_rss_mb()
+        if not (isinstance(out, tuple) and len(out) == 2):
+            return {"error": f"read_history returned {type(out).__name__}, expected (DataFrame, ReadReport)"}
+        table, report = out
+        result["rows"] = len(table)
+        result["report_ads"] = getattr(report, "ads", None)
+        result["evaluated"] = getattr(report, "evaluated", None)
+        result["malformed"] = len(getattr(report, "malformed", ()))
+    elif kind == "parseads":
+        import classad2
+
+        assert path is not None
+        text = _head(path, n_ads)  # read before timing: the file read is not parseAds' work
+        result["rss_before_mb"] = _peak_rss_mb()
+        began, cpu_began = time.perf_counter(), time.process_time()
+        ads = list(classad2.parseAds(text, classad2.ParserType.Old))
+        result["seconds"] = time.perf_counter() - began
+        result["cpu_seconds"] = time.process_time() - cpu_began
+        result["peak_rss_mb"] = _peak_rss_mb()
+        result["rows"] = len(ads)
+    else:
+        raise SystemExit(f"unknown worker kind {kind!r}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# driver side
+
+
+@dataclass
+class Run:
+    """The best of the repeats of one measurement."""
+
+    label: str
+    ads: int
+    bytes: int
+    seconds: float  # fastest repeat (least disturbed by the rest of the machine)
+    slowest: float  # slowest repeat: how far apart they are says how noisy the machine was
+    cpu_seconds: float  # of that repeat
+    peak_rss_mb: float  # largest over the repeats
+    rss_before_mb: float
+    rows: int
+    evaluated: int | None = None  # ads the reader handed to classad2, when its report says
+    report_ads: int | None = None
+    malformed: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.ads / self.seconds
+
+
+class Unmeasured(Exception):
+    """A measurement could not be made at all."""
+
+
+def _spawn(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[str, Any]:
+    what = kind if path is None else f"{kind} on {path.name}"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(path or ""), str(n_ads)]
+    if cpu is not None:
+        cmd += ["--cpu", str(cpu)]
+    try:
+        proc = subprocess.run(
+            cmd,
+            check=False,  # a failing worker is reported with its stderr below
+            cwd=REPO,
+            env={**os.environ, **_WORKER_ENV},
+            capture_output=True,
+            text=True,
+            timeout=WORKER_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise Unmeasured(f"{what} did not finish within {WORKER_TIMEOUT_S} s") from exc
+    # the result is the last line; the code under test may print before it
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        raise Unmeasured(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    try:
+        result: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise Unmeasured(f"{what} printed no result; its last line was {lines[-1][:200]!r}") from exc
+    if "unavailable" in result:
+        raise Unmeasured(
+            "probes.sources.history.read_history cannot be imported "
+            f"({result['unavailable']}).\nThis benchmark measures that function; nothing was measured."
+        )
+    if "error" in result:
+        raise Unmeasured(f"{what}: {result['error']}")
+    return result
+
+
+def _measure(label: str, kind: str, path: Path, n_ads: int, size: int, repeat: int, cpu: int | None) -> Run:
+    results = [_spawn(kind, path, n_ads, cpu) for _ in range(repeat)]
+    best = min(results, key=lambda r: r["seconds"])
+    return Run(
+        label=label,
+        ads=n_ads,
+        bytes=size,
+        seconds=best["seconds"],
+        slowest=max(r["seconds"] for r in results),
+        cpu_seconds=best["cpu_seconds"],
+        peak_rss_mb=max(r["peak_rss_mb"] for r in results),
+        rss_before_mb=best["rss_before_mb"],
+        rows=best["rows"],
+        evaluated=best.get("evaluated"),
+        report_ads=best.get("report_ads"),
+        malformed=best.get("malformed", 0),
+    )
+
+
+def _data_file(data_dir: Path, n_ads: int) -> Path:
+    # imported here so that workers, which run this file too, do not load the generator
+    from generate_history import GENERATOR_VERSION, generate
+
+    path = data_dir / f"history-{n_ads}-g{GENERATOR_VERSION}.ads"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # files from an older generator would otherwise pile up (hundreds of MB each)
+        for stale in data_dir.glob(f"history-{n_ads}-g*.ads"):
+            stale.unlink()
+        print(f"generating {path} ({n_ads:,} ads) ...", flush=True)
+        began = time.perf_counter()
+        generate(path, n_ads)
+        print(f"  done in {time.perf_counter() - began:.1f} s, {path.stat().st_size / 1e6:,.0f} MB", flush=True)
+    return path
+
+
+def _warm(path: Path) -> None:
+    """Read the file once so every repeat finds it in the page cache: the targets are about the
+    reader's CPU work, not about the disk the benchmark happens to run on."""
+    with open(path, "rb") as fh:
+        while fh.read(1 << 24):
+            pass
+
+
+def _offset_of_ad(path: Path, n_ads: int) -> int:
+    """Bytes taken by the first ``n_ads`` ads (for MB/s of the parseAds runs)."""
+    seen = size = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            size += len(line)
+            if line == b"\n":
+                seen += 1
+                if seen == n_ads:
+                    break
+    return size
+
+
+def _table(runs: Sequence[Run]) -> str:
+    # (title, width, cell) per column; the first is left-aligned
+    columns: list[tuple[str, int, Callable[[Run], str]]] = [
+        ("measurement", 52, lambda r: r.label),
+        ("ads", 9, lambda r: f"{r.ads:,}"),
+        ("seconds", 8, lambda r: f"{r.seconds:.2f}"),
+        ("spread", 7, lambda r: f"+{100 * (r.slowest / r.seconds - 1):.0f}%"),
+        ("ads/s", 9, lambda r: f"{r.rate:,.0f}"),
+        ("MB/s", 7, lambda r: f"{r.bytes / 1e6 / r.seconds:.1f}"),
+        ("cpu %", 6, lambda r: f"{100 * r.cpu_seconds / r.seconds:.0f}"),
+        ("peak RSS", 9, lambda r: f"{r.peak_rss_mb:.0f} MB"),
+        ("rows", 9, lambda r: f"{r.rows:,}"),
+        ("via classad2", 12, lambda r: "" if r.evaluated is None else f"{r.evaluated:,}"),
+    ]
+
+    def row(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return " ".join([f"{first:<{columns[0][1]}}", *(f"{c:>{w}}" for c, (_, w, _) in zip(rest, columns[1:]))])
+
+    head = row([title for title, _, _ in columns])
+    return "\n".join([head, "-" * len(head), *(row([cell(r) for _, _, cell in columns]) for r in runs)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA, help="where the generated files are kept (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per measurement; the fastest counts (default: %(default)s)"
+    )
+    parser.add_argument("--cpu", type=int, default=None, help="core to pin the measurements to (default: 0)")
+    parser.add_argument("--worker", nargs=3, metavar=("KIND", "PATH", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+
+    if args.worker:
+        kind, path, n = args.worker
+        print(json.dumps(_worker(kind, Path(path) if path else None, int(n), args.cpu)))
+        return 0
+
+    sys.path.insert(0, str(HERE))  # generate_history, whether run from the repo root or not
+    try:
+        cpu = _spawn("check", None, 0, args.cpu)["cpu"]  # fail fast, before generating data
+        small, large = (_data_file(args.data_dir, n) for n in (SMALL, LARGE))
+        for path in (small, large):
+            _warm(path)
+        size = {p: p.stat().st_size for p in (small, large)}
+        load = os.getloadavg()[0]
+        print(
+            f"\nmeasuring on core {cpu}, best of {args.repeat} runs each, every run in a fresh process "
+            f"(load average {load:.1f}; other work on that core, or waiting for I/O, shows as cpu % under 100)\n",
+            flush=True,
+        )
+        runs = [
+            _measure(f"read_history  {small.name}", "read_history", small, SMALL, size[small], args.repeat, args.cpu),
+            _measure(f"read_history  {large.name}", "read_history", large, LARGE, size[large], args.repeat, args.cpu),
+        ]
+        for n in PARSEADS_PREFIXES:
+            label = f"parseAds      first {n:,} ads of {large.name}"
+            runs.append(_measure(label, "parseads", large, n, _offset_of_ad(large, n), args.repeat, args.cpu))
+    except Unmeasured as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_UNMEASURED
+
+    print(_table(runs))
+    prefixes = " and ".join(f"{n:,}" for n in PARSEADS_PREFIXES)
+    print(
+        f"\nparseAds (classad2) is given only the first {prefixes} ads of the file, for comparison:"
+        "\nits throughput falls as its input grows, so it is not run on the whole file."
+    )
+    rh_small, rh_large = runs[0], runs[1]
+    # A reader that skips ads would look fast; say so next to its numbers.
+    for r in (rh_small, rh_large):
+        name = r.label.split()[-1]
+        if r.rows != r.ads:
+            print(f"note: read_history returned {r.rows:,} rows for the {r.ads:,} ads of {name}")
+        if r.report_ads is not None and r.report_ads != r.ads:
+            print(f"note: read_history's report counts {r.report_ads:,} ads in {name}, which has {r.ads:,}")
+        if r.malformed:
+            print(f"note: read_history found {r.malformed:,} malformed ads in {name}")
+
+    scaling = rh_large.seconds / rh_small.seconds
+    checks = [
+        (
+            min(rh_small.rate, rh_large.rate) >= MIN_ADS_PER_S,
+            (
+                f"throughput >= {MIN_ADS_PER_S:,} ads/s on one core: {rh_small.rate:,.0f} ads/s ({SMALL:,} ads), "
+                f"{rh_large.rate:,.0f} ads/s ({LARGE:,} ads)"
+            ),
+        ),
+        (
+            scaling <= MAX_SCALING,
+            f"scaling: {LARGE:,} ads take <= {MAX_SCALING}x the time of {SMALL:,}: {scaling:.2f}x",
+        ),
+        (
+            rh_large.peak_rss_mb < MAX_PEAK_MB,
+            (
+                f"peak RSS < {MAX_PEAK_MB} MB reading {LARGE:,} ads: {rh_large.peak_rss_mb:.0f} MB "
+                f"({rh_large.rss_before_mb:.0f} MB of it before the call: interpreter and imports)"
+            ),
+        ),
+    ]
+    print()
+    for ok, text in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if all(ok for ok, _ in checks) else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
