@@ -1,15 +1,22 @@
 """fairacct's collector side: stores and serves records; knows nothing of HTCondor."""
 
 from collector.errors import ClassAdError, ConfigError, FairacctError, SinkError, SourceError, StoreError
-from collector.store import EmbeddedStore, record_id
+from collector.outbox import Outbox
+from collector.records import record_id, table_docs
+from collector.sinks import SendResult, open_sink
+from collector.store import EmbeddedStore
 
 __all__ = [
     "ClassAdError",
     "ConfigError",
     "EmbeddedStore",
     "FairacctError",
+    "Outbox",
+    "SendResult",
     "SinkError",
     "SourceError",
     "StoreError",
+    "open_sink",
     "record_id",
+    "table_docs",
 ]

@@ -5,6 +5,7 @@
     ├── SourceError               a source cannot be read at all (names the file, collector or schedd)
     │   └── ClassAdError          one ad is malformed (names the file, the line and the attribute)
     └── SinkError                 a record could not be stored
+        ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
         └── StoreError            the embedded SQLite store failed
 
 Only the command line turns these into messages and exit codes; library code raises.
@@ -17,6 +18,7 @@ from __future__ import annotations
 __all__ = [
     "ClassAdError",
     "ConfigError",
+    "ElasticsearchError",
     "FairacctError",
     "SinkError",
     "SourceError",
@@ -55,6 +57,11 @@ class ClassAdError(SourceError):
 
 class SinkError(FairacctError):
     """Records could not be written to a sink."""
+
+
+class ElasticsearchError(SinkError):
+    """Elasticsearch or OpenSearch refused a request or could not be reached; the message names
+    the URL (never its credentials) and what was being done."""
 
 
 class StoreError(SinkError):

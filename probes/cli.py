@@ -20,9 +20,11 @@ from typing import Any
 import pandas as pd
 
 from collector.errors import ConfigError, FairacctError
-from collector.store import EmbeddedStore
+from collector.outbox import Outbox
+from collector.records import KINDS, iso_utc
+from collector.sinks import open_sink
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
-from probes import views
+from probes import usage, usage_views, views
 from probes.cycle import CycleResult, read_sources, run_once
 from probes.overhead import overhead_report, snapshot_bills
 from probes.quarantine import write_quarantine
@@ -60,9 +62,29 @@ def _parser() -> argparse.ArgumentParser:
         "--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)"
     )
     sub.add_parser("bill", parents=[common], help="proportional bills of the running jobs")
+    for name, text in (
+        ("penalty", "multi-resource penalty of each job, beside the metrics it replaces (seed 000)"),
+        ("fairshare", "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (seed 004)"),
+    ):
+        usage_cmd = sub.add_parser(name, parents=[common], help=text)
+        usage_cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
+        usage_cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
+        usage_cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
+        if name == "fairshare":
+            usage_cmd.add_argument("--at", metavar="TIME", help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)")
+            usage_cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
     probe = sub.add_parser("probe", help="run the probe")
     probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
     probe_sub.add_parser("once", parents=[common], help="run one cycle into the store and print what it found")
+    records = sub.add_parser("records", parents=[common], help="print stored records of one kind")
+    records.add_argument("kind", choices=list(KINDS), help="record kind")
+    records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
+    records.add_argument("--until", metavar="TIME", help="records before TIME")
+    records.add_argument("--limit", type=int, metavar="N", help="at most N records")
+    sub.add_parser("outbox", parents=[common], help="depth, oldest item and dead letters of the outbox")
+    mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
+    mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
+    mappings_sub.add_parser("install", parents=[common], help="install (or update) the index templates of every kind")
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[common], help="validate the configuration and print it")
@@ -88,6 +110,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.command == "config":
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return EXIT_OK
+    if args.command in ("penalty", "fairshare"):
+        return _usage(args, config)
+    if args.command in ("records", "outbox", "mappings"):
+        return _store_command(args, config)
     if args.command == "probe":
         _require(
             config.sources.status_files or config.sources.history or config.sources.idle_files,
@@ -122,18 +148,50 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
         assert snapshot is not None
         nodes, bills = snapshot_bills(snapshot, config)
         return views.bill_json(nodes, bills), views.bill_sections(nodes, bills)
-    # probe once: what was read and stored, and the snapshot's accounting
-    doc: dict[str, Any] = {"read": views.read_json(result, slots=False)["read"], "stored": result.stored}
+    # probe once: what was read, the snapshot's accounting, and what became of the records
+    flushed = result.flushed
+    doc: dict[str, Any] = {
+        "read": views.read_json(result, slots=False)["read"],
+        "enqueued": result.enqueued,
+        "sent": dict(flushed.sent) if flushed else {},
+        "retry": dict(flushed.retried) if flushed else {},
+        "dead": dict(flushed.dead) if flushed else {},
+    }
     sections: list[views.Section] = [("read", _read_summary(result))]
     if snapshot is not None:
         report = overhead_report(snapshot, config, result.idle)
         nodes, bills = snapshot_bills(snapshot, config)
         doc |= {"overhead": views.overhead_json(report), "bill": views.bill_json(nodes, bills)}
         sections += views.overhead_sections(report, per_slot=False) + views.bill_sections(nodes, bills, per_job=False)
-    path = result.stored.pop("_path", None)
-    counts = ", ".join(f"{k} {v}" for k, v in result.stored.items())
-    sections.append(("stored", f"{path}: {counts}"))
+    sections.append(("records", views.records_summary(result, config.store.url)))
     return doc, sections
+
+
+def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """The penalty and fairshare commands: jobs from --history or --swf, machines from
+    --machines or --status-file."""
+    if args.swf and args.history:
+        raise ConfigError("give --history or --swf, not both")
+    if args.machines and args.status_file:
+        raise ConfigError("give --machines or --status-file, not both")
+    inputs = usage.read_usage_inputs(
+        config, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict,
+        need_machines=args.command == "penalty",
+    )  # fmt: skip
+    _report_problems(CycleResult(reports=inputs.reports), config)
+    if args.command == "penalty":
+        report = usage.penalty_report(inputs, config)
+        doc, sections = usage_views.penalty_json(report), usage_views.penalty_sections(report)
+    else:
+        at = usage.parse_time(args.at) if args.at else None
+        fs = usage.fairshare_report(inputs, config, at=at)
+        written = [str(p) for p in usage.write_fs_files(fs.result, args.fs_dir)] if args.fs_dir else []
+        doc, sections = usage_views.fairshare_json(fs) | {"fs_files": written}, usage_views.fairshare_sections(fs, written=written)
+    if args.json:
+        for note in doc.get("notes", []):
+            print(f"fairacct: note: {note}", file=sys.stderr)
+    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+    return EXIT_OK
 
 
 def _read_summary(result: CycleResult) -> str:
@@ -172,16 +230,54 @@ def _require(value: object, key: str, option: str) -> None:
 
 
 def _store_cycle(config: ProbeConfig, strict: bool | None) -> CycleResult:
-    url = config.store.url
-    if not url.startswith("sqlite:///"):
-        raise ConfigError(f"store.url: only the embedded store (sqlite:///PATH) is available yet, got {url!r}")
-    path = Path(url.removeprefix("sqlite:///"))
-    if not path.is_absolute():
-        path = config.probe.state_dir / path
-    with EmbeddedStore(path) as store:
-        result = run_once(config, store, probe=f"fairacct@{socket.gethostname()}", strict=strict)
-        result.stored = {kind: store.count(kind) for kind in result.stored} | {"_path": str(path)}  # type: ignore[dict-item]
-    return result
+    state = config.probe.state_dir
+    with Outbox(state / "outbox.sqlite") as outbox:
+        sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+        try:
+            return run_once(config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict)
+        finally:
+            sink.close()
+
+
+def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """records, outbox, mappings: commands on the store and the outbox, not on sources."""
+    state = config.probe.state_dir
+    if args.command == "outbox":
+        with Outbox(state / "outbox.sqlite") as outbox:
+            doc, text = views.outbox_view(outbox.status(), outbox.dead_letters())
+        print(json.dumps(doc, indent=1) if args.json else text)
+        return EXIT_OK
+    sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+    try:
+        if args.command == "mappings":
+            install = getattr(sink, "install_templates", None)
+            if install is None:
+                raise ConfigError(f"store.url: {config.store.url!r} is the embedded store; index templates are for Elasticsearch")
+            installed = install()
+            print(json.dumps({"installed": installed}) if args.json else f"installed templates: {', '.join(installed)}")
+            return EXIT_OK
+        docs = sink.query(args.kind, since=_time_arg(args.since), until=_time_arg(args.until), limit=args.limit)  # type: ignore[attr-defined]
+    finally:
+        sink.close()
+    print(json.dumps(docs, indent=1) if args.json else views.docs_table(args.kind, docs))
+    return EXIT_OK
+
+
+def _time_arg(value: str | None) -> str | None:
+    """ISO-8601 UTC or UNIX seconds -> the ISO form records carry."""
+    if value is None:
+        return None
+    try:
+        return iso_utc([float(value)])[0]
+    except ValueError:
+        pass
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"expected a time as ISO-8601 (2026-11-21T14:00:00Z) or UNIX seconds, got {value!r}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _report_problems(result: CycleResult, config: ProbeConfig) -> None:

@@ -19,21 +19,24 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import classad2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from collector.errors import ConfigError
+from probes.accounting.fairshare import CREDENTIALS, Target
 from probes.units import parse_size
 
 __all__ = [
     "DEFAULT_PARTITIONS",
     "OVERRIDES",
     "CredentialSettings",
+    "FairshareSettings",
     "MachineSettings",
     "Override",
     "Partition",
+    "PenaltySettings",
     "PoolSettings",
     "ProbeConfig",
     "ProbeSettings",
@@ -71,6 +74,60 @@ def _size(unit: int, what: str) -> BeforeValidator:
 
 
 Expression = Annotated[str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) else v)]
+OptionalExpression = Annotated[str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) and v.strip() else v)]
+
+
+def _standard_job(value: Any) -> Any:
+    """{cpus = 1, memory = "1 GiB"}: resource -> amount, sizes for memory and disk."""
+    if not isinstance(value, Mapping):
+        return value
+    units = {"cpus": None, "memory": MIB, "disk": KIB, "gpus": None}
+    out = {}
+    for resource, amount in value.items():
+        if resource not in units:
+            raise ValueError(f"unknown resource {resource!r}; expected some of {', '.join(units)}")
+        unit = units[resource]
+        if unit is not None and not isinstance(amount, bool):
+            try:
+                amount = parse_size(amount, unit)
+            except ValueError as exc:
+                raise ValueError(f"{resource}: {exc}") from None
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise ValueError(f"{resource}: expected an amount >= 0, got {amount!r}")
+        out[resource] = float(amount)
+    if not any(v > 0 for v in out.values()):
+        raise ValueError("the standard job needs at least one resource greater than 0")
+    return out
+
+
+def _fairshare_metric(value: Any) -> Any:
+    if value == "billed":
+        raise ValueError(
+            "'billed' is not available yet: bills are not stored per job; "
+            "use dedicated_ps, dedicated_pes, utilized_ps or mrpe"
+        )
+    if isinstance(value, str) and value not in ("dedicated_ps", "dedicated_pes", "utilized_ps", "mrpe"):
+        raise ValueError(f"expected one of dedicated_ps, dedicated_pes, utilized_ps, mrpe, got {value!r}")
+    return value
+
+
+def _fairshare_targets(value: Any) -> Any:
+    """{user = {alice = "20+"}}: each target checked with Maui's FSTARGET syntax."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, dict[str, str]] = {}
+    for kind, named in value.items():
+        if kind not in CREDENTIALS:
+            raise ValueError(f"unknown credential type {kind!r}; expected some of {', '.join(CREDENTIALS)}")
+        if not isinstance(named, Mapping):
+            raise ValueError(f"{kind}: expected a table of name = target, got {named!r}")
+        out[kind] = {}
+        for name, target in named.items():
+            try:
+                out[kind][str(name)] = str(Target.parse(target))
+            except ValueError as exc:
+                raise ValueError(f"{kind}.{name}: {exc}") from None
+    return out
 LaxPath = Annotated[Path, Strict(False)]  # a TOML string becomes a Path
 MemorySize = Annotated[float | None, _size(MIB, "memory")]
 DiskSize = Annotated[float | None, _size(KIB, "disk")]
@@ -141,6 +198,57 @@ class MachineSettings(_Section):
         "MachineAttr<name>0. Empty: speed 1.0.",
     )
     cost_attribute: str = Field("", description="Slot attribute giving a machine's node cost. Empty: cost 1.0.")
+    speed_expression: OptionalExpression = Field(
+        "",
+        description="ClassAd expression giving a machine's speed, evaluated in each slot ad or machines-file "
+        "class (e.g. \"HEPSPEC / TotalSlotCpus\"); it takes precedence over speed_attribute. Empty: none.",
+    )
+    cost_expression: OptionalExpression = Field(
+        "", description="ClassAd expression giving a machine's node cost; precedence over cost_attribute. Empty: none."
+    )
+    class_attributes: list[str] = Field(
+        default_factory=list,
+        description="Slot attributes that split machine classes (glideins of one shape collapse into a class "
+        "unless these differ); node requests can pin them as NAME=value.",
+    )
+    ram_unit: Literal["auto", "KB", "MB", "GB"] = Field(
+        "auto", description="Unit of RAM in Alea machines files; auto tells KB from GB by the RAM per core."
+    )
+
+
+class PenaltySettings(_Section):
+    resources: list[Literal["cpus", "memory", "disk", "gpus"]] = Field(
+        ["cpus", "memory"], description="Resources in the max of the multi-resource penalty (seed 000, formula 7)."
+    )
+    gpu_weight: float = Field(
+        1.0, ge=0, description="Relaxation weight of the GPU share when gpus is among the resources."
+    )
+    standard_job: Annotated[dict[str, float], BeforeValidator(_standard_job)] = Field(
+        default_factory=lambda: {"cpus": 1.0, "memory": 1024.0},
+        description='The standard job of the standard-job metric (also Slurm\'s MAX_TRES), e.g. {cpus = 1, memory = "1 GiB"}.',
+    )
+    queue_costs: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict, description="Queue (class) name -> queue cost; the penalty is multiplied by it."
+    )
+    default_queue_cost: float = Field(1.0, gt=0, description="Cost of a queue that queue_costs does not name.")
+
+
+class FairshareSettings(_Section):
+    interval_s: float = Field(86400.0, gt=0, description="Seconds per fairshare window (Maui's FSINTERVAL).")
+    depth: int = Field(8, ge=1, description="Windows that count (Maui's FSDEPTH).")
+    decay: float = Field(1.0, gt=0, le=1, description="Weight factor per window of age (Maui's FSDECAY); 1: no decay.")
+    metric: Annotated[str, BeforeValidator(_fairshare_metric)] = Field(
+        "dedicated_ps",
+        description="Usage metric (Maui's FSPOLICY): dedicated_ps, dedicated_pes, utilized_ps or mrpe "
+        "(billed: not yet).",
+    )
+    percent: bool = Field(
+        False, description="Priority as 1 - usage/target instead of target - usage (FSPOLICY ending in '%')."
+    )
+    targets: Annotated[dict[str, dict[str, str]], BeforeValidator(_fairshare_targets)] = Field(
+        default_factory=dict,
+        description='Credential type -> name -> target: "20", "20+" (floor), "20-" (cap), "20%" or "5000^" (hard caps).',
+    )
 
 
 class Partition(_Section):
@@ -174,6 +282,18 @@ class StoreSettings(_Section):
         description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch) "
         "or opensearch+http(s)://... (OpenSearch).",
     )
+    index_prefix: str = Field("fairacct", description="Elasticsearch indices are <index_prefix>-<kind>-YYYY.MM.")
+    api_key_file: str = Field("", description="File holding an Elasticsearch API key (never put the key itself here).")
+    api_key_env: str = Field("", description="Environment variable holding an Elasticsearch API key.")
+    username: str = Field("", description="User for basic auth (with password_file or password_env).")
+    password_file: str = Field("", description="File holding the basic-auth password.")
+    password_env: str = Field("", description="Environment variable holding the basic-auth password.")
+    ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
+
+    def auth(self) -> dict[str, str]:
+        """The sink's connection settings that are set (secrets by reference, never by value)."""
+        names = ("index_prefix", "api_key_file", "api_key_env", "username", "password_file", "password_env", "ca_file")
+        return {n: getattr(self, n) for n in names if getattr(self, n) and self.url.startswith(("http", "opensearch"))}
 
 
 class ProbeSettings(_Section):
@@ -195,6 +315,8 @@ class ProbeConfig(_Section):
     )
     store: StoreSettings = Field(default_factory=StoreSettings, description="Where records go.")
     probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state.")
+    penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
+    fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
 
     @field_validator("partitions")
     @classmethod
@@ -330,6 +452,12 @@ def _describe(err: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
         bound = err["ctx"].get("gt", err["ctx"].get("ge"))
         word = "greater than" if kind == "greater_than" else "at least"
         return f"{key}: expected a number {word} {bound:g}, got {got!r}"
+    if kind in ("less_than", "less_than_equal"):
+        bound = err["ctx"].get("lt", err["ctx"].get("le"))
+        word = "less than" if kind == "less_than" else "at most"
+        return f"{key}: expected a number {word} {bound:g}, got {got!r}"
+    if kind == "literal_error":
+        return f"{key}: expected {err['ctx']['expected']}, got {got!r}"
     return f"{key}: {err['msg']}, got {got!r}"
 
 

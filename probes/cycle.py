@@ -1,53 +1,53 @@
-"""One probe cycle: read the configured sources into tables and store them as records.
+"""One probe cycle: read the sources, do the accounting, and hand the records to the outbox.
 
-``read_sources`` is the I/O of a cycle; ``table_docs`` turns a table into documents with
-deterministic ids (the fields that identify the fact, so re-reading the same dump stores it
-once) and ISO-8601 UTC times; ``run_once`` does both against a store.
+``read_sources`` is the cycle's input (files now, a live pool later); ``cycle_records`` turns
+the tables into documents (slot records carry their true overhead, allocation records their
+bills, job records the job); ``run_once`` commits them with the history checkpoints in one
+outbox transaction, then flushes the outbox to the sink. A crash anywhere leaves either the
+old checkpoints or the records waiting in the outbox, and record ids make re-sending harmless.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from collector.store import EmbeddedStore, record_id
+from collector.outbox import FlushResult, Outbox
+from collector.records import iso_utc, table_docs
+from collector.sinks import Sink
+from collector import faults
 from probes.config import ProbeConfig
+from probes.overhead import overhead_report, snapshot_bills
 from probes.sources.classad import ReadReport
 from probes.sources.history import read_history
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.status import Snapshot, read_status
 
-__all__ = ["CycleResult", "read_sources", "run_once", "table_docs"]
-
-SCHEMA_VERSION = 1
-
-# kind -> (fields that identify the fact, the record's own time, time fields to render)
-RECORD_KINDS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
-    "slot": (("pool", "name", "observed_at"), "observed_at", ("observed_at", "glidein_to_retire", "glidein_to_die")),
-    "allocation": (("pool", "name", "job_id", "observed_at"), "observed_at", ("observed_at",)),
-    "job": (("job_id", "end"), "end", ("qdate", "start", "end")),
-}
+__all__ = ["CycleResult", "cycle_records", "iso_utc", "new_jobs", "read_sources", "run_once"]
 
 
 @dataclass
 class CycleResult:
-    """The tables a cycle read and what reading them found."""
+    """The tables a cycle read, what reading them found, and what became of the records."""
 
     snapshot: Snapshot | None = None
     idle: pd.DataFrame | None = None
     jobs: pd.DataFrame | None = None
     reports: dict[str, ReadReport] = field(default_factory=dict)
-    stored: dict[str, int] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    enqueued: dict[str, int] = field(default_factory=dict)
+    flushed: FlushResult | None = None
 
 
-def read_sources(config: ProbeConfig, *, strict: bool | None = None) -> CycleResult:
-    """Read every source the configuration names."""
+def read_sources(
+    config: ProbeConfig, *, strict: bool | None = None, checkpoints: Mapping[str, Any] | None = None
+) -> CycleResult:
+    """Read every source the configuration names; history only past its checkpoint."""
     strict = config.sources.strict if strict is None else strict
     result = CycleResult()
     src = config.sources
@@ -57,42 +57,71 @@ def read_sources(config: ProbeConfig, *, strict: bool | None = None) -> CycleRes
         running = running_job_ids(result.snapshot.allocations) if result.snapshot is not None else None
         result.idle, result.reports["idle"] = read_idle(src.idle_files, running=running, strict=strict)
     if src.history:
-        result.jobs, result.reports["history"] = read_history(src.history, config, strict=strict)
+        frames, report = [], ReadReport()
+        for path in src.history:
+            jobs, rep = read_history([path], config, strict=strict)
+            report.merge(rep)
+            key = f"history:{os.path.abspath(path)}"
+            fresh, mark = new_jobs(jobs, (checkpoints or {}).get(key))
+            frames.append(fresh)
+            result.checkpoints[key] = mark
+        result.jobs = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        result.reports["history"] = report
     return result
 
 
-def run_once(config: ProbeConfig, store: EmbeddedStore, *, probe: str, strict: bool | None = None) -> CycleResult:
-    """Read the sources and store slots, allocations and jobs as records."""
-    result = read_sources(config, strict=strict)
-    tables: dict[str, pd.DataFrame | None] = {
-        "slot": result.snapshot.slots if result.snapshot else None,
-        "allocation": result.snapshot.allocations if result.snapshot else None,
-        "job": result.jobs,
-    }
-    for kind, frame in tables.items():
-        if frame is not None and len(frame):
-            result.stored[kind] = store.put(kind, table_docs(kind, frame, probe=probe), time_field=RECORD_KINDS[kind][1])
+def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The jobs past a history checkpoint, and the checkpoint after them.
+
+    A checkpoint is the latest completion time seen and the ids of the jobs that completed at
+    exactly that second, so that a job finishing in the same second as the last one read is
+    neither skipped nor counted twice.
+    """
+    end = pd.to_numeric(jobs["end"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+    if checkpoint:
+        last, seen = float(checkpoint["end"]), set(checkpoint["ids"])
+        keep = (end > last) | ((end == last) & ~jobs["job_id"].isin(seen).to_numpy())
+        jobs, end = jobs[keep].reset_index(drop=True), end[keep]
+    else:
+        last, seen = -1.0, set()
+    if len(jobs) and end.max() >= last:
+        top = float(end.max())
+        ids = set(jobs.loc[end == top, "job_id"].dropna()) | (seen if top == last else set())
+        return jobs, {"end": top, "ids": sorted(ids)}
+    return jobs, dict(checkpoint) if checkpoint else {"end": last, "ids": []}
+
+
+def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> dict[str, list[dict[str, Any]]]:
+    """The cycle's documents, by kind."""
+    records: dict[str, list[dict[str, Any]]] = {}
+    if result.snapshot is not None and len(result.snapshot.slots):
+        report = overhead_report(result.snapshot, config, result.idle)
+        slots = report.slots.drop(columns=["fits_idle"]) if result.idle is None else report.slots
+        records["slot"] = table_docs("slot", slots, probe=probe)
+        _, bills = snapshot_bills(result.snapshot, config)
+        if len(bills):
+            records["allocation"] = table_docs("allocation", bills, probe=probe)
+    if result.jobs is not None and len(result.jobs):
+        records["job"] = table_docs("job", result.jobs, probe=probe)
+    return records
+
+
+def run_once(
+    config: ProbeConfig,
+    outbox: Outbox,
+    sink: Sink,
+    *,
+    probe: str,
+    strict: bool | None = None,
+) -> CycleResult:
+    """Read, account, commit to the outbox (records and checkpoints together), flush."""
+    checkpoints = {f"history:{os.path.abspath(p)}": outbox.checkpoint(f"history:{os.path.abspath(p)}") for p in config.sources.history}
+    result = read_sources(config, strict=strict, checkpoints=checkpoints)
+    records = cycle_records(result, config, probe=probe)
+    faults.point("before-commit")
+    outbox.commit(records, result.checkpoints)
+    result.enqueued = {kind: len(docs) for kind, docs in records.items()}
+    faults.point("after-commit")
+    result.flushed = outbox.flush(sink)
+    faults.point("after-flush")
     return result
-
-
-def table_docs(kind: str, frame: pd.DataFrame, *, probe: str) -> list[dict[str, Any]]:
-    """Documents for the rows of a table: flat JSON, ids from the identifying fields."""
-    id_fields, _, time_fields = RECORD_KINDS[kind]
-    ids = [record_id(kind, *key) for key in frame[list(id_fields)].itertuples(index=False, name=None)]
-    out = frame.drop(columns=[c for c in ("source", "line") if c in frame.columns]).copy()
-    for col in time_fields:
-        if col in out.columns:
-            out[f"{col}_iso"] = iso_utc(out[col])
-    docs: list[dict[str, Any]] = json.loads(out.to_json(orient="records", double_precision=15))
-    for doc, id_ in zip(docs, ids):
-        doc.update(id=id_, kind=kind, schema_version=SCHEMA_VERSION, probe=probe)
-    return docs
-
-
-def iso_utc(seconds: Sequence[float] | pd.Series) -> list[str | None]:
-    """UNIX seconds -> ISO-8601 UTC ('2026-11-21T14:00:00Z'); missing stays None."""
-    values = pd.to_numeric(pd.Series(seconds), errors="coerce").to_numpy(dtype=np.float64)
-    return [
-        None if np.isnan(v) or v <= 0 else datetime.fromtimestamp(float(v), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for v in values
-    ]

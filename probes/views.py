@@ -13,11 +13,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collector.outbox import OutboxStatus
+from collector.records import iso_utc
 from probes.accounting import RESOURCES
 from probes.cycle import CycleResult
 from probes.overhead import OverheadReport
 
-__all__ = ["Section", "bill_json", "bill_sections", "overhead_json", "overhead_sections", "read_json", "read_sections", "render"]
+__all__ = [
+    "Section",
+    "bill_json",
+    "bill_sections",
+    "docs_table",
+    "outbox_view",
+    "overhead_json",
+    "overhead_sections",
+    "read_json",
+    "read_sections",
+    "records",
+    "records_summary",
+    "render",
+    "table",
+]
 
 Section = tuple[str, str]
 
@@ -191,3 +207,47 @@ def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = T
     title = "resource-hours held and billed, by user (core-hours, MiB-hours, GPU-hours)"
     sections.append((title, table(by_user.reset_index(), by_user.reset_index().columns)))
     return sections
+
+
+# -- records and the outbox ------------------------------------------------------------------
+
+
+def records_summary(result: CycleResult, url: str) -> str:
+    flushed = result.flushed
+    lines = []
+    for kind, n in result.enqueued.items():
+        sent = flushed.sent.get(kind, 0) if flushed else 0
+        line = f"{kind}: {n} new, {sent} sent to {url}"
+        if flushed and flushed.retried.get(kind):
+            line += f", {flushed.retried[kind]} waiting in the outbox"
+        if flushed and flushed.dead.get(kind):
+            line += f", {flushed.dead[kind]} refused (dead letters)"
+        lines.append(line)
+    if flushed and flushed.errors:
+        lines += [f"  {e}" for e in flushed.errors]
+    return "\n".join(lines) or "no records"
+
+
+def outbox_view(status: OutboxStatus, dead: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    oldest = iso_utc([status.oldest])[0] if status.oldest else None
+    doc = {"depth": status.depth, "oldest": oldest, "dead_letters": status.dead_letters, "recent_dead_letters": list(dead)}
+    lines = [
+        f"waiting: {sum(status.depth.values())} ({', '.join(f'{k} {n}' for k, n in status.depth.items()) or 'none'})",
+        f"oldest waiting since: {oldest or '-'}",
+        f"dead letters: {sum(status.dead_letters.values())}",
+        *(f"  {d['kind']} {d['id']}: {d['error']}" for d in dead),
+    ]
+    return doc, "\n".join(lines)
+
+
+RECORD_VIEWS = {
+    "slot": ("timestamp", "name", "site", "partition", "phase", "overhead_cu", "unallocated_cpus", "unallocated_memory", "unallocated_gpus"),
+    "allocation": ("timestamp", "name", "user", "group", "cpus", "memory", "gpus", "billed_cpus", "billed_memory", "billed_gpus"),
+    "job": ("timestamp", "job_id", "user", "group", "project", "site", "cpus", "memory", "gpus", "walltime_s"),
+}
+
+
+def docs_table(kind: str, docs: Sequence[dict[str, Any]]) -> str:
+    frame = pd.DataFrame.from_records(list(docs))
+    columns = RECORD_VIEWS.get(kind) or tuple(c for c in frame.columns if c not in ("doc",))[:10]
+    return f"{len(docs)} {kind} records\n" + table(frame, columns)

@@ -28,3 +28,12 @@ def fixtures() -> Path:
 def condor25(fixtures: Path) -> Path:
     """The dumps of a real HTCondor 25.0.13 pool (see ../shared/fixtures/README.md)."""
     return fixtures / "condor25"
+
+
+@pytest.fixture(scope="session")
+def metacentrum() -> Path:
+    """../shared/data/metacentrum: real MetaCentrum workloads and Alea machines files, or skip."""
+    folder = SHARED / "data" / "metacentrum"
+    if not folder.is_dir():
+        pytest.skip(f"needs the real workloads in {folder} (../shared beside the project), which is absent")
+    return folder

@@ -83,8 +83,11 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
         (["jobs"], 2, "fairacct: configuration error: no input: set sources.history in the configuration or give --history\n"),
         (["slots", "--status-file", "/nonexistent.ads"], 1, "fairacct: /nonexistent.ads: no such file\n"),
         (["slots", "--config", "/nonexistent.toml"], 2, "fairacct: configuration error: /nonexistent.toml: no such configuration file\n"),
-        (["probe", "once", "--config", str(ROOT / "config/demo.toml"), "--store", "http://localhost:9200"], 2,
-         "fairacct: configuration error: store.url: only the embedded store (sqlite:///PATH) is available yet, got 'http://localhost:9200'\n"),
+        (["records", "slot", "--store", "ftp://localhost/x"], 2,
+         "fairacct: configuration error: store.url: expected sqlite:///PATH, http(s)://HOST:PORT or "
+         "opensearch+http(s)://HOST:PORT, got 'ftp://localhost/x'\n"),
+        (["records", "slot", "--since", "yesterday", "--store", "sqlite:///:memory:"], 2,
+         "fairacct: configuration error: expected a time as ISO-8601 (2026-11-21T14:00:00Z) or UNIX seconds, got 'yesterday'\n"),
     ],
 )  # fmt: skip
 def test_errors_are_one_line_and_an_exit_code(
@@ -106,17 +109,26 @@ def test_a_bad_config_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    demo = str(ROOT / "config/demo.toml")
-    store = tmp_path / "demo.sqlite"
+    config = tmp_path / "probe.toml"
+    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
     for _ in range(2):  # the same dump twice is stored once: ids come from the facts
-        code, out, err = run(capsys, "probe", "once", "--config", demo, "--store", f"sqlite:///{store}")
+        code, out, err = run(capsys, "probe", "once", "--config", str(config))
         assert code == 0, err
-    assert f"== stored\n{store}: slot 36, allocation 72, job 60\n" in out
+    assert "slot: 36 new, 36 sent to sqlite:///fairacct.sqlite" in out and "\njob: " not in out  # history read once
+    assert "0 jobs from the history" in out
     assert "15 idle jobs in 6 autoclusters" in out
     assert "== slots by true overhead (columns: CU of overhead)" in out
+    store = tmp_path / "state/fairacct.sqlite"
     with sqlite3.connect(store) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        (doc,) = db.execute("SELECT doc FROM job WHERE doc LIKE '%4143.3#%'").fetchone()
-    job = json.loads(doc)
+        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [36, 72, 60]
+    code, out, err = run(capsys, "records", "job", "--config", str(config), "--since", "2026-11-21T14:00:00Z", "--json")
+    jobs = json.loads(out)
+    assert code == 0 and jobs and all(j["timestamp"] >= "2026-11-21T14:00:00Z" for j in jobs)
+    job = next(j for j in jobs if "#4143.3#" in j["job_id"])
     assert (job["kind"], job["user"], job["gpus"], job["site"]) == ("job", "dave", 1, "CIT_CMS_T2")
     assert job["end_iso"].endswith("Z") and "source" not in job
+    code, out, err = run(capsys, "records", "slot", "--config", str(config), "--limit", "2")
+    assert out.startswith("2 slot records\n")
+    code, out, err = run(capsys, "outbox", "--config", str(config), "--json")
+    assert json.loads(out) == {"depth": {}, "oldest": None, "dead_letters": {}, "recent_dead_letters": []}

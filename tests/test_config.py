@@ -22,7 +22,8 @@ from .conftest import ROOT
         ({"sources": {"statsu_files": []}}, "sources.statsu_files: unknown key; did you mean 'status_files'?"),
         (
             {"bogus": 1},
-            "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, probe",
+            "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, probe, "
+            "penalty, fairshare",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},

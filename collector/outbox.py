@@ -1,0 +1,218 @@
+"""The durable outbox: nothing a cycle produced is lost between the probe and the store.
+
+A cycle commits its records and its checkpoint advances in ONE SQLite transaction
+(:meth:`Outbox.commit`): after a crash at any point there are either the old checkpoints and
+no records, or the new checkpoints and the records, waiting here. The flusher
+(:meth:`Outbox.flush`) sends them to a sink in batches and deletes only what the sink
+acknowledged; what it could not take now (an outage) stays and is tried again, what it refused
+for good goes to the dead-letter table with the sink's error. Record ids are deterministic, so
+sending an item twice (a crash after the sink stored it but before it was deleted here)
+stores it once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collector import faults
+from collector.errors import SinkError, StoreError
+from collector.sinks import Sink
+
+__all__ = ["FlushResult", "Outbox", "OutboxStatus"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS item (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    enqueued_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    UNIQUE (kind, id)
+);
+CREATE TABLE IF NOT EXISTS dead_letter (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    error TEXT NOT NULL,
+    failed_at REAL NOT NULL,
+    PRIMARY KEY (kind, id)
+);
+CREATE TABLE IF NOT EXISTS checkpoint (
+    source TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+
+@dataclass
+class FlushResult:
+    """What one flush did, per kind."""
+
+    sent: Counter[str] = field(default_factory=Counter)
+    retried: Counter[str] = field(default_factory=Counter)
+    dead: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)  # one line per failed batch
+
+
+@dataclass
+class OutboxStatus:
+    depth: dict[str, int]
+    oldest: float | None  # enqueue time (UNIX seconds) of the oldest waiting item
+    dead_letters: dict[str, int]
+
+
+class Outbox:
+    """The outbox in one SQLite file (WAL, one writer at a time)."""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = str(path)
+        self._clock = clock
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{self.path}: cannot open the outbox ({exc})") from exc
+
+    def __repr__(self) -> str:
+        return f"Outbox({self.path!r})"
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing a cycle -----------------------------------------------------------------------
+
+    def commit(self, records: Mapping[str, Sequence[Mapping[str, Any]]], checkpoints: Mapping[str, Any]) -> int:
+        """Enqueue a cycle's records and advance its checkpoints, atomically.
+
+        A record already waiting with the same kind and id is replaced by the newer one.
+        Returns the number of records enqueued.
+        """
+        now = self._clock()
+        rows = [(kind, d["id"], json.dumps(d, allow_nan=False), now) for kind, docs in records.items() for d in docs]
+        marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "INSERT INTO item(kind, id, doc, enqueued_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(kind, id) DO UPDATE SET doc = excluded.doc, attempts = 0, last_error = NULL",
+                rows,
+            )
+            self._db.executemany(
+                "INSERT INTO checkpoint(source, value, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(source) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                marks,
+            )
+            faults.point("during-commit")
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot commit the cycle to the outbox ({exc})") from exc
+        return len(rows)
+
+    def checkpoint(self, source: str) -> Any:
+        """The value last committed for a source, or None."""
+        row = self._db.execute("SELECT value FROM checkpoint WHERE source = ?", (source,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def flush(self, sink: Sink, *, batch_size: int = 2000, max_batches: int | None = None) -> FlushResult:
+        """Send waiting items, oldest first, until the outbox is empty or the sink stops taking
+        them (a batch with nothing acknowledged ends the flush: the sink is down)."""
+        result = FlushResult()
+        batches = 0
+        while max_batches is None or batches < max_batches:
+            rows = self._db.execute(
+                "SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item ORDER BY seq LIMIT 1) "
+                "ORDER BY seq LIMIT ?",
+                (batch_size,),
+            ).fetchall()
+            if not rows:
+                break
+            batches += 1
+            kind = rows[0][1]
+            docs = [json.loads(doc) for _, _, _, doc in rows]
+            try:
+                sent = sink.send(kind, docs)
+            except SinkError as exc:  # the whole batch failed: keep it, try again later
+                self._note_failure([r[0] for r in rows], str(exc))
+                result.retried[kind] += len(rows)
+                result.errors.append(f"{kind}: {exc}")
+                break
+            faults.point("during-flush")  # the sink has them, the outbox does not know yet
+            self._settle(kind, rows, sent.acked, sent.rejected, sent.retry)
+            result.sent[kind] += len(sent.acked)
+            result.dead[kind] += len(sent.rejected)
+            result.retried[kind] += len(sent.retry)
+            if sent.retry:
+                result.errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
+            if not sent.acked and not sent.rejected:
+                break
+        return result
+
+    def _settle(
+        self,
+        kind: str,
+        rows: Sequence[tuple[int, str, str, str]],
+        acked: Sequence[str],
+        rejected: Mapping[str, str],
+        retry: Mapping[str, str],
+    ) -> None:
+        seq_of = {id_: seq for seq, _, id_, _ in rows}
+        doc_of = {id_: doc for _, _, id_, doc in rows}
+        now = self._clock()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in acked if i in seq_of])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
+                [(kind, i, doc_of[i], err, now) for i, err in rejected.items() if i in doc_of],
+            )
+            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in rejected if i in seq_of])
+            self._db.executemany(
+                "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],
+            )
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot record what the sink acknowledged ({exc})") from exc
+
+    def _note_failure(self, seqs: Sequence[int], error: str) -> None:
+        self._db.executemany("UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, s) for s in seqs])
+
+    # -- looking ---------------------------------------------------------------------------------
+
+    def status(self) -> OutboxStatus:
+        depth = dict(self._db.execute("SELECT kind, count(*) FROM item GROUP BY kind ORDER BY kind").fetchall())
+        (oldest,) = self._db.execute("SELECT min(enqueued_at) FROM item").fetchone()
+        dead = dict(self._db.execute("SELECT kind, count(*) FROM dead_letter GROUP BY kind ORDER BY kind").fetchall())
+        return OutboxStatus(depth=depth, oldest=oldest, dead_letters=dead)
+
+    def dead_letters(self, limit: int = 20) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT kind, id, error, failed_at FROM dead_letter ORDER BY failed_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [{"kind": k, "id": i, "error": e, "failed_at": t} for k, i, e, t in rows]

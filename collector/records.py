@@ -1,0 +1,115 @@
+"""The record schema: the contract between probes and collector.
+
+Documents are flat JSON objects: the columns of a probe's table plus ``id``, ``kind``,
+``schema_version``, ``probe`` and ``timestamp`` (the record's own time, ISO-8601 UTC, the
+field sinks index by). Times in the tables are UNIX seconds; each such column ``x`` is also
+rendered as ``x_iso``. The ``id`` is a stable hash of the fields that identify the fact, never
+of a counter or of arrival time: the same fact always gets the same id, so re-sending is
+harmless, and a corrected fact about the same thing replaces the old document.
+
+| kind       | one document per                       | id from                                   |
+|------------|----------------------------------------|-------------------------------------------|
+| slot       | slot and snapshot                      | pool, slot name, observed_at              |
+| allocation | dynamic slot and snapshot (the bill)   | pool, dynamic slot name, job id, observed_at |
+| job        | completed job                          | GlobalJobId, completion time              |
+| fairshare  | credential and window                  | policy, credential type and name, window start |
+| summary    | day and (user, project, site, kind)    | those fields                              |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["KINDS", "SCHEMA_VERSION", "RecordKind", "record_id", "table_docs", "iso_utc"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """A kind of record: the fields that identify a fact, and the one that dates it."""
+
+    name: str
+    id_fields: tuple[str, ...]
+    time_field: str  # UNIX seconds; becomes ``timestamp``
+    time_fields: tuple[str, ...]  # every UNIX-seconds column, rendered as ``<name>_iso`` too
+    indexed: tuple[str, ...] = ()  # fields the embedded store indexes for reports
+
+
+KINDS: dict[str, RecordKind] = {
+    k.name: k
+    for k in (
+        RecordKind(
+            "slot", ("pool", "name", "observed_at"), "observed_at",
+            ("observed_at", "glidein_to_retire", "glidein_to_die"), ("site", "partition"),
+        ),
+        RecordKind(
+            "allocation", ("pool", "name", "job_id", "observed_at"), "observed_at", ("observed_at",),
+            ("user", "group", "project"),
+        ),
+        RecordKind("job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site")),
+        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
+        RecordKind("summary", ("day", "user", "project", "site", "record_kind"), "day", ("day",), ("user", "project", "site")),
+    )
+}  # fmt: skip
+
+
+def record_id(kind: str, *fields: object) -> str:
+    """A stable id from the kind and the fields that identify a fact."""
+    text = json.dumps([kind, *(_plain(f) for f in fields)], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _plain(value: object) -> object:
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()  # type: ignore[attr-defined]
+    if value is pd.NA or value is None:
+        return None
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        if value.is_integer():
+            return int(value)  # 1795300000.0 and 1795300000 are the same fact
+    return value
+
+
+def table_docs(kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")) -> list[dict[str, Any]]:
+    """Documents for the rows of a table (see the module docstring)."""
+    spec = KINDS[kind]
+    missing = [f for f in (*spec.id_fields, spec.time_field) if f not in frame.columns]
+    if missing:
+        raise ValueError(f"{kind} records need the columns {missing}")
+    ids = [record_id(kind, *key) for key in frame[list(spec.id_fields)].itertuples(index=False, name=None)]
+    out = frame.drop(columns=[c for c in drop if c in frame.columns])
+    iso = {f"{c}_iso": iso_utc(out[c]) for c in spec.time_fields if c in out.columns}
+    docs: list[dict[str, Any]] = json.loads(out.to_json(orient="records", double_precision=15))
+    stamps = iso[f"{spec.time_field}_iso"]
+    for i, (doc, id_) in enumerate(zip(docs, ids)):
+        for name, values in iso.items():
+            doc[name] = values[i]
+        doc.update(id=id_, kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps[i])
+    return docs
+
+
+def iso_utc(seconds: Sequence[float] | pd.Series) -> list[str | None]:
+    """UNIX seconds -> ISO-8601 UTC ('2026-11-21T14:00:00Z'); missing stays None."""
+    values = pd.to_numeric(pd.Series(seconds), errors="coerce").to_numpy(dtype=np.float64)
+    return [
+        None if np.isnan(v) or v <= 0 else datetime.fromtimestamp(float(v), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for v in values
+    ]
+
+
+def doc_time(doc: Mapping[str, Any]) -> datetime | None:
+    """The record's own time, from its ``timestamp``."""
+    stamp = doc.get("timestamp")
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if stamp else None

@@ -1,0 +1,502 @@
+"""The multi-resource fairshare penalty of a job, and the metrics it replaces (seed 000, 3).
+
+For the k-th node request of job j and a machine class i (formula 7):
+
+    PE_k(j, i) = max over r of (w_r * req_k,r / avail_i,r) * avail_i,cpus * node_cost_i
+
+and the job's penalty is the sum over its node requests of the cheapest price among the
+classes on which the request fits, times the cost of the job's queue (formula 8):
+
+    P(j) = queue_cost_j * sum over k of  min over i in M_k,j of PE_k(j, i)
+
+A request *fits* a class when every requested resource (cores, memory, disk, GPUs) is at most
+the class's and every pinned property matches (see :func:`pin_mask`). An exclusive request
+(a whole node) costs ``avail_i,cpus * node_cost_i``. The resources in the max are cores and
+memory by default; GPUs may be added with a relaxation weight ``w_gpus`` (seed 000, section
+5: a job holding all GPUs of a node does not stop others from using its cores); every other
+weight is 1. Each node of a request is priced on its own, as formula 8 does: the number of
+nodes in a class is not a constraint, which keeps the price independent of what else runs.
+
+A request that fits no class is still priced, and its job flagged ``unmatched``: on the class
+the job ran on when that is known, else on the cheapest class its pins allow (any class if
+they allow none), with the request's shares taken beyond one node (a 600 GiB request on
+512 GiB nodes costs 600/512 of a node) and resources the class lacks left out of the max.
+
+Walltime is normalized by the speed of the slowest host the job used (formula 9):
+
+    usage(j) = walltime_j * speed_j * P(j)
+
+with speed 1.0, and ``speed_known`` false, where the host is unknown.
+
+Beside the penalty, every output carries the metrics it replaces, each summed over the job's
+nodes: ``cpu_only`` (requested cores, formula 1's usual P(j)), ``standard_job`` (formula 2:
+``max over r of req_r / standard_r`` per node, which is also Slurm's MAX_TRES) and
+``global_pe`` (formula 3, Moab's processor equivalent against the whole pool's totals, with
+the same resources and weights as the penalty). They are computed from what was requested,
+as those systems do, and without node or queue costs.
+
+Units are HTCondor's: cores, MiB, KiB, devices; walltime in seconds, so usage is in
+(speed-normalized) processor-equivalent seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from probes.accounting._tables import RESOURCES, require_columns
+from probes.accounting.machines import class_of_hosts, machines_table, pool_totals
+
+__all__ = [
+    "REQUEST_COLUMNS",
+    "Penalties",
+    "PenaltyPolicy",
+    "compare_metrics",
+    "job_penalties",
+    "node_requests",
+    "pin_mask",
+    "price_requests",
+]
+
+REQUEST_COLUMNS = ("job", "count", *RESOURCES, "exclusive", "properties")
+
+# Rows priced together: 8192 requests x 50 classes of float64 is 3 MB, which stays in cache.
+_CHUNK = 8192
+# A request equal to a class's capacity fits it even after float rounding of a sum of parts.
+_FIT_EPS = 1e-9
+_HOST_NUMBER = re.compile(r"-?\d+$")
+
+
+@dataclass(frozen=True)
+class PenaltyPolicy:
+    """How jobs are priced.
+
+    ``resources``: the resources in the max of the penalty and of the global PE (cpus is
+    always priced through ``avail_i,cpus``; listing it adds the core share to the max).
+    ``gpu_weight``: the relaxation weight of the GPU share when "gpus" is in ``resources``.
+    ``standard_job``: resource -> amount of the standard job (cores, MiB, KiB, devices);
+    resources it leaves out take no part in the standard-job metric. ``queue_costs``: queue
+    name -> cost; other queues cost ``default_queue_cost``.
+    """
+
+    resources: tuple[str, ...] = ("cpus", "memory")
+    gpu_weight: float = 1.0
+    standard_job: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({"cpus": 1.0, "memory": 1024.0}))
+    queue_costs: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    default_queue_cost: float = 1.0
+
+    def __post_init__(self) -> None:
+        resources = tuple(self.resources)
+        unknown = [r for r in resources if r not in RESOURCES]
+        if unknown or not resources:
+            raise ValueError(f"penalty resources must be some of {list(RESOURCES)}, got {list(resources)}")
+        object.__setattr__(self, "resources", resources)
+        if not (np.isfinite(self.gpu_weight) and self.gpu_weight >= 0):
+            raise ValueError(f"gpu_weight must be a number >= 0, got {self.gpu_weight!r}")
+        std = {r: float(v) for r, v in self.standard_job.items()}
+        bad = [r for r in std if r not in RESOURCES]
+        if bad or not any(v > 0 for v in std.values()) or any(not np.isfinite(v) or v < 0 for v in std.values()):
+            raise ValueError(
+                f"the standard job must give amounts >= 0 of some of {list(RESOURCES)}, at least one > 0, got {std}"
+            )
+        object.__setattr__(self, "standard_job", MappingProxyType({r: v for r, v in std.items() if v > 0}))
+        costs = {str(q): float(c) for q, c in self.queue_costs.items()}
+        for q, c in [*costs.items(), ("(default)", float(self.default_queue_cost))]:
+            if not (np.isfinite(c) and c > 0):
+                raise ValueError(f"the cost of queue {q!r} must be a number greater than 0, got {c!r}")
+        object.__setattr__(self, "queue_costs", MappingProxyType(costs))
+
+    def weights(self) -> dict[str, float]:
+        """Resource -> weight of its share in the max (only the resources in the max)."""
+        return {r: (self.gpu_weight if r == "gpus" else 1.0) for r in self.resources}
+
+
+@dataclass
+class Penalties:
+    """What :func:`job_penalties` found.
+
+    ``jobs``: the jobs table with ``queue_cost``, ``penalty``, ``cpu_only``, ``standard_job``,
+    ``global_pe``, ``speed_used``, ``speed_known``, ``usage``, ``unmatched`` and ``ran_on``
+    (the class the job's host belongs to, or None). ``requests``: the node requests with
+    their prices (see :func:`price_requests`). ``unchecked``: pinned properties that no class
+    lists, so that they could not be checked, with the number of requests that named them.
+    """
+
+    jobs: pd.DataFrame
+    requests: pd.DataFrame
+    unchecked: dict[str, int]
+
+
+def node_requests(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One node request per job of a jobs table: what each of its ``n_hosts`` nodes held.
+
+    ``jobs`` needs ``cpus`` (cores), ``memory`` (MiB), ``disk`` (KiB), ``gpus`` (devices) and
+    ``n_hosts`` (nodes; <NA> is 1). Returns :data:`REQUEST_COLUMNS`: ``job`` is the row's
+    position in ``jobs``; nothing is exclusive or pinned (HTCondor jobs pin through their
+    Requirements, which a jobs table does not keep).
+    """
+    require_columns(jobs, [*RESOURCES, "n_hosts"], "jobs table")
+    n = len(jobs)
+    hosts = pd.to_numeric(jobs["n_hosts"]).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    out = pd.DataFrame({"job": np.arange(n, dtype=np.int64), "count": np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)})
+    for r in RESOURCES:
+        out[r] = pd.to_numeric(jobs[r]).to_numpy(dtype=np.float64)
+    out["exclusive"] = False
+    out["properties"] = [()] * n
+    return out
+
+
+def pin_mask(properties: Sequence[str], machines: pd.DataFrame) -> tuple[npt.NDArray[np.bool_], list[str]]:
+    """Which classes a node request's pinned properties allow, and the pins no class could check.
+
+    ``machines`` needs ``name``, ``count``, ``cpus``, ``memory``, ``gpus``, ``properties`` and
+    ``hosts``. The pins, each negated by a leading ``^``:
+
+    - ``cluster=NAME``: the class is NAME (MetaCentrum's ``cl_NAME``);
+    - ``host=H``: H is one of the class's hosts, or its short name is the class's name
+      followed by a number (``zewura12.cerit-sc.cz`` is a node of ``zewura``); a negated host
+      rules out only a class of one node, since the others of a larger class remain;
+    - ``cpus=N``, ``memory=N``, ``gpus=N``: the class's node has exactly N;
+    - anything else (``brno``, ``GLIDEIN_Site=UCSD``): one of the class's ``properties``.
+      A property that no class lists cannot be checked: it is returned, and ignored.
+    """
+    names = machines["name"].to_numpy(dtype=object)
+    n = len(names)
+    mask = np.ones(n, dtype=bool)
+    unchecked: list[str] = []
+    known = frozenset().union(*machines["properties"]) if n else frozenset()
+    for pin in properties:
+        negated = pin.startswith("^")
+        body = pin[1:] if negated else pin
+        key, _, value = body.partition("=")
+        if key == "cluster" and value:
+            hit = np.array([str(x).lower() == value.lower() for x in names], dtype=bool)
+        elif key == "host" and value:
+            hit = _host_hits(value, machines)
+            if negated:  # other nodes of a larger class are still there
+                hit &= machines["count"].to_numpy() <= 1
+        elif key in ("cpus", "memory", "gpus") and value:
+            try:
+                amount = float(value)
+            except ValueError:
+                unchecked.append(pin)
+                continue
+            hit = machines[key].to_numpy(dtype=np.float64) == amount
+        elif body in known:
+            hit = np.array([body in p for p in machines["properties"]], dtype=bool)
+        else:
+            unchecked.append(pin)
+            continue
+        mask &= ~hit if negated else hit
+    return mask, unchecked
+
+
+def _host_hits(host: str, machines: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    short = host.split(".", 1)[0]
+    stem = _HOST_NUMBER.sub("", short).lower()  # zewura12 -> zewura, elmo1-12 -> elmo1
+    return np.array(
+        [
+            host in hosts
+            or any(h.split(".", 1)[0] == short for h in hosts)
+            or str(name).lower() in (stem, short.lower())
+            for name, hosts in zip(machines["name"], machines["hosts"])
+        ],
+        dtype=bool,
+    )
+
+
+def price_requests(
+    requests: pd.DataFrame,
+    machines: pd.DataFrame,
+    policy: PenaltyPolicy | None = None,
+    *,
+    ran_on: npt.ArrayLike | None = None,
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The price of one node of each request: ``min over fitting classes of PE_k(j, i)``.
+
+    ``requests`` needs :data:`REQUEST_COLUMNS` but ``job``: ``count`` (nodes), ``cpus``,
+    ``memory``, ``disk``, ``gpus`` per node (cores, MiB, KiB, devices; NaN is 0),
+    ``exclusive`` (bool) and ``properties`` (a tuple of pins, see :func:`pin_mask`; a
+    missing column pins nothing). ``machines`` is a machines table
+    (:func:`~probes.accounting.machines.machines_table`). ``ran_on``: per request, the
+    position in ``machines`` of the class it ran on, -1 where unknown; used only to price a
+    request that fits nowhere.
+
+    Returns ``(priced, unchecked)``: ``priced`` is a copy of ``requests`` with ``price`` (one
+    node, float), ``priced_on`` (class name), ``class_index`` (its position), ``n_fit`` (how
+    many classes it fits), ``fits`` (bool) and ``priced_as`` ("cheapest", "ran_on" or
+    "nearest" for a request that fits nowhere); ``unchecked`` counts the requests naming each
+    pin no class could check. Computed on the distinct requests, as whole arrays
+    (requests x classes) in chunks.
+    """
+    policy = policy or PenaltyPolicy()
+    require_columns(requests, ["count", *RESOURCES, "exclusive"], "requests table")
+    machines = machines_table(machines)
+    if not len(machines):
+        raise ValueError("machines table is empty: there is no class to price the requests against")
+    k = len(requests)
+    req = np.column_stack([_numbers(requests[r]) for r in RESOURCES]) if k else np.zeros((0, len(RESOURCES)))
+    if (req < 0).any():
+        raise ValueError("requests table has negative resource amounts; a request asks for 0 or more of each resource")
+    exclusive = requests["exclusive"].fillna(False).to_numpy(dtype=bool)
+    props = requests["properties"] if "properties" in requests.columns else pd.Series([()] * k, index=requests.index)
+    pin_codes, pin_sets = pd.factorize(pd.Series([tuple(p) if p else () for p in props], dtype=object))
+    masks, unchecked = [], {}
+    for pins in pin_sets:
+        mask, missing = pin_mask(pins, machines)
+        masks.append(mask)
+        for pin in missing:
+            unchecked[pin] = unchecked.get(pin, 0) + int(np.sum(pin_codes == len(masks) - 1))
+    pin_matrix = np.array(masks, dtype=bool).reshape(len(pin_sets), len(machines))
+
+    # price each distinct request once: workloads repeat a few shapes many times
+    key_columns = [req[:, i] for i in range(len(RESOURCES))] + [exclusive.astype(np.float64), pin_codes.astype(np.float64)]
+    codes, first = _distinct_rows(key_columns)
+    ureq, uexcl, upin = req[first], exclusive[first], pin_codes[first]
+    price, best, n_fit = _cheapest(ureq, uexcl, pin_matrix[upin] if len(first) else np.zeros((0, len(machines)), bool), machines, policy)
+    price, best, n_fit = price[codes], best[codes], n_fit[codes]
+
+    priced_as = np.where(n_fit > 0, "cheapest", "").astype(object)
+    lost = np.flatnonzero(n_fit == 0)
+    if len(lost):
+        where = np.full(k, -1, dtype=np.int64) if ran_on is None else np.asarray(ran_on, dtype=np.int64)
+        p, b, how = _fallback(req[lost], exclusive[lost], pin_matrix[pin_codes[lost]], where[lost], machines, policy)
+        price[lost], best[lost], priced_as[lost] = p, b, how
+    out = requests.copy()
+    out["price"] = price
+    out["class_index"] = best
+    out["priced_on"] = machines["name"].to_numpy(dtype=object)[best]
+    out["n_fit"] = n_fit
+    out["fits"] = n_fit > 0
+    out["priced_as"] = priced_as
+    return out, dict(sorted(unchecked.items()))
+
+
+def _numbers(values: pd.Series) -> npt.NDArray[np.float64]:
+    v = pd.to_numeric(values).to_numpy(dtype=np.float64)
+    return np.nan_to_num(v, nan=0.0)
+
+
+def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Codes of the distinct rows of ``columns`` and the position of each one's first row.
+
+    Column by column factorization, combined pairwise: much faster than hashing whole rows.
+    """
+    n = len(columns[0]) if columns else 0
+    key = np.zeros(n, dtype=np.int64)
+    for col in columns:
+        codes, uniques = pd.factorize(col)
+        if len(uniques) > 1:
+            key, _ = pd.factorize(key * len(uniques) + codes)
+    codes, _ = pd.factorize(key)
+    # factorize numbers values in order of first appearance, so the k-th first row is code k's
+    first = np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())
+    return codes.astype(np.int64), first.astype(np.int64)
+
+
+def _coefficients(machines: pd.DataFrame, policy: PenaltyPolicy, *, relaxed: bool) -> list[tuple[int, npt.NDArray[np.float64]]]:
+    """Per resource in the max: ``w_r * avail_cpus * node_cost / avail_r`` for each class.
+
+    A class with none of a resource cannot host a request for it: its coefficient is huge, so
+    that a request for it prices the class out (its zero requests still cost 0). ``relaxed``
+    leaves such resources out instead, to price a request that fits nowhere. An unknown (NaN)
+    amount takes no part.
+    """
+    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    out = []
+    for r, w in policy.weights().items():
+        cap = machines[r].to_numpy(dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            coef = np.where(cap > 0, w * node / cap, 0.0 if relaxed else 1e200)
+        coef = np.where(np.isnan(cap) | (w == 0), 0.0, coef)
+        out.append((RESOURCES.index(r), coef))
+    return out
+
+
+def _cheapest(
+    req: npt.NDArray[np.float64],
+    exclusive: npt.NDArray[np.bool_],
+    pins: npt.NDArray[np.bool_],
+    machines: pd.DataFrame,
+    policy: PenaltyPolicy,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Price, cheapest class and number of fitting classes of each request, in chunks."""
+    k, c = len(req), len(machines)
+    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    coefs = _coefficients(machines, policy, relaxed=False)
+    caps = np.column_stack([machines[r].to_numpy(dtype=np.float64) for r in RESOURCES])  # c x 4
+    caps = np.where(np.isnan(caps), np.inf, caps)
+    # A share of weight 1 is <= 1 exactly when its term is <= the node's price, so for those
+    # resources "fits" is read off the price itself; the others are checked on their own, and
+    # only on the requests that ask for more than the smallest class has.
+    in_price = {i for (i, _), w in zip(coefs, policy.weights().values()) if w == 1.0}
+    apart = [i for i in range(len(RESOURCES)) if i not in in_price]
+    limit = node * (1 + _FIT_EPS)
+    price = np.empty(k)
+    best = np.empty(k, dtype=np.int64)
+    n_fit = np.empty(k, dtype=np.int64)
+    all_pinned = bool(pins.all()) if k else True
+    for s in range(0, k, _CHUNK):
+        e = min(s + _CHUNK, k)
+        pe = np.zeros((e - s, c))
+        with np.errstate(over="ignore"):
+            for i, coef in coefs:
+                np.maximum(pe, req[s:e, i, None] * coef, out=pe)
+        ok = pe <= limit
+        for i in apart:
+            over = np.flatnonzero(req[s:e, i] > caps[:, i].min())
+            if len(over):
+                ok[over] &= req[s + over, i, None] <= caps[:, i] * (1 + _FIT_EPS)
+        if not all_pinned:
+            ok &= pins[s:e]
+        ex = np.flatnonzero(exclusive[s:e])
+        if len(ex):
+            pe[ex] = node
+        pe[~ok] = np.inf
+        b = pe.argmin(axis=1)
+        best[s:e] = b
+        price[s:e] = pe[np.arange(e - s), b]
+        n_fit[s:e] = ok.sum(axis=1)
+    return price, best, n_fit
+
+
+def _fallback(
+    req: npt.NDArray[np.float64],
+    exclusive: npt.NDArray[np.bool_],
+    pins: npt.NDArray[np.bool_],
+    ran_on: npt.NDArray[np.int64],
+    machines: pd.DataFrame,
+    policy: PenaltyPolicy,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.object_]]:
+    """Prices of requests that fit no class: see the module's docstring."""
+    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    pe = np.zeros((len(req), len(machines)))
+    for i, coef in _coefficients(machines, policy, relaxed=True):
+        np.maximum(pe, req[:, i, None] * coef, out=pe)
+    pe = np.where(exclusive[:, None], np.maximum(pe, node), pe)
+    allowed = np.where(pins.any(axis=1, keepdims=True), pins, True)
+    nearest = np.where(allowed, pe, np.inf).argmin(axis=1)
+    known = ran_on >= 0
+    best = np.where(known, ran_on, nearest)
+    how = np.where(known, "ran_on", "nearest").astype(object)
+    return pe[np.arange(len(req)), best], best, how
+
+
+def job_penalties(
+    jobs: pd.DataFrame,
+    machines: pd.DataFrame,
+    policy: PenaltyPolicy | None = None,
+    *,
+    requests: pd.DataFrame | None = None,
+) -> Penalties:
+    """Penalty, replaced metrics and walltime-normalized usage of every job (formulas 1-3, 8, 9).
+
+    ``jobs`` needs ``queue`` (str or None), ``walltime_s`` (seconds), ``speed`` (the speed of
+    the slowest host the job used; NaN where unknown) and ``host`` (for the class it ran on);
+    without ``requests`` also what :func:`node_requests` needs. ``requests`` (one row per
+    node request, ``job`` = the row's position in ``jobs``) gives multi-node, exclusive and
+    pinned requests, e.g. from a workload log; every job needs at least one.
+
+    A job's speed is its ``speed``, else the speed of the class its host belongs to, else 1.0
+    with ``speed_known`` false. No job is dropped: the result has one row per job, in order.
+    """
+    policy = policy or PenaltyPolicy()
+    require_columns(jobs, ["queue", "walltime_s", "speed", "host"], "jobs table")
+    machines = machines_table(machines)
+    if requests is None:
+        requests = node_requests(jobs)
+    require_columns(requests, ["job"], "requests table")
+    n = len(jobs)
+    job = requests["job"].to_numpy(dtype=np.int64)
+    if len(job) and (job.min() < 0 or job.max() >= n):
+        raise ValueError(f"requests table: job must be a row position in the jobs table (0..{n - 1}), got {job.min()}..{job.max()}")
+    missing = np.flatnonzero(np.bincount(job, minlength=n) == 0)
+    if len(missing):
+        raise ValueError(f"jobs table: {len(missing)} job(s) have no node request, e.g. row {int(missing[0])}")
+
+    ran_on = class_of_hosts(machines, jobs["host"].to_numpy(dtype=object))
+    priced, unchecked = price_requests(requests, machines, policy, ran_on=ran_on[job])
+    count = _numbers(priced["count"])
+    req = {r: _numbers(priced[r]) for r in RESOURCES}
+
+    def per_job(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.bincount(job, weights=values, minlength=n)
+
+    queue_cost = jobs["queue"].map(dict(policy.queue_costs)).astype(np.float64).fillna(policy.default_queue_cost).to_numpy()
+    penalty = queue_cost * per_job(count * priced["price"].to_numpy(dtype=np.float64))
+    cpu_only = per_job(count * req["cpus"])
+    standard = np.zeros(len(priced))
+    for r, amount in policy.standard_job.items():
+        np.maximum(standard, req[r] / amount, out=standard)
+    standard_job = per_job(count * standard)
+    totals = pool_totals(machines)
+    global_pe = np.zeros(n)
+    for r, w in policy.weights().items():
+        if totals[r] > 0 and np.isfinite(totals[r]):
+            np.maximum(global_pe, w * per_job(count * req[r]) / totals[r], out=global_pe)
+    global_pe *= totals["cpus"]
+
+    speed = pd.to_numeric(jobs["speed"]).to_numpy(dtype=np.float64)
+    class_speed = np.where(ran_on >= 0, machines["speed"].to_numpy()[np.maximum(ran_on, 0)], np.nan)
+    speed = np.where(np.isfinite(speed) & (speed > 0), speed, class_speed)
+    speed_known = np.isfinite(speed)
+    speed = np.where(speed_known, speed, 1.0)
+    walltime = np.nan_to_num(pd.to_numeric(jobs["walltime_s"]).to_numpy(dtype=np.float64), nan=0.0)
+
+    out = jobs.copy()
+    out["queue_cost"] = queue_cost
+    out["penalty"] = penalty
+    out["cpu_only"] = cpu_only
+    out["standard_job"] = standard_job
+    out["global_pe"] = global_pe
+    out["speed_used"] = speed
+    out["speed_known"] = speed_known
+    out["usage"] = walltime * speed * penalty
+    out["unmatched"] = per_job((~priced["fits"].to_numpy(dtype=bool)).astype(np.float64)) > 0
+    out["ran_on"] = np.where(ran_on >= 0, machines["name"].to_numpy(dtype=object)[np.maximum(ran_on, 0)], None)
+    return Penalties(jobs=out, requests=priced, unchecked=unchecked)
+
+
+
+def compare_metrics(jobs: pd.DataFrame, by: str = "user") -> pd.DataFrame:
+    """Usage per ``by`` under the penalty and under each metric it replaces: who gains, who loses.
+
+    ``jobs`` (the output of :func:`job_penalties`) needs ``by``, ``walltime_s`` (seconds),
+    ``speed_used``, ``usage``, ``cpu_only``, ``standard_job`` and ``global_pe``. Every metric
+    is turned into usage the same way, ``walltime x speed x metric``, so that only the
+    pricing differs. Returns one row per value of ``by`` (missing values as None), by
+    decreasing usage: ``jobs``, ``usage`` (the penalty's), ``cpu_only_usage``,
+    ``standard_job_usage``, ``global_pe_usage``, each one's share of its total in percent
+    (``share``, ``cpu_only_share``, ...), ``ratio`` (usage / cpu_only_usage) and ``change``
+    (share - cpu_only_share, in percentage points: > 0 pays more of the pool than before).
+    """
+    require_columns(jobs, [by, "walltime_s", "speed_used", "usage", "cpu_only", "standard_job", "global_pe"], "jobs table")
+    time = np.nan_to_num(pd.to_numeric(jobs["walltime_s"]).to_numpy(dtype=np.float64), nan=0.0) * jobs["speed_used"].to_numpy(dtype=np.float64)
+    frame = pd.DataFrame(
+        {
+            by: jobs[by].astype(object).where(jobs[by].notna(), None).to_numpy(),
+            "jobs": 1,
+            "usage": jobs["usage"].to_numpy(dtype=np.float64),
+            "cpu_only_usage": time * jobs["cpu_only"].to_numpy(dtype=np.float64),
+            "standard_job_usage": time * jobs["standard_job"].to_numpy(dtype=np.float64),
+            "global_pe_usage": time * jobs["global_pe"].to_numpy(dtype=np.float64),
+        }
+    )
+    out = frame.groupby(by, dropna=False, sort=False).sum().reset_index()
+    for metric, share in (("usage", "share"), ("cpu_only_usage", "cpu_only_share"), ("standard_job_usage", "standard_job_share"), ("global_pe_usage", "global_pe_share")):
+        total = out[metric].sum()
+        out[share] = 100.0 * out[metric] / total if total > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["ratio"] = np.where(out["cpu_only_usage"] > 0, out["usage"] / out["cpu_only_usage"], np.nan)
+    out["change"] = out["share"] - out["cpu_only_share"]
+    out[by] = out[by].astype(object).where(out[by].notna(), None)
+    return out.sort_values(["usage", by], ascending=[False, True], key=_sort_key).reset_index(drop=True)
+
+
+def _sort_key(values: pd.Series) -> pd.Series:
+    return values.astype(str) if values.dtype == object else values
