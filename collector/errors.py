@@ -60,8 +60,17 @@ class SinkError(FairacctError):
 
 
 class ElasticsearchError(SinkError):
-    """Elasticsearch or OpenSearch refused a request or could not be reached; the message names
-    the URL (never its credentials) and what was being done."""
+    """Elasticsearch or OpenSearch refused a request or could not be reached.
+
+    The message names the URL (never its credentials) and what was being done. ``status`` is
+    the HTTP status of the answer (None when none came); ``transient`` says whether the same
+    request may succeed later (connection failures, timeouts, 408, 429 and 5xx).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
 
 
 class StoreError(SinkError):

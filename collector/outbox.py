@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.sinks import Sink
@@ -38,6 +40,7 @@ CREATE TABLE IF NOT EXISTS item (
     last_error TEXT,
     UNIQUE (kind, id)
 );
+CREATE INDEX IF NOT EXISTS item_kind_seq ON item(kind, seq);
 CREATE TABLE IF NOT EXISTS dead_letter (
     kind TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -108,7 +111,7 @@ class Outbox:
         Returns the number of records enqueued.
         """
         now = self._clock()
-        rows = [(kind, d["id"], json.dumps(d, allow_nan=False), now) for kind, docs in records.items() for d in docs]
+        rows = [(kind, d["id"], orjson.dumps(d).decode(), now) for kind, docs in records.items() for d in docs]
         marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
         try:
             self._db.execute("BEGIN IMMEDIATE")
@@ -152,7 +155,7 @@ class Outbox:
                 break
             batches += 1
             kind = rows[0][1]
-            docs = [json.loads(doc) for _, _, _, doc in rows]
+            docs = [orjson.loads(doc) for _, _, _, doc in rows]
             try:
                 sent = sink.send(kind, docs)
             except SinkError as exc:  # the whole batch failed: keep it, try again later

@@ -9,11 +9,12 @@ kind names as ``indexed`` are columns with indexes, for reports.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from collector.errors import StoreError
 from collector.records import KINDS
@@ -25,12 +26,13 @@ __all__ = ["EmbeddedStore"]
 class EmbeddedStore:
     """Records in one SQLite file; ``path`` may be ``:memory:`` for tests."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        """``timeout``: seconds to wait for another writer before giving up (StoreError)."""
         self.path = str(path)
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
         except (OSError, sqlite3.Error) as exc:
@@ -68,8 +70,8 @@ class EmbeddedStore:
         table = self._table(kind)
         fields = ("timestamp", *KINDS[kind].indexed)
         try:
-            rows = [(d["id"], *(_text(d.get(f)) for f in fields), json.dumps(d, allow_nan=False)) for d in docs]
-        except (KeyError, TypeError, ValueError) as exc:
+            rows = [(d["id"], *(_text(d.get(f)) for f in fields), orjson.dumps(d).decode()) for d in docs]
+        except (KeyError, TypeError, orjson.JSONEncodeError) as exc:
             raise StoreError(f"{self.path}: a {kind} record cannot be stored ({exc})") from exc
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
         marks = ", ".join("?" * (len(fields) + 2))
@@ -102,7 +104,7 @@ class EmbeddedStore:
         sql += " ORDER BY timestamp, id"
         if limit is not None:
             sql, params = sql + " LIMIT ?", [*params, limit]
-        return [json.loads(doc) for (doc,) in self._db.execute(sql, params)]
+        return [orjson.loads(doc) for (doc,) in self._db.execute(sql, params)]
 
 
 def _text(value: object) -> str | None:

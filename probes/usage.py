@@ -166,7 +166,10 @@ def _evaluate(expression: str, ads: list[classad2.ClassAd]) -> np.ndarray:
     out = np.full(len(ads), np.nan)
     for i, ad in enumerate(ads):
         value = expr.eval(ad)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        # classad2's Undefined and Error are int enums: they must not pass for numbers
+        if isinstance(value, classad2.Value) or isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and value > 0:
             out[i] = float(value)
     return out
 
