@@ -24,8 +24,13 @@ demo: $(BIN)/.installed
 test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -q
 
+# Speed and memory targets, run on demand (never part of `make test`); each prints PASS/FAIL.
 bench: $(BIN)/.installed-test
-	$(BIN)/python benchmarks/bench_readers.py
+	-$(BIN)/python benchmarks/bench_readers.py
+	-$(BIN)/python benchmarks/bench_accounting.py
+	-$(BIN)/python benchmarks/bench_usage.py
+	-$(BIN)/python benchmarks/bench_store.py
+	-$(BIN)/python benchmarks/bench_sinks.py
 
 clean:
 	rm -rf $(VENV) .demo

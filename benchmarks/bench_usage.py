@@ -271,9 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     run["seconds"] <= MAX_MILLION_S and run["jobs"] == N_JOBS,
-                    f"{label}: penalties and fairshare in <= {MAX_MILLION_S:g} s: {run['seconds']:.2f} s "
+                    (f"{label}: penalties and fairshare in <= {MAX_MILLION_S:g} s: {run['seconds']:.2f} s "
                     f"(penalties {run['penalties_s']:.2f} s, fairshare {run['fairshare_s']:.2f} s; "
-                    f"{run['distinct_requests']:,} distinct requests, {run['jobs']:,} jobs priced)",
+                    f"{run['distinct_requests']:,} distinct requests, {run['jobs']:,} jobs priced)"),
                 )
             )
         if METACENTRUM.is_dir():
@@ -291,8 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     command["seconds"] <= MAX_WAGAP_S,
-                    f"wagap-2013 `fairacct fairshare` command (interpreter and imports included) in <= "
-                    f"{MAX_WAGAP_S:g} s: {command['seconds']:.2f} s",
+                    (f"wagap-2013 `fairacct fairshare` command (interpreter and imports included) in <= "
+                    f"{MAX_WAGAP_S:g} s: {command['seconds']:.2f} s"),
                 )
             )
         else:

@@ -35,10 +35,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from elastic_transport import ApiError, HttpHeaders, NodeApiResponse, TlsError, TransportError, Urllib3HttpNode
+from elastic_transport import ApiError, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport.client_utils import DEFAULT, DefaultType
 
@@ -46,13 +46,21 @@ from collector.errors import ConfigError, ElasticsearchError
 from collector.records import KINDS
 from collector.sinks import SendResult
 
+if TYPE_CHECKING:
+    from elastic_transport._node import NodeApiResponse
+
 __all__ = ["ElasticsearchSink", "StoredDocument", "TemplateCheck", "load_templates", "monthly_index"]
 
 _log = logging.getLogger(__name__)
 
 MAPPINGS = Path(__file__).resolve().parent.parent / "mappings"
 
-_FLAVOURS = {"http": "elasticsearch", "https": "elasticsearch", "opensearch+http": "opensearch", "opensearch+https": "opensearch"}
+_FLAVOURS = {
+    "http": "elasticsearch",
+    "https": "elasticsearch",
+    "opensearch+http": "opensearch",
+    "opensearch+https": "opensearch",
+}
 # An index name part: lowercase, and none of the characters index names or patterns reserve.
 _PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 _KIND = re.compile(r"[a-z][a-z_]{0,30}")
@@ -68,13 +76,17 @@ def monthly_index(prefix: str, kind: str, timestamp: object) -> str:
     try:
         moment = datetime.fromisoformat(timestamp)
     except ValueError:
-        raise ValueError(f"expected an ISO-8601 UTC 'timestamp' like '2026-11-21T14:00:00Z', got {timestamp!r}") from None
+        raise ValueError(
+            f"expected an ISO-8601 UTC 'timestamp' like '2026-11-21T14:00:00Z', got {timestamp!r}"
+        ) from None
     if moment.tzinfo is None:  # a record's time without a zone is UTC by the schema
         moment = moment.replace(tzinfo=UTC)
     return f"{prefix}-{kind}-{moment.astimezone(UTC):%Y.%m}"
 
 
-def load_templates(prefix: str = "fairacct", directory: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
+def load_templates(
+    prefix: str = "fairacct", directory: str | os.PathLike[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """The index template of every kind, from ``<directory>/<kind>.json`` (default ``mappings/``).
 
     The files are written for the prefix ``fairacct``; another prefix gets the patterns
@@ -167,7 +179,9 @@ def _read_secret(what: str, path: str | os.PathLike[str] | None, env: str | None
     elif env is not None:
         if not _ENV_NAME.fullmatch(env):
             # Likely the secret itself pasted in; do not echo it.
-            raise ConfigError(f"{what}_env must be the name of an environment variable (letters, digits, '_'), not its value")
+            raise ConfigError(
+                f"{what}_env must be the name of an environment variable (letters, digits, '_'), not its value"
+            )
         if env not in os.environ:
             raise ConfigError(f"{what}_env: the environment variable {env} is not set")
         value = os.environ[env].strip()
@@ -193,7 +207,9 @@ def _read_auth(
     api_key = _read_secret("api_key", api_key_file, api_key_env)
     password = _read_secret("password", password_file, password_env)
     if api_key and (username or password):
-        raise ConfigError("give an API key (api_key_file or api_key_env) or basic auth (username and a password), not both")
+        raise ConfigError(
+            "give an API key (api_key_file or api_key_env) or basic auth (username and a password), not both"
+        )
     if password and not username:
         raise ConfigError("password_file/password_env needs a username")
     if username and not password:
@@ -205,7 +221,9 @@ def _read_auth(
         if not _ENV_NAME.fullmatch(ca_certs_env):
             raise ConfigError(f"ca_certs_env must be the name of an environment variable, got {ca_certs_env!r}")
         if ca_certs_env not in os.environ:
-            raise ConfigError(f"ca_certs_env: the environment variable {ca_certs_env} (the path of a CA bundle) is not set")
+            raise ConfigError(
+                f"ca_certs_env: the environment variable {ca_certs_env} (the path of a CA bundle) is not set"
+            )
         ca_certs = os.environ[ca_certs_env]
     elif ca_certs_file is not None:
         ca_certs = os.fspath(ca_certs_file)
@@ -238,11 +256,11 @@ class _Client(Protocol):
     """One HTTP request to the cluster, decoded; failures raise :class:`ElasticsearchError`
     whose message starts with ``where`` and names ``what`` was being done."""
 
-    def request(self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False) -> Any:
-        ...
+    def request(
+        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+    ) -> Any: ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 def _transient(status: int) -> bool:
@@ -295,9 +313,6 @@ class _PlainJsonNode(Urllib3HttpNode):
 class _ElasticsearchClient:
     """The official client: ``http(s)://`` URLs."""
 
-    # Every exception the client raises on a request derives from one of these (a test checks).
-    CAUGHT: tuple[type[Exception], ...] = (ApiError, TransportError)
-
     def __init__(self, url: str, where: str, auth: _Auth, *, verify_certs: bool, timeout_s: float) -> None:
         from elasticsearch import Elasticsearch
 
@@ -325,7 +340,9 @@ class _ElasticsearchClient:
         except (ValueError, OSError, ssl.SSLError) as exc:
             raise ConfigError(f"{where}: cannot set up the Elasticsearch client ({exc})") from exc
 
-    def request(self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False) -> Any:
+    def request(
+        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+    ) -> Any:
         headers = {"accept": "application/json"}
         if body is not None:
             headers["content-type"] = "application/x-ndjson" if ndjson else "application/json"
@@ -337,10 +354,17 @@ class _ElasticsearchClient:
                 reason = "the server is not Elasticsearch (for OpenSearch, use an opensearch+http(s):// URL)"
             else:
                 reason = f"{status} {_body_reason(exc.body, str(exc.message))}"
-            raise ElasticsearchError(f"{self._where}: {what} failed: {reason}", status=status, transient=_transient(status)) from exc
+            raise ElasticsearchError(
+                f"{self._where}: {what} failed: {reason}", status=status, transient=_transient(status)
+            ) from exc
         except TransportError as exc:
             transient = isinstance(exc, TransportConnectionError) and not isinstance(exc, TlsError)
             raise ElasticsearchError(f"{self._where}: {what} failed: {exc}", transient=transient) from exc
+
+    @staticmethod
+    def caught() -> tuple[type[Exception], ...]:
+        """The roots of every exception the client raises on a request (a test checks)."""
+        return (ApiError, TransportError)
 
     def close(self) -> None:
         self._es.close()
@@ -353,7 +377,9 @@ class _OpenSearchClient:
         try:
             import opensearchpy
         except ImportError as exc:
-            raise ConfigError(f"{where}: opensearch+http(s):// URLs need the opensearch-py package (pip install opensearch-py)") from exc
+            raise ConfigError(
+                f"{where}: opensearch+http(s):// URLs need the opensearch-py package (pip install opensearch-py)"
+            ) from exc
         self._where = where
         self._errors = opensearchpy.exceptions
         options: dict[str, Any] = {}
@@ -379,19 +405,23 @@ class _OpenSearchClient:
 
         return (opensearchpy.exceptions.OpenSearchException,)
 
-    def request(self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False) -> Any:
+    def request(
+        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+    ) -> Any:
         headers = {"content-type": "application/x-ndjson"} if ndjson else None
         errors = self._errors
         try:
             return self._os.transport.perform_request(method, path, body=body, headers=headers)
         except errors.ConnectionError as exc:  # no HTTP answer: refused, reset, timed out, TLS
             transient = not isinstance(exc, errors.SSLError)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {exc.error} ({exc.info})", transient=transient) from exc
+            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}", transient=transient) from exc
         except errors.TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else None
             reason = f"{status} {_body_reason(exc.info, str(exc.error))}"
             transient = status is not None and _transient(status)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {reason}", status=status, transient=transient) from exc
+            raise ElasticsearchError(
+                f"{self._where}: {what} failed: {reason}", status=status, transient=transient
+            ) from exc
         except errors.OpenSearchException as exc:  # SerializationError: an answer we cannot read
             raise ElasticsearchError(f"{self._where}: {what} failed: {exc}") from exc
 
@@ -454,7 +484,9 @@ class ElasticsearchSink:
                 "password_env, or api_key_file or api_key_env"
             )
         if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-            raise ConfigError(f"prefix must be lowercase letters, digits, '-' or '_' (part of an index name), got {prefix!r}")
+            raise ConfigError(
+                f"prefix must be lowercase letters, digits, '-' or '_' (part of an index name), got {prefix!r}"
+            )
         _check_number("timeout_s", timeout_s, minimum=0.0, exclusive=True)
         _check_number("batch_size", batch_size, minimum=1, integer=True)
         _check_number("max_retries", max_retries, minimum=0, integer=True)
@@ -485,7 +517,9 @@ class ElasticsearchSink:
         )
         client_url = url.removeprefix("opensearch+")
         flavour = _OpenSearchClient if self.flavour == "opensearch" else _ElasticsearchClient
-        self._client: _Client = flavour(client_url, self._where, self._auth, verify_certs=verify_certs, timeout_s=timeout_s)
+        self._client: _Client = flavour(
+            client_url, self._where, self._auth, verify_certs=verify_certs, timeout_s=timeout_s
+        )
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ElasticsearchSink:
@@ -494,7 +528,8 @@ class ElasticsearchSink:
         return cls(url, **options)
 
     def __repr__(self) -> str:
-        return f"ElasticsearchSink({self.url!r}, flavour={self.flavour!r}, prefix={self.prefix!r}, auth={self._auth.description!r})"
+        auth = self._auth.description  # secrets show as ***
+        return f"ElasticsearchSink({self.url!r}, flavour={self.flavour!r}, prefix={self.prefix!r}, auth={auth!r})"
 
     def close(self) -> None:
         self._client.close()
@@ -511,7 +546,10 @@ class ElasticsearchSink:
         """Store documents of one kind (each with ``id`` and ``timestamp``); say what became of each.
 
         Documents without a usable ``timestamp`` or that are not JSON (NaN, objects) are rejected
-        without a request. Of several documents with the same id, the last counts.
+        without a request. Of several documents with the same id, the last counts. A failure
+        that no retry can mend (authentication, TLS) raises :class:`ElasticsearchError`; bulk
+        requests of this call that went before it may have been stored, and sending them again
+        is harmless.
         """
         self._check_kind(kind)
         result = SendResult()
@@ -567,8 +605,8 @@ class ElasticsearchSink:
             got = len(items) if isinstance(items, list) else "no"
             return dict.fromkeys(ids, f"{self._where}: bulk response has {got} items for {len(ids)} {kind} documents")
         transient = {}
-        for id_, item in zip(ids, items):
-            outcome = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
+        for id_, item in zip(ids, items, strict=True):  # lengths checked above
+            outcome: Any = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
             status = outcome.get("status") if isinstance(outcome, Mapping) else None
             if not isinstance(status, int):
                 transient[id_] = f"{self._where}: no status for this document in the bulk response"
@@ -583,7 +621,7 @@ class ElasticsearchSink:
     def _delay(self, attempt: int) -> float:
         """Seconds before retry ``attempt`` (1, 2, ...): exponential, capped, jittered."""
         base = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
-        return base * (0.5 + 0.5 * self._jitter())
+        return float(base * (0.5 + 0.5 * self._jitter()))
 
     # -- templates ------------------------------------------------------------------------------
 
@@ -599,24 +637,27 @@ class ElasticsearchSink:
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' templates are missing on the server or differ from ``mappings/``."""
-        check = TemplateCheck()
+        missing: list[str] = []
+        differ: dict[str, str] = {}
         for kind, expected in load_templates(self.prefix, self._mappings).items():
             name = f"{self.prefix}-{kind}"
             try:
-                answer = self._client.request("GET", f"/_index_template/{name}", None, what=f"reading index template {name}")
+                answer = self._client.request(
+                    "GET", f"/_index_template/{name}", None, what=f"reading index template {name}"
+                )
             except ElasticsearchError as exc:
                 if exc.status == 404:
-                    check.missing.append(kind)
+                    missing.append(kind)
                     continue
                 raise
             found = [t.get("index_template", {}) for t in answer.get("index_templates", []) if t.get("name") == name]
             if not found:
-                check.missing.append(kind)
+                missing.append(kind)
                 continue
             difference = _template_difference(found[0], expected)
             if difference:
-                check.differ[kind] = difference
-        return check
+                differ[kind] = difference
+        return TemplateCheck(missing, differ)
 
     # -- reading (for reports, checks and tests) -------------------------------------------------
 
@@ -635,7 +676,9 @@ class ElasticsearchSink:
         answer = self._search(kind, {"size": 0, "track_total_hits": True}, f"counting {kind} documents")
         return int(answer["hits"]["total"]["value"])
 
-    def search_counts(self, kind: str, field: str, *, interval: float | None = None, size: int = 1000) -> dict[Any, int]:
+    def search_counts(
+        self, kind: str, field: str, *, interval: float | None = None, size: int = 1000
+    ) -> dict[Any, int]:
         """Documents of ``kind`` per value of ``field`` (a terms aggregation), or per bucket of
         width ``interval`` (a histogram; keys are the buckets' lower bounds), non-empty only."""
         agg: dict[str, Any]
@@ -688,16 +731,17 @@ def _template_difference(installed: Mapping[str, Any], expected: Mapping[str, An
 
 def _plain(value: object) -> object:
     """numpy scalars as Python ones, for JSON."""
-    if hasattr(value, "item"):
-        return value.item()  # type: ignore[no-any-return]
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
     raise TypeError(f"{type(value).__name__} {value!r} is not JSON")
 
 
 def _check_number(name: str, value: object, *, minimum: float, integer: bool = False, exclusive: bool = False) -> None:
-    kind = int if integer else (int, float)
-    ok = isinstance(value, kind) and not isinstance(value, bool)
-    if ok and (value < minimum or (exclusive and value == minimum)):  # type: ignore[operator]
-        ok = False
-    if not ok:
-        bound = f"> {minimum}" if exclusive else f">= {minimum}"
-        raise ConfigError(f"{name} must be a {'whole ' if integer else ''}number {bound}, got {value!r}")
+    """A ConfigError naming ``name`` unless ``value`` is a number (a whole one if ``integer``)
+    at least (or, if ``exclusive``, above) ``minimum``."""
+    number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if number and isinstance(value, (int, float)) and (value > minimum or (value == minimum and not exclusive)):
+        return
+    bound = f"> {minimum}" if exclusive else f">= {minimum}"
+    raise ConfigError(f"{name} must be a {'whole ' if integer else ''}number {bound}, got {value!r}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -76,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("probe", help="run the probe")
     probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
     probe_sub.add_parser("once", parents=[common], help="run one cycle into the store and print what it found")
+    run = probe_sub.add_parser("run", parents=[common], help="run the probe service (APScheduler) until SIGTERM or SIGINT")
+    run.add_argument("--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)")
     records = sub.add_parser("records", parents=[common], help="print stored records of one kind")
     records.add_argument("kind", choices=list(KINDS), help="record kind")
     records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
@@ -114,11 +118,13 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return _usage(args, config)
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)
+    if args.command == "probe" and args.action == "run":
+        return _serve(config, args.duration)
     if args.command == "probe":
         _require(
-            config.sources.status_files or config.sources.history or config.sources.idle_files,
+            config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
             "sources",
-            "--status-file, --idle-file or --history",
+            "--status-file, --idle-file or --history (or set sources.live = true)",
         )
         result = _store_cycle(config, args.strict)
     else:
@@ -237,6 +243,36 @@ def _store_cycle(config: ProbeConfig, strict: bool | None) -> CycleResult:
             return run_once(config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict)
         finally:
             sink.close()
+
+
+def _serve(config: ProbeConfig, duration: float | None) -> int:
+    """probe run: the service, logging to stderr one line per event, until a signal or --for."""
+    from probes.service import ProbeService  # APScheduler is imported only by the service
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    try:
+        service = ProbeService(config, probe=f"fairacct@{socket.gethostname()}")
+        service.run(duration=duration)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return EXIT_OK
+
+
+class _LineFormatter(logging.Formatter):
+    """``2026-11-21T14:00:00Z fairacct.service INFO snapshot: ...``: UTC, one line per event
+    (a traceback's lines are joined with ' | '), as journald and log shippers read them."""
+
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        return " | ".join(line for line in super().format(record).splitlines() if line.strip())
 
 
 def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:

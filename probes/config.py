@@ -142,6 +142,50 @@ class PoolSettings(_Section):
     interval_s: float = Field(
         300.0, gt=0, description="Seconds one slot snapshot stands for (the snapshot cadence)."
     )
+    max_interval_s: float = Field(
+        900.0,
+        gt=0,
+        description="Longest time one live snapshot may stand for: a snapshot stands for the real time since "
+        "the previous successful one, capped here (a probe that was down did not observe its pool).",
+    )
+    collectors: list[str] = Field(
+        default_factory=list,
+        description='Collectors to query ("host:port"); an entry "cm1:9618, cm2:9618" lists replicas of one pool, '
+        "tried in order. Every entry is queried and ads seen twice are kept once. Empty: COLLECTOR_HOST.",
+    )
+    slot_constraint: OptionalExpression = Field(
+        "", description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). Empty: all."
+    )
+    schedds: list[str] = Field(
+        default_factory=list, description="Names of the schedds to read (idle jobs, history). Empty: every schedd the collectors know."
+    )
+    job_constraint: OptionalExpression = Field(
+        "", description="ClassAd constraint added to the queue and history queries of every schedd. Empty: none."
+    )
+    history_match: int = Field(
+        10000, ge=1, description="Jobs per Schedd.history call; a bigger backlog is read in several calls."
+    )
+    history_lookback_s: float = Field(
+        3600.0,
+        ge=0,
+        description="A history scan stops at the first job that ended this long before the checkpoint, "
+        "so that jobs written to the history out of order are still found.",
+    )
+    timeout_s: float = Field(
+        60.0, gt=0, description="Seconds a collector or schedd has to answer one query (also HTCondor's QUERY_TIMEOUT)."
+    )
+    token_file: str = Field(
+        "", description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). Empty: HTCondor's own."
+    )
+    condor_config: str = Field("", description="HTCondor configuration file to read instead of CONDOR_CONFIG. Empty: CONDOR_CONFIG.")
+
+    @model_validator(mode="after")
+    def _cap_covers_the_cadence(self) -> PoolSettings:
+        if self.max_interval_s < self.interval_s:
+            raise ValueError(
+                f"max_interval_s ({self.max_interval_s:g}) must be at least interval_s ({self.interval_s:g})"
+            )
+        return self
 
 
 class SourceSettings(_Section):
@@ -163,6 +207,10 @@ class SourceSettings(_Section):
         default_factory=list, description="Extra job attributes copied into the jobs table as columns."
     )
     strict: bool = Field(False, description="Stop at the first malformed ad instead of quarantining it.")
+    live: bool = Field(
+        False,
+        description="Read the pool itself through htcondor2 (see [pool]) instead of the files above, which must then be empty.",
+    )
 
 
 class CredentialSettings(_Section):
@@ -300,6 +348,13 @@ class ProbeSettings(_Section):
     state_dir: LaxPath = Field(
         Path("state"), description="Directory for the embedded store, the outbox, checkpoints and quarantine."
     )
+    history_every_s: float = Field(900.0, gt=0, description="Seconds between history reads of the service (probe run).")
+    flush_every_s: float = Field(60.0, gt=0, description="Seconds between outbox flushes to the store.")
+    misfire_grace_s: float = Field(
+        60.0, gt=0, description="A run of the service that is late by more than this is skipped (coalesced) rather than run late."
+    )
+    health_address: str = Field("127.0.0.1", description="Address the /healthz and /metrics endpoint listens on.")
+    health_port: int = Field(0, ge=0, le=65535, description="Port of the /healthz and /metrics endpoint; 0: off.")
 
 
 class ProbeConfig(_Section):
@@ -314,7 +369,7 @@ class ProbeConfig(_Section):
         DEFAULT_PARTITIONS, description="Canonical unit definitions, in match order.", strict=False
     )
     store: StoreSettings = Field(default_factory=StoreSettings, description="Where records go.")
-    probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state.")
+    probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state and service.")
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
 

@@ -1,6 +1,7 @@
 """One probe cycle: read the sources, do the accounting, and hand the records to the outbox.
 
-``read_sources`` is the cycle's input (files now, a live pool later); ``cycle_records`` turns
+``read_sources`` is the cycle's input from files, ``read_live`` from a live pool (through
+:class:`~probes.sources.live.LivePool`); ``cycle_records`` turns
 the tables into documents (slot records carry their true overhead, allocation records their
 bills, job records the job); ``run_once`` commits them with the history checkpoints in one
 outbox transaction, then flushes the outbox to the sink. A crash anywhere leaves either the
@@ -10,7 +11,8 @@ old checkpoints or the records waiting in the outbox, and record ids make re-sen
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,14 +23,16 @@ from collector.outbox import FlushResult, Outbox
 from collector.records import iso_utc, table_docs
 from collector.sinks import Sink
 from collector import faults
+from collector.errors import ConfigError, SourceError
 from probes.config import ProbeConfig
 from probes.overhead import overhead_report, snapshot_bills
 from probes.sources.classad import ReadReport
 from probes.sources.history import read_history
+from probes.sources.live import LivePool
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.status import Snapshot, read_status
 
-__all__ = ["CycleResult", "cycle_records", "iso_utc", "new_jobs", "read_sources", "run_once"]
+__all__ = ["CycleResult", "check_sources", "cycle_records", "iso_utc", "new_jobs", "read_live", "read_sources", "run_once"]
 
 
 @dataclass
@@ -40,6 +44,7 @@ class CycleResult:
     jobs: pd.DataFrame | None = None
     reports: dict[str, ReadReport] = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # source -> why it was skipped (live schedds)
     enqueued: dict[str, int] = field(default_factory=dict)
     flushed: FlushResult | None = None
 
@@ -67,6 +72,54 @@ def read_sources(
             result.checkpoints[key] = mark
         result.jobs = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         result.reports["history"] = report
+    return result
+
+
+def check_sources(config: ProbeConfig) -> None:
+    """Live sources and files are exclusive: say so rather than silently ignore the files."""
+    src = config.sources
+    files = [k for k in ("status_files", "idle_files", "history") if getattr(src, k)]
+    if src.live and files:
+        raise ConfigError(
+            f"sources.live = true reads the pool itself, but sources.{files[0]} names files too; "
+            "remove the files (or their options) or set sources.live = false"
+        )
+
+
+def read_live(
+    config: ProbeConfig,
+    pool: LivePool,
+    *,
+    now: float,
+    checkpoint: Callable[[str], Any] | None = None,
+    snapshot: bool = True,
+    history: bool = True,
+) -> CycleResult:
+    """Read a live pool: the slot snapshot (observed at ``now``) with the idle demand, and the
+    history of every schedd past its checkpoint (``checkpoint(key)``: the committed value).
+
+    A pool whose collectors all fail raises :class:`SourceError`; a schedd that fails is left
+    out and listed in ``failures``, and its checkpoint stays where it was.
+    """
+    result = CycleResult()
+    if snapshot:
+        result.snapshot, result.reports["status"] = pool.snapshot(now=now)
+    schedds: list[Any] = []
+    try:
+        schedds, result.failures = pool.schedds()
+    except SourceError as exc:
+        if history:
+            raise
+        result.failures["collector"] = str(exc)
+    if snapshot and schedds:
+        idle = pool.idle(schedds)
+        result.idle, result.reports["idle"] = idle.idle, idle.report
+        result.failures |= idle.failures
+    if history:
+        read = pool.history(schedds, checkpoint or (lambda key: None))
+        result.jobs, result.reports["history"] = read.jobs, read.report
+        result.checkpoints |= read.checkpoints
+        result.failures |= read.failures
     return result
 
 
@@ -113,10 +166,18 @@ def run_once(
     *,
     probe: str,
     strict: bool | None = None,
+    pool: LivePool | None = None,
 ) -> CycleResult:
-    """Read, account, commit to the outbox (records and checkpoints together), flush."""
-    checkpoints = {f"history:{os.path.abspath(p)}": outbox.checkpoint(f"history:{os.path.abspath(p)}") for p in config.sources.history}
-    result = read_sources(config, strict=strict, checkpoints=checkpoints)
+    """Read, account, commit to the outbox (records and checkpoints together), flush.
+
+    With ``sources.live``, the pool is read through ``pool`` (a :class:`LivePool` of the
+    configuration by default)."""
+    check_sources(config)
+    if config.sources.live:
+        result = read_live(config, pool or LivePool(config), now=time.time(), checkpoint=outbox.checkpoint)
+    else:
+        checkpoints = {f"history:{os.path.abspath(p)}": outbox.checkpoint(f"history:{os.path.abspath(p)}") for p in config.sources.history}
+        result = read_sources(config, strict=strict, checkpoints=checkpoints)
     records = cycle_records(result, config, probe=probe)
     faults.point("before-commit")
     outbox.commit(records, result.checkpoints)

@@ -167,7 +167,7 @@ def _evaluate(expression: str, ads: list[classad2.ClassAd]) -> np.ndarray:
     for i, ad in enumerate(ads):
         value = expr.eval(ad)
         # classad2's Undefined and Error are int enums: they must not pass for numbers
-        if isinstance(value, classad2.Value) or isinstance(value, bool):
+        if isinstance(value, (classad2.Value, bool)):
             continue
         if isinstance(value, (int, float)) and value > 0:
             out[i] = float(value)

@@ -131,7 +131,8 @@ def penalty_sections(report: PenaltyReport) -> list[Section]:
     lost = jobs[jobs["unmatched"]]
     if len(lost):
         requests = report.penalties.requests
-        bad = requests[~requests["fits"]].merge(jobs[["job_id", "user"]], left_on="job", right_index=True)
+        who = jobs[["job_id", "user"]].reset_index(drop=True)  # requests point at row positions
+        bad = requests[~requests["fits"]].merge(who, left_on="job", right_index=True)
         view = ("job_id", "user", "count", "cpus", "memory", "gpus", "exclusive", "properties", "priced_on", "priced_as", "price")
         sections.append((f"{len(lost)} job(s) fit no machine class: priced on the class they ran on, else the nearest", table(bad, view)))
     unknown = int((~jobs["speed_known"]).sum())
@@ -223,7 +224,7 @@ def fairshare_json(report: FairshareReport) -> dict[str, Any]:
 
 def _duration(seconds: float) -> str:
     """Maui's [D:]HH:MM:SS."""
-    s = int(round(seconds))
+    s = round(seconds)
     days, s = divmod(s, 86400)
     hours, s = divmod(s, 3600)
     minutes, s = divmod(s, 60)

@@ -245,7 +245,7 @@ def test_fairshare_needs_no_machines_for_dedicated_ps(tmp_path: Path) -> None:
 
 def test_speed_and_cost_from_expressions(metacentrum: Path, condor25: Path) -> None:
     config = parse_config({"machines": {"speed_expression": "Column7 * 2", "cost_attribute": "Mips"}})
-    machines, note = alea_machines(metacentrum / "NGI_CZ.machines", config)
+    machines, _ = alea_machines(metacentrum / "NGI_CZ.machines", config)
     adan = machines.set_index("name").loc["adan"]
     assert adan["speed"] == 11.8 and adan["node_cost"] == 1.0  # 5.9 x 2; Mips is undefined: kept
     config = parse_config({"machines": {"cost_expression": "TotalSlotGPUs > 0 ? 4 : 1", "speed_attribute": "HEPSPEC"}})
@@ -258,22 +258,22 @@ def test_speed_and_cost_from_expressions(metacentrum: Path, condor25: Path) -> N
     ("argv", "code", "message"),
     [
         (["penalty", "--swf", "{swf}"], 2,
-         "fairacct: configuration error: no machines: give --machines (an Alea machines file) or --status-file, "
-         "or set sources.status_files\n"),
+         ("fairacct: configuration error: no machines: give --machines (an Alea machines file) or --status-file, "
+         "or set sources.status_files\n")),
         (["penalty", "--swf", "{swf}", "--history", "{swf}", "--machines", "{machines}"], 2,
          "fairacct: configuration error: give --history or --swf, not both\n"),
         (["penalty", "--machines", "{machines}"], 2,
          "fairacct: configuration error: no jobs: give --swf or --history, or set sources.history in the configuration\n"),
         (["penalty", "--swf", "/nonexistent.swf", "--machines", "{machines}"], 1, "fairacct: /nonexistent.swf: no such file\n"),
         (["fairshare", "--swf", "{swf}", "--at", "yesterday"], 2,
-         "fairacct: configuration error: --at: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
-         "got 'yesterday'\n"),
+         ("fairacct: configuration error: --at: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
+         "got 'yesterday'\n")),
         (["fairshare", "--swf", "{swf}", "--config", "{mrpe}"], 2,
-         "fairacct: configuration error: fairshare.metric 'mrpe' prices jobs against the machines: give --machines "
-         "or --status-file\n"),
+         ("fairacct: configuration error: fairshare.metric 'mrpe' prices jobs against the machines: give --machines "
+         "or --status-file\n")),
         (["fairshare", "--swf", "{swf}", "--config", "{billed}"], 2,
-         "fairacct: configuration error: {billed}: fairshare.metric: 'billed' is not available yet: bills are not "
-         "stored per job; use dedicated_ps, dedicated_pes, utilized_ps or mrpe\n"),
+         ("fairacct: configuration error: {billed}: fairshare.metric: 'billed' is not available yet: bills are not "
+         "stored per job; use dedicated_ps, dedicated_pes, utilized_ps or mrpe\n")),
     ],
 )  # fmt: skip
 def test_errors_are_one_line_and_an_exit_code(tmp_path: Path, argv: list[str], code: int, message: str) -> None:
@@ -311,3 +311,22 @@ def test_a_tiny_workload_by_hand(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_times(text: str, seconds: float) -> None:
     assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["probes.accounting.machines", "probes.accounting.penalty", "probes.accounting.fairshare",
+     "probes.sources.swf", "probes.sources.alea", "probes.usage", "probes.usage_views"],
+)  # fmt: skip
+def test_all_lists_exactly_the_public_names(module: str) -> None:
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(module)
+    defined = {
+        name
+        for name, value in vars(mod).items()
+        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module
+    }
+    assert set(mod.__all__) <= set(vars(mod)), "listed but missing"
+    assert defined <= set(mod.__all__), f"public but not listed: {sorted(defined - set(mod.__all__))}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
@@ -25,3 +27,10 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], input_name: str
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ValueError(f"{input_name} is missing columns {missing}")
+
+
+def floats(values: pd.Series) -> npt.NDArray[np.float64]:
+    """A column as float64 (a new array), NaN where missing, also from pandas' nullable types."""
+    if values.dtype == np.float64:
+        return values.to_numpy(dtype=np.float64, copy=True)
+    return pd.to_numeric(values).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)

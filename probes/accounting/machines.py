@@ -194,14 +194,16 @@ def class_of_hosts(machines: pd.DataFrame, hosts: Sequence[Any] | np.ndarray) ->
     for i, members in enumerate(machines["hosts"]):
         for h in members:
             lookup.setdefault(h, i)
-    values = pd.Series(np.asarray(hosts, dtype=object), dtype=object)
-    out = np.full(len(values), -1, dtype=np.int64)
-    if not lookup or not len(values):
+    codes, uniques = pd.factorize(np.asarray(hosts, dtype=object), use_na_sentinel=True)
+    out = np.full(len(codes), -1, dtype=np.int64)
+    if not lookup or not len(uniques):
         return out
+    # look each distinct host up once: a history repeats its hosts many times
+    values = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
     as_given = values.map(lookup)
     parent = values.str.replace(r"^(slot\d+)_\d+@", r"\1@", regex=True).map(lookup)
     machine = values.str.rsplit("@", n=1).str[-1].map(lookup)
-    found = as_given.fillna(parent).fillna(machine)
-    known = found.notna().to_numpy()
-    out[known] = found[known].to_numpy(dtype=np.int64)
+    found = as_given.fillna(parent).fillna(machine).fillna(-1).to_numpy(dtype=np.int64)
+    known = codes >= 0
+    out[known] = found[codes[known]]
     return out

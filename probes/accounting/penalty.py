@@ -45,11 +45,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from probes.accounting._tables import RESOURCES, require_columns
+from probes.accounting._tables import RESOURCES, floats, require_columns
 from probes.accounting.machines import class_of_hosts, machines_table, pool_totals
 
 __all__ = [
@@ -70,6 +71,7 @@ _CHUNK = 8192
 # A request equal to a class's capacity fits it even after float rounding of a sum of parts.
 _FIT_EPS = 1e-9
 _HOST_NUMBER = re.compile(r"-?\d+$")
+_PRICED_AS = ["cheapest", "ran_on", "nearest"]
 
 
 @dataclass(frozen=True)
@@ -136,18 +138,17 @@ def node_requests(jobs: pd.DataFrame) -> pd.DataFrame:
     """One node request per job of a jobs table: what each of its ``n_hosts`` nodes held.
 
     ``jobs`` needs ``cpus`` (cores), ``memory`` (MiB), ``disk`` (KiB), ``gpus`` (devices) and
-    ``n_hosts`` (nodes; <NA> is 1). Returns :data:`REQUEST_COLUMNS`: ``job`` is the row's
-    position in ``jobs``; nothing is exclusive or pinned (HTCondor jobs pin through their
-    Requirements, which a jobs table does not keep).
+    ``n_hosts`` (nodes; <NA> is 1). Returns :data:`REQUEST_COLUMNS` but ``properties``:
+    ``job`` is the row's position in ``jobs``; nothing is exclusive or pinned (HTCondor jobs
+    pin through their Requirements, which a jobs table does not keep).
     """
     require_columns(jobs, [*RESOURCES, "n_hosts"], "jobs table")
     n = len(jobs)
-    hosts = pd.to_numeric(jobs["n_hosts"]).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    hosts = floats(jobs["n_hosts"])
     out = pd.DataFrame({"job": np.arange(n, dtype=np.int64), "count": np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)})
     for r in RESOURCES:
-        out[r] = pd.to_numeric(jobs[r]).to_numpy(dtype=np.float64)
+        out[r] = floats(jobs[r])
     out["exclusive"] = False
-    out["properties"] = [()] * n
     return out
 
 
@@ -228,9 +229,9 @@ def price_requests(
     request that fits nowhere.
 
     Returns ``(priced, unchecked)``: ``priced`` is a copy of ``requests`` with ``price`` (one
-    node, float), ``priced_on`` (class name), ``class_index`` (its position), ``n_fit`` (how
-    many classes it fits), ``fits`` (bool) and ``priced_as`` ("cheapest", "ran_on" or
-    "nearest" for a request that fits nowhere); ``unchecked`` counts the requests naming each
+    node, float), ``priced_on`` (class name, categorical), ``class_index`` (its position),
+    ``n_fit`` (how many classes it fits), ``fits`` (bool) and ``priced_as`` (categorical:
+    "cheapest", or for a request that fits nowhere "ran_on" or "nearest"); ``unchecked`` counts the requests naming each
     pin no class could check. Computed on the distinct requests, as whole arrays
     (requests x classes) in chunks.
     """
@@ -244,15 +245,18 @@ def price_requests(
     if (req < 0).any():
         raise ValueError("requests table has negative resource amounts; a request asks for 0 or more of each resource")
     exclusive = requests["exclusive"].fillna(False).to_numpy(dtype=bool)
-    props = requests["properties"] if "properties" in requests.columns else pd.Series([()] * k, index=requests.index)
-    pin_codes, pin_sets = pd.factorize(pd.Series([tuple(p) if p else () for p in props], dtype=object))
-    masks, unchecked = [], {}
+    if "properties" in requests.columns:
+        pin_codes, pin_sets = pd.factorize(pd.Series([tuple(p) if p else () for p in requests["properties"]], dtype=object))
+    else:  # nothing pinned: one set of pins, the empty one
+        pin_codes, pin_sets = np.zeros(k, dtype=np.int64), [()]
+    masks: list[npt.NDArray[np.bool_]] = []
+    unchecked: dict[str, int] = {}
     for pins in pin_sets:
         mask, missing = pin_mask(pins, machines)
         masks.append(mask)
         for pin in missing:
             unchecked[pin] = unchecked.get(pin, 0) + int(np.sum(pin_codes == len(masks) - 1))
-    pin_matrix = np.array(masks, dtype=bool).reshape(len(pin_sets), len(machines))
+    pin_matrix = np.array(masks, dtype=bool).reshape(len(masks), len(machines))
 
     # price each distinct request once: workloads repeat a few shapes many times
     key_columns = [req[:, i] for i in range(len(RESOURCES))] + [exclusive.astype(np.float64), pin_codes.astype(np.float64)]
@@ -261,25 +265,29 @@ def price_requests(
     price, best, n_fit = _cheapest(ureq, uexcl, pin_matrix[upin] if len(first) else np.zeros((0, len(machines)), bool), machines, policy)
     price, best, n_fit = price[codes], best[codes], n_fit[codes]
 
-    priced_as = np.where(n_fit > 0, "cheapest", "").astype(object)
+    priced_as = np.where(n_fit > 0, 0, -1).astype(np.int8)  # codes of _PRICED_AS
     lost = np.flatnonzero(n_fit == 0)
     if len(lost):
         where = np.full(k, -1, dtype=np.int64) if ran_on is None else np.asarray(ran_on, dtype=np.int64)
         p, b, how = _fallback(req[lost], exclusive[lost], pin_matrix[pin_codes[lost]], where[lost], machines, policy)
         price[lost], best[lost], priced_as[lost] = p, b, how
-    out = requests.copy()
+    out = requests.copy(deep=False)  # new columns only: the caller's table is not touched
     out["price"] = price
     out["class_index"] = best
-    out["priced_on"] = machines["name"].to_numpy(dtype=object)[best]
+    names = pd.Index(machines["name"].astype(object))
+    out["priced_on"] = pd.Categorical.from_codes(best, categories=names)
     out["n_fit"] = n_fit
     out["fits"] = n_fit > 0
-    out["priced_as"] = priced_as
+    out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=_PRICED_AS)
     return out, dict(sorted(unchecked.items()))
 
 
+
 def _numbers(values: pd.Series) -> npt.NDArray[np.float64]:
-    v = pd.to_numeric(values).to_numpy(dtype=np.float64)
-    return np.nan_to_num(v, nan=0.0)
+    """A column as float64 with missing values as 0 (np.nan_to_num is several times slower)."""
+    v = floats(values)
+    v[np.isnan(v)] = 0.0
+    return v
 
 
 def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -290,9 +298,10 @@ def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDAr
     n = len(columns[0]) if columns else 0
     key = np.zeros(n, dtype=np.int64)
     for col in columns:
+        if n == 0 or col.min() == col.max():  # a constant column tells no rows apart
+            continue
         codes, uniques = pd.factorize(col)
-        if len(uniques) > 1:
-            key, _ = pd.factorize(key * len(uniques) + codes)
+        key, _ = pd.factorize(key * len(uniques) + codes)
     codes, _ = pd.factorize(key)
     # factorize numbers values in order of first appearance, so the k-th first row is code k's
     first = np.flatnonzero(~pd.Series(codes).duplicated().to_numpy())
@@ -372,8 +381,8 @@ def _fallback(
     ran_on: npt.NDArray[np.int64],
     machines: pd.DataFrame,
     policy: PenaltyPolicy,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.object_]]:
-    """Prices of requests that fit no class: see the module's docstring."""
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int8]]:
+    """Prices of requests that fit no class (and codes of how): see the module's docstring."""
     node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
     pe = np.zeros((len(req), len(machines)))
     for i, coef in _coefficients(machines, policy, relaxed=True):
@@ -383,7 +392,7 @@ def _fallback(
     nearest = np.where(allowed, pe, np.inf).argmin(axis=1)
     known = ran_on >= 0
     best = np.where(known, ran_on, nearest)
-    how = np.where(known, "ran_on", "nearest").astype(object)
+    how = np.where(known, _PRICED_AS.index("ran_on"), _PRICED_AS.index("nearest")).astype(np.int8)
     return pe[np.arange(len(req)), best], best, how
 
 
@@ -425,9 +434,12 @@ def job_penalties(
     req = {r: _numbers(priced[r]) for r in RESOURCES}
 
     def per_job(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return np.bincount(job, weights=values, minlength=n)
+        return np.asarray(np.bincount(job, weights=values, minlength=n), dtype=np.float64)
 
-    queue_cost = jobs["queue"].map(dict(policy.queue_costs)).astype(np.float64).fillna(policy.default_queue_cost).to_numpy()
+    # on an object array: several times faster than on pandas' string columns
+    queue_codes, queues = pd.factorize(jobs["queue"].to_numpy(dtype=object), use_na_sentinel=True)
+    costs = np.array([policy.queue_costs.get(str(q), policy.default_queue_cost) for q in queues] + [policy.default_queue_cost])
+    queue_cost = costs[queue_codes]  # code -1 (no queue) takes the last: the default
     penalty = queue_cost * per_job(count * priced["price"].to_numpy(dtype=np.float64))
     cpu_only = per_job(count * req["cpus"])
     standard = np.zeros(len(priced))
@@ -441,14 +453,14 @@ def job_penalties(
             np.maximum(global_pe, w * per_job(count * req[r]) / totals[r], out=global_pe)
     global_pe *= totals["cpus"]
 
-    speed = pd.to_numeric(jobs["speed"]).to_numpy(dtype=np.float64)
+    speed = floats(jobs["speed"])
     class_speed = np.where(ran_on >= 0, machines["speed"].to_numpy()[np.maximum(ran_on, 0)], np.nan)
     speed = np.where(np.isfinite(speed) & (speed > 0), speed, class_speed)
     speed_known = np.isfinite(speed)
     speed = np.where(speed_known, speed, 1.0)
-    walltime = np.nan_to_num(pd.to_numeric(jobs["walltime_s"]).to_numpy(dtype=np.float64), nan=0.0)
+    walltime = _numbers(jobs["walltime_s"])
 
-    out = jobs.copy()
+    out = jobs.copy(deep=False)  # new columns only: the caller's table is not touched
     out["queue_cost"] = queue_cost
     out["penalty"] = penalty
     out["cpu_only"] = cpu_only
@@ -458,7 +470,7 @@ def job_penalties(
     out["speed_known"] = speed_known
     out["usage"] = walltime * speed * penalty
     out["unmatched"] = per_job((~priced["fits"].to_numpy(dtype=bool)).astype(np.float64)) > 0
-    out["ran_on"] = np.where(ran_on >= 0, machines["name"].to_numpy(dtype=object)[np.maximum(ran_on, 0)], None)
+    out["ran_on"] = pd.Categorical.from_codes(ran_on, categories=pd.Index(machines["name"].astype(object)))
     return Penalties(jobs=out, requests=priced, unchecked=unchecked)
 
 
@@ -476,7 +488,7 @@ def compare_metrics(jobs: pd.DataFrame, by: str = "user") -> pd.DataFrame:
     (share - cpu_only_share, in percentage points: > 0 pays more of the pool than before).
     """
     require_columns(jobs, [by, "walltime_s", "speed_used", "usage", "cpu_only", "standard_job", "global_pe"], "jobs table")
-    time = np.nan_to_num(pd.to_numeric(jobs["walltime_s"]).to_numpy(dtype=np.float64), nan=0.0) * jobs["speed_used"].to_numpy(dtype=np.float64)
+    time = _numbers(jobs["walltime_s"]) * jobs["speed_used"].to_numpy(dtype=np.float64)
     frame = pd.DataFrame(
         {
             by: jobs[by].astype(object).where(jobs[by].notna(), None).to_numpy(),

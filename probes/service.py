@@ -1,0 +1,484 @@
+"""The probe service: ``fairacct probe run``, a site's probe for months without supervision.
+
+An APScheduler 3 scheduler runs one job per activity, each with ``max_instances=1`` (a slow
+run is never overlapped by the next), coalescing (missed runs become one) and a misfire grace
+time (``probe.misfire_grace_s``):
+
+=============  =========================  =================================================
+job            every                      what it does
+=============  =========================  =================================================
+snapshot       ``pool.interval_s``        slots and allocations (with the idle demand), one
+                                          outbox transaction with the time of the snapshot
+history        ``probe.history_every_s``  new jobs of every schedd (or history file), one
+                                          transaction with their checkpoints and the
+                                          fairshare usage ledger
+flush          ``probe.flush_every_s``    sends the outbox to the store
+fairshare      each window's end          a ``fairshare`` record per credential for every
+                                          window (``fairshare.interval_s``) that closed
+=============  =========================  =================================================
+
+A slot record stands for the real time since the previous successful snapshot (kept in the
+outbox, so across restarts too), capped by ``pool.max_interval_s``: when a cycle is missed,
+canonical-unit hours stay right, and a probe that was down does not claim to have watched.
+
+Every write to the outbox happens under one lock, so a flush and a cycle never write at once;
+a cycle commits its records and its checkpoints in one transaction, so a crash or a stop leaves
+nothing half-written. A source that fails (a collector or schedd that does not answer, answers
+late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
+it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
+service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
+finish, the outbox is flushed once more if the store answers, and :meth:`ProbeService.run`
+returns.
+
+The fairshare usage ledger (usage per window and credential, under ``fairshare.metric``) is a
+checkpoint of the outbox, updated in the transaction of the job records it comes from. Usage
+that arrives for a window already rolled counts in the later windows' decayed sums, but the
+rolled window's records are not rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from collector import faults
+from collector.errors import ConfigError, FairacctError, SinkError, SourceError
+from collector.outbox import Outbox
+from collector.records import iso_utc, table_docs
+from collector.sinks import open_sink
+from probes.accounting.fairshare import CREDENTIALS, fairshare, job_usage, window_usage
+from probes.accounting.penalty import job_penalties
+from probes.config import ProbeConfig
+from probes.cycle import CycleResult, check_sources, cycle_records, read_live, read_sources
+from probes.health import HealthServer, Metrics
+from probes.quarantine import write_quarantine
+from probes.sources.live import LivePool
+
+__all__ = [
+    "LEDGER_COLUMNS",
+    "LEDGER_KEY",
+    "ROLLED_KEY",
+    "SNAPSHOT_KEY",
+    "ProbeService",
+    "fairshare_docs",
+    "ledger_add",
+    "snapshot_interval",
+]
+
+log = logging.getLogger("fairacct.service")
+
+SNAPSHOT_KEY = "snapshot:last"  # {"at": UNIX seconds of the last committed snapshot}
+LEDGER_KEY = "fairshare:ledger"  # rows of LEDGER_COLUMNS
+ROLLED_KEY = "fairshare:rolled"  # {"window_start": the last window whose records were written}
+LEDGER_COLUMNS = ("window_start", *dict.fromkeys(CREDENTIALS.values()), "usage")
+_PRICED = ("mrpe", "dedicated_pes")  # fairshare metrics that price jobs against the machines
+
+
+def snapshot_interval(config: ProbeConfig, last: Mapping[str, Any] | None, now: float) -> float:
+    """Seconds a snapshot taken at ``now`` stands for: the time since the last one committed
+    (``last``, the outbox's checkpoint), at most ``pool.max_interval_s``; the nominal
+    ``pool.interval_s`` for the first one (or when the clock went back)."""
+    if not last:
+        return config.pool.interval_s
+    elapsed = now - float(last["at"])
+    if elapsed <= 0:
+        return config.pool.interval_s
+    return min(elapsed, config.pool.max_interval_s)
+
+
+class ProbeService:
+    """The scheduler, its jobs, the health server. ``clock`` gives UNIX seconds (the snapshot
+    time and interval, the fairshare windows); ``pool`` is the live pool to read (by default
+    one built from the configuration when ``sources.live`` is set)."""
+
+    def __init__(
+        self,
+        config: ProbeConfig,
+        *,
+        probe: str,
+        clock: Callable[[], float] = time.time,
+        pool: LivePool | None = None,
+    ) -> None:
+        check_sources(config)
+        src = config.sources
+        if not src.live and not (src.status_files or src.history):
+            raise ConfigError(
+                "no sources: set sources.status_files or sources.history, or sources.live = true to read the pool itself"
+            )
+        if src.live and pool is None:
+            pool = LivePool(config)
+        if config.fairshare.metric in _PRICED and not (src.live or src.status_files):
+            raise ConfigError(
+                f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
+                "the service needs slot snapshots (sources.status_files or sources.live)"
+            )
+        self.config = config
+        self.probe = probe
+        self.clock = clock
+        self.pool = pool
+        self.outbox_path = config.probe.state_dir / "outbox.sqlite"
+        self.metrics = Metrics(clock)
+        self._write = threading.Lock()
+        self._stopping = threading.Event()
+        self._snapshot_done = threading.Event()
+        self._machines: pd.DataFrame | None = None
+        self._scheduler: BackgroundScheduler | None = None
+        self._health: HealthServer | None = None
+        self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
+        if src.live or src.status_files:
+            self.jobs["snapshot"] = (self.snapshot, config.pool.interval_s)
+        if src.live or src.history:
+            self.jobs["history"] = (self.history, config.probe.history_every_s)
+        self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
+        self.jobs["fairshare"] = (self.roll_fairshare, min(config.fairshare.interval_s, 60.0))
+
+    def __repr__(self) -> str:
+        return f"ProbeService(probe={self.probe!r}, jobs={list(self.jobs)}, outbox={str(self.outbox_path)!r})"
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self, *, duration: float | None = None, stop: threading.Event | None = None) -> str:
+        """Start, wait for SIGTERM/SIGINT (in the main thread), ``stop`` or ``duration`` seconds,
+        stop cleanly. Returns why it stopped."""
+        stop = stop or threading.Event()
+        why = ["--for elapsed" if duration is not None else "stopped"]
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            why[0] = signal.Signals(signum).name
+            stop.set()
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            stop.wait(duration)
+            if not stop.is_set() and duration is None:  # pragma: no cover - wait() without a timeout returns set
+                why[0] = "stopped"
+            log.info("stopping (%s)", why[0])
+        finally:
+            self.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return why[0]
+
+    def start(self) -> None:
+        """Start the health server and the scheduler; every job runs once at once."""
+        self.config.probe.state_dir.mkdir(parents=True, exist_ok=True)
+        port = self.config.probe.health_port
+        if port:
+            self._health = HealthServer(self.metrics, self.config.probe.health_address, port)
+            self._health.start()
+        grace = max(1, math.ceil(self.config.probe.misfire_grace_s))
+        scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(max_workers=len(self.jobs) + 1)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": grace},
+        )
+        now = datetime.now(UTC)
+        for name, (job, every) in self.jobs.items():
+            self.metrics.register(name, every)
+            scheduler.add_job(
+                self._run, IntervalTrigger(seconds=every, timezone=UTC), args=(name, job), id=name, name=name, next_run_time=now
+            )
+        self._scheduler = scheduler
+        scheduler.start()
+        where = f"; health and metrics on http://{self.config.probe.health_address}:{self._health.port}/" if self._health else ""
+        log.info(
+            "started: %s, store %s, outbox %s%s",
+            ", ".join(f"{n} every {e:g} s" for n, (_, e) in self.jobs.items()),
+            self.config.store.url.split("@")[-1],
+            self.outbox_path,
+            where,
+        )
+
+    def stop(self) -> None:
+        """Stop the jobs (nothing half-written), flush once more, stop the health server."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self.pool is not None:
+            self.pool.cancel()
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+        try:
+            summary = self.flush()
+            log.info("final flush: %s", summary or "nothing to send")
+        except FairacctError as exc:
+            log.warning("final flush: %s; the records wait in the outbox for the next start", _one_line(str(exc)))
+        if self._health is not None:
+            self._health.stop()
+        log.info("stopped")
+
+    def _run(self, name: str, job: Callable[[], str | None]) -> None:
+        """Run one job: time it, count it, log one line; a FairacctError costs only this run."""
+        if self._stopping.is_set():
+            return
+        started = time.monotonic()
+        error: str | None = None
+        summary: str | None = None
+        try:
+            summary = job()
+        except FairacctError as exc:
+            error = _one_line(str(exc))
+            if self._stopping.is_set() and isinstance(exc, SourceError):
+                log.info("%s: interrupted by the stop, nothing was committed", name)
+            else:
+                if isinstance(exc, SourceError):
+                    self.metrics.source_failed("collector" if self.pool is not None else "files")
+                log.error("%s failed: %s", name, error)
+        except BaseException as exc:  # counted, then handed on: APScheduler logs a bug with its traceback
+            error = f"{type(exc).__name__}: {_one_line(str(exc))}"
+            raise
+        finally:
+            duration = time.monotonic() - started
+            self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+        if summary:
+            log.info("%s: %s in %.2f s", name, summary, duration)
+
+    # -- the jobs -----------------------------------------------------------------------------------
+
+    def snapshot(self) -> str:
+        """One slot snapshot with the idle demand, committed with its time."""
+        now = self.clock()
+        if self.pool is not None:
+            result = read_live(self.config, self.pool, now=now, snapshot=True, history=False)
+        else:
+            result = read_sources(self._only("status_files", "idle_files"))
+        self._problems(result)
+        snapshot = result.snapshot
+        if snapshot is None:  # pragma: no cover - the job exists only with slot sources
+            return "no slot source"
+        with Outbox(self.outbox_path) as outbox:
+            interval = snapshot_interval(self.config, outbox.checkpoint(SNAPSHOT_KEY), now)
+        snapshot.slots["interval_s"] = interval
+        snapshot.allocations["interval_s"] = interval
+        records = cycle_records(result, self.config, probe=self.probe)
+        self._commit(records, {SNAPSHOT_KEY: {"at": now}})
+        self.metrics.set_snapshot_interval(interval)
+        if self.config.fairshare.metric in _PRICED:
+            from probes.usage import slot_machines  # the penalty's inputs, only when the metric needs them
+
+            self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
+        self._snapshot_done.set()
+        idle = result.idle
+        demand = f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters" if idle is not None else ", idle demand unknown"
+        return (
+            f"{len(snapshot.slots)} slots, {len(snapshot.allocations)} allocations{demand}, "
+            f"{sum(map(len, records.values()))} records standing for {interval:.0f} s"
+        )
+
+    def history(self) -> str:
+        """New jobs past every checkpoint, committed with the checkpoints and the ledger."""
+        now = self.clock()
+        with Outbox(self.outbox_path) as outbox:
+            if self.pool is not None:
+                result = read_live(self.config, self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True)
+            else:
+                config = self._only("history")
+                keys = [f"history:{os.path.abspath(p)}" for p in config.sources.history]
+                result = read_sources(config, checkpoints={k: outbox.checkpoint(k) for k in keys})
+        self._problems(result)
+        jobs = result.jobs if result.jobs is not None else pd.DataFrame()
+        records = cycle_records(result, self.config, probe=self.probe)
+        priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
+        cfg = self.config.fairshare
+
+        def ledger(outbox: Outbox) -> dict[str, Any]:
+            if usage is None:
+                return {}
+            rows = outbox.checkpoint(LEDGER_KEY) or []
+            return {LEDGER_KEY: ledger_add(rows, priced, usage, now=now, interval_s=cfg.interval_s, depth=cfg.depth)}
+
+        self._commit(records, result.checkpoints, ledger)
+        failed = len(result.failures)
+        return f"{len(jobs)} new jobs" + (f", {failed} source(s) skipped" if failed else "")
+
+    def flush(self) -> str | None:
+        """Send the outbox to the store; raise SinkError when the store did not take it all."""
+        with self._write, Outbox(self.outbox_path) as outbox:
+            sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+            try:
+                result = outbox.flush(sink)
+            finally:
+                sink.close()
+            status = outbox.status()
+        self.metrics.flushed(result.sent)
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        waiting = sum(status.depth.values())
+        if result.errors:
+            self.metrics.source_failed("sink")
+            raise SinkError(f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}")
+        sent = sum(result.sent.values())
+        if sum(result.dead.values()):
+            log.warning("flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values()))
+        if not sent:
+            return None
+        return f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
+
+    def roll_fairshare(self) -> str | None:
+        """Write the fairshare records of every window that closed since the last roll."""
+        cfg = self.config.fairshare
+        width, depth = cfg.interval_s, cfg.depth
+        current = math.floor(self.clock() / width) * width
+        with self._write, Outbox(self.outbox_path) as outbox:
+            mark = outbox.checkpoint(ROLLED_KEY)
+            if mark is None:  # the first start: the current window is the first to roll
+                outbox.commit({}, {ROLLED_KEY: {"window_start": current - width}})
+                return None
+            last = float(mark["window_start"])
+            first = max(last + width, current - depth * width)
+            windows = [first + k * width for k in range(max(0, round((current - first) / width)))]
+            if not windows:
+                return None
+            rows = outbox.checkpoint(LEDGER_KEY) or []
+            docs = [d for w in windows for d in fairshare_docs(rows, w, self.config, probe=self.probe)]
+            kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
+            faults.point("before-commit")
+            outbox.commit({"fairshare": docs} if docs else {}, {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept})
+            status = outbox.status()
+        self.metrics.committed({"fairshare": len(docs)})
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        names = ", ".join(s for s in iso_utc(windows) if s)
+        return f"rolled window(s) {names}: {len(docs)} records"
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _only(self, *keys: str) -> ProbeConfig:
+        """The configuration with only the file sources ``keys``."""
+        src = self.config.sources
+        only = {k: getattr(src, k) if k in keys else [] for k in ("status_files", "idle_files", "history")}
+        return self.config.model_copy(update={"sources": src.model_copy(update=only)})
+
+    def _commit(
+        self,
+        records: Mapping[str, Sequence[Mapping[str, Any]]],
+        checkpoints: Mapping[str, Any],
+        more: Callable[[Outbox], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Records and checkpoints (and ``more(outbox)``, computed under the lock) in one transaction."""
+        with self._write, Outbox(self.outbox_path) as outbox:
+            marks = {**checkpoints, **(more(outbox) if more else {})}
+            faults.point("before-commit")
+            outbox.commit(records, marks)
+            faults.point("after-commit")
+            status = outbox.status()
+        self.metrics.committed({k: len(v) for k, v in records.items()})
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+
+    def _problems(self, result: CycleResult) -> None:
+        """One log line and a metric per source that failed; malformed ads to the quarantine."""
+        for source, why in sorted(result.failures.items()):
+            self.metrics.source_failed(source)
+            log.warning("%s skipped: %s", source, _one_line(why))
+        for what, report in result.reports.items():
+            if report.malformed:
+                where = write_quarantine(report.malformed, self.config.probe.state_dir / "quarantine", datetime.now(UTC))
+                log.warning(
+                    "%s: %d malformed ad(s) skipped, the first: %s; quarantined in %s",
+                    what, len(report.malformed), _one_line(str(report.malformed[0].error())), where,
+                )  # fmt: skip
+            for reason, count in sorted(report.rejects.items()):
+                log.warning("%s: %d value(s) ignored: %s", what, count, reason)
+
+    def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of
+        the latest snapshot for mrpe and dedicated_pes)."""
+        metric = self.config.fairshare.metric
+        if metric not in _PRICED:
+            return jobs, job_usage(jobs, metric)
+        if not self._snapshot_done.wait(self.config.pool.timeout_s + 5) or self._machines is None:
+            raise SourceError(f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet")
+        from probes.usage import penalty_policy
+
+        if self.config.machines.speed_expression.strip():
+            jobs = jobs.assign(speed=np.nan)  # the expression is evaluated in slot ads, not in job ads
+        priced = job_penalties(jobs, self._machines, penalty_policy(self.config)).jobs
+        return priced, job_usage(priced, metric)
+
+
+# -- the fairshare ledger -----------------------------------------------------------------------------
+
+
+def ledger_add(
+    rows: Sequence[Sequence[Any]], jobs: pd.DataFrame, usage: np.ndarray, *, now: float, interval_s: float, depth: int
+) -> list[list[Any]]:
+    """The ledger (rows of :data:`LEDGER_COLUMNS`) with the usage of ``jobs`` added, spread over
+    the ``depth`` windows up to ``now`` that their runs overlap."""
+    windows, contrib = window_usage(jobs, usage, at=now, interval_s=interval_s, depth=depth)
+    creds = list(LEDGER_COLUMNS[1:-1])
+    parts = [pd.DataFrame([list(r) for r in rows], columns=list(LEDGER_COLUMNS))] if len(rows) else []
+    for n, start in enumerate(windows["start"]):
+        used = contrib[:, n] > 0
+        if used.any():
+            part = pd.DataFrame({c: (jobs[c] if c in jobs.columns else pd.Series(None, index=jobs.index)).astype(object) for c in creds})
+            part = part[used].reset_index(drop=True)
+            part.insert(0, "window_start", float(start))
+            part["usage"] = contrib[used, n]
+            parts.append(part)
+    if not parts:
+        return []
+    frame = pd.concat(parts, ignore_index=True)
+    frame[creds] = frame[creds].astype(object).where(frame[creds].notna(), "\0")  # groupby keeps missing credentials
+    summed = frame.groupby(["window_start", *creds], sort=True)["usage"].sum().reset_index()
+    out = []
+    for row in summed.itertuples(index=False, name=None):
+        out.append([float(row[0]), *(None if v == "\0" else str(v) for v in row[1:-1]), float(row[-1])])
+    return out
+
+
+def fairshare_docs(rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str) -> list[dict[str, Any]]:
+    """The ``fairshare`` records of one closed window: each credential's usage in it and its
+    fairshare state at the window's end (the ``depth`` windows up to it, decayed)."""
+    from probes.usage import fairshare_policy
+
+    cfg = config.fairshare
+    width = cfg.interval_s
+    ledger = pd.DataFrame([list(r) for r in rows], columns=list(LEDGER_COLUMNS))
+    starts = pd.to_numeric(ledger["window_start"]).to_numpy(dtype=np.float64) if len(ledger) else np.array([])
+    ledger = ledger[(starts <= window_start) & (starts > window_start - cfg.depth * width)].reset_index(drop=True)
+    # each ledger row becomes a job of no walltime in the middle of its window
+    ledger["end"] = pd.to_numeric(ledger["window_start"]).astype(np.float64) + width / 2
+    ledger["walltime_s"] = 0.0
+    result = fairshare(ledger, pd.to_numeric(ledger["usage"]).to_numpy(dtype=np.float64), fairshare_policy(config), at=window_start + width * 0.75)
+    creds = result.credentials
+    frame = pd.DataFrame(
+        {
+            "pool": config.pool.name,
+            "policy": cfg.metric,
+            "type": creds["type"],
+            "name": creds["name"],
+            "window_start": float(window_start),
+            "window_end": float(window_start + width),
+            "usage": creds["usage_0"],
+            "total": float(result.windows["total"].iloc[0]),
+            "decayed": creds["decayed"],
+            "effective": creds["effective"],
+            "target": creds["target"],
+            "target_mode": creds["target_mode"],
+            "priority": creds["priority"],
+            "over_cap": creds["over_cap"],
+            "off_target": creds["off_target"],
+            "depth": cfg.depth,
+            "decay": cfg.decay,
+        }
+    )
+    return table_docs("fairshare", frame, probe=probe)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,545 @@
+"""Live sources: a running pool read through the htcondor2 bindings.
+
+One conversion path, two inputs: the ClassAd objects the bindings return go through
+:func:`~probes.sources.classad.columns_from_classads` and then the very table builders the file
+readers use (:func:`~probes.sources.status.snapshot_tables`,
+:func:`~probes.sources.queue.idle_table`, :func:`~probes.sources.history.jobs_table`). What
+this module adds is the network side, and it is kept to one call per query:
+
+- **slots**: ``Collector.query(AdType.Startd, constraint, projection)`` on every configured
+  pool (``pool.collectors``). An entry ``"cm1:9618, cm2:9618"`` lists the replicas of one
+  pool: they are tried in order until one answers (failover). Several entries are several
+  pools, all queried; a slot seen twice (same ``Name``) is kept once, the copy heard from last.
+  A live snapshot is observed when the collector answered (the ``now`` passed in), not at the
+  startd's last update, so that snapshots taken more often than startds update are distinct.
+- **idle demand**: ``Collector.locateAll(DaemonType.Schedd)``, then per schedd
+  ``Schedd.query("JobStatus == 1", projection)`` of the idle jobs themselves, grouped by
+  autocluster. Not an autocluster query: with ``QueryOpt.AutoCluster`` a status constraint
+  returns nothing on HTCondor 25, and without one it counts running jobs too.
+- **history**: per schedd, ``Schedd.history(constraint, projection, match, since)`` past that
+  schedd's checkpoint. The schedd answers newest first and at most ``match`` jobs per call, so
+  a backlog is read in pages, each bounded above by the oldest end time of the page before
+  (with the ids at that second excluded), until a call returns fewer than ``match`` jobs.
+  ``since`` stops each scan ``pool.history_lookback_s`` before the checkpoint. The checkpoint
+  (latest end time and the ids at that second, as :func:`probes.cycle.new_jobs` keeps it) is
+  returned, never written here: it reaches the outbox in the transaction of the records.
+
+Projections hold exactly what the tables and the configuration need: the attributes the table
+builders read, the configured extra attributes, the attributes that the configured ClassAd
+expressions (partition ``match``, speed and cost expressions) refer to, and those that
+HTCondor's default ``RequestMemory``/``RequestDisk`` expressions refer to.
+
+Every network call runs with a deadline (``pool.timeout_s``): a daemon that does not answer,
+answers too late or answers something that is not a list of ClassAds raises one
+:class:`~collector.errors.SourceError` naming it. A schedd's failure costs only that schedd's
+part of a cycle (it is listed in ``failures``); a pool whose collectors all fail costs the cycle.
+The objects standing in for the daemons come from ``collector_factory`` and
+``schedd_factory``: the bindings by default, a test's fakes otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import classad2
+import htcondor2
+import numpy as np
+import pandas as pd
+
+from collector.errors import ConfigError, SourceError
+from probes.config import ProbeConfig
+from probes.sources.classad import Attr, ReadReport, columns_from_classads
+from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
+from probes.sources.queue import IDLE_COLUMNS, QUEUE_ATTRS, idle_table
+from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
+
+__all__ = [
+    "END_TIME",
+    "REQUEST_INPUTS",
+    "CollectorFactory",
+    "HistoryRead",
+    "IdleRead",
+    "LivePool",
+    "ScheddFactory",
+    "history_constraint",
+    "history_projection",
+    "idle_projection",
+    "slot_projection",
+]
+
+log = logging.getLogger("fairacct.live")
+
+T = TypeVar("T")
+
+#: A job's end as the jobs table has it: its completion, or for a removed job (CompletionDate
+#: 0 or missing) the time it entered its last status.
+END_TIME = "((CompletionDate =!= undefined && CompletionDate > 0) ? CompletionDate : EnteredCurrentStatus)"
+
+#: Attributes that HTCondor's default request expressions refer to (RequestMemory is
+#: ``ifThenElse(MemoryUsage =!= undefined, MemoryUsage, (ImageSize + 1023) / 1024)``,
+#: MemoryUsage ``((ResidentSetSize + 1023) / 1024)``, RequestDisk ``DiskUsage``): a projection
+#: without them would turn those requests into undefined.
+REQUEST_INPUTS = ("MemoryUsage", "ResidentSetSize", "ImageSize", "DiskUsage")
+
+_AUTOCLUSTER_ONLY = {"jobcount", "jobids"}  # attributes of autocluster ads, not of job ads
+
+
+class CollectorLike(Protocol):
+    """What fairacct calls on an ``htcondor2.Collector``."""
+
+    def query(
+        self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
+    ) -> list[classad2.ClassAd]: ...
+
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...  # noqa: N802 - the bindings' name
+
+
+class ScheddLike(Protocol):
+    """What fairacct calls on an ``htcondor2.Schedd``."""
+
+    def query(self, constraint: str = ..., projection: list[str] = ..., opts: htcondor2.QueryOpt = ...) -> list[classad2.ClassAd]: ...
+
+    def history(
+        self, constraint: str | None = None, projection: list[str] = ..., match: int = -1, since: str | None = None
+    ) -> list[classad2.ClassAd]: ...
+
+
+CollectorFactory = Callable[[str | None, "htcondor2.SecurityContext | None"], CollectorLike]
+"""(address or None for COLLECTOR_HOST, security context) -> a collector client."""
+ScheddFactory = Callable[[classad2.ClassAd], ScheddLike]
+"""(a schedd's location ad, as locateAll gives it) -> a schedd client."""
+
+
+def _bindings_collector(address: str | None, security: htcondor2.SecurityContext | None) -> CollectorLike:
+    return htcondor2.Collector(address, security)  # type: ignore[no-any-return]
+
+
+def _bindings_schedd(location: classad2.ClassAd) -> ScheddLike:
+    return htcondor2.Schedd(location)  # type: ignore[no-any-return]
+
+
+# -- projections and constraints ------------------------------------------------------------------
+
+
+def _refs(expression: str) -> list[str]:
+    """The attributes a configured ClassAd expression refers to (MY.x is x; TARGET.x is not ours)."""
+    if not expression.strip():
+        return []
+    refs = classad2.ClassAd().externalRefs(classad2.ExprTree(expression))
+    out = []
+    for ref in refs:
+        scope, dot, name = ref.rpartition(".")
+        if not dot:
+            out.append(ref)
+        elif scope.lower() == "my":
+            out.append(name)
+    return out
+
+
+def _names(attrs: Sequence[Attr], *more: str) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for name in [*(a.name for a in attrs), *more]:
+        if name and name.lower() not in seen:
+            seen.add(name.lower())
+            out.append(name)
+    return out
+
+
+def slot_projection(config: ProbeConfig) -> list[str]:
+    """The startd attributes a snapshot needs: the slots table's, the configured extras, and
+    what the partitions' ``match`` and the speed and cost expressions refer to."""
+    refs = [r for p in config.partitions for r in _refs(p.match)]
+    refs += _refs(config.machines.speed_expression) + _refs(config.machines.cost_expression)
+    return _names(slot_attrs(config), *refs, *config.machines.class_attributes)
+
+
+def idle_projection() -> list[str]:
+    """The job attributes the idle table needs (AutoClusterId and the requests)."""
+    return _names([a for a in QUEUE_ATTRS if a.name.lower() not in _AUTOCLUSTER_ONLY], *REQUEST_INPUTS)
+
+
+def history_projection(config: ProbeConfig) -> list[str]:
+    """The job attributes the jobs table needs, with the configured credentials and extras."""
+    return _names(job_attrs(config), "EnteredCurrentStatus", "CompletionDate", *REQUEST_INPUTS)
+
+
+def _and(*parts: str) -> str:
+    parts = tuple(p.strip() for p in parts if p and p.strip())
+    if not parts:
+        return "true"
+    return parts[0] if len(parts) == 1 else " && ".join(f"({p})" for p in parts)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _past(bound: float, ids: Sequence[str], *, above: bool) -> str:
+    """Jobs that ended after (``above``) or before ``bound``, or at it and not among ``ids``."""
+    op = ">" if above else "<"
+    clause = f"{END_TIME} {op} {_number(bound)}"
+    if ids:
+        listed = ", ".join(classad2.quote(i) for i in sorted(ids))
+        clause += f" || ({END_TIME} == {_number(bound)} && !member(GlobalJobId, {{{listed}}}))"
+    return clause
+
+
+def history_constraint(
+    config: ProbeConfig, checkpoint: Mapping[str, Any] | None, below: tuple[float, Sequence[str]] | None = None
+) -> str:
+    """The constraint of one history call: the configured one, past the checkpoint, and (for
+    the pages after the first) before the oldest end time read so far."""
+    parts = [config.pool.job_constraint]
+    if checkpoint:
+        parts.append(_past(float(checkpoint["end"]), checkpoint.get("ids", []), above=True))
+    if below is not None:
+        parts.append(_past(below[0], below[1], above=False))
+    return _and(*parts)
+
+
+# -- what the reads return --------------------------------------------------------------------------
+
+
+@dataclass
+class IdleRead:
+    """Idle demand of the schedds that answered; ``failures``: source -> why, for the others."""
+
+    idle: pd.DataFrame | None
+    report: ReadReport
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class HistoryRead:
+    """New jobs of the schedds that answered, and their checkpoints (to commit with them).
+
+    ``pages``: schedd name -> history calls made; ``failures``: source -> why.
+    """
+
+    jobs: pd.DataFrame
+    checkpoints: dict[str, Any]
+    report: ReadReport
+    pages: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+def checkpoint_key(schedd: str) -> str:
+    """The outbox checkpoint of one schedd's history."""
+    return f"history:schedd:{schedd}"
+
+
+# -- the pool ---------------------------------------------------------------------------------------
+
+
+class LivePool:
+    """A pool (or several) read through htcondor2; see the module docstring.
+
+    ``collector_factory`` and ``schedd_factory`` make the clients of the single network calls
+    (the bindings by default). With the bindings, ``pool.condor_config`` is loaded and
+    ``pool.timeout_s`` becomes HTCondor's QUERY_TIMEOUT. :meth:`cancel` makes calls in flight
+    give up at once (the service stopping).
+    """
+
+    def __init__(
+        self,
+        config: ProbeConfig,
+        *,
+        collector_factory: CollectorFactory | None = None,
+        schedd_factory: ScheddFactory | None = None,
+    ) -> None:
+        self.config = config
+        pool = config.pool
+        self.groups: list[list[str | None]] = []
+        for entry in pool.collectors:
+            replicas: list[str | None] = [a.strip() for a in entry.split(",") if a.strip()]
+            if not replicas:
+                raise ConfigError(f"pool.collectors: expected host:port entries, got an empty one ({entry!r})")
+            self.groups.append(replicas)
+        if not self.groups:
+            self.groups = [[None]]  # COLLECTOR_HOST of the HTCondor configuration
+        if collector_factory is None or schedd_factory is None:
+            _configure_bindings(config)
+        self._collector_factory: CollectorFactory = collector_factory or _bindings_collector
+        self._schedd_factory: ScheddFactory = schedd_factory or _bindings_schedd
+        self.security = _security(pool.token_file)
+        self.timeout_s = pool.timeout_s
+        self._cancel = threading.Event()
+        self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
+
+    def __repr__(self) -> str:
+        return f"LivePool(collectors={self.config.pool.collectors!r}, token={'set' if self.security else 'none'})"
+
+    def cancel(self) -> None:
+        """Make calls in flight, and later ones, fail at once."""
+        self._cancel.set()
+
+    # -- the one network call -------------------------------------------------------------------
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        """Run one network call with the deadline; translate the bindings' errors."""
+        if self._cancel.is_set():
+            raise SourceError(f"{what}: not asked, the probe is stopping")
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # handed to the caller's thread below
+                box["error"] = exc
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=run, name=f"fairacct: {what}", daemon=True)
+        started = time.monotonic()
+        worker.start()
+        while not done.wait(0.05):
+            if self._cancel.is_set():
+                self.abandoned += 1
+                raise SourceError(f"{what}: abandoned, the probe is stopping")
+            if time.monotonic() - started >= self.timeout_s:
+                self.abandoned += 1
+                raise SourceError(f"{what}: no answer within {self.timeout_s:g} s (pool.timeout_s)")
+        error = box.get("error")
+        if error is not None:
+            if isinstance(error, (htcondor2.HTCondorException, classad2.ClassAdException, OSError, RuntimeError, ValueError)):
+                text = " ".join(str(error).split()) or type(error).__name__
+                raise SourceError(f"{what}: {text}") from error
+            raise error
+        return box["value"]  # type: ignore[no-any-return]
+
+    def _ads(self, what: str, call: Callable[[], Any]) -> list[classad2.ClassAd]:
+        """A call whose answer must be a list of ClassAds."""
+        answer = self._call(what, call)
+        if not isinstance(answer, (list, tuple)):
+            raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
+        for i, ad in enumerate(answer):
+            if not isinstance(ad, classad2.ClassAd):
+                raise SourceError(f"{what}: expected a list of ClassAds, item {i} is a {type(ad).__name__}")
+        return list(answer)
+
+    def _failover(self, group: Sequence[str | None], what: str, call: Callable[[CollectorLike], Any]) -> tuple[list[classad2.ClassAd], str]:
+        """Ask the replicas of one pool in order until one answers: (its ads, its address)."""
+        problems = []
+        for address in group:
+            name = f"collector {address or 'COLLECTOR_HOST'}"
+            try:
+                ads = self._ads(f"{name}: {what}", lambda: call(self._collector_factory(address, self.security)))
+            except SourceError as exc:
+                problems.append(str(exc))
+                if len(group) > 1 and not self._cancel.is_set():
+                    log.warning("%s; trying the next replica", exc)
+                continue
+            return ads, address or "COLLECTOR_HOST"
+        raise SourceError(problems[0] if len(problems) == 1 else "no collector of the pool answered: " + "; ".join(problems))
+
+    # -- slots ----------------------------------------------------------------------------------
+
+    def slot_ads(self) -> tuple[list[classad2.ClassAd], list[str], ReadReport]:
+        """Startd ads of every pool, each slot once: (ads, the collector each came from, report)."""
+        projection = slot_projection(self.config)
+        constraint = self.config.pool.slot_constraint.strip() or None
+        kept: dict[str, tuple[classad2.ClassAd, str]] = {}
+        report = ReadReport()
+        for group in self.groups:
+            ads, address = self._failover(
+                group,
+                "startd ads",
+                lambda c: c.query(ad_type=htcondor2.AdType.Startd, constraint=constraint, projection=projection),
+            )
+            for ad in ads:
+                name = ad.get("Name")
+                if not isinstance(name, str) or not name:
+                    report.rejects["Name: missing, the slot ad was skipped"] += 1
+                    continue
+                key = name.lower()
+                if key in kept:
+                    report.rejects["Name: seen twice (two pools or replicas), kept once"] += 1
+                    if _heard(ad) <= _heard(kept[key][0]):
+                        continue
+                kept[key] = (ad, f"collector {address}")
+        return [ad for ad, _ in kept.values()], [origin for _, origin in kept.values()], report
+
+    def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
+        """The slots and allocations tables of the pool, observed at ``now``."""
+        ads, origins, report = self.slot_ads()
+        columns, converted = columns_from_classads(ads, slot_attrs(self.config), origin="collector")
+        columns.path = np.array(origins + [None], dtype=object)[:-1]
+        report.merge(converted)
+        snapshot = snapshot_tables(columns, self.config)
+        snapshot.slots["observed_at"] = float(now)
+        snapshot.allocations["observed_at"] = float(now)
+        return snapshot, report
+
+    # -- schedds --------------------------------------------------------------------------------
+
+    def schedds(self) -> tuple[list[tuple[str, classad2.ClassAd]], dict[str, str]]:
+        """The schedds to read, (name, location ad), each once; and the configured ones not found."""
+        found: dict[str, classad2.ClassAd] = {}
+        for group in self.groups:
+            ads, _ = self._failover(group, "locate schedds", lambda c: c.locateAll(htcondor2.DaemonType.Schedd))
+            for ad in ads:
+                name = ad.get("Name")
+                if isinstance(name, str) and name and name not in found:
+                    found[name] = ad
+        wanted = self.config.pool.schedds
+        failures = {}
+        if wanted:
+            for name in wanted:
+                if name not in found:
+                    failures[f"schedd:{name}"] = f"schedd {name}: not known to any collector"
+            found = {n: found[n] for n in wanted if n in found}
+        chosen = []
+        for name, ad in sorted(found.items()):
+            if not isinstance(ad.get("MyAddress"), str):
+                failures[f"schedd:{name}"] = f"schedd {name}: its location ad has no MyAddress"
+                continue
+            chosen.append((name, ad))
+        return chosen, failures
+
+    def _schedd(self, name: str, location: classad2.ClassAd) -> ScheddLike:
+        return self._call(f"schedd {name}: connect", lambda: self._schedd_factory(location))
+
+    # -- idle demand ----------------------------------------------------------------------------
+
+    def idle(self, schedds: Sequence[tuple[str, classad2.ClassAd]]) -> IdleRead:
+        """The idle jobs of every schedd, grouped by autocluster."""
+        constraint = _and("JobStatus == 1", self.config.pool.job_constraint)
+        projection = idle_projection()
+        frames, report, failures = [], ReadReport(), {}
+        for name, location in schedds:
+            what = f"schedd {name}: idle jobs"
+            try:
+                schedd = self._schedd(name, location)
+                ads = self._ads(
+                    what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
+                )
+            except SourceError as exc:
+                failures[f"schedd:{name}"] = str(exc)
+                continue
+            columns, rep = columns_from_classads(ads, QUEUE_ATTRS, origin=f"schedd {name}")
+            report.merge(rep)
+            frames.append(idle_table(columns, origin=f"schedd {name}"))
+        if not frames and failures:
+            return IdleRead(None, report, failures)  # nobody answered: no demand known, not "none"
+        frames = [f for f in frames if len(f)]
+        idle = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(IDLE_COLUMNS))
+        return IdleRead(idle, report, failures)
+
+    # -- history --------------------------------------------------------------------------------
+
+    def history(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
+        """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""
+        # imported here: probes.cycle imports this module
+        from probes.cycle import new_jobs
+
+        frames, checkpoints, report = [], {}, ReadReport()
+        pages: dict[str, int] = {}
+        failures: dict[str, str] = {}
+        for name, location in schedds:
+            key = checkpoint_key(name)
+            mark = checkpoint(key)
+            try:
+                jobs, n, rep = self._schedd_history(name, location, mark)
+            except SourceError as exc:
+                failures[f"schedd:{name}"] = str(exc)
+                continue
+            fresh, advanced = new_jobs(jobs, mark)
+            if mark is not None or len(fresh):
+                checkpoints[key] = advanced
+            frames.append(fresh)
+            pages[name] = n
+            report.merge(rep)
+        frames = [f for f in frames if len(f)]
+        jobs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(JOB_COLUMNS))
+        return HistoryRead(jobs, checkpoints, report, pages, failures)
+
+    def _schedd_history(
+        self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None
+    ) -> tuple[pd.DataFrame, int, ReadReport]:
+        """One schedd's backlog past ``mark``, page by page, newest first."""
+        config = self.config
+        attrs = job_attrs(config)
+        projection = history_projection(config)
+        match = config.pool.history_match
+        since = f"{END_TIME} < {_number(float(mark['end']) - config.pool.history_lookback_s)}" if mark else None
+        schedd = self._schedd(name, location)
+        report = ReadReport()
+        frames: list[pd.DataFrame] = []
+        seen: set[str] = set()
+        below: tuple[float, list[str]] | None = None
+        calls = 0
+        while True:
+            constraint = history_constraint(config, mark, below)
+            calls += 1
+            ads = self._ads(
+                f"schedd {name}: history",
+                lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since),
+            )
+            columns, rep = columns_from_classads(ads, attrs, origin=f"schedd {name}")
+            report.merge(rep)
+            page = jobs_table(columns, config)
+            usable = page["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(page["end"]).to_numpy(dtype=np.float64))
+            if not usable.all():
+                report.rejects["GlobalJobId or end time: missing, the job was skipped"] += int((~usable).sum())
+            page = page[usable]
+            if len(ads) >= match and not len(page):
+                raise SourceError(
+                    f"schedd {name}: history answered {len(ads)} jobs without GlobalJobId or end time; "
+                    "the backlog cannot be paged past them"
+                )
+            new = page[~page["job_id"].isin(seen)]
+            if len(ads) >= match and not len(new):
+                raise SourceError(
+                    f"schedd {name}: history answered {len(ads)} jobs already read; it does not apply the "
+                    "constraint, so the backlog cannot be paged"
+                )
+            frames.append(new)
+            seen.update(new["job_id"])
+            if len(ads) < match:
+                break
+            ends = pd.to_numeric(page["end"]).to_numpy(dtype=np.float64)
+            oldest = float(ends.min())
+            at_oldest = list(page.loc[ends == oldest, "job_id"])
+            if below is not None and below[0] == oldest:
+                at_oldest = sorted(set(below[1]) | set(at_oldest))
+            below = (oldest, at_oldest)
+        jobs = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
+        return jobs.reset_index(drop=True), calls, report
+
+
+def _heard(ad: classad2.ClassAd) -> float:
+    for attr in ("LastHeardFrom", "MyCurrentTime"):
+        value = ad.get(attr)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return -math.inf
+
+
+def _security(token_file: str) -> htcondor2.SecurityContext | None:
+    if not token_file:
+        return None
+    try:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"pool.token_file: cannot read {token_file!r} ({exc})") from None
+    if not token:
+        raise ConfigError(f"pool.token_file: {token_file!r} is empty, expected an IDTOKEN")
+    return htcondor2.SecurityContext(token)
+
+
+def _configure_bindings(config: ProbeConfig) -> None:
+    """Process-wide HTCondor settings from fairacct's configuration."""
+    if config.pool.condor_config:
+        if not Path(config.pool.condor_config).is_file():
+            raise ConfigError(f"pool.condor_config: no such file {config.pool.condor_config!r}")
+        htcondor2.reload_config(config.pool.condor_config)
+    htcondor2.param["QUERY_TIMEOUT"] = str(max(1, math.ceil(config.pool.timeout_s)))
