@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo demo-usage test bench clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -20,6 +20,13 @@ $(BIN)/.installed-test: $(BIN)/.installed
 
 demo: $(BIN)/.installed
 	$(BIN)/fairacct probe once --config config/demo.toml
+
+# Fair usage on a real workload (MetaCentrum's wagap-2013, in ../shared): who pays more under
+# the multi-resource penalty than under a CPU-only count, and the fairshare report.
+WAGAP := ../shared/data/metacentrum
+demo-usage: $(BIN)/.installed
+	$(BIN)/fairacct penalty --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
+	$(BIN)/fairacct fairshare --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 
 test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -q

@@ -27,7 +27,10 @@ this module adds is the network side, and it is kept to one call per query:
 Projections hold exactly what the tables and the configuration need: the attributes the table
 builders read, the configured extra attributes, the attributes that the configured ClassAd
 expressions (partition ``match``, speed and cost expressions) refer to, and those that
-HTCondor's default ``RequestMemory``/``RequestDisk`` expressions refer to.
+HTCondor's default ``RequestMemory``/``RequestDisk`` expressions refer to. A daemon may send a
+projected attribute as an expression over attributes that were not asked for (a glidein's
+``GLIDEIN_ToRetire = DaemonStartTime + 86400``): those are added to that query's projection,
+the query is asked again once, and later queries ask for them from the start.
 
 Every network call runs with a deadline (``pool.timeout_s``): a daemon that does not answer,
 answers too late or answers something that is not a list of ClassAds raises one
@@ -273,6 +276,7 @@ class LivePool:
         self.timeout_s = pool.timeout_s
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
+        self.learned: dict[str, set[str]] = {"startd": set(), "idle": set(), "history": set()}
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.config.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -326,6 +330,21 @@ class LivePool:
                 raise SourceError(f"{what}: expected a list of ClassAds, item {i} is a {type(ad).__name__}")
         return list(answer)
 
+    def _projected(self, kind: str, what: str, base: Sequence[str], ask: Callable[[list[str]], list[classad2.ClassAd]]) -> list[classad2.ClassAd]:
+        """Ask with the projection ``base`` (and what was learned for ``kind``); when the answer's
+        expressions refer to attributes it lacks, learn them and ask again, once."""
+        projection = _names_str([*base, *sorted(self.learned[kind])])
+        ads = ask(projection)
+        missing = _missing_refs(ads, projection)
+        if missing:
+            self.learned[kind] |= missing
+            log.info(
+                "%s: the answer refers to %s, which the projection lacked; asking again with them",
+                what, ", ".join(sorted(missing)),
+            )  # fmt: skip
+            ads = ask([*projection, *sorted(missing)])
+        return ads
+
     def _failover(self, group: Sequence[str | None], what: str, call: Callable[[CollectorLike], Any]) -> tuple[list[classad2.ClassAd], str]:
         """Ask the replicas of one pool in order until one answers: (its ads, its address)."""
         problems = []
@@ -345,16 +364,23 @@ class LivePool:
 
     def slot_ads(self) -> tuple[list[classad2.ClassAd], list[str], ReadReport]:
         """Startd ads of every pool, each slot once: (ads, the collector each came from, report)."""
-        projection = slot_projection(self.config)
         constraint = self.config.pool.slot_constraint.strip() or None
         kept: dict[str, tuple[classad2.ClassAd, str]] = {}
         report = ReadReport()
         for group in self.groups:
-            ads, address = self._failover(
-                group,
-                "startd ads",
-                lambda c: c.query(ad_type=htcondor2.AdType.Startd, constraint=constraint, projection=projection),
-            )
+            answered: list[str] = []
+
+            def ask(projection: list[str]) -> list[classad2.ClassAd]:
+                ads, address = self._failover(
+                    group,
+                    "startd ads",
+                    lambda c: c.query(ad_type=htcondor2.AdType.Startd, constraint=constraint, projection=projection),
+                )
+                answered.append(address)
+                return ads
+
+            ads = self._projected("startd", "startd ads", slot_projection(self.config), ask)
+            address = answered[-1]
             for ad in ads:
                 name = ad.get("Name")
                 if not isinstance(name, str) or not name:
@@ -413,14 +439,18 @@ class LivePool:
     def idle(self, schedds: Sequence[tuple[str, classad2.ClassAd]]) -> IdleRead:
         """The idle jobs of every schedd, grouped by autocluster."""
         constraint = _and("JobStatus == 1", self.config.pool.job_constraint)
-        projection = idle_projection()
         frames, report, failures = [], ReadReport(), {}
         for name, location in schedds:
             what = f"schedd {name}: idle jobs"
             try:
                 schedd = self._schedd(name, location)
-                ads = self._ads(
-                    what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
+                ads = self._projected(
+                    "idle",
+                    what,
+                    idle_projection(),
+                    lambda projection: self._ads(
+                        what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
+                    ),
                 )
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
@@ -468,7 +498,6 @@ class LivePool:
         """One schedd's backlog past ``mark``, page by page, newest first."""
         config = self.config
         attrs = job_attrs(config)
-        projection = history_projection(config)
         match = config.pool.history_match
         since = f"{END_TIME} < {_number(float(mark['end']) - config.pool.history_lookback_s)}" if mark else None
         schedd = self._schedd(name, location)
@@ -479,11 +508,17 @@ class LivePool:
         calls = 0
         while True:
             constraint = history_constraint(config, mark, below)
-            calls += 1
-            ads = self._ads(
-                f"schedd {name}: history",
-                lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since),
+            what = f"schedd {name}: history"
+            before = len(self.learned["history"])
+            ads = self._projected(
+                "history",
+                what,
+                history_projection(config),
+                lambda projection: self._ads(
+                    what, lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since)
+                ),
             )
+            calls += 1 + (len(self.learned["history"]) > before)
             columns, rep = columns_from_classads(ads, attrs, origin=f"schedd {name}")
             report.merge(rep)
             page = jobs_table(columns, config)
@@ -514,6 +549,27 @@ class LivePool:
             below = (oldest, at_oldest)
         jobs = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
         return jobs.reset_index(drop=True), calls, report
+
+
+def _names_str(names: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    return [n for n in names if not (n.lower() in seen or seen.add(n.lower()))]  # type: ignore[func-returns-value]
+
+
+def _missing_refs(ads: Sequence[classad2.ClassAd], projection: Sequence[str]) -> set[str]:
+    """Attributes that the projected attributes' expressions refer to and the projection lacks."""
+    wanted = {p.lower() for p in projection}
+    missing: set[str] = set()
+    for ad in ads:
+        for name in projection:
+            value = ad.get(name)
+            if not isinstance(value, classad2.ExprTree):
+                continue  # a literal (or absent)
+            for ref in ad.externalRefs(value):
+                scope, dot, attr = ref.rpartition(".")
+                if (not dot or scope.lower() == "my") and attr.lower() not in wanted:
+                    missing.add(attr)
+    return missing
 
 
 def _heard(ad: classad2.ClassAd) -> float:

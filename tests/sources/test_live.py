@@ -1,0 +1,559 @@
+"""Live sources: real ClassAd objects through the one conversion path, fakes only at the network call.
+
+The fake daemons below stand in for ``htcondor2.Collector`` and ``htcondor2.Schedd`` at the
+single call fairacct makes. They record what fairacct passes (constraint, projection, match,
+since, options), answer as a daemon would with real ``classad2.ClassAd`` objects (the
+constraint and ``since`` evaluated by classad2, newest first, at most ``match``, only the
+projected attributes), and can fail, hang or answer garbage on demand. Everything on both sides
+of the call is fairacct's real code.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import classad2
+import htcondor2
+import numpy as np
+import pandas as pd
+import pytest
+
+from collector.errors import ConfigError, SourceError
+from collector.outbox import Outbox
+from collector.store import EmbeddedStore
+from probes.config import ProbeConfig, parse_config
+from probes.cycle import check_sources, read_live, run_once
+from probes.sources.history import read_history
+from probes.sources.live import (
+    END_TIME,
+    LivePool,
+    checkpoint_key,
+    history_constraint,
+    history_projection,
+    idle_projection,
+    slot_projection,
+)
+from probes.sources.queue import read_idle
+from probes.sources.status import read_status
+
+NOW = 1795269400.0
+
+
+# -- the fakes: one object per daemon, at the network call ---------------------------------------------
+
+
+def parse(path: Path) -> list[classad2.ClassAd]:
+    return list(classad2.parseAds(path.read_text(), classad2.ParserType.Old))
+
+
+def project(ad: classad2.ClassAd, projection: Sequence[str] | None) -> classad2.ClassAd:
+    """What a daemon sends for a projection: only those attributes (expressions unevaluated)."""
+    if not projection:
+        return ad
+    out = classad2.ClassAd()
+    for name in projection:
+        if name in ad:
+            out[name] = ad.lookup(name)
+    return out
+
+
+def matches(ad: classad2.ClassAd, constraint: str | None) -> bool:
+    return not constraint or classad2.ExprTree(constraint).eval(ad) is True
+
+
+class Daemon:
+    """Behaviour on demand: answer, fail (HTCondorException), hang, or answer ``garbage``."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.fail: str | None = None
+        self.hang = False
+        self.garbage: Any = None
+        self.delay = 0.0
+        self.released = threading.Event()
+        self.active = 0
+        self.most_active = 0
+        self._lock = threading.Lock()
+
+    def _answer(self, call: str, answer: Iterable[classad2.ClassAd], **args: Any) -> Any:
+        self.calls.append({"call": call, **args})
+        with self._lock:
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            if self.hang:
+                self.released.wait(30)
+            if self.fail:
+                raise htcondor2.HTCondorException(self.fail)
+            if self.garbage is not None:
+                return self.garbage
+            return list(answer)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+class FakeCollector(Daemon):
+    def __init__(self, startd: Sequence[classad2.ClassAd] = (), schedds: Sequence[classad2.ClassAd] = ()) -> None:
+        super().__init__()
+        self.startd = list(startd)
+        self.schedd_ads = list(schedds)
+        self.security: list[Any] = []
+
+    def query(self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None) -> Any:
+        assert ad_type is htcondor2.AdType.Startd
+        answer = (project(ad, projection) for ad in self.startd if matches(ad, constraint))
+        return self._answer("query", answer, ad_type=ad_type, constraint=constraint, projection=projection)
+
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:  # noqa: N802 - the bindings' name
+        return self._answer("locateAll", self.schedd_ads, daemon_type=daemon_type)
+
+
+class FakeSchedd(Daemon):
+    def __init__(self, name: str, queue: Sequence[classad2.ClassAd] = (), history: Sequence[classad2.ClassAd] = ()) -> None:
+        super().__init__()
+        self.name = name
+        self.queue = list(queue)
+        self.history_ads = list(history)  # newest first, as the schedd scans its history
+        self.ignore_constraint = False
+
+    def location(self) -> classad2.ClassAd:
+        return classad2.ClassAd({"Name": self.name, "MyAddress": f"<127.0.0.1:9618?sock={self.name}>", "CondorVersion": "25.0.13"})
+
+    def query(self, constraint: str = "true", projection: list[str] = [], opts: Any = None, limit: int = -1) -> Any:  # noqa: B006
+        answer = (project(ad, projection) for ad in self.queue if matches(ad, constraint))
+        return self._answer("query", answer, constraint=constraint, projection=projection, opts=opts)
+
+    def history(self, constraint: str | None = None, projection: list[str] = [], match: int = -1, since: str | None = None) -> Any:  # noqa: B006
+        def scan() -> Iterable[classad2.ClassAd]:
+            found = 0
+            for ad in self.history_ads:
+                if since and classad2.ExprTree(since).eval(ad) is True:
+                    return
+                if self.ignore_constraint or matches(ad, constraint):
+                    yield project(ad, projection)
+                    found += 1
+                    if 0 < match <= found:
+                        return
+
+        return self._answer("history", scan(), constraint=constraint, projection=projection, match=match, since=since)
+
+
+class FakePool:
+    """The factories a LivePool is given: collectors by address, schedds by name."""
+
+    def __init__(self, collectors: dict[str | None, FakeCollector], schedds: Sequence[FakeSchedd] = ()) -> None:
+        self.collectors = collectors
+        self.schedds = {s.name: s for s in schedds}
+
+    def collector(self, address: str | None, security: Any) -> FakeCollector:
+        fake = self.collectors[address]
+        fake.security.append(security)
+        return fake
+
+    def schedd(self, location: classad2.ClassAd) -> FakeSchedd:
+        return self.schedds[location["Name"]]
+
+    def live(self, config: ProbeConfig) -> LivePool:
+        return LivePool(config, collector_factory=self.collector, schedd_factory=self.schedd)
+
+    def release(self) -> None:
+        for d in [*self.collectors.values(), *self.schedds.values()]:
+            d.released.set()
+
+
+def config(**sections: dict[str, Any]) -> ProbeConfig:
+    raw: dict[str, Any] = {"pool": {"name": "test"}, "sources": {"live": True}, "machines": {"speed_attribute": "HEPSPEC"}}
+    for name, values in sections.items():
+        raw[name] = {**raw.get(name, {}), **values}
+    return parse_config(raw)
+
+
+@pytest.fixture(scope="module")
+def status_ads(condor25: Path) -> list[classad2.ClassAd]:
+    return parse(condor25 / "status.ads")
+
+
+@pytest.fixture(scope="module")
+def queue_ads(condor25: Path) -> list[classad2.ClassAd]:
+    return parse(condor25 / "queue.ads")
+
+
+@pytest.fixture(scope="module")
+def history_ads(condor25: Path) -> list[classad2.ClassAd]:
+    return parse(condor25 / "history.ads")
+
+
+@pytest.fixture
+def pools() -> Iterable[list[FakePool]]:
+    made: list[FakePool] = []
+    yield made
+    for p in made:
+        p.release()  # no fake left hanging in a thread
+
+
+def fake_pool(pools: list[FakePool], collectors: dict[str | None, FakeCollector], schedds: Sequence[FakeSchedd] = ()) -> FakePool:
+    pool = FakePool(collectors, schedds)
+    pools.append(pool)
+    return pool
+
+
+# -- projections --------------------------------------------------------------------------------------
+
+
+def test_the_slot_projection_is_what_the_tables_and_the_configuration_need() -> None:
+    cfg = parse_config(
+        {
+            "sources": {"live": True, "slot_attributes": ["Arch"]},
+            "machines": {"speed_attribute": "HEPSPEC", "cost_expression": "MY.NodeCost * 2", "class_attributes": ["CPUModel"]},
+            "partitions": [{"name": "big", "match": "TotalSlotMemory > 100000 && HasTDP", "cpus": 1}, {"name": "cpu", "cpus": 1}],
+        }
+    )
+    projection = slot_projection(cfg)
+    assert len(projection) == len({p.lower() for p in projection})
+    for name in ("Name", "SlotType", "Cpus", "TotalSlotGPUs", "ChildCpus", "GLIDEIN_Site", "HEPSPEC", "MyCurrentTime",
+                 "Arch", "NodeCost", "CPUModel", "TotalSlotMemory", "HasTDP"):  # fmt: skip
+        assert name in projection, name
+    assert "MY.NodeCost" not in projection
+
+
+def test_the_job_projections_hold_what_default_request_expressions_refer_to() -> None:
+    idle = idle_projection()
+    assert idle[:2] == ["JobStatus", "AutoClusterId"] and {"RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs"} <= set(idle)
+    assert {"MemoryUsage", "ResidentSetSize", "ImageSize", "DiskUsage"} <= set(idle)
+    assert not {"JobCount", "JobIds"} & set(idle)  # autocluster ads only
+    history = history_projection(config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}))
+    assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0", "JobQOS",
+            "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
+
+
+# -- slots ---------------------------------------------------------------------------------------------
+
+
+def test_a_live_snapshot_is_the_file_snapshot(condor25: Path, status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    cfg = config(pool={"collectors": ["cm.example.org:9618"], "slot_constraint": 'SlotType =!= "Static"'})
+    collector = FakeCollector(status_ads)
+    live = fake_pool(pools, {"cm.example.org:9618": collector}).live(cfg)
+    snapshot, report = live.snapshot(now=NOW)
+
+    (call,) = collector.calls
+    assert call == {"call": "query", "ad_type": htcondor2.AdType.Startd, "constraint": 'SlotType =!= "Static"',
+                    "projection": slot_projection(cfg)}  # fmt: skip
+    assert collector.security == [None]
+    files, _ = read_status([condor25 / "status.ads"], cfg)
+    ignore = ["observed_at", "source", "line"]
+    pd.testing.assert_frame_equal(snapshot.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
+    pd.testing.assert_frame_equal(snapshot.allocations.drop(columns=["observed_at"]), files.allocations.drop(columns=["observed_at"]))
+    gpu = snapshot.slots.set_index("name").loc["slot1@gpu-node1@vm"]
+    assert (gpu["unallocated_gpus"], gpu["unallocated_cpus"], gpu["partition"], gpu["speed"]) == (3, 5, "gpu", 15.0)
+    assert set(snapshot.slots["observed_at"]) == {NOW} and set(snapshot.slots["source"]) == {"collector cm.example.org:9618"}
+    assert len(snapshot.allocations) == 6 and report.ads == 8 and not report.rejects
+
+
+def generated_pool(rng: np.random.Generator, n_nodes: int) -> list[classad2.ClassAd]:
+    """Startd ads of a random pool: partitionable slots carved into dynamic slots, some static slots."""
+    ads = []
+    for node in range(n_nodes):
+        host = f"node{node}.example.org"
+        cpus, memory, gpus = int(rng.choice([8, 16, 64])), int(rng.choice([16384, 65536, 262144])), int(rng.choice([0, 0, 4]))
+        if rng.random() < 0.2:
+            ads.append(classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Static", "State": rng.choice(["Claimed", "Unclaimed"]),
+                                         "Cpus": 1, "Memory": 2048, "Disk": 1000000, "MyCurrentTime": 1795269000 + node,
+                                         "GLIDEIN_Site": "SiteA", "HEPSPEC": 10.0}))  # fmt: skip
+            continue
+        used = [0, 0, 0]
+        for k in range(int(rng.integers(0, 5))):
+            c, m, g = int(rng.integers(1, 5)), int(rng.integers(1, 8)) * 1024, int(gpus > 0 and rng.random() < 0.5)
+            if used[0] + c > cpus or used[1] + m > memory or used[2] + g > gpus:
+                break
+            used = [used[0] + c, used[1] + m, used[2] + g]
+            ads.append(classad2.ClassAd({"Name": f"slot1_{k + 1}@{host}", "Machine": host, "SlotType": "Dynamic", "DynamicSlot": True,
+                                         "State": "Claimed", "Cpus": c, "Memory": m, "Disk": 100000, "GPUs": g,
+                                         "GlobalJobId": f"schedd#{node}.{k}#1795260000", "RemoteUser": f"u{k}@pool",
+                                         "AccountingGroup": f"group_{k % 3}.u{k}@pool", "MyCurrentTime": 1795269000 + node}))  # fmt: skip
+        p_slot = classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Partitionable", "PartitionableSlot": True,
+                                   "State": "Unclaimed", "Cpus": cpus - used[0], "Memory": memory - used[1], "Disk": 5000000,
+                                   "GPUs": gpus - used[2], "TotalSlotCpus": cpus, "TotalSlotMemory": memory,
+                                   "TotalSlotDisk": 5100000.5, "TotalSlotGPUs": gpus, "MyCurrentTime": 1795269000 + node,
+                                   "GLIDEIN_Site": f"Site{node % 3}", "HEPSPEC": float(rng.choice([8.5, 12.0]))})  # fmt: skip
+        p_slot["Weird"] = classad2.ExprTree("TotalSlotCpus * 2")  # an expression, evaluated on both paths
+        ads.append(p_slot)
+    return ads
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_ads_give_the_same_tables_through_both_paths(tmp_path: Path, seed: int, pools: list[FakePool]) -> None:
+    ads = generated_pool(np.random.default_rng(seed), 12)
+    dump = tmp_path / "status.ads"
+    dump.write_text("\n".join(ad.printOld() for ad in ads))
+    cfg = config(sources={"slot_attributes": ["Weird"]})
+    files, _ = read_status([dump], cfg)
+    live, _ = fake_pool(pools, {None: FakeCollector(ads)}).live(cfg).snapshot(now=NOW)
+    ignore = ["observed_at", "source", "line"]
+    pd.testing.assert_frame_equal(live.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
+    pd.testing.assert_frame_equal(live.allocations.drop(columns=["observed_at"]), files.allocations.drop(columns=["observed_at"]))
+    assert (live.slots["Weird"] == live.slots["total_cpus"] * 2).loc[live.slots["slot_type"] == "Partitionable"].all()
+
+
+def test_failover_to_the_next_replica(status_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture) -> None:
+    cfg = config(pool={"collectors": ["cm1:9618, cm2:9618"], "timeout_s": 0.3})
+    down, slow, up = FakeCollector(status_ads), FakeCollector(status_ads), FakeCollector(status_ads)
+    down.fail = "Failed communication with collector."
+    live = fake_pool(pools, {"cm1:9618": down, "cm2:9618": up}).live(cfg)
+    snapshot, _ = live.snapshot(now=NOW)
+    assert len(snapshot.slots) == 2 and len(down.calls) == len(up.calls) == 1
+    assert "collector cm1:9618: startd ads: Failed communication with collector.; trying the next replica" in caplog.text
+
+    slow.hang = True  # a replica that never answers costs the timeout, not the cycle
+    live = fake_pool(pools, {"cm1:9618": slow, "cm2:9618": up}).live(cfg)
+    started = time.monotonic()
+    snapshot, _ = live.snapshot(now=NOW)
+    assert len(snapshot.slots) == 2 and 0.3 <= time.monotonic() - started < 2
+    assert "collector cm1:9618: startd ads: no answer within 0.3 s (pool.timeout_s)" in caplog.text
+
+
+def test_a_pool_whose_replicas_all_fail_fails_the_cycle(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    cfg = config(pool={"collectors": ["cm1:9618, cm2:9618"]})
+    a, b = FakeCollector(status_ads), FakeCollector(status_ads)
+    a.fail, b.fail = "Failed communication with collector.", "SECMAN:2010:Received \"DENIED\" from server"
+    with pytest.raises(SourceError) as info:
+        fake_pool(pools, {"cm1:9618": a, "cm2:9618": b}).live(cfg).snapshot(now=NOW)
+    assert str(info.value) == (
+        "no collector of the pool answered: collector cm1:9618: startd ads: Failed communication with collector.; "
+        'collector cm2:9618: startd ads: SECMAN:2010:Received "DENIED" from server'
+    )
+
+
+def test_several_pools_are_merged_and_a_slot_seen_twice_is_kept_once(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    newer = classad2.ClassAd(status_ads[0].printJson())
+    newer["LastHeardFrom"] = 1795269999
+    newer["Memory"] = 1024  # what the startd said last
+    other = [newer, *status_ads[2:4]]  # a second pool that also sees the CPU node
+    cfg = config(pool={"collectors": ["pool-a:9618", "pool-b:9618"]})
+    snapshot, report = fake_pool(pools, {"pool-a:9618": FakeCollector(status_ads), "pool-b:9618": FakeCollector(other)}).live(cfg).snapshot(now=NOW)
+    assert sorted(snapshot.slots["name"]) == ["slot1@cpu-node1@vm", "slot1@gpu-node1@vm"] and len(snapshot.allocations) == 6
+    cpu = snapshot.slots.set_index("name").loc["slot1@cpu-node1@vm"]
+    assert (cpu["unallocated_memory"], cpu["source"]) == (1024, "collector pool-b:9618")
+    assert report.rejects == {"Name: seen twice (two pools or replicas), kept once": 3}
+
+
+@pytest.mark.parametrize(
+    ("garbage", "message"),
+    [
+        ("Failed", "collector COLLECTOR_HOST: startd ads: expected a list of ClassAds, got str"),
+        ([{"Name": "slot1@x"}], "collector COLLECTOR_HOST: startd ads: expected a list of ClassAds, item 0 is a dict"),
+        (None, None),
+    ],
+)
+def test_garbage_from_a_collector_is_a_clear_error(garbage: Any, message: str | None, status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    collector = FakeCollector([*status_ads[:2], classad2.ClassAd({"Cpus": "many", "SlotType": "Partitionable"})])
+    collector.garbage = garbage
+    live = fake_pool(pools, {None: collector}).live(config())
+    if message:
+        with pytest.raises(SourceError, match=f"^{message}$"):
+            live.snapshot(now=NOW)
+        return
+    snapshot, report = live.snapshot(now=NOW)  # an ad without a Name is skipped and counted
+    assert len(snapshot.slots) == 2 and report.rejects == {"Name: missing, the slot ad was skipped": 1}
+
+
+def test_the_real_bindings_failing_become_a_source_error(pools: list[FakePool]) -> None:
+    """Nothing listens on port 1 of the loopback: htcondor2's own failure, translated."""
+    live = LivePool(config(pool={"collectors": ["127.0.0.1:1"], "timeout_s": 10}))
+    with pytest.raises(SourceError, match=r"^collector 127\.0\.0\.1:1: startd ads: Failed communication with collector\.$"):
+        live.snapshot(now=NOW)
+    assert htcondor2.param["QUERY_TIMEOUT"] == "10"
+
+
+def test_a_token_file_becomes_the_collectors_security_context(tmp_path: Path, status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    token = tmp_path / "token"
+    token.write_text("eyJhbGciOiJIUzI1NiJ9.payload.sig\n")
+    collector = FakeCollector(status_ads)
+    live = fake_pool(pools, {None: collector}).live(config(pool={"token_file": str(token)}))
+    live.snapshot(now=NOW)
+    (security,) = collector.security
+    assert isinstance(security, htcondor2.SecurityContext) and security.preferred_token == "eyJhbGciOiJIUzI1NiJ9.payload.sig"
+    assert "eyJ" not in repr(live)
+    token.write_text("")
+    with pytest.raises(ConfigError, match=r"pool.token_file: .* is empty, expected an IDTOKEN"):
+        LivePool(config(pool={"token_file": str(token)}), collector_factory=FakePool({}).collector, schedd_factory=FakePool({}).schedd)
+
+
+def test_live_sources_and_files_are_exclusive() -> None:
+    with pytest.raises(ConfigError, match=r"sources.live = true reads the pool itself, but sources.history names files too"):
+        check_sources(config(sources={"history": ["h.ads"]}))
+
+
+# -- idle demand ------------------------------------------------------------------------------------------
+
+
+def test_idle_demand_is_read_from_the_idle_jobs_of_every_schedd(
+    condor25: Path, queue_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    vm, down = FakeSchedd("vm", queue_ads), FakeSchedd("down")
+    down.fail = "Failed to fetch ads from schedd, errmsg=CEDAR:6001:Failed to connect to <10.0.0.9:9618>"
+    collector = FakeCollector(schedds=[vm.location(), down.location(), vm.location()])
+    cfg = config(pool={"job_constraint": 'Owner =!= "test"'})
+    live = fake_pool(pools, {None: collector}, [vm, down]).live(cfg)
+    schedds, missing = live.schedds()
+    assert [n for n, _ in schedds] == ["down", "vm"] and missing == {}
+    assert collector.calls == [{"call": "locateAll", "daemon_type": htcondor2.DaemonType.Schedd}]
+    read = live.idle(schedds)
+
+    (call,) = vm.calls  # the idle jobs themselves: an autocluster query (QueryOpt.AutoCluster) would count running ones
+    assert call == {"call": "query", "constraint": '(JobStatus == 1) && (Owner =!= "test")', "projection": idle_projection(),
+                    "opts": htcondor2.QueryOpt.Default}  # fmt: skip
+    assert read.failures == {"schedd:down": "schedd down: idle jobs: Failed to fetch ads from schedd, errmsg=CEDAR:6001:Failed to connect to <10.0.0.9:9618>"}
+    idle = read.idle
+    assert idle is not None
+    assert idle[["autocluster_id", "request_cpus", "request_memory", "request_gpus", "count"]].values.tolist() == [
+        [11, 2, 4096, 1, 1], [13, 8, 16384, 0, 1], [14, 1, 40000, 0, 1]
+    ]  # fmt: skip
+    files, _ = read_idle([condor25 / "queue.ads"])
+    pd.testing.assert_frame_equal(
+        idle.drop(columns=["example_job", "source", "line"]), files.drop(columns=["example_job", "source", "line"])
+    )
+
+
+def test_configured_schedds_and_a_schedd_nobody_knows(queue_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    vm, other = FakeSchedd("vm", queue_ads), FakeSchedd("other", queue_ads)
+    collector = FakeCollector(schedds=[vm.location(), other.location()])
+    live = fake_pool(pools, {None: collector}, [vm, other]).live(config(pool={"schedds": ["vm", "gone"]}))
+    schedds, failures = live.schedds()
+    assert [n for n, _ in schedds] == ["vm"] and failures == {"schedd:gone": "schedd gone: not known to any collector"}
+    read = live.idle([])
+    assert read.idle is not None and read.idle.empty
+
+
+# -- history ------------------------------------------------------------------------------------------------
+
+
+def test_the_history_backlog_is_read_in_pages_and_the_checkpoint_follows(
+    condor25: Path, history_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    cfg = config(pool={"history_match": 10, "history_lookback_s": 600})
+    schedd = FakeSchedd("vm", history=history_ads)
+    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(cfg)
+    schedds, _ = live.schedds()
+    read = live.history(schedds, lambda key: None)
+
+    assert len(schedd.calls) == 5 and read.pages == {"vm": 5}  # 42 jobs, 10 per call
+    assert [c["match"] for c in schedd.calls] == [10] * 5 and {c["since"] for c in schedd.calls} == {None}
+    assert all(c["projection"] == history_projection(cfg) for c in schedd.calls)
+    assert schedd.calls[0]["constraint"] == "true"
+    assert schedd.calls[1]["constraint"].startswith(f"{END_TIME} < ")  # below the oldest end of page 1
+    files, _ = read_history([condor25 / "history.ads"], cfg)
+    jobs = read.jobs.sort_values("job_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        jobs.drop(columns=["source", "line"]), files.sort_values("job_id").reset_index(drop=True).drop(columns=["source", "line"])
+    )
+    mark = read.checkpoints[checkpoint_key("vm")]
+    assert mark == {"end": 1795269401.0, "ids": ["vm#12.0#1795269388", "vm#12.1#1795269388"]}
+
+    # the next read starts from the checkpoint: one call, nothing new
+    schedd.calls.clear()
+    again = live.history(schedds, {checkpoint_key("vm"): mark}.get)
+    (call,) = schedd.calls
+    assert call["since"] == f"{END_TIME} < 1795268801"
+    assert call["constraint"] == history_constraint(cfg, mark) == (
+        f'{END_TIME} > 1795269401 || ({END_TIME} == 1795269401 && !member(GlobalJobId, {{"vm#12.0#1795269388", "vm#12.1#1795269388"}}))'
+    )
+    assert again.jobs.empty and again.checkpoints[checkpoint_key("vm")] == mark
+
+    # jobs that complete later, some in the same second as the checkpoint, are read once
+    newer = []
+    for k, end in enumerate([1795269401, 1795269401, 1795269500]):
+        ad = classad2.ClassAd(history_ads[0].printJson())
+        ad.update({"GlobalJobId": f"vm#13.{k}#1795269450", "ClusterId": 13, "ProcId": k, "CompletionDate": end, "EnteredCurrentStatus": end})
+        newer.insert(0, ad)
+    schedd.history_ads = newer + schedd.history_ads
+    third = live.history(schedds, {checkpoint_key("vm"): mark}.get)
+    assert sorted(third.jobs["job_id"]) == ["vm#13.0#1795269450", "vm#13.1#1795269450", "vm#13.2#1795269450"]
+    assert third.checkpoints[checkpoint_key("vm")] == {"end": 1795269500.0, "ids": ["vm#13.2#1795269450"]}
+
+
+def test_more_jobs_in_one_second_than_one_call_returns(history_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    ads = []
+    for k in range(25):
+        ad = classad2.ClassAd(history_ads[0].printJson())
+        ad.update({"GlobalJobId": f"vm#20.{k}#1795269000", "ProcId": k, "CompletionDate": 1795269600, "EnteredCurrentStatus": 1795269600})
+        ads.append(ad)
+    schedd = FakeSchedd("vm", history=ads)
+    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(config(pool={"history_match": 10}))
+    read = live.history(live.schedds()[0], lambda key: None)
+    assert sorted(read.jobs["proc"]) == list(range(25)) and read.pages == {"vm": 3}
+    assert len(read.checkpoints[checkpoint_key("vm")]["ids"]) == 25
+
+
+def test_a_schedd_that_ignores_the_constraint_cannot_be_paged(history_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    schedd = FakeSchedd("vm", history=history_ads)
+    schedd.ignore_constraint = True
+    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(config(pool={"history_match": 10}))
+    read = live.history(live.schedds()[0], lambda key: None)
+    assert read.jobs.empty and read.checkpoints == {}
+    assert read.failures == {
+        "schedd:vm": "schedd vm: history answered 10 jobs already read; it does not apply the constraint, so the backlog cannot be paged"
+    }
+
+
+def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
+    tmp_path: Path, status_ads: list[classad2.ClassAd], queue_ads: list[classad2.ClassAd], history_ads: list[classad2.ClassAd],
+    pools: list[FakePool],
+) -> None:  # fmt: skip
+    good = FakeSchedd("vm", queue_ads, history_ads)
+    bad = FakeSchedd("flaky", queue_ads, history_ads[:5])
+    bad.hang = True
+    cfg = config(pool={"history_match": 20, "timeout_s": 0.3})
+    pool = fake_pool(pools, {None: FakeCollector(status_ads, [good.location(), bad.location()])}, [good, bad])
+    with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        first = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        assert first.enqueued == {"slot": 2, "allocation": 6, "job": 42}
+        assert set(first.failures) == {"schedd:flaky"} and "no answer within 0.3 s" in first.failures["schedd:flaky"]
+        assert outbox.checkpoint(checkpoint_key("vm"))["end"] == 1795269401 and outbox.checkpoint(checkpoint_key("flaky")) is None
+        slot = store.query("slot")[0]
+        assert abs(slot["observed_at"] - time.time()) < 60 and slot["pool"] == "test"  # observed when the collector answered
+
+        bad.hang = False  # the flaky schedd answers again: its jobs now, and nothing of vm's twice
+        bad.released.set()
+        second = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        assert second.enqueued.get("job") == 5 and second.failures == {}
+        assert store.count("job") == 42  # the same jobs by id: flaky's are vm's history
+        assert outbox.checkpoint(checkpoint_key("flaky")) is not None
+
+
+def test_read_live_without_a_collector_keeps_the_snapshot_and_says_so(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    collector = FakeCollector(status_ads)
+    pool = fake_pool(pools, {None: collector})
+    original = collector.locateAll
+
+    def locate_fails(daemon_type: htcondor2.DaemonType) -> Any:
+        collector.fail = "Failed communication with collector."
+        try:
+            return original(daemon_type)
+        finally:
+            collector.fail = None
+
+    collector.locateAll = locate_fails  # type: ignore[method-assign]
+    result = read_live(config(), pool.live(config()), now=NOW, history=False)
+    assert result.snapshot is not None and len(result.snapshot.slots) == 2 and result.idle is None
+    assert result.failures == {"collector": "collector COLLECTOR_HOST: locate schedds: Failed communication with collector."}
+    with pytest.raises(SourceError, match="locate schedds"):
+        read_live(config(), pool.live(config()), now=NOW, snapshot=False)
+
+
+def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    collector = FakeCollector(status_ads)
+    collector.hang = True
+    live = fake_pool(pools, {None: collector}).live(config(pool={"timeout_s": 60}))
+    threading.Timer(0.2, live.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="abandoned, the probe is stopping"):
+        live.snapshot(now=NOW)
+    assert time.monotonic() - started < 2 and live.abandoned == 1
+
