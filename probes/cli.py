@@ -269,7 +269,8 @@ class _LineFormatter(logging.Formatter):
     """``2026-11-21T14:00:00Z fairacct.service INFO snapshot: ...``: UTC, one line per event
     (a traceback's lines are joined with ' | '), as journald and log shippers read them."""
 
-    converter = time.gmtime
+    # logging's documented way to log in UTC
+    converter = time.gmtime  # type: ignore[assignment]
 
     def format(self, record: logging.LogRecord) -> str:
         return " | ".join(line for line in super().format(record).splitlines() if line.strip())
@@ -318,6 +319,8 @@ def _time_arg(value: str | None) -> str | None:
 
 def _report_problems(result: CycleResult, config: ProbeConfig) -> None:
     now = datetime.now(UTC)
+    for source, why in sorted(result.failures.items()):  # live schedds that did not answer
+        print(f"fairacct: {source} skipped: {why}", file=sys.stderr)
     for what, report in result.reports.items():
         if report.malformed:
             where = write_quarantine(report.malformed, config.probe.state_dir / "quarantine", now)

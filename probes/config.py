@@ -339,9 +339,16 @@ class StoreSettings(_Section):
     ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
 
     def auth(self) -> dict[str, str]:
-        """The sink's connection settings that are set (secrets by reference, never by value)."""
-        names = ("index_prefix", "api_key_file", "api_key_env", "username", "password_file", "password_env", "ca_file")
-        return {n: getattr(self, n) for n in names if getattr(self, n) and self.url.startswith(("http", "opensearch"))}
+        """The Elasticsearch sink's settings that are set, as ``ElasticsearchSink`` names them
+        (secrets by reference, never by value); nothing for the embedded store."""
+        if not self.url.startswith(("http", "opensearch")):
+            return {}
+        names = {
+            "index_prefix": "prefix", "api_key_file": "api_key_file", "api_key_env": "api_key_env",
+            "username": "username", "password_file": "password_file", "password_env": "password_env",
+            "ca_file": "ca_certs_file",
+        }  # fmt: skip
+        return {sink_name: getattr(self, ours) for ours, sink_name in names.items() if getattr(self, ours)}
 
 
 class ProbeSettings(_Section):

@@ -185,12 +185,20 @@ class Metrics:
                    [("", {"job": n}, s.last_success) for n, s in jobs if s.last_success is not None])  # fmt: skip
             family("fairacct_outbox_depth", "gauge", "Records waiting in the outbox, by kind.",
                    [("", {"kind": k}, v) for k, v in sorted(self.outbox.depth.items())])  # fmt: skip
-            oldest = [] if self.outbox.oldest is None else [("", {}, max(0.0, now - self.outbox.oldest))]
-            family("fairacct_outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.", oldest)
+            oldest: list[tuple[str, dict[str, str], float]] = (
+                [] if self.outbox.oldest is None else [("", {}, max(0.0, now - self.outbox.oldest))]
+            )
+            family(
+                "fairacct_outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.", oldest
+            )
             family("fairacct_outbox_dead_letters", "gauge", "Records the store refused for good, by kind.",
                    [("", {"kind": k}, v) for k, v in sorted(self.outbox.dead.items())])  # fmt: skip
-            interval = [] if self.snapshot_interval_s is None else [("", {}, self.snapshot_interval_s)]
-            family("fairacct_snapshot_interval_seconds", "gauge", "Seconds the last slot snapshot stands for.", interval)
+            interval: list[tuple[str, dict[str, str], float]] = (
+                [] if self.snapshot_interval_s is None else [("", {}, self.snapshot_interval_s)]
+            )
+            family(
+                "fairacct_snapshot_interval_seconds", "gauge", "Seconds the last slot snapshot stands for.", interval
+            )
         return "\n".join(out) + "\n"
 
 
@@ -198,7 +206,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _value(value: float | int | None) -> str:
+def _value(value: float | None) -> str:
     if value is None:
         return "NaN"
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
@@ -242,7 +250,7 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fairacct"
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 healthy, doc = metrics.health()
@@ -260,7 +268,7 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # scrapes every few seconds would drown the service's own log
 
     return Handler

@@ -155,7 +155,7 @@ class ProbeService:
         """Start, wait for SIGTERM/SIGINT (in the main thread), ``stop`` or ``duration`` seconds,
         stop cleanly. Returns why it stopped."""
         stop = stop or threading.Event()
-        why = ["--for elapsed" if duration is not None else "stopped"]
+        why = ["stopped"]
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             why[0] = signal.Signals(signum).name
@@ -166,9 +166,8 @@ class ProbeService:
             previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
-            stop.wait(duration)
-            if not stop.is_set() and duration is None:  # pragma: no cover - wait() without a timeout returns set
-                why[0] = "stopped"
+            if not stop.wait(duration):
+                why[0] = "--for elapsed"
             log.info("stopping (%s)", why[0])
         finally:
             self.stop()
@@ -193,11 +192,20 @@ class ProbeService:
         for name, (job, every) in self.jobs.items():
             self.metrics.register(name, every)
             scheduler.add_job(
-                self._run, IntervalTrigger(seconds=every, timezone=UTC), args=(name, job), id=name, name=name, next_run_time=now
+                self._run,
+                IntervalTrigger(seconds=every, timezone=UTC),
+                args=(name, job),
+                id=name,
+                name=name,
+                next_run_time=now,
             )
         self._scheduler = scheduler
         scheduler.start()
-        where = f"; health and metrics on http://{self.config.probe.health_address}:{self._health.port}/" if self._health else ""
+        where = (
+            f"; health and metrics on http://{self.config.probe.health_address}:{self._health.port}/"
+            if self._health
+            else ""
+        )
         log.info(
             "started: %s, store %s, outbox %s%s",
             ", ".join(f"{n} every {e:g} s" for n, (_, e) in self.jobs.items()),
@@ -261,8 +269,8 @@ class ProbeService:
             result = read_sources(self._only("status_files", "idle_files"))
         self._problems(result)
         snapshot = result.snapshot
-        if snapshot is None:  # pragma: no cover - the job exists only with slot sources
-            return "no slot source"
+        if snapshot is None:  # the job exists only with slot sources
+            raise SourceError("snapshot: the sources gave no slots")
         with Outbox(self.outbox_path) as outbox:
             interval = snapshot_interval(self.config, outbox.checkpoint(SNAPSHOT_KEY), now)
         snapshot.slots["interval_s"] = interval
@@ -276,7 +284,11 @@ class ProbeService:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
         idle = result.idle
-        demand = f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters" if idle is not None else ", idle demand unknown"
+        demand = (
+            f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"
+            if idle is not None
+            else ", idle demand unknown"
+        )
         return (
             f"{len(snapshot.slots)} slots, {len(snapshot.allocations)} allocations{demand}, "
             f"{sum(map(len, records.values()))} records standing for {interval:.0f} s"
@@ -287,7 +299,9 @@ class ProbeService:
         now = self.clock()
         with Outbox(self.outbox_path) as outbox:
             if self.pool is not None:
-                result = read_live(self.config, self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True)
+                result = read_live(
+                    self.config, self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True
+                )
             else:
                 config = self._only("history")
                 keys = [f"history:{os.path.abspath(p)}" for p in config.sources.history]
@@ -322,13 +336,19 @@ class ProbeService:
         waiting = sum(status.depth.values())
         if result.errors:
             self.metrics.source_failed("sink")
-            raise SinkError(f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}")
+            raise SinkError(
+                f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
+            )
         sent = sum(result.sent.values())
         if sum(result.dead.values()):
-            log.warning("flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values()))
+            log.warning(
+                "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
+            )
         if not sent:
             return None
-        return f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
+        return (
+            f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
+        )
 
     def roll_fairshare(self) -> str | None:
         """Write the fairshare records of every window that closed since the last roll."""
@@ -349,7 +369,9 @@ class ProbeService:
             docs = [d for w in windows for d in fairshare_docs(rows, w, self.config, probe=self.probe)]
             kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
             faults.point("before-commit")
-            outbox.commit({"fairshare": docs} if docs else {}, {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept})
+            outbox.commit(
+                {"fairshare": docs} if docs else {}, {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
+            )
             status = outbox.status()
         self.metrics.committed({"fairshare": len(docs)})
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
@@ -387,7 +409,9 @@ class ProbeService:
             log.warning("%s skipped: %s", source, _one_line(why))
         for what, report in result.reports.items():
             if report.malformed:
-                where = write_quarantine(report.malformed, self.config.probe.state_dir / "quarantine", datetime.now(UTC))
+                where = write_quarantine(
+                    report.malformed, self.config.probe.state_dir / "quarantine", datetime.now(UTC)
+                )
                 log.warning(
                     "%s: %d malformed ad(s) skipped, the first: %s; quarantined in %s",
                     what, len(report.malformed), _one_line(str(report.malformed[0].error())), where,
@@ -402,7 +426,9 @@ class ProbeService:
         if metric not in _PRICED:
             return jobs, job_usage(jobs, metric)
         if not self._snapshot_done.wait(self.config.pool.timeout_s + 5) or self._machines is None:
-            raise SourceError(f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet")
+            raise SourceError(
+                f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet"
+            )
         from probes.usage import penalty_policy
 
         if self.config.machines.speed_expression.strip():
@@ -425,7 +451,9 @@ def ledger_add(
     for n, start in enumerate(windows["start"]):
         used = contrib[:, n] > 0
         if used.any():
-            part = pd.DataFrame({c: (jobs[c] if c in jobs.columns else pd.Series(None, index=jobs.index)).astype(object) for c in creds})
+            part = pd.DataFrame(
+                {c: (jobs[c] if c in jobs.columns else pd.Series(None, index=jobs.index)).astype(object) for c in creds}
+            )
             part = part[used].reset_index(drop=True)
             part.insert(0, "window_start", float(start))
             part["usage"] = contrib[used, n]
@@ -433,15 +461,16 @@ def ledger_add(
     if not parts:
         return []
     frame = pd.concat(parts, ignore_index=True)
-    frame[creds] = frame[creds].astype(object).where(frame[creds].notna(), "\0")  # groupby keeps missing credentials
-    summed = frame.groupby(["window_start", *creds], sort=True)["usage"].sum().reset_index()
-    out = []
-    for row in summed.itertuples(index=False, name=None):
-        out.append([float(row[0]), *(None if v == "\0" else str(v) for v in row[1:-1]), float(row[-1])])
-    return out
+    summed = frame.groupby(["window_start", *creds], sort=True, dropna=False)["usage"].sum().reset_index()
+    return [
+        [float(row[0]), *(str(v) if isinstance(v, str) else None for v in row[1:-1]), float(row[-1])]
+        for row in summed.itertuples(index=False, name=None)
+    ]
 
 
-def fairshare_docs(rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str) -> list[dict[str, Any]]:
+def fairshare_docs(
+    rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str
+) -> list[dict[str, Any]]:
     """The ``fairshare`` records of one closed window: each credential's usage in it and its
     fairshare state at the window's end (the ``depth`` windows up to it, decayed)."""
     from probes.usage import fairshare_policy
@@ -454,7 +483,12 @@ def fairshare_docs(rows: Sequence[Sequence[Any]], window_start: float, config: P
     # each ledger row becomes a job of no walltime in the middle of its window
     ledger["end"] = pd.to_numeric(ledger["window_start"]).astype(np.float64) + width / 2
     ledger["walltime_s"] = 0.0
-    result = fairshare(ledger, pd.to_numeric(ledger["usage"]).to_numpy(dtype=np.float64), fairshare_policy(config), at=window_start + width * 0.75)
+    result = fairshare(
+        ledger,
+        pd.to_numeric(ledger["usage"]).to_numpy(dtype=np.float64),
+        fairshare_policy(config),
+        at=window_start + width * 0.75,
+    )
     creds = result.credentials
     frame = pd.DataFrame(
         {

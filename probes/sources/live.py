@@ -42,6 +42,7 @@ The objects standing in for the daemons come from ``collector_factory`` and
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -58,7 +59,7 @@ import pandas as pd
 
 from collector.errors import ConfigError, SourceError
 from probes.config import ProbeConfig
-from probes.sources.classad import Attr, ReadReport, columns_from_classads
+from probes.sources.classad import AdColumns, Attr, ReadReport, columns_from_classads
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
 from probes.sources.queue import IDLE_COLUMNS, QUEUE_ATTRS, idle_table
 from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
@@ -67,10 +68,13 @@ __all__ = [
     "END_TIME",
     "REQUEST_INPUTS",
     "CollectorFactory",
+    "CollectorLike",
     "HistoryRead",
     "IdleRead",
     "LivePool",
     "ScheddFactory",
+    "ScheddLike",
+    "checkpoint_key",
     "history_constraint",
     "history_projection",
     "idle_projection",
@@ -101,13 +105,15 @@ class CollectorLike(Protocol):
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
     ) -> list[classad2.ClassAd]: ...
 
-    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...  # noqa: N802 - the bindings' name
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...
 
 
 class ScheddLike(Protocol):
     """What fairacct calls on an ``htcondor2.Schedd``."""
 
-    def query(self, constraint: str = ..., projection: list[str] = ..., opts: htcondor2.QueryOpt = ...) -> list[classad2.ClassAd]: ...
+    def query(
+        self, constraint: str = ..., projection: list[str] = ..., opts: htcondor2.QueryOpt = ...
+    ) -> list[classad2.ClassAd]: ...
 
     def history(
         self, constraint: str | None = None, projection: list[str] = ..., match: int = -1, since: str | None = None
@@ -297,7 +303,7 @@ class LivePool:
         def run() -> None:
             try:
                 box["value"] = call()
-            except BaseException as exc:  # handed to the caller's thread below
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, translated or re-raised there
                 box["error"] = exc
             finally:
                 done.set()
@@ -314,7 +320,9 @@ class LivePool:
                 raise SourceError(f"{what}: no answer within {self.timeout_s:g} s (pool.timeout_s)")
         error = box.get("error")
         if error is not None:
-            if isinstance(error, (htcondor2.HTCondorException, classad2.ClassAdException, OSError, RuntimeError, ValueError)):
+            if isinstance(
+                error, (htcondor2.HTCondorException, classad2.ClassAdException, OSError, RuntimeError, ValueError)
+            ):
                 text = " ".join(str(error).split()) or type(error).__name__
                 raise SourceError(f"{what}: {text}") from error
             raise error
@@ -330,7 +338,9 @@ class LivePool:
                 raise SourceError(f"{what}: expected a list of ClassAds, item {i} is a {type(ad).__name__}")
         return list(answer)
 
-    def _projected(self, kind: str, what: str, base: Sequence[str], ask: Callable[[list[str]], list[classad2.ClassAd]]) -> list[classad2.ClassAd]:
+    def _projected(
+        self, kind: str, what: str, base: Sequence[str], ask: Callable[[list[str]], list[classad2.ClassAd]]
+    ) -> list[classad2.ClassAd]:
         """Ask with the projection ``base`` (and what was learned for ``kind``); when the answer's
         expressions refer to attributes it lacks, learn them and ask again, once."""
         projection = _names_str([*base, *sorted(self.learned[kind])])
@@ -345,20 +355,27 @@ class LivePool:
             ads = ask([*projection, *sorted(missing)])
         return ads
 
-    def _failover(self, group: Sequence[str | None], what: str, call: Callable[[CollectorLike], Any]) -> tuple[list[classad2.ClassAd], str]:
+    def _ask_collector(self, call: Callable[[CollectorLike], Any], address: str | None) -> Any:
+        return call(self._collector_factory(address, self.security))
+
+    def _failover(
+        self, group: Sequence[str | None], what: str, call: Callable[[CollectorLike], Any]
+    ) -> tuple[list[classad2.ClassAd], str]:
         """Ask the replicas of one pool in order until one answers: (its ads, its address)."""
         problems = []
-        for address in group:
+        for i, address in enumerate(group):
             name = f"collector {address or 'COLLECTOR_HOST'}"
             try:
-                ads = self._ads(f"{name}: {what}", lambda: call(self._collector_factory(address, self.security)))
+                ads = self._ads(f"{name}: {what}", functools.partial(self._ask_collector, call, address))
             except SourceError as exc:
                 problems.append(str(exc))
-                if len(group) > 1 and not self._cancel.is_set():
+                if i < len(group) - 1 and not self._cancel.is_set():
                     log.warning("%s; trying the next replica", exc)
                 continue
             return ads, address or "COLLECTOR_HOST"
-        raise SourceError(problems[0] if len(problems) == 1 else "no collector of the pool answered: " + "; ".join(problems))
+        raise SourceError(
+            problems[0] if len(problems) == 1 else "no collector of the pool answered: " + "; ".join(problems)
+        )
 
     # -- slots ----------------------------------------------------------------------------------
 
@@ -370,7 +387,9 @@ class LivePool:
         for group in self.groups:
             answered: list[str] = []
 
-            def ask(projection: list[str]) -> list[classad2.ClassAd]:
+            def ask(
+                projection: list[str], group: list[str | None] = group, answered: list[str] = answered
+            ) -> list[classad2.ClassAd]:
                 ads, address = self._failover(
                     group,
                     "startd ads",
@@ -445,12 +464,7 @@ class LivePool:
             try:
                 schedd = self._schedd(name, location)
                 ads = self._projected(
-                    "idle",
-                    what,
-                    idle_projection(),
-                    lambda projection: self._ads(
-                        what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
-                    ),
+                    "idle", what, idle_projection(), functools.partial(self._ask_idle, schedd, what, constraint)
                 )
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
@@ -463,6 +477,14 @@ class LivePool:
         frames = [f for f in frames if len(f)]
         idle = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(IDLE_COLUMNS))
         return IdleRead(idle, report, failures)
+
+    def _ask_idle(
+        self, schedd: ScheddLike, what: str, constraint: str, projection: list[str]
+    ) -> list[classad2.ClassAd]:
+        # the idle jobs themselves: with QueryOpt.AutoCluster a status constraint answers nothing
+        return self._ads(
+            what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
+        )
 
     # -- history --------------------------------------------------------------------------------
 
@@ -502,53 +524,63 @@ class LivePool:
         since = f"{END_TIME} < {_number(float(mark['end']) - config.pool.history_lookback_s)}" if mark else None
         schedd = self._schedd(name, location)
         report = ReadReport()
-        frames: list[pd.DataFrame] = []
+        kept: list[AdColumns] = []
         seen: set[str] = set()
         below: tuple[float, list[str]] | None = None
-        calls = 0
+        calls = [0]
+        what = f"schedd {name}: history"
+
+        def ask(projection: list[str], constraint: str) -> list[classad2.ClassAd]:
+            calls[0] += 1
+            return self._ads(
+                what, lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since)
+            )
+
         while True:
             constraint = history_constraint(config, mark, below)
-            what = f"schedd {name}: history"
-            before = len(self.learned["history"])
             ads = self._projected(
-                "history",
-                what,
-                history_projection(config),
-                lambda projection: self._ads(
-                    what, lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since)
-                ),
+                "history", what, history_projection(config), functools.partial(ask, constraint=constraint)
             )
-            calls += 1 + (len(self.learned["history"]) > before)
             columns, rep = columns_from_classads(ads, attrs, origin=f"schedd {name}")
             report.merge(rep)
-            page = jobs_table(columns, config)
-            usable = page["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(page["end"]).to_numpy(dtype=np.float64))
+            page = jobs_table(columns, config)  # for the ids and end times that page the backlog
+            ids = page["job_id"].to_numpy(dtype=object)
+            ends = pd.to_numeric(page["end"]).to_numpy(dtype=np.float64)
+            usable = pd.notna(ids) & np.isfinite(ends)
             if not usable.all():
                 report.rejects["GlobalJobId or end time: missing, the job was skipped"] += int((~usable).sum())
-            page = page[usable]
-            if len(ads) >= match and not len(page):
+            if len(ads) >= match and not usable.any():
                 raise SourceError(
                     f"schedd {name}: history answered {len(ads)} jobs without GlobalJobId or end time; "
                     "the backlog cannot be paged past them"
                 )
-            new = page[~page["job_id"].isin(seen)]
-            if len(ads) >= match and not len(new):
+            new = usable & ~pd.Series(ids, dtype=object).isin(seen).to_numpy()
+            if len(ads) >= match and not new.any():
                 raise SourceError(
                     f"schedd {name}: history answered {len(ads)} jobs already read; it does not apply the "
                     "constraint, so the backlog cannot be paged"
                 )
-            frames.append(new)
-            seen.update(new["job_id"])
+            kept.append(_take(columns, new))
+            seen.update(ids[new])
             if len(ads) < match:
                 break
-            ends = pd.to_numeric(page["end"]).to_numpy(dtype=np.float64)
-            oldest = float(ends.min())
-            at_oldest = list(page.loc[ends == oldest, "job_id"])
-            if below is not None and below[0] == oldest:
-                at_oldest = sorted(set(below[1]) | set(at_oldest))
+            oldest = float(ends[usable].min())
+            at_oldest = sorted(
+                set(ids[usable & (ends == oldest)]) | (set(below[1]) if below and below[0] == oldest else set())
+            )
             below = (oldest, at_oldest)
-        jobs = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
-        return jobs.reset_index(drop=True), calls, report
+        # one table of every page, built as the file readers build theirs
+        return jobs_table(AdColumns.concat(kept, attrs), config), calls[0], report
+
+
+def _take(columns: AdColumns, rows: np.ndarray) -> AdColumns:
+    """The ads of ``rows`` (a boolean mask)."""
+    return AdColumns(
+        {k: v[rows] for k, v in columns.columns.items()},
+        columns.path[rows],
+        columns.line[rows],
+        columns.raw[rows] if columns.raw is not None else None,
+    )
 
 
 def _names_str(names: Sequence[str]) -> list[str]:
@@ -567,7 +599,8 @@ def _missing_refs(ads: Sequence[classad2.ClassAd], projection: Sequence[str]) ->
                 continue  # a literal (or absent)
             for ref in ad.externalRefs(value):
                 scope, dot, attr = ref.rpartition(".")
-                if (not dot or scope.lower() == "my") and attr.lower() not in wanted:
+                # classad2 lists "" for an expression whose references are all internal
+                if attr and (not dot or scope.lower() == "my") and attr.lower() not in wanted:
                     missing.add(attr)
     return missing
 

@@ -54,9 +54,11 @@ REAL_CLUSTER_REASON = "set FAIRACCT_ES_URL to run these tests against a real Ela
 # -- documents ------------------------------------------------------------------------------
 
 
-def slot_docs(observed_at: int = NOV, overhead: Sequence[int] = OVERHEAD, partitions: Sequence[str] = PARTITIONS) -> list[dict[str, Any]]:
+def slot_docs(
+    observed_at: int = NOV, overhead: Sequence[int] = OVERHEAD, partitions: Sequence[str] = PARTITIONS
+) -> list[dict[str, Any]]:
     """Slot records as the probe makes them (``table_docs``), with the overhead columns and
-    three configured extra attributes the templates do not name."""
+    four configured extra attributes that no template names."""
     n = len(overhead)
     cu = pd.array(list(overhead), dtype="Int64")
     frame = pd.DataFrame(
@@ -93,7 +95,7 @@ def slot_docs(observed_at: int = NOV, overhead: Sequence[int] = OVERHEAD, partit
             "overhead_disk": 0.0,
             "overhead_gpus": 0.0,
             "overhead_cu_hours": [c * 300 / 3600 for c in overhead],
-            "phase": ["draining" if c == 0 else "filling" for c in overhead],
+            "phase": ["active" if c < 8 else "empty" for c in overhead],
             "fits_idle": [c >= 2 for c in overhead],
             # configured extra attributes (sources.slot_attributes): no explicit mapping
             "GLIDEIN_Entry_Name": "OSG_US_Purdue_Bell",
@@ -375,12 +377,12 @@ def test_resending_a_batch_creates_no_duplicates(sink: ElasticsearchSink) -> Non
 def test_a_corrected_document_replaces_the_old_one(sink: ElasticsearchSink) -> None:
     docs = slot_docs()
     sink.send("slot", docs)
-    corrected = {**docs[9], "overhead_cu": 6, "phase": "draining"}
+    corrected = {**docs[9], "overhead_cu": 6, "phase": "retiring"}
     assert sink.send("slot", [corrected]).acked == [corrected["id"]]
     assert sink.count("slot") == 10
     stored = sink.fetch("slot", [corrected["id"], docs[8]["id"]])
     assert stored[corrected["id"]].source["overhead_cu"] == 6
-    assert stored[corrected["id"]].source["phase"] == "draining"
+    assert stored[corrected["id"]].source["phase"] == "retiring"
     assert stored[corrected["id"]].index == f"{sink.prefix}-slot-2026.11"
     assert stored[docs[8]["id"]].source["overhead_cu"] == 4
 
@@ -437,10 +439,13 @@ def test_overhead_aggregations_count_the_stored_slots(sink: ElasticsearchSink) -
     assert sink.search_counts("slot", "overhead_cu") == {0: 6, 1: 2, 2: 4, 4: 6, 8: 2}
     assert sink.search_counts("slot", "overhead_cu", interval=4) == {0.0: 12, 4.0: 6, 8.0: 2}
     assert sink.search_counts("slot", "partition") == {"cpu": 14, "gpu": 6}
+    assert sink.search_counts("slot", "phase") == {"active": 18, "empty": 2}
     assert sink.count("slot") == 20
 
 
-def test_the_demo_pools_records_are_stored_whole(sink: ElasticsearchSink, demo_docs: dict[str, list[dict[str, Any]]]) -> None:
+def test_the_demo_pools_records_are_stored_whole(
+    sink: ElasticsearchSink, demo_docs: dict[str, list[dict[str, Any]]]
+) -> None:
     for kind, docs in demo_docs.items():
         result = sink.send(kind, docs)
         assert result.rejected == {} and result.retry == {}, kind
@@ -476,7 +481,9 @@ def test_an_outage_leaves_documents_to_retry_and_nothing_is_acked_twice(scheme: 
     result = sink.send("slot", list(outbox.values()))
     assert result.acked == [] and result.rejected == {}
     assert set(result.retry) == set(outbox)
-    assert all(e.startswith(f"{sink.flavour} {url}: bulk write of 10 slot documents failed") for e in result.retry.values())
+    assert all(
+        e.startswith(f"{sink.flavour} {url}: bulk write of 10 slot documents failed") for e in result.retry.values()
+    )
     assert sleeps == pytest.approx([0.001, 0.002, 0.003])  # exponential, capped at backoff_max_s
     with pytest.raises(ElasticsearchError, match=re.escape(f"{url}: refreshing fairacct-slot-* failed")) as info:
         sink.count("slot")
@@ -640,12 +647,16 @@ def test_plain_json_and_the_credentials_go_on_the_wire(
 # -- configuration and secrets -----------------------------------------------------------------
 
 
-def test_secrets_come_from_files_or_the_environment_and_never_print(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_come_from_files_or_the_environment_and_never_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEST_ES_API_KEY", "s3cr3t-api-key")
     with ElasticsearchSink("https://es.example.org:9200", api_key_env="TEST_ES_API_KEY") as sink:
         text = repr(sink)
     assert "s3cr3t" not in text and "api_key=*** (env TEST_ES_API_KEY)" in text
-    assert text.startswith("ElasticsearchSink('https://es.example.org:9200', flavour='elasticsearch', prefix='fairacct'")
+    assert text.startswith(
+        "ElasticsearchSink('https://es.example.org:9200', flavour='elasticsearch', prefix='fairacct'"
+    )
 
     secret = tmp_path / "es-password"
     secret.write_text("hunter2-long-password\n")
@@ -743,8 +754,9 @@ def test_every_client_exception_is_translated() -> None:
     for module in (elasticsearch.exceptions, elastic_transport):
         for name, cls in _exception_classes(module).items():
             assert issubclass(cls, roots), f"{module.__name__}.{name} would escape untranslated"
-    # Raised while building queries or the client, never by a request.
-    not_from_requests = {"ImproperlyConfigured", "OpenSearchDslException", "UnknownDslObject", "ValidationException", "IllegalOperation"}
+    # Raised while building queries (the DSL) or the client (caught there), never by a request.
+    not_from_requests = {"ImproperlyConfigured", "IllegalOperation", "UnknownDslObject", "ValidationException"}
+    not_from_requests.add("OpenSearchDslException")
     for name, cls in _exception_classes(opensearchpy.exceptions).items():
         if name not in not_from_requests:
             assert issubclass(cls, es_module._OpenSearchClient.caught()), f"opensearchpy.exceptions.{name} would escape"
@@ -799,8 +811,10 @@ def test_the_templates_name_every_column_of_the_tables() -> None:
     from probes.sources.history import JOB_COLUMNS
     from probes.sources.status import ALLOCATION_COLUMNS, RESOURCES, SLOT_COLUMNS
 
-    overhead = ["overhead_cu", *(f"overhead_{r}" for r in RESOURCES), "overhead_cu_hours", "unmatched", "phase", "fits_idle"]
-    billing = [f"{p}_{r}{s}" for r in RESOURCES for p, s in (("billed", ""), ("billed", "_hours"), ("rate", ""))] + ["orphan"]
+    overhead = ["overhead_cu", *(f"overhead_{r}" for r in RESOURCES), "overhead_cu_hours"]
+    overhead += ["unmatched", "phase", "fits_idle"]
+    billing = [f"{c}_{r}" for r in RESOURCES for c in ("billed", "rate")]
+    billing += [*(f"billed_{r}_hours" for r in RESOURCES), "orphan"]
     columns = {
         "slot": [*SLOT_COLUMNS, *overhead],
         "allocation": [*ALLOCATION_COLUMNS, *billing],
@@ -827,4 +841,3 @@ def test_the_kibana_saved_objects_are_valid_ndjson() -> None:
     source = json.loads(vis["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"])
     [reference] = vis["references"]
     assert reference == {"id": pattern["id"], "name": source["indexRefName"], "type": "index-pattern"}
-
