@@ -689,6 +689,21 @@ class ElasticsearchSink:
         answer = self._search(kind, {"size": 0, "aggs": {"counts": agg}}, f"aggregating {kind} documents by {field}")
         return {b["key"]: int(b["doc_count"]) for b in answer["aggregations"]["counts"]["buckets"]}
 
+    def query(
+        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Documents of ``kind``, oldest first, as the embedded store's ``query`` gives them:
+        ``since``/``until`` are ISO-8601 UTC bounds on ``timestamp`` (since inclusive, until
+        exclusive); at most ``limit`` (10,000 when not given: use a scroll for more)."""
+        bounds = {k: v for k, v in (("gte", since), ("lt", until)) if v is not None}
+        body: dict[str, Any] = {
+            "query": {"range": {"timestamp": bounds}} if bounds else {"match_all": {}},
+            "sort": [{"timestamp": "asc"}, {"id": "asc"}],
+            "size": 10_000 if limit is None else limit,
+        }
+        answer = self._search(kind, body, f"reading {kind} documents")
+        return [h["_source"] for h in answer["hits"]["hits"]]
+
     def fetch(self, kind: str, ids: Sequence[str]) -> dict[str, StoredDocument]:
         """The stored documents of ``kind`` with these ids (absent ids are left out)."""
         if not ids:

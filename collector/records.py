@@ -108,8 +108,3 @@ def iso_utc(seconds: Sequence[float] | pd.Series) -> list[str | None]:
         for v in values
     ]
 
-
-def doc_time(doc: Mapping[str, Any]) -> datetime | None:
-    """The record's own time, from its ``timestamp``."""
-    stamp = doc.get("timestamp")
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) if stamp else None

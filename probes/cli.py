@@ -13,7 +13,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from collector.errors import ConfigError, FairacctError
+from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
 from collector.sinks import open_sink
@@ -159,9 +159,9 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
     doc: dict[str, Any] = {
         "read": views.read_json(result, slots=False)["read"],
         "enqueued": result.enqueued,
-        "sent": dict(flushed.sent) if flushed else {},
-        "retry": dict(flushed.retried) if flushed else {},
-        "dead": dict(flushed.dead) if flushed else {},
+        "sent": _nonzero(flushed.sent) if flushed else {},
+        "retry": _nonzero(flushed.retried) if flushed else {},
+        "dead": _nonzero(flushed.dead) if flushed else {},
     }
     sections: list[views.Section] = [("read", _read_summary(result))]
     if snapshot is not None:
@@ -198,6 +198,10 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
             print(f"fairacct: note: {note}", file=sys.stderr)
     print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
     return EXIT_OK
+
+
+def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
 
 
 def _read_summary(result: CycleResult) -> str:
@@ -240,6 +244,7 @@ def _store_cycle(config: ProbeConfig, strict: bool | None) -> CycleResult:
     with Outbox(state / "outbox.sqlite") as outbox:
         sink = open_sink(config.store.url, base=state, auth=config.store.auth())
         try:
+            _check_templates(sink, config.store.url)
             return run_once(config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict)
         finally:
             sink.close()
@@ -274,6 +279,19 @@ class _LineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return " | ".join(line for line in super().format(record).splitlines() if line.strip())
+
+
+def _check_templates(sink: object, url: str) -> None:
+    """Elasticsearch must have fairacct's index templates before records go in, or it would
+    guess the fields' types from the first documents."""
+    check = getattr(sink, "check_templates", None)
+    if check is None:
+        return
+    found = check()
+    if not found.ok:
+        problems = [f"missing for {', '.join(found.missing)}"] if found.missing else []
+        problems += [f"{kind}: {what}" for kind, what in found.differ.items()]
+        raise SinkError(f"{url}: index templates {'; '.join(problems)}: run `fairacct mappings install` first")
 
 
 def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:

@@ -22,6 +22,23 @@ MODULES = [
     "probes.sources.queue",
     "probes.sources.history",
     "probes.accounting",
+    "probes.accounting.penalty",
+    "probes.accounting.fairshare",
+    "probes.accounting.machines",
+    "collector.records",
+    "collector.sinks",
+    "collector.outbox",
+    "collector.elasticsearch",
+    "probes.cycle",
+    "probes.overhead",
+    "probes.views",
+    "probes.matching",
+    "probes.sources.live",
+    "probes.sources.swf",
+    "probes.sources.alea",
+    "probes.service",
+    "probes.health",
+    "probes.usage",
 ]
 
 

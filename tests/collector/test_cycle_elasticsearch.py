@@ -1,0 +1,53 @@
+"""A probe cycle into Elasticsearch (osmem-server, a real HTTP server), through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collector.elasticsearch import ElasticsearchSink
+from probes.cli import main
+
+from ..conftest import ROOT
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("scheme", ["http", "opensearch+http"])
+def test_the_demo_cycle_lands_in_elasticsearch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, osmem_url: str, scheme: str
+) -> None:
+    url = osmem_url.replace("http", scheme, 1)
+    config = tmp_path / "probe.toml"
+    config.write_text(
+        (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    )
+    common = ["--config", str(config), "--store", url]
+    # without fairacct's templates, Elasticsearch would guess the types: refused, nothing lost
+    code, _, err = run(capsys, "probe", "once", *common)
+    assert code == 1 and "index templates missing for slot, allocation, job, fairshare, summary" in err
+    assert "run `fairacct mappings install` first" in err
+    code, out, err = run(capsys, "mappings", "install", *common)
+    assert code == 0 and out.startswith("installed templates: ")
+    for _ in range(2):  # twice: the second stores nothing new
+        code, out, err = run(capsys, "probe", "once", *common, "--json")
+        assert code == 0, err
+    doc = json.loads(out)
+    assert doc["sent"] == {"slot": 36, "allocation": 72} and doc["dead"] == {}
+    with ElasticsearchSink.from_url(url) as sink:
+        assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (36, 72, 60)
+        assert set(sink.field_types("slot")) == {"fairacct-slot-2026.11"}
+        # the overhead histogram from the stored records is the one `fairacct overhead` prints
+        stored = sink.search_counts("slot", "overhead_cu")
+    code, out, _ = run(capsys, "overhead", "--config", str(config), "--json")
+    assert {str(k): v for k, v in stored.items()} == json.loads(out)["histogram"]
+    code, out, _ = run(capsys, "records", "job", *common, "--since", "2026-11-21T14:00:00Z", "--json")
+    jobs = json.loads(out)
+    assert jobs and all(j["timestamp"] >= "2026-11-21T14:00:00Z" for j in jobs)
+    assert [j["timestamp"] for j in jobs] == sorted(j["timestamp"] for j in jobs)
