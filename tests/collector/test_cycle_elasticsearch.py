@@ -51,3 +51,30 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     jobs = json.loads(out)
     assert jobs and all(j["timestamp"] >= "2026-11-21T14:00:00Z" for j in jobs)
     assert [j["timestamp"] for j in jobs] == sorted(j["timestamp"] for j in jobs)
+
+
+def test_a_rejected_record_goes_to_the_dead_letters_and_its_batch_is_delivered(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, osmem_url: str
+) -> None:
+    from collector.outbox import Outbox
+    from collector.records import table_docs
+    from probes.config import load_config
+    from probes.overhead import overhead_report
+    from probes.sources.status import read_status
+
+    config = load_config(ROOT / "config/demo.toml")
+    snapshot, _ = read_status(config.sources.status_files, config)
+    docs = table_docs("slot", overhead_report(snapshot, config).slots, probe="test")
+    docs[5]["overhead_cu"] = "lots"  # a mapping conflict: overhead_cu is an integer field
+    with ElasticsearchSink.from_url(osmem_url) as sink, Outbox(tmp_path / "state/outbox.sqlite") as outbox:
+        sink.install_templates()
+        outbox.commit({"slot": docs}, {})
+        result = outbox.flush(sink)
+        assert (result.sent["slot"], result.dead["slot"]) == (35, 1)
+        assert sink.count("slot") == 35
+        (dead,) = outbox.dead_letters()
+        assert dead["id"] == docs[5]["id"] and "overhead_cu" in dead["error"]
+        assert outbox.status().depth == {} and outbox.status().dead_letters == {"slot": 1}
+    (tmp_path / "probe.toml").write_text('[probe]\nstate_dir = "state"\n')
+    code, out, _ = run(capsys, "outbox", "--config", str(tmp_path / "probe.toml"))
+    assert code == 0 and "dead letters: 1" in out and docs[5]["id"] in out
