@@ -39,6 +39,7 @@ MODULES = [
     "probes.service",
     "probes.health",
     "probes.usage",
+    "probes.usage_views",
 ]
 
 

@@ -313,20 +313,3 @@ def test_times(text: str, seconds: float) -> None:
     assert parse_time(text) == seconds
 
 
-@pytest.mark.parametrize(
-    "module",
-    ["probes.accounting.machines", "probes.accounting.penalty", "probes.accounting.fairshare",
-     "probes.sources.swf", "probes.sources.alea", "probes.usage", "probes.usage_views"],
-)  # fmt: skip
-def test_all_lists_exactly_the_public_names(module: str) -> None:
-    import importlib
-    import inspect
-
-    mod = importlib.import_module(module)
-    defined = {
-        name
-        for name, value in vars(mod).items()
-        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module
-    }
-    assert set(mod.__all__) <= set(vars(mod)), "listed but missing"
-    assert defined <= set(mod.__all__), f"public but not listed: {sorted(defined - set(mod.__all__))}"

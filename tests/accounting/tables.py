@@ -45,3 +45,21 @@ def allocations_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         record.update(row)
         records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+# The two partitionable slots of the real HTCondor 25.0.13 pool (../shared/fixtures/README.md),
+# from its numbers:
+#   slot1@cpu-node1@vm: 16 cores / 32768 MiB, dynamic slots 4/2048 and 12/8192
+#     -> unallocated 16-4-12 = 0 cores, 32768-2048-8192 = 22528 MiB
+#   slot1@gpu-node1@vm: 16 cores / 32768 MiB / 4 GPUs, dynamic slots 4/2048, 4/2048,
+#     2/4096/1 GPU, 1/24576 -> unallocated 5 cores, 0 MiB, 3 GPUs
+CONDOR25_SLOTS: tuple[dict[str, Any], ...] = (
+    {"name": "slot1@cpu-node1@vm", "partition": "cpu", "total_cpus": 16, "total_memory": 32768,
+     "unallocated_cpus": 0, "unallocated_memory": 22528, "interval_s": 300},
+    {"name": "slot1@gpu-node1@vm", "partition": "gpu", "total_cpus": 16, "total_memory": 32768, "total_gpus": 4,
+     "unallocated_cpus": 5, "unallocated_memory": 0, "unallocated_gpus": 3, "interval_s": 300},
+)  # fmt: skip
+
+
+def condor25_slots() -> pd.DataFrame:
+    return slots_table(CONDOR25_SLOTS)

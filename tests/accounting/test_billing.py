@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from probes.accounting import RESOURCES, bill, true_overhead
 
-from .tables import GIB, UNITS, allocations_table, slots_table
+from .tables import GIB, UNITS, allocations_table, condor25_slots, slots_table
 
 # Seed 003's Figure 2 nodes, taken as 8 cores / 16 GiB: the third example's 10/9 needs a
 # 16 GB node: billable memory = 16 - 6 (3 CU * 2 GB) = 10 GB, allocated = 16 - 7 = 9 GB.
@@ -78,30 +78,7 @@ def test_seed_003_three_cu_of_true_overhead() -> None:
 
 def test_condor25_pool_bills() -> None:
     """The real HTCondor 25.0.13 pool of the fixtures README, built by hand from its numbers."""
-    slots = slots_table(
-        [
-            {
-                "name": "slot1@cpu-node1@vm",
-                "partition": "cpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "unallocated_cpus": 0,
-                "unallocated_memory": 22528,
-                "interval_s": 300,
-            },
-            {
-                "name": "slot1@gpu-node1@vm",
-                "partition": "gpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "total_gpus": 4,
-                "unallocated_cpus": 5,
-                "unallocated_memory": 0,
-                "unallocated_gpus": 3,
-                "interval_s": 300,
-            },
-        ]
-    )
+    slots = condor25_slots()
     allocations = allocations_table(
         [
             {"parent": "slot1@cpu-node1@vm", "cpus": 4, "memory": 2048},

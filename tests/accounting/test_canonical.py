@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from probes.accounting import RESOURCES, CanonicalUnit, true_overhead
 
-from .tables import CPU_UNIT, GIB, GPU_UNIT, UNITS, slots_table
+from .tables import CPU_UNIT, GIB, GPU_UNIT, UNITS, condor25_slots, slots_table
 
 # Seed 003 Figure 2 uses "1 CPU core and 2 GB of memory"; the node is 8 cores / 16 GiB here
 # (the billing examples need 16 GB, see test_billing.py), so the totals never decide.
@@ -80,32 +80,7 @@ def test_gpu_unit_counts_gpus_only() -> None:
 
 def test_condor25_pool_numbers() -> None:
     """The two partitionable slots of the real HTCondor 25.0.13 pool (fixtures README)."""
-    slots = slots_table(
-        [
-            # slot1@cpu-node1@vm: 16 cores / 32768 MiB, dynamic slots 4/2048 and 12/8192
-            # -> unallocated 16-4-12 = 0 cores, 32768-2048-8192 = 22528 MiB
-            {
-                "name": "slot1@cpu-node1@vm",
-                "partition": "cpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "unallocated_cpus": 0,
-                "unallocated_memory": 22528,
-            },
-            # slot1@gpu-node1@vm: 16 cores / 32768 MiB / 4 GPUs, dynamic slots 4/2048,
-            # 4/2048, 2/4096/1 GPU, 1/24576 -> unallocated 5 cores, 0 MiB, 3 GPUs
-            {
-                "name": "slot1@gpu-node1@vm",
-                "partition": "gpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "total_gpus": 4,
-                "unallocated_cpus": 5,
-                "unallocated_memory": 0,
-                "unallocated_gpus": 3,
-            },
-        ]
-    )
+    slots = condor25_slots()
     out = true_overhead(slots, UNITS)
     # CPU node under {1 core, 2 GiB}: min(floor(0/1), floor(22528/2048)=11) = 0
     # GPU node under {1 GPU}: floor(3/1) = 3, although no memory is left to use them

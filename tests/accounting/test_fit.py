@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import probes.accounting.fit as fit_module
 from probes.accounting import RESOURCES, demand_overlap, fits_idle, true_overhead
 
-from .tables import GIB, UNITS, slots_table
+from .tables import GIB, UNITS, condor25_slots, slots_table
 
 
 def idle_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -80,30 +80,7 @@ def test_equal_amounts_fit_despite_float_sums() -> None:
 
 def test_condor25_idle_jobs() -> None:
     """The real HTCondor 25.0.13 pool of the fixtures README, from its numbers."""
-    slots = slots_table(
-        [
-            {
-                "name": "slot1@cpu-node1@vm",
-                "partition": "cpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "unallocated_cpus": 0,
-                "unallocated_memory": 22528,
-                "interval_s": 300,
-            },
-            {
-                "name": "slot1@gpu-node1@vm",
-                "partition": "gpu",
-                "total_cpus": 16,
-                "total_memory": 32768,
-                "total_gpus": 4,
-                "unallocated_cpus": 5,
-                "unallocated_memory": 0,
-                "unallocated_gpus": 3,
-                "interval_s": 300,
-            },
-        ]
-    )
+    slots = condor25_slots()
     idle = idle_table(
         [
             {"request_cpus": 2, "request_memory": 4096, "request_gpus": 1, "count": 1},  # 11.4
