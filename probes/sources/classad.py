@@ -39,6 +39,8 @@ from collector.errors import ClassAdError, SourceError
 
 __all__ = [
     "Attr",
+    "fallbacks",
+    "unique_attrs",
     "columns_from_classads",
     "read_ad_files",
     "to_classad",
@@ -73,14 +75,43 @@ class Kind(enum.Enum):
 class Attr:
     """An attribute a table needs.
 
-    ``unless`` names another attribute: where that one is present, this one is not read (its
+    ``unless`` names other attributes: where any of them is present, this one is not read (its
     column holds None or NaN there). ``RequestMemory`` is usually an expression, and behind
-    ``MemoryProvisioned`` it is not needed; this spares evaluating it for every job.
+    ``MemoryProvisioned`` it is not needed; this spares evaluating it for every job. The same
+    makes a list of fallbacks cheap ("the first of Owner, User present").
     """
 
     name: str
     kind: Kind = Kind.ANY
-    unless: str | None = None
+    unless: str | tuple[str, ...] | None = None
+
+    @property
+    def shadows(self) -> tuple[str, ...]:
+        """The attributes whose presence makes this one unread."""
+        if self.unless is None:
+            return ()
+        return (self.unless,) if isinstance(self.unless, str) else tuple(self.unless)
+
+
+def fallbacks(names: Sequence[str], kind: Kind) -> list[Attr]:
+    """Attributes of which the first present is used: each is read only where none of those
+    before it is present."""
+    return [Attr(name, kind, unless=tuple(names[:i]) or None) for i, name in enumerate(names)]
+
+
+def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
+    """One Attr per name (names are case-insensitive), in first-seen order. An attribute wanted
+    twice is skipped only where both occurrences would skip it."""
+    merged: dict[str, Attr] = {}
+    for a in attrs:
+        key = a.name.lower()
+        if key not in merged:
+            merged[key] = a
+            continue
+        old = merged[key]
+        common = tuple(u for u in old.shadows if u.lower() in {v.lower() for v in a.shadows})
+        merged[key] = Attr(old.name, old.kind, unless=common or None)
+    return list(merged.values())
 
 
 @dataclass(frozen=True)
@@ -302,7 +333,7 @@ def columns_from_classads(
     objects = np.full((len(ads), len(attrs)), None, dtype=object)
     for i, ad in enumerate(ads):
         for j, a in enumerate(attrs):
-            if a.unless is None or a.unless not in ad:
+            if not any(u in ad for u in a.shadows):
                 _store(numeric, objects, a, i, j, _eval(ad, a.name), report)
     raw = np.array([ad.printOld() for ad in ads] + [None], dtype=object)[:-1]
     return (
@@ -392,6 +423,8 @@ class _Scanner:
         self.keep_raw = keep_raw
         self.attrs = list(attrs)
         self.index = {a.name.lower(): i for i, a in enumerate(self.attrs)}
+        # per attribute, the columns of the attributes that shadow it (see Attr.unless)
+        self._shadows = [[self.index[u.lower()] for u in a.shadows if u.lower() in self.index] for a in self.attrs]
         # each attribute as the folded bytes "name = " in little-endian 8-byte words
         self.patterns = []
         for a in self.attrs:
@@ -492,8 +525,8 @@ class _Scanner:
         # not read at all
         wanted = line_of >= 0
         for j, attr in enumerate(self.attrs):
-            if attr.unless is not None and attr.unless.lower() in self.index:
-                wanted[:, j] &= line_of[:, self.index[attr.unless.lower()]] < 0
+            for u in self._shadows[j]:
+                wanted[:, j] &= line_of[:, u] < 0
         ad_i, attr_j = np.nonzero(wanted)
         lines = line_of[ad_i, attr_j]
         vs = starts[lines] + self.lengths[attr_j]
@@ -505,8 +538,8 @@ class _Scanner:
         # An expression needs classad2, unless the attribute it stands behind is present.
         for j, attr in enumerate(self.attrs):
             need = deferred[:, j]
-            if attr.unless is not None and attr.unless.lower() in self.index:
-                need = need & (line_of[:, self.index[attr.unless.lower()]] < 0)
+            for u in self._shadows[j]:
+                need = need & (line_of[:, u] < 0)
             slow |= need
 
         keep = np.ones(n_ads, dtype=bool)
@@ -524,8 +557,8 @@ class _Scanner:
                 _store(numeric, objects, self.attrs[j], ad, j, value, report)
 
         for j, attr in enumerate(self.attrs):
-            if attr.unless is not None and attr.unless.lower() in self.index:
-                shadowed = line_of[:, self.index[attr.unless.lower()]] >= 0
+            if self._shadows[j]:
+                shadowed = (line_of[:, self._shadows[j]] >= 0).any(axis=1)
                 if attr.kind is Kind.NUMBER:
                     numeric[shadowed, j] = np.nan
                 else:
@@ -932,7 +965,7 @@ def _read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, kee
         values = []
         for a in attrs:
             raw = folded.get(a.name.lower())
-            if a.unless is not None and a.unless.lower() in folded:
+            if any(u.lower() in folded for u in a.shadows):
                 values.append(None)
                 continue
             if _needs_classad2(raw):

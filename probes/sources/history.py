@@ -22,7 +22,7 @@ import pandas as pd
 
 from collector.errors import SourceError
 from probes.config import ProbeConfig
-from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ad_files, read_ads
+from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ad_files, read_ads, unique_attrs
 
 __all__ = ["JOB_COLUMNS", "history_files", "jobs_table", "job_attrs", "read_history"]
 
@@ -50,14 +50,14 @@ def job_attrs(config: ProbeConfig) -> list[Attr]:
         Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n), Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n),
-        *(Attr(a, s) for a in (*creds.user, *creds.group, *creds.project, *creds.queue, *creds.qos)),
-        *(Attr(a, s) for a in (*config.site.attributes, *config.site.resource_attributes)),
+        # credentials and site: the first attribute present wins, the others are not read
+        *(a for names in (creds.user, creds.group, creds.project, creds.queue, creds.qos) for a in fallbacks(names, s)),
+        *fallbacks(config.site.attributes, s), *fallbacks(config.site.resource_attributes, s),
     ]  # fmt: skip
     if config.machines.speed_attribute:
         attrs.append(Attr(f"MachineAttr{config.machines.speed_attribute}0", n))
     attrs += [Attr(a, Kind.ANY) for a in config.sources.job_attributes]
-    seen: set[str] = set()
-    return [a for a in attrs if not (a.name.lower() in seen or seen.add(a.name.lower()))]  # type: ignore[func-returns-value]
+    return unique_attrs(attrs)
 
 
 def history_files(path: str | os.PathLike[str]) -> list[Path]:

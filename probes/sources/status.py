@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from probes.config import ProbeConfig
-from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
+from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ads, unique_attrs
 
 __all__ = ["RESOURCES", "Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
 
@@ -68,24 +68,14 @@ def slot_attrs(config: ProbeConfig) -> list[Attr]:
         Attr("GlobalJobId", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
         Attr("ChildName", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
-        *(Attr(a, s) for a in config.site.attributes),
-        *(Attr(a, s) for a in config.site.resource_attributes),
+        *fallbacks(config.site.attributes, s), *fallbacks(config.site.resource_attributes, s),
     ]  # fmt: skip
     for a in (config.machines.speed_attribute, config.machines.cost_attribute):
         if a:
             attrs.append(Attr(a, n))
     attrs += [Attr(a, Kind.ANY) for a in config.sources.slot_attributes]
-    return _unique(attrs)
+    return unique_attrs(attrs)
 
-
-def _unique(attrs: Sequence[Attr]) -> list[Attr]:
-    seen: set[str] = set()
-    out = []
-    for a in attrs:
-        if a.name.lower() not in seen:
-            seen.add(a.name.lower())
-            out.append(a)
-    return out
 
 
 def read_status(
