@@ -104,3 +104,29 @@ def test_the_demo_bills_add_up() -> None:
     for r in ("cpus", "memory", "gpus"):
         total = billed[f"billed_{r}"].reindex(n.index).fillna(0) + n[f"unattributed_{r}"] + n[f"overhead_{r}"]
         assert total.to_numpy() == pytest.approx(n[f"total_{r}"].to_numpy()), r
+
+
+def test_the_cross_check_asks_for_jobs_within_the_true_overhead(tmp_path: Path) -> None:
+    """Seed 003, section 3.1: a node with 3 cores and 4 GB unallocated has 2 CU of true
+    overhead, and is suspicious only if jobs "that request less than 2 CPUs and 4 GB of
+    memory, i.e. 2 canonical units" were waiting. A 3-core job would fit the leftovers, but not
+    within the 2 CU; a 2-core, 4 GB job would."""
+    import pandas as pd
+
+    dump = tmp_path / "status.ads"
+    dump.write_text(
+        'Name = "slot1@node"\nMachine = "node"\nSlotType = "Partitionable"\nMyCurrentTime = 1795300000\n'
+        "TotalSlotCpus = 8\nTotalSlotMemory = 16384\nTotalSlotDisk = 1000000.0\nCpus = 3\nMemory = 4096\nDisk = 500000\n"
+    )
+    config = ProbeConfig()
+    snapshot, _ = read_status([dump], config)
+
+    def idle(cpus: float, memory: float) -> pd.DataFrame:
+        return pd.DataFrame({"request_cpus": [cpus], "request_memory": [memory], "request_disk": [1.0], "request_gpus": [0.0], "count": [1]})
+
+    three_cores = overhead_report(snapshot, config, idle(3, 1024))
+    assert three_cores.slots["overhead_cu"].tolist() == [2]
+    assert three_cores.slots["fits_idle"].tolist() == [False]
+    two_cu = overhead_report(snapshot, config, idle(2, 4096))
+    assert two_cu.slots["fits_idle"].tolist() == [True]
+    assert two_cu.overlap is not None and two_cu.overlap["suspicious_cu_hours"] == 2 * 300 / 3600
