@@ -16,10 +16,8 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
 
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox

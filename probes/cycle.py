@@ -32,7 +32,7 @@ from probes.sources.live import LivePool
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.status import Snapshot, read_status
 
-__all__ = ["CycleResult", "check_sources", "cycle_records", "iso_utc", "new_jobs", "read_live", "read_sources", "run_once"]
+__all__ = ["CycleResult", "check_sources", "cycle_records", "history_key", "iso_utc", "new_jobs", "read_live", "read_sources", "run_once"]
 
 
 @dataclass
@@ -66,7 +66,7 @@ def read_sources(
         for path in src.history:
             jobs, rep = read_history([path], config, strict=strict)
             report.merge(rep)
-            key = f"history:{os.path.abspath(path)}"
+            key = history_key(path)
             fresh, mark = new_jobs(jobs, (checkpoints or {}).get(key))
             frames.append(fresh)
             result.checkpoints[key] = mark
@@ -123,6 +123,11 @@ def read_live(
     return result
 
 
+def history_key(path: str | os.PathLike[str]) -> str:
+    """The outbox checkpoint name of a history file or directory."""
+    return f"history:{os.path.abspath(path)}"
+
+
 def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The jobs past a history checkpoint, and the checkpoint after them.
 
@@ -176,7 +181,7 @@ def run_once(
     if config.sources.live:
         result = read_live(config, pool or LivePool(config), now=time.time(), checkpoint=outbox.checkpoint)
     else:
-        checkpoints = {f"history:{os.path.abspath(p)}": outbox.checkpoint(f"history:{os.path.abspath(p)}") for p in config.sources.history}
+        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in config.sources.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
     records = cycle_records(result, config, probe=probe)
     faults.point("before-commit")

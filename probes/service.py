@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
 import threading
 import time
@@ -63,7 +62,7 @@ from collector.sinks import open_sink
 from probes.accounting.fairshare import CREDENTIALS, fairshare, job_usage, window_usage
 from probes.accounting.penalty import job_penalties
 from probes.config import ProbeConfig
-from probes.cycle import CycleResult, check_sources, cycle_records, read_live, read_sources
+from probes.cycle import CycleResult, check_sources, cycle_records, history_key, read_live, read_sources
 from probes.health import HealthServer, Metrics
 from probes.quarantine import write_quarantine
 from probes.sources.live import LivePool
@@ -304,7 +303,7 @@ class ProbeService:
                 )
             else:
                 config = self._only("history")
-                keys = [f"history:{os.path.abspath(p)}" for p in config.sources.history]
+                keys = [history_key(p) for p in config.sources.history]
                 result = read_sources(config, checkpoints={k: outbox.checkpoint(k) for k in keys})
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()

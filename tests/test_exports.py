@@ -36,6 +36,7 @@ MODULES = [
     "probes.sources.live",
     "probes.sources.swf",
     "probes.sources.alea",
+    "probes.sources.credentials",
     "probes.service",
     "probes.health",
     "probes.usage",

@@ -23,6 +23,7 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.config import ProbeConfig
 from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ad_files, read_ads, unique_attrs
+from probes.sources.credentials import group_of
 
 __all__ = ["JOB_COLUMNS", "history_files", "jobs_table", "job_attrs", "read_history"]
 
@@ -159,18 +160,10 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
             break
         values = ads[name][missing]
         if name.lower() == "accountinggroup":
-            values = np.array([_group_of(v) for v in values] + [None], dtype=object)[:-1]
+            values = np.array([group_of(v) for v in values] + [None], dtype=object)[:-1]
         out[missing] = values
     return out
 
-
-def _group_of(accounting_group: object) -> str | None:
-    """'group_cms.alice@pool' -> 'group_cms'; an ungrouped 'alice' -> None."""
-    if not isinstance(accounting_group, str):
-        return None
-    local = accounting_group.partition("@")[0]
-    group, dot, _ = local.rpartition(".")
-    return group if dot else None
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:

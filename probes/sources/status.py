@@ -23,6 +23,7 @@ import pandas as pd
 
 from probes.config import ProbeConfig
 from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ads, unique_attrs
+from probes.sources.credentials import group_of
 
 __all__ = ["RESOURCES", "Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
 
@@ -167,7 +168,7 @@ def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
     orphans = [i for i in p[is_part] if name[i] not in has_ads and isinstance(ads["ChildCpus"][i], list)]
     from_lists = _child_allocations(ads, orphans, observed, config.pool.name)
     allocations = pd.concat([f for f in (from_ads, from_static, from_lists) if len(f)] or [from_ads], ignore_index=True)
-    allocations["group"] = _group_of(allocations["accounting_group"])
+    allocations["group"] = [group_of(v) for v in allocations["accounting_group"]]
     allocations["interval_s"] = config.pool.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
@@ -237,12 +238,6 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
                 }
             )
     return pd.DataFrame.from_records(records)
-
-
-def _group_of(accounting_group: pd.Series) -> pd.Series:
-    """'group_cms.alice@pool' -> 'group_cms'; an ungrouped 'alice@pool' -> None."""
-    local = accounting_group.astype(object).str.split("@").str[0]
-    return local.where(local.str.contains(".", regex=False, na=False)).str.rsplit(".", n=1).str[0]
 
 
 def _zero(values: np.ndarray) -> np.ndarray:
