@@ -56,8 +56,6 @@ CHUNK_BYTES = 1 << 21
 
 _FOLD = np.uint64(0x2020202020202020)  # OR-ing 0x20 folds ASCII letters; names are case-insensitive
 _PAD = b"\0" * 72  # lets 8-byte words be read past the end of a chunk
-_NAME_START = np.zeros(256, dtype=bool)
-_NAME_START[[*range(65, 91), *range(97, 123), 95]] = True
 _MAX_INT_DIGITS = 18  # larger integers overflow ClassAd's int64; classad2 decides what they become
 
 
@@ -273,9 +271,11 @@ def read_ads(
 # the "-long" form
 
 
-def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, bool]]:
-    """Yield (chunk, truncated) with chunks cut between ads.
+def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
+    """Yield (data, n, truncated): ``data[:n]`` holds whole ads and ends with a newline.
 
+    ``data`` goes on for at least ``len(_PAD)`` bytes after ``n`` (the next ads, or padding),
+    so that 8-byte words can be read at any line start without copying the chunk.
     ``truncated`` is set on the last chunk when the file does not end with a newline: HTCondor
     always ends a dump with one, so the last ad was cut short.
     """
@@ -288,13 +288,15 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, bool]]:
             at = offset + block.index(b"\0")
             raise SourceError(f"{path}: binary file (a NUL byte at offset {at}), expected ClassAds in text form")
         offset += len(block)
-        data = rest + block
+        data = rest + block if rest else block
         if banners is None:
             banners = data.startswith(b"***") or b"\n***" in data
         if not block:
             if data.strip():
                 truncated = not data.endswith(b"\n")
-                yield (data if not truncated else data + b"\n"), truncated
+                if truncated:
+                    data += b"\n"
+                yield data + _PAD, len(data), truncated
             return
         cut = data.rfind(b"\n\n")
         if banners:
@@ -302,23 +304,82 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, bool]]:
         if cut < 0:
             rest = data  # one ad longer than a block: keep reading
             continue
-        chunk, rest = data[: cut + 1], data[cut + 1 :]
-        yield chunk, False
+        n = cut + 1
+        yield (data if len(data) - n >= len(_PAD) else data[:n] + _PAD), n, False
+        rest = data[n:]
 
 
 def _read_long(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
     scanner = _Scanner(attrs, keep_raw)
     report = ReadReport()
-    parts = []
+    table = _Table(attrs, os.fstat(fh.fileno()).st_size)
     first_line = 1
-    for chunk, truncated in _chunks(fh, path):
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n")
-        part, n_lines = scanner.scan(chunk, path, first_line, truncated, report, strict)
+    done = 0
+    for data, n, truncated in _chunks(fh, path):
+        done += n
+        if b"\r" in data:
+            n -= data.count(b"\r\n", 0, n)
+            data = data.replace(b"\r\n", b"\n")
+            if len(data) - n < len(_PAD):
+                data = data[:n] + _PAD
+        part, n_lines = scanner.scan(data, n, path, first_line, truncated, report, strict)
         first_line += n_lines
-        if len(part):
-            parts.append(part)
-    return AdColumns.concat(parts, attrs), report
+        table.append(part, done)
+    return table.result(), report
+
+
+class _Table:
+    """The columns of a file's ads, filled chunk by chunk.
+
+    They are allocated once for the number of ads the file's size suggests (and grown by a
+    quarter if it was too few), so a table is held once: concatenating per-chunk parts at the
+    end would hold it twice, and leave the heap too fragmented to give the parts' memory back.
+    """
+
+    def __init__(self, attrs: Sequence[Attr], size: int) -> None:
+        self.attrs = attrs
+        self.size = size  # bytes in the file
+        self.n = 0
+        self.columns: dict[str, np.ndarray] = {}
+        self.path = np.empty(0, dtype=object)
+        self.line = np.empty(0, dtype=np.int64)
+        self.raws: list[np.ndarray] = []
+
+    def append(self, part: AdColumns, done: int) -> None:
+        """Add a chunk's ads; ``done`` is the bytes of the file read so far."""
+        m = len(part)
+        if not m:
+            return
+        if self.n + m > len(self.line):
+            estimate = int(1.05 * (self.n + m) * self.size / max(done, 1)) + 16  # ads per byte so far
+            self._grow(max(self.n + m, estimate, int(1.25 * len(self.line))))
+        end = self.n + m
+        for a in self.attrs:
+            self.columns[a.name][self.n : end] = part.columns[a.name]
+        self.path[self.n : end] = part.path
+        self.line[self.n : end] = part.line
+        if part.raw is not None:
+            self.raws.append(part.raw)
+        self.n = end
+
+    def _grow(self, capacity: int) -> None:
+        for a in self.attrs:  # one column at a time, so that only one is held twice
+            new = _empty(a.kind, capacity)
+            if a.name in self.columns:
+                new[: self.n] = self.columns[a.name][: self.n]
+            self.columns[a.name] = new
+        path = np.empty(capacity, dtype=object)
+        path[: self.n] = self.path[: self.n]
+        line = np.zeros(capacity, dtype=np.int64)
+        line[: self.n] = self.line[: self.n]
+        self.path, self.line = path, line
+
+    def result(self) -> AdColumns:
+        n = self.n
+        if not self.columns:
+            return AdColumns.concat([], self.attrs)
+        raw = np.concatenate(self.raws) if self.raws else None
+        return AdColumns({k: v[:n] for k, v in self.columns.items()}, self.path[:n], self.line[:n], raw)
 
 
 def columns_from_classads(
@@ -374,7 +435,7 @@ def read_ad_files(
         data = b"\n".join(d for _, d in batch)
         seen = len(report.malformed)
         try:
-            part, _ = scanner.scan(data, "", 1, False, report, strict=False)
+            part, _ = scanner.scan(data + _PAD, len(data), "", 1, False, report, strict=False)
         finally:
             batch, size = [], 0
         for k in range(seen, len(report.malformed)):
@@ -438,31 +499,43 @@ class _Scanner:
             self.patterns.append((len(pat), words, masks))
         self.lengths = np.array([n for n, _, _ in self.patterns], dtype=np.int64)
         self.kinds = np.array([_KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
-        full = sorted({int(w[0]) for n, w, _ in self.patterns if n >= 8})
-        self.first_words = np.array(full, dtype=np.uint64)
+        # patterns of 8 bytes or more, grouped by their first word, in a hash table of those
+        firsts = sorted({int(w[0]) for n, w, _ in self.patterns if n >= 8})
+        self.group_of = [firsts.index(int(w[0])) if n >= 8 else -1 for n, w, _ in self.patterns]
+        self.first_words = np.array(firsts, dtype=np.uint64)
+        self.hash = _hash_table(firsts)
 
     # -- chunk level ----------------------------------------------------------------------------
 
     def scan(
         self,
         data: bytes,
+        n: int,
         path: str,
         first_line: int,
         truncated: bool,
         report: ReadReport,
         strict: bool,
     ) -> tuple[AdColumns, int]:
-        """Read one chunk (whole ads, ending with a newline); also return its number of lines."""
-        n = len(data)
-        padded = data + _PAD
-        buf = np.frombuffer(padded, dtype=np.uint8)
-        words = np.ndarray((n,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
-        nl = np.flatnonzero(buf[:n] == 10)
-        starts = np.empty(len(nl), dtype=np.int64)
+        """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
+        readable bytes after them. Also return the number of lines read."""
+        buf = np.frombuffer(data, dtype=np.uint8)
+        words = np.ndarray((n,), dtype="<u8", buffer=data, offset=0, strides=(1,))  # 8 bytes from each position
+        # Newlines and '=' signs in one pass. A line's first '=' is then the event right after
+        # the newline before it (when that event is not its own newline): no search pairs them.
+        head = buf[:n]
+        events = np.flatnonzero((head == 10) | (head == 61))
+        event_byte = buf[events]
+        nl_event = np.flatnonzero(event_byte == 10)
+        ends = events[nl_event]
+        starts = np.empty(len(ends), dtype=np.int64)
         starts[0] = 0
-        starts[1:] = nl[:-1] + 1
-        ends = nl
-        first = buf[starts]
+        starts[1:] = ends[:-1] + 1
+        line_event = np.empty(len(ends), dtype=np.int64)  # the first event of each line
+        line_event[0] = 0
+        line_event[1:] = nl_event[:-1] + 1
+        w0 = words[starts]
+        first = w0 & np.uint64(0xFF)
         sep = (ends == starts) | (first == 42)  # blank line, or a history file's "*** " banner
         attr_line = ~sep
         prev_sep = np.empty_like(sep)
@@ -472,7 +545,7 @@ class _Scanner:
         ad_first_line = np.flatnonzero(ad_start)
         n_ads = len(ad_first_line)
         if n_ads == 0:
-            return AdColumns.concat([], self.attrs), len(nl)
+            return AdColumns.concat([], self.attrs), len(ends)
         ad_of = np.cumsum(ad_start) - 1  # meaningful on attribute lines only
         next_sep = np.empty_like(sep)
         next_sep[-1] = True
@@ -482,40 +555,43 @@ class _Scanner:
         ad_end = ends[ad_last_line] + 1
 
         # A line is canonical when it is "Name = value" as HTCondor writes it: a name start
-        # character, and its first '=' with one space on each side and a value after it.
-        a_lines = np.flatnonzero(attr_line)
-        eqs = np.flatnonzero(buf[:n] == 61)
-        k = np.searchsorted(eqs, starts[a_lines])
-        eq = eqs[np.minimum(k, len(eqs) - 1)] if len(eqs) else np.zeros(len(a_lines), np.int64)
+        # character, and its first '=' with one space on each side and a value after it. The
+        # bytes around the '=' are read as one word: x" = "y with x and y not spaces.
+        eq = events[line_event]
+        around = words[np.maximum(eq - 2, 0)]
         ok = (
-            (k < len(eqs))
-            & (eq < ends[a_lines] - 1)
-            & _NAME_START[first[a_lines]]
-            & (buf[eq - 1] == 32)
-            & (buf[eq + 1] == 32)
-            & (buf[np.maximum(eq - 2, 0)] != 32)
-            & (buf[eq + 2] != 32)
+            (line_event != nl_event)  # the line's first event is a '=', not its newline
+            & (eq < ends - 1)
+            & ((((first | np.uint64(0x20)) - np.uint64(97)) < 26) | (first == 95))  # a letter or '_'
+            & ((around & np.uint64(0xFFFFFF00)) == np.uint64(0x203D2000))
+            & ((around & np.uint64(0xFF)) != 32)
+            & ((around & np.uint64(0xFF00000000)) != np.uint64(0x2000000000))
         )
         odd = np.zeros(n_ads, dtype=bool)
-        odd[ad_of[a_lines[~ok]]] = True
+        odd[ad_of[np.flatnonzero(attr_line & ~ok)]] = True
         if truncated:
             odd[-1] = True
 
-        # Find the wanted attributes' lines: compare each line's first folded 8-byte word with
-        # the patterns' first words, then the candidates' further words.
-        w0 = words[starts[a_lines]] | _FOLD
-        line_of = np.full((n_ads, len(self.attrs)), -1, dtype=np.int64)
-        if len(self.first_words):
+        # Find the wanted attributes' lines: a line's first folded 8-byte word is looked up in
+        # a small hash table of the patterns' first words, then candidates' further words are
+        # compared. Separator lines never match: no pattern starts with '*' or a newline.
+        w0 |= _FOLD
+        if self.hash is not None:
+            mult, shift, table_word, table_group = self.hash
+            slot = (w0 * mult) >> shift
+            cand = np.flatnonzero(table_word[slot] == w0)
+            cand_group = table_group[slot[cand]]
+        else:  # hundreds of attributes: the differential tests, not the tables
             pos = np.searchsorted(self.first_words, w0)
             pos[pos == len(self.first_words)] = 0
-            hit = self.first_words[pos] == w0
-            cand = a_lines[hit]
-            cand_word = self.first_words[pos[hit]]
+            cand = np.flatnonzero(self.first_words[pos] == w0)
+            cand_group = pos[cand]
+        line_of = np.full((n_ads, len(self.attrs)), -1, dtype=np.int64)
         for j, (length, pwords, pmasks) in enumerate(self.patterns):
             if length >= 8:
-                lines = cand[cand_word == pwords[0]]
+                lines = cand[cand_group == self.group_of[j]]
             else:
-                lines = a_lines[(w0 & pmasks[0]) == pwords[0]]
+                lines = np.flatnonzero((w0 & pmasks[0]) == pwords[0])
             for i in range(1, len(pwords)):
                 w = (words[starts[lines] + 8 * i] | _FOLD) & pmasks[i]
                 lines = lines[w == pwords[i]]
@@ -572,7 +648,7 @@ class _Scanner:
             _repeat(path, int(keep.sum())),
             first_line + ad_first_line[keep],
             raw,
-        ), len(nl)
+        ), len(ends)
 
     # -- the exact path ---------------------------------------------------------------------
 
@@ -592,15 +668,46 @@ class _Scanner:
             return None
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
         # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
-        # first bad one: every attribute of the text must be in what it parsed
-        names = {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
-        if len(ads) != 1 or names - {k.lower() for k in ads[0].keys()}:
+        # first bad one: every attribute of the text must be in what it parsed. As many
+        # attributes as lines proves it; only an ad that repeats a name needs the names compared.
+        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0].keys()}):
             offset, reason = _diagnose(text)
             report.malformed.append(Malformed(path, line + offset, reason, text))
             return None
         ad = ads[0]
         wanted = range(len(self.attrs)) if whole else np.flatnonzero(deferred)
         return {int(j): _eval(ad, self.attrs[j].name) for j in wanted}
+
+
+def _names(text: str) -> set[str]:
+    """The attribute names of an ad's text, case-folded."""
+    return {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
+
+
+def _hash_table(keys: Sequence[int]) -> tuple[np.uint64, np.uint64, np.ndarray, np.ndarray] | None:
+    """A collision-free multiplicative hash of the 8-byte words ``keys``: (multiplier, shift,
+    the key in each slot, the key's index in each slot), or None for too many keys to keep the
+    table small. Empty slots hold the word 0, which no folded line start is (folding sets a
+    bit in every byte)."""
+    if len(keys) > _MAX_HASHED:
+        return None
+    bits = 2 * len(keys).bit_length() + 1  # twice the square of the keys: few collisions
+    words = np.array(keys, dtype=np.uint64)
+    shift = np.uint64(64 - bits)
+    rng = np.random.default_rng(0)  # the same table on every run
+    while True:
+        mult = rng.integers(1 << 62, 1 << 63, dtype=np.uint64) | np.uint64(1)
+        slots = (words * mult) >> shift
+        if len(np.unique(slots)) == len(keys):
+            break
+    table_word = np.zeros(1 << bits, dtype=np.uint64)
+    table_word[slots] = words
+    table_group = np.full(1 << bits, -1, dtype=np.int16)
+    table_group[slots] = np.arange(len(keys))
+    return mult, shift, table_word, table_group
+
+
+_MAX_HASHED = 64  # a table of at most 2**15 slots; more keys are looked up by binary search
 
 
 def _fold(name: bytes) -> bytes:
@@ -695,7 +802,7 @@ def _convert(
     # numbers, in the spellings HTCondor writes
     s = np.flatnonzero((((fb >= 48) & (fb <= 57)) | (fb == 45)) & (width <= 40))
     if len(s):
-        ok, is_int, values = _numbers(buf, vs[s], width[s])
+        ok, is_int, values = _numbers(data, ascii_text, buf, words, vs[s], width[s])
         s, is_int, values = s[ok], is_int[ok], values[ok]
         to_num = kind[s] == _NUMBER
         numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = values[to_num]
@@ -763,90 +870,115 @@ def _strings(data: bytes, ascii_text: str | None, buf: np.ndarray, a: np.ndarray
     return clean, texts
 
 
-def _numbers(buf: np.ndarray, vs: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validate and parse numbers written as -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?, vectorized.
+def _numbers(
+    data: bytes, ascii_text: str | None, buf: np.ndarray, words: np.ndarray, vs: np.ndarray, width: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate and parse numbers written as -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?.
 
     Returns (ok, is_int, values as float64). Anything else (".5", "007", "1.", "+1") is not ok
-    and goes to classad2, which decides what it means. Integers, the bulk, take a short path.
+    and goes to classad2, which decides what it means. Integers of up to 16 digits, the bulk,
+    are parsed eight digits at a time in 64-bit words; the others are parsed one by one.
     """
+    neg = buf[vs] == 45
+    digits_at = vs + neg
+    count = width - neg
     ok = np.zeros(len(vs), dtype=bool)
-    is_int = np.zeros(len(vs), dtype=bool)
     values = np.full(len(vs), np.nan)
-    # grouped by width, so that the byte matrix of each group is not wider than it needs
-    bins = np.searchsorted(_WIDTH_BINS, width)
-    order = np.argsort(bins, kind="stable")
-    bounds = np.searchsorted(bins[order], np.arange(len(_WIDTH_BINS) + 1), side="left")
-    for g in range(len(_WIDTH_BINS)):
-        group = order[bounds[g] : bounds[g + 1]]
-        if not len(group):
-            continue
-        w = width[group]
-        W = int(w.max())
-        cols = np.arange(W)
-        # right-aligned, so that column c holds the digit of weight 10**(W-1-c)
-        outside = cols < (W - w)[:, None]
-        index = (vs[group] + w - W)[:, None] + cols
-        index[outside] = 0  # before the value: read anything, then overwrite below
-        m = buf[index]
-        m[outside] = 48
-        d = m - np.uint8(48)
-        digit = d < 10
-        neg = buf[vs[group]] == 45
-        others = (~digit).sum(axis=1)
-        lead = buf[vs[group] + neg]
-        plain = (others == neg) & (w - neg >= 1) & (w - neg <= _MAX_INT_DIGITS) & ((lead != 48) | (w - neg == 1))
-        if plain.any():
-            # integers are summed from their digits: numpy's text-to-number conversion is slow
-            dp = d[plain]
-            dp[~digit[plain]] = 0
-            magnitude = dp.astype(np.float64) @ _POW10[W - 1 - cols]
-            values[group[plain]] = np.where(neg[plain], -magnitude, magnitude)
-            ok[group[plain]] = True
-            is_int[group[plain]] = True
-        rest = np.flatnonzero(~plain & (others > neg))
-        if len(rest):
-            left = buf[vs[group][rest][:, None] + cols]
-            left[cols >= w[rest][:, None]] = 0
-            real_ok = _reals(left, w[rest])
-            good = group[rest[real_ok]]
-            ok[good] = True
-            values[good] = left[real_ok].view(f"S{W}").ravel().astype(np.float64)
+    short = np.flatnonzero((count >= 1) & (count <= 16))
+    if len(short):
+        c = count[short]
+        at = digits_at[short]
+        head = words[at]
+        long = c > 8
+        magnitude, digits = _digits8(head, np.where(long, c - 8, c))
+        tail = np.flatnonzero(long)
+        if len(tail):
+            low, low_digits = _digits8(words[at[tail] + c[tail] - 8], np.full(len(tail), 8))
+            magnitude[tail] = magnitude[tail] * np.uint64(100_000_000) + low
+            digits[tail] &= low_digits
+        digits &= ((head & np.uint64(0xFF)) != 48) | (c == 1)  # no leading zero
+        good = short[digits]
+        ok[good] = True
+        mag = magnitude[digits].astype(np.float64)
+        values[good] = np.where(neg[good], -mag, mag)
+    is_int = ok.copy()
+    # reals written -I.F with at most 15 digits, as HTCondor writes times and CPU seconds
+    rest = np.flatnonzero(~ok & (width <= 16))
+    if len(rest):
+        real, value = _decimals(buf, vs[rest], width[rest])
+        ok[rest[real]] = True
+        values[rest[real]] = value[real]
+    # the rest (exponents, long numbers, and what is no number at all), one at a time
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        begins, stops = vs[rest].tolist(), (vs[rest] + width[rest]).tolist()
+        if ascii_text is not None:
+            texts = [ascii_text[a:b] for a, b in zip(begins, stops)]
+        else:
+            texts = [data[a:b].decode("utf-8", "replace") for a, b in zip(begins, stops)]
+        for k, text in zip(rest.tolist(), texts):
+            m = _NUMBER_TEXT.fullmatch(text)
+            if m is None:
+                continue
+            integral = m.group(2) is None and m.group(3) is None
+            if integral and len(m.group(1)) > _MAX_INT_DIGITS:
+                continue
+            ok[k] = True
+            is_int[k] = integral
+            values[k] = float(text)
     return ok, is_int, values
 
 
-def _reals(m: np.ndarray, width: np.ndarray) -> np.ndarray:
-    """Which rows of zero-padded bytes ``m`` are reals as HTCondor writes them."""
-    W = m.shape[1]
-    cols = np.arange(W)
+def _decimals(buf: np.ndarray, vs: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which values are -?(0|[1-9]d*).d+ with at most 15 digits, and their values.
+
+    The digits make an integer mantissa M below 2**53, so M / 10**f is one correctly rounded
+    division of exact operands: the double strtod (and so classad2) gives.
+    """
+    cols = np.arange(16)
     inside = cols < width[:, None]
-    rows = np.arange(len(m))
-    digit = (m - np.uint8(48)) < 10
-    minus = m == 45
-    plus = m == 43
-    dot = m == 46
-    exp = (m | 0x20) == 101
-    ok = ~(inside & ~(digit | minus | plus | dot | exp)).any(axis=1)
-    has_e = exp.any(axis=1)
-    epos = np.where(has_e, exp.argmax(axis=1), width)
-    ndot = dot.sum(axis=1)
-    dpos = np.where(ndot > 0, dot.argmax(axis=1), epos)
-    neg = minus[:, 0]
-    after_e = np.minimum(epos + 1, W - 1)
-    sign_after_e = has_e & (minus | plus)[rows, after_e] & (epos + 1 < width)
-    ok &= (ndot <= 1) & (exp.sum(axis=1) <= 1) & (dpos <= epos)
-    ok &= (minus | plus).sum(axis=1) == neg.astype(np.int64) + sign_after_e
-    int_start = neg.astype(np.int64)
-    int_len = dpos - int_start
-    ok &= (int_len >= 1) & ((m[rows, np.minimum(int_start, W - 1)] != 48) | (int_len == 1))
-    ok &= (ndot == 0) | (epos - dpos - 1 >= 1)
-    ok &= ~has_e | (width - (epos + 1 + sign_after_e) >= 1)
-    return ok
+    m = buf[vs[:, None] + cols]
+    d = m - np.uint8(48)
+    digit = (d < 10) & inside
+    dot = (m == 46) & inside
+    neg = m[:, 0] == 45
+    dpos = dot.argmax(axis=1)
+    n_digits = digit.sum(axis=1)
+    ok = (dot.sum(axis=1) == 1) & (n_digits == width - 1 - neg) & (n_digits <= 15)
+    ok &= (dpos > neg) & (dpos < width - 1)  # digits on both sides of the dot
+    ok &= (m[np.arange(len(m)), neg.astype(np.int64)] != 48) | (dpos == neg + 1)  # no leading zero
+    frac = width - 1 - dpos
+    # digit c has weight 10**(width - 1 - c), less one before the dot
+    power = width[:, None] - 1 - cols - (cols < dpos[:, None])
+    mantissa = np.where(digit, d, 0).astype(np.float64) * _POW10[np.clip(power, 0, 15)]
+    value = mantissa.sum(axis=1) / _POW10[np.clip(frac, 0, 15)]
+    return ok, np.where(neg, -value, value)
 
 
-_POW10 = 10.0 ** np.arange(64)
+_POW10 = 10.0 ** np.arange(16)
+_NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_ZEROS = np.uint64(0x3030303030303030)
+_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
+_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+_ONE = np.uint64(1)
+
+
+def _digits8(word: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``count`` (1 to 8) bytes of each little-endian word read as a decimal number,
+    and whether they are all digits (SWAR: all lanes of a word at once)."""
+    shift = (8 * (8 - count)).astype(np.uint64)
+    # shift the digits to the top and fill below with '0's: leading zeros, value unchanged
+    x = (word << shift) | (_ZEROS & ((_ONE << shift) - _ONE))
+    digits = ((x & _HIGH_NIBBLES) == _ZEROS) & ((((x & _LOW_NIBBLES) + np.uint64(0x0606060606060606)) & _HIGH_NIBBLES) == 0)
+    v = x & _LOW_NIBBLES
+    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    v = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    return v, digits
+
+
 _STRINGS: dict[str, str] = {}
 _MAX_CACHED = 20_000
-_WIDTH_BINS = np.array([1, 2, 4, 8, 12, 19, 40])
 
 
 _LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.I)

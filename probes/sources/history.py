@@ -103,7 +103,7 @@ def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "job_id": global_id,
-            "schedd": [g.partition("#")[0] if isinstance(g, str) else None for g in global_id],
+            "schedd": _schedds(global_id),
             "cluster": _int(ads["ClusterId"]),
             "proc": _int(ads["ProcId"]),
             "user": _credential(ads, creds.user),
@@ -164,6 +164,16 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
         out[missing] = values
     return out
 
+
+
+def _schedds(global_ids: np.ndarray) -> list[str | None]:
+    """The schedd of each GlobalJobId ("schedd#cluster.proc#qdate"), one str per schedd."""
+    seen: dict[str, str] = {}
+    out: list[str | None] = []
+    for g in global_ids:
+        name = g.partition("#")[0] if isinstance(g, str) else None
+        out.append(seen.setdefault(name, name) if name is not None else None)
+    return out
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from collector.errors import ClassAdError, SourceError
+import probes.sources.classad as classad_module
 from probes.sources.classad import Attr, Kind, read_ad_files, read_ads
 
 WANTED = [Attr("Name", Kind.STRING), Attr("Cpus", Kind.NUMBER), Attr("Args", Kind.STRING)]
@@ -123,3 +124,27 @@ def test_per_job_files_problems_name_the_file(tmp_path: Path) -> None:
         ("history.1.2", 1, "truncated: the file ends in the middle of a line"),
         ("history.1.3", 2, "attribute 'Cpus': cannot parse the value '4 +* 2'"),
     ]
+
+
+def test_windows_line_endings_read_as_unix_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dump copied through Windows (CRLF), read in small chunks: same values and lines."""
+    monkeypatch.setattr(classad_module, "CHUNK_BYTES", 64)
+    ads = [f'Name = "slot{i}@a"\nCpus = {i}\nArgs = "x"\n' for i in range(40)]
+    path = write(tmp_path, "\n".join(ads).replace("\n", "\r\n").encode())
+    columns, report = read_ads(path, WANTED)
+    assert list(columns["Cpus"]) == [float(i) for i in range(40)] and not report.malformed
+    assert list(columns.line) == [1 + 4 * i for i in range(40)]
+
+
+def test_a_file_whose_first_ads_are_large_grows_its_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is sized from the first chunk's ads per byte; many small ads after large ones
+    outgrow that estimate, and every ad is still read, in order."""
+    monkeypatch.setattr(classad_module, "CHUNK_BYTES", 4096)
+    large = [f'Name = "big{i}"\nCpus = {i}\nArgs = "{"y" * 3000}"\n' for i in range(3)]
+    small = [f'Name = "s{i}"\nCpus = {i}\n' for i in range(3000)]
+    path = write(tmp_path, "\n".join(large + small))
+    columns, report = read_ads(path, WANTED)
+    assert len(columns) == 3003 and not report.malformed
+    assert list(columns["Name"][:4]) == ["big0", "big1", "big2", "s0"] and columns["Name"][-1] == "s2999"
+    assert list(columns["Cpus"][3:]) == [float(i) for i in range(3000)]
+    assert columns["Args"][2] == "y" * 3000 and columns["Args"][3] is None

@@ -70,7 +70,11 @@ def assert_same_as_classad2(path: Path, text: str | None = None) -> int:
         "classads/history-glidein-job-finished.ad",
     ],
 )
-def test_every_attribute_of_every_fixture(fixtures: Path, relative: str) -> None:
+@pytest.mark.parametrize("lookup", ["hashed", "binary search"])
+def test_every_attribute_of_every_fixture(fixtures: Path, relative: str, lookup: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of looking names up: a hash table (a table's few dozen names), and a binary
+    search (hundreds of names, as here)."""
+    monkeypatch.setattr(classad_module, "_MAX_HASHED", 10_000 if lookup == "hashed" else 0)
     assert assert_same_as_classad2(fixtures / relative) > 0
 
 
