@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_DATA = HERE / ".data"
@@ -41,7 +43,6 @@ MAX_SCALING = 4.4
 MAX_PEAK_MB = 300  # decimal megabytes, the stricter reading of "300 MB"
 WORKER_TIMEOUT_S = 1800  # a reader stuck for half an hour has failed; do not hang `make bench`
 
-EXIT_FAIL = 1
 EXIT_UNMEASURED = 2
 
 # Libraries must not spread work over threads the pinned core then has to time-share; set
@@ -368,10 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         ),
     ]
-    print()
-    for ok, text in checks:
-        print(f"{'PASS' if ok else 'FAIL'}  {text}")
-    return 0 if all(ok for ok, _ in checks) else EXIT_FAIL
+    return verdict(checks)
 
 
 if __name__ == "__main__":

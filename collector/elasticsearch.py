@@ -252,6 +252,16 @@ def _read_auth(
 # -- the two flavours ---------------------------------------------------------------------------
 
 
+def _tls_options(url: str, verify_certs: bool, auth: _Auth) -> dict[str, Any]:
+    """The client options for TLS, the same in both flavours: none over plain HTTP."""
+    if not url.startswith("https://"):
+        return {}
+    options: dict[str, Any] = {"verify_certs": verify_certs}
+    if auth.ca_certs is not None:
+        options["ca_certs"] = auth.ca_certs
+    return options
+
+
 class _Client(Protocol):
     """One HTTP request to the cluster, decoded; failures raise :class:`ElasticsearchError`
     whose message starts with ``where`` and names ``what`` was being done."""
@@ -322,10 +332,7 @@ class _ElasticsearchClient:
             options["api_key"] = auth.api_key.reveal()
         if auth.username is not None and auth.password is not None:
             options["basic_auth"] = (auth.username, auth.password.reveal())
-        if url.startswith("https://"):
-            options["verify_certs"] = verify_certs
-            if auth.ca_certs is not None:
-                options["ca_certs"] = auth.ca_certs
+        options.update(_tls_options(url, verify_certs, auth))
         # No retries in the client: the sink retries whole bulks itself, with its own budget.
         try:
             self._es = Elasticsearch(
@@ -387,10 +394,7 @@ class _OpenSearchClient:
             options["headers"] = {"authorization": f"ApiKey {auth.api_key.reveal()}"}
         if auth.username is not None and auth.password is not None:
             options["http_auth"] = (auth.username, auth.password.reveal())
-        if url.startswith("https://"):
-            options["verify_certs"] = verify_certs
-            if auth.ca_certs is not None:
-                options["ca_certs"] = auth.ca_certs
+        options.update(_tls_options(url, verify_certs, auth))
         try:
             self._os = opensearchpy.OpenSearch(
                 hosts=[url], timeout=timeout_s, max_retries=0, retry_on_timeout=False, retry_on_status=(), **options

@@ -845,6 +845,14 @@ def _convert(
     return numeric, objects, fast
 
 
+def _texts(data: bytes, ascii_text: str | None, a: np.ndarray, b: np.ndarray) -> list[str]:
+    """The texts ``data[a:b]``: sliced from the chunk's str when it is ASCII (the usual case,
+    and much cheaper), decoded one by one otherwise."""
+    if ascii_text is not None:
+        return [ascii_text[i:j] for i, j in zip(a.tolist(), b.tolist())]
+    return [data[i:j].decode("utf-8", "replace") for i, j in zip(a.tolist(), b.tolist())]
+
+
 def _strings(data: bytes, ascii_text: str | None, buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The texts ``data[a:b]`` as an object array, and whether each is free of quotes and
     backslashes (the others are left to classad2).
@@ -852,10 +860,7 @@ def _strings(data: bytes, ascii_text: str | None, buf: np.ndarray, a: np.ndarray
     Slicing a str is cheaper than any numpy detour here: the texts must become Python str
     objects for the table anyway.
     """
-    if ascii_text is not None:
-        got = [ascii_text[i:j] for i, j in zip(a.tolist(), b.tolist())]
-    else:
-        got = [data[i:j].decode("utf-8", "replace") for i, j in zip(a.tolist(), b.tolist())]
+    got = _texts(data, ascii_text, a, b)
     # Users, groups, sites repeat in every ad: one str object each keeps a table of 200,000
     # jobs in a third of the memory. The cache is bounded so that it cannot grow with history.
     if len(_STRINGS) > _MAX_CACHED:
@@ -911,11 +916,7 @@ def _numbers(
     # the rest (exponents, long numbers, and what is no number at all), one at a time
     rest = np.flatnonzero(~ok)
     if len(rest):
-        begins, stops = vs[rest].tolist(), (vs[rest] + width[rest]).tolist()
-        if ascii_text is not None:
-            texts = [ascii_text[a:b] for a, b in zip(begins, stops)]
-        else:
-            texts = [data[a:b].decode("utf-8", "replace") for a, b in zip(begins, stops)]
+        texts = _texts(data, ascii_text, vs[rest], vs[rest] + width[rest])
         for k, text in zip(rest.tolist(), texts):
             m = _NUMBER_TEXT.fullmatch(text)
             if m is None:
