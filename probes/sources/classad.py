@@ -6,9 +6,10 @@ by blank lines (history files separate them with ``*** ...`` banner lines instea
 ``classad2.parseAds`` reads them exactly, but slows down on large inputs and builds every
 attribute of every ad, while a table needs a few dozen.
 
-So this module reads whole chunks of a file with numpy: it finds the lines of the wanted
-attributes by comparing 8-byte words of each line's start, and converts the values that are
-literals (numbers, plain strings, booleans, ``undefined``, lists of those) column by column.
+So this module reads whole chunks of a file at a time: one compiled pass over the bytes
+(:mod:`probes.sources.classad_lines`) finds the ads, the lines of the wanted attributes and the
+literals among their values (numbers, plain strings, booleans, ``undefined``, lists), and numpy
+turns those into columns.
 Anything else is handed to ``classad2`` in the context of its own ad: expressions (evaluated),
 strings with backslashes, numbers in unusual spellings, and every ad with a line that is not in
 HTCondor's canonical ``Name = value`` form. Those ads are rare, and for them the answer is by
@@ -27,7 +28,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TextIO
 
@@ -36,27 +37,43 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import ClassAdError, SourceError
+from probes.sources.classad_lines import (
+    FALSE,
+    INT,
+    LIST,
+    NUMBER_TEXT,
+    REAL,
+    STRING,
+    TRUE,
+    UNDEFINED,
+    NameTable,
+    first_equal,
+    scan_lines,
+    texts,
+)
+from probes.sources.columns import ColumnBuilder
 
 __all__ = [
-    "Attr",
-    "fallbacks",
-    "unique_attrs",
-    "columns_from_classads",
-    "read_ad_files",
-    "to_classad",
     "AdColumns",
+    "Attr",
     "Kind",
     "Malformed",
     "ReadReport",
+    "collect",
+    "columns_from_classads",
+    "fallbacks",
+    "iter_ad_files",
+    "iter_ads",
+    "read_ad_files",
     "read_ads",
+    "to_classad",
+    "unique_attrs",
 ]
 
 #: Bytes read from a file at a time; an ad longer than this is read whole all the same.
 CHUNK_BYTES = 1 << 21
 
-_FOLD = np.uint64(0x2020202020202020)  # OR-ing 0x20 folds ASCII letters; names are case-insensitive
-_PAD = b"\0" * 72  # lets 8-byte words be read past the end of a chunk
-_MAX_INT_DIGITS = 18  # larger integers overflow ClassAd's int64; classad2 decides what they become
+_PAD = b"\0" * 8  # the scan reads a few bytes past a line's end without checking
 
 
 class Kind(enum.Enum):
@@ -245,6 +262,21 @@ def read_ads(
     empty, binary), and :class:`ClassAdError` for the first malformed ad when ``strict``.
     Otherwise malformed ads are skipped and listed in the report.
     """
+    report = ReadReport()
+    return collect(iter_ads(path, attrs, report, strict=strict, keep_raw=keep_raw), attrs, _size(path)), report
+
+
+def iter_ads(
+    path: str | os.PathLike[str],
+    attrs: Sequence[Attr],
+    report: ReadReport,
+    *,
+    strict: bool = False,
+    keep_raw: bool = False,
+) -> Iterator[tuple[AdColumns, int]]:
+    """:func:`read_ads` a chunk at a time: yield each chunk's ads and the bytes of the file read
+    so far (of ``os.path.getsize(path)``), and add what was found besides values to ``report``.
+    A caller that turns each chunk into its own table never holds the file's ads whole."""
     name = os.fspath(path)
     try:
         fh = open(name, "rb")
@@ -262,9 +294,39 @@ def read_ads(
         if b"\0" in head:
             raise SourceError(f"{name}: binary file (NUL bytes), expected ClassAds in text form")
         if head.lstrip()[:1] != b"[":
-            return _read_long(fh, name, attrs, strict, keep_raw)
+            yield from _iter_long(fh, name, attrs, report, strict, keep_raw)
+            return
+        size = os.fstat(fh.fileno()).st_size
     with open(name, encoding="utf-8", errors="replace") as text:
-        return _read_json(text, name, attrs, strict, keep_raw)
+        columns, found = _read_json(text, name, attrs, strict, keep_raw)
+    report.merge(found)
+    yield columns, size
+
+
+def collect(parts: Iterable[tuple[AdColumns, int]], attrs: Sequence[Attr], size: int | None = None) -> AdColumns:
+    """The ads of all ``parts`` (as :func:`iter_ads` yields them) in one AdColumns; ``size``
+    is the input's length in bytes, if known, to allocate the columns once."""
+    builder = ColumnBuilder(size)
+    raws: list[np.ndarray] = []
+    for part, done in parts:
+        builder.append({**part.columns, _PATH: part.path, _LINE: part.line}, done)
+        if part.raw is not None:
+            raws.append(part.raw)
+    columns = builder.result()
+    if not columns:
+        return AdColumns.concat([], attrs)
+    path, line = columns.pop(_PATH), columns.pop(_LINE)
+    return AdColumns(columns, path, line, np.concatenate(raws) if raws else None)
+
+
+_PATH, _LINE = "\0path", "\0line"  # no attribute has these names
+
+
+def _size(path: str | os.PathLike[str]) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None  # iter_ads says why
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,23 +337,25 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
     """Yield (data, n, truncated): ``data[:n]`` holds whole ads and ends with a newline.
 
     ``data`` goes on for at least ``len(_PAD)`` bytes after ``n`` (the next ads, or padding),
-    so that 8-byte words can be read at any line start without copying the chunk.
+    so that the scan can look a few bytes past a line without copying the chunk.
     ``truncated`` is set on the last chunk when the file does not end with a newline: HTCondor
     always ends a dump with one, so the last ad was cut short.
+
+    Each chunk is read from the start of its first ad (the tail of the one before is read
+    again) rather than joined to that tail, which would copy every chunk once more.
     """
-    rest = b""
     banners: bool | None = None  # history files separate ads with "*** " lines
-    offset = 0
+    start = 0  # the file offset of data[0]
+    size = CHUNK_BYTES
     while True:
-        block = fh.read(CHUNK_BYTES)
-        if b"\0" in block:
-            at = offset + block.index(b"\0")
+        fh.seek(start)
+        data = fh.read(size)
+        if b"\0" in data:
+            at = start + data.index(b"\0")
             raise SourceError(f"{path}: binary file (a NUL byte at offset {at}), expected ClassAds in text form")
-        offset += len(block)
-        data = rest + block if rest else block
         if banners is None:
             banners = data.startswith(b"***") or b"\n***" in data
-        if not block:
+        if len(data) < size:  # the end of the file
             if data.strip():
                 truncated = not data.endswith(b"\n")
                 if truncated:
@@ -302,17 +366,18 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
         if banners:
             cut = max(cut, data.rfind(b"\n***"))
         if cut < 0:
-            rest = data  # one ad longer than a block: keep reading
+            size *= 2  # one ad longer than a chunk: read it whole
             continue
         n = cut + 1
         yield (data if len(data) - n >= len(_PAD) else data[:n] + _PAD), n, False
-        rest = data[n:]
+        start += n
+        size = CHUNK_BYTES
 
 
-def _read_long(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
+def _iter_long(
+    fh: BinaryIO, path: str, attrs: Sequence[Attr], report: ReadReport, strict: bool, keep_raw: bool
+) -> Iterator[tuple[AdColumns, int]]:
     scanner = _Scanner(attrs, keep_raw)
-    report = ReadReport()
-    table = _Table(attrs, os.fstat(fh.fileno()).st_size)
     first_line = 1
     done = 0
     for data, n, truncated in _chunks(fh, path):
@@ -324,62 +389,7 @@ def _read_long(fh: BinaryIO, path: str, attrs: Sequence[Attr], strict: bool, kee
                 data = data[:n] + _PAD
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, report, strict)
         first_line += n_lines
-        table.append(part, done)
-    return table.result(), report
-
-
-class _Table:
-    """The columns of a file's ads, filled chunk by chunk.
-
-    They are allocated once for the number of ads the file's size suggests (and grown by a
-    quarter if it was too few), so a table is held once: concatenating per-chunk parts at the
-    end would hold it twice, and leave the heap too fragmented to give the parts' memory back.
-    """
-
-    def __init__(self, attrs: Sequence[Attr], size: int) -> None:
-        self.attrs = attrs
-        self.size = size  # bytes in the file
-        self.n = 0
-        self.columns: dict[str, np.ndarray] = {}
-        self.path = np.empty(0, dtype=object)
-        self.line = np.empty(0, dtype=np.int64)
-        self.raws: list[np.ndarray] = []
-
-    def append(self, part: AdColumns, done: int) -> None:
-        """Add a chunk's ads; ``done`` is the bytes of the file read so far."""
-        m = len(part)
-        if not m:
-            return
-        if self.n + m > len(self.line):
-            estimate = int(1.05 * (self.n + m) * self.size / max(done, 1)) + 16  # ads per byte so far
-            self._grow(max(self.n + m, estimate, int(1.25 * len(self.line))))
-        end = self.n + m
-        for a in self.attrs:
-            self.columns[a.name][self.n : end] = part.columns[a.name]
-        self.path[self.n : end] = part.path
-        self.line[self.n : end] = part.line
-        if part.raw is not None:
-            self.raws.append(part.raw)
-        self.n = end
-
-    def _grow(self, capacity: int) -> None:
-        for a in self.attrs:  # one column at a time, so that only one is held twice
-            new = _empty(a.kind, capacity)
-            if a.name in self.columns:
-                new[: self.n] = self.columns[a.name][: self.n]
-            self.columns[a.name] = new
-        path = np.empty(capacity, dtype=object)
-        path[: self.n] = self.path[: self.n]
-        line = np.zeros(capacity, dtype=np.int64)
-        line[: self.n] = self.line[: self.n]
-        self.path, self.line = path, line
-
-    def result(self) -> AdColumns:
-        n = self.n
-        if not self.columns:
-            return AdColumns.concat([], self.attrs)
-        raw = np.concatenate(self.raws) if self.raws else None
-        return AdColumns({k: v[:n] for k, v in self.columns.items()}, self.path[:n], self.line[:n], raw)
+        yield part, done
 
 
 def columns_from_classads(
@@ -419,16 +429,26 @@ def read_ad_files(
     Files are joined into chunks and scanned together, so a directory of 100,000 one-ad files
     costs about what one file of 100,000 ads does; paths and lines are mapped back per file.
     """
-    scanner = _Scanner(attrs)
     report = ReadReport()
-    parts: list[AdColumns] = []
+    return collect(iter_ad_files(paths, attrs, report, strict=strict), attrs), report
+
+
+def iter_ad_files(
+    paths: Sequence[str | os.PathLike[str]],
+    attrs: Sequence[Attr],
+    report: ReadReport,
+    *,
+    strict: bool = False,
+) -> Iterator[tuple[AdColumns, int]]:
+    """:func:`read_ad_files` a batch at a time, as :func:`iter_ads` does a file: yield each
+    batch's ads and the bytes read so far."""
+    scanner = _Scanner(attrs)
     batch: list[tuple[str, bytes]] = []
     size = 0
+    done = 0
 
-    def flush() -> None:
+    def scan() -> AdColumns:
         nonlocal batch, size
-        if not batch:
-            return
         names = np.array([name for name, _ in batch], dtype=object)
         counts = np.array([data.count(b"\n") + 1 for _, data in batch], dtype=np.int64)
         first = np.concatenate(([1], 1 + np.cumsum(counts)[:-1]))
@@ -445,7 +465,7 @@ def read_ad_files(
             if strict:
                 raise report.malformed[k].error()
         i = np.searchsorted(first, part.line, side="right") - 1
-        parts.append(AdColumns(part.columns, names[i], part.line - first[i] + 1))
+        return AdColumns(part.columns, names[i], part.line - first[i] + 1)
 
     for p in paths:
         name = os.fspath(p)
@@ -456,6 +476,7 @@ def read_ad_files(
             continue  # HTCondor removed it (history rotation) between the listing and now
         except OSError as exc:
             raise SourceError(f"{name}: cannot be read ({exc.strerror})") from exc
+        done += len(data)
         problem = None
         if not data.strip():
             problem = "the file is empty, expected one ClassAd"
@@ -472,9 +493,9 @@ def read_ad_files(
         batch.append((name, data.replace(b"\r\n", b"\n") if b"\r" in data else data))
         size += len(data)
         if size >= CHUNK_BYTES:
-            flush()
-    flush()
-    return AdColumns.concat(parts, attrs), report
+            yield scan(), done
+    if batch:
+        yield scan(), done
 
 
 class _Scanner:
@@ -483,27 +504,13 @@ class _Scanner:
     def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False) -> None:
         self.keep_raw = keep_raw
         self.attrs = list(attrs)
-        self.index = {a.name.lower(): i for i, a in enumerate(self.attrs)}
-        # per attribute, the columns of the attributes that shadow it (see Attr.unless)
-        self._shadows = [[self.index[u.lower()] for u in a.shadows if u.lower() in self.index] for a in self.attrs]
-        # each attribute as the folded bytes "name = " in little-endian 8-byte words
-        self.patterns = []
-        for a in self.attrs:
-            pat = _fold(a.name.encode("ascii")) + b" = "
-            padded = pat + b"\0" * (-len(pat) % 8)
-            words = np.frombuffer(padded, dtype="<u8")
-            masks = np.full(len(words), np.uint64(0xFFFFFFFFFFFFFFFF))
-            tail = len(pat) % 8
-            if tail:
-                masks[-1] = np.uint64((1 << (8 * tail)) - 1)
-            self.patterns.append((len(pat), words, masks))
-        self.lengths = np.array([n for n, _, _ in self.patterns], dtype=np.int64)
+        # the scan looks each distinct name up once; attributes map to their name's columns
+        names: dict[str, int] = {}
+        self.name_of = np.array([names.setdefault(a.name.lower(), len(names)) for a in self.attrs], dtype=np.int64)
+        self.table = NameTable.build(list(names))
+        # per attribute, the attributes that shadow it (see Attr.unless), as name columns
+        self._shadows = [np.array(sorted({names[u.lower()] for u in a.shadows if u.lower() in names}), dtype=np.int64) for a in self.attrs]
         self.kinds = np.array([_KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
-        # patterns of 8 bytes or more, grouped by their first word, in a hash table of those
-        firsts = sorted({int(w[0]) for n, w, _ in self.patterns if n >= 8})
-        self.group_of = [firsts.index(int(w[0])) if n >= 8 else -1 for n, w, _ in self.patterns]
-        self.first_words = np.array(firsts, dtype=np.uint64)
-        self.hash = _hash_table(firsts)
 
     # -- chunk level ----------------------------------------------------------------------------
 
@@ -519,109 +526,36 @@ class _Scanner:
     ) -> tuple[AdColumns, int]:
         """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
         readable bytes after them. Also return the number of lines read."""
-        buf = np.frombuffer(data, dtype=np.uint8)
-        words = np.ndarray((n,), dtype="<u8", buffer=data, offset=0, strides=(1,))  # 8 bytes from each position
-        # Newlines and '=' signs in one pass. A line's first '=' is then the event right after
-        # the newline before it (when that event is not its own newline): no search pairs them.
-        head = buf[:n]
-        events = np.flatnonzero((head == 10) | (head == 61))
-        event_byte = buf[events]
-        nl_event = np.flatnonzero(event_byte == 10)
-        ends = events[nl_event]
-        starts = np.empty(len(ends), dtype=np.int64)
-        starts[0] = 0
-        starts[1:] = ends[:-1] + 1
-        line_event = np.empty(len(ends), dtype=np.int64)  # the first event of each line
-        line_event[0] = 0
-        line_event[1:] = nl_event[:-1] + 1
-        w0 = words[starts]
-        first = w0 & np.uint64(0xFF)
-        sep = (ends == starts) | (first == 42)  # blank line, or a history file's "*** " banner
-        attr_line = ~sep
-        prev_sep = np.empty_like(sep)
-        prev_sep[0] = True
-        prev_sep[1:] = sep[:-1]
-        ad_start = attr_line & prev_sep
-        ad_first_line = np.flatnonzero(ad_start)
-        n_ads = len(ad_first_line)
+        found = scan_lines(data, n, self.table)
+        n_ads = len(found.begin)
         if n_ads == 0:
-            return AdColumns.concat([], self.attrs), len(ends)
-        ad_of = np.cumsum(ad_start) - 1  # meaningful on attribute lines only
-        next_sep = np.empty_like(sep)
-        next_sep[-1] = True
-        next_sep[:-1] = sep[1:]
-        ad_last_line = np.flatnonzero(attr_line & next_sep)
-        ad_begin = starts[ad_first_line]
-        ad_end = ends[ad_last_line] + 1
-
-        # A line is canonical when it is "Name = value" as HTCondor writes it: a name start
-        # character, and its first '=' with one space on each side and a value after it. The
-        # bytes around the '=' are read as one word: x" = "y with x and y not spaces.
-        eq = events[line_event]
-        around = words[np.maximum(eq - 2, 0)]
-        ok = (
-            (line_event != nl_event)  # the line's first event is a '=', not its newline
-            & (eq < ends - 1)
-            & ((((first | np.uint64(0x20)) - np.uint64(97)) < 26) | (first == 95))  # a letter or '_'
-            & ((around & np.uint64(0xFFFFFF00)) == np.uint64(0x203D2000))
-            & ((around & np.uint64(0xFF)) != 32)
-            & ((around & np.uint64(0xFF00000000)) != np.uint64(0x2000000000))
-        )
-        odd = np.zeros(n_ads, dtype=bool)
-        odd[ad_of[np.flatnonzero(attr_line & ~ok)]] = True
+            return AdColumns.concat([], self.attrs), found.n_lines
+        odd = found.odd
         if truncated:
             odd[-1] = True
 
-        # Find the wanted attributes' lines: a line's first folded 8-byte word is looked up in
-        # a small hash table of the patterns' first words, then candidates' further words are
-        # compared. Separator lines never match: no pattern starts with '*' or a newline.
-        w0 |= _FOLD
-        if self.hash is not None:
-            mult, shift, table_word, table_group = self.hash
-            slot = (w0 * mult) >> shift
-            cand = np.flatnonzero(table_word[slot] == w0)
-            cand_group = table_group[slot[cand]]
-        else:  # hundreds of attributes: the differential tests, not the tables
-            pos = np.searchsorted(self.first_words, w0)
-            pos[pos == len(self.first_words)] = 0
-            cand = np.flatnonzero(self.first_words[pos] == w0)
-            cand_group = pos[cand]
-        line_of = np.full((n_ads, len(self.attrs)), -1, dtype=np.int64)
-        for j, (length, pwords, pmasks) in enumerate(self.patterns):
-            if length >= 8:
-                lines = cand[cand_group == self.group_of[j]]
-            else:
-                lines = np.flatnonzero((w0 & pmasks[0]) == pwords[0])
-            for i in range(1, len(pwords)):
-                w = (words[starts[lines] + 8 * i] | _FOLD) & pmasks[i]
-                lines = lines[w == pwords[i]]
-            line_of[ad_of[lines], j] = lines  # in file order, so a repeated attribute's last wins
-
         # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
         # not read at all
-        wanted = line_of >= 0
-        for j, attr in enumerate(self.attrs):
-            for u in self._shadows[j]:
-                wanted[:, j] &= line_of[:, u] < 0
-        ad_i, attr_j = np.nonzero(wanted)
-        lines = line_of[ad_i, attr_j]
-        vs = starts[lines] + self.lengths[attr_j]
-        ascii_text = data.decode("ascii") if data.isascii() else None
-        numeric, objects, fast = _convert(self.kinds, data, ascii_text, buf, words, vs, ends[lines], ad_i, attr_j, n_ads, report, self.attrs)
-        slow = odd.copy()
+        present = found.value_start >= 0
+        shadowed = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+        for j, behind in enumerate(self._shadows):
+            if len(behind):
+                shadowed[:, j] = present[:, behind].any(axis=1)
+        ad_i, attr_j = np.nonzero(present[:, self.name_of] & ~shadowed)
+        k = self.name_of[attr_j]
+        numeric, objects, fast = _convert(
+            self.kinds, data, found.literal[ad_i, k], found.number[ad_i, k], found.integer[ad_i, k],
+            found.value_start[ad_i, k], found.value_end[ad_i, k], ad_i, attr_j, n_ads, report, self.attrs,
+        )  # fmt: skip
+        # An expression (or anything else the scan does not read) needs classad2.
         deferred = np.zeros((n_ads, len(self.attrs)), dtype=bool)
         deferred[ad_i[~fast], attr_j[~fast]] = True
-        # An expression needs classad2, unless the attribute it stands behind is present.
-        for j, attr in enumerate(self.attrs):
-            need = deferred[:, j]
-            for u in self._shadows[j]:
-                need = need & (line_of[:, u] < 0)
-            slow |= need
+        slow = odd | deferred.any(axis=1)
 
         keep = np.ones(n_ads, dtype=bool)
         for ad in np.flatnonzero(slow):
-            text = data[ad_begin[ad] : ad_end[ad]].decode("utf-8", "replace")
-            line = first_line + int(ad_first_line[ad])
+            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
+            line = first_line + int(found.first_line[ad])
             values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], report)
             if values is None:
                 if strict:
@@ -631,24 +565,21 @@ class _Scanner:
             report.evaluated += 1
             for j, value in values.items():
                 _store(numeric, objects, self.attrs[j], ad, j, value, report)
+        if odd.any():  # classad2 evaluated every attribute of these ads, shadowed ones too
+            numeric[shadowed] = np.nan
+            objects[shadowed] = None
 
-        for j, attr in enumerate(self.attrs):
-            if self._shadows[j]:
-                shadowed = (line_of[:, self._shadows[j]] >= 0).any(axis=1)
-                if attr.kind is Kind.NUMBER:
-                    numeric[shadowed, j] = np.nan
-                else:
-                    objects[shadowed, j] = None
         report.ads += int(keep.sum())
         raw = None
         if self.keep_raw:
-            raw = np.array([data[b:e].decode("utf-8", "replace") for b, e in zip(ad_begin[keep], ad_end[keep])] + [None], dtype=object)[:-1]
+            raw = np.array([data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None], dtype=object)[:-1]
+        rows = slice(None) if keep.all() else keep  # views, not copies, in the usual case
         return AdColumns(
-            {a.name: (numeric if a.kind is Kind.NUMBER else objects)[keep, j] for j, a in enumerate(self.attrs)},
+            {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(self.attrs)},
             _repeat(path, int(keep.sum())),
-            first_line + ad_first_line[keep],
+            first_line + found.first_line[rows],
             raw,
-        ), len(ends)
+        ), found.n_lines
 
     # -- the exact path ---------------------------------------------------------------------
 
@@ -666,6 +597,10 @@ class _Scanner:
         if truncated:
             report.malformed.append(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
             return None
+        if not whole:
+            values = self._evaluate_part(text, deferred)
+            if values is not None:
+                return values
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
         # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
         # first bad one: every attribute of the text must be in what it parsed. As many
@@ -679,39 +614,45 @@ class _Scanner:
         return {int(j): _eval(ad, self.attrs[j].name) for j in wanted}
 
 
+    def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
+        """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines
+        they reference, directly or through other attributes: an expression's value depends on
+        nothing else, and parsing a few lines instead of a whole job ad is most of the cost.
+
+        Any name in an expression's text counts as a reference (a superset: names in strings
+        too). None, and the whole ad is parsed, when an expression builds names at run time
+        (``eval``), or when classad2 does not keep every line of the part (a bad value)."""
+        if not text.isascii():
+            return None  # folding case could move the lines of the folded text
+        folded = "\n" + text.lower()
+        todo = [self.attrs[j].name.lower() for j in np.flatnonzero(deferred)]
+        part: dict[str, str] = {}
+        while todo:
+            name = todo.pop()
+            if name in part:
+                continue
+            at = folded.rfind("\n" + name + " = ")  # values hold no newline: a line start; the last wins
+            if at < 0:
+                continue
+            line = text[at : text.find("\n", at)]
+            part[name] = line
+            value = line[len(name) + 3 :]
+            if _RUNTIME_NAMES.search(value):
+                return None
+            todo.extend(w.lower() for w in _NAME.findall(value))
+        ads = list(classad2.parseAds("\n".join(part.values()) + "\n", classad2.ParserType.Old))
+        if len(ads) != 1 or len(ads[0]) != len(part):
+            return None
+        return {int(j): _eval(ads[0], self.attrs[j].name) for j in np.flatnonzero(deferred)}
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RUNTIME_NAMES = re.compile(r"eval", re.IGNORECASE)  # eval("Name"), evalInEachContext(...)
+
+
 def _names(text: str) -> set[str]:
     """The attribute names of an ad's text, case-folded."""
     return {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
-
-
-def _hash_table(keys: Sequence[int]) -> tuple[np.uint64, np.uint64, np.ndarray, np.ndarray] | None:
-    """A collision-free multiplicative hash of the 8-byte words ``keys``: (multiplier, shift,
-    the key in each slot, the key's index in each slot), or None for too many keys to keep the
-    table small. Empty slots hold the word 0, which no folded line start is (folding sets a
-    bit in every byte)."""
-    if len(keys) > _MAX_HASHED:
-        return None
-    bits = 2 * len(keys).bit_length() + 1  # twice the square of the keys: few collisions
-    words = np.array(keys, dtype=np.uint64)
-    shift = np.uint64(64 - bits)
-    rng = np.random.default_rng(0)  # the same table on every run
-    while True:
-        mult = rng.integers(1 << 62, 1 << 63, dtype=np.uint64) | np.uint64(1)
-        slots = (words * mult) >> shift
-        if len(np.unique(slots)) == len(keys):
-            break
-    table_word = np.zeros(1 << bits, dtype=np.uint64)
-    table_word[slots] = words
-    table_group = np.full(1 << bits, -1, dtype=np.int16)
-    table_group[slots] = np.arange(len(keys))
-    return mult, shift, table_word, table_group
-
-
-_MAX_HASHED = 64  # a table of at most 2**15 slots; more keys are looked up by binary search
-
-
-def _fold(name: bytes) -> bytes:
-    return bytes(c | 0x20 for c in name)
 
 
 def _eval(ad: classad2.ClassAd, name: str) -> Any:
@@ -758,9 +699,9 @@ _NUMBER, _STRING, _BOOL, _LIST, _ANY = range(5)
 def _convert(
     kinds: np.ndarray,
     data: bytes,
-    ascii_text: str | None,
-    buf: np.ndarray,
-    words: np.ndarray,
+    literal: np.ndarray,
+    number: np.ndarray,
+    integer: np.ndarray,
     vs: np.ndarray,
     ve: np.ndarray,
     ad_i: np.ndarray,
@@ -769,7 +710,8 @@ def _convert(
     report: ReadReport,
     attrs: Sequence[Attr],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Convert the literal values ``data[vs:ve]`` of the pairs (ad_i, attr_j) of one chunk.
+    """Convert the values ``data[vs:ve]`` of the pairs (ad_i, attr_j) of one chunk, which the
+    scan found to be the literals ``literal`` (spelling ``number``, ``integer``).
 
     All pairs are handled at once, whatever their attribute, so that the numpy calls are per
     chunk, not per attribute. Returns ``numeric`` (n_ads x attrs, float64, for NUMBER
@@ -782,59 +724,48 @@ def _convert(
     if not len(vs):
         return numeric, objects, fast
     kind = kinds[attr_j]
-    fb = buf[vs]
-    width = ve - vs
 
     def reject(sel: np.ndarray, got: str) -> None:
-        for j, count in zip(*np.unique(attr_j[sel], return_counts=True)):
-            report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
+        if len(sel):  # rare: a value of the wrong kind
+            for j, count in zip(*np.unique(attr_j[sel], return_counts=True)):
+                report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
 
-    # strings: "..." with no quote or backslash inside (old-syntax escapes are left to classad2)
-    s = np.flatnonzero((fb == 34) & (buf[ve - 1] == 34) & (width >= 2))
-    if len(s):
-        clean, texts = _strings(data, ascii_text, buf, vs[s] + 1, ve[s] - 1)
-        keep = clean & ((kind[s] == _STRING) | (kind[s] == _ANY))
-        if keep.any():
-            objects[ad_i[s[keep]], attr_j[s[keep]]] = texts[keep]
-        reject(s[clean & ~keep], "string")
-        fast[s[clean]] = True
+    def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:
+        k = kind[sel]
+        to_obj = k == accepts[0]
+        for other in accepts[1:]:
+            to_obj |= k == other
+        objects[ad_i[sel[to_obj]], attr_j[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
+        reject(sel[~to_obj], got)
+        fast[sel] = True
 
-    # numbers, in the spellings HTCondor writes
-    s = np.flatnonzero((((fb >= 48) & (fb <= 57)) | (fb == 45)) & (width <= 40))
+    # numbers in spellings the scan leaves to Python (exponents, long mantissas)
+    for i in np.flatnonzero(literal == NUMBER_TEXT).tolist():
+        text = data[vs[i] : ve[i]].decode("ascii", "replace")
+        m = _NUMBER_TEXT.fullmatch(text)
+        if m is None:
+            continue
+        if m.group(2) is None and m.group(3) is None:
+            continue  # an integer the scan did not take is beyond int64: classad2 decides
+        literal[i], number[i] = REAL, float(text)
+
+    s = np.flatnonzero((literal == INT) | (literal == REAL))
     if len(s):
-        ok, is_int, values = _numbers(data, ascii_text, buf, words, vs[s], width[s])
-        s, is_int, values = s[ok], is_int[ok], values[ok]
         to_num = kind[s] == _NUMBER
-        numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = values[to_num]
-        to_any = kind[s] == _ANY
-        if to_any.any():
-            objs = values[to_any].astype(object)
-            ints = np.flatnonzero(is_int[to_any])
-            exact = s[to_any]
-            for i in ints:
-                # re-read integers from the text: float64 holds only 53 bits
-                objs[i] = int(data[vs[exact[i]] : ve[exact[i]]]) if width[exact[i]] > 15 else int(objs[i])
-            objects[ad_i[exact], attr_j[exact]] = objs
-        reject(s[~to_num & ~to_any], "number")
+        numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = number[s[to_num]]
         fast[s] = True
-
-    # true, false, undefined (case-insensitive keywords)
-    word = words[vs] | _FOLD
-    for literal, value in ((b"true", True), (b"false", False), (b"undefined", None)):
-        mask = np.uint64((1 << (8 * min(len(literal), 8))) - 1)
-        target = np.frombuffer(literal[:8].ljust(8, b"\0"), dtype="<u8")[0]
-        hit = (width == len(literal)) & ((word & mask) == target)
-        if len(literal) > 8:
-            hit &= (buf[vs + 8] | 0x20) == literal[8]
-        h = np.flatnonzero(hit)
-        if len(h) and value is not None:
-            to_obj = (kind[h] == _BOOL) | (kind[h] == _ANY)
-            objects[ad_i[h[to_obj]], attr_j[h[to_obj]]] = value
-            reject(h[~to_obj], "bool")
-        fast[h] = True
-
-    # lists of literals
-    for i in np.flatnonzero((fb == 123) & (buf[ve - 1] == 125)):
+        s = s[~to_num]
+        exact = np.where(literal[s] == INT, integer[s].astype(object), number[s].astype(object))  # Python int and float
+        store(s, (_ANY,), exact, "number")
+    s = np.flatnonzero(literal == STRING)
+    if len(s):
+        store(s, (_STRING, _ANY), _strings(data, vs[s] + 1, ve[s] - 1), "string")
+    for value, code in ((True, TRUE), (False, FALSE)):
+        s = np.flatnonzero(literal == code)
+        if len(s):
+            store(s, (_BOOL, _ANY), value, "bool")
+    fast[literal == UNDEFINED] = True  # None already
+    for i in np.flatnonzero(literal == LIST):
         items = _list_literal(data[vs[i] : ve[i]].decode("utf-8", "replace"))
         if items is not None:
             if kind[i] in (_LIST, _ANY):
@@ -845,139 +776,29 @@ def _convert(
     return numeric, objects, fast
 
 
-def _texts(data: bytes, ascii_text: str | None, a: np.ndarray, b: np.ndarray) -> list[str]:
-    """The texts ``data[a:b]``: sliced from the chunk's str when it is ASCII (the usual case,
-    and much cheaper), decoded one by one otherwise."""
-    if ascii_text is not None:
-        return [ascii_text[i:j] for i, j in zip(a.tolist(), b.tolist())]
-    return [data[i:j].decode("utf-8", "replace") for i, j in zip(a.tolist(), b.tolist())]
+def _strings(data: bytes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The texts ``data[a:b]`` as an object array of str.
 
-
-def _strings(data: bytes, ascii_text: str | None, buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The texts ``data[a:b]`` as an object array, and whether each is free of quotes and
-    backslashes (the others are left to classad2).
-
-    Slicing a str is cheaper than any numpy detour here: the texts must become Python str
-    objects for the table anyway.
+    Each distinct text of the chunk is decoded once. Users, groups and sites repeat in every
+    ad: those that repeat within the chunk also share one str object across chunks, which keeps
+    a table of 200,000 jobs in a third of the memory. The texts seen once (job ids, hosts) skip
+    that cache, which is bounded so that it cannot grow with history.
     """
-    got = _texts(data, ascii_text, a, b)
-    # Users, groups, sites repeat in every ad: one str object each keeps a table of 200,000
-    # jobs in a third of the memory. The cache is bounded so that it cannot grow with history.
+    first = first_equal(data, a, b)
+    distinct = np.flatnonzero(first == np.arange(len(first)))
+    repeated = np.bincount(first, minlength=len(first))[distinct] > 1
+    decoded = np.empty(len(distinct), dtype=object)
+    decoded[:] = texts(data, a[distinct], b[distinct])
     if len(_STRINGS) > _MAX_CACHED:
         _STRINGS.clear()
-    got = [_STRINGS.setdefault(t, t) for t in got]
-    texts = np.empty(len(got), dtype=object)
-    texts[:] = got
-    joined = "\0".join(got)
-    if '"' not in joined and "\\" not in joined:  # the usual case: one C-level scan decides
-        return np.ones(len(got), dtype=bool), texts
-    clean = np.fromiter(('"' not in t and "\\" not in t for t in got), dtype=bool, count=len(got))
-    return clean, texts
+    shared = decoded[repeated]
+    decoded[repeated] = list(map(_STRINGS.setdefault, shared, shared))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[distinct] = np.arange(len(distinct))
+    return decoded[rank[first]]
 
 
-def _numbers(
-    data: bytes, ascii_text: str | None, buf: np.ndarray, words: np.ndarray, vs: np.ndarray, width: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validate and parse numbers written as -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?.
-
-    Returns (ok, is_int, values as float64). Anything else (".5", "007", "1.", "+1") is not ok
-    and goes to classad2, which decides what it means. Integers of up to 16 digits, the bulk,
-    are parsed eight digits at a time in 64-bit words; the others are parsed one by one.
-    """
-    neg = buf[vs] == 45
-    digits_at = vs + neg
-    count = width - neg
-    ok = np.zeros(len(vs), dtype=bool)
-    values = np.full(len(vs), np.nan)
-    short = np.flatnonzero((count >= 1) & (count <= 16))
-    if len(short):
-        c = count[short]
-        at = digits_at[short]
-        head = words[at]
-        long = c > 8
-        magnitude, digits = _digits8(head, np.where(long, c - 8, c))
-        tail = np.flatnonzero(long)
-        if len(tail):
-            low, low_digits = _digits8(words[at[tail] + c[tail] - 8], np.full(len(tail), 8))
-            magnitude[tail] = magnitude[tail] * np.uint64(100_000_000) + low
-            digits[tail] &= low_digits
-        digits &= ((head & np.uint64(0xFF)) != 48) | (c == 1)  # no leading zero
-        good = short[digits]
-        ok[good] = True
-        mag = magnitude[digits].astype(np.float64)
-        values[good] = np.where(neg[good], -mag, mag)
-    is_int = ok.copy()
-    # reals written -I.F with at most 15 digits, as HTCondor writes times and CPU seconds
-    rest = np.flatnonzero(~ok & (width <= 16))
-    if len(rest):
-        real, value = _decimals(buf, vs[rest], width[rest])
-        ok[rest[real]] = True
-        values[rest[real]] = value[real]
-    # the rest (exponents, long numbers, and what is no number at all), one at a time
-    rest = np.flatnonzero(~ok)
-    if len(rest):
-        texts = _texts(data, ascii_text, vs[rest], vs[rest] + width[rest])
-        for k, text in zip(rest.tolist(), texts):
-            m = _NUMBER_TEXT.fullmatch(text)
-            if m is None:
-                continue
-            integral = m.group(2) is None and m.group(3) is None
-            if integral and len(m.group(1)) > _MAX_INT_DIGITS:
-                continue
-            ok[k] = True
-            is_int[k] = integral
-            values[k] = float(text)
-    return ok, is_int, values
-
-
-def _decimals(buf: np.ndarray, vs: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which values are -?(0|[1-9]d*).d+ with at most 15 digits, and their values.
-
-    The digits make an integer mantissa M below 2**53, so M / 10**f is one correctly rounded
-    division of exact operands: the double strtod (and so classad2) gives.
-    """
-    cols = np.arange(16)
-    inside = cols < width[:, None]
-    m = buf[vs[:, None] + cols]
-    d = m - np.uint8(48)
-    digit = (d < 10) & inside
-    dot = (m == 46) & inside
-    neg = m[:, 0] == 45
-    dpos = dot.argmax(axis=1)
-    n_digits = digit.sum(axis=1)
-    ok = (dot.sum(axis=1) == 1) & (n_digits == width - 1 - neg) & (n_digits <= 15)
-    ok &= (dpos > neg) & (dpos < width - 1)  # digits on both sides of the dot
-    ok &= (m[np.arange(len(m)), neg.astype(np.int64)] != 48) | (dpos == neg + 1)  # no leading zero
-    frac = width - 1 - dpos
-    # digit c has weight 10**(width - 1 - c), less one before the dot
-    power = width[:, None] - 1 - cols - (cols < dpos[:, None])
-    mantissa = np.where(digit, d, 0).astype(np.float64) * _POW10[np.clip(power, 0, 15)]
-    value = mantissa.sum(axis=1) / _POW10[np.clip(frac, 0, 15)]
-    return ok, np.where(neg, -value, value)
-
-
-_POW10 = 10.0 ** np.arange(16)
 _NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_ZEROS = np.uint64(0x3030303030303030)
-_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
-_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
-_ONE = np.uint64(1)
-
-
-def _digits8(word: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``count`` (1 to 8) bytes of each little-endian word read as a decimal number,
-    and whether they are all digits (SWAR: all lanes of a word at once)."""
-    shift = (8 * (8 - count)).astype(np.uint64)
-    # shift the digits to the top and fill below with '0's: leading zeros, value unchanged
-    x = (word << shift) | (_ZEROS & ((_ONE << shift) - _ONE))
-    digits = ((x & _HIGH_NIBBLES) == _ZEROS) & ((((x & _LOW_NIBBLES) + np.uint64(0x0606060606060606)) & _HIGH_NIBBLES) == 0)
-    v = x & _LOW_NIBBLES
-    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
-    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
-    v = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
-    return v, digits
-
-
 _STRINGS: dict[str, str] = {}
 _MAX_CACHED = 20_000
 

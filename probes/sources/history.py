@@ -16,16 +16,28 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
 from probes.config import ProbeConfig
-from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ad_files, read_ads, unique_attrs
+from probes.sources.classad import (
+    AdColumns,
+    Attr,
+    Kind,
+    ReadReport,
+    collect,
+    fallbacks,
+    iter_ad_files,
+    iter_ads,
+    unique_attrs,
+)
+from probes.sources.columns import ColumnBuilder
 from probes.sources.credentials import group_of
 
-__all__ = ["JOB_COLUMNS", "history_files", "jobs_table", "job_attrs", "read_history"]
+__all__ = ["JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "read_history"]
 
 RESOURCES = ("cpus", "memory", "disk", "gpus")
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
@@ -77,43 +89,65 @@ def read_history(
     *,
     strict: bool = False,
 ) -> tuple[pd.DataFrame, ReadReport]:
-    """Read history dumps, history files and per-job history directories into the jobs table."""
+    """Read history dumps, history files and per-job history directories into the jobs table.
+
+    Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
+    are never held whole beside the table made of them.
+    """
     config = config or ProbeConfig()
     attrs = job_attrs(config)
-    parts, report = [], ReadReport()
+    report = ReadReport()
+    inputs: list[tuple[str | os.PathLike[str], list[Path] | None]] = []
+    size: int | None = 0
     for path in paths:
         if os.path.isdir(path):
             files = history_files(path)
             if not files:
                 raise SourceError(f"{os.fspath(path)}: no history.<cluster>.<proc> files in this directory")
-            cols, rep = read_ad_files(files, attrs, strict=strict)
+            inputs.append((path, files))
+            size = None  # a directory's files are not stat'ed twice to know it
         else:
-            cols, rep = read_ads(path, attrs, strict=strict)
-        parts.append(cols)
-        report.merge(rep)
-    ads = AdColumns.concat(parts, attrs)
-    del parts
-    return jobs_table(ads, config), report
+            inputs.append((path, None))
+            if size is not None and os.path.isfile(path):
+                size += os.path.getsize(path)
+    builder = ColumnBuilder(size or None)
+    offset = 0
+    for path, listed in inputs:
+        parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
+        done = 0
+        for part, done in parts:
+            builder.append(job_columns(part, config), offset + done)
+        offset += done
+    columns = builder.result()
+    if not columns:
+        columns = job_columns(collect((), attrs), config)
+    return _frame(columns), report
 
 
 def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
     """Turn job ads (from files or a live schedd) into the jobs table."""
+    return _frame(job_columns(ads, config))
+
+
+_INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts"})  # nullable Int64
+
+
+def job_columns(ads: AdColumns, config: ProbeConfig) -> dict[str, np.ndarray]:
+    """The jobs table's columns for ``ads``, as numpy arrays (the integer columns as float64,
+    NaN where missing, until :func:`_frame` makes them nullable integers)."""
     creds = config.credentials
     global_id = ads["GlobalJobId"]
-    frame = pd.DataFrame(
-        {
-            "job_id": global_id,
-            "schedd": _schedds(global_id),
-            "cluster": _int(ads["ClusterId"]),
-            "proc": _int(ads["ProcId"]),
-            "user": _credential(ads, creds.user),
-            "group": _group(ads, creds.group),
-            "project": _credential(ads, creds.project),
-            "queue": _credential(ads, creds.queue),
-            "qos": _credential(ads, creds.qos),
-        },
-        copy=False,  # the arrays are new: no need to hold them twice
-    )
+    columns: dict[str, np.ndarray] = {
+        "job_id": global_id,
+        "schedd": _schedds(global_id),
+        "cluster": ads["ClusterId"],
+        "proc": ads["ProcId"],
+        "user": _credential(ads, creds.user),
+        "group": _group(ads, creds.group),
+        "project": _credential(ads, creds.project),
+        "queue": _credential(ads, creds.queue),
+        "qos": _credential(ads, creds.qos),
+    }
     provisioned = np.zeros(len(ads), dtype=bool)
     for r in RESOURCES:
         given = ads[_PROVISIONED[r]]
@@ -122,29 +156,49 @@ def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
         value = np.where(np.isnan(given), asked, given)
         if r in ("cpus", "gpus"):  # HTCondor's defaults for a job that says nothing
             value = np.where(np.isnan(value), 1.0 if r == "cpus" else 0.0, value)
-        frame[r] = value
-    frame["provisioned"] = provisioned
-    frame["status"] = _int(ads["JobStatus"])
-    frame["exit_code"] = _int(ads["ExitCode"])
-    frame["qdate"] = ads["QDate"]
+        columns[r] = value
+    columns["provisioned"] = provisioned
+    columns["status"] = ads["JobStatus"]
+    columns["exit_code"] = ads["ExitCode"]
+    columns["qdate"] = ads["QDate"]
     start = _first(ads["JobCurrentStartDate"], ads["JobStartDate"])
     end = ads["CompletionDate"].copy()
     end[~(end > 0)] = ads["EnteredCurrentStatus"][~(end > 0)]  # removed jobs have CompletionDate 0
-    frame["start"] = np.where(start > 0, start, np.nan)
-    frame["end"] = end
-    frame["walltime_s"] = np.nan_to_num(ads["RemoteWallClockTime"], nan=0.0)
-    frame["cpu_time_s"] = np.nan_to_num(ads["RemoteUserCpu"], nan=0.0) + np.nan_to_num(ads["RemoteSysCpu"], nan=0.0)
-    frame["host"] = ads["LastRemoteHost"]
-    frame["site"] = ads.first(config.site.attributes, config.site.default)
-    frame["resource_name"] = ads.first(config.site.resource_attributes)
+    columns["start"] = np.where(start > 0, start, np.nan)
+    columns["end"] = end
+    columns["walltime_s"] = _or(ads["RemoteWallClockTime"], 0.0)
+    columns["cpu_time_s"] = _or(ads["RemoteUserCpu"], 0.0) + _or(ads["RemoteSysCpu"], 0.0)
+    columns["host"] = ads["LastRemoteHost"]
+    columns["site"] = ads.first(config.site.attributes, config.site.default)
+    columns["resource_name"] = ads.first(config.site.resource_attributes)
     speed_attr = config.machines.speed_attribute
-    frame["speed"] = ads[f"MachineAttr{speed_attr}0"] if speed_attr else np.nan
-    frame["n_hosts"] = _int(np.nan_to_num(ads["MaxHosts"], nan=1.0))
-    frame["source"] = ads.path
-    frame["line"] = ads.line
+    columns["speed"] = ads[f"MachineAttr{speed_attr}0"] if speed_attr else np.full(len(ads), np.nan)
+    columns["n_hosts"] = _or(ads["MaxHosts"], 1.0)
+    columns["source"] = ads.path
+    columns["line"] = ads.line
     for extra in config.sources.job_attributes:
-        frame[extra] = ads[extra]
-    return frame
+        columns[extra] = ads[extra]
+    return columns
+
+
+def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The jobs table of ``columns``, which it empties. Columns of str become pandas' ``str``
+    arrays around the same object arrays, not copies: a big table is not held twice while it is
+    built."""
+    n = len(next(iter(columns.values())))
+    arrays: dict[str, Any] = {}
+    for name in list(columns):
+        values = columns.pop(name)
+        if name in _INTEGER_COLUMNS:
+            values = pd.array(values, dtype="Int64")
+        elif values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) == "string":
+            values[pd.isna(values)] = np.nan  # the missing value of pandas' str dtype
+            values = pd.arrays.StringArray(values, dtype=_STR)
+        arrays[name] = values
+    return pd.DataFrame(arrays, index=pd.RangeIndex(n), copy=False)
+
+
+_STR = pd.StringDtype("python", na_value=np.nan)  # what pandas infers for a column of str
 
 
 def _credential(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
@@ -159,26 +213,35 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
         if not len(missing):
             break
         values = ads[name][missing]
-        if name.lower() == "accountinggroup":
-            values = np.array([group_of(v) for v in values] + [None], dtype=object)[:-1]
+        if name.lower() == "accountinggroup":  # a few distinct values: each parsed once
+            groups = {v: group_of(v) for v in set(values.tolist())}
+            values = np.array(list(map(groups.__getitem__, values)) + [None], dtype=object)[:-1]
         out[missing] = values
     return out
 
 
 
-def _schedds(global_ids: np.ndarray) -> list[str | None]:
+def _schedds(global_ids: np.ndarray) -> np.ndarray:
     """The schedd of each GlobalJobId ("schedd#cluster.proc#qdate"), one str per schedd."""
-    seen: dict[str, str] = {}
-    out: list[str | None] = []
-    for g in global_ids:
-        name = g.partition("#")[0] if isinstance(g, str) else None
-        out.append(seen.setdefault(name, name) if name is not None else None)
+    try:  # one regex pass over the chunk's ids rather than a Python step per job
+        names: Sequence[str | None] = _AFTER_SCHEDD.sub("", "\n".join(global_ids)).split("\n") if len(global_ids) else []
+    except TypeError:  # a job without a GlobalJobId
+        names = [g.partition("#")[0] if isinstance(g, str) else None for g in global_ids]
+    seen: dict[str | None, str | None] = {}
+    out = np.empty(len(global_ids), dtype=object)
+    out[:] = list(map(seen.setdefault, names, names))
     return out
+
+
+_AFTER_SCHEDD = re.compile("#[^\n]*")
+
+
+def _or(values: np.ndarray, default: float) -> np.ndarray:
+    """``values`` with NaN replaced (np.nan_to_num costs more per call than a chunk's rows)."""
+    return np.where(np.isnan(values), default, values)
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a) | (a <= 0), b, a)
 
 
-def _int(values: np.ndarray) -> pd.array:
-    return pd.array(np.where(np.isnan(values), np.nan, values), dtype="Int64")

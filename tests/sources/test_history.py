@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from collector.errors import SourceError
+import probes.sources.classad as classad_module
 from probes.config import parse_config
 from probes.sources.history import read_history
 
@@ -83,3 +84,23 @@ def test_the_demo_history() -> None:
     jobs, _ = read_history([DEMO / "history.ads"])
     assert len(jobs) == 60 and (jobs["status"] == 4).sum() == 58
     assert jobs["site"].ne("unknown").sum() == 59  # all but the job that never ran
+
+
+def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(condor25: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk becomes its rows of the table as it is read: the table of a history cut into
+    chunks of one or two ads, from several inputs, is the table of the whole."""
+    inputs = [condor25 / "history.ads", condor25 / "per_job_history", DEMO / "history.ads"]
+    whole, report = read_history(inputs)
+    monkeypatch.setattr(classad_module, "CHUNK_BYTES", 4096)
+    chunked, chunked_report = read_history(inputs)
+    assert len(whole) == 42 + 12 + 60 and report.ads == chunked_report.ads == len(whole)
+    pd.testing.assert_frame_equal(whole, chunked)
+    assert whole["source"].tolist() == [str(condor25 / "history.ads")] * 42 + whole["source"].iloc[42:54].tolist() + [str(DEMO / "history.ads")] * 60
+    assert whole.dtypes.astype(str).to_dict() == {
+        **dict.fromkeys(["job_id", "schedd", "user", "group", "project", "host", "site", "resource_name", "source"], "str"),
+        **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
+        **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts"], "Int64"),
+        **dict.fromkeys(["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"),
+        "provisioned": "bool",
+        "line": "int64",
+    }
