@@ -565,9 +565,6 @@ class _Scanner:
             report.evaluated += 1
             for j, value in values.items():
                 _store(numeric, objects, self.attrs[j], ad, j, value, report)
-        if odd.any():  # classad2 evaluated every attribute of these ads, shadowed ones too
-            numeric[shadowed] = np.nan
-            objects[shadowed] = None
 
         report.ads += int(keep.sum())
         raw = None
@@ -610,8 +607,10 @@ class _Scanner:
             report.malformed.append(Malformed(path, line + offset, reason, text))
             return None
         ad = ads[0]
-        wanted = range(len(self.attrs)) if whole else np.flatnonzero(deferred)
-        return {int(j): _eval(ad, self.attrs[j].name) for j in wanted}
+        if not whole:
+            return {int(j): _eval(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
+        # every attribute, as classad2 sees the ad: one behind a present attribute is not read
+        return {j: None if any(u in ad for u in a.shadows) else _eval(ad, a.name) for j, a in enumerate(self.attrs)}
 
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import probes.sources.classad as classad_module
 from probes.sources import classad_lines
-from probes.sources.classad import Attr, Kind, read_ad_files, read_ads
+from probes.sources.classad import Attr, Kind, columns_from_classads, read_ad_files, read_ads
 
 from ..conftest import DEMO
 
@@ -246,3 +246,25 @@ def test_typed_columns_follow_classad2_too(condor25: Path) -> None:
     assert [float(ad.eval("RequestMemory")) for ad in ads] == columns["RequestMemory"].tolist()
     assert set(columns["Owner"]) == {"condoruser"}
     assert math.isnan(columns["Nope"][0]) and not report.rejects
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["MemoryProvisioned = 128", "MemoryProvisioned=128", "memoryprovisioned  =  128", "MemoryProvisioned = undefined"],
+)
+def test_an_attribute_behind_a_present_one_is_not_read_however_it_is_written(tmp_path: Path, given: str) -> None:
+    """``unless``: RequestMemory is not read where MemoryProvisioned is present, whether the
+    scan sees that line (canonical) or only classad2 does (any other spelling), as for ads that
+    come from classad2 directly."""
+    text = f"RequestMemory = 2048\n{given}\nCpus = 1\n"
+    attrs = [Attr("MemoryProvisioned", Kind.NUMBER), Attr("RequestMemory", Kind.NUMBER, unless="MemoryProvisioned")]
+    columns, report = read_ads(write_ads(tmp_path, text), attrs)
+    expected, _ = columns_from_classads([classad2.parseOne(text, classad2.ParserType.Old)], attrs)
+    assert math.isnan(columns["RequestMemory"][0]) and math.isnan(expected["RequestMemory"][0])
+    assert _same(expected["MemoryProvisioned"][0], columns["MemoryProvisioned"][0]) and not report.malformed
+
+
+def write_ads(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ads.ads"
+    path.write_text(text)
+    return path
