@@ -370,6 +370,7 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
             continue
         n = cut + 1
         yield (data if len(data) - n >= len(_PAD) else data[:n] + _PAD), n, False
+        del data  # not held while the next chunk is read
         start += n
         size = CHUNK_BYTES
 
@@ -388,6 +389,7 @@ def _iter_long(
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, report, strict)
+        del data  # not held while the next chunk is read
         first_line += n_lines
         yield part, done
 
@@ -511,6 +513,7 @@ class _Scanner:
         # per attribute, the attributes that shadow it (see Attr.unless), as name columns
         self._shadows = [np.array(sorted({names[u.lower()] for u in a.shadows if u.lower() in names}), dtype=np.int64) for a in self.attrs]
         self.kinds = np.array([_KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
+        self.ads_per_byte = 0.0  # of the last chunk: how many ads to make room for in the next
 
     # -- chunk level ----------------------------------------------------------------------------
 
@@ -526,8 +529,10 @@ class _Scanner:
     ) -> tuple[AdColumns, int]:
         """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
         readable bytes after them. Also return the number of lines read."""
-        found = scan_lines(data, n, self.table)
+        # room for as many ads a byte as the last chunk had, and a quarter more
+        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte))
         n_ads = len(found.begin)
+        self.ads_per_byte = n_ads / max(n, 1)
         if n_ads == 0:
             return AdColumns.concat([], self.attrs), found.n_lines
         odd = found.odd

@@ -105,12 +105,13 @@ class Lines(NamedTuple):
     integer: np.ndarray
 
 
-def scan_lines(data: bytes, n: int, table: NameTable) -> Lines:
+def scan_lines(data: bytes, n: int, table: NameTable, ads: int = 0) -> Lines:
     """Scan ``data[:n]``: whole lines, the last ending with a newline, and at least 8 readable
-    bytes after ``n``. Ads are runs of lines between blank lines and ``***`` banners."""
+    bytes after ``n``. Ads are runs of lines between blank lines and ``***`` banners. ``ads``
+    is how many ads to make room for at first (more are made room for as they come)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))  # 8 bytes from each position
-    out = _scan(buf, words, n, table.slots, table.words, table.offsets, table.lengths, _POW10)
+    out = _scan(buf, words, n, ads or n // 2048, table.slots, table.words, table.offsets, table.lengths, _POW10)
     n_lines, n_ads = int(out[0]), int(out[1])
     return Lines(n_lines, *(a[:n_ads] for a in out[2:]))
 
@@ -170,9 +171,9 @@ def _hash(words, at, length, mask):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, words, n, slots, names, offsets, lengths, pow10):  # type: ignore[no-untyped-def]
+def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):  # type: ignore[no-untyped-def]
     n_names = len(offsets) - 1
-    capacity = max(16, n // 2048)
+    capacity = max(16, capacity)
     first_line = np.empty(capacity, dtype=np.int64)
     begin = np.empty(capacity, dtype=np.int64)
     end = np.empty(capacity, dtype=np.int64)

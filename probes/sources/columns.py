@@ -14,7 +14,7 @@ import numpy as np
 
 __all__ = ["ColumnBuilder"]
 
-_SLACK = 1.02  # allocate for 2 % more rows than the estimate: one growth is dearer than that
+_SLACK = 1.01  # allocate for 1 % more rows than the estimate: one growth is dearer than that
 _GROWTH = 1.25
 
 
