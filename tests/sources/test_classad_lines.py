@@ -55,7 +55,7 @@ def test_a_chunk_of_many_ads_grows_its_rows() -> None:
     assert found.first_line.tolist() == list(range(0, 10000, 2))
 
 
-@pytest.mark.parametrize("length", range(0, 20))
+@pytest.mark.parametrize("length", range(20))
 def test_string_literals_at_every_offset(length: int) -> None:
     """The quote and backslash test reads 8 bytes at a time: each position of each length."""
     assert scan(b'S = "' + b"x" * length + b'"\n', ["S"]).literal[0, 0] == cl.STRING

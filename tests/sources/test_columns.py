@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -34,7 +36,7 @@ def test_an_unknown_size_grows_geometrically() -> None:
         builder.append(part(7 * k, 7))
         capacities.append(len(builder.columns["id"]))
     assert capacities[:4] == [7, 14, 21, 28]  # each part needs more than a quarter more
-    assert all(b >= a for a, b in zip(capacities, capacities[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(capacities))
     assert builder.result()["id"].tolist() == [f"job{i}" for i in range(140)]
 
 

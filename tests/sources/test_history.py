@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collector.errors import SourceError
 import probes.sources.classad as classad_module
+from collector.errors import SourceError
 from probes.config import parse_config
 from probes.sources.history import read_history
 
