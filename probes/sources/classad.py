@@ -201,18 +201,18 @@ class AdColumns:
 
     def first(self, names: Sequence[str], default: Any = None) -> np.ndarray:
         """Per ad, the value of the first of ``names`` that is present (not None/NaN)."""
-        out: np.ndarray | None = None
-        for name in names:
-            col = self.columns[name]
-            if out is None:
-                out = col.copy()
-            else:
-                missing = pd.isna(out)
-                out[missing] = col[missing]
-        if out is None:
+        if not names:
             return _repeat(default, len(self))
+        out = self.columns[names[0]].copy()
+        missing = np.flatnonzero(pd.isna(out))
+        for name in names[1:]:
+            if not len(missing):
+                break
+            taken = self.columns[name][missing]
+            out[missing] = taken
+            missing = missing[pd.isna(taken)]  # only the rows still without a value are looked at again
         if default is not None:
-            out[pd.isna(out)] = default
+            out[missing] = default
         return out
 
     def classad(self, i: int) -> classad2.ClassAd:

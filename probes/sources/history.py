@@ -208,8 +208,8 @@ def _credential(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
 def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
     """The accounting group; from ``AccountingGroup`` ('group_cms.alice') the user is dropped."""
     out = np.full(len(ads), None, dtype=object)
+    missing = np.arange(len(ads))
     for name in names:
-        missing = np.flatnonzero(pd.isna(out))
         if not len(missing):
             break
         values = ads[name][missing]
@@ -217,6 +217,7 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
             groups = {v: group_of(v) for v in set(values.tolist())}
             values = np.array(list(map(groups.__getitem__, values)) + [None], dtype=object)[:-1]
         out[missing] = values
+        missing = missing[pd.isna(values)]
     return out
 
 
