@@ -52,6 +52,7 @@ from probes.sources.classad_lines import (
     texts,
 )
 from probes.sources.columns import ColumnBuilder
+from probes.sources.inputs import open_input
 
 __all__ = [
     "AdColumns",
@@ -278,15 +279,7 @@ def iter_ads(
     so far (of ``os.path.getsize(path)``), and add what was found besides values to ``report``.
     A caller that turns each chunk into its own table never holds the file's ads whole."""
     name = os.fspath(path)
-    try:
-        fh = open(name, "rb")
-    except FileNotFoundError as exc:
-        raise SourceError(f"{name}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise SourceError(f"{name}: is a directory, expected a file of ClassAds") from exc
-    except OSError as exc:
-        raise SourceError(f"{name}: cannot be read ({exc.strerror})") from exc
-    with fh:
+    with open_input(path, "a file of ClassAds") as fh:
         head = fh.read(4096)
         fh.seek(0)
         if not head.strip():

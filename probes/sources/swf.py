@@ -42,7 +42,6 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -51,6 +50,7 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.sources.classad import ReadReport
 from probes.sources.history import JOB_COLUMNS
+from probes.sources.inputs import open_input
 
 __all__ = ["SWF_FIELDS", "NodePart", "Workload", "parse_node_spec", "read_lines", "read_swf"]
 
@@ -88,14 +88,8 @@ class Workload:
 def read_lines(path: str | os.PathLike[str], what: str) -> list[str]:
     """The lines of a text file, with errors that name the file and what it should hold."""
     name = os.fspath(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise SourceError(f"{name}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise SourceError(f"{name}: is a directory, expected {what}") from exc
-    except OSError as exc:
-        raise SourceError(f"{name}: cannot be read ({exc.strerror})") from exc
+    with open_input(path, what) as fh:
+        data = fh.read()
     if not data.strip():
         raise SourceError(f"{name}: the file is empty, expected {what}")
     if b"\0" in data:
