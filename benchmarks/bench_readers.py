@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+from _worker import Unmeasured, run_worker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -48,10 +48,6 @@ MAX_PEAK_MB = 300  # decimal megabytes, the stricter reading of "300 MB"
 WORKER_TIMEOUT_S = 1800  # a reader stuck for half an hour has failed; do not hang `make bench`
 
 EXIT_UNMEASURED = 2
-
-# Libraries must not spread work over threads the pinned core then has to time-share; set
-# before the worker's interpreter starts, since BLAS reads them at import.
-_WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,36 +183,12 @@ class Run:
         return self.ads / (self.seconds + (self.startup_seconds or 0.0))
 
 
-class Unmeasured(Exception):
-    """A measurement could not be made at all."""
-
-
 def _spawn(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[str, Any]:
     what = kind if path is None else f"{kind} on {path.name}"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(path or ""), str(n_ads)]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
-    try:
-        proc = subprocess.run(
-            cmd,
-            check=False,  # a failing worker is reported with its stderr below
-            cwd=REPO,
-            env={**os.environ, **_WORKER_ENV},
-            capture_output=True,
-            text=True,
-            timeout=WORKER_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise Unmeasured(f"{what} did not finish within {WORKER_TIMEOUT_S} s") from exc
-    # the result is the last line; the code under test may print before it
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-        raise Unmeasured(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    try:
-        result: dict[str, Any] = json.loads(lines[-1])
-    except json.JSONDecodeError as exc:
-        raise Unmeasured(f"{what} printed no result; its last line was {lines[-1][:200]!r}") from exc
+    result = run_worker(cmd, what, cwd=REPO, timeout_s=WORKER_TIMEOUT_S)
     if "unavailable" in result:
         raise Unmeasured(
             "probes.sources.history.read_history cannot be imported "

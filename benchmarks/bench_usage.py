@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+from _worker import WORKER_ENV, Unmeasured, run_worker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -46,9 +47,6 @@ MAX_WAGAP_S = 2.0
 WORKER_TIMEOUT_S = 600
 
 EXIT_UNMEASURED = 2
-
-# BLAS and friends must not spread over threads the pinned core would time-share
-_WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,26 +199,11 @@ def _worker(kind: str, cpu: int | None) -> dict[str, Any]:
 # driver side
 
 
-class Unmeasured(Exception):
-    """A measurement could not be made at all."""
-
-
 def _spawn(kind: str, cpu: int | None) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
-    try:
-        proc = subprocess.run(
-            cmd, check=False, cwd=REPO, env={**os.environ, **_WORKER_ENV}, capture_output=True, text=True,
-            timeout=WORKER_TIMEOUT_S,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise Unmeasured(f"{kind} did not finish within {WORKER_TIMEOUT_S} s") from exc
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-        raise Unmeasured(f"{kind} failed (exit {proc.returncode}):\n{tail}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return run_worker(cmd, kind, cwd=REPO, timeout_s=WORKER_TIMEOUT_S)
 
 
 def _command(cpu: int) -> dict[str, Any]:
@@ -235,7 +218,7 @@ def _command(cpu: int) -> dict[str, Any]:
         ]  # fmt: skip
         began = time.perf_counter()
         proc = subprocess.run(
-            cmd, check=False, cwd=REPO, env={**os.environ, **_WORKER_ENV}, capture_output=True, text=True,
+            cmd, check=False, cwd=REPO, env={**os.environ, **WORKER_ENV}, capture_output=True, text=True,
             timeout=WORKER_TIMEOUT_S, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
         )  # fmt: skip
         seconds = time.perf_counter() - began

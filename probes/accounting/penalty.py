@@ -308,6 +308,11 @@ def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDAr
     return codes.astype(np.int64), first.astype(np.int64)
 
 
+def _node_prices(machines: pd.DataFrame) -> npt.NDArray[np.float64]:
+    """What a whole node of each class costs: its cores times its cost per core."""
+    return machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+
+
 def _coefficients(machines: pd.DataFrame, policy: PenaltyPolicy, *, relaxed: bool) -> list[tuple[int, npt.NDArray[np.float64]]]:
     """Per resource in the max: ``w_r * avail_cpus * node_cost / avail_r`` for each class.
 
@@ -316,7 +321,7 @@ def _coefficients(machines: pd.DataFrame, policy: PenaltyPolicy, *, relaxed: boo
     leaves such resources out instead, to price a request that fits nowhere. An unknown (NaN)
     amount takes no part.
     """
-    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    node = _node_prices(machines)
     out = []
     for r, w in policy.weights().items():
         cap = machines[r].to_numpy(dtype=np.float64)
@@ -336,7 +341,7 @@ def _cheapest(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Price, cheapest class and number of fitting classes of each request, in chunks."""
     k, c = len(req), len(machines)
-    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    node = _node_prices(machines)
     coefs = _coefficients(machines, policy, relaxed=False)
     caps = np.column_stack([machines[r].to_numpy(dtype=np.float64) for r in RESOURCES])  # c x 4
     caps = np.where(np.isnan(caps), np.inf, caps)
@@ -383,7 +388,7 @@ def _fallback(
     policy: PenaltyPolicy,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int8]]:
     """Prices of requests that fit no class (and codes of how): see the module's docstring."""
-    node = machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    node = _node_prices(machines)
     pe = np.zeros((len(req), len(machines)))
     for i, coef in _coefficients(machines, policy, relaxed=True):
         np.maximum(pe, req[:, i, None] * coef, out=pe)

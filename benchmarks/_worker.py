@@ -1,0 +1,45 @@
+"""One measurement in a fresh interpreter: run it, and read the JSON result it prints last."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Libraries must not spread work over threads the pinned core then has to time-share; set
+# before the worker's interpreter starts, since BLAS reads them at import.
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class Unmeasured(Exception):
+    """A measurement could not be made at all."""
+
+
+def run_worker(cmd: Sequence[str], what: str, *, cwd: Path, timeout_s: float) -> dict[str, Any]:
+    """Run ``cmd`` and return the JSON object on its last line of output; :class:`Unmeasured`,
+    with the end of its stderr, when it fails, hangs past ``timeout_s`` or prints no result."""
+    try:
+        proc = subprocess.run(
+            list(cmd),
+            check=False,  # a failing worker is reported with its stderr below
+            cwd=cwd,
+            env={**os.environ, **WORKER_ENV},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise Unmeasured(f"{what} did not finish within {timeout_s:g} s") from exc
+    # the result is the last line; the code under test may print before it
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        raise Unmeasured(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    try:
+        result: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise Unmeasured(f"{what} printed no result; its last line was {lines[-1][:200]!r}") from exc
+    return result
