@@ -31,10 +31,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.elasticsearch import ElasticsearchSink  # noqa: E402
+from collector.sinks.elasticsearch import ElasticsearchSink  # noqa: E402
 from collector.records import table_docs  # noqa: E402
 from probes.config import load_config  # noqa: E402
-from probes.overhead import overhead_report  # noqa: E402
+from probes.pipeline.overhead import overhead_report  # noqa: E402
 from probes.sources.status import read_status  # noqa: E402
 
 FLAVOURS = {"elasticsearch": "http", "opensearch-py": "opensearch+http"}
@@ -43,7 +43,7 @@ FLAVOURS = {"elasticsearch": "http", "opensearch-py": "opensearch+http"}
 def slot_documents(n: int) -> list[dict[str, Any]]:
     """``n`` slot records: the demo pool's slots, one snapshot every 300 s."""
     config = load_config(ROOT / "config/demo.toml")
-    snapshot, _ = read_status(config.sources.status_files, config)
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     slots = overhead_report(snapshot, config).slots
     snapshots = -(-n // len(slots))
     frames = [slots.assign(observed_at=slots["observed_at"] + 300 * k) for k in range(snapshots)]

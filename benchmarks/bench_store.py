@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from collector.outbox import Outbox  # noqa: E402
 from collector.records import table_docs  # noqa: E402
-from collector.store import EmbeddedStore  # noqa: E402
+from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
 from probes.config import load_config  # noqa: E402
-from probes.overhead import overhead_report  # noqa: E402
+from probes.pipeline.overhead import overhead_report  # noqa: E402
 from probes.sources.status import read_status  # noqa: E402
 
 TARGET = 50_000
@@ -31,7 +31,7 @@ def main() -> int:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})
     config = load_config(ROOT / "config/demo.toml")
-    snapshot, _ = read_status(config.sources.status_files, config)
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     base = table_docs("slot", overhead_report(snapshot, config).slots, probe="bench")
     docs = [dict(base[i % len(base)], id=f"{i:032x}") for i in range(n)]
     size = sum(len(str(d)) for d in docs[:100]) / 100

@@ -4,7 +4,7 @@ from collector.errors import ClassAdError, ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import record_id, table_docs
 from collector.sinks import SendResult, open_sink
-from collector.store import EmbeddedStore
+from collector.sinks.sqlite import EmbeddedStore
 
 __all__ = [
     "ClassAdError",

@@ -25,7 +25,7 @@ import orjson
 
 from collector import faults
 from collector.errors import SinkError, StoreError
-from collector.sinks import Sink
+from collector.sinks.base import Sink
 
 __all__ = ["FlushResult", "Outbox", "OutboxStatus"]
 

@@ -1,13 +1,33 @@
 """fairacct's probes: everything that knows HTCondor, and the accounting math.
 
-The public surface is listed here once; ``tests/test_exports.py`` keeps it from drifting.
+The flow, one package per stage::
+
+    sources -> tables -> accounting -> records -> outbox -> sinks
+    (probes.sources)    (probes.accounting)  (probes.pipeline)  (collector)
+
+- :mod:`probes.sources`: where ads come from (files, a live pool, workload logs) and the tables
+  they become; the checkpoints of what was read;
+- :mod:`probes.accounting`: pure math over tables (no I/O, no HTCondor);
+- :mod:`probes.pipeline`: a snapshot's accounting, usage pricing, the records, one cycle;
+- :mod:`probes.service`: the scheduler and its health endpoint;
+- :mod:`probes.cli`: the ``fairacct`` command line;
+- :mod:`probes.config`: the TOML configuration, handing each part its few settings.
+
+The names below are the package's public surface; they are imported when first used, so that
+``import probes.accounting`` stays as light as the math itself.
 """
 
-from probes.config import ProbeConfig, load_config
-from probes.sources.classad import ReadReport
-from probes.sources.history import read_history
-from probes.sources.queue import read_idle
-from probes.sources.status import Snapshot, read_status
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probes.config import ProbeConfig, load_config
+    from probes.sources.history import read_history
+    from probes.sources.queue import read_idle
+    from probes.sources.report import ReadReport
+    from probes.sources.status import Snapshot, read_status
 
 __all__ = [
     "ProbeConfig",
@@ -18,3 +38,19 @@ __all__ = [
     "read_idle",
     "read_status",
 ]
+
+_WHERE = {
+    "ProbeConfig": "probes.config",
+    "load_config": "probes.config",
+    "ReadReport": "probes.sources.report",
+    "Snapshot": "probes.sources.status",
+    "read_status": "probes.sources.status",
+    "read_idle": "probes.sources.queue",
+    "read_history": "probes.sources.history",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")

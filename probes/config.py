@@ -25,7 +25,9 @@ import classad2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from collector.errors import ConfigError
-from probes.accounting.fairshare import CREDENTIALS, Target
+from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
+from probes.accounting.penalty import PenaltyPolicy
+from probes.sources.settings import RESOURCE_ATTRIBUTES, SITE_ATTRIBUTES, JobReading, SlotReading
 from probes.units import parse_size
 
 __all__ = [
@@ -229,11 +231,11 @@ class CredentialSettings(_Section):
 
 class SiteSettings(_Section):
     attributes: list[str] = Field(
-        ["MATCH_EXP_JOB_GLIDEIN_Site", "MachineAttrGLIDEIN_Site0", "GLIDEIN_Site"],
+        list(SITE_ATTRIBUTES),
         description="Attributes naming the site (job ads, then slot ads); the first present wins.",
     )
     resource_attributes: list[str] = Field(
-        ["MATCH_EXP_JOB_GLIDEIN_ResourceName", "MachineAttrGLIDEIN_ResourceName0", "GLIDEIN_ResourceName"],
+        list(RESOURCE_ATTRIBUTES),
         description="Attributes naming the resource (compute element); the first present wins.",
     )
     default: str = Field("unknown", description="Site of slots and jobs that no attribute places.")
@@ -388,6 +390,63 @@ class ProbeConfig(_Section):
         if dupes:
             raise ValueError(f"partition names must be unique, got {', '.join(map(repr, dupes))} more than once")
         return value
+
+    def slot_reading(self, *, with_class_attributes: bool = False) -> SlotReading:
+        """What the startd reader needs of this configuration (with ``with_class_attributes``,
+        the machine class attributes are kept as columns too, for pricing)."""
+        extra = self.sources.slot_attributes
+        if with_class_attributes:
+            extra = list(dict.fromkeys([*extra, *self.machines.class_attributes]))
+        return SlotReading(
+            pool=self.pool.name,
+            interval_s=self.pool.interval_s,
+            site_attributes=tuple(self.site.attributes),
+            resource_attributes=tuple(self.site.resource_attributes),
+            site_default=self.site.default,
+            speed_attribute=self.machines.speed_attribute,
+            cost_attribute=self.machines.cost_attribute,
+            extra_attributes=tuple(extra),
+            partitions=tuple((p.name, p.match) for p in self.partitions),
+        )
+
+    def job_reading(self) -> JobReading:
+        """What the history reader needs of this configuration."""
+        c = self.credentials
+        return JobReading(
+            user=tuple(c.user),
+            group=tuple(c.group),
+            project=tuple(c.project),
+            queue=tuple(c.queue),
+            qos=tuple(c.qos),
+            site_attributes=tuple(self.site.attributes),
+            resource_attributes=tuple(self.site.resource_attributes),
+            site_default=self.site.default,
+            speed_attribute=self.machines.speed_attribute,
+            extra_attributes=tuple(self.sources.job_attributes),
+        )
+
+    def penalty_policy(self) -> PenaltyPolicy:
+        """The multi-resource penalty's policy (seed 000) of ``[penalty]``."""
+        p = self.penalty
+        return PenaltyPolicy(
+            resources=tuple(p.resources),
+            gpu_weight=p.gpu_weight,
+            standard_job=p.standard_job,
+            queue_costs=p.queue_costs,
+            default_queue_cost=p.default_queue_cost,
+        )
+
+    def fairshare_policy(self) -> FairsharePolicy:
+        """Maui's fairshare policy (seed 004) of ``[fairshare]``."""
+        f = self.fairshare
+        return FairsharePolicy(
+            interval_s=f.interval_s,
+            depth=f.depth,
+            decay=f.decay,
+            metric=f.metric,
+            percent=f.percent,
+            targets={kind: {name: Target.parse(t) for name, t in named.items()} for kind, named in f.targets.items()},
+        )
 
     def resolved(self, base: Path) -> ProbeConfig:
         """This configuration with relative paths taken relative to ``base``."""

@@ -12,6 +12,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+__all__ = ["RESOURCES", "floats", "require_columns"]
+
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
 """The resources accounted, in HTCondor's units: cpus = cores, memory = MiB, disk = KiB,
 gpus = devices."""

@@ -26,7 +26,7 @@ import pandas as pd
 
 from probes.accounting._tables import RESOURCES, require_columns
 
-__all__ = ["RESOURCES", "CanonicalUnit", "true_overhead"]
+__all__ = ["RESOURCES", "CanonicalUnit", "row_thresholds", "true_overhead"]
 
 # floor(4096 / 2048) is exact, but thresholds such as 0.1 core or sums of float memory are
 # not: 0.3 / 0.1 == 2.9999999999999996. A relative nudge well below one unit keeps such

@@ -22,24 +22,15 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
-from probes.config import ProbeConfig
-from probes.sources.classad import (
-    AdColumns,
-    Attr,
-    Kind,
-    ReadReport,
-    collect,
-    fallbacks,
-    iter_ad_files,
-    iter_ads,
-    unique_attrs,
-)
-from probes.sources.columns import ColumnBuilder
+from probes.accounting import RESOURCES
+from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
+from probes.sources.report import ReadReport
+from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.credentials import group_of
+from probes.sources.settings import JobReading
 
 __all__ = ["JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "read_history"]
 
-RESOURCES = ("cpus", "memory", "disk", "gpus")
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
 _PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
@@ -51,10 +42,9 @@ JOB_COLUMNS = (
 )  # fmt: skip
 
 
-def job_attrs(config: ProbeConfig) -> list[Attr]:
+def job_attrs(reading: JobReading) -> list[Attr]:
     """The job attributes the jobs table needs, with the configured credentials and extras."""
     n, s = Kind.NUMBER, Kind.STRING
-    creds = config.credentials
     attrs = [
         Attr("GlobalJobId", s), Attr("ClusterId", n), Attr("ProcId", n),
         *(Attr(_PROVISIONED[r], n) for r in RESOURCES),
@@ -64,12 +54,12 @@ def job_attrs(config: ProbeConfig) -> list[Attr]:
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n),
         # credentials and site: the first attribute present wins, the others are not read
-        *(a for names in (creds.user, creds.group, creds.project, creds.queue, creds.qos) for a in fallbacks(names, s)),
-        *fallbacks(config.site.attributes, s), *fallbacks(config.site.resource_attributes, s),
+        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos) for a in fallbacks(names, s)),
+        *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
-    if config.machines.speed_attribute:
-        attrs.append(Attr(f"MachineAttr{config.machines.speed_attribute}0", n))
-    attrs += [Attr(a, Kind.ANY) for a in config.sources.job_attributes]
+    if reading.speed_attribute:
+        attrs.append(Attr(f"MachineAttr{reading.speed_attribute}0", n))
+    attrs += [Attr(a, Kind.ANY) for a in reading.extra_attributes]
     return unique_attrs(attrs)
 
 
@@ -85,7 +75,7 @@ def history_files(path: str | os.PathLike[str]) -> list[Path]:
 
 def read_history(
     paths: Sequence[str | os.PathLike[str]],
-    config: ProbeConfig | None = None,
+    reading: JobReading = JobReading(),
     *,
     strict: bool = False,
 ) -> tuple[pd.DataFrame, ReadReport]:
@@ -94,8 +84,7 @@ def read_history(
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
     are never held whole beside the table made of them.
     """
-    config = config or ProbeConfig()
-    attrs = job_attrs(config)
+    attrs = job_attrs(reading)
     report = ReadReport()
     inputs: list[tuple[str | os.PathLike[str], list[Path] | None]] = []
     size: int | None = 0
@@ -116,26 +105,26 @@ def read_history(
         parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
         done = 0
         for part, done in parts:
-            builder.append(job_columns(part, config), offset + done)
+            builder.append(job_columns(part, reading), offset + done)
         offset += done
     columns = builder.result()
     if not columns:
-        columns = job_columns(collect((), attrs), config)
+        columns = job_columns(collect((), attrs), reading)
     return _frame(columns), report
 
 
-def jobs_table(ads: AdColumns, config: ProbeConfig) -> pd.DataFrame:
+def jobs_table(ads: AdColumns, reading: JobReading) -> pd.DataFrame:
     """Turn job ads (from files or a live schedd) into the jobs table."""
-    return _frame(job_columns(ads, config))
+    return _frame(job_columns(ads, reading))
 
 
 _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts"})  # nullable Int64
 
 
-def job_columns(ads: AdColumns, config: ProbeConfig) -> dict[str, np.ndarray]:
+def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     """The jobs table's columns for ``ads``, as numpy arrays (the integer columns as float64,
     NaN where missing, until :func:`_frame` makes them nullable integers)."""
-    creds = config.credentials
+    creds = reading
     global_id = ads["GlobalJobId"]
     columns: dict[str, np.ndarray] = {
         "job_id": global_id,
@@ -169,14 +158,14 @@ def job_columns(ads: AdColumns, config: ProbeConfig) -> dict[str, np.ndarray]:
     columns["walltime_s"] = _or(ads["RemoteWallClockTime"], 0.0)
     columns["cpu_time_s"] = _or(ads["RemoteUserCpu"], 0.0) + _or(ads["RemoteSysCpu"], 0.0)
     columns["host"] = ads["LastRemoteHost"]
-    columns["site"] = ads.first(config.site.attributes, config.site.default)
-    columns["resource_name"] = ads.first(config.site.resource_attributes)
-    speed_attr = config.machines.speed_attribute
+    columns["site"] = ads.first(reading.site_attributes, reading.site_default)
+    columns["resource_name"] = ads.first(reading.resource_attributes)
+    speed_attr = reading.speed_attribute
     columns["speed"] = ads[f"MachineAttr{speed_attr}0"] if speed_attr else np.full(len(ads), np.nan)
     columns["n_hosts"] = _or(ads["MaxHosts"], 1.0)
     columns["source"] = ads.path
     columns["line"] = ads.line
-    for extra in config.sources.job_attributes:
+    for extra in reading.extra_attributes:
         columns[extra] = ads[extra]
     return columns
 

@@ -21,7 +21,7 @@ this module adds is the network side, and it is kept to one call per query:
   a backlog is read in pages, each bounded above by the oldest end time of the page before
   (with the ids at that second excluded), until a call returns fewer than ``match`` jobs.
   ``since`` stops each scan ``pool.history_lookback_s`` before the checkpoint. The checkpoint
-  (latest end time and the ids at that second, as :func:`probes.cycle.new_jobs` keeps it) is
+  (latest end time and the ids at that second, as :func:`probes.sources.checkpoints.new_jobs` keeps it) is
   returned, never written here: it reaches the outbox in the transaction of the records.
 
 Projections hold exactly what the tables and the configuration need: the attributes the table
@@ -58,8 +58,12 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import ConfigError, SourceError
-from probes.config import ProbeConfig
-from probes.sources.classad import AdColumns, Attr, ReadReport, columns_from_classads
+from probes.config import PoolSettings
+from probes.sources.classad import AdColumns, Attr, columns_from_classads
+from probes.sources.report import ReadReport
+from probes.sources.checkpoints import checkpoint_key, new_jobs
+from probes.sources.settings import JobReading, SlotReading
+from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
 from probes.sources.queue import IDLE_COLUMNS, QUEUE_ATTRS, idle_table
 from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
@@ -162,12 +166,13 @@ def _names(attrs: Sequence[Attr], *more: str) -> list[str]:
     return out
 
 
-def slot_projection(config: ProbeConfig) -> list[str]:
-    """The startd attributes a snapshot needs: the slots table's, the configured extras, and
-    what the partitions' ``match`` and the speed and cost expressions refer to."""
-    refs = [r for p in config.partitions for r in _refs(p.match)]
-    refs += _refs(config.machines.speed_expression) + _refs(config.machines.cost_expression)
-    return _names(slot_attrs(config), *refs, *config.machines.class_attributes)
+def slot_projection(reading: SlotReading, expressions: Sequence[str] = (), attributes: Sequence[str] = ()) -> list[str]:
+    """The startd attributes a snapshot needs: the slots table's (with its extras), what the
+    partitions' ``match`` and the other ``expressions`` evaluated in slot ads refer to, and
+    ``attributes``."""
+    refs = [r for _, match in reading.partitions for r in _refs(match)]
+    refs += [r for e in expressions for r in _refs(e)]
+    return _names(slot_attrs(reading), *refs, *attributes)
 
 
 def idle_projection() -> list[str]:
@@ -175,9 +180,9 @@ def idle_projection() -> list[str]:
     return _names([a for a in QUEUE_ATTRS if a.name.lower() not in _AUTOCLUSTER_ONLY], *REQUEST_INPUTS)
 
 
-def history_projection(config: ProbeConfig) -> list[str]:
+def history_projection(reading: JobReading) -> list[str]:
     """The job attributes the jobs table needs, with the configured credentials and extras."""
-    return _names(job_attrs(config), "EnteredCurrentStatus", "CompletionDate", *REQUEST_INPUTS)
+    return _names(job_attrs(reading), "EnteredCurrentStatus", "CompletionDate", *REQUEST_INPUTS)
 
 
 def _and(*parts: str) -> str:
@@ -202,11 +207,11 @@ def _past(bound: float, ids: Sequence[str], *, above: bool) -> str:
 
 
 def history_constraint(
-    config: ProbeConfig, checkpoint: Mapping[str, Any] | None, below: tuple[float, Sequence[str]] | None = None
+    job_constraint: str, checkpoint: Mapping[str, Any] | None, below: tuple[float, Sequence[str]] | None = None
 ) -> str:
     """The constraint of one history call: the configured one, past the checkpoint, and (for
     the pages after the first) before the oldest end time read so far."""
-    parts = [config.pool.job_constraint]
+    parts = [job_constraint]
     if checkpoint:
         parts.append(_past(float(checkpoint["end"]), checkpoint.get("ids", []), above=True))
     if below is not None:
@@ -240,17 +245,15 @@ class HistoryRead:
     failures: dict[str, str] = field(default_factory=dict)
 
 
-def checkpoint_key(schedd: str) -> str:
-    """The outbox checkpoint of one schedd's history."""
-    return f"history:schedd:{schedd}"
-
-
 # -- the pool ---------------------------------------------------------------------------------------
 
 
 class LivePool:
     """A pool (or several) read through htcondor2; see the module docstring.
 
+    ``pool``: the pool's settings; ``slots`` and ``jobs``: what the table builders read;
+    ``slot_expressions`` and ``slot_attributes``: more that slot ads must carry (the speed and
+    cost expressions' references, the machine class attributes).
     ``collector_factory`` and ``schedd_factory`` make the clients of the single network calls
     (the bindings by default). With the bindings, ``pool.condor_config`` is loaded and
     ``pool.timeout_s`` becomes HTCondor's QUERY_TIMEOUT. :meth:`cancel` makes calls in flight
@@ -259,13 +262,20 @@ class LivePool:
 
     def __init__(
         self,
-        config: ProbeConfig,
+        pool: PoolSettings,
+        slots: SlotReading = SlotReading(),
+        jobs: JobReading = JobReading(),
         *,
+        slot_expressions: Sequence[str] = (),
+        slot_attributes: Sequence[str] = (),
         collector_factory: CollectorFactory | None = None,
         schedd_factory: ScheddFactory | None = None,
     ) -> None:
-        self.config = config
-        pool = config.pool
+        self.pool = pool
+        self.slots = slots
+        self.jobs = jobs
+        self.slot_expressions = tuple(slot_expressions)
+        self.slot_attributes = tuple(slot_attributes)
         self.groups: list[list[str | None]] = []
         for entry in pool.collectors:
             replicas: list[str | None] = [a.strip() for a in entry.split(",") if a.strip()]
@@ -275,7 +285,7 @@ class LivePool:
         if not self.groups:
             self.groups = [[None]]  # COLLECTOR_HOST of the HTCondor configuration
         if collector_factory is None or schedd_factory is None:
-            _configure_bindings(config)
+            _configure_bindings(pool)
         self._collector_factory: CollectorFactory = collector_factory or _bindings_collector
         self._schedd_factory: ScheddFactory = schedd_factory or _bindings_schedd
         self.security = _security(pool.token_file)
@@ -285,7 +295,7 @@ class LivePool:
         self.learned: dict[str, set[str]] = {"startd": set(), "idle": set(), "history": set()}
 
     def __repr__(self) -> str:
-        return f"LivePool(collectors={self.config.pool.collectors!r}, token={'set' if self.security else 'none'})"
+        return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
 
     def cancel(self) -> None:
         """Make calls in flight, and later ones, fail at once."""
@@ -381,7 +391,7 @@ class LivePool:
 
     def slot_ads(self) -> tuple[list[classad2.ClassAd], list[str], ReadReport]:
         """Startd ads of every pool, each slot once: (ads, the collector each came from, report)."""
-        constraint = self.config.pool.slot_constraint.strip() or None
+        constraint = self.pool.slot_constraint.strip() or None
         kept: dict[str, tuple[classad2.ClassAd, str]] = {}
         report = ReadReport()
         for group in self.groups:
@@ -398,7 +408,7 @@ class LivePool:
                 answered.append(address)
                 return ads
 
-            ads = self._projected("startd", "startd ads", slot_projection(self.config), ask)
+            ads = self._projected("startd", "startd ads", slot_projection(self.slots, self.slot_expressions, self.slot_attributes), ask)
             address = answered[-1]
             for ad in ads:
                 name = ad.get("Name")
@@ -416,10 +426,10 @@ class LivePool:
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
         """The slots and allocations tables of the pool, observed at ``now``."""
         ads, origins, report = self.slot_ads()
-        columns, converted = columns_from_classads(ads, slot_attrs(self.config), origin="collector")
+        columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
         columns.path = np.array(origins + [None], dtype=object)[:-1]
         report.merge(converted)
-        snapshot = snapshot_tables(columns, self.config)
+        snapshot = snapshot_tables(columns, self.slots)
         snapshot.slots["observed_at"] = float(now)
         snapshot.allocations["observed_at"] = float(now)
         return snapshot, report
@@ -435,7 +445,7 @@ class LivePool:
                 name = ad.get("Name")
                 if isinstance(name, str) and name and name not in found:
                     found[name] = ad
-        wanted = self.config.pool.schedds
+        wanted = self.pool.schedds
         failures = {}
         if wanted:
             for name in wanted:
@@ -457,7 +467,7 @@ class LivePool:
 
     def idle(self, schedds: Sequence[tuple[str, classad2.ClassAd]]) -> IdleRead:
         """The idle jobs of every schedd, grouped by autocluster."""
-        constraint = _and("JobStatus == 1", self.config.pool.job_constraint)
+        constraint = _and("JobStatus == 1", self.pool.job_constraint)
         frames, report, failures = [], ReadReport(), {}
         for name, location in schedds:
             what = f"schedd {name}: idle jobs"
@@ -474,9 +484,7 @@ class LivePool:
             frames.append(idle_table(columns, origin=f"schedd {name}"))
         if not frames and failures:
             return IdleRead(None, report, failures)  # nobody answered: no demand known, not "none"
-        frames = [f for f in frames if len(f)]
-        idle = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(IDLE_COLUMNS))
-        return IdleRead(idle, report, failures)
+        return IdleRead(stack(frames, IDLE_COLUMNS), report, failures)
 
     def _ask_idle(
         self, schedd: ScheddLike, what: str, constraint: str, projection: list[str]
@@ -490,9 +498,6 @@ class LivePool:
 
     def history(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
         """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""
-        # imported here: probes.cycle imports this module
-        from probes.cycle import new_jobs
-
         frames, checkpoints, report = [], {}, ReadReport()
         pages: dict[str, int] = {}
         failures: dict[str, str] = {}
@@ -510,18 +515,15 @@ class LivePool:
             frames.append(fresh)
             pages[name] = n
             report.merge(rep)
-        frames = [f for f in frames if len(f)]
-        jobs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(JOB_COLUMNS))
-        return HistoryRead(jobs, checkpoints, report, pages, failures)
+        return HistoryRead(stack(frames, JOB_COLUMNS), checkpoints, report, pages, failures)
 
     def _schedd_history(
         self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None
     ) -> tuple[pd.DataFrame, int, ReadReport]:
         """One schedd's backlog past ``mark``, page by page, newest first."""
-        config = self.config
-        attrs = job_attrs(config)
-        match = config.pool.history_match
-        since = f"{END_TIME} < {_number(float(mark['end']) - config.pool.history_lookback_s)}" if mark else None
+        attrs = job_attrs(self.jobs)
+        match = self.pool.history_match
+        since = f"{END_TIME} < {_number(float(mark['end']) - self.pool.history_lookback_s)}" if mark else None
         schedd = self._schedd(name, location)
         report = ReadReport()
         kept: list[AdColumns] = []
@@ -537,13 +539,13 @@ class LivePool:
             )
 
         while True:
-            constraint = history_constraint(config, mark, below)
+            constraint = history_constraint(self.pool.job_constraint, mark, below)
             ads = self._projected(
-                "history", what, history_projection(config), functools.partial(ask, constraint=constraint)
+                "history", what, history_projection(self.jobs), functools.partial(ask, constraint=constraint)
             )
             columns, rep = columns_from_classads(ads, attrs, origin=f"schedd {name}")
             report.merge(rep)
-            page = jobs_table(columns, config)  # for the ids and end times that page the backlog
+            page = jobs_table(columns, self.jobs)  # for the ids and end times that page the backlog
             ids = page["job_id"].to_numpy(dtype=object)
             ends = pd.to_numeric(page["end"]).to_numpy(dtype=np.float64)
             usable = pd.notna(ids) & np.isfinite(ends)
@@ -570,7 +572,7 @@ class LivePool:
             )
             below = (oldest, at_oldest)
         # one table of every page, built as the file readers build theirs
-        return jobs_table(AdColumns.concat(kept, attrs), config), calls[0], report
+        return jobs_table(AdColumns.concat(kept, attrs), self.jobs), calls[0], report
 
 
 def _take(columns: AdColumns, rows: np.ndarray) -> AdColumns:
@@ -625,10 +627,10 @@ def _security(token_file: str) -> htcondor2.SecurityContext | None:
     return htcondor2.SecurityContext(token)
 
 
-def _configure_bindings(config: ProbeConfig) -> None:
+def _configure_bindings(pool: PoolSettings) -> None:
     """Process-wide HTCondor settings from fairacct's configuration."""
-    if config.pool.condor_config:
-        if not Path(config.pool.condor_config).is_file():
-            raise ConfigError(f"pool.condor_config: no such file {config.pool.condor_config!r}")
-        htcondor2.reload_config(config.pool.condor_config)
-    htcondor2.param["QUERY_TIMEOUT"] = str(max(1, math.ceil(config.pool.timeout_s)))
+    if pool.condor_config:
+        if not Path(pool.condor_config).is_file():
+            raise ConfigError(f"pool.condor_config: no such file {pool.condor_config!r}")
+        htcondor2.reload_config(pool.condor_config)
+    htcondor2.param["QUERY_TIMEOUT"] = str(max(1, math.ceil(pool.timeout_s)))

@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
-from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, read_ads
+from probes.sources.classad import AdColumns, Attr, Kind, read_ads
+from probes.sources.frames import stack
+from probes.sources.report import ReadReport
 
 __all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "read_idle", "running_job_ids"]
 
@@ -62,10 +64,7 @@ def read_idle(
         ads, rep = read_ads(path, QUEUE_ATTRS, strict=strict, keep_raw=True)
         report.merge(rep)
         frames.append(idle_table(ads, running=running, origin=os.fspath(path)))
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame(columns=list(IDLE_COLUMNS)), report
-    return pd.concat(frames, ignore_index=True), report
+    return stack(frames, IDLE_COLUMNS), report
 
 
 def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin: str = "") -> pd.DataFrame:

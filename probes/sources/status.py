@@ -21,13 +21,14 @@ import classad2
 import numpy as np
 import pandas as pd
 
-from probes.config import ProbeConfig
-from probes.sources.classad import AdColumns, Attr, Kind, ReadReport, fallbacks, read_ads, unique_attrs
+from probes.accounting import RESOURCES
+from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
+from probes.sources.report import ReadReport
 from probes.sources.credentials import group_of
+from probes.sources.settings import SlotReading
 
-__all__ = ["RESOURCES", "Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
+__all__ = ["Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
 
-RESOURCES = ("cpus", "memory", "disk", "gpus")
 _OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
 _CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
 
@@ -56,7 +57,7 @@ class Snapshot:
     ads: np.ndarray | None = None
 
 
-def slot_attrs(config: ProbeConfig) -> list[Attr]:
+def slot_attrs(reading: SlotReading) -> list[Attr]:
     """The startd attributes the tables need, with the configured extras."""
     n, s, b, lst = Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.LIST
     attrs = [
@@ -69,59 +70,46 @@ def slot_attrs(config: ProbeConfig) -> list[Attr]:
         Attr("GlobalJobId", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
         Attr("ChildName", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
-        *fallbacks(config.site.attributes, s), *fallbacks(config.site.resource_attributes, s),
+        *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
-    for a in (config.machines.speed_attribute, config.machines.cost_attribute):
+    for a in (reading.speed_attribute, reading.cost_attribute):
         if a:
             attrs.append(Attr(a, n))
-    attrs += [Attr(a, Kind.ANY) for a in config.sources.slot_attributes]
+    attrs += [Attr(a, Kind.ANY) for a in reading.extra_attributes]
     return unique_attrs(attrs)
 
 
 
 def read_status(
     paths: Sequence[str | os.PathLike[str]],
-    config: ProbeConfig | None = None,
+    reading: SlotReading = SlotReading(),
     *,
     strict: bool = False,
 ) -> tuple[Snapshot, ReadReport]:
     """Read startd dumps into the slots and allocations tables."""
-    config = config or ProbeConfig()
-    attrs = slot_attrs(config)
+    attrs = slot_attrs(reading)
     parts, report = [], ReadReport()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
         parts.append(cols)
         report.merge(rep)
-    return snapshot_tables(AdColumns.concat(parts, attrs), config), report
+    return snapshot_tables(AdColumns.concat(parts, attrs), reading), report
 
 
-def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
+def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
     """Turn startd ads (from files or a live collector) into the slots and allocations tables."""
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
     dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
     partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
     observed = _first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
-    site = ads.first(config.site.attributes, config.site.default)
-    resource = ads.first(config.site.resource_attributes)
+    site = ads.first(reading.site_attributes, reading.site_default)
+    resource = ads.first(reading.resource_attributes)
     name = ads["Name"]
 
     # dynamic slots: one allocation each, under the parent named slotN@host
     d = np.flatnonzero(dynamic)
     parent = pd.Series(name[d], dtype=object).str.replace(r"^(slot\d+)_\d+@", r"\1@", regex=True).to_numpy()
-    from_ads = pd.DataFrame(
-        {
-            "pool": config.pool.name,
-            "name": name[d],
-            "parent": parent,
-            "job_id": ads["GlobalJobId"][d],
-            "user": ads["RemoteUser"][d],
-            "accounting_group": ads["AccountingGroup"][d],
-            **{r: _zero(ads[_OWN[r]][d]) for r in RESOURCES},
-            "from_child_lists": False,
-            "observed_at": observed[d],
-        }
-    )
+    from_ads = _held(ads, d, parent, {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
 
     # partitionable and static slots
     p = np.flatnonzero(~dynamic)
@@ -129,7 +117,7 @@ def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
     claimed = pd.Series(ads["State"][p], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
     slots = pd.DataFrame(
         {
-            "pool": config.pool.name,
+            "pool": reading.pool,
             "name": name[p],
             "machine": ads["Machine"][p],
             "slot_type": np.where(is_part, "Partitionable", "Static"),
@@ -149,43 +137,32 @@ def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
 
     # a claimed static slot is held whole by its job
     st = p[~is_part & claimed]
-    from_static = pd.DataFrame(
-        {
-            "pool": config.pool.name,
-            "name": name[st],
-            "parent": name[st],
-            "job_id": ads["GlobalJobId"][st],
-            "user": ads["RemoteUser"][st],
-            "accounting_group": ads["AccountingGroup"][st],
-            **{r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES},
-            "from_child_lists": False,
-            "observed_at": observed[st],
-        }
-    )
+    held = {r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES}
+    from_static = _held(ads, st, name[st], held, observed, reading.pool)
 
     # allocations of p-slots that have no dynamic slot ads, from their Child* lists
     has_ads = set(parent.tolist())
     orphans = [i for i in p[is_part] if name[i] not in has_ads and isinstance(ads["ChildCpus"][i], list)]
-    from_lists = _child_allocations(ads, orphans, observed, config.pool.name)
+    from_lists = _child_allocations(ads, orphans, observed, reading.pool)
     allocations = pd.concat([f for f in (from_ads, from_static, from_lists) if len(f)] or [from_ads], ignore_index=True)
     allocations["group"] = [group_of(v) for v in allocations["accounting_group"]]
-    allocations["interval_s"] = config.pool.interval_s
+    allocations["interval_s"] = reading.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
     counts = allocations.groupby("parent").size()
     slots["n_dynamic"] = slots["name"].map(counts).fillna(0).astype(np.int64)
-    slots["speed"] = _attr_or_one(ads, config.machines.speed_attribute, p)
-    slots["node_cost"] = _attr_or_one(ads, config.machines.cost_attribute, p)
+    slots["speed"] = _attr_or_one(ads, reading.speed_attribute, p)
+    slots["node_cost"] = _attr_or_one(ads, reading.cost_attribute, p)
     slots["glidein_to_retire"] = ads["GLIDEIN_ToRetire"][p]
     slots["glidein_to_die"] = ads["GLIDEIN_ToDie"][p]
     slots["observed_at"] = observed[p]
-    slots["interval_s"] = config.pool.interval_s
+    slots["interval_s"] = reading.interval_s
     slots["source"] = ads.path[p]
     slots["line"] = ads.line[p]
-    slots["partition"] = assign_partitions(ads, p, config) if ads.raw is not None else None
-    for extra in config.sources.slot_attributes:
+    slots["partition"] = assign_partitions(ads, p, reading.partitions) if ads.raw is not None else None
+    for extra in reading.extra_attributes:
         slots[extra] = ads[extra][p]
-    slots = slots.reindex(columns=[*SLOT_COLUMNS, *config.sources.slot_attributes])
+    slots = slots.reindex(columns=[*SLOT_COLUMNS, *reading.extra_attributes])
     return Snapshot(
         slots=slots.reset_index(drop=True),
         allocations=allocations.reset_index(drop=True),
@@ -193,12 +170,13 @@ def snapshot_tables(ads: AdColumns, config: ProbeConfig) -> Snapshot:
     )
 
 
-def assign_partitions(ads: AdColumns, rows: np.ndarray, config: ProbeConfig) -> np.ndarray:
-    """The first partition whose ``match`` expression is true of each slot ad (None if none).
+def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The first of ``partitions`` (name, ``match`` expression) whose expression is true of
+    each slot ad (None if none).
 
     Evaluated with classad2 against the whole slot ad; a ``match`` of "true" needs no ad.
     """
-    exprs = [(p.name, None if p.match.strip().lower() == "true" else classad2.ExprTree(p.match)) for p in config.partitions]
+    exprs = [(n, None if match.strip().lower() == "true" else classad2.ExprTree(match)) for n, match in partitions]
     out = np.full(len(rows), None, dtype=object)
     for k, i in enumerate(rows):
         ad = None
@@ -212,6 +190,26 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, config: ProbeConfig) -> 
                 out[k] = name
                 break
     return out
+
+
+def _held(
+    ads: AdColumns, rows: np.ndarray, parent: np.ndarray, amounts: dict[str, np.ndarray], observed: np.ndarray, pool: str
+) -> pd.DataFrame:
+    """Allocations of the slots ``rows`` (dynamic slots, or claimed static slots held whole),
+    each under its ``parent`` and holding ``amounts`` of each resource."""
+    return pd.DataFrame(
+        {
+            "pool": pool,
+            "name": ads["Name"][rows],
+            "parent": parent,
+            "job_id": ads["GlobalJobId"][rows],
+            "user": ads["RemoteUser"][rows],
+            "accounting_group": ads["AccountingGroup"][rows],
+            **amounts,
+            "from_child_lists": False,
+            "observed_at": observed[rows],
+        }
+    )
 
 
 def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray, pool: str) -> pd.DataFrame:

@@ -66,7 +66,7 @@ def test_speed_cost_and_attributes_split_classes() -> None:
 
 def test_the_condor25_pool(condor25: Path) -> None:
     config = parse_config({"machines": {"speed_attribute": "HEPSPEC"}})
-    snapshot, _ = read_status([condor25 / "status.ads"], config)
+    snapshot, _ = read_status([condor25 / "status.ads"], config.slot_reading())
     machines = machine_classes(snapshot.slots)
     # two partitionable slots of 16 cores and 32768 MiB; the second has 4 GPUs (README)
     assert machines[["name", "count", "cpus", "memory", "gpus", "speed"]].values.tolist() == [
@@ -78,7 +78,7 @@ def test_the_condor25_pool(condor25: Path) -> None:
 
 def test_the_demo_pool_collapses_36_slots_into_24_classes() -> None:
     config = parse_config({"machines": {"speed_attribute": "HEPSPEC"}})
-    snapshot, _ = read_status([DEMO / "status.ads"], config)
+    snapshot, _ = read_status([DEMO / "status.ads"], config.slot_reading())
     machines = machine_classes(snapshot.slots)
     assert len(snapshot.slots) == 36 and len(machines) == 24
     assert machines["count"].sum() == 36

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.elasticsearch import ElasticsearchSink
+from collector.sinks.elasticsearch import ElasticsearchSink
 from probes.cli import main
 
 from ..conftest import ROOT
@@ -59,11 +59,11 @@ def test_a_rejected_record_goes_to_the_dead_letters_and_its_batch_is_delivered(
     from collector.outbox import Outbox
     from collector.records import table_docs
     from probes.config import load_config
-    from probes.overhead import overhead_report
+    from probes.pipeline.overhead import overhead_report
     from probes.sources.status import read_status
 
     config = load_config(ROOT / "config/demo.toml")
-    snapshot, _ = read_status(config.sources.status_files, config)
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     docs = table_docs("slot", overhead_report(snapshot, config).slots, probe="test")
     docs[5]["overhead_cu"] = "lots"  # a mapping conflict: overhead_cu is an integer field
     with ElasticsearchSink.from_url(osmem_url) as sink, Outbox(tmp_path / "state/outbox.sqlite") as outbox:

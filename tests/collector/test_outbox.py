@@ -7,9 +7,9 @@ from pathlib import Path
 
 from collector.outbox import Outbox
 from collector.records import KINDS, record_id, table_docs
-from collector.store import EmbeddedStore
+from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
-from probes.overhead import overhead_report
+from probes.pipeline.overhead import overhead_report
 from probes.sources.status import read_status
 
 from ..conftest import ROOT
@@ -17,7 +17,7 @@ from ..conftest import ROOT
 
 def slot_docs() -> list[dict]:  # type: ignore[type-arg]
     config = load_config(ROOT / "config/demo.toml")
-    snapshot, _ = read_status(config.sources.status_files, config)
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     return table_docs("slot", overhead_report(snapshot, config).slots, probe="test")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import probes.sources.classad as classad_module
+import probes.sources.classad.model as classad_module
 from collector.errors import SourceError
 from probes.config import parse_config
 from probes.sources.history import read_history
@@ -66,7 +66,7 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
             "credentials": {"user": ["User"], "group": ["AccountingGroup"], "project": ["ProjectName"], "qos": ["JobPrio"]},
         }
     )
-    jobs, report = read_history([condor25 / "per_job_history"], config)
+    jobs, report = read_history([condor25 / "per_job_history"], config.job_reading())
     assert set(jobs["user"]) == {"condoruser@localpool"}
     assert set(jobs["group"]) == {"group_cms", "group_atlas", "group_osg"}
     # speed of the host the job ran on, through SYSTEM_JOB_MACHINE_ATTRS: 10.5 CPU node, 15.0 GPU node

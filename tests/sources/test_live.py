@@ -25,19 +25,19 @@ import pytest
 
 from collector.errors import ConfigError, SourceError
 from collector.outbox import Outbox
-from collector.store import EmbeddedStore
+from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
-from probes.cycle import check_sources, read_live, run_once
+from probes.pipeline.cycle import check_sources, live_pool, read_live, run_once
 from probes.sources.history import read_history
 from probes.sources.live import (
     END_TIME,
     LivePool,
-    checkpoint_key,
     history_constraint,
     history_projection,
     idle_projection,
     slot_projection,
 )
+from probes.sources.checkpoints import checkpoint_key
 from probes.sources.queue import read_idle
 from probes.sources.status import read_status
 
@@ -174,7 +174,7 @@ class FakePool:
         return self.schedds[location["Name"]]
 
     def live(self, config: ProbeConfig) -> LivePool:
-        return LivePool(config, collector_factory=self.collector, schedd_factory=self.schedd)
+        return live_pool(config, collector_factory=self.collector, schedd_factory=self.schedd)
 
     def release(self) -> None:
         for d in [*self.collectors.values(), *self.schedds.values()]:
@@ -241,7 +241,7 @@ def test_the_slot_projection_is_what_the_tables_and_the_configuration_need() -> 
             ],
         }
     )
-    projection = slot_projection(cfg)
+    projection = _slot_projection(cfg)
     assert len(projection) == len({p.lower() for p in projection})
     for name in ("Name", "SlotType", "Cpus", "TotalSlotGPUs", "ChildCpus", "GLIDEIN_Site", "HEPSPEC", "MyCurrentTime",
                  "Arch", "NodeCost", "CPUModel", "TotalSlotMemory", "HasTDP"):  # fmt: skip
@@ -259,7 +259,7 @@ def test_the_job_projections_hold_what_default_request_expressions_refer_to() ->
     } <= set(idle)
     assert {"MemoryUsage", "ResidentSetSize", "ImageSize", "DiskUsage"} <= set(idle)
     assert not {"JobCount", "JobIds"} & set(idle)  # autocluster ads only
-    history = history_projection(config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}))
+    history = history_projection(config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}).job_reading())
     assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0", "JobQOS",
             "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
 
@@ -280,17 +280,17 @@ def test_a_live_snapshot_is_the_file_snapshot(
     # asked again once with it, and from the start from then on
     first, second = collector.calls
     assert first == {"call": "query", "ad_type": htcondor2.AdType.Startd, "constraint": 'SlotType =!= "Static"',
-                     "projection": slot_projection(cfg)}  # fmt: skip
-    assert second["projection"] == [*slot_projection(cfg), "DaemonStartTime"]
+                     "projection": _slot_projection(cfg)}  # fmt: skip
+    assert second["projection"] == [*_slot_projection(cfg), "DaemonStartTime"]
     assert (
         "startd ads: the answer refers to DaemonStartTime, which the projection lacked; asking again with them"
         in caplog.text
     )
     collector.calls.clear()
     live.snapshot(now=NOW + 300)
-    assert [c["projection"] for c in collector.calls] == [[*slot_projection(cfg), "DaemonStartTime"]]
+    assert [c["projection"] for c in collector.calls] == [[*_slot_projection(cfg), "DaemonStartTime"]]
     assert collector.security == [None, None, None]
-    files, _ = read_status([condor25 / "status.ads"], cfg)
+    files, _ = read_status([condor25 / "status.ads"], cfg.slot_reading())
     ignore = ["observed_at", "source", "line"]
     pd.testing.assert_frame_equal(snapshot.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
     pd.testing.assert_frame_equal(
@@ -347,7 +347,7 @@ def test_generated_ads_give_the_same_tables_through_both_paths(
     dump = tmp_path / "status.ads"
     dump.write_text("\n".join(ad.printOld() for ad in ads))
     cfg = config(sources={"slot_attributes": ["Weird"]})
-    files, _ = read_status([dump], cfg)
+    files, _ = read_status([dump], cfg.slot_reading())
     live, _ = fake_pool(pools, {None: FakeCollector(ads)}).live(cfg).snapshot(now=NOW)
     ignore = ["observed_at", "source", "line"]
     pd.testing.assert_frame_equal(live.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
@@ -438,7 +438,7 @@ def test_garbage_from_a_collector_is_a_clear_error(
 
 def test_the_real_bindings_failing_become_a_source_error(pools: list[FakePool]) -> None:
     """Nothing listens on port 1 of the loopback: htcondor2's own failure, translated."""
-    live = LivePool(config(pool={"collectors": ["127.0.0.1:1"], "timeout_s": 10}))
+    live = live_pool(config(pool={"collectors": ["127.0.0.1:1"], "timeout_s": 10}))
     with pytest.raises(
         SourceError, match=r"^collector 127\.0\.0\.1:1: startd ads: Failed communication with collector\.$"
     ):
@@ -463,7 +463,7 @@ def test_a_token_file_becomes_the_collectors_security_context(
     assert "eyJ" not in repr(live)
     token.write_text("")
     with pytest.raises(ConfigError, match=r"pool.token_file: .* is empty, expected an IDTOKEN"):
-        LivePool(
+        live_pool(
             config(pool={"token_file": str(token)}),
             collector_factory=FakePool({}).collector,
             schedd_factory=FakePool({}).schedd,
@@ -534,10 +534,10 @@ def test_the_history_backlog_is_read_in_pages_and_the_checkpoint_follows(
 
     assert len(schedd.calls) == 5 and read.pages == {"vm": 5}  # 42 jobs, 10 per call
     assert [c["match"] for c in schedd.calls] == [10] * 5 and {c["since"] for c in schedd.calls} == {None}
-    assert all(c["projection"] == history_projection(cfg) for c in schedd.calls)
+    assert all(c["projection"] == history_projection(cfg.job_reading()) for c in schedd.calls)
     assert schedd.calls[0]["constraint"] == "true"
     assert schedd.calls[1]["constraint"].startswith(f"{END_TIME} < ")  # below the oldest end of page 1
-    files, _ = read_history([condor25 / "history.ads"], cfg)
+    files, _ = read_history([condor25 / "history.ads"], cfg.job_reading())
     jobs = read.jobs.sort_values("job_id").reset_index(drop=True)
     pd.testing.assert_frame_equal(
         jobs.drop(columns=["source", "line"]),
@@ -553,7 +553,7 @@ def test_the_history_backlog_is_read_in_pages_and_the_checkpoint_follows(
     assert call["since"] == f"{END_TIME} < 1795268801"
     assert (
         call["constraint"]
-        == history_constraint(cfg, mark)
+        == history_constraint(cfg.pool.job_constraint, mark)
         == (
             f'{END_TIME} > 1795269401 || ({END_TIME} == 1795269401 && !member(GlobalJobId, {{"vm#12.0#1795269388", "vm#12.1#1795269388"}}))'
         )
@@ -664,13 +664,13 @@ def test_read_live_without_a_collector_keeps_the_snapshot_and_says_so(
             collector.fail = None
 
     collector.locateAll = locate_fails  # type: ignore[method-assign]
-    result = read_live(config(), pool.live(config()), now=NOW, history=False)
+    result = read_live(pool.live(config()), now=NOW, history=False)
     assert result.snapshot is not None and len(result.snapshot.slots) == 2 and result.idle is None
     assert result.failures == {
         "collector": "collector COLLECTOR_HOST: locate schedds: Failed communication with collector."
     }
     with pytest.raises(SourceError, match="locate schedds"):
-        read_live(config(), pool.live(config()), now=NOW, snapshot=False)
+        read_live(pool.live(config()), now=NOW, snapshot=False)
 
 
 def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
@@ -682,3 +682,9 @@ def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], 
     with pytest.raises(SourceError, match="abandoned, the probe is stopping"):
         live.snapshot(now=NOW)
     assert time.monotonic() - started < 2 and live.abandoned == 1
+
+
+def _slot_projection(cfg: ProbeConfig) -> list[str]:
+    """The projection a live pool of ``cfg`` asks the collectors for."""
+    m = cfg.machines
+    return slot_projection(cfg.slot_reading(), (m.speed_expression, m.cost_expression), m.class_attributes)

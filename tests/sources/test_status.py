@@ -78,9 +78,9 @@ def test_live_classads_give_the_same_tables(condor25: Path) -> None:
     make the same tables as the file reader."""
     config = ProbeConfig()
     ads = list(classad2.parseAds((condor25 / "status.ads").read_text(), classad2.ParserType.Old))
-    columns, _ = columns_from_classads(ads, slot_attrs(config))
-    live = snapshot_tables(columns, config)
-    files, _ = read_status([condor25 / "status.ads"], config)
+    columns, _ = columns_from_classads(ads, slot_attrs(config.slot_reading()))
+    live = snapshot_tables(columns, config.slot_reading())
+    files, _ = read_status([condor25 / "status.ads"], config.slot_reading())
     ignore = ["source", "line"]
     pd.testing.assert_frame_equal(live.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
     pd.testing.assert_frame_equal(live.allocations, files.allocations)
@@ -96,7 +96,7 @@ def test_configured_site_speed_and_extras(condor25: Path) -> None:
             "partitions": [{"name": "big", "match": "TotalSlotMemory >= 32768 && TotalSlotGPUs == 0", "cpus": 2}],
         }
     )
-    snap, _ = read_status([condor25 / "status.ads"], config)
+    snap, _ = read_status([condor25 / "status.ads"], config.slot_reading())
     slots = snap.slots.set_index("name")
     assert slots["site"].tolist() == ["T2_XX_Nowhere"] * 2 and set(slots["pool"]) == {"loop"}
     assert slots["speed"].tolist() == [10.5, 15.0]  # HEPSPEC of the CPU and the GPU node

@@ -1,0 +1,379 @@
+"""The Elasticsearch / OpenSearch sink: monthly indices, bulk writes by id, per-item results.
+
+A document of kind K whose ``timestamp`` falls in month M goes to the index
+``<prefix>-K-YYYY.MM``: the record's own time, never the time it arrived, so a late record
+lands beside its peers and a month can be dropped whole. A batch is one ``_bulk`` request of
+*index* operations with ``_id`` = the record id, so sending the same fact twice keeps one
+document and a corrected fact replaces the old one. Every item's result is read: 2xx is
+acknowledged, 408/429/5xx is worth another try, any other 4xx (a mapping conflict) is
+rejected for good with the server's reason.
+
+Failures of a whole request that may pass (connection refused or reset, timeouts, 408, 429,
+5xx) are retried with bounded, jittered exponential backoff; after the budget the documents
+are reported in ``retry`` (the outbox keeps them), never raised away or dropped. Any other
+failure of a whole request (authentication, TLS, a request the server cannot read) raises
+:class:`ElasticsearchError`; nothing of that request is acknowledged, so the outbox keeps it.
+
+Two flavours behind one small interface (:class:`Client`): the official ``elasticsearch``
+client for ``http(s)://`` URLs and ``opensearch-py``, imported only then, for
+``opensearch+http(s)://`` URLs. Index templates are the JSON files of ``mappings/``, one per
+kind. Secrets (an API key, a password) are read from a file or from an environment variable
+named in the parameters, never taken as literals, never logged, and masked in ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from collector.errors import ConfigError, ElasticsearchError
+from collector.sinks.base import SendResult, TemplateCheck
+from collector.sinks.elasticsearch.auth import read_auth
+from collector.sinks.elasticsearch.templates import (
+    INDEX_PREFIX,
+    KIND_NAME,
+    field_types_of,
+    load_templates,
+    monthly_index,
+    template_difference,
+)
+from collector.sinks.elasticsearch.transport import (
+    FLAVOURS,
+    Client,
+    ElasticsearchClient,
+    OpenSearchClient,
+    error_text,
+    is_transient,
+)
+
+__all__ = ["ElasticsearchSink", "StoredDocument"]
+
+_log = logging.getLogger("collector.sinks.elasticsearch")
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document as the server holds it: its index, its id and its source."""
+
+    index: str
+    id: str
+    source: dict[str, Any]
+
+
+
+class ElasticsearchSink:
+    """Records in Elasticsearch or OpenSearch (see the module docstring).
+
+    ``url``: ``http(s)://HOST:PORT`` (the ``elasticsearch`` client) or
+    ``opensearch+http(s)://HOST:PORT`` (``opensearch-py``), without credentials.
+    ``prefix``: indices are ``<prefix>-<kind>-YYYY.MM``, templates ``<prefix>-<kind>``.
+
+    Authentication, each secret from a file or from the environment variable it names:
+    ``api_key_file`` / ``api_key_env`` (an encoded Elasticsearch API key), or ``username`` with
+    ``password_file`` / ``password_env`` (basic auth). ``ca_certs_file`` (a path) or
+    ``ca_certs_env`` (a variable holding the path) name a CA bundle for ``https``;
+    ``verify_certs`` turns verification off, for test clusters only.
+
+    Sending: ``batch_size`` documents per bulk request; a failure that may pass is tried
+    ``max_retries`` more times after ``backoff_s``, doubling up to ``backoff_max_s``, each delay
+    scaled by ``0.5 + 0.5 * jitter()`` (``jitter`` returns [0, 1)); ``sleep`` waits. Both are
+    parameters so tests need not wait. ``timeout_s`` bounds one request.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "fairacct",
+        api_key_file: str | os.PathLike[str] | None = None,
+        api_key_env: str | None = None,
+        username: str | None = None,
+        password_file: str | os.PathLike[str] | None = None,
+        password_env: str | None = None,
+        ca_certs_file: str | os.PathLike[str] | None = None,
+        ca_certs_env: str | None = None,
+        verify_certs: bool = True,
+        timeout_s: float = 30.0,
+        batch_size: int = 1000,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        mappings: str | os.PathLike[str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in FLAVOURS or not parts.hostname:
+            shown = url if not (parts.username or parts.password) else "the store URL"
+            raise ConfigError(f"expected http(s)://HOST:PORT or opensearch+http(s)://HOST:PORT, got {shown!r}")
+        if parts.username or parts.password:
+            bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+            raise ConfigError(
+                f"{bare}: credentials in the URL are not accepted; give username with password_file or "
+                "password_env, or api_key_file or api_key_env"
+            )
+        if not isinstance(prefix, str) or not INDEX_PREFIX.fullmatch(prefix):
+            raise ConfigError(
+                f"prefix must be lowercase letters, digits, '-' or '_' (part of an index name), got {prefix!r}"
+            )
+        _check_number("timeout_s", timeout_s, minimum=0.0, exclusive=True)
+        _check_number("batch_size", batch_size, minimum=1, integer=True)
+        _check_number("max_retries", max_retries, minimum=0, integer=True)
+        _check_number("backoff_s", backoff_s, minimum=0.0)
+        _check_number("backoff_max_s", backoff_max_s, minimum=backoff_s)
+
+        self.url = url
+        self.flavour = FLAVOURS[parts.scheme]
+        self.prefix = prefix
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self._mappings = mappings
+        self._sleep = sleep
+        self._jitter = jitter
+        self._where = f"{self.flavour} {url}"
+        https = parts.scheme.endswith("https")
+        self._auth = read_auth(
+            https=https,
+            api_key_file=api_key_file,
+            api_key_env=api_key_env,
+            username=username,
+            password_file=password_file,
+            password_env=password_env,
+            ca_certs_file=ca_certs_file,
+            ca_certs_env=ca_certs_env,
+        )
+        client_url = url.removeprefix("opensearch+")
+        flavour = OpenSearchClient if self.flavour == "opensearch" else ElasticsearchClient
+        self._client: Client = flavour(
+            client_url, self._where, self._auth, verify_certs=verify_certs, timeout_s=timeout_s
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> ElasticsearchSink:
+        """The sink of a store URL; ``options`` are the constructor's keyword arguments (what
+        :func:`collector.sinks.open_sink` passes as ``auth``)."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        auth = self._auth.description  # secrets show as ***
+        return f"ElasticsearchSink({self.url!r}, flavour={self.flavour!r}, prefix={self.prefix!r}, auth={auth!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ElasticsearchSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
+        """Store documents of one kind (each with ``id`` and ``timestamp``); say what became of each.
+
+        Documents without a usable ``timestamp`` or that are not JSON (NaN, objects) are rejected
+        without a request. Of several documents with the same id, the last counts. A failure
+        that no retry can mend (authentication, TLS) raises :class:`ElasticsearchError`; bulk
+        requests of this call that went before it may have been stored, and sending them again
+        is harmless.
+        """
+        self._check_kind(kind)
+        result = SendResult()
+        lines: dict[str, str] = {}  # id -> action and source lines, in order
+        for position, doc in enumerate(docs):
+            id_ = doc.get("id")
+            if not isinstance(id_, str) or not id_:
+                raise ValueError(f"{kind} document {position} has no string 'id', got {id_!r}")
+            lines.pop(id_, None)
+            result.rejected.pop(id_, None)
+            try:
+                index = monthly_index(self.prefix, kind, doc.get("timestamp"))
+                source = json.dumps(doc, allow_nan=False, separators=(",", ":"), default=_plain)
+            except (TypeError, ValueError) as exc:
+                result.rejected[id_] = f"{kind} document {id_}: {exc}"
+                continue
+            action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":"))
+            lines[id_] = f"{action}\n{source}\n"
+        ids = list(lines)
+        for start in range(0, len(ids), self.batch_size):
+            self._bulk(kind, {i: lines[i] for i in ids[start : start + self.batch_size]}, result)
+        return result
+
+    def _bulk(self, kind: str, pending: dict[str, str], result: SendResult) -> None:
+        """One bulk request of ``pending`` (id -> lines), retrying what may pass."""
+        errors: dict[str, str] = {}
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                delay = self._delay(attempt)
+                _log.warning(
+                    "%s: %d %s documents not stored yet (%s); retry %d of %d in %.3g s",
+                    self._where, len(pending), kind, next(iter(errors.values())), attempt, self.max_retries, delay,
+                )  # fmt: skip
+                self._sleep(delay)
+            what = f"bulk write of {len(pending)} {kind} documents"
+            try:
+                response = self._client.request("POST", "/_bulk", "".join(pending.values()), what=what, ndjson=True)
+            except ElasticsearchError as exc:
+                if not exc.transient:
+                    raise
+                errors = dict.fromkeys(pending, str(exc))
+                continue
+            errors = self._read_items(kind, response, list(pending), result)
+            pending = {i: pending[i] for i in errors}
+            if not pending:
+                return
+        result.retry.update(errors)
+
+    def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
+        """Sort a bulk response's items into ``result``; return the transient errors by id."""
+        items = response.get("items") if isinstance(response, Mapping) else None
+        if not isinstance(items, list) or len(items) != len(ids):
+            got = len(items) if isinstance(items, list) else "no"
+            return dict.fromkeys(ids, f"{self._where}: bulk response has {got} items for {len(ids)} {kind} documents")
+        transient = {}
+        for id_, item in zip(ids, items, strict=True):  # lengths checked above
+            outcome: Any = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
+            status = outcome.get("status") if isinstance(outcome, Mapping) else None
+            if not isinstance(status, int):
+                transient[id_] = f"{self._where}: no status for this document in the bulk response"
+            elif 200 <= status < 300:
+                result.acked.append(id_)
+            elif is_transient(status):
+                transient[id_] = f"{status} {error_text(outcome.get('error'))}"
+            else:
+                result.rejected[id_] = error_text(outcome.get("error"))
+        return transient
+
+    def _delay(self, attempt: int) -> float:
+        """Seconds before retry ``attempt`` (1, 2, ...): exponential, capped, jittered."""
+        base = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
+        return float(base * (0.5 + 0.5 * self._jitter()))
+
+    # -- templates ------------------------------------------------------------------------------
+
+    def install_templates(self) -> list[str]:
+        """Put the index template of every kind (idempotent: a template is replaced by its
+        current version); return their names."""
+        names = []
+        for kind, template in load_templates(self.prefix, self._mappings).items():
+            name = f"{self.prefix}-{kind}"
+            self._client.request("PUT", f"/_index_template/{name}", template, what=f"installing index template {name}")
+            names.append(name)
+        return names
+
+    def check_templates(self) -> TemplateCheck:
+        """Which kinds' templates are missing on the server or differ from ``mappings/``."""
+        missing: list[str] = []
+        differ: dict[str, str] = {}
+        for kind, expected in load_templates(self.prefix, self._mappings).items():
+            name = f"{self.prefix}-{kind}"
+            try:
+                answer = self._client.request(
+                    "GET", f"/_index_template/{name}", None, what=f"reading index template {name}"
+                )
+            except ElasticsearchError as exc:
+                if exc.status == 404:
+                    missing.append(kind)
+                    continue
+                raise
+            found = [t.get("index_template", {}) for t in answer.get("index_templates", []) if t.get("name") == name]
+            if not found:
+                missing.append(kind)
+                continue
+            difference = template_difference(found[0], expected)
+            if difference:
+                differ[kind] = difference
+        return TemplateCheck(missing, differ)
+
+    # -- reading (for reports, checks and tests) -------------------------------------------------
+
+    def _pattern(self, kind: str) -> str:
+        self._check_kind(kind)
+        return f"{self.prefix}-{kind}-*"
+
+    def _search(self, kind: str, body: Mapping[str, Any], what: str) -> Any:
+        """A search over every month of ``kind``, after a refresh so it sees every write."""
+        pattern = self._pattern(kind)
+        self._client.request("POST", f"/{pattern}/_refresh", None, what=f"refreshing {pattern}")
+        return self._client.request("POST", f"/{pattern}/_search", body, what=what)
+
+    def count(self, kind: str) -> int:
+        """How many documents of ``kind`` are stored, over every month."""
+        answer = self._search(kind, {"size": 0, "track_total_hits": True}, f"counting {kind} documents")
+        return int(answer["hits"]["total"]["value"])
+
+    def search_counts(
+        self, kind: str, field: str, *, interval: float | None = None, size: int = 1000
+    ) -> dict[Any, int]:
+        """Documents of ``kind`` per value of ``field`` (a terms aggregation), or per bucket of
+        width ``interval`` (a histogram; keys are the buckets' lower bounds), non-empty only."""
+        agg: dict[str, Any]
+        if interval is None:
+            agg = {"terms": {"field": field, "size": size}}
+        else:
+            agg = {"histogram": {"field": field, "interval": interval, "min_doc_count": 1}}
+        answer = self._search(kind, {"size": 0, "aggs": {"counts": agg}}, f"aggregating {kind} documents by {field}")
+        return {b["key"]: int(b["doc_count"]) for b in answer["aggregations"]["counts"]["buckets"]}
+
+    def query(
+        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Documents of ``kind``, oldest first, as the embedded store's ``query`` gives them:
+        ``since``/``until`` are ISO-8601 UTC bounds on ``timestamp`` (since inclusive, until
+        exclusive); at most ``limit`` (10,000 when not given: use a scroll for more)."""
+        bounds = {k: v for k, v in (("gte", since), ("lt", until)) if v is not None}
+        body: dict[str, Any] = {
+            "query": {"range": {"timestamp": bounds}} if bounds else {"match_all": {}},
+            "sort": [{"timestamp": "asc"}, {"id": "asc"}],
+            "size": 10_000 if limit is None else limit,
+        }
+        answer = self._search(kind, body, f"reading {kind} documents")
+        return [h["_source"] for h in answer["hits"]["hits"]]
+
+    def fetch(self, kind: str, ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents of ``kind`` with these ids (absent ids are left out)."""
+        if not ids:
+            return {}
+        body = {"query": {"ids": {"values": list(ids)}}, "size": len(ids)}
+        answer = self._search(kind, body, f"fetching {len(ids)} {kind} documents")
+        hits = answer["hits"]["hits"]
+        return {h["_id"]: StoredDocument(h["_index"], h["_id"], h["_source"]) for h in hits}
+
+    def field_types(self, kind: str) -> dict[str, dict[str, str]]:
+        """Index -> field -> mapped type, for every index of ``kind``."""
+        pattern = self._pattern(kind)
+        answer = self._client.request("GET", f"/{pattern}/_mapping", None, what=f"reading the mappings of {pattern}")
+        return {index: field_types_of(body.get("mappings", {})) for index, body in answer.items()}
+
+    def _check_kind(self, kind: str) -> None:
+        if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
+            raise ValueError(f"record kind must be a lowercase word, got {kind!r}")
+
+
+
+def _plain(value: object) -> object:
+    """numpy scalars as Python ones, for JSON."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise TypeError(f"{type(value).__name__} {value!r} is not JSON")
+
+
+def _check_number(name: str, value: object, *, minimum: float, integer: bool = False, exclusive: bool = False) -> None:
+    """A ConfigError naming ``name`` unless ``value`` is a number (a whole one if ``integer``)
+    at least (or, if ``exclusive``, above) ``minimum``."""
+    number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if number and isinstance(value, (int, float)) and (value > minimum or (value == minimum and not exclusive)):
+        return
+    bound = f"> {minimum}" if exclusive else f">= {minimum}"
+    raise ConfigError(f"{name} must be a {'whole ' if integer else ''}number {bound}, got {value!r}")

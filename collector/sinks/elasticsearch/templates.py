@@ -1,0 +1,89 @@
+"""fairacct's index templates (the JSON files of ``mappings/``) and monthly index names."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from collector.errors import ConfigError
+from collector.records import KINDS
+
+__all__ = ["DIGEST_KEY", "INDEX_PREFIX", "KIND_NAME", "MAPPINGS", "field_types_of", "load_templates", "monthly_index", "template_difference"]
+
+MAPPINGS = Path(__file__).resolve().parents[3] / "mappings"
+# An index name part: lowercase, and none of the characters index names or patterns reserve.
+INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
+KIND_NAME = re.compile(r"[a-z][a-z_]{0,30}")
+DIGEST_KEY = "fairacct_digest"
+
+
+def monthly_index(prefix: str, kind: str, timestamp: object) -> str:
+    """The index of a record: ``<prefix>-<kind>-YYYY.MM`` by its own ISO-8601 ``timestamp``."""
+    if not isinstance(timestamp, str) or not timestamp:
+        raise ValueError(f"expected an ISO-8601 UTC 'timestamp' like '2026-11-21T14:00:00Z', got {timestamp!r}")
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        raise ValueError(
+            f"expected an ISO-8601 UTC 'timestamp' like '2026-11-21T14:00:00Z', got {timestamp!r}"
+        ) from None
+    if moment.tzinfo is None:  # a record's time without a zone is UTC by the schema
+        moment = moment.replace(tzinfo=UTC)
+    return f"{prefix}-{kind}-{moment.astimezone(UTC):%Y.%m}"
+
+
+def load_templates(
+    prefix: str = "fairacct", directory: str | os.PathLike[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The index template of every kind, from ``<directory>/<kind>.json`` (default ``mappings/``).
+
+    The files are written for the prefix ``fairacct``; another prefix gets the patterns
+    ``<prefix>-<kind>-*``. ``_meta.fairacct_digest`` fingerprints each template as installed,
+    so :meth:`ElasticsearchSink.check_templates` can tell an outdated one.
+    """
+    folder = Path(directory) if directory is not None else MAPPINGS
+    templates = {}
+    for kind in KINDS:
+        path = folder / f"{kind}.json"
+        try:
+            template = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the {kind} index template ({exc.strerror})") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{path}: the {kind} index template is not JSON ({exc})") from exc
+        if not isinstance(template, dict) or not isinstance(template.get("template"), dict):
+            raise ConfigError(f"{path}: expected a composable index template with a 'template' object")
+        template["index_patterns"] = [f"{prefix}-{kind}-*"]
+        meta = {k: v for k, v in dict(template.get("_meta") or {}).items() if k != DIGEST_KEY}
+        template["_meta"] = meta
+        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+        template["_meta"] = {**meta, DIGEST_KEY: digest}
+        templates[kind] = template
+    return templates
+
+
+def field_types_of(mappings: Mapping[str, Any]) -> dict[str, str]:
+    return {name: str(spec.get("type", "object")) for name, spec in mappings.get("properties", {}).items()}
+
+
+def template_difference(installed: Mapping[str, Any], expected: Mapping[str, Any]) -> str:
+    """What differs between an installed template and the expected one ('' if nothing that
+    matters: the fingerprint, the patterns and the field types)."""
+    found = []
+    digest = dict(installed.get("_meta") or {}).get(DIGEST_KEY)
+    if digest != expected["_meta"][DIGEST_KEY]:
+        found.append("installed from another version of mappings/")
+    if sorted(installed.get("index_patterns", [])) != sorted(expected["index_patterns"]):
+        found.append(f"index patterns {installed.get('index_patterns')}, expected {expected['index_patterns']}")
+    have = field_types_of(installed.get("template", {}).get("mappings", {}))
+    for name, want in field_types_of(expected["template"]["mappings"]).items():
+        if have.get(name) != want:
+            found.append(f"field {name} is {have.get(name, 'not mapped')}, expected {want}")
+    return "; ".join(found)
+

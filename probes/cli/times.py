@@ -1,0 +1,27 @@
+"""The one parser of times given on the command line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from collector.errors import ConfigError
+
+__all__ = ["parse_time"]
+
+
+def parse_time(text: str, option: str = "--at") -> float:
+    """UNIX seconds from ``1364601600`` or an ISO-8601 time (``2013-03-30T00:00:00Z``; UTC when
+    no zone is given). A :class:`ConfigError` naming ``option`` otherwise."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"{option}: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()

@@ -1,0 +1,253 @@
+"""What the command line shows: aligned tables for people, one JSON document for programs.
+
+The JSON shapes of ``overhead`` and ``bill`` are a contract other tools read: keys are added,
+never renamed or removed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.outbox import OutboxStatus
+from collector.records import iso_utc
+from probes.accounting import RESOURCES
+from probes.pipeline.cycle import CycleResult
+from probes.pipeline.overhead import OverheadReport
+
+__all__ = [
+    "Section",
+    "bill_json",
+    "bill_sections",
+    "docs_table",
+    "outbox_view",
+    "overhead_json",
+    "overhead_sections",
+    "read_json",
+    "read_sections",
+    "records",
+    "records_summary",
+    "render",
+    "table",
+]
+
+Section = tuple[str, str]
+
+SLOT_VIEW = (
+    "name", "slot_type", "site", "partition", "total_cpus", "total_memory", "total_gpus",
+    "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "n_dynamic",
+)  # fmt: skip
+ALLOCATION_VIEW = ("name", "parent", "job_id", "user", "group", "cpus", "memory", "gpus")
+IDLE_VIEW = ("schedd", "autocluster_id", "request_cpus", "request_memory", "request_disk", "request_gpus", "count", "users")
+JOB_VIEW = ("job_id", "user", "group", "project", "cpus", "memory", "gpus", "status", "walltime_s", "cpu_time_s", "site")
+OVERHEAD_VIEW = (
+    "name", "partition", "site", "phase", "overhead_cu", "fits_idle",
+    "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "overhead_cu_hours",
+)  # fmt: skip
+NODE_VIEW = ("name", "partition", "overhead_cu", "n_allocations", "rate_cpus", "rate_memory", "rate_gpus")
+BILL_VIEW = ("name", "user", "cpus", "memory", "gpus", "billed_cpus", "billed_memory", "billed_gpus")
+SHOWN = ("cpus", "memory", "gpus")  # disk is billed too, but rarely what a person looks at
+
+
+def render(sections: Sequence[Section]) -> str:
+    return "\n".join(f"== {title}\n{body}\n" for title, body in sections)
+
+
+def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3) -> str:
+    """An aligned table of ``columns``; whole floats print as integers."""
+    if not len(frame):
+        return "(none)"
+    view = frame.reindex(columns=list(columns)).copy()
+    for col in view.columns:
+        if pd.api.types.is_float_dtype(view[col]) and view[col].notna().any():
+            if (view[col].dropna() % 1 == 0).all():
+                view[col] = view[col].astype("Int64")
+            else:
+                view[col] = view[col].round(digits)
+    return view.to_string(index=False, na_rep="-")
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts (NaN becomes null)."""
+    return json.loads(frame.to_json(orient="records", double_precision=15))  # type: ignore[no-any-return]
+
+
+# -- the tables a cycle read ---------------------------------------------------------------
+
+
+def read_sections(result: CycleResult, *, slots: bool = True) -> list[Section]:
+    sections = []
+    if result.snapshot is not None and slots:
+        s, a = result.snapshot.slots, result.snapshot.allocations
+        sections.append((f"{len(s)} slots (partitionable and static)", table(s, SLOT_VIEW)))
+        sections.append((f"{len(a)} allocations (dynamic slots)", table(a, ALLOCATION_VIEW)))
+    if result.idle is not None:
+        sections.append((_idle_title(result.idle), table(result.idle, IDLE_VIEW)))
+    if result.jobs is not None:
+        sections.append((f"{len(result.jobs)} jobs", table(result.jobs, JOB_VIEW)))
+    return sections
+
+
+def _idle_title(idle: pd.DataFrame) -> str:
+    jobs = int(idle["count"].sum()) if len(idle) else 0
+    return f"{len(idle)} autoclusters of idle jobs ({jobs} jobs)"
+
+
+def read_json(result: CycleResult, *, slots: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if result.snapshot is not None and slots:
+        out["slots"] = records(result.snapshot.slots)
+        out["allocations"] = records(result.snapshot.allocations)
+    if result.idle is not None:
+        out["idle"] = records(result.idle.drop(columns=["example_job"]))
+    if result.jobs is not None:
+        out["jobs"] = records(result.jobs)
+    out["read"] = {
+        what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
+        for what, r in result.reports.items()
+    }
+    return out
+
+
+# -- overhead ------------------------------------------------------------------------------
+
+
+def overhead_json(report: OverheadReport) -> dict[str, Any]:
+    s = report.slots
+    per_slot = pd.DataFrame(
+        {
+            "name": s["name"],
+            "machine": s["machine"],
+            "site": s["site"],
+            "partition": s["partition"],
+            "phase": s["phase"],
+            "overhead_cu": s["overhead_cu"],
+            "overhead_cu_hours": s["overhead_cu_hours"],
+            "fits_idle": s["fits_idle"],
+            "unmatched": s["unmatched"],
+        }
+    )
+    slots = records(per_slot)
+    for doc, total, free in zip(slots, _resources(s, "total_"), _resources(s, "unallocated_")):
+        doc["total"], doc["unallocated"] = total, free
+    counts = s["overhead_cu"].dropna().astype(int).value_counts().sort_index()
+    return {
+        "slots": slots,
+        "histogram": {str(cu): int(n) for cu, n in counts.items()},
+        "histogram_by": records(report.histogram),
+        "totals": {
+            "slots": len(s),
+            "overhead_cu": int(s["overhead_cu"].fillna(0).sum()),
+            "overhead_cu_hours": float(s["overhead_cu_hours"].fillna(0).sum()),
+            "unmatched_slots": int(s["unmatched"].sum()),
+        },
+        "idle_cross_check": dict(report.overlap) if report.overlap is not None else None,
+    }
+
+
+def _resources(frame: pd.DataFrame, prefix: str) -> list[dict[str, float | None]]:
+    values = frame[[f"{prefix}{r}" for r in RESOURCES]].to_numpy(dtype=np.float64)
+    return [{r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, row)} for row in values]
+
+
+def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[Section]:
+    s = report.slots
+    sections = []
+    if per_slot:
+        sections.append((f"true overhead of {len(s)} slots, in canonical units (CU)", table(s, OVERHEAD_VIEW)))
+    hist = (
+        s.assign(overhead_cu=s["overhead_cu"].astype("Int64"))
+        .pivot_table(index=["partition", "phase"], columns="overhead_cu", values="name", aggfunc="size", fill_value=0, observed=True)
+    )
+    hist.columns = [f"{c} CU" for c in hist.columns]
+    sections.append(("slots by true overhead (columns: CU of overhead)", hist.to_string()))
+    hours = s.groupby(["partition", "phase"], observed=True)["overhead_cu_hours"].sum().round(3)
+    sections.append(("CU-hours of true overhead by partition and phase", hours.to_string()))
+    unmatched = s.loc[s["unmatched"], "name"].tolist()
+    if unmatched:
+        sections.append(("slots that match no partition (no overhead computed)", "\n".join(unmatched)))
+    if report.overlap is not None:
+        o = report.overlap
+        sections.append(
+            (
+                "idle-job cross-check",
+                f"{o['suspicious_slots']} slots with overhead had idle jobs that fit: {o['suspicious_cu_hours']:.3f} CU-hours\n"
+                f"{o['other_slots']} slots with overhead and no fitting idle job: {o['other_cu_hours']:.3f} CU-hours",
+            )
+        )
+    return sections
+
+
+# -- bills ---------------------------------------------------------------------------------
+
+
+def bill_json(nodes: pd.DataFrame, bills: pd.DataFrame) -> dict[str, Any]:
+    node_docs = records(nodes[["name", "partition", "overhead_cu", "n_allocations"]])
+    for doc, rate, unattributed in zip(node_docs, _resources(nodes, "rate_"), _resources(nodes, "unattributed_")):
+        doc["rate"], doc["unattributed"] = rate, unattributed
+    alloc_docs = records(bills[["name", "parent", "job_id", "user", "group", "orphan"]])
+    hours = bills[[f"billed_{r}_hours" for r in RESOURCES]].to_numpy(dtype=np.float64)
+    for doc, held, billed, h in zip(alloc_docs, _resources(bills, ""), _resources(bills, "billed_"), hours):
+        doc["allocated"], doc["billed"] = held, billed
+        doc["billed_hours"] = {r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, h)}
+    return {"nodes": node_docs, "allocations": alloc_docs}
+
+
+def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = True) -> list[Section]:
+    sections = [(f"rates of {len(nodes)} nodes (bill / allocation; '-' where nothing is allocated)", table(nodes, NODE_VIEW))]
+    if per_job:
+        sections.append((f"bills of {len(bills)} allocations", table(bills, BILL_VIEW)))
+    by_user = bills.groupby("user", dropna=False)[[f"billed_{r}_hours" for r in SHOWN]].sum()
+    held = bills.assign(**{f"held_{r}_hours": bills[r] * bills["interval_s"] / 3600 for r in SHOWN})
+    by_user = held.groupby("user", dropna=False)[[f"held_{r}_hours" for r in SHOWN]].sum().join(by_user)
+    title = "resource-hours held and billed, by user (core-hours, MiB-hours, GPU-hours)"
+    sections.append((title, table(by_user.reset_index(), by_user.reset_index().columns)))
+    return sections
+
+
+# -- records and the outbox ------------------------------------------------------------------
+
+
+def records_summary(result: CycleResult, url: str) -> str:
+    flushed = result.flushed
+    lines = []
+    for kind, n in result.enqueued.items():
+        sent = flushed.sent.get(kind, 0) if flushed else 0
+        line = f"{kind}: {n} new, {sent} sent to {url}"
+        if flushed and flushed.retried.get(kind):
+            line += f", {flushed.retried[kind]} waiting in the outbox"
+        if flushed and flushed.dead.get(kind):
+            line += f", {flushed.dead[kind]} refused (dead letters)"
+        lines.append(line)
+    if flushed and flushed.errors:
+        lines += [f"  {e}" for e in flushed.errors]
+    return "\n".join(lines) or "no records"
+
+
+def outbox_view(status: OutboxStatus, dead: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    oldest = iso_utc([status.oldest])[0] if status.oldest else None
+    doc = {"depth": status.depth, "oldest": oldest, "dead_letters": status.dead_letters, "recent_dead_letters": list(dead)}
+    lines = [
+        f"waiting: {sum(status.depth.values())} ({', '.join(f'{k} {n}' for k, n in status.depth.items()) or 'none'})",
+        f"oldest waiting since: {oldest or '-'}",
+        f"dead letters: {sum(status.dead_letters.values())}",
+        *(f"  {d['kind']} {d['id']}: {d['error']}" for d in dead),
+    ]
+    return doc, "\n".join(lines)
+
+
+RECORD_VIEWS = {
+    "slot": ("timestamp", "name", "site", "partition", "phase", "overhead_cu", "unallocated_cpus", "unallocated_memory", "unallocated_gpus"),
+    "allocation": ("timestamp", "name", "user", "group", "cpus", "memory", "gpus", "billed_cpus", "billed_memory", "billed_gpus"),
+    "job": ("timestamp", "job_id", "user", "group", "project", "site", "cpus", "memory", "gpus", "walltime_s"),
+}
+
+
+def docs_table(kind: str, docs: Sequence[dict[str, Any]]) -> str:
+    frame = pd.DataFrame.from_records(list(docs))
+    columns = RECORD_VIEWS.get(kind) or tuple(c for c in frame.columns if c not in ("doc",))[:10]
+    return f"{len(docs)} {kind} records\n" + table(frame, columns)

@@ -1,0 +1,8 @@
+"""From tables to records: the configuration meets the math.
+
+- :mod:`~probes.pipeline.overhead`: a snapshot's accounting, once (true overhead, histogram,
+  idle-demand cross-check, bills); :mod:`~probes.pipeline.matching`: its exact cross-check;
+- :mod:`~probes.pipeline.usage`: penalty and fairshare reports (machines, pricing, FS files);
+- :mod:`~probes.pipeline.records`: every record kind, built in one place;
+- :mod:`~probes.pipeline.cycle`: one probe cycle, read -> account -> outbox -> sink.
+"""

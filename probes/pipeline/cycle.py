@@ -1,0 +1,206 @@
+"""One probe cycle: read the sources, account once, and hand the records to the outbox.
+
+``read_sources`` is the cycle's input from files, ``read_live`` from a live pool (through
+:class:`~probes.sources.live.LivePool`); :func:`account` computes the snapshot's accounting
+once (:mod:`probes.pipeline.overhead`), which the records (:mod:`probes.pipeline.records`) and
+the command line's tables both read; ``run_once`` commits the records with the history
+checkpoints in one outbox transaction, then flushes the outbox to the sink. A crash anywhere
+leaves either the old checkpoints or the records waiting in the outbox, and record ids make
+re-sending harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from collector import faults
+from collector.errors import ConfigError, SourceError
+from collector.outbox import FlushResult, Outbox
+from collector.sinks import Sink
+from probes.config import ProbeConfig
+from probes.pipeline.overhead import OverheadReport, overhead_report
+from probes.pipeline.records import Records, job_docs, snapshot_docs
+from probes.sources.checkpoints import history_key, new_jobs
+from probes.sources.frames import stack
+from probes.sources.history import JOB_COLUMNS, read_history
+from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
+from probes.sources.queue import read_idle, running_job_ids
+from probes.sources.report import ReadReport
+from probes.sources.status import Snapshot, read_status
+
+__all__ = [
+    "FILE_SOURCES",
+    "CycleResult",
+    "account",
+    "check_sources",
+    "cycle_records",
+    "live_pool",
+    "read_live",
+    "read_sources",
+    "run_once",
+]
+
+FILE_SOURCES = ("status_files", "idle_files", "history")
+"""The file sources of ``[sources]``, by key."""
+
+
+@dataclass
+class CycleResult:
+    """The tables a cycle read, what reading them found, the snapshot's accounting (computed
+    once, by :func:`account`), and what became of the records."""
+
+    snapshot: Snapshot | None = None
+    idle: pd.DataFrame | None = None
+    jobs: pd.DataFrame | None = None
+    reports: dict[str, ReadReport] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # source -> why it was skipped (live schedds)
+    overhead: OverheadReport | None = None
+    enqueued: dict[str, int] = field(default_factory=dict)
+    flushed: FlushResult | None = None
+
+
+def read_sources(
+    config: ProbeConfig,
+    *,
+    strict: bool | None = None,
+    checkpoints: Mapping[str, Any] | None = None,
+    only: Collection[str] = FILE_SOURCES,
+) -> CycleResult:
+    """Read the file sources the configuration names (of them, those in ``only``); history
+    only past its checkpoint."""
+    strict = config.sources.strict if strict is None else strict
+    result = CycleResult()
+    src = config.sources
+    if src.status_files and "status_files" in only:
+        result.snapshot, result.reports["status"] = read_status(src.status_files, config.slot_reading(), strict=strict)
+    if src.idle_files and "idle_files" in only:
+        running = running_job_ids(result.snapshot.allocations) if result.snapshot is not None else None
+        result.idle, result.reports["idle"] = read_idle(src.idle_files, running=running, strict=strict)
+    if src.history and "history" in only:
+        frames, report = [], ReadReport()
+        for path in src.history:
+            jobs, rep = read_history([path], config.job_reading(), strict=strict)
+            report.merge(rep)
+            key = history_key(path)
+            fresh, mark = new_jobs(jobs, (checkpoints or {}).get(key))
+            frames.append(fresh)
+            result.checkpoints[key] = mark
+        result.jobs = stack(frames, JOB_COLUMNS) if len(frames) > 1 else frames[0]
+        result.reports["history"] = report
+    return result
+
+
+def check_sources(config: ProbeConfig) -> None:
+    """Live sources and files are exclusive: say so rather than silently ignore the files."""
+    src = config.sources
+    files = [k for k in FILE_SOURCES if getattr(src, k)]
+    if src.live and files:
+        raise ConfigError(
+            f"sources.live = true reads the pool itself, but sources.{files[0]} names files too; "
+            "remove the files (or their options) or set sources.live = false"
+        )
+
+
+def live_pool(
+    config: ProbeConfig,
+    *,
+    collector_factory: CollectorFactory | None = None,
+    schedd_factory: ScheddFactory | None = None,
+) -> LivePool:
+    """The live pool of the configuration, through the htcondor2 bindings (or the factories'
+    clients, for tests of what the bindings cannot be made to do)."""
+    m = config.machines
+    return LivePool(
+        config.pool,
+        config.slot_reading(),
+        config.job_reading(),
+        slot_expressions=(m.speed_expression, m.cost_expression),
+        slot_attributes=m.class_attributes,
+        collector_factory=collector_factory,
+        schedd_factory=schedd_factory,
+    )
+
+
+def read_live(
+    pool: LivePool,
+    *,
+    now: float,
+    checkpoint: Callable[[str], Any] | None = None,
+    snapshot: bool = True,
+    history: bool = True,
+) -> CycleResult:
+    """Read a live pool: the slot snapshot (observed at ``now``) with the idle demand, and the
+    history of every schedd past its checkpoint (``checkpoint(key)``: the committed value).
+
+    A pool whose collectors all fail raises :class:`SourceError`; a schedd that fails is left
+    out and listed in ``failures``, and its checkpoint stays where it was.
+    """
+    result = CycleResult()
+    if snapshot:
+        result.snapshot, result.reports["status"] = pool.snapshot(now=now)
+    schedds: list[Any] = []
+    try:
+        schedds, result.failures = pool.schedds()
+    except SourceError as exc:
+        if history:
+            raise
+        result.failures["collector"] = str(exc)
+    if snapshot and schedds:
+        idle = pool.idle(schedds)
+        result.idle, result.reports["idle"] = idle.idle, idle.report
+        result.failures |= idle.failures
+    if history:
+        read = pool.history(schedds, checkpoint or (lambda key: None))
+        result.jobs, result.reports["history"] = read.jobs, read.report
+        result.checkpoints |= read.checkpoints
+        result.failures |= read.failures
+    return result
+
+
+def account(result: CycleResult, config: ProbeConfig) -> OverheadReport | None:
+    """The snapshot's accounting (once: kept in ``result.overhead``); None without a snapshot."""
+    if result.overhead is None and result.snapshot is not None:
+        result.overhead = overhead_report(result.snapshot, config, result.idle)
+    return result.overhead
+
+
+def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Records:
+    """The cycle's documents, by kind: the snapshot's slots and bills, the jobs read."""
+    report = account(result, config)
+    records = snapshot_docs(report, idle_known=result.idle is not None, probe=probe) if report is not None else {}
+    return records | job_docs(result.jobs, probe=probe)
+
+
+def run_once(
+    config: ProbeConfig,
+    outbox: Outbox,
+    sink: Sink,
+    *,
+    probe: str,
+    strict: bool | None = None,
+    pool: LivePool | None = None,
+) -> CycleResult:
+    """Read, account, commit to the outbox (records and checkpoints together), flush.
+
+    With ``sources.live``, the pool is read through ``pool`` (:func:`live_pool` of the
+    configuration by default)."""
+    check_sources(config)
+    if config.sources.live:
+        result = read_live(pool or live_pool(config), now=time.time(), checkpoint=outbox.checkpoint)
+    else:
+        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in config.sources.history}
+        result = read_sources(config, strict=strict, checkpoints=checkpoints)
+    records = cycle_records(result, config, probe=probe)
+    faults.point("before-commit")
+    outbox.commit(records, result.checkpoints)
+    result.enqueued = {kind: len(docs) for kind, docs in records.items()}
+    faults.point("after-commit")
+    result.flushed = outbox.flush(sink)
+    faults.point("after-flush")
+    return result

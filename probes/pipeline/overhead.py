@@ -1,0 +1,108 @@
+"""A snapshot's accounting, computed once: true overhead, phases, histogram, the idle-demand
+cross-check and the proportional bills.
+
+The math is in :mod:`probes.accounting` (pure functions over tables); this module feeds it
+from the configuration (partitions become canonical units) and from the sources (the exact
+cross-check evaluates idle jobs' Requirements against slot ads with classad2). Everything
+downstream (the slot and allocation records, the command line's tables) reads the one
+:class:`OverheadReport` a snapshot gets, so true overhead is computed once per snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from probes.accounting import (
+    CanonicalUnit,
+    DemandOverlap,
+    bill,
+    demand_overlap,
+    fits_idle,
+    overhead_histogram,
+    slot_phase,
+    true_overhead,
+)
+from probes.config import Partition, ProbeConfig
+from probes.pipeline.matching import fits_idle_exact
+from probes.sources.status import Snapshot
+
+__all__ = ["OverheadReport", "account_snapshot", "canonical_units", "overhead_report", "snapshot_bills"]
+
+
+def canonical_units(partitions: tuple[Partition, ...]) -> dict[str, CanonicalUnit]:
+    """The configured partitions as canonical unit definitions."""
+    return {p.name: CanonicalUnit(p.name, p.thresholds()) for p in partitions}
+
+
+@dataclass
+class OverheadReport:
+    """``slots``: the slots table with ``overhead_cu``, ``overhead_<r>``, ``overhead_cu_hours``,
+    ``unmatched``, ``phase`` and ``fits_idle`` (None without an idle table); ``histogram`` by
+    partition, site and phase; ``overlap``: CU-hours of overhead beside fitting idle demand;
+    ``nodes`` and ``bills``: the proportional bills (see :func:`probes.accounting.bill`)."""
+
+    slots: pd.DataFrame
+    histogram: pd.DataFrame
+    overlap: DemandOverlap | None
+    nodes: pd.DataFrame
+    bills: pd.DataFrame
+
+
+def account_snapshot(
+    snapshot: Snapshot,
+    units: Mapping[str, CanonicalUnit],
+    idle: pd.DataFrame | None = None,
+    *,
+    exact: bool = False,
+) -> OverheadReport:
+    """True overhead of every slot, its phase, whether idle demand fit (with ``idle``), and the
+    bills of the running jobs.
+
+    ``exact`` also evaluates the idle jobs' Requirements against the slot ads (and the slots'
+    against the jobs) with classad2, for the pairs that fit by resources.
+    """
+    slots = true_overhead(snapshot.slots, units)
+    nodes, bills = bill(slots, snapshot.allocations, units)
+    slots["phase"] = slot_phase(slots)
+    overlap = None
+    if idle is not None:
+        room = _overhead_room(slots, units)
+        if exact and snapshot.ads is not None:
+            fits = fits_idle_exact(room, list(snapshot.ads), idle)
+        else:
+            fits = fits_idle(room, idle)
+        slots["fits_idle"] = fits
+        overlap = demand_overlap(slots, fits)
+    else:
+        slots["fits_idle"] = None
+    histogram = overhead_histogram(slots, by=("partition", "site", "phase"))
+    return OverheadReport(slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills)
+
+
+def overhead_report(
+    snapshot: Snapshot, config: ProbeConfig, idle: pd.DataFrame | None = None, *, exact: bool = False
+) -> OverheadReport:
+    """:func:`account_snapshot` under the configured partitions."""
+    return account_snapshot(snapshot, canonical_units(config.partitions), idle, exact=exact)
+
+
+def snapshot_bills(snapshot: Snapshot, config: ProbeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Proportional bills of a snapshot: (nodes, bills); see :func:`probes.accounting.bill`."""
+    report = overhead_report(snapshot, config)
+    return report.nodes, report.bills
+
+
+def _overhead_room(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.DataFrame:
+    """The slots with what an idle job may take for the cross-check: seed 003 asks whether
+    jobs "that request less than 2 CPUs and 4 GB of memory, i.e. 2 canonical units" were
+    waiting, so a resource of the definition offers its true overhead (k units), the others
+    what is unallocated. A slot without a partition offers what is unallocated."""
+    room = slots.copy()
+    for name, unit in units.items():
+        rows = (slots["partition"] == name).fillna(False).to_numpy(dtype=bool)
+        for r in unit.thresholds:
+            room.loc[rows, f"unallocated_{r}"] = slots.loc[rows, f"overhead_{r}"]
+    return room

@@ -1,0 +1,80 @@
+"""Every record kind the probe writes, built here and only here.
+
+========================  ==========================================================================
+kind                      from
+========================  ==========================================================================
+``slot``                  a snapshot's slots with their true overhead, phase and idle-demand fit
+``allocation``            a snapshot's bills, one per running job (dynamic slot)
+``job``                   the jobs table of the history read past its checkpoint
+``fairshare``             the ledger's state at the end of a closed window, per credential
+========================  ==========================================================================
+
+The schema of a document (ids, timestamps, ``kind``, ``probe``) is
+:func:`collector.records.table_docs`, the contract with every store and the collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from collector.records import table_docs
+from probes.accounting.ledger import ledger_fairshare
+from probes.config import ProbeConfig
+from probes.pipeline.overhead import OverheadReport
+
+__all__ = ["Records", "fairshare_docs", "job_docs", "snapshot_docs"]
+
+Records = dict[str, list[dict[str, Any]]]
+"""Documents by kind, as the outbox commits them."""
+
+
+def snapshot_docs(report: OverheadReport, *, idle_known: bool, probe: str) -> Records:
+    """The ``slot`` records of a snapshot's accounting and its ``allocation`` records (bills).
+    Without idle demand (``idle_known`` false) a slot record says nothing of it."""
+    records: Records = {}
+    if len(report.slots):
+        slots = report.slots if idle_known else report.slots.drop(columns=["fits_idle"])
+        records["slot"] = table_docs("slot", slots, probe=probe)
+        if len(report.bills):
+            records["allocation"] = table_docs("allocation", report.bills, probe=probe)
+    return records
+
+
+def job_docs(jobs: pd.DataFrame | None, *, probe: str) -> Records:
+    """The ``job`` records of the jobs read."""
+    return {"job": table_docs("job", jobs, probe=probe)} if jobs is not None and len(jobs) else {}
+
+
+def fairshare_docs(
+    rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str
+) -> list[dict[str, Any]]:
+    """The ``fairshare`` records of one closed window: each credential's usage in it and its
+    fairshare state at the window's end (the ``depth`` windows up to it, decayed)."""
+    cfg = config.fairshare
+    result = ledger_fairshare(rows, window_start, config.fairshare_policy())
+    creds = result.credentials
+    frame = pd.DataFrame(
+        {
+            "pool": config.pool.name,
+            "policy": cfg.metric,
+            "type": creds["type"],
+            "name": creds["name"],
+            "window_start": float(window_start),
+            "window_end": float(window_start + cfg.interval_s),
+            "usage": creds["usage_0"],
+            "total": float(result.windows["total"].iloc[0]),
+            "decayed": creds["decayed"],
+            "effective": creds["effective"],
+            "target": creds["target"],
+            "target_mode": creds["target_mode"],
+            "priority": creds["priority"],
+            "over_cap": creds["over_cap"],
+            "off_target": creds["off_target"],
+            "depth": cfg.depth,
+            "decay": cfg.decay,
+        }
+    )
+    return table_docs("fairshare", frame, probe=probe)

@@ -1,0 +1,397 @@
+"""The probe service: ``fairacct probe run``, a site's probe for months without supervision.
+
+An APScheduler 3 scheduler runs one job per activity, each with ``max_instances=1`` (a slow
+run is never overlapped by the next), coalescing (missed runs become one) and a misfire grace
+time (``probe.misfire_grace_s``):
+
+=============  =========================  =================================================
+job            every                      what it does
+=============  =========================  =================================================
+snapshot       ``pool.interval_s``        slots and allocations (with the idle demand), one
+                                          outbox transaction with the time of the snapshot
+history        ``probe.history_every_s``  new jobs of every schedd (or history file), one
+                                          transaction with their checkpoints and the
+                                          fairshare usage ledger
+flush          ``probe.flush_every_s``    sends the outbox to the store
+fairshare      each window's end          a ``fairshare`` record per credential for every
+                                          window (``fairshare.interval_s``) that closed
+=============  =========================  =================================================
+
+A slot record stands for the real time since the previous successful snapshot (kept in the
+outbox, so across restarts too), capped by ``pool.max_interval_s``: when a cycle is missed,
+canonical-unit hours stay right, and a probe that was down does not claim to have watched.
+
+Every write to the outbox happens under one lock, so a flush and a cycle never write at once;
+a cycle commits its records and its checkpoints in one transaction, so a crash or a stop leaves
+nothing half-written. A source that fails (a collector or schedd that does not answer, answers
+late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
+it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
+service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
+finish, the outbox is flushed once more if the store answers, and :meth:`ProbeService.run`
+returns.
+
+The fairshare usage ledger (usage per window and credential, under ``fairshare.metric``) is a
+checkpoint of the outbox, updated in the transaction of the job records it comes from. Usage
+that arrives for a window already rolled counts in the later windows' decayed sums, but the
+rolled window's records are not rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from collector import faults
+from collector.errors import ConfigError, FairacctError, SinkError, SourceError
+from collector.outbox import Outbox
+from collector.records import iso_utc
+from collector.sinks import open_sink
+from probes.accounting.fairshare import job_usage
+from probes.accounting.ledger import ledger_add
+from probes.config import ProbeConfig
+from probes.pipeline.cycle import CycleResult, check_sources, cycle_records, live_pool, read_live, read_sources
+
+from probes.pipeline.records import fairshare_docs
+from probes.pipeline.usage import price_jobs, slot_machines
+from probes.service.health import HealthServer, Metrics
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key, snapshot_interval
+from probes.sources.live import LivePool
+from probes.sources.report import problem_lines
+
+__all__ = ["ProbeService"]
+
+log = logging.getLogger("fairacct.service")
+
+_PRICED = ("mrpe", "dedicated_pes")  # fairshare metrics that price jobs against the machines
+
+
+class ProbeService:
+    """The scheduler, its jobs, the health server. ``clock`` gives UNIX seconds (the snapshot
+    time and interval, the fairshare windows); ``pool`` is the live pool to read (by default
+    one built from the configuration when ``sources.live`` is set)."""
+
+    def __init__(
+        self,
+        config: ProbeConfig,
+        *,
+        probe: str,
+        clock: Callable[[], float] = time.time,
+        pool: LivePool | None = None,
+    ) -> None:
+        check_sources(config)
+        src = config.sources
+        if not src.live and not (src.status_files or src.history):
+            raise ConfigError(
+                "no sources: set sources.status_files or sources.history, or sources.live = true to read the pool itself"
+            )
+        if src.live and pool is None:
+            pool = live_pool(config)
+        if config.fairshare.metric in _PRICED and not (src.live or src.status_files):
+            raise ConfigError(
+                f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
+                "the service needs slot snapshots (sources.status_files or sources.live)"
+            )
+        self.config = config
+        self.probe = probe
+        self.clock = clock
+        self.pool = pool
+        self.outbox_path = config.probe.state_dir / "outbox.sqlite"
+        self.metrics = Metrics(clock)
+        self._write = threading.Lock()
+        self._stopping = threading.Event()
+        self._snapshot_done = threading.Event()
+        self._machines: pd.DataFrame | None = None
+        self._scheduler: BackgroundScheduler | None = None
+        self._health: HealthServer | None = None
+        self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
+        if src.live or src.status_files:
+            self.jobs["snapshot"] = (self.snapshot, config.pool.interval_s)
+        if src.live or src.history:
+            self.jobs["history"] = (self.history, config.probe.history_every_s)
+        self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
+        self.jobs["fairshare"] = (self.roll_fairshare, min(config.fairshare.interval_s, 60.0))
+
+    def __repr__(self) -> str:
+        return f"ProbeService(probe={self.probe!r}, jobs={list(self.jobs)}, outbox={str(self.outbox_path)!r})"
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self, *, duration: float | None = None, stop: threading.Event | None = None) -> str:
+        """Start, wait for SIGTERM/SIGINT (in the main thread), ``stop`` or ``duration`` seconds,
+        stop cleanly. Returns why it stopped."""
+        stop = stop or threading.Event()
+        why = ["stopped"]
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            why[0] = signal.Signals(signum).name
+            stop.set()
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            if not stop.wait(duration):
+                why[0] = "--for elapsed"
+            log.info("stopping (%s)", why[0])
+        finally:
+            self.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return why[0]
+
+    def start(self) -> None:
+        """Start the health server and the scheduler; every job runs once at once."""
+        self.config.probe.state_dir.mkdir(parents=True, exist_ok=True)
+        port = self.config.probe.health_port
+        if port:
+            self._health = HealthServer(self.metrics, self.config.probe.health_address, port)
+            self._health.start()
+        grace = max(1, math.ceil(self.config.probe.misfire_grace_s))
+        scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(max_workers=len(self.jobs) + 1)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": grace},
+        )
+        now = datetime.now(UTC)
+        for name, (job, every) in self.jobs.items():
+            self.metrics.register(name, every)
+            scheduler.add_job(
+                self._run,
+                IntervalTrigger(seconds=every, timezone=UTC),
+                args=(name, job),
+                id=name,
+                name=name,
+                next_run_time=now,
+            )
+        self._scheduler = scheduler
+        scheduler.start()
+        where = (
+            f"; health and metrics on http://{self.config.probe.health_address}:{self._health.port}/"
+            if self._health
+            else ""
+        )
+        log.info(
+            "started: %s, store %s, outbox %s%s",
+            ", ".join(f"{n} every {e:g} s" for n, (_, e) in self.jobs.items()),
+            self.config.store.url.split("@")[-1],
+            self.outbox_path,
+            where,
+        )
+
+    def stop(self) -> None:
+        """Stop the jobs (nothing half-written), flush once more, stop the health server."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self.pool is not None:
+            self.pool.cancel()
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+        try:
+            summary = self.flush()
+            log.info("final flush: %s", summary or "nothing to send")
+        except FairacctError as exc:
+            log.warning("final flush: %s; the records wait in the outbox for the next start", _one_line(str(exc)))
+        if self._health is not None:
+            self._health.stop()
+        log.info("stopped")
+
+    def _run(self, name: str, job: Callable[[], str | None]) -> None:
+        """Run one job: time it, count it, log one line; a FairacctError costs only this run."""
+        if self._stopping.is_set():
+            return
+        started = time.monotonic()
+        error: str | None = None
+        summary: str | None = None
+        try:
+            summary = job()
+        except FairacctError as exc:
+            error = _one_line(str(exc))
+            if self._stopping.is_set() and isinstance(exc, SourceError):
+                log.info("%s: interrupted by the stop, nothing was committed", name)
+            else:
+                if isinstance(exc, SourceError):
+                    self.metrics.source_failed("collector" if self.pool is not None else "files")
+                log.error("%s failed: %s", name, error)
+        except BaseException as exc:  # counted, then handed on: APScheduler logs a bug with its traceback
+            error = f"{type(exc).__name__}: {_one_line(str(exc))}"
+            raise
+        finally:
+            duration = time.monotonic() - started
+            self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+        if summary:
+            log.info("%s: %s in %.2f s", name, summary, duration)
+
+    # -- the jobs -----------------------------------------------------------------------------------
+
+    def snapshot(self) -> str:
+        """One slot snapshot with the idle demand, committed with its time."""
+        now = self.clock()
+        if self.pool is not None:
+            result = read_live(self.pool, now=now, snapshot=True, history=False)
+        else:
+            result = read_sources(self.config, only=("status_files", "idle_files"))
+        self._problems(result)
+        snapshot = result.snapshot
+        if snapshot is None:  # the job exists only with slot sources
+            raise SourceError("snapshot: the sources gave no slots")
+        with Outbox(self.outbox_path) as outbox:
+            pool = self.config.pool
+            last = outbox.checkpoint(SNAPSHOT_KEY)
+            interval = snapshot_interval(last, now, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
+        snapshot.slots["interval_s"] = interval
+        snapshot.allocations["interval_s"] = interval
+        records = cycle_records(result, self.config, probe=self.probe)
+        self._commit(records, {SNAPSHOT_KEY: {"at": now}})
+        self.metrics.set_snapshot_interval(interval)
+        if self.config.fairshare.metric in _PRICED:
+            self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
+        self._snapshot_done.set()
+        idle = result.idle
+        demand = (
+            f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"
+            if idle is not None
+            else ", idle demand unknown"
+        )
+        return (
+            f"{len(snapshot.slots)} slots, {len(snapshot.allocations)} allocations{demand}, "
+            f"{sum(map(len, records.values()))} records standing for {interval:.0f} s"
+        )
+
+    def history(self) -> str:
+        """New jobs past every checkpoint, committed with the checkpoints and the ledger."""
+        now = self.clock()
+        with Outbox(self.outbox_path) as outbox:
+            if self.pool is not None:
+                result = read_live(self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True)
+            else:
+                keys = [history_key(p) for p in self.config.sources.history]
+                result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
+        self._problems(result)
+        jobs = result.jobs if result.jobs is not None else pd.DataFrame()
+        records = cycle_records(result, self.config, probe=self.probe)
+        priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
+        cfg = self.config.fairshare
+
+        def ledger(outbox: Outbox) -> dict[str, Any]:
+            if usage is None:
+                return {}
+            rows = outbox.checkpoint(LEDGER_KEY) or []
+            return {LEDGER_KEY: ledger_add(rows, priced, usage, now=now, interval_s=cfg.interval_s, depth=cfg.depth)}
+
+        self._commit(records, result.checkpoints, ledger)
+        failed = len(result.failures)
+        return f"{len(jobs)} new jobs" + (f", {failed} source(s) skipped" if failed else "")
+
+    def flush(self) -> str | None:
+        """Send the outbox to the store; raise SinkError when the store did not take it all."""
+        with self._write, Outbox(self.outbox_path) as outbox:
+            sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+            try:
+                result = outbox.flush(sink)
+            finally:
+                sink.close()
+            status = outbox.status()
+        self.metrics.flushed(result.sent)
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        waiting = sum(status.depth.values())
+        if result.errors:
+            self.metrics.source_failed("sink")
+            raise SinkError(
+                f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
+            )
+        sent = sum(result.sent.values())
+        if sum(result.dead.values()):
+            log.warning(
+                "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
+            )
+        if not sent:
+            return None
+        return (
+            f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
+        )
+
+    def roll_fairshare(self) -> str | None:
+        """Write the fairshare records of every window that closed since the last roll."""
+        cfg = self.config.fairshare
+        width, depth = cfg.interval_s, cfg.depth
+        current = math.floor(self.clock() / width) * width
+        with self._write, Outbox(self.outbox_path) as outbox:
+            mark = outbox.checkpoint(ROLLED_KEY)
+            if mark is None:  # the first start: the current window is the first to roll
+                outbox.commit({}, {ROLLED_KEY: {"window_start": current - width}})
+                return None
+            last = float(mark["window_start"])
+            first = max(last + width, current - depth * width)
+            windows = [first + k * width for k in range(max(0, round((current - first) / width)))]
+            if not windows:
+                return None
+            rows = outbox.checkpoint(LEDGER_KEY) or []
+            docs = [d for w in windows for d in fairshare_docs(rows, w, self.config, probe=self.probe)]
+            kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
+            faults.point("before-commit")
+            outbox.commit(
+                {"fairshare": docs} if docs else {}, {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
+            )
+            status = outbox.status()
+        self.metrics.committed({"fairshare": len(docs)})
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        names = ", ".join(s for s in iso_utc(windows) if s)
+        return f"rolled window(s) {names}: {len(docs)} records"
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _commit(
+        self,
+        records: Mapping[str, Sequence[Mapping[str, Any]]],
+        checkpoints: Mapping[str, Any],
+        more: Callable[[Outbox], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Records and checkpoints (and ``more(outbox)``, computed under the lock) in one transaction."""
+        with self._write, Outbox(self.outbox_path) as outbox:
+            marks = {**checkpoints, **(more(outbox) if more else {})}
+            faults.point("before-commit")
+            outbox.commit(records, marks)
+            faults.point("after-commit")
+            status = outbox.status()
+        self.metrics.committed({k: len(v) for k, v in records.items()})
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+
+    def _problems(self, result: CycleResult) -> None:
+        """One log line and a metric per source that failed; malformed ads to the quarantine."""
+        for source in result.failures:
+            self.metrics.source_failed(source)
+        quarantine = self.config.probe.state_dir / "quarantine"
+        for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
+            log.warning("%s", line)
+
+    def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of
+        the latest snapshot for mrpe and dedicated_pes)."""
+        metric = self.config.fairshare.metric
+        if metric not in _PRICED:
+            return jobs, job_usage(jobs, metric)
+        if not self._snapshot_done.wait(self.config.pool.timeout_s + 5) or self._machines is None:
+            raise SourceError(
+                f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet"
+            )
+        priced = price_jobs(jobs, self._machines, self.config).jobs
+        return priced, job_usage(priced, metric)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

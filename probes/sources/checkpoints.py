@@ -1,0 +1,85 @@
+"""Every checkpoint rule of the probe: where a source was read up to, and what a record stands for.
+
+Checkpoints live in the outbox (``Outbox.checkpoint``) and advance only in the transaction of
+the records they account for, so a crash leaves either both or neither. This module names
+them and says how each one advances; it reads and writes nothing itself.
+
+=====================================  ==========================================================
+checkpoint                             value
+=====================================  ==========================================================
+``history:<path>`` (:func:`history_key`)  a history file or directory: the latest completion time
+                                       read and the job ids that completed at that second
+``history:schedd:<name>``              the same, for a live schedd (:func:`checkpoint_key`)
+(:func:`checkpoint_key`)
+``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}`` of the last committed snapshot
+``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
+                                       :data:`probes.accounting.ledger.LEDGER_COLUMNS`)
+``fairshare:rolled`` (:data:`ROLLED_KEY`)  ``{"window_start": ...}`` of the last window written
+=====================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "LEDGER_KEY",
+    "ROLLED_KEY",
+    "SNAPSHOT_KEY",
+    "checkpoint_key",
+    "history_key",
+    "new_jobs",
+    "snapshot_interval",
+]
+
+SNAPSHOT_KEY = "snapshot:last"
+LEDGER_KEY = "fairshare:ledger"
+ROLLED_KEY = "fairshare:rolled"
+
+
+def history_key(path: str | os.PathLike[str]) -> str:
+    """The checkpoint of a history file or directory."""
+    return f"history:{os.path.abspath(path)}"
+
+
+def checkpoint_key(schedd: str) -> str:
+    """The checkpoint of one live schedd's history."""
+    return f"history:schedd:{schedd}"
+
+
+def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The jobs past a history checkpoint, and the checkpoint after them.
+
+    A checkpoint is the latest completion time seen and the ids of the jobs that completed at
+    exactly that second, so that a job finishing in the same second as the last one read is
+    neither skipped nor counted twice.
+    """
+    end = pd.to_numeric(jobs["end"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+    if checkpoint:
+        last, seen = float(checkpoint["end"]), set(checkpoint["ids"])
+        keep = (end > last) | ((end == last) & ~jobs["job_id"].isin(seen).to_numpy())
+        jobs, end = jobs[keep].reset_index(drop=True), end[keep]
+    else:
+        last, seen = -1.0, set()
+    if len(jobs) and end.max() >= last:
+        top = float(end.max())
+        ids = set(jobs.loc[end == top, "job_id"].dropna()) | (seen if top == last else set())
+        return jobs, {"end": top, "ids": sorted(ids)}
+    return jobs, dict(checkpoint) if checkpoint else {"end": last, "ids": []}
+
+
+def snapshot_interval(last: Mapping[str, Any] | None, now: float, *, interval_s: float, max_interval_s: float) -> float:
+    """Seconds a snapshot taken at ``now`` stands for: the time since the last one committed
+    (``last``, the :data:`SNAPSHOT_KEY` checkpoint), at most ``max_interval_s``; the nominal
+    ``interval_s`` for the first one (or when the clock went back)."""
+    if not last:
+        return interval_s
+    elapsed = now - float(last["at"])
+    if elapsed <= 0:
+        return interval_s
+    return min(elapsed, max_interval_s)

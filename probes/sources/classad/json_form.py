@@ -1,0 +1,137 @@
+"""The ``-json`` form (``condor_status -json``, ``condor_history -json``): a JSON array of ads,
+streamed object by object; expressions (``"/Expr(...)/"``) are evaluated by classad2 in their ad."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
+
+import classad2
+import numpy as np
+
+from collector.errors import ClassAdError, SourceError
+from probes.sources.classad import model
+from probes.sources.classad.model import is_expr, json_to_classad
+from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
+from probes.sources.classad.literals import evaluate, store_value
+from probes.sources.report import Malformed, ReadReport
+
+__all__ = ["from_json", "needs_classad2", "read_json"]
+
+
+def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]:
+    """Stream the objects of a JSON array without loading the file: (object, first line)."""
+    decoder = json.JSONDecoder()
+    buf = ""
+    pos = 0
+    line = 1
+    started = False
+    while True:
+        # skip separators
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,[":
+                if buf[pos] == "\n":
+                    line += 1
+                if buf[pos] == "[":
+                    started = True
+                pos += 1
+            if pos < len(buf):
+                break
+            more = fh.read(model.CHUNK_BYTES)
+            if not more:
+                return
+            buf, pos = buf[pos:] + more, 0
+        if buf[pos] == "]":
+            return
+        if not started or buf[pos] != "{":
+            raise SourceError(f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), got {buf[pos:pos + 20]!r}")
+        while True:
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+                break
+            except json.JSONDecodeError as exc:
+                more = fh.read(model.CHUNK_BYTES)
+                if not more:
+                    raise ClassAdError(path, line, f"truncated or invalid JSON ({exc.msg})") from exc
+                buf = buf[pos:] + more
+                pos = 0
+        yield obj, line
+        line += buf.count("\n", pos, end)
+        pos = end
+        if pos > model.CHUNK_BYTES:
+            buf, pos = buf[pos:], 0
+
+
+def read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
+    report = ReadReport()
+    columns: dict[str, list[Any]] = {a.name: [] for a in attrs}
+    lines: list[int] = []
+    raws: list[dict[str, Any]] = []
+    for obj, line in _json_objects(text, path):
+        if not isinstance(obj, dict):
+            m = Malformed(path, line, f"expected a JSON object, got {type(obj).__name__}", json.dumps(obj)[:1000])
+            if strict:
+                raise m.error()
+            report.malformed.append(m)
+            continue
+        folded = {k.lower(): v for k, v in obj.items()}
+        ad: classad2.ClassAd | None = None
+        values = []
+        for a in attrs:
+            raw = folded.get(a.name.lower())
+            if any(u.lower() in folded for u in a.shadows):
+                values.append(None)
+                continue
+            if needs_classad2(raw):
+                if ad is None:
+                    try:
+                        ad = json_to_classad(obj)
+                    except classad2.ClassAdException as exc:
+                        m = Malformed(path, line, f"cannot parse an expression ({exc})", json.dumps(obj)[:100000])
+                        if strict:
+                            raise m.error() from exc
+                        report.malformed.append(m)
+                        break
+                    report.evaluated += 1
+                values.append(evaluate(ad, a.name))
+            else:
+                values.append(from_json(raw))
+        else:
+            for a, v in zip(attrs, values):
+                columns[a.name].append(v)
+            lines.append(line)
+            if keep_raw:
+                raws.append(obj)
+    n = len(lines)
+    report.ads += n
+    numeric = np.full((n, len(attrs)), np.nan)
+    objects = np.full((n, len(attrs)), None, dtype=object)
+    for j, a in enumerate(attrs):
+        for i, v in enumerate(columns[a.name]):
+            store_value(numeric, objects, a, i, j, v, report)
+    out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)}
+    raw = np.array(raws + [None], dtype=object)[:-1] if keep_raw else None
+    return AdColumns(out, repeat(path, n), np.array(lines, dtype=np.int64), raw), report
+
+
+
+
+def needs_classad2(raw: Any) -> bool:
+    """An expression, or a list or nested ad holding one: only classad2 can evaluate it."""
+    if isinstance(raw, list):
+        return any(needs_classad2(v) for v in raw)
+    if isinstance(raw, dict):
+        return any(needs_classad2(v) for v in raw.values())
+    return is_expr(raw)
+
+
+def from_json(raw: Any) -> Any:
+    if isinstance(raw, list):
+        return [from_json(v) for v in raw]
+    if isinstance(raw, dict):
+        return json_to_classad(raw)
+    return raw  # None stands for undefined, as null does in HTCondor's JSON
+
+
+

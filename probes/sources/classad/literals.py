@@ -1,0 +1,216 @@
+"""How a ClassAd value becomes a column entry: the literals the scanner found (numbers, plain
+strings, booleans, ``undefined``, lists) converted as whole arrays, and classad2's own values
+checked against the kind of the attribute (a wrong kind is a counted reject, not an error)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import classad2
+import numpy as np
+
+from probes.sources.classad.kernel import FALSE, INT, LIST, NUMBER_TEXT, REAL, STRING, TRUE, UNDEFINED, first_equal, texts
+from probes.sources.classad.model import Attr, Kind
+from probes.sources.report import ReadReport
+
+__all__ = [
+    "ANY_CODE",
+    "BOOL_CODE",
+    "KIND_CODE",
+    "LIST_CODE",
+    "NUMBER_CODE",
+    "STRING_CODE",
+    "convert_literals",
+    "decode_strings",
+    "evaluate",
+    "from_classad",
+    "list_literal",
+    "store_value",
+    "type_name",
+]
+
+
+def evaluate(ad: classad2.ClassAd, name: str) -> Any:
+    if name not in ad:
+        return None
+    value = ad.eval(name)
+    return from_classad(value)
+
+
+def from_classad(value: Any) -> Any:
+    if value is classad2.Value.Undefined:
+        return None
+    if isinstance(value, list):
+        return [from_classad(v) for v in value]
+    return value
+
+
+KIND_CODE = {Kind.NUMBER: 0, Kind.STRING: 1, Kind.BOOL: 2, Kind.LIST: 3, Kind.ANY: 4}
+
+
+NUMBER_CODE, STRING_CODE, BOOL_CODE, LIST_CODE, ANY_CODE = range(5)
+
+
+def convert_literals(
+    kinds: np.ndarray,
+    data: bytes,
+    literal: np.ndarray,
+    number: np.ndarray,
+    integer: np.ndarray,
+    vs: np.ndarray,
+    ve: np.ndarray,
+    ad_i: np.ndarray,
+    attr_j: np.ndarray,
+    n_ads: int,
+    report: ReadReport,
+    attrs: Sequence[Attr],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Convert the values ``data[vs:ve]`` of the pairs (ad_i, attr_j) of one chunk, which the
+    scan found to be the literals ``literal`` (spelling ``number``, ``integer``).
+
+    All pairs are handled at once, whatever their attribute, so that the numpy calls are per
+    chunk, not per attribute. Returns ``numeric`` (n_ads x attrs, float64, for NUMBER
+    attributes), ``objects`` (n_ads x attrs, for the others) and, per pair, whether the value
+    was a literal; the rest are left for classad2.
+    """
+    numeric = np.full((n_ads, len(kinds)), np.nan)
+    objects = np.full((n_ads, len(kinds)), None, dtype=object)
+    fast = np.zeros(len(vs), dtype=bool)
+    if not len(vs):
+        return numeric, objects, fast
+    kind = kinds[attr_j]
+
+    def reject(sel: np.ndarray, got: str) -> None:
+        if len(sel):  # rare: a value of the wrong kind
+            for j, count in zip(*np.unique(attr_j[sel], return_counts=True)):
+                report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
+
+    def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:
+        k = kind[sel]
+        to_obj = k == accepts[0]
+        for other in accepts[1:]:
+            to_obj |= k == other
+        objects[ad_i[sel[to_obj]], attr_j[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
+        reject(sel[~to_obj], got)
+        fast[sel] = True
+
+    # numbers in spellings the scan leaves to Python (exponents, long mantissas)
+    for i in np.flatnonzero(literal == NUMBER_TEXT).tolist():
+        text = data[vs[i] : ve[i]].decode("ascii", "replace")
+        m = _NUMBER_TEXT.fullmatch(text)
+        if m is None:
+            continue
+        if m.group(2) is None and m.group(3) is None:
+            continue  # an integer the scan did not take is beyond int64: classad2 decides
+        literal[i], number[i] = REAL, float(text)
+
+    s = np.flatnonzero((literal == INT) | (literal == REAL))
+    if len(s):
+        to_num = kind[s] == NUMBER_CODE
+        numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = number[s[to_num]]
+        fast[s] = True
+        s = s[~to_num]
+        exact = np.where(literal[s] == INT, integer[s].astype(object), number[s].astype(object))  # Python int and float
+        store(s, (ANY_CODE,), exact, "number")
+    s = np.flatnonzero(literal == STRING)
+    if len(s):
+        store(s, (STRING_CODE, ANY_CODE), decode_strings(data, vs[s] + 1, ve[s] - 1), "string")
+    for value, code in ((True, TRUE), (False, FALSE)):
+        s = np.flatnonzero(literal == code)
+        if len(s):
+            store(s, (BOOL_CODE, ANY_CODE), value, "bool")
+    fast[literal == UNDEFINED] = True  # None already
+    for i in np.flatnonzero(literal == LIST):
+        items = list_literal(data[vs[i] : ve[i]].decode("utf-8", "replace"))
+        if items is not None:
+            if kind[i] in (LIST_CODE, ANY_CODE):
+                objects[ad_i[i], attr_j[i]] = items
+            else:
+                reject(np.array([i]), "list")
+            fast[i] = True
+    return numeric, objects, fast
+
+
+def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The texts ``data[a:b]`` as an object array of str.
+
+    Each distinct text of the chunk is decoded once. Users, groups and sites repeat in every
+    ad: those that repeat within the chunk also share one str object across chunks, which keeps
+    a table of 200,000 jobs in a third of the memory. The texts seen once (job ids, hosts) skip
+    that cache, which is bounded so that it cannot grow with history.
+    """
+    first = first_equal(data, a, b)
+    distinct = np.flatnonzero(first == np.arange(len(first)))
+    repeated = np.bincount(first, minlength=len(first))[distinct] > 1
+    decoded = np.empty(len(distinct), dtype=object)
+    decoded[:] = texts(data, a[distinct], b[distinct])
+    if len(_STRINGS) > _MAX_CACHED:
+        _STRINGS.clear()
+    shared = decoded[repeated]
+    decoded[repeated] = list(map(_STRINGS.setdefault, shared, shared))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[distinct] = np.arange(len(distinct))
+    return decoded[rank[first]]
+
+
+_NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+_STRINGS: dict[str, str] = {}
+
+
+_MAX_CACHED = 20_000
+
+
+_LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.I)
+
+
+def list_literal(text: str) -> list[Any] | None:
+    """Parse ``{ 1,"a",undefined }``; None when any element is not a literal."""
+    inner = text[1:-1]
+    if not inner.strip():
+        return []
+    items: list[Any] = []
+    pos = 0
+    while pos < len(inner):
+        m = _LIST_ITEM.match(inner, pos)
+        if m is None:
+            return None
+        string, number, word, comma = m.groups()
+        if string is not None:
+            items.append(string)
+        elif number is not None:
+            items.append(float(number) if any(c in number for c in ".eE") else int(number))
+        else:
+            items.append({"true": True, "false": False}.get(word.lower()))
+        pos = m.end()
+        if not comma:
+            break
+    return items if pos >= len(inner) else None
+
+
+def store_value(numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, report: ReadReport) -> None:
+    """Put a classad2 value into its typed column, counting values of the wrong type."""
+    if attr.kind is Kind.NUMBER:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            numeric[row, j] = value
+            return
+        numeric[row, j] = np.nan
+    elif value is None or attr.kind is Kind.ANY or isinstance(value, _PYTHON_TYPE[attr.kind]):
+        objects[row, j] = value
+        return
+    else:
+        objects[row, j] = None
+    if value is not None:
+        report.rejects[f"{attr.name}: expected a {attr.kind.value}, got {type_name(value)}"] += 1
+
+
+_PYTHON_TYPE: dict[Kind, type] = {Kind.STRING: str, Kind.BOOL: bool, Kind.LIST: list}
+
+
+def type_name(value: Any) -> str:
+    if value is classad2.Value.Error:
+        return "error"
+    return type(value).__name__

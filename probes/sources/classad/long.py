@@ -1,0 +1,432 @@
+"""Fast, exact reading of the attributes fairacct needs from ClassAd dumps.
+
+HTCondor writes ``condor_status -long``, ``condor_q -long``, ``condor_history -long`` and its
+history files in the "old" ClassAd syntax: one ``Name = value`` line per attribute, ads separated
+by blank lines (history files separate them with ``*** ...`` banner lines instead).
+``classad2.parseAds`` reads them exactly, but slows down on large inputs and builds every
+attribute of every ad, while a table needs a few dozen.
+
+So this module reads whole chunks of a file at a time: one compiled pass over the bytes
+(:mod:`probes.sources.classad.kernel`) finds the ads, the lines of the wanted attributes and the
+literals among their values (numbers, plain strings, booleans, ``undefined``, lists), and numpy
+turns those into columns.
+Anything else is handed to ``classad2`` in the context of its own ad: expressions (evaluated),
+strings with backslashes, numbers in unusual spellings, and every ad with a line that is not in
+HTCondor's canonical ``Name = value`` form. Those ads are rare, and for them the answer is by
+construction the one ``classad2`` gives; ``tests/sources/classad/test_differential.py`` proves the
+fast path gives the same values on the fixtures and on generated ads.
+
+A malformed ad (one ``classad2`` cannot parse, or a file that ends in the middle of a line) is
+reported with its file and line, counted, and written to the quarantine file, or raised as a
+:class:`~collector.errors.ClassAdError` in strict mode.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, BinaryIO
+
+import classad2
+import numpy as np
+
+from collector.errors import SourceError
+from probes.sources.classad.kernel import NameTable, scan_lines
+from probes.sources.classad.columns import ColumnBuilder
+from probes.sources.inputs import content_problem, open_input, read_input
+from probes.sources.classad import model
+from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
+from probes.sources.classad.literals import KIND_CODE, convert_literals, evaluate, store_value
+from probes.sources.classad.json_form import read_json
+from probes.sources.report import Malformed, ReadReport
+
+__all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
+
+
+
+_PAD = b"\0" * 8  # the scan reads a few bytes past a line's end without checking
+
+
+def read_ads(
+    path: str | os.PathLike[str],
+    attrs: Sequence[Attr],
+    *,
+    strict: bool = False,
+    keep_raw: bool = False,
+) -> tuple[AdColumns, ReadReport]:
+    """Read the wanted attributes of every ad in one file (``-long`` or ``-json`` form).
+
+    With ``keep_raw``, each ad's text or JSON object is kept too (``AdColumns.classad``), for
+    evaluating expressions against whole ads; use it for small inputs such as slot dumps.
+
+    Raises :class:`SourceError` when the file cannot be read as ClassAds at all (missing,
+    empty, binary), and :class:`ClassAdError` for the first malformed ad when ``strict``.
+    Otherwise malformed ads are skipped and listed in the report.
+    """
+    report = ReadReport()
+    return collect(iter_ads(path, attrs, report, strict=strict, keep_raw=keep_raw), attrs, _size(path)), report
+
+
+def iter_ads(
+    path: str | os.PathLike[str],
+    attrs: Sequence[Attr],
+    report: ReadReport,
+    *,
+    strict: bool = False,
+    keep_raw: bool = False,
+) -> Iterator[tuple[AdColumns, int]]:
+    """:func:`read_ads` a chunk at a time: yield each chunk's ads and the bytes of the file read
+    so far (of ``os.path.getsize(path)``), and add what was found besides values to ``report``.
+    A caller that turns each chunk into its own table never holds the file's ads whole."""
+    name = os.fspath(path)
+    with open_input(path, "a file of ClassAds") as fh:
+        head = fh.read(4096)
+        fh.seek(0)
+        problem = content_problem(head, "ClassAds")
+        if problem:
+            raise SourceError(f"{name}: {problem}")
+        if head.lstrip()[:1] != b"[":
+            yield from _iter_long(fh, name, attrs, report, strict, keep_raw)
+            return
+        size = os.fstat(fh.fileno()).st_size
+    with open(name, encoding="utf-8", errors="replace") as text:
+        columns, found = read_json(text, name, attrs, strict, keep_raw)
+    report.merge(found)
+    yield columns, size
+
+
+def collect(parts: Iterable[tuple[AdColumns, int]], attrs: Sequence[Attr], size: int | None = None) -> AdColumns:
+    """The ads of all ``parts`` (as :func:`iter_ads` yields them) in one AdColumns; ``size``
+    is the input's length in bytes, if known, to allocate the columns once."""
+    builder = ColumnBuilder(size)
+    raws: list[np.ndarray] = []
+    for part, done in parts:
+        builder.append({**part.columns, _PATH: part.path, _LINE: part.line}, done)
+        if part.raw is not None:
+            raws.append(part.raw)
+    columns = builder.result()
+    if not columns:
+        return AdColumns.concat([], attrs)
+    path, line = columns.pop(_PATH), columns.pop(_LINE)
+    return AdColumns(columns, path, line, np.concatenate(raws) if raws else None)
+
+
+_PATH, _LINE = "\0path", "\0line"  # no attribute has these names
+
+
+def _size(path: str | os.PathLike[str]) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None  # iter_ads says why
+
+
+def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
+    """Yield (data, n, truncated): ``data[:n]`` holds whole ads and ends with a newline.
+
+    ``data`` goes on for at least ``len(_PAD)`` bytes after ``n`` (the next ads, or padding),
+    so that the scan can look a few bytes past a line without copying the chunk.
+    ``truncated`` is set on the last chunk when the file does not end with a newline: HTCondor
+    always ends a dump with one, so the last ad was cut short.
+
+    Each chunk is read from the start of its first ad (the tail of the one before is read
+    again) rather than joined to that tail, which would copy every chunk once more.
+    """
+    banners: bool | None = None  # history files separate ads with "*** " lines
+    start = 0  # the file offset of data[0]
+    size = model.CHUNK_BYTES
+    while True:
+        fh.seek(start)
+        data = fh.read(size)
+        if b"\0" in data:
+            at = start + data.index(b"\0")
+            raise SourceError(f"{path}: binary file (a NUL byte at offset {at}), expected ClassAds in text form")
+        if banners is None:
+            banners = data.startswith(b"***") or b"\n***" in data
+        if len(data) < size:  # the end of the file
+            if data.strip():
+                truncated = not data.endswith(b"\n")
+                if truncated:
+                    data += b"\n"
+                yield data + _PAD, len(data), truncated
+            return
+        cut = data.rfind(b"\n\n")
+        if banners:
+            cut = max(cut, data.rfind(b"\n***"))
+        if cut < 0:
+            size *= 2  # one ad longer than a chunk: read it whole
+            continue
+        n = cut + 1
+        yield (data if len(data) - n >= len(_PAD) else data[:n] + _PAD), n, False
+        del data  # not held while the next chunk is read
+        start += n
+        size = model.CHUNK_BYTES
+
+
+def _iter_long(
+    fh: BinaryIO, path: str, attrs: Sequence[Attr], report: ReadReport, strict: bool, keep_raw: bool
+) -> Iterator[tuple[AdColumns, int]]:
+    scanner = _Scanner(attrs, keep_raw)
+    first_line = 1
+    done = 0
+    for data, n, truncated in _chunks(fh, path):
+        done += n
+        if b"\r" in data:
+            n -= data.count(b"\r\n", 0, n)
+            data = data.replace(b"\r\n", b"\n")
+            if len(data) - n < len(_PAD):
+                data = data[:n] + _PAD
+        part, n_lines = scanner.scan(data, n, path, first_line, truncated, report, strict)
+        del data  # not held while the next chunk is read
+        first_line += n_lines
+        yield part, done
+
+
+def read_ad_files(
+    paths: Sequence[str | os.PathLike[str]],
+    attrs: Sequence[Attr],
+    *,
+    strict: bool = False,
+) -> tuple[AdColumns, ReadReport]:
+    """Read many small ``-long`` files (a PER_JOB_HISTORY_DIR's ``history.C.P``) in batches.
+
+    Files are joined into chunks and scanned together, so a directory of 100,000 one-ad files
+    costs about what one file of 100,000 ads does; paths and lines are mapped back per file.
+    """
+    report = ReadReport()
+    return collect(iter_ad_files(paths, attrs, report, strict=strict), attrs), report
+
+
+def iter_ad_files(
+    paths: Sequence[str | os.PathLike[str]],
+    attrs: Sequence[Attr],
+    report: ReadReport,
+    *,
+    strict: bool = False,
+) -> Iterator[tuple[AdColumns, int]]:
+    """:func:`read_ad_files` a batch at a time, as :func:`iter_ads` does a file: yield each
+    batch's ads and the bytes read so far."""
+    scanner = _Scanner(attrs)
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    done = 0
+
+    def scan() -> AdColumns:
+        nonlocal batch, size
+        names = np.array([name for name, _ in batch], dtype=object)
+        counts = np.array([data.count(b"\n") + 1 for _, data in batch], dtype=np.int64)
+        first = np.concatenate(([1], 1 + np.cumsum(counts)[:-1]))
+        data = b"\n".join(d for _, d in batch)
+        seen = len(report.malformed)
+        try:
+            part, _ = scanner.scan(data + _PAD, len(data), "", 1, False, report, strict=False)
+        finally:
+            batch, size = [], 0
+        for k in range(seen, len(report.malformed)):
+            m = report.malformed[k]
+            i = int(np.searchsorted(first, m.line, side="right") - 1)
+            report.malformed[k] = Malformed(str(names[i]), int(m.line - first[i] + 1), m.reason, m.text)
+            if strict:
+                raise report.malformed[k].error()
+        i = np.searchsorted(first, part.line, side="right") - 1
+        return AdColumns(part.columns, names[i], part.line - first[i] + 1)
+
+    for p in paths:
+        name = os.fspath(p)
+        data = read_input(p, "a ClassAd", missing_ok=True)
+        if data is None:
+            continue  # HTCondor removed it (history rotation) between the listing and now
+        done += len(data)
+        problem = content_problem(data, "one ClassAd", complete=True)
+        if problem:
+            m = Malformed(name, 1, problem, data[:100000].decode("utf-8", "replace"))
+            if strict:
+                raise m.error()
+            report.malformed.append(m)
+            continue
+        batch.append((name, data.replace(b"\r\n", b"\n") if b"\r" in data else data))
+        size += len(data)
+        if size >= model.CHUNK_BYTES:
+            yield scan(), done
+    if batch:
+        yield scan(), done
+
+
+class _Scanner:
+    """Reads the wanted attributes out of chunks of ``-long`` text (see the module docstring)."""
+
+    def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False) -> None:
+        self.keep_raw = keep_raw
+        self.attrs = list(attrs)
+        # the scan looks each distinct name up once; attributes map to their name's columns
+        names: dict[str, int] = {}
+        self.name_of = np.array([names.setdefault(a.name.lower(), len(names)) for a in self.attrs], dtype=np.int64)
+        self.table = NameTable.build(list(names))
+        # per attribute, the attributes that shadow it (see Attr.unless), as name columns
+        self._shadows = [np.array(sorted({names[u.lower()] for u in a.shadows if u.lower() in names}), dtype=np.int64) for a in self.attrs]
+        self.kinds = np.array([KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
+        self.ads_per_byte = 0.0  # of the last chunk: how many ads to make room for in the next
+
+    # -- chunk level ----------------------------------------------------------------------------
+
+    def scan(
+        self,
+        data: bytes,
+        n: int,
+        path: str,
+        first_line: int,
+        truncated: bool,
+        report: ReadReport,
+        strict: bool,
+    ) -> tuple[AdColumns, int]:
+        """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
+        readable bytes after them. Also return the number of lines read."""
+        # room for as many ads a byte as the last chunk had, and a quarter more
+        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte))
+        n_ads = len(found.begin)
+        self.ads_per_byte = n_ads / max(n, 1)
+        if n_ads == 0:
+            return AdColumns.concat([], self.attrs), found.n_lines
+        odd = found.odd
+        if truncated:
+            odd[-1] = True
+
+        # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
+        # not read at all
+        present = found.value_start >= 0
+        shadowed = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+        for j, behind in enumerate(self._shadows):
+            if len(behind):
+                shadowed[:, j] = present[:, behind].any(axis=1)
+        ad_i, attr_j = np.nonzero(present[:, self.name_of] & ~shadowed)
+        k = self.name_of[attr_j]
+        numeric, objects, fast = convert_literals(
+            self.kinds, data, found.literal[ad_i, k], found.number[ad_i, k], found.integer[ad_i, k],
+            found.value_start[ad_i, k], found.value_end[ad_i, k], ad_i, attr_j, n_ads, report, self.attrs,
+        )  # fmt: skip
+        # An expression (or anything else the scan does not read) needs classad2.
+        deferred = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+        deferred[ad_i[~fast], attr_j[~fast]] = True
+        slow = odd | deferred.any(axis=1)
+
+        keep = np.ones(n_ads, dtype=bool)
+        for ad in np.flatnonzero(slow):
+            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
+            line = first_line + int(found.first_line[ad])
+            values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], report)
+            if values is None:
+                if strict:
+                    raise report.malformed[-1].error()
+                keep[ad] = False
+                continue
+            report.evaluated += 1
+            for j, value in values.items():
+                store_value(numeric, objects, self.attrs[j], ad, j, value, report)
+
+        report.ads += int(keep.sum())
+        raw = None
+        if self.keep_raw:
+            raw = np.array([data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None], dtype=object)[:-1]
+        rows = slice(None) if keep.all() else keep  # views, not copies, in the usual case
+        return AdColumns(
+            {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(self.attrs)},
+            repeat(path, int(keep.sum())),
+            first_line + found.first_line[rows],
+            raw,
+        ), found.n_lines
+
+    # -- the exact path ---------------------------------------------------------------------
+
+    def _evaluate(
+        self,
+        text: str,
+        path: str,
+        line: int,
+        truncated: bool,
+        deferred: np.ndarray,
+        whole: bool,
+        report: ReadReport,
+    ) -> dict[int, Any] | None:
+        """Evaluate an ad's wanted attributes with classad2; None (and a report) if malformed."""
+        if truncated:
+            report.malformed.append(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
+            return None
+        if not whole:
+            values = self._evaluate_part(text, deferred)
+            if values is not None:
+                return values
+        ads = list(classad2.parseAds(text, classad2.ParserType.Old))
+        # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
+        # first bad one: every attribute of the text must be in what it parsed. As many
+        # attributes as lines proves it; only an ad that repeats a name needs the names compared.
+        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0].keys()}):
+            offset, reason = _diagnose(text)
+            report.malformed.append(Malformed(path, line + offset, reason, text))
+            return None
+        ad = ads[0]
+        if not whole:
+            return {int(j): evaluate(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
+        # every attribute, as classad2 sees the ad: one behind a present attribute is not read
+        return {j: None if any(u in ad for u in a.shadows) else evaluate(ad, a.name) for j, a in enumerate(self.attrs)}
+
+
+    def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
+        """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines
+        they reference, directly or through other attributes: an expression's value depends on
+        nothing else, and parsing a few lines instead of a whole job ad is most of the cost.
+
+        Any name in an expression's text counts as a reference (a superset: names in strings
+        too). None, and the whole ad is parsed, when an expression builds names at run time
+        (``eval``), or when classad2 does not keep every line of the part (a bad value)."""
+        if not text.isascii():
+            return None  # folding case could move the lines of the folded text
+        folded = "\n" + text.lower()
+        todo = [self.attrs[j].name.lower() for j in np.flatnonzero(deferred)]
+        part: dict[str, str] = {}
+        while todo:
+            name = todo.pop()
+            if name in part:
+                continue
+            at = folded.rfind("\n" + name + " = ")  # values hold no newline: a line start; the last wins
+            if at < 0:
+                continue
+            line = text[at : text.find("\n", at)]
+            part[name] = line
+            value = line[len(name) + 3 :]
+            if _RUNTIME_NAMES.search(value):
+                return None
+            todo.extend(w.lower() for w in _NAME.findall(value))
+        ads = list(classad2.parseAds("\n".join(part.values()) + "\n", classad2.ParserType.Old))
+        if len(ads) != 1 or len(ads[0]) != len(part):
+            return None
+        return {int(j): evaluate(ads[0], self.attrs[j].name) for j in np.flatnonzero(deferred)}
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+_RUNTIME_NAMES = re.compile(r"eval", re.IGNORECASE)  # eval("Name"), evalInEachContext(...)
+
+
+def _names(text: str) -> set[str]:
+    """The attribute names of an ad's text, case-folded."""
+    return {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
+
+
+def _diagnose(text: str) -> tuple[int, str]:
+    """Say which line of a malformed ad classad2 refuses, and why if it is plain to see."""
+    for offset, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        name, eq, value = line.partition("=")
+        if not eq or not name.strip():
+            return offset, f"expected 'Name = value', got {line[:60]!r}"
+        if not list(classad2.parseAds(line + "\n", classad2.ParserType.Old)):
+            attr = name.strip()
+            if value.count('"') - value.count('\\"') % 2 == 1 or value.count('"') % 2 == 1:
+                return offset, f"unterminated string in attribute '{attr}'"
+            if not value.strip():
+                return offset, f"attribute '{attr}' has no value"
+            return offset, f"attribute '{attr}': cannot parse the value {value.strip()[:60]!r}"
+    return 0, "classad2 cannot parse this ad"

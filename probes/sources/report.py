@@ -1,0 +1,77 @@
+"""What reading a source found besides its values, and the quarantine of what could not be read.
+
+Nothing read is lost: an ad that cannot be parsed is skipped by the cycle, counted in the
+:class:`ReadReport`, and written to the quarantine with where it came from and why it was
+refused (:func:`write_quarantine`); :func:`problem_lines` says it all in one line each, the
+same for the command line (stderr) and the service (its log).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from collector.errors import ClassAdError
+from probes.files import atomic_write
+
+__all__ = ["Malformed", "ReadReport", "problem_lines", "write_quarantine"]
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """An ad that could not be read: where it is, why, and its text (for the quarantine)."""
+
+    path: str
+    line: int
+    reason: str
+    text: str
+
+    def error(self) -> ClassAdError:
+        return ClassAdError(self.path, self.line, self.reason)
+
+
+@dataclass
+class ReadReport:
+    """What reading one or more files found, besides the values."""
+
+    ads: int = 0
+    evaluated: int = 0  # ads that went through classad2 (expressions, unusual spellings)
+    malformed: list[Malformed] = field(default_factory=list)
+    rejects: Counter[str] = field(default_factory=Counter)  # "attribute: reason" -> count
+
+    def merge(self, other: ReadReport) -> None:
+        self.ads += other.ads
+        self.evaluated += other.evaluated
+        self.malformed.extend(other.malformed)
+        self.rejects.update(other.rejects)
+
+
+def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datetime) -> Path:
+    """Write malformed ads to a new file in ``directory``; return its path.
+
+    Each ad is preceded by comment lines naming its file, line and reason. The file is
+    written whole (see :func:`~probes.files.atomic_write`) so a reader never sees half of it.
+    """
+    path = directory / f"malformed-{now.strftime('%Y%m%dT%H%M%S.%fZ')}.ads"
+    text = "".join(f"# from {m.path} line {m.line}\n# reason: {m.reason}\n{m.text.rstrip(chr(10))}\n\n" for m in malformed)
+    atomic_write(path, text)
+    return path
+
+
+def problem_lines(
+    reports: Mapping[str, ReadReport], failures: Mapping[str, str], quarantine: Path, now: datetime
+) -> list[str]:
+    """One line per problem of a read: each source that was skipped (a live schedd that did not
+    answer), the malformed ads of each input (written to ``quarantine`` first, so the line can
+    say where), and each kind of value that was ignored."""
+    lines = [f"{source} skipped: {' '.join(why.split())}" for source, why in sorted(failures.items())]
+    for what, report in reports.items():
+        if report.malformed:
+            where = write_quarantine(report.malformed, quarantine, now)
+            first = " ".join(str(report.malformed[0].error()).split())
+            lines.append(f"{len(report.malformed)} malformed {what} ad(s) skipped, the first: {first}; quarantined in {where}")
+        lines += [f"{what}: {count} value(s) ignored: {reason}" for reason, count in sorted(report.rejects.items())]
+    return lines

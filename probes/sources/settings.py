@@ -1,0 +1,53 @@
+"""The few settings the readers take: which attributes name what, and nothing else.
+
+A reader is handed a :class:`SlotReading` or :class:`JobReading`, never the whole
+configuration, so it can be called (and tested) from anything that knows these few facts.
+:meth:`probes.config.ProbeConfig.slot_reading` and ``job_reading`` build them from the TOML
+file; the defaults here are the configuration's defaults (a test holds them equal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["JobReading", "SlotReading"]
+
+SITE_ATTRIBUTES = ("MATCH_EXP_JOB_GLIDEIN_Site", "MachineAttrGLIDEIN_Site0", "GLIDEIN_Site")
+RESOURCE_ATTRIBUTES = (
+    "MATCH_EXP_JOB_GLIDEIN_ResourceName", "MachineAttrGLIDEIN_ResourceName0", "GLIDEIN_ResourceName",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SlotReading:
+    """What the startd reader needs: the pool's name and snapshot cadence (written on every row),
+    the attributes naming site, resource, speed and cost, the extra attributes kept as columns,
+    and the partitions as ``(name, ClassAd match expression)`` in match order."""
+
+    pool: str = "default"
+    interval_s: float = 300.0
+    site_attributes: tuple[str, ...] = SITE_ATTRIBUTES
+    resource_attributes: tuple[str, ...] = RESOURCE_ATTRIBUTES
+    site_default: str = "unknown"
+    speed_attribute: str = ""
+    cost_attribute: str = ""
+    extra_attributes: tuple[str, ...] = ()
+    partitions: tuple[tuple[str, str], ...] = (("gpu", "TotalSlotGPUs > 0"), ("cpu", "true"))
+
+
+@dataclass(frozen=True)
+class JobReading:
+    """What the history reader needs: the job attributes naming each credential (the first
+    present wins), site and resource, the speed attribute of the hosts (read as
+    ``MachineAttr<name>0``) and the extra attributes kept as columns."""
+
+    user: tuple[str, ...] = ("Owner", "User")
+    group: tuple[str, ...] = ("AcctGroup", "AccountingGroup")
+    project: tuple[str, ...] = ("ProjectName", "Project")
+    queue: tuple[str, ...] = ("MachineAttrGLIDEIN_SiteWMS_Queue0",)
+    qos: tuple[str, ...] = ()
+    site_attributes: tuple[str, ...] = SITE_ATTRIBUTES
+    resource_attributes: tuple[str, ...] = RESOURCE_ATTRIBUTES
+    site_default: str = "unknown"
+    speed_attribute: str = ""
+    extra_attributes: tuple[str, ...] = ()

@@ -1,0 +1,135 @@
+"""The command line: outputs, exit codes, and messages without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from probes.cli import main
+
+from ..conftest import ROOT
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("fairacct ")
+
+
+def test_slots_json(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    code, out, err = run(capsys, "slots", "--status-file", str(condor25 / "status.json"), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    slots = {s["name"]: s for s in doc["slots"]}
+    assert slots["slot1@gpu-node1@vm"]["unallocated_gpus"] == 3
+    assert slots["slot1@cpu-node1@vm"]["unallocated_memory"] == 22528
+    assert len(doc["allocations"]) == 6 and doc["read"]["status"]["ads"] == 8
+
+
+def test_slots_table(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None:
+    code, out, err = run(capsys, "slots", "--status-file", str(fixtures / "classads/status-partitionable8core.ads"))
+    assert code == 0, err
+    assert "== 1 slots (partitionable and static)" in out
+    row = next(line for line in out.splitlines() if line.startswith("slot1@ingwe"))
+    assert row.split() == ["slot1@ingwe.cs.wisc.edu", "Partitionable", "unknown", "cpu", "8", "15940", "0", "4", "15428", "0", "4"]
+
+
+def test_jobs_from_a_per_job_directory(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    code, out, err = run(capsys, "jobs", "--history", str(condor25 / "per_job_history"), "--json")
+    assert code == 0, err
+    jobs = json.loads(out)["jobs"]
+    assert len(jobs) == 12 and {j["site"] for j in jobs if j["status"] == 4} == {"LoopbackSite"}
+
+
+def test_idle_from_an_autocluster_dump_and_the_status(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    code, out, err = run(
+        capsys, "idle", "--idle-file", str(condor25 / "queue-autocluster.ads"), "--status-file", str(condor25 / "status.ads"), "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert sorted(i["request_memory"] for i in doc["idle"]) == [4096, 16384, 40000]
+    assert "slots" not in doc
+
+
+def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    dump = tmp_path / "status.ads"
+    dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
+    config = tmp_path / "probe.toml"
+    config.write_text('[probe]\nstate_dir = "state"\n')
+    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump))
+    assert code == 0
+    assert f"1 malformed status ad(s) skipped, the first: {dump} line 6: unterminated string in attribute 'Cpus'" in err
+    quarantined = Path(err.rsplit("quarantined in ", 1)[1].strip())
+    assert quarantined.parent == tmp_path / "state/quarantine"
+    assert quarantined.read_text() == f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
+    assert "== 1 slots" in out
+    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--strict")
+    assert code == 1 and err == f"fairacct: {dump} line 6: unterminated string in attribute 'Cpus'\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["jobs"], 2, "fairacct: configuration error: no input: set sources.history in the configuration or give --history\n"),
+        (["slots", "--status-file", "/nonexistent.ads"], 1, "fairacct: /nonexistent.ads: no such file\n"),
+        (["slots", "--config", "/nonexistent.toml"], 2, "fairacct: configuration error: /nonexistent.toml: no such configuration file\n"),
+        (["records", "slot", "--store", "ftp://localhost/x"], 2,
+         "fairacct: configuration error: store.url: expected sqlite:///PATH, http(s)://HOST:PORT or "
+         "opensearch+http(s)://HOST:PORT, got 'ftp://localhost/x'\n"),
+        (["records", "slot", "--since", "yesterday", "--store", "sqlite:///:memory:"], 2,
+         "fairacct: configuration error: --since: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
+         "got 'yesterday'\n"),
+    ],
+)  # fmt: skip
+def test_errors_are_one_line_and_an_exit_code(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    got, out, err = run(capsys, *argv)
+    assert (got, err) == (code, message), out
+
+
+def test_a_bad_config_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "probe.toml"
+    config.write_text("[[partitions]]\nname = \"cpu\"\nmemory = \"2 gigs\"\n")
+    code, _, err = run(capsys, "config", "check", "--config", str(config))
+    assert code == 2
+    assert err == (
+        f"fairacct: configuration error: {config}: partitions[0].memory: "
+        "expected a size like \"2 GiB\", \"512 MiB\" or \"4 GB\", got '2 gigs'\n"
+    )
+
+
+def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "probe.toml"
+    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    for _ in range(2):  # the same dump twice is stored once: ids come from the facts
+        code, out, err = run(capsys, "probe", "once", "--config", str(config))
+        assert code == 0, err
+    assert "slot: 36 new, 36 sent to sqlite:///fairacct.sqlite" in out and "\njob: " not in out  # history read once
+    assert "0 jobs from the history" in out
+    assert "15 idle jobs in 6 autoclusters" in out
+    assert "== slots by true overhead (columns: CU of overhead)" in out
+    store = tmp_path / "state/fairacct.sqlite"
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [36, 72, 60]
+    code, out, err = run(capsys, "records", "job", "--config", str(config), "--since", "2026-11-21T14:00:00Z", "--json")
+    jobs = json.loads(out)
+    assert code == 0 and jobs and all(j["timestamp"] >= "2026-11-21T14:00:00Z" for j in jobs)
+    job = next(j for j in jobs if "#4143.3#" in j["job_id"])
+    assert (job["kind"], job["user"], job["gpus"], job["site"]) == ("job", "dave", 1, "CIT_CMS_T2")
+    assert job["end_iso"].endswith("Z") and "source" not in job
+    code, out, err = run(capsys, "records", "slot", "--config", str(config), "--limit", "2")
+    assert out.startswith("2 slot records\n")
+    code, out, err = run(capsys, "outbox", "--config", str(config), "--json")
+    assert json.loads(out) == {"depth": {}, "oldest": None, "dead_letters": {}, "recent_dead_letters": []}

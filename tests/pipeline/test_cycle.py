@@ -1,0 +1,110 @@
+"""One probe cycle end to end: nothing lost, nothing counted twice, whatever happens."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collector.outbox import Outbox
+from collector.sinks.sqlite import EmbeddedStore
+from probes.config import load_config
+from probes.sources.checkpoints import new_jobs
+from probes.pipeline.cycle import run_once
+
+from ..conftest import DEMO, ROOT
+
+
+def demo_config(tmp_path: Path, history: str | None = None) -> Path:
+    path = tmp_path / "probe.toml"
+    path.write_text(
+        f"""
+[pool]
+name = "demo"
+[sources]
+status_files = ["{DEMO / 'status.ads'}"]
+idle_files = ["{DEMO / 'queue.ads'}"]
+history = ["{history or DEMO / 'history.ads'}"]
+[probe]
+state_dir = "state"
+"""
+    )
+    return path
+
+
+def stored(state: Path) -> dict[str, dict[str, str]]:
+    """Every stored document, by kind and id."""
+    with sqlite3.connect(state / "fairacct.sqlite") as db:
+        kinds = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {k: dict(db.execute(f'SELECT id, doc FROM "{k}"').fetchall()) for k in kinds}
+
+
+def probe_once(config: Path, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "FAIRACCT_CRASH_AT"}
+    if crash_at:
+        env["FAIRACCT_CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "probes", "probe", "once", "--config", str(config)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("clean")
+    assert probe_once(demo_config(tmp)).returncode == 0
+    return stored(tmp / "state")
+
+
+@pytest.mark.parametrize("point", ["before-commit", "during-commit", "after-commit", "during-flush", "after-flush"])
+def test_a_crash_anywhere_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, clean_run: dict[str, dict[str, str]], point: str
+) -> None:
+    config = demo_config(tmp_path)
+    crashed = probe_once(config, crash_at=point)
+    assert crashed.returncode == -9, crashed.stderr  # SIGKILL: no cleanup, no last flush
+    again = probe_once(config)
+    assert again.returncode == 0, again.stderr
+    assert stored(tmp_path / "state") == clean_run
+    with Outbox(tmp_path / "state/outbox.sqlite") as outbox:
+        assert outbox.status().depth == {}
+
+
+def test_the_clean_run(clean_run: dict[str, dict[str, str]]) -> None:
+    assert {k: len(v) for k, v in clean_run.items()} == {"slot": 36, "allocation": 72, "job": 60}
+    slot = next(json.loads(d) for d in clean_run["slot"].values() if "cabinet-7-7-44" in d)
+    assert (slot["overhead_cu"], slot["phase"], slot["fits_idle"], slot["kind"]) == (3, "active", True, "slot")
+    assert slot["timestamp"] == "2026-11-21T22:26:40Z" == slot["observed_at_iso"]
+
+
+def test_history_is_read_once_and_new_jobs_are_added(tmp_path: Path) -> None:
+    """The checkpoint advances with the records: a second cycle sends no job again, and jobs
+    that appear later (a longer history) are sent then, once."""
+    lines = (DEMO / "history.ads").read_text().split("\n\n")
+    history = tmp_path / "history.ads"
+    history.write_text("\n\n".join(lines[30:]))  # the older half (the dump is newest first)
+    config = load_config(demo_config(tmp_path, str(history)))
+    with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        first = run_once(config, outbox, store, probe="test")
+        second = run_once(config, outbox, store, probe="test")
+        history.write_text("\n\n".join(lines))  # the whole history now
+        third = run_once(config, outbox, store, probe="test")
+        assert (first.enqueued["job"], "job" in second.enqueued, third.enqueued["job"]) == (30, False, 30)
+        assert store.count("job") == 60
+
+
+def test_new_jobs_at_the_same_second_are_neither_skipped_nor_doubled() -> None:
+    jobs = pd.DataFrame({"job_id": ["a", "b", "c"], "end": [10.0, 20.0, 20.0]})
+    fresh, mark = new_jobs(jobs, None)
+    assert len(fresh) == 3 and mark == {"end": 20.0, "ids": ["b", "c"]}
+    later = pd.DataFrame({"job_id": ["a", "b", "c", "d", "e"], "end": [10.0, 20.0, 20.0, 20.0, 30.0]})
+    fresh, mark = new_jobs(later, mark)
+    assert fresh["job_id"].tolist() == ["d", "e"] and mark == {"end": 30.0, "ids": ["e"]}
+    fresh, same = new_jobs(later, mark)
+    assert fresh.empty and same == mark

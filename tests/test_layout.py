@@ -1,0 +1,99 @@
+"""The layout's invariants: the import graph has one arrow between the packages and no circle,
+and the pure core imports nothing but the math.
+
+The graph is read from the source (every ``import`` and ``from ... import``, inside functions
+too, so a lazy import cannot hide a circle); an edge goes to the most specific module that
+exists (``from collector.sinks import open_sink`` is an edge to ``collector.sinks``).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for top in ("probes", "collector") for p in (ROOT / top).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base]) if base else ".".join(anchor)
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.add(target)
+                    break
+        graph[name] = edges
+    return graph
+
+
+GRAPH = _graph()
+
+
+def test_collector_never_imports_probes() -> None:
+    wrong = sorted((m, t) for m, ts in GRAPH.items() for t in ts if m.startswith("collector") and t.startswith("probes"))
+    assert not wrong
+
+
+def test_no_import_circle() -> None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                pytest.fail("import circle: " + " -> ".join([*stack[stack.index(nxt) :], nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+
+
+def test_the_accounting_imports_only_the_math() -> None:
+    for module, targets in GRAPH.items():
+        if module.startswith("probes.accounting"):
+            assert all(t.startswith("probes.accounting") for t in targets), (module, targets)
+
+
+def test_import_probes_accounting_stays_light() -> None:
+    code = (
+        "import sys, probes.accounting; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'numba', 'classad2', 'htcondor2', 'collector', 'apscheduler', 'elasticsearch') "
+        "or m.startswith(('probes.sources', 'probes.config', 'probes.pipeline')))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == []
+
+
+def test_readers_take_their_few_settings_not_the_configuration() -> None:
+    for module in ("probes.sources.status", "probes.sources.history", "probes.sources.queue", "probes.sources.classad.long"):
+        assert "probes.config" not in GRAPH[module], module
