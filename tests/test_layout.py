@@ -97,3 +97,35 @@ def test_import_probes_accounting_stays_light() -> None:
 def test_readers_take_their_few_settings_not_the_configuration() -> None:
     for module in ("probes.sources.status", "probes.sources.history", "probes.sources.queue", "probes.sources.classad.long"):
         assert "probes.config" not in GRAPH[module], module
+
+
+def _sources() -> dict[str, ast.Module]:
+    return {
+        _module_name(p): ast.parse(p.read_text(encoding="utf-8"))
+        for top in ("probes", "collector")
+        for p in (ROOT / top).rglob("*.py")
+    }
+
+
+def test_every_record_kind_is_built_in_one_module() -> None:
+    """The schema's builder (collector.records.table_docs) is called by the probe in one place."""
+    callers = {
+        name
+        for name, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "table_docs"
+    }
+    assert callers == {"probes.pipeline.records"}
+
+
+def test_every_checkpoint_is_named_in_one_module() -> None:
+    """Checkpoint names ('history:...', 'snapshot:...', 'fairshare:...') are spelled in one module."""
+    spelled = {
+        name
+        for name, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith(("history:", "snapshot:", "fairshare:"))
+    }
+    assert spelled == {"probes.sources.checkpoints"}

@@ -142,13 +142,14 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
     command = args.command
     if command in ("slots", "idle", "jobs"):
         return views.read_json(result, slots=command == "slots"), views.read_sections(result, slots=command == "slots")
-    snapshot = result.snapshot
+    if command == "overhead" and args.exact:  # the exact cross-check is the command's own
+        assert result.snapshot is not None
+        result.overhead = overhead_report(result.snapshot, config, result.idle, exact=True)
+    report = account(result, config)  # once per snapshot; a probe cycle has computed it already
     if command == "overhead":
-        assert snapshot is not None
-        report = overhead_report(snapshot, config, result.idle, exact=args.exact)
+        assert report is not None
         return views.overhead_json(report), views.overhead_sections(report)
     if command == "bill":
-        report = account(result, config)
         assert report is not None
         return views.bill_json(report.nodes, report.bills), views.bill_sections(report.nodes, report.bills)
     # probe once: what was read, the snapshot's accounting, and what became of the records
@@ -161,7 +162,6 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
         "dead": _nonzero(flushed.dead) if flushed else {},
     }
     sections: list[views.Section] = [("read", _read_summary(result))]
-    report = account(result, config)  # computed by the cycle already
     if report is not None:
         doc |= {"overhead": views.overhead_json(report), "bill": views.bill_json(report.nodes, report.bills)}
         sections += views.overhead_sections(report, per_slot=False)

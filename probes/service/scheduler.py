@@ -248,7 +248,7 @@ class ProbeService:
         self._problems(result)
         snapshot = result.snapshot
         if snapshot is None:  # the job exists only with slot sources
-            raise SourceError("snapshot: the sources gave no slots")
+            raise SourceError("the snapshot found no slots in the sources")
         with Outbox(self.outbox_path) as outbox:
             pool = self.config.pool
             last = outbox.checkpoint(SNAPSHOT_KEY)

@@ -133,3 +133,22 @@ def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixtur
     assert out.startswith("2 slot records\n")
     code, out, err = run(capsys, "outbox", "--config", str(config), "--json")
     assert json.loads(out) == {"depth": {}, "oldest": None, "dead_letters": {}, "recent_dead_letters": []}
+
+
+def test_probe_once_computes_true_overhead_once_per_snapshot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records and the printed tables read one accounting of the snapshot."""
+    import probes.pipeline.overhead as overhead
+
+    calls: list[int] = []
+    real = overhead.true_overhead
+    monkeypatch.setattr(overhead, "true_overhead", lambda *a, **k: calls.append(1) or real(*a, **k))
+    config = tmp_path / "probe.toml"
+    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    code, out, err = run(capsys, "probe", "once", "--config", str(config))
+    assert code == 0, err
+    assert "slot: 36 new" in out and len(calls) == 1
+    calls.clear()
+    code, out, err = run(capsys, "bill", "--config", str(config))
+    assert code == 0 and len(calls) == 1

@@ -9,13 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
-from probes.sources.checkpoints import new_jobs
 from probes.pipeline.cycle import run_once
 
 from ..conftest import DEMO, ROOT
@@ -97,14 +95,3 @@ def test_history_is_read_once_and_new_jobs_are_added(tmp_path: Path) -> None:
         third = run_once(config, outbox, store, probe="test")
         assert (first.enqueued["job"], "job" in second.enqueued, third.enqueued["job"]) == (30, False, 30)
         assert store.count("job") == 60
-
-
-def test_new_jobs_at_the_same_second_are_neither_skipped_nor_doubled() -> None:
-    jobs = pd.DataFrame({"job_id": ["a", "b", "c"], "end": [10.0, 20.0, 20.0]})
-    fresh, mark = new_jobs(jobs, None)
-    assert len(fresh) == 3 and mark == {"end": 20.0, "ids": ["b", "c"]}
-    later = pd.DataFrame({"job_id": ["a", "b", "c", "d", "e"], "end": [10.0, 20.0, 20.0, 20.0, 30.0]})
-    fresh, mark = new_jobs(later, mark)
-    assert fresh["job_id"].tolist() == ["d", "e"] and mark == {"end": 30.0, "ids": ["e"]}
-    fresh, same = new_jobs(later, mark)
-    assert fresh.empty and same == mark

@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from collector.errors import ConfigError
@@ -36,10 +34,8 @@ from probes.accounting.fairshare import job_usage, window_usage
 from probes.cli import main
 from probes.config import ProbeConfig, load_config, parse_config
 from probes.service.health import Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, snapshot_interval
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY
 from probes.service.scheduler import ProbeService
-from probes.pipeline.records import fairshare_docs
-from probes.accounting.ledger import ledger_add
 from probes.sources.history import read_history
 
 from ..conftest import DEMO, ROOT
@@ -91,18 +87,6 @@ def service(
 def outbox_docs(state: Path, kind: str) -> list[dict[str, Any]]:
     with sqlite3.connect(state / "outbox.sqlite") as db:
         return [json.loads(d) for (d,) in db.execute("SELECT doc FROM item WHERE kind = ? ORDER BY seq", (kind,))]
-
-
-# -- the interval a snapshot stands for ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("last", "now", "expected"),
-    [(None, 1000.0, 300.0), ({"at": 700.0}, 1000.0, 300.0), ({"at": 500.0}, 1000.0, 500.0),
-     ({"at": 0.0}, 5000.0, 900.0), ({"at": 2000.0}, 1000.0, 300.0)],
-)  # fmt: skip
-def test_snapshot_interval(last: dict[str, float] | None, now: float, expected: float) -> None:
-    assert snapshot_interval(last, now, interval_s=ProbeConfig().pool.interval_s, max_interval_s=ProbeConfig().pool.max_interval_s) == expected
 
 
 def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(
@@ -212,35 +196,6 @@ def test_a_slow_cycle_is_never_run_twice_at_once(
 
 
 # -- the fairshare ledger and window roll ---------------------------------------------------------------------
-
-W0 = 1795266000.0  # a multiple of 3600
-
-
-def test_the_ledger_and_the_fairshare_records_of_a_window() -> None:
-    config = parse_config({"fairshare": {"interval_s": 3600, "depth": 2, "targets": {"user": {"alice": "50"}}}})
-    jobs = pd.DataFrame(
-        {"user": ["alice", "bob"], "group": ["group_cms", "group_cms"], "project": [None, None], "queue": [None, None],
-         "qos": [None, None], "end": [W0 + 1800, W0 + 600], "walltime_s": [3600.0, 600.0], "cpus": [2.0, 1.0], "n_hosts": [1, 1]}
-    )  # fmt: skip
-    rows = ledger_add([], jobs, job_usage(jobs, "dedicated_ps"), now=W0 + 3000, interval_s=3600, depth=2)
-    assert rows == [
-        [W0 - 3600, "alice", "group_cms", None, None, None, 3600.0],
-        [W0, "alice", "group_cms", None, None, None, 3600.0],
-        [W0, "bob", "group_cms", None, None, None, 600.0],
-    ]
-    assert ledger_add(rows, jobs.iloc[1:], np.array([600.0]), now=W0 + 3000, interval_s=3600, depth=2)[2][-1] == 1200.0
-    docs = {(d["type"], d["name"]): d for d in fairshare_docs(rows, W0, config, probe="test")}
-    assert set(docs) == {("user", "alice"), ("user", "bob"), ("group", "group_cms")}
-    alice = docs["user", "alice"]
-    assert (alice["usage"], alice["total"], alice["decayed"]) == (3600, 4200, 7200)
-    assert alice["effective"] == pytest.approx(7200 / 7800) and alice["priority"] == pytest.approx(
-        50 - 100 * 7200 / 7800
-    )
-    assert (alice["window_start_iso"], alice["window_end_iso"], alice["policy"], alice["kind"]) == (
-        "2026-11-21T13:00:00Z", "2026-11-21T14:00:00Z", "dedicated_ps", "fairshare"
-    )  # fmt: skip
-    assert docs["group", "group_cms"]["usage"] == 4200 and np.isnan(docs["user", "bob"]["target"] or np.nan)
-
 
 def test_windows_roll_once_each_as_they_close(
     tmp_path: Path, daemons: tuple[FakeCollector, FakeSchedd, FakeSchedd], condor25: Path

@@ -1,0 +1,41 @@
+"""The fairshare usage ledger, and the fairshare records of a window built from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from probes.accounting.fairshare import job_usage
+from probes.accounting.ledger import ledger_add
+from probes.config import parse_config
+from probes.pipeline.records import fairshare_docs
+
+
+W0 = 1795266000.0  # a multiple of 3600
+
+
+def test_the_ledger_and_the_fairshare_records_of_a_window() -> None:
+    config = parse_config({"fairshare": {"interval_s": 3600, "depth": 2, "targets": {"user": {"alice": "50"}}}})
+    jobs = pd.DataFrame(
+        {"user": ["alice", "bob"], "group": ["group_cms", "group_cms"], "project": [None, None], "queue": [None, None],
+         "qos": [None, None], "end": [W0 + 1800, W0 + 600], "walltime_s": [3600.0, 600.0], "cpus": [2.0, 1.0], "n_hosts": [1, 1]}
+    )  # fmt: skip
+    rows = ledger_add([], jobs, job_usage(jobs, "dedicated_ps"), now=W0 + 3000, interval_s=3600, depth=2)
+    assert rows == [
+        [W0 - 3600, "alice", "group_cms", None, None, None, 3600.0],
+        [W0, "alice", "group_cms", None, None, None, 3600.0],
+        [W0, "bob", "group_cms", None, None, None, 600.0],
+    ]
+    assert ledger_add(rows, jobs.iloc[1:], np.array([600.0]), now=W0 + 3000, interval_s=3600, depth=2)[2][-1] == 1200.0
+    docs = {(d["type"], d["name"]): d for d in fairshare_docs(rows, W0, config, probe="test")}
+    assert set(docs) == {("user", "alice"), ("user", "bob"), ("group", "group_cms")}
+    alice = docs["user", "alice"]
+    assert (alice["usage"], alice["total"], alice["decayed"]) == (3600, 4200, 7200)
+    assert alice["effective"] == pytest.approx(7200 / 7800) and alice["priority"] == pytest.approx(
+        50 - 100 * 7200 / 7800
+    )
+    assert (alice["window_start_iso"], alice["window_end_iso"], alice["policy"], alice["kind"]) == (
+        "2026-11-21T13:00:00Z", "2026-11-21T14:00:00Z", "dedicated_ps", "fairshare"
+    )  # fmt: skip
+    assert docs["group", "group_cms"]["usage"] == 4200 and np.isnan(docs["user", "bob"]["target"] or np.nan)

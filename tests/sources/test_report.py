@@ -1,0 +1,42 @@
+"""What reading found besides values: one line per problem, malformed ads quarantined whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+from probes.sources.report import Malformed, ReadReport, problem_lines, write_quarantine
+
+NOW = datetime(2026, 11, 21, 14, 0, tzinfo=UTC)
+
+
+def test_problem_lines_say_each_problem_once_and_quarantine_the_ads(tmp_path: Path) -> None:
+    bad = Malformed("status.ads", 17, "attribute 'Cpus': cannot parse the value '4 +* 2'", "Name = \"x\"\nCpus = 4 +* 2\n")
+    reports = {
+        "status": ReadReport(ads=3, malformed=[bad]),
+        "history": ReadReport(ads=2, rejects=Counter({"Memory: expected a number, got str": 2})),
+    }
+    lines = problem_lines(reports, {"schedd:s1": "schedd s1: idle jobs\n  timed out"}, tmp_path / "q", NOW)
+    (quarantined,) = (tmp_path / "q").iterdir()
+    assert quarantined.name == "malformed-20261121T140000.000000Z.ads"
+    assert lines == [
+        "schedd:s1 skipped: schedd s1: idle jobs timed out",
+        "1 malformed status ad(s) skipped, the first: status.ads line 17: attribute 'Cpus': cannot parse the "
+        f"value '4 +* 2'; quarantined in {quarantined}",
+        "history: 2 value(s) ignored: Memory: expected a number, got str",
+    ]
+    assert quarantined.read_text() == (
+        "# from status.ads line 17\n# reason: attribute 'Cpus': cannot parse the value '4 +* 2'\n"
+        'Name = "x"\nCpus = 4 +* 2\n\n'
+    )
+
+
+def test_nothing_to_say_writes_nothing(tmp_path: Path) -> None:
+    assert problem_lines({"status": ReadReport(ads=5)}, {}, tmp_path / "q", NOW) == []
+    assert not (tmp_path / "q").exists()
+
+
+def test_write_quarantine_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = write_quarantine([Malformed("h", 1, "r", "A = 1")], tmp_path, NOW)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
