@@ -1,7 +1,9 @@
 """Sizes with units, as operators write them ("2 GiB"), turned into HTCondor's units.
 
 HTCondor counts memory in MiB and disk in KiB; a bare number is taken to be in that unit
-already. Decimal (GB) and binary (GiB) prefixes are both accepted and mean what they say.
+already. Units follow HTCondor's submit language, where ``request_memory = 2GB`` is 2048 MiB:
+K, M, G and T (with or without a trailing B, and the explicit KiB, MiB, GiB, TiB) are powers
+of 1024, so that a canonical unit written "2 GB" means what the same words mean in a job.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ __all__ = ["parse_size"]
 _FACTORS = {
     "": None,  # the resource's own unit
     "b": 1,
-    "k": 1000, "kb": 1000, "kib": 1024,
-    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-    "g": 1000**3, "gb": 1000**3, "gib": 1024**3,
-    "t": 1000**4, "tb": 1000**4, "tib": 1024**4,
+    "k": 1024, "kb": 1024, "kib": 1024,
+    "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
+    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
 }  # fmt: skip
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
 

@@ -80,8 +80,8 @@ def test_file_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "unit", "expected"),
-    [("2 GiB", 1024**2, 2048), ("2GB", 1024**2, 1907.3486328125), ("512 MiB", 1024**2, 512), (4096, 1024**2, 4096),
-     ("10 GB", 1024, 9765625), ("1.5 TiB", 1024**2, 1572864)],
+    [("2 GiB", 1024**2, 2048), ("2GB", 1024**2, 2048), ("2 gb", 1024**2, 2048), ("2G", 1024**2, 2048), ("512 MiB", 1024**2, 512), (4096, 1024**2, 4096),
+     ("10 GB", 1024, 10485760), ("1 KB", 1024, 1), ("1.5 TiB", 1024**2, 1572864)],
 )  # fmt: skip
 def test_sizes(value: str | int, unit: int, expected: float) -> None:
     assert parse_size(value, unit) == expected

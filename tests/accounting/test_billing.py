@@ -326,3 +326,16 @@ def test_bills_unattributed_and_overhead_add_up_to_the_node(nodes: list[dict[str
         # overhead never exceeds what was free, so whoever holds r pays at least what they hold
         held = nodes_out[f"allocated_{r}"] > 0
         assert (nodes_out.loc[held, f"rate_{r}"] >= 1 - 1e-9).all()
+
+
+def test_seed_003_example_with_the_unit_written_as_an_operator_writes_it() -> None:
+    """``memory = "2 GB"`` is HTCondor's 2 GB, 2048 MiB (as ``request_memory = 2GB`` in a job):
+    the seed's third example bills memory at 111 %, not 115.7 % (1907 MiB units)."""
+    from probes.config import parse_config
+    from probes.pipeline.overhead import canonical_units
+
+    config = parse_config({"partitions": [{"name": "cpu", "cpus": 1, "memory": "2 GB"}]})
+    units = canonical_units(config.partitions)
+    slots, allocations = node_with_jobs([{"cpus": 3, "memory": 6 * GIB}, {"cpus": 2, "memory": 3 * GIB}])
+    nodes, _ = bill(true_overhead(slots, units), allocations, units)
+    assert round(nodes["rate_memory"].iloc[0] * 100, 1) == 111.1
