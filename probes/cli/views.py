@@ -194,11 +194,15 @@ def bill_json(nodes: pd.DataFrame, bills: pd.DataFrame) -> dict[str, Any]:
     for doc, held, billed, h in zip(alloc_docs, _resources(bills, ""), _resources(bills, "billed_"), hours):
         doc["allocated"], doc["billed"] = held, billed
         doc["billed_hours"] = {r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, h)}
-    return {"nodes": node_docs, "allocations": alloc_docs}
+    return {"nodes": node_docs, "allocations": alloc_docs, "unbilled_nodes": int(nodes["incomplete"].sum())}
 
 
 def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = True) -> list[Section]:
-    sections = [(f"rates of {len(nodes)} nodes (bill / allocation; '-' where nothing is allocated)", table(nodes, NODE_VIEW))]
+    title = f"rates of {len(nodes)} nodes (bill / allocation; '-' where nothing is allocated)"
+    unbilled = int(nodes["incomplete"].sum())
+    if unbilled:
+        title += f"; {unbilled} node(s) left unbilled: their dynamic slots are not all known"
+    sections = [(title, table(nodes, NODE_VIEW))]
     if per_job:
         sections.append((f"bills of {len(bills)} allocations", table(bills, BILL_VIEW)))
     by_user = bills.groupby("user", dropna=False)[[f"billed_{r}_hours" for r in SHOWN]].sum()

@@ -42,13 +42,19 @@ class OverheadReport:
     """``slots``: the slots table with ``overhead_cu``, ``overhead_<r>``, ``overhead_cu_hours``,
     ``unmatched``, ``phase`` and ``fits_idle`` (None without an idle table); ``histogram`` by
     partition, site and phase; ``overlap``: CU-hours of overhead beside fitting idle demand;
-    ``nodes`` and ``bills``: the proportional bills (see :func:`probes.accounting.bill`)."""
+    ``nodes`` and ``bills``: the proportional bills (see :func:`probes.accounting.bill`), NaN
+    for the nodes flagged ``incomplete`` (and their allocations)."""
 
     slots: pd.DataFrame
     histogram: pd.DataFrame
     overlap: DemandOverlap | None
     nodes: pd.DataFrame
     bills: pd.DataFrame
+
+    @property
+    def unbilled(self) -> int:
+        """Nodes left unbilled because their dynamic slots are not all known."""
+        return int(self.nodes["incomplete"].sum())
 
 
 def account_snapshot(
@@ -65,7 +71,14 @@ def account_snapshot(
     against the jobs) with classad2, for the pairs that fit by resources.
     """
     slots = true_overhead(snapshot.slots, units)
-    nodes, bills = bill(slots, snapshot.allocations, units)
+    # a node whose dynamic slots are not all known is not billed (its bills would hand a missing
+    # neighbour's share to the jobs that are there); its true overhead still counts
+    incomplete = _incomplete(slots)
+    billable = slots.assign(overhead_cu=slots["overhead_cu"].mask(incomplete)) if incomplete.any() else slots
+    nodes, bills = bill(billable, snapshot.allocations, units)
+    unbilled = set(slots.loc[incomplete, "name"])
+    nodes["incomplete"] = incomplete.to_numpy()
+    bills["incomplete"] = bills["parent"].isin(unbilled).to_numpy()
     slots["phase"] = slot_phase(slots)
     overlap = None
     if idle is not None:
@@ -93,6 +106,12 @@ def snapshot_bills(snapshot: Snapshot, config: ProbeConfig) -> tuple[pd.DataFram
     """Proportional bills of a snapshot: (nodes, bills); see :func:`probes.accounting.bill`."""
     report = overhead_report(snapshot, config)
     return report.nodes, report.bills
+
+
+def _incomplete(slots: pd.DataFrame) -> pd.Series:
+    if "incomplete" not in slots.columns:
+        return pd.Series(False, index=slots.index)
+    return slots["incomplete"].fillna(False).astype(bool)
 
 
 def _overhead_room(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.DataFrame:

@@ -35,7 +35,7 @@ _CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gp
 SLOT_COLUMNS = (
     "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
     *(f"total_{r}" for r in RESOURCES), *(f"unallocated_{r}" for r in RESOURCES),
-    "n_dynamic", "speed", "node_cost", "glidein_to_retire", "glidein_to_die", "observed_at", "interval_s",
+    "n_dynamic", "incomplete", "speed", "node_cost", "glidein_to_retire", "glidein_to_die", "observed_at", "interval_s",
     "source", "line",
 )  # fmt: skip
 ALLOCATION_COLUMNS = (
@@ -141,14 +141,20 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
     from_static = _held(ads, st, name[st], held, observed, reading.pool)
 
     # allocations of p-slots that have no dynamic slot ads, from their Child* lists
-    has_ads = set(parent.tolist())
-    orphans = [i for i in p[is_part] if name[i] not in has_ads and isinstance(ads["ChildCpus"][i], list)]
-    from_lists = _child_allocations(ads, orphans, observed, reading.pool)
+    # p-slots whose dynamic slot ads are not all here: billed from their Child* lists when those
+    # are whole, else flagged incomplete (a neighbour's missing slot must not be billed to the jobs
+    # that are there)
+    from_lists_rows, incomplete = _children_known(ads, p[is_part], d, parent)
+    if from_lists_rows:
+        listed = set(name[from_lists_rows].tolist())
+        from_ads = from_ads[~from_ads["parent"].isin(listed)]
+    from_lists = _child_allocations(ads, from_lists_rows, observed, reading.pool)
     allocations = pd.concat([f for f in (from_ads, from_static, from_lists) if len(f)] or [from_ads], ignore_index=True)
     allocations["group"] = [group_of(v) for v in allocations["accounting_group"]]
     allocations["interval_s"] = reading.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
+    slots["incomplete"] = np.isin(p, incomplete)
     counts = allocations.groupby("parent").size()
     slots["n_dynamic"] = slots["name"].map(counts).fillna(0).astype(np.int64)
     slots["speed"] = _attr_or_one(ads, reading.speed_attribute, p)
@@ -210,6 +216,55 @@ def _held(
             "observed_at": observed[rows],
         }
     )
+
+
+def _children_known(
+    ads: AdColumns, pslots: np.ndarray, dynamic: np.ndarray, parent: np.ndarray
+) -> tuple[list[int], list[int]]:
+    """Of the partitionable slots ``pslots`` (rows of ``ads``), those to bill from their Child*
+    lists and those whose children are not all known (``dynamic``: the rows of the dynamic
+    slots, ``parent``: the name of each one's p-slot).
+
+    A p-slot lists its dynamic slots (``ChildName``): when some listed child has no ad here (it
+    was malformed, or the dump was cut), its Child* lists bill the node if they are whole, and
+    otherwise the node is incomplete. A p-slot without ``ChildName`` (an old startd) is
+    complete when its dynamic slots and what is unallocated add up to its size. A p-slot with
+    no dynamic slot ads at all is billed from its lists, as before.
+    """
+    names = ads["Name"]
+    children: dict[str, list[int]] = {}
+    for row, name in zip(dynamic.tolist(), parent.tolist()):
+        children.setdefault(name, []).append(row)
+    from_lists, incomplete = [], []
+    for i in pslots.tolist():
+        listed = ads["ChildName"][i]
+        have = children.get(names[i], [])
+        whole = all(
+            isinstance(ads[_CHILD[r]][i], list) and (not isinstance(listed, list) or len(ads[_CHILD[r]][i]) == len(listed))
+            for r in ("cpus", "memory")
+        )
+        if not have:
+            if isinstance(ads["ChildCpus"][i], list):
+                from_lists.append(i)
+            continue
+        if isinstance(listed, list):
+            known = {str(n).lower() for n in listed} <= {str(names[d]).lower() for d in have}
+        else:
+            known = _adds_up(ads, i, np.array(have))
+        if known:
+            continue
+        (from_lists if whole and isinstance(listed, list) else incomplete).append(i)
+    return from_lists, incomplete
+
+
+def _adds_up(ads: AdColumns, i: int, rows: np.ndarray) -> bool:
+    """Whether a p-slot's dynamic slots and its unallocated amounts make its size (cores, MiB)."""
+    for r, total in (("cpus", "TotalSlotCpus"), ("memory", "TotalSlotMemory")):
+        size = ads[total][i]
+        held = float(np.nansum(ads[_OWN[r]][rows].astype(np.float64))) + float(np.nan_to_num(ads[_OWN[r]][i]))
+        if np.isfinite(size) and held < size - 1e-6 * max(1.0, size):
+            return False
+    return True
 
 
 def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray, pool: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from probes.cli import main
@@ -130,3 +131,53 @@ def test_the_cross_check_asks_for_jobs_within_the_true_overhead(tmp_path: Path) 
     two_cu = overhead_report(snapshot, config, idle(2, 4096))
     assert two_cu.slots["fits_idle"].tolist() == [True]
     assert two_cu.overlap is not None and two_cu.overlap["suspicious_cu_hours"] == 2 * 300 / 3600
+
+
+def _without_a_dynamic_slot(condor25: Path, tmp_path: Path, *, drop_lists: bool) -> Path:
+    """The condor25 dump with the 4-core dynamic slot of the CPU node made unreadable (a line
+    classad2 cannot parse), and with ``drop_lists`` the p-slot's Child* lists removed too."""
+    ads = (condor25 / "status.ads").read_text().split("\n\n")
+    victim = next(i for i, ad in enumerate(ads) if 'Name = "slot1_1@cpu-node1@vm"' in ad)
+    ads[victim] = ads[victim].replace("\nCpus = 4\n", "\nCpus = 4 +* 2\n")
+    assert "+*" in ads[victim]
+    if drop_lists:
+        pslot = next(i for i, ad in enumerate(ads) if 'Name = "slot1@cpu-node1@vm"' in ad)
+        ads[pslot] = "\n".join(line for line in ads[pslot].split("\n") if not line.startswith("Child"))
+    dump = tmp_path / "status.ads"
+    dump.write_text("\n\n".join(ads))
+    return dump
+
+
+def test_a_malformed_dynamic_slot_does_not_rebill_its_neighbour(condor25: Path, tmp_path: Path) -> None:
+    """The p-slot's Child* lists are whole: the node is billed from them, so the 12-core job
+    pays 12 cores and 8192 x 32768 / 10240 = 26214.4 MiB (not 16 cores and 32768 MiB)."""
+    snapshot, report = read_status([_without_a_dynamic_slot(condor25, tmp_path, drop_lists=False)])
+    assert len(report.malformed) == 1
+    accounting = overhead_report(snapshot, ProbeConfig())
+    bills = accounting.bills.set_index("name")
+    assert bills.loc["slot1_2@cpu-node1@vm", ["billed_cpus", "billed_memory"]].tolist() == pytest.approx([12, 26214.4])
+    assert bills.loc["slot1_2@cpu-node1@vm", "from_child_lists"] and accounting.unbilled == 0
+
+
+def test_a_node_whose_children_are_not_all_known_is_left_unbilled(condor25: Path, tmp_path: Path) -> None:
+    snapshot, _ = read_status([_without_a_dynamic_slot(condor25, tmp_path, drop_lists=True)])
+    accounting = overhead_report(snapshot, ProbeConfig())
+    slots = accounting.slots.set_index("name")
+    assert slots.loc["slot1@cpu-node1@vm", "incomplete"] and not slots.loc["slot1@gpu-node1@vm", "incomplete"]
+    assert accounting.unbilled == 1
+    bills = accounting.bills.set_index("name")
+    assert bills.loc["slot1_2@cpu-node1@vm", "incomplete"]
+    assert np.isnan(bills.loc["slot1_2@cpu-node1@vm", "billed_cpus"])
+    # the GPU node is billed as ever, and the CPU node's true overhead still counts (0 CU: no core is free)
+    assert not np.isnan(bills.loc["slot1_1@gpu-node1@vm", "billed_cpus"])
+    assert slots.loc["slot1@cpu-node1@vm", "overhead_cu"] == 0
+
+
+def test_bill_says_how_many_nodes_were_left_unbilled(
+    condor25: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = _without_a_dynamic_slot(condor25, tmp_path, drop_lists=True)
+    assert main(["bill", "--status-file", str(dump), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unbilled_nodes"] == 1
+    assert main(["bill", "--status-file", str(dump)]) == 0
+    assert "1 node(s) left unbilled: their dynamic slots are not all known" in capsys.readouterr().out
