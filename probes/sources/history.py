@@ -27,6 +27,7 @@ from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, it
 from probes.sources.report import ReadReport
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.credentials import group_of
+from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.settings import JobReading
 
 __all__ = ["JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "read_history"]
@@ -40,6 +41,9 @@ JOB_COLUMNS = (
     *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
     "host", "site", "resource_name", "speed", "n_hosts", "source", "line",
 )  # fmt: skip
+
+
+JOB_ADS = AdKind("Job", ("GlobalJobId",), "job ads (condor_history -long or -json, history files)")
 
 
 def job_attrs(reading: JobReading) -> list[Attr]:
@@ -84,7 +88,7 @@ def read_history(
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
     are never held whole beside the table made of them.
     """
-    attrs = job_attrs(reading)
+    attrs = unique_attrs([*job_attrs(reading), MY_TYPE])
     report = ReadReport()
     inputs: list[tuple[str | os.PathLike[str], list[Path] | None]] = []
     size: int | None = 0
@@ -104,8 +108,10 @@ def read_history(
     for path, listed in inputs:
         parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
         done = 0
+        check = KindCheck(JOB_ADS)
         for part, done in parts:
-            builder.append(job_columns(part, reading), offset + done)
+            builder.append(job_columns(check.keep(part, report), reading), offset + done)
+        check.verdict(path)
         offset += done
     columns = builder.result()
     if not columns:

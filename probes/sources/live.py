@@ -562,7 +562,7 @@ class LivePool:
                     f"schedd {name}: history answered {len(ads)} jobs already read; it does not apply the "
                     "constraint, so the backlog cannot be paged"
                 )
-            kept.append(_take(columns, new))
+            kept.append(columns.take(new))
             seen.update(ids[new])
             if len(ads) < match:
                 break
@@ -573,16 +573,6 @@ class LivePool:
             below = (oldest, at_oldest)
         # one table of every page, built as the file readers build theirs
         return jobs_table(AdColumns.concat(kept, attrs), self.jobs), calls[0], report
-
-
-def _take(columns: AdColumns, rows: np.ndarray) -> AdColumns:
-    """The ads of ``rows`` (a boolean mask)."""
-    return AdColumns(
-        {k: v[rows] for k, v in columns.columns.items()},
-        columns.path[rows],
-        columns.line[rows],
-        columns.raw[rows] if columns.raw is not None else None,
-    )
 
 
 def _names_str(names: Sequence[str]) -> list[str]:

@@ -23,6 +23,7 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, read_ads
 from probes.sources.frames import stack
+from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 
 __all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "read_idle", "running_job_ids"]
@@ -47,6 +48,8 @@ QUEUE_ATTRS = [
     Attr("JobIds", Kind.STRING),
 ]
 
+QUEUE_ADS = AdKind("Job", ("JobStatus", "JobCount"), "job ads (condor_q -long) or autoclusters (condor_q -autocluster -long)")
+
 
 def read_idle(
     paths: Sequence[str | os.PathLike[str]],
@@ -61,7 +64,10 @@ def read_idle(
     """
     frames, report = [], ReadReport()
     for path in paths:
-        ads, rep = read_ads(path, QUEUE_ATTRS, strict=strict, keep_raw=True)
+        ads, rep = read_ads(path, [*QUEUE_ATTRS, MY_TYPE], strict=strict, keep_raw=True)
+        check = KindCheck(QUEUE_ADS)
+        ads = check.keep(ads, rep)
+        check.verdict(path)
         report.merge(rep)
         frames.append(idle_table(ads, running=running, origin=os.fspath(path)))
     return stack(frames, IDLE_COLUMNS), report

@@ -25,6 +25,7 @@ from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
 from probes.sources.report import ReadReport
 from probes.sources.credentials import group_of
+from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.settings import SlotReading
 
 __all__ = ["Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
@@ -42,6 +43,9 @@ ALLOCATION_COLUMNS = (
     "pool", "name", "parent", "job_id", "user", "accounting_group", "group",
     *RESOURCES, "from_child_lists", "observed_at", "interval_s",
 )  # fmt: skip
+
+
+STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
 
 
 @dataclass
@@ -87,11 +91,13 @@ def read_status(
     strict: bool = False,
 ) -> tuple[Snapshot, ReadReport]:
     """Read startd dumps into the slots and allocations tables."""
-    attrs = slot_attrs(reading)
+    attrs = unique_attrs([*slot_attrs(reading), MY_TYPE])
     parts, report = [], ReadReport()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
-        parts.append(cols)
+        check = KindCheck(STARTD_ADS)
+        parts.append(check.keep(cols, rep))
+        check.verdict(path)
         report.merge(rep)
     return snapshot_tables(AdColumns.concat(parts, attrs), reading), report
 

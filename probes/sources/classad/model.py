@@ -103,6 +103,15 @@ class AdColumns:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
+    def take(self, rows: np.ndarray) -> AdColumns:
+        """The ads of ``rows`` (a boolean mask or positions)."""
+        return AdColumns(
+            {k: v[rows] for k, v in self.columns.items()},
+            self.path[rows],
+            self.line[rows],
+            self.raw[rows] if self.raw is not None else None,
+        )
+
     @staticmethod
     def concat(parts: Sequence[AdColumns], attrs: Sequence[Attr]) -> AdColumns:
         """One AdColumns of all the parts; the parts give up their columns to it."""
