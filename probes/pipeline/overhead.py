@@ -75,7 +75,9 @@ def account_snapshot(
     # neighbour's share to the jobs that are there); its true overhead still counts
     incomplete = _incomplete(slots)
     billable = slots.assign(overhead_cu=slots["overhead_cu"].mask(incomplete)) if incomplete.any() else slots
-    nodes, bills = bill(billable, snapshot.allocations, units)
+    # several instants (dumps taken at different times) are billed instant by instant
+    instants = ("observed_at",) if slots["observed_at"].nunique(dropna=False) > 1 else ()
+    nodes, bills = bill(billable, snapshot.allocations, units, keys=instants)
     unbilled = set(slots.loc[incomplete, "name"])
     nodes["incomplete"] = incomplete.to_numpy()
     bills["incomplete"] = bills["parent"].isin(unbilled).to_numpy()

@@ -64,7 +64,7 @@ class KindCheck:
             missing &= pd.isna(ads[name])
         for t, n in Counter(my_type[other].tolist()).items():
             self.others[t] += n
-            report.rejects[f"MyType: {n} {t!r} ad(s) among {self.kind.what}, skipped"] += n
+            report.rejects[f"MyType: {t!r} ad among {self.kind.what}, skipped"] += n
         if missing.any():
             self.unnamed += int(missing.sum())
             report.rejects[f"{' or '.join(self.kind.needed)}: missing, the ad was skipped"] += int(missing.sum())

@@ -99,7 +99,21 @@ def read_status(
         parts.append(check.keep(cols, rep))
         check.verdict(path)
         report.merge(rep)
-    return snapshot_tables(AdColumns.concat(parts, attrs), reading), report
+    return snapshot_tables(_once(AdColumns.concat(parts, attrs), report), reading), report
+
+
+def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
+    """Each slot once per instant: the same dump given twice (or its ``-long`` and ``-json``
+    forms) must not double the overhead. Slots of different instants are all kept; they are
+    accounted instant by instant."""
+    name = pd.Series(ads["Name"], dtype=object).str.lower()
+    observed = pd.Series(_first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
+    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy()
+    if not repeated.any():
+        return ads
+    n = int(repeated.sum())
+    report.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
+    return ads.take(~repeated)
 
 
 def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
@@ -161,8 +175,9 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
     slots["incomplete"] = np.isin(p, incomplete)
-    counts = allocations.groupby("parent").size()
-    slots["n_dynamic"] = slots["name"].map(counts).fillna(0).astype(np.int64)
+    counts = allocations.groupby(["parent", "observed_at"]).size()
+    at = pd.MultiIndex.from_arrays([slots["name"], observed[p]])
+    slots["n_dynamic"] = counts.reindex(at).fillna(0).to_numpy(dtype=np.int64)
     slots["speed"] = _attr_or_one(ads, reading.speed_attribute, p)
     slots["node_cost"] = _attr_or_one(ads, reading.cost_attribute, p)
     slots["glidein_to_retire"] = ads["GLIDEIN_ToRetire"][p]

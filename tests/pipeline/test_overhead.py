@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,34 @@ def test_bill_says_how_many_nodes_were_left_unbilled(
     assert json.loads(capsys.readouterr().out)["unbilled_nodes"] == 1
     assert main(["bill", "--status-file", str(dump)]) == 0
     assert "1 node(s) left unbilled: their dynamic slots are not all known" in capsys.readouterr().out
+
+
+def _later(dump: Path, tmp_path: Path, seconds: int) -> Path:
+    """``dump`` as if taken ``seconds`` later."""
+    text = re.sub(
+        r"^(MyCurrentTime|LastHeardFrom) = (\d+)", lambda m: f"{m[1]} = {int(m[2]) + seconds}", dump.read_text(), flags=re.M
+    )
+    later = tmp_path / f"later-{seconds}.ads"
+    later.write_text(text)
+    return later
+
+
+@pytest.mark.parametrize("second", ["status.ads", "status.json"])
+def test_the_same_instant_given_twice_is_counted_once(condor25: Path, second: str) -> None:
+    once, _ = read_status([condor25 / "status.ads"])
+    twice, report = read_status([condor25 / "status.ads", condor25 / second])
+    assert sum(report.rejects.values()) == 8 and "the same dump given twice?" in next(iter(report.rejects))
+    assert twice.slots["n_dynamic"].tolist() == once.slots["n_dynamic"].tolist() == [2, 4]
+    one, two = overhead_report(once, ProbeConfig()), overhead_report(twice, ProbeConfig())
+    assert two.slots["overhead_cu"].sum() == one.slots["overhead_cu"].sum() == 3
+    assert len(two.bills) == len(one.bills) == 6
+
+
+def test_dumps_of_several_instants_are_accounted_instant_by_instant(tmp_path: Path) -> None:
+    snapshot, report = read_status([DEMO / "status.ads", _later(DEMO / "status.ads", tmp_path, 300)])
+    assert not report.rejects and snapshot.slots["observed_at"].nunique() == 2
+    accounting = overhead_report(snapshot, ProbeConfig())
+    first, second = (accounting.bills[accounting.bills["observed_at"] == t] for t in sorted(snapshot.slots["observed_at"].unique()))
+    assert len(first) == len(second) == 72
+    assert second["billed_cpus"].tolist() == pytest.approx(first["billed_cpus"].tolist())
+    assert accounting.slots["n_dynamic"].sum() == 2 * 72

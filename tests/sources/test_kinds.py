@@ -48,5 +48,5 @@ def test_ads_of_another_kind_among_the_right_ones_are_skipped_and_counted(
     mixed.write_text((condor25 / "status.ads").read_text().rstrip("\n") + "\n\n" + schedd_ad)
     assert main(["slots", "--status-file", str(mixed), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert "MyType: 1 'scheduler' ad(s) among startd ads" in err
+    assert "1 value(s) ignored: MyType: 'scheduler' ad among startd ads" in err
     assert '"slot1@cpu-node1@vm"' in out and "schedd@cm" not in out
