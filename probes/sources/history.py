@@ -24,13 +24,13 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
-from probes.sources.report import ReadReport
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.credentials import group_of
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
+from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
 
-__all__ = ["JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "read_history"]
+__all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "odd_integers", "read_history"]
 
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
@@ -110,7 +110,9 @@ def read_history(
         done = 0
         check = KindCheck(JOB_ADS)
         for part, done in parts:
-            builder.append(job_columns(check.keep(part, report), reading), offset + done)
+            columns = job_columns(check.keep(part, report), reading)
+            odd_integers(columns, report)
+            builder.append(columns, offset + done)
         check.verdict(path)
         offset += done
     columns = builder.result()
@@ -125,6 +127,22 @@ def jobs_table(ads: AdColumns, reading: JobReading) -> pd.DataFrame:
 
 
 _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts"})  # nullable Int64
+
+
+def _whole(values: np.ndarray) -> np.ndarray:
+    """Which values a nullable Int64 column can hold: whole numbers within its range."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.floor(values) == values)
+
+
+def odd_integers(columns: dict[str, np.ndarray], report: ReadReport) -> None:
+    """Count the values of the jobs table's integer columns that are not whole numbers within
+    range (a ``ClusterId`` of 1e23): they become missing, not an exception."""
+    for name in _INTEGER_COLUMNS:
+        values = columns[name]
+        bad = ~_whole(values) & ~np.isnan(values)
+        if bad.any():
+            report.rejects[f"{name}: not a whole number within range, ignored"] += int(bad.sum())
 
 
 def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
@@ -185,7 +203,7 @@ def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     for name in list(columns):
         values = columns.pop(name)
         if name in _INTEGER_COLUMNS:
-            values = pd.array(values, dtype="Int64")
+            values = pd.array(np.where(_whole(values), values, np.nan), dtype="Int64")
         elif values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) == "string":
             values[pd.isna(values)] = np.nan  # the missing value of pandas' str dtype
             values = pd.arrays.StringArray(values, dtype=_STR)

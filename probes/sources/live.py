@@ -59,13 +59,13 @@ import pandas as pd
 
 from collector.errors import ConfigError, SourceError
 from probes.config import PoolSettings
-from probes.sources.classad import AdColumns, Attr, columns_from_classads
-from probes.sources.report import ReadReport
 from probes.sources.checkpoints import checkpoint_key, new_jobs
-from probes.sources.settings import JobReading, SlotReading
+from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
 from probes.sources.queue import IDLE_COLUMNS, QUEUE_ATTRS, idle_table
+from probes.sources.report import ReadReport
+from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
 
 __all__ = [

@@ -17,17 +17,26 @@ from pathlib import Path
 from collector.errors import ClassAdError
 from probes.files import atomic_write
 
-__all__ = ["Malformed", "ReadReport", "problem_lines", "write_quarantine"]
+__all__ = ["EXCERPT_CHARS", "Malformed", "ReadReport", "problem_lines", "write_quarantine"]
+
+EXCERPT_CHARS = 64 * 1024
 
 
 @dataclass(frozen=True)
 class Malformed:
-    """An ad that could not be read: where it is, why, and its text (for the quarantine)."""
+    """An ad that could not be read: where it is, why, and its text (for the quarantine), of
+    which at most :data:`EXCERPT_CHARS` are kept: a 100 MB region of garbage is quarantined
+    by its place and an excerpt, not copied."""
 
     path: str
     line: int
     reason: str
     text: str
+
+    def __post_init__(self) -> None:
+        if len(self.text) > EXCERPT_CHARS:
+            cut = len(self.text) - EXCERPT_CHARS
+            object.__setattr__(self, "text", f"{self.text[:EXCERPT_CHARS]}\n# ... {cut} more characters not kept\n")
 
     def error(self) -> ClassAdError:
         return ClassAdError(self.path, self.line, self.reason)

@@ -23,9 +23,9 @@ import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
-from probes.sources.report import ReadReport
 from probes.sources.credentials import group_of
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
+from probes.sources.report import ReadReport
 from probes.sources.settings import SlotReading
 
 __all__ = ["Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]

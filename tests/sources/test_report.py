@@ -40,3 +40,10 @@ def test_nothing_to_say_writes_nothing(tmp_path: Path) -> None:
 def test_write_quarantine_leaves_no_temporary_file(tmp_path: Path) -> None:
     path = write_quarantine([Malformed("h", 1, "r", "A = 1")], tmp_path, NOW)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_the_quarantine_keeps_an_excerpt_not_a_copy(tmp_path: Path) -> None:
+    huge = Malformed("dump.ads", 3, "truncated: the file ends in the middle of this ad", "\x01" * 10_000_000)
+    path = write_quarantine([huge], tmp_path, NOW)
+    assert path.stat().st_size < 70_000
+    assert path.read_text().endswith(f"# ... {10_000_000 - 64 * 1024} more characters not kept\n\n")

@@ -12,9 +12,8 @@ import numpy as np
 
 from collector.errors import ClassAdError, SourceError
 from probes.sources.classad import model
-from probes.sources.classad.model import is_expr, json_to_classad
-from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.classad.literals import evaluate, store_value
+from probes.sources.classad.literals import drop_infinities, evaluate, store_value
+from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
 from probes.sources.report import Malformed, ReadReport
 
 __all__ = ["from_json", "needs_classad2", "read_json"]
@@ -110,6 +109,7 @@ def read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep
     for j, a in enumerate(attrs):
         for i, v in enumerate(columns[a.name]):
             store_value(numeric, objects, a, i, j, v, report)
+    drop_infinities(numeric, attrs, report)
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)}
     raw = np.array(raws + [None], dtype=object)[:-1] if keep_raw else None
     return AdColumns(out, repeat(path, n), np.array(lines, dtype=np.int64), raw), report

@@ -11,7 +11,18 @@ from typing import Any
 import classad2
 import numpy as np
 
-from probes.sources.classad.kernel import FALSE, INT, LIST, NUMBER_TEXT, REAL, STRING, TRUE, UNDEFINED, first_equal, texts
+from probes.sources.classad.kernel import (
+    FALSE,
+    INT,
+    LIST,
+    NUMBER_TEXT,
+    REAL,
+    STRING,
+    TRUE,
+    UNDEFINED,
+    first_equal,
+    texts,
+)
 from probes.sources.classad.model import Attr, Kind
 from probes.sources.report import ReadReport
 
@@ -23,6 +34,7 @@ __all__ = [
     "NUMBER_CODE",
     "STRING_CODE",
     "convert_literals",
+    "drop_infinities",
     "decode_strings",
     "evaluate",
     "from_classad",
@@ -214,3 +226,14 @@ def type_name(value: Any) -> str:
     if value is classad2.Value.Error:
         return "error"
     return type(value).__name__
+
+
+def drop_infinities(numeric: np.ndarray, attrs: Sequence[Attr], report: ReadReport) -> None:
+    """A number out of range (``1e400``, ``real("INF")``) is a malformed value, not a number:
+    NaN in ``numeric`` (ads x attributes, changed in place), counted in ``report`` per attribute."""
+    bad = np.isinf(numeric)
+    if not bad.any():
+        return
+    for j in np.flatnonzero(bad.any(axis=0)).tolist():
+        report.rejects[f"{attrs[j].name}: not a finite number, ignored"] += int(bad[:, j].sum())
+    numeric[bad] = np.nan

@@ -32,13 +32,13 @@ import classad2
 import numpy as np
 
 from collector.errors import SourceError
-from probes.sources.classad.kernel import NameTable, scan_lines
-from probes.sources.classad.columns import ColumnBuilder
-from probes.sources.inputs import content_problem, open_input, read_input
 from probes.sources.classad import model
-from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.classad.literals import KIND_CODE, convert_literals, evaluate, store_value
+from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.json_form import read_json
+from probes.sources.classad.kernel import NameTable, scan_lines
+from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
+from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
+from probes.sources.inputs import content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport
 
 __all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
@@ -122,7 +122,10 @@ def _size(path: str | os.PathLike[str]) -> int | None:
         return None  # iter_ads says why
 
 
-def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
+_NUL_TO_SOH = bytes.maketrans(b"\0", b"\1")
+
+
+def _chunks(fh: BinaryIO, path: str, report: ReadReport) -> Iterator[tuple[bytes, int, bool]]:
     """Yield (data, n, truncated): ``data[:n]`` holds whole ads and ends with a newline.
 
     ``data`` goes on for at least ``len(_PAD)`` bytes after ``n`` (the next ads, or padding),
@@ -132,16 +135,28 @@ def _chunks(fh: BinaryIO, path: str) -> Iterator[tuple[bytes, int, bool]]:
 
     Each chunk is read from the start of its first ad (the tail of the one before is read
     again) rather than joined to that tail, which would copy every chunk once more.
+
+    NUL bytes in a text dump (the zero-filled blocks a power cut leaves at the end of a file)
+    are made \\x01, which no ClassAd line holds: the ads they are in are quarantined as
+    malformed and every other ad is read. The region is said once in ``report``.
     """
     banners: bool | None = None  # history files separate ads with "*** " lines
     start = 0  # the file offset of data[0]
     size = model.CHUNK_BYTES
+    seen_nul: set[int] = set()  # a chunk's tail is read again with the next: say a region once
     while True:
         fh.seek(start)
         data = fh.read(size)
         if b"\0" in data:
-            at = start + data.index(b"\0")
-            raise SourceError(f"{path}: binary file (a NUL byte at offset {at}), expected ClassAds in text form")
+            first, last = data.index(b"\0"), data.rindex(b"\0")
+            if start + first not in seen_nul:
+                seen_nul.add(start + first)
+                report.rejects[
+                    f"binary data: NUL bytes from offset {start + first} to {start + last}, "
+                    "the ads they are in are quarantined"
+                ] += data.count(b"\0")
+            # a run of NULs that starts a line starts an ad of its own: the ad before it is whole
+            data = data.replace(b"\n\0", b"\n\n").translate(_NUL_TO_SOH)
         if banners is None:
             banners = data.startswith(b"***") or b"\n***" in data
         if len(data) < size:  # the end of the file
@@ -170,7 +185,7 @@ def _iter_long(
     scanner = _Scanner(attrs, keep_raw)
     first_line = 1
     done = 0
-    for data, n, truncated in _chunks(fh, path):
+    for data, n, truncated in _chunks(fh, path, report):
         done += n
         if b"\r" in data:
             n -= data.count(b"\r\n", 0, n)
@@ -324,6 +339,7 @@ class _Scanner:
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, report)
 
+        drop_infinities(numeric, self.attrs, report)
         report.ads += int(keep.sum())
         raw = None
         if self.keep_raw:

@@ -12,7 +12,6 @@ import classad2
 import numpy as np
 import pandas as pd
 
-
 __all__ = [
     "CHUNK_BYTES",
     "AdColumns",

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import classad2
 import numpy as np
 
+from probes.sources.classad.literals import drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.classad.literals import evaluate, store_value
 from probes.sources.report import ReadReport
 
 __all__ = ["columns_from_classads"]
@@ -29,6 +29,7 @@ def columns_from_classads(
         for j, a in enumerate(attrs):
             if not any(u in ad for u in a.shadows):
                 store_value(numeric, objects, a, i, j, evaluate(ad, a.name), report)
+    drop_infinities(numeric, attrs, report)
     raw = np.array([ad.printOld() for ad in ads] + [None], dtype=object)[:-1]
     return (
         AdColumns(

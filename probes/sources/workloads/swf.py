@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
-from probes.sources.report import ReadReport
 from probes.sources.history import JOB_COLUMNS
 from probes.sources.inputs import content_problem, read_input
+from probes.sources.report import ReadReport
 
 __all__ = ["SWF_FIELDS", "NodePart", "Workload", "parse_node_spec", "read_lines", "read_swf"]
 
