@@ -42,33 +42,46 @@ def _package_version() -> str:
         return "0+unknown"
 
 
-def _parser() -> argparse.ArgumentParser:
+_SOURCES = ("--status-file", "--idle-file", "--history")
+_ALL = (*_SOURCES, "--store")
+
+
+def _options(*overrides: str) -> argparse.ArgumentParser:
+    """The options every command has, and of the settings' overrides those in ``overrides``:
+    an option a command does not use is refused by the command line, not ignored."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="TOML configuration file (see config/example.toml)")
     for o in OVERRIDES:
+        if o.option not in overrides:
+            continue
         if o.many:
             common.add_argument(o.option, metavar=o.metavar, action="append", default=[], help=o.help)
         else:
             common.add_argument(o.option, metavar=o.metavar, help=o.help)
     common.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     common.add_argument("--strict", action="store_true", default=None, help="stop at the first malformed ad")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _options()
 
     parser = argparse.ArgumentParser(prog="fairacct", description="HTCondor/glideinWMS accounting probe.")
     parser.add_argument("--version", action="version", version=f"fairacct {_package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("slots", parents=[common], help="read startd ads into the slots and allocations tables")
-    sub.add_parser("idle", parents=[common], help="read the queue into the idle table (autoclusters)")
-    sub.add_parser("jobs", parents=[common], help="read job history into the jobs table")
-    overhead = sub.add_parser("overhead", parents=[common], help="true overhead of each slot in canonical units, and its histogram")
+    sub.add_parser("slots", parents=[_options("--status-file")], help="read startd ads into the slots and allocations tables")
+    sub.add_parser("idle", parents=[_options("--idle-file", "--status-file")], help="read the queue into the idle table (autoclusters)")
+    sub.add_parser("jobs", parents=[_options("--history")], help="read job history into the jobs table")
+    overhead = sub.add_parser("overhead", parents=[_options("--status-file", "--idle-file")], help="true overhead of each slot in canonical units, and its histogram")
     overhead.add_argument(
         "--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)"
     )
-    sub.add_parser("bill", parents=[common], help="proportional bills of the running jobs")
+    sub.add_parser("bill", parents=[_options("--status-file")], help="proportional bills of the running jobs")
     for name, text in (
         ("penalty", "multi-resource penalty of each job, beside the metrics it replaces (seed 000)"),
         ("fairshare", "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (seed 004)"),
     ):
-        usage_cmd = sub.add_parser(name, parents=[common], help=text)
+        usage_cmd = sub.add_parser(name, parents=[_options("--history", "--status-file")], help=text)
         usage_cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
         usage_cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
         usage_cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
@@ -77,10 +90,10 @@ def _parser() -> argparse.ArgumentParser:
             usage_cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
     probe = sub.add_parser("probe", help="run the probe")
     probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
-    probe_sub.add_parser("once", parents=[common], help="run one cycle into the store and print what it found")
-    run = probe_sub.add_parser("run", parents=[common], help="run the probe service (APScheduler) until SIGTERM or SIGINT")
+    probe_sub.add_parser("once", parents=[_options(*_ALL)], help="run one cycle into the store and print what it found")
+    run = probe_sub.add_parser("run", parents=[_options(*_ALL)], help="run the probe service (APScheduler) until SIGTERM or SIGINT")
     run.add_argument("--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)")
-    records = sub.add_parser("records", parents=[common], help="print stored records of one kind")
+    records = sub.add_parser("records", parents=[_options("--store")], help="print stored records of one kind")
     records.add_argument("kind", choices=list(KINDS), help="record kind")
     records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
     records.add_argument("--until", metavar="TIME", help="records before TIME")
@@ -88,10 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("outbox", parents=[common], help="depth, oldest item and dead letters of the outbox")
     mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
     mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
-    mappings_sub.add_parser("install", parents=[common], help="install (or update) the index templates of every kind")
+    mappings_sub.add_parser("install", parents=[_options("--store")], help="install (or update) the index templates of every kind")
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    config_sub.add_parser("check", parents=[common], help="validate the configuration and print it")
+    config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
     return parser
 
 

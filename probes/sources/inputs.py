@@ -8,7 +8,7 @@ from typing import BinaryIO, Literal, overload
 
 from collector.errors import SourceError
 
-__all__ = ["content_problem", "open_input", "read_input"]
+__all__ = ["content_problem", "is_blank", "open_input", "read_input"]
 
 
 def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
@@ -52,3 +52,16 @@ def content_problem(data: bytes, what: str, *, complete: bool = False) -> str | 
     if complete and not data.endswith(b"\n"):
         return "truncated: the file ends in the middle of a line"
     return None
+
+
+def is_blank(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds nothing but white space (an empty queue's ``condor_q -long``);
+    a file that cannot be opened is not blank, so its reader says why."""
+    try:
+        with open_input(path, "a dump") as fh:
+            while chunk := fh.read(1 << 16):
+                if chunk.strip():
+                    return False
+    except SourceError:
+        return False
+    return True

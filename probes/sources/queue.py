@@ -23,6 +23,7 @@ import pandas as pd
 from collector.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, read_ads
 from probes.sources.frames import stack
+from probes.sources.inputs import is_blank
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 
@@ -64,6 +65,8 @@ def read_idle(
     """
     frames, report = [], ReadReport()
     for path in paths:
+        if is_blank(path):  # condor_q -long of an empty queue writes nothing: no idle job
+            continue
         ads, rep = read_ads(path, [*QUEUE_ATTRS, MY_TYPE], strict=strict, keep_raw=True)
         check = KindCheck(QUEUE_ADS)
         ads = check.keep(ads, rep)

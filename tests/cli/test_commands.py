@@ -152,3 +152,17 @@ def test_probe_once_computes_true_overhead_once_per_snapshot(
     calls.clear()
     code, out, err = run(capsys, "bill", "--config", str(config))
     assert code == 0 and len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [(["overhead", "--history", "h.ads"], "--history"), (["slots", "--idle-file", "q.ads"], "--idle-file"),
+     (["jobs", "--status-file", "s.ads"], "--status-file"), (["records", "slot", "--history", "h.ads"], "--history")],
+)  # fmt: skip
+def test_an_option_a_command_does_not_use_is_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str], refused: str
+) -> None:
+    """Issue 12, item 10: before, these were accepted and silently ignored."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and f"unrecognized arguments: {refused}" in capsys.readouterr().err

@@ -65,3 +65,11 @@ def test_the_demo_queue() -> None:
     by_ac = idle.set_index("autocluster_id")
     # carol's jobs with HTCondor's default RequestMemory expression, evaluated: 1758 MiB
     assert by_ac.loc[9, "request_memory"] == 1758 and by_ac.loc[9, "count"] == 2
+
+
+def test_an_empty_queue_dump_is_an_empty_queue(tmp_path: Path) -> None:
+    """condor_q -long of a queue without jobs writes nothing (issue 12, item 10)."""
+    empty = tmp_path / "queue.ads"
+    empty.write_text("\n")
+    idle, report = read_idle([empty])
+    assert len(idle) == 0 and report.ads == 0 and not report.malformed
