@@ -25,6 +25,7 @@ import classad2
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from collector.errors import ConfigError
+from collector.sinks import check_url
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
 from probes.accounting.penalty import PenaltyPolicy
 from probes.sources.settings import RESOURCE_ATTRIBUTES, SITE_ATTRIBUTES, JobReading, SlotReading
@@ -339,6 +340,15 @@ class StoreSettings(_Section):
     password_file: str = Field("", description="File holding the basic-auth password.")
     password_env: str = Field("", description="Environment variable holding the basic-auth password.")
     ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
+
+    @field_validator("url")
+    @classmethod
+    def _a_store_there_is_a_sink_for(cls, value: str) -> str:
+        try:
+            check_url(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("store.url: ")) from None
+        return value
 
     def auth(self) -> dict[str, str]:
         """The Elasticsearch sink's settings that are set, as ``ElasticsearchSink`` names them

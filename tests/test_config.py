@@ -139,3 +139,41 @@ def test_the_demo_config_loads() -> None:
     assert config.pool.name == "demo"
     assert all(p.exists() for p in (*config.sources.status_files, *config.sources.idle_files, *config.sources.history))
     assert config.probe.state_dir == ROOT / ".demo"
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        ('url = "mysql://db.example.org/acct"', "store.url: expected sqlite:///PATH, http(s)://HOST:PORT or "),
+        ('url = "http://elastic:hunter2@es.example.org:9200"',
+         "store.url: credentials in the URL are not accepted (http://es.example.org:9200)"),
+        ('url = "https://es.example.org:9200"\nusername = "fairacct"\npassword_file = "/nonexistent/es-password"',
+         "password_file: cannot read '/nonexistent/es-password'"),
+    ],
+)  # fmt: skip
+def test_config_check_validates_what_the_commands_do_and_prints_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str, message: str
+) -> None:
+    """Issue 12, item 3: `config check` accepted a store every other command refused, and
+    printed the password of a URL."""
+    from probes.cli import main
+
+    path = tmp_path / "probe.toml"
+    path.write_text(f"[store]\n{store}\n")
+    assert main(["config", "check", "--config", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and "hunter2" not in err
+
+
+def test_config_check_of_a_good_store_prints_references_to_secrets_not_their_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from probes.cli import main
+
+    monkeypatch.setenv("FAIRACCT_TEST_ES_KEY", "c2VrcmV0LWFwaS1rZXk=")
+    path = tmp_path / "probe.toml"
+    path.write_text('[store]\nurl = "https://es.example.org:9200"\napi_key_env = "FAIRACCT_TEST_ES_KEY"\n')
+    assert main(["config", "check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert '"api_key_env": "FAIRACCT_TEST_ES_KEY"' in out and "c2VrcmV0" not in out
+    assert not (tmp_path / "state").exists()  # nothing was created to check it

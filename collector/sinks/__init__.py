@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from collector.errors import ConfigError
 from collector.sinks.base import SendResult, Sink, TemplateCheck
 
-__all__ = ["SendResult", "Sink", "TemplateCheck", "open_sink", "sqlite_path"]
+__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "open_sink", "sqlite_path"]
 
 
 def sqlite_path(url: str, base: Path) -> Path | None:
@@ -25,17 +26,34 @@ def sqlite_path(url: str, base: Path) -> Path | None:
     return path if path.is_absolute() else base / path
 
 
+SCHEMES = ("sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://")
+"""The store URLs there are sinks for."""
+
+
+def check_url(url: str) -> None:
+    """A :class:`ConfigError` unless ``url`` names a store there is a sink for, without
+    credentials in it (those come from files or the environment)."""
+    if not url.startswith(SCHEMES):
+        raise ConfigError(
+            f"store.url: expected sqlite:///PATH, http(s)://HOST:PORT or opensearch+http(s)://HOST:PORT, got {url!r}"
+        )
+    parts = urlsplit(url)
+    if not url.startswith("sqlite:///") and (parts.username or parts.password):
+        bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        raise ConfigError(
+            f"store.url: credentials in the URL are not accepted ({bare}); give username with password_file or "
+            "password_env, or api_key_file or api_key_env"
+        )
+
+
 def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None) -> Sink:
     """The sink a store URL names."""
+    check_url(url)
     path = sqlite_path(url, base)
     if path is not None:
         from collector.sinks.sqlite import EmbeddedStore
 
         return EmbeddedStore(path)
-    if url.startswith(("http://", "https://", "opensearch+http://", "opensearch+https://")):
-        from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
+    from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
 
-        return ElasticsearchSink.from_url(url, **dict(auth or {}))
-    raise ConfigError(
-        f"store.url: expected sqlite:///PATH, http(s)://HOST:PORT or opensearch+http(s)://HOST:PORT, got {url!r}"
-    )
+    return ElasticsearchSink.from_url(url, **dict(auth or {}))

@@ -22,12 +22,12 @@ from typing import Any
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
-from collector.sinks import Sink, open_sink
+from collector.sinks import Sink, open_sink, sqlite_path
 from probes.cli import usage_views, views
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
 from probes.pipeline import usage
-from probes.pipeline.cycle import CycleResult, account, read_sources, run_once
+from probes.pipeline.cycle import CycleResult, account, check_sources, read_sources, run_once
 from probes.pipeline.overhead import overhead_report
 from probes.sources.report import problem_lines
 
@@ -125,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.command == "config":
+        _check_config(config)
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return EXIT_OK
     if args.command in ("penalty", "fairshare"):
@@ -289,6 +290,15 @@ class _LineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return " | ".join(line for line in super().format(record).splitlines() if line.strip())
+
+
+def _check_config(config: ProbeConfig) -> None:
+    """What the commands check beyond the file's own validation: the sources go together, and
+    the store's settings make a sink (secrets read, TLS set up; nothing is connected to, and
+    the embedded store's file is not created)."""
+    check_sources(config)
+    if sqlite_path(config.store.url, config.probe.state_dir) is None:
+        open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 
 
 def _check_templates(sink: Sink, url: str) -> None:
