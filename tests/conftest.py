@@ -6,6 +6,7 @@ when it is absent; the files are never copied into the project.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,39 @@ def metacentrum() -> Path:
     if not folder.is_dir():
         pytest.skip(f"needs the real workloads in {folder} (../shared beside the project), which is absent")
     return folder
+
+
+# -- the checkout stays clean -------------------------------------------------------------------
+# Nothing a test writes may land in the checkout (issue 12: a file named "state/:memory:" did).
+# The paths git reports as untracked or ignored are compared before and after the session;
+# caches of the tools themselves are expected.
+_TOOL_CACHES = (".venv", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "__pycache__", ".egg-info")
+
+
+def _stray_paths() -> set[str] | None:
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored=matching", "--untracked-files=normal"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None  # not a git checkout: nothing to compare
+    paths = {line[3:] for line in out.splitlines() if line.startswith(("??", "!!"))}
+    return {p for p in paths if not any(c in p for c in _TOOL_CACHES)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = _stray_paths()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before, after = session.config.stash.get(_BEFORE, None), _stray_paths()
+    if before is None or after is None or session.config.option.collectonly:
+        return
+    left = sorted(after - before)
+    if left:
+        session.config.get_terminal_writer().line(f"tests left files in the checkout: {', '.join(left)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[set[str] | None]()

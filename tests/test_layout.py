@@ -129,3 +129,4 @@ def test_every_checkpoint_is_named_in_one_module() -> None:
         and node.value.startswith(("history:", "snapshot:", "fairshare:"))
     }
     assert spelled == {"probes.sources.checkpoints"}
+

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from collector.errors import ConfigError
 from collector.sinks.base import SendResult, Sink, TemplateCheck
 
-__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "open_sink", "sqlite_path"]
+__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "describe_url", "open_sink", "sqlite_path"]
 
 
 def sqlite_path(url: str, base: Path) -> Path | None:
@@ -23,7 +23,13 @@ def sqlite_path(url: str, base: Path) -> Path | None:
     if not url.startswith("sqlite:///"):
         return None
     path = Path(url.removeprefix("sqlite:///"))
-    return path if path.is_absolute() else base / path
+    return path if path.is_absolute() or str(path) == ":memory:" else base / path
+
+
+def describe_url(url: str, base: Path) -> str:
+    """The store as a person should be told of it: an embedded store by its real file."""
+    path = sqlite_path(url, base)
+    return url if path is None or str(path) == ":memory:" else f"sqlite:///{path.absolute()}"
 
 
 SCHEMES = ("sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://")
@@ -46,14 +52,15 @@ def check_url(url: str) -> None:
         )
 
 
-def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None) -> Sink:
-    """The sink a store URL names."""
+def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None, create: bool = True) -> Sink:
+    """The sink a store URL names (``sqlite:///PATH`` relative to ``base``); without
+    ``create``, an embedded store that does not exist yet is an error, not a new empty one."""
     check_url(url)
     path = sqlite_path(url, base)
     if path is not None:
         from collector.sinks.sqlite import EmbeddedStore
 
-        return EmbeddedStore(path)
+        return EmbeddedStore(path, create=create)
     from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
 
     return ElasticsearchSink.from_url(url, **dict(auth or {}))

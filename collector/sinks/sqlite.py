@@ -26,9 +26,13 @@ __all__ = ["EmbeddedStore"]
 class EmbeddedStore:
     """Records in one SQLite file; ``path`` may be ``:memory:`` for tests."""
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
-        """``timeout``: seconds to wait for another writer before giving up (StoreError)."""
+    def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
+        """``timeout``: seconds to wait for another writer before giving up (StoreError).
+        Without ``create``, a store that does not exist is a :class:`StoreError` naming the
+        path (reading an empty store that a typo created would say "0 records")."""
         self.path = str(path)
+        if not create and self.path != ":memory:" and not Path(self.path).is_file():
+            raise StoreError(f"{self.path}: no embedded store here (nothing stored yet, or another store.url or state_dir?)")
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)

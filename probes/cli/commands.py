@@ -16,13 +16,14 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
-from collector.sinks import Sink, open_sink, sqlite_path
+from collector.sinks import Sink, describe_url, open_sink, sqlite_path
 from probes.cli import usage_views, views
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
@@ -60,6 +61,8 @@ def _options(*overrides: str) -> argparse.ArgumentParser:
             common.add_argument(o.option, metavar=o.metavar, help=o.help)
     common.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     common.add_argument("--strict", action="store_true", default=None, help="stop at the first malformed ad")
+    if any(o in _SOURCES for o in overrides) and "--store" not in overrides:  # reads, and writes nothing
+        common.add_argument("--quarantine", metavar="DIR", help="keep the malformed ads read in DIR (default: not kept)")
     return common
 
 
@@ -145,7 +148,7 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         key, option = _INPUT[args.command]
         _require(getattr(config.sources, key), f"sources.{key}", option)
         result = read_sources(config, strict=args.strict, only=_READS[args.command])
-    _report_problems(result, config)
+    _report_problems(result, config, args)
     doc, sections = _show(args, result, config)
     print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
     return EXIT_OK
@@ -180,7 +183,7 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
         doc |= {"overhead": views.overhead_json(report), "bill": views.bill_json(report.nodes, report.bills)}
         sections += views.overhead_sections(report, per_slot=False)
         sections += views.bill_sections(report.nodes, report.bills, per_job=False)
-    sections.append(("records", views.records_summary(result, config.store.url)))
+    sections.append(("records", views.records_summary(result, describe_url(config.store.url, config.probe.state_dir))))
     return doc, sections
 
 
@@ -195,7 +198,7 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
         config, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict,
         need_machines=args.command == "penalty",
     )  # fmt: skip
-    _report_problems(CycleResult(reports=inputs.reports), config)
+    _report_problems(CycleResult(reports=inputs.reports), config, args)
     if args.command == "penalty":
         report = usage.penalty_report(inputs, config)
         doc, sections = usage_views.penalty_json(report), usage_views.penalty_sections(report)
@@ -319,7 +322,7 @@ def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             doc, text = views.outbox_view(outbox.status(), outbox.dead_letters())
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
-    sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+    sink = open_sink(config.store.url, base=state, auth=config.store.auth(), create=args.command == "mappings")
     try:
         if args.command == "mappings":
             installed = sink.install_templates()
@@ -339,8 +342,13 @@ def _time_arg(value: str | None, option: str) -> str | None:
     return None if value is None else iso_utc([parse_time(value, option)])[0]
 
 
-def _report_problems(result: CycleResult, config: ProbeConfig) -> None:
-    quarantine = config.probe.state_dir / "quarantine"
+def _report_problems(result: CycleResult, config: ProbeConfig, args: argparse.Namespace) -> None:
+    """One line on stderr per problem. The probe keeps malformed ads in its state directory's
+    quarantine; a command that only reads keeps them only where ``--quarantine`` says."""
+    if args.command == "probe":
+        quarantine: Path | None = config.probe.state_dir / "quarantine"
+    else:
+        quarantine = Path(args.quarantine) if getattr(args, "quarantine", None) else None
     for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
         print(f"fairacct: {line}", file=sys.stderr)
 

@@ -71,16 +71,19 @@ def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datet
 
 
 def problem_lines(
-    reports: Mapping[str, ReadReport], failures: Mapping[str, str], quarantine: Path, now: datetime
+    reports: Mapping[str, ReadReport], failures: Mapping[str, str], quarantine: Path | None, now: datetime
 ) -> list[str]:
     """One line per problem of a read: each source that was skipped (a live schedd that did not
-    answer), the malformed ads of each input (written to ``quarantine`` first, so the line can
-    say where), and each kind of value that was ignored."""
+    answer), the malformed ads of each input (written to the directory ``quarantine`` first, so
+    the line can say where; None: not kept), and each kind of value that was ignored."""
     lines = [f"{source} skipped: {' '.join(why.split())}" for source, why in sorted(failures.items())]
     for what, report in reports.items():
         if report.malformed:
-            where = write_quarantine(report.malformed, quarantine, now)
             first = " ".join(str(report.malformed[0].error()).split())
-            lines.append(f"{len(report.malformed)} malformed {what} ad(s) skipped, the first: {first}; quarantined in {where}")
+            line = f"{len(report.malformed)} malformed {what} ad(s) skipped, the first: {first}"
+            if quarantine is None:
+                lines.append(f"{line} (--quarantine DIR keeps them)")
+            else:
+                lines.append(f"{line}; quarantined in {write_quarantine(report.malformed, quarantine, now)}")
         lines += [f"{what}: {count} value(s) ignored: {reason}" for reason, count in sorted(report.rejects.items())]
     return lines

@@ -66,7 +66,7 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
     dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
     config = tmp_path / "probe.toml"
     config.write_text('[probe]\nstate_dir = "state"\n')
-    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump))
+    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--quarantine", str(tmp_path / "state/quarantine"))
     assert code == 0
     assert f"1 malformed status ad(s) skipped, the first: {dump} line 6: unterminated string in attribute 'Cpus'" in err
     quarantined = Path(err.rsplit("quarantined in ", 1)[1].strip())
@@ -115,7 +115,7 @@ def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixtur
     for _ in range(2):  # the same dump twice is stored once: ids come from the facts
         code, out, err = run(capsys, "probe", "once", "--config", str(config))
         assert code == 0, err
-    assert "slot: 36 new, 36 sent to sqlite:///fairacct.sqlite" in out and "\njob: " not in out  # history read once
+    assert f"slot: 36 new, 36 sent to sqlite:///{tmp_path}/state/fairacct.sqlite" in out and "\njob: " not in out  # history read once
     assert "0 jobs from the history" in out
     assert "15 idle jobs in 6 autoclusters" in out
     assert "== slots by true overhead (columns: CU of overhead)" in out
@@ -166,3 +166,25 @@ def test_an_option_a_command_does_not_use_is_refused(
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and f"unrecognized arguments: {refused}" in capsys.readouterr().err
+
+
+def test_read_only_commands_write_nothing_unless_asked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 2: `slots` and friends used to create ./state/quarantine/."""
+    dump = tmp_path / "status.ads"
+    dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for command in ("slots", "bill", "overhead"):
+        code, out, err = run(capsys, command, "--status-file", str(dump))
+        assert code == 0 and "unterminated string in attribute 'Cpus' (--quarantine DIR keeps them)" in err
+    assert list(work.iterdir()) == []
+
+
+def test_reading_a_store_that_does_not_exist_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "no/such/dir/x.sqlite"
+    code, out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
+    assert code == 1 and err == f"fairacct: {missing}: no embedded store here (nothing stored yet, or another store.url or state_dir?)\n"
+    assert not (tmp_path / "no").exists()
