@@ -33,7 +33,7 @@ import pandas as pd
 
 from probes.accounting._tables import floats, require_columns
 
-__all__ = ["FAIRNESS_COLUMNS", "bucket_shares", "fairness_by_bucket", "jain_index", "starvation_intervals", "starvation_summary"]
+__all__ = ["FAIRNESS_COLUMNS", "bucket_shares", "equal_shares", "fairness_by_bucket", "jain_index", "starvation_intervals", "starvation_summary"]
 
 FAIRNESS_COLUMNS = (
     "bucket_start", "bucket_end", "type", "name", "snapshots", "demand_cpus", "allocation_cpus",
@@ -103,12 +103,18 @@ def bucket_shares(
     n = out["snapshots"].to_numpy(dtype=np.float64)
     out["demand_cpus"] = out["demand_cpus"].to_numpy(dtype=np.float64) / n
     out["allocation_cpus"] = out["allocation_cpus"].to_numpy(dtype=np.float64) / n
-    return _shares(out.sort_values(["bucket_start", "name"], kind="stable").reset_index(drop=True), by, bucket_s, fraction)
+    return equal_shares(out.sort_values(["bucket_start", "name"], kind="stable").reset_index(drop=True), by=by, bucket_s=bucket_s, fraction=fraction)
 
 
-def _shares(frame: pd.DataFrame, by: str, bucket_s: float, fraction: float) -> pd.DataFrame:
-    """Served part, equal share and starvation of a (bucket_start, name, demand_cpus,
-    allocation_cpus) table, sorted by bucket."""
+def equal_shares(frame: pd.DataFrame, *, by: str, bucket_s: float, fraction: float = 0.0) -> pd.DataFrame:
+    """Served part, equal share and starvation (see the module's docstring) of a table of
+    means per bucket and credential.
+
+    ``frame`` needs ``bucket_start`` (UNIX seconds, or any clock of ``bucket_s`` steps),
+    ``name``, ``demand_cpus`` and ``allocation_cpus`` (cores); ``snapshots`` is kept when
+    present. Returns :data:`FAIRNESS_COLUMNS`, ``type`` being ``by``.
+    """
+    require_columns(frame, ["bucket_start", "name", "demand_cpus", "allocation_cpus"], "shares table")
     alloc = frame["allocation_cpus"].to_numpy(dtype=np.float64)
     want = frame["demand_cpus"].to_numpy(dtype=np.float64)
     active = (alloc > 0) | (want > 0)
