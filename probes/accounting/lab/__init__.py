@@ -11,20 +11,27 @@ from __future__ import annotations
 from probes.accounting.lab.loads import CASES, STRATEGIES, Case, case_loads, strategy_load
 from probes.accounting.lab.share import MauiFairshare, QueueProportional, proportional_shares
 from probes.accounting.lab.simulate import POLICIES, LabRun, run_case, run_lab, simulate, table_2_1
+from probes.accounting.lab.whatif import WHATIF_POLICIES, WhatIf, emulate, generate_cluster, generate_workload, whatif
 
 __all__ = [
     "CASES",
     "POLICIES",
     "STRATEGIES",
+    "WHATIF_POLICIES",
     "Case",
     "LabRun",
     "MauiFairshare",
     "QueueProportional",
+    "WhatIf",
     "case_loads",
+    "emulate",
+    "generate_cluster",
+    "generate_workload",
     "proportional_shares",
     "run_case",
     "run_lab",
     "simulate",
     "strategy_load",
     "table_2_1",
+    "whatif",
 ]
