@@ -58,11 +58,26 @@ EFFICIENCY_COLUMNS = (
 """The columns of :func:`efficiency_table`."""
 
 
-def _sets(table: pd.DataFrame, by: str | None, input_name: str) -> pd.Series:
+def _sum_by_set(table: pd.DataFrame, by: str | None, input_name: str, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``columns`` summed per value of ``by`` (missing: "(unknown)"), sorted by set: one
+    factorize and a bincount per column, several times faster than a groupby on strings
+    (and a categorical ``by`` column, as a store's pages of a year carry it, is faster still)."""
     if by is None:
-        return pd.Series(ALL, index=table.index, dtype=object)
-    require_columns(table, [by], input_name)
-    return table[by].astype(object).where(table[by].notna(), "(unknown)").astype(str)
+        codes, names = np.zeros(len(table), dtype=np.int64), [ALL]
+    else:
+        require_columns(table, [by], input_name)
+        column = table[by]
+        # a categorical column is already factorized; strings are fastest as an object array
+        values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy(dtype=object)
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        names = [str(u) for u in uniques]
+        if (codes < 0).any():
+            codes = np.where(codes < 0, len(names), codes)
+            names.append("(unknown)")
+    out = pd.DataFrame({"set": np.asarray(names, dtype=object)})
+    for name, values in columns.items():
+        out[name] = np.bincount(codes, weights=values, minlength=len(names)) if len(values) else np.zeros(len(names))
+    return out.sort_values("set", kind="stable").reset_index(drop=True)
 
 
 def capacity_cu(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.Series:
@@ -87,17 +102,16 @@ def slot_sums(slots: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     interval = np.nan_to_num(floats(slots["interval_s"]))
     total = np.nan_to_num(floats(slots["total_cpus"]))
     free = np.clip(np.nan_to_num(floats(slots["unallocated_cpus"])), 0.0, total)
-    frame = pd.DataFrame({"set": _sets(slots, by, "slots table").to_numpy(), "available_core_s": total * interval, "dedicated_core_s": (total - free) * interval})
+    columns = {"available_core_s": total * interval, "dedicated_core_s": (total - free) * interval}
     if "overhead_cu" in slots.columns and "capacity_cu" in slots.columns:
         capacity = floats(slots["capacity_cu"])
         overhead = floats(slots["overhead_cu"])
         known = ~np.isnan(capacity) & ~np.isnan(overhead)  # unmatched slots have no CU to count
-        frame["available_cu_s"] = np.where(known, capacity * interval, 0.0)
-        frame["dedicated_cu_s"] = np.where(known, np.clip(capacity - overhead, 0.0, None) * interval, 0.0)
+        columns["available_cu_s"] = np.where(known, capacity * interval, 0.0)
+        columns["dedicated_cu_s"] = np.where(known, np.clip(capacity - overhead, 0.0, None) * interval, 0.0)
     else:
-        frame["available_cu_s"] = np.nan
-        frame["dedicated_cu_s"] = np.nan
-    return frame.groupby("set", sort=True, as_index=False).sum(min_count=1)
+        columns["available_cu_s"] = columns["dedicated_cu_s"] = np.full(len(slots), np.nan)
+    return _sum_by_set(slots, by, "slots table", columns)
 
 
 def job_sums(jobs: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
@@ -110,15 +124,14 @@ def job_sums(jobs: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     require_columns(jobs, ["cpus", "n_hosts", "walltime_s", "cpu_time_s"], "jobs table")
     hosts = floats(jobs["n_hosts"])
     hosts = np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)
-    frame = pd.DataFrame(
-        {
-            "set": _sets(jobs, by, "jobs table").to_numpy(),
-            "jobs": 1,
-            "job_core_s": np.nan_to_num(floats(jobs["cpus"])) * hosts * np.nan_to_num(floats(jobs["walltime_s"])),
-            "used_core_s": np.nan_to_num(floats(jobs["cpu_time_s"])),
-        }
-    )
-    return frame.groupby("set", sort=True, as_index=False).sum()
+    columns = {
+        "jobs": np.ones(len(jobs)),
+        "job_core_s": np.nan_to_num(floats(jobs["cpus"])) * hosts * np.nan_to_num(floats(jobs["walltime_s"])),
+        "used_core_s": np.nan_to_num(floats(jobs["cpu_time_s"])),
+    }
+    out = _sum_by_set(jobs, by, "jobs table", columns)
+    out["jobs"] = out["jobs"].astype(np.int64)
+    return out
 
 
 def add_sums(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:

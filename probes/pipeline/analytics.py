@@ -50,7 +50,7 @@ def efficiency_report(report: OverheadReport, jobs: pd.DataFrame | None, config:
     if by is not None and by not in slots.columns:
         raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
     if jobs is None or not len(jobs):
-        jobs = pd.DataFrame({"cpus": [], "n_hosts": [], "walltime_s": [], "cpu_time_s": [], "set": []})
+        jobs = pd.DataFrame({c: [] for c in ("cpus", "n_hosts", "walltime_s", "cpu_time_s", by or "set")})
     elif by is not None:
         jobs = jobs.assign(**{by: job_sets(jobs, slots, by)})
     return efficiency_table(slot_sums(slots, by), job_sums(jobs, by))
