@@ -33,7 +33,15 @@ import pandas as pd
 
 from probes.accounting._tables import floats, require_columns
 
-__all__ = ["FAIRNESS_COLUMNS", "bucket_shares", "equal_shares", "fairness_by_bucket", "jain_index", "starvation_intervals", "starvation_summary"]
+__all__ = [
+    "FAIRNESS_COLUMNS",
+    "bucket_shares",
+    "equal_shares",
+    "fairness_by_bucket",
+    "jain_index",
+    "starvation_intervals",
+    "starvation_summary",
+]
 
 FAIRNESS_COLUMNS = (
     "bucket_start", "bucket_end", "type", "name", "snapshots", "demand_cpus", "allocation_cpus",
@@ -103,7 +111,8 @@ def bucket_shares(
     n = out["snapshots"].to_numpy(dtype=np.float64)
     out["demand_cpus"] = out["demand_cpus"].to_numpy(dtype=np.float64) / n
     out["allocation_cpus"] = out["allocation_cpus"].to_numpy(dtype=np.float64) / n
-    return equal_shares(out.sort_values(["bucket_start", "name"], kind="stable").reset_index(drop=True), by=by, bucket_s=bucket_s, fraction=fraction)
+    out = out.sort_values(["bucket_start", "name"], kind="stable").reset_index(drop=True)
+    return equal_shares(out, by=by, bucket_s=bucket_s, fraction=fraction)
 
 
 def equal_shares(frame: pd.DataFrame, *, by: str, bucket_s: float, fraction: float = 0.0) -> pd.DataFrame:
@@ -191,7 +200,11 @@ def starvation_intervals(shares: pd.DataFrame, *, bucket_s: float) -> pd.DataFra
     hungry = shares.loc[shares["starved"].to_numpy(dtype=bool)]
     kind = hungry["type"] if "type" in hungry.columns else pd.Series(None, index=hungry.index, dtype=object)
     frame = pd.DataFrame(
-        {"type": kind.to_numpy(dtype=object), "name": hungry["name"].astype(str).to_numpy(), "start": floats(hungry["bucket_start"])}
+        {
+            "type": kind.to_numpy(dtype=object),
+            "name": hungry["name"].astype(str).to_numpy(),
+            "start": floats(hungry["bucket_start"]),
+        }
     ).sort_values(["name", "start"], kind="stable")
     name = frame["name"].to_numpy()
     start = frame["start"].to_numpy(dtype=np.float64)
@@ -199,7 +212,9 @@ def starvation_intervals(shares: pd.DataFrame, *, bucket_s: float) -> pd.DataFra
     new = np.ones(len(frame), dtype=bool)
     new[1:] = (name[1:] != name[:-1]) | (start[1:] - start[:-1] > bucket_s * (1 + 1e-9))
     frame["run"] = np.cumsum(new)
-    runs = frame.groupby("run", sort=True).agg(type=("type", "first"), name=("name", "first"), start=("start", "min"), last=("start", "max"), buckets=("start", "size"))
+    runs = frame.groupby("run", sort=True).agg(
+        type=("type", "first"), name=("name", "first"), start=("start", "min"), last=("start", "max"), buckets=("start", "size")
+    )
     end = runs["last"].to_numpy(dtype=np.float64) + bucket_s
     return pd.DataFrame(
         {
@@ -221,5 +236,10 @@ def starvation_summary(intervals: pd.DataFrame) -> pd.DataFrame:
     require_columns(intervals, ["name", "duration_s"], "intervals table")
     g = intervals.groupby("name", sort=True)["duration_s"]
     return pd.DataFrame(
-        {"name": g.size().index.to_numpy(dtype=object), "intervals": g.size().to_numpy(dtype=np.int64), "starved_s": g.sum().to_numpy(), "longest_s": g.max().to_numpy()}
+        {
+            "name": g.size().index.to_numpy(dtype=object),
+            "intervals": g.size().to_numpy(dtype=np.int64),
+            "starved_s": g.sum().to_numpy(),
+            "longest_s": g.max().to_numpy(),
+        }
     )

@@ -25,11 +25,18 @@ __all__ = [
     "whatif_sections",
 ]
 
-EFFICIENCY_VIEW = ("set", "available_core_s", "dedicated_core_s", "scheduling", "scheduling_cu", "jobs", "job_core_s", "used_core_s", "job", "system", "system_cu")
-WHATIF_VIEW = ("policy", "jobs", "scheduling", "job", "system", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s")
+EFFICIENCY_VIEW = (
+    "set", "available_core_s", "dedicated_core_s", "scheduling", "scheduling_cu",
+    "jobs", "job_core_s", "used_core_s", "job", "system", "system_cu",
+)  # fmt: skip
+WHATIF_VIEW = (
+    "policy", "jobs", "scheduling", "job", "system", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s",
+)  # fmt: skip
 SHARES_VIEW = ("bucket", "name", "snapshots", "demand_cpus", "allocation_cpus", "served", "share_cpus", "starved")
 BUCKETS_VIEW = ("bucket", "credentials", "allocation_cpus", "demand_cpus", "jain_served", "jain_allocation", "starved")
-LAB_USERS_VIEW = ("policy", "user", "strategy", "submitted", "completion", "starved_slots", "starvation_intervals", "longest_starvation")
+LAB_USERS_VIEW = (
+    "policy", "user", "strategy", "submitted", "completion", "starved_slots", "starvation_intervals", "longest_starvation",
+)  # fmt: skip
 LAB_CASE_VIEW = ("policy", "jain_served", "jain_allocation", "starved_slots", "idle_node_slots")
 # the human table of a case's allocation shows every tenth slot; --json has every slot
 _EVERY = 10
@@ -40,8 +47,8 @@ def efficiency_json(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def efficiency_sections(frame: pd.DataFrame, by: str | None) -> list[Section]:
-    title = f"efficiency by {by} (seed 001; core-seconds; scheduling in cores and canonical units)" if by else "efficiency (seed 001; core-seconds)"
-    return [(title, table(frame, EFFICIENCY_VIEW))]
+    title = "efficiency (seed 001; core-seconds; scheduling in cores and canonical units)"
+    return [(title.replace("efficiency", f"efficiency by {by}", 1) if by else title, table(frame, EFFICIENCY_VIEW))]
 
 
 def whatif_json(frame: pd.DataFrame, cluster: pd.DataFrame) -> dict[str, Any]:
@@ -105,13 +112,17 @@ def lab_json(runs: Sequence[LabRun], table_21: pd.DataFrame) -> dict[str, Any]:
 
 def lab_sections(runs: Sequence[LabRun], table_21: pd.DataFrame) -> list[Section]:
     shown = table_21.assign(share=np.floor(table_21["share"] * 100) / 100)  # cut as the seed prints it
-    sections: list[Section] = [("Table 2.1 (formula 2.1, R = 6; shares cut to two decimals as the seed prints them)", table(shown, ("t", "user", "queue", "share", "nodes"), digits=2))]
+    title = "Table 2.1 (formula 2.1, R = 6; shares cut to two decimals as the seed prints them)"
+    sections: list[Section] = [(title, table(shown, ("t", "user", "queue", "share", "nodes"), digits=2))]
     users, cases = _lab_tables(runs)
     for case in dict.fromkeys(r.case for r in runs):
         first = next(r for r in runs if r.case == case)
-        sections.append((f"case {case}: {first.title}", table(cases[cases["case"] == case], LAB_CASE_VIEW)))
-        sections.append((f"case {case}: each user's completion slot and starvation (at most {first.fraction:g} of an equal share)", table(users[users["case"] == case], LAB_USERS_VIEW)))
+        starved = f"at most {first.fraction:g} of an equal share"
         slots = first.slots.pivot(index="t", columns="user", values="nodes")
-        shown_slots = slots[(slots.index - 1) % _EVERY == 0].reset_index()
-        sections.append((f"case {case}: nodes per user every {_EVERY} slots under {first.policy}", table(shown_slots, list(shown_slots.columns))))
+        every = slots[(slots.index - 1) % _EVERY == 0].reset_index()
+        sections += [
+            (f"case {case}: {first.title}", table(cases[cases["case"] == case], LAB_CASE_VIEW)),
+            (f"case {case}: each user's completion slot and starvation ({starved})", table(users[users["case"] == case], LAB_USERS_VIEW)),
+            (f"case {case}: nodes per user every {_EVERY} slots under {first.policy}", table(every, list(every.columns))),
+        ]
     return sections

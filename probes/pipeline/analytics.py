@@ -61,7 +61,8 @@ def demand_table(idle: pd.DataFrame, observed_at: float) -> pd.DataFrame:
     ``observed_at``, ``user``, ``cpus`` (idle cores requested). An autocluster shared by
     several users (``users`` joined by commas) is split evenly among them."""
     users = idle["users"].astype(object).map(lambda u: u.split(",") if isinstance(u, str) and u else ["(unknown)"])
-    cores = pd.to_numeric(idle["request_cpus"], errors="coerce").fillna(1.0) * pd.to_numeric(idle["count"], errors="coerce").fillna(0.0)
+    cores = pd.to_numeric(idle["request_cpus"], errors="coerce").fillna(1.0)
+    cores = cores * pd.to_numeric(idle["count"], errors="coerce").fillna(0.0)
     frame = pd.DataFrame({"user": users, "cpus": cores / users.map(len)}).explode("user")
     return frame.assign(observed_at=float(observed_at)).reset_index(drop=True)
 
@@ -82,12 +83,13 @@ def fairness_report(
 ) -> FairnessReport:
     """Seed 002's measures on a snapshot's allocations and idle autoclusters (every idle job
     counts as waiting at the latest ``observed_at`` of the allocations)."""
+    if by != "user":
+        raise ConfigError(f"fairness by {by!r}: idle autoclusters name users only; use by user")
     if not len(allocations):
         raise ConfigError("no allocations (running jobs) in the status files: nothing to judge the share of")
     at = float(pd.to_numeric(allocations["observed_at"]).max())
-    demand = demand_table(idle, at) if idle is not None and len(idle) else pd.DataFrame({"observed_at": [], "user": [], "cpus": []})
-    if by != "user":
-        raise ConfigError(f"fairness by {by!r}: idle autoclusters name users only; use by user")
+    no_demand = pd.DataFrame({"observed_at": [], "user": [], "cpus": []})
+    demand = demand_table(idle, at) if idle is not None and len(idle) else no_demand
     shares = bucket_shares(allocations, demand, bucket_s=bucket_s, by=by, fraction=fraction)
     intervals = starvation_intervals(shares, bucket_s=bucket_s)
     return FairnessReport(shares, fairness_by_bucket(shares), intervals, starvation_summary(intervals))
@@ -101,7 +103,8 @@ def whatif_cluster(machines: pd.DataFrame, speeds: Mapping[str, float]) -> pd.Da
     if unknown:
         raise ConfigError(f"--speed names classes {unknown} that the machines file does not have; it has {machines['name'].tolist()}")
     speed = machines["name"].map(lambda n: speeds.get(n)).astype("float64").fillna(machines["speed"].astype("float64"))
-    return pd.DataFrame({"set": machines["name"].to_numpy(), "speed": speed.to_numpy(), "cores": (machines["count"] * machines["cpus"]).to_numpy()})
+    cores = (machines["count"] * machines["cpus"]).to_numpy()
+    return pd.DataFrame({"set": machines["name"].to_numpy(), "speed": speed.to_numpy(), "cores": cores})
 
 
 def whatif_jobs(workload: Workload, sets: pd.Series) -> pd.DataFrame:

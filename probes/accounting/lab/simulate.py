@@ -81,7 +81,9 @@ def table_2_1() -> pd.DataFrame:
     for t in range(2):
         shares = proportional_shares(queues[:, t], 6)
         for i, user in enumerate(("c1", "c2")):
-            rows.append({"user": user, "t": t + 1, "queue": int(queues[i, t]), "share": float(shares[i]), "nodes": int(allocated[i, t])})
+            rows.append(
+                {"user": user, "t": t + 1, "queue": int(queues[i, t]), "share": float(shares[i]), "nodes": int(allocated[i, t])}
+            )
     return pd.DataFrame(rows)
 
 

@@ -193,7 +193,13 @@ def _summary(
     alloc = np.asarray(got_rows, dtype=np.int64).reshape(-1, 3)
     walltime = (end - start)[alloc[:, 0]]
     nodes = pd.DataFrame(
-        {"job": alloc[:, 0], "set": np.asarray(names, dtype=object)[alloc[:, 1]], "speed": np.asarray(speeds)[alloc[:, 1]], "cores": alloc[:, 2], "cpus": alloc[:, 2], "walltime_s": walltime}
+        {
+            "job": alloc[:, 0],
+            "set": np.asarray(names, dtype=object)[alloc[:, 1]],
+            "speed": np.asarray(speeds)[alloc[:, 1]],
+            "cpus": alloc[:, 2],
+            "walltime_s": walltime,
+        }
     )
     losses = drift_loss(nodes)
     dedicated = float(losses["dedicated_core_s"].sum())
@@ -231,10 +237,13 @@ def generate_cluster(seed: int = 1) -> pd.DataFrame:
     from 350 MHz to 1.33 GHz, 16 to 48 processors each (uniform, ``numpy.random.default_rng(seed)``)."""
     rng = np.random.default_rng(seed)
     speeds = [350, 400, 450, 500, 550, 700, 800, 1000, 1330]
-    return pd.DataFrame({"set": [f"{s}MHz" for s in speeds], "speed": [s / 1000 for s in speeds], "cores": rng.integers(16, 49, len(speeds))})
+    cores = rng.integers(16, 49, len(speeds))
+    return pd.DataFrame({"set": [f"{s}MHz" for s in speeds], "speed": [s / 1000 for s in speeds], "cores": cores})
 
 
-def generate_workload(cluster: pd.DataFrame, n_jobs: int = 3000, *, seed: int = 1, days: float = 30.0, pinned_share: float = 0.5) -> pd.DataFrame:
+def generate_workload(
+    cluster: pd.DataFrame, n_jobs: int = 3000, *, seed: int = 1, days: float = 30.0, pinned_share: float = 0.5
+) -> pd.DataFrame:
     """A workload like seed 001's trace (Figure 1): ``n_jobs`` arrivals uniform over ``days``,
     sizes log-uniform from 1 to the largest set (the trace's 1-80 processors, capped so that
     every job fits some set, as the paper's mandated runs reach 100 % job efficiency),
@@ -247,4 +256,5 @@ def generate_workload(cluster: pd.DataFrame, n_jobs: int = 3000, *, seed: int = 
     runtime = np.exp(rng.uniform(np.log(600), np.log(40 * 3600), n_jobs))
     sets = cluster["set"].astype(str).to_numpy()
     pinned = np.where(rng.random(n_jobs) < pinned_share, sets[rng.integers(0, len(sets), n_jobs)], None)
-    return pd.DataFrame({"submit": np.sort(rng.uniform(0, days * 86400, n_jobs)), "cores": cores, "runtime_s": runtime, "pinned": pinned})
+    submit = np.sort(rng.uniform(0, days * 86400, n_jobs))
+    return pd.DataFrame({"submit": submit, "cores": cores, "runtime_s": runtime, "pinned": pinned})
