@@ -42,16 +42,13 @@ T_MAX = 100_000
 SLOTS = 100
 """Time slots in which users submit (section 6: t = 1 .. 100)."""
 
-Load = Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]
-
-
 def _exponential(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     # L(t) = L(t-1) ** 1.01 from L(0) = 1000 is 1000 ** (1.01 ** t)
     return np.asarray(L1 ** (1.01**t), dtype=np.float64)
 
 
-def _window(t: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_], rate: float) -> npt.NDArray[np.float64]:
-    return np.where(inside, rate, 0.0) + 0.0 * t
+def _window(inside: npt.NDArray[np.bool_], rate: float) -> npt.NDArray[np.float64]:
+    return np.where(inside, rate, 0.0)
 
 
 STRATEGIES: Mapping[str, tuple[str, Callable[..., npt.NDArray[np.float64]]]] = MappingProxyType(
@@ -60,10 +57,10 @@ STRATEGIES: Mapping[str, tuple[str, Callable[..., npt.NDArray[np.float64]]]] = M
         "S2": ("low", lambda t: np.full_like(t, L1 / 10)),
         "S3": ("sine", lambda t: np.maximum(L1 * np.sin(np.pi * t / 2), 0.0)),
         "S4": ("cosine", lambda t, k=1.0: np.maximum(k * L1 * np.cos(np.pi * t / 2), 0.0)),
-        "S5": ("burst", lambda t, a=10, b=21: _window(t, (a < t) & (t < b), 10 * L1)),
+        "S5": ("burst", lambda t, a=10, b=21: _window((a < t) & (t < b), 10 * L1)),
         "S6": ("exponential", _exponential),
-        "S7": ("early riser", lambda t, a=10: _window(t, (0 <= t) & (t <= a), 10 * L1)),
-        "S8": ("delayed", lambda t, b=11: _window(t, t >= b, L1)),
+        "S7": ("early riser", lambda t, a=10: _window((0 <= t) & (t <= a), 10 * L1)),
+        "S8": ("delayed", lambda t, b=11: _window(t >= b, L1)),
     }
 )
 """Strategy -> (name, load of the slots t, keyword parameters as in the module's table)."""
