@@ -30,7 +30,7 @@ EFFICIENCY_VIEW = (
     "jobs", "job_core_s", "used_core_s", "job", "system", "system_cu",
 )  # fmt: skip
 WHATIF_VIEW = (
-    "policy", "jobs", "scheduling", "job", "system", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s",
+    "policy", "jobs", "scheduling", "job", "system", "delivered", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s",
 )  # fmt: skip
 SHARES_VIEW = ("bucket", "name", "snapshots", "demand_cpus", "allocation_cpus", "served", "share_cpus", "starved")
 BUCKETS_VIEW = ("bucket", "credentials", "allocation_cpus", "demand_cpus", "jain_served", "jain_allocation", "starved")

@@ -113,6 +113,8 @@ def _analytics_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--by", metavar="ATTR", help="resource set attribute: a slot column such as site, resource_name, speed")
     cmd.add_argument("--policy", action="append", choices=WHATIF_POLICIES, help="what-if policy (repeatable; default: all)")
     cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
+    cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
+    cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,6 +237,14 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
         cluster = analytics.whatif_cluster(machines, speeds)
         frame = whatif(cluster, analytics.whatif_jobs(workload, cluster["set"]), args.policy or WHATIF_POLICIES)
         return analytics_views.whatif_json(frame, cluster), analytics_views.whatif_sections(frame, cluster)
+    if args.command == "efficiency" and not config.sources.status_files:  # the stored records
+        sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+        try:
+            since, until = _time_arg(args.since, "--since"), _time_arg(args.until, "--until")
+            frame = analytics.stored_efficiency(sink, config, by=args.by, since=since, until=until)
+        finally:
+            sink.close()
+        return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
     only = ("status_files", "history") if args.command == "efficiency" else ("status_files", "idle_files")
     _require(config.sources.status_files, "sources.status_files", "--status-file")
     result = read_sources(config, strict=args.strict, only=only)
@@ -242,7 +252,7 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
     report = account(result, config)
     assert report is not None and result.snapshot is not None
     if args.command == "efficiency":
-        frame = analytics.efficiency_report(report, result.jobs, config, by=args.by)
+        frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
         return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
     fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=args.bucket, fraction=args.fraction)
     if args.store_records:

@@ -89,3 +89,26 @@ def test_a_bad_speed(capsys: pytest.CaptureFixture[str], metacentrum: Path) -> N
         capsys, "efficiency", "whatif", "--swf", str(metacentrum / "wagap-2013.swf"), "--machines", str(metacentrum / "wagap-2013.machines"), "--speed", "zewura=fast",
     )  # fmt: skip
     assert code == 2 and "--speed must be CLASS=SPEED with a speed greater than 0, got 'zewura=fast'" in err
+
+
+def test_efficiency_of_the_stored_records_is_that_of_the_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "demo.toml"
+    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    code, _, err = run(capsys, "probe", "once", "--config", str(config))
+    assert code == 0, err
+    code, out, err = run(capsys, "efficiency", "--config", str(config), "--by", "site", "--json")
+    assert code == 0, err
+    from_files = json.loads(out)["efficiency"]
+    # the same configuration without its sources reads the store the probe wrote
+    bare = tmp_path / "store.toml"
+    bare.write_text(f'[probe]\nstate_dir = "{tmp_path / "state"}"\n')
+    code, out, err = run(capsys, "efficiency", "--config", str(bare), "--by", "site", "--json")
+    assert code == 0, err
+    assert json.loads(out)["efficiency"] == from_files
+
+
+def test_efficiency_of_an_empty_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bare = tmp_path / "store.toml"
+    bare.write_text(f'[probe]\nstate_dir = "{tmp_path}"\n')
+    code, _, err = run(capsys, "efficiency", "--config", str(bare))
+    assert code == 1 and "no slot records in the store" in err

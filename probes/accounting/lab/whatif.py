@@ -28,6 +28,12 @@ once enough cores are free, and is counted in ``oversize``.
 Scheduling efficiency is dedicated / available core-seconds over [first submission, last
 end]; job efficiency is the useful part of the dedicated core-seconds, the rest being lost
 to drift (:func:`probes.accounting.efficiency.drift_loss`); system efficiency their product.
+These are the seed's processor-second measures: a core-second of a slow node counts as
+much as one of a fast node, so when the cluster is lightly loaded (the horizon fixed by the
+workload, not by the policy) a policy that puts jobs on slow cores looks *more* efficient.
+``delivered`` is the speed-weighted counterpart: the work done (cores x run time at the
+reference speed, x reference speed) over what every core could have done at its own speed
+over the horizon.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ _MANDATED = {"firstfit", "bestfit", "worstfit", "bestresource"}
 @dataclass
 class WhatIf:
     """One policy's emulation: ``summary`` (one row: policy, jobs, scheduling, job, system,
-    mixed_jobs, mixed_share, oversize, mean_wait_s, makespan_s, lost_core_s) and ``jobs``
+    delivered, mixed_jobs, mixed_share, oversize, mean_wait_s, makespan_s, lost_core_s) and ``jobs``
     (start, end, wait_s, pace, mixed per job)."""
 
     policy: str
@@ -183,12 +189,12 @@ def emulate(
             del waiting[pos]
         if waiting and not running and nxt >= n:  # cannot happen: an empty cluster places any job
             raise RuntimeError(f"what-if emulation under {policy} is stuck with {len(waiting)} jobs waiting")
-    return _summary(policy, names, speeds, size, submit, need, start, end, pace, got_rows)
+    return _summary(policy, names, speeds, size, submit, need, work, start, end, pace, got_rows)
 
 
 def _summary(
     policy: str, names: list[str], speeds: list[float], size: list[int], submit: np.ndarray, need: np.ndarray,
-    start: np.ndarray, end: np.ndarray, pace: np.ndarray, got_rows: list[tuple[int, int, int]],
+    work: np.ndarray, start: np.ndarray, end: np.ndarray, pace: np.ndarray, got_rows: list[tuple[int, int, int]],
 ) -> WhatIf:  # fmt: skip
     alloc = np.asarray(got_rows, dtype=np.int64).reshape(-1, 3)
     walltime = (end - start)[alloc[:, 0]]
@@ -217,6 +223,8 @@ def _summary(
         "scheduling": scheduling,
         "job": job_eff,
         "system": scheduling * job_eff,
+        # the work done over what the cluster's speed could have done in the same time
+        "delivered": float(need @ work) / (float(np.dot(speeds, size)) * horizon) if horizon > 0 else float("nan"),
         "mixed_jobs": int(jobs["mixed"].sum()),
         "mixed_share": float(jobs["mixed"].mean()) if len(jobs) else float("nan"),
         "oversize": int((need > max(size)).sum()),

@@ -26,6 +26,8 @@ def test_mandated_sets_beat_mixed_allocation_on_system_efficiency(results: pd.Da
     assert mandated["job"] == pytest.approx(1.0) and mixed["job"] < 0.9
     assert mandated["system"] > mixed["system"]
     assert mandated["system"] > results.loc["user_speed", "system"]
+    # and so it does on the speed-weighted measure, which does not count slow core-seconds as fast ones
+    assert mandated["delivered"] > mixed["delivered"]
 
 
 def test_best_effort_never_reaches_forced_sets(results: pd.DataFrame) -> None:
@@ -51,6 +53,8 @@ def test_run_times_scale_with_the_slowest_allocated_node() -> None:
     assert r.summary["lost_core_s"] == pytest.approx(50.0)
     assert r.summary["job"] == pytest.approx(250 / 300)
     assert r.summary["scheduling"] == pytest.approx(300 / 400)
+    # work 3 cores x 100 s at speed 1 = 300; the cluster could do (2 x 1 + 2 x 2) x 100 = 600
+    assert r.summary["delivered"] == pytest.approx(0.5)
     # on the fast set alone a 2-core job takes half the time
     alone = emulate(cluster, jobs.assign(cores=2), "bestresource", reference_speed=1.0)
     assert alone.jobs["end"].tolist() == [50.0] and alone.summary["job"] == 1.0
