@@ -13,6 +13,7 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | allocation | dynamic slot and snapshot (the bill)   | pool, dynamic slot name, job id, observed_at |
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
+| fairness   | credential and time bucket (seed 002)  | pool, credential type and name, bucket start |
 | summary    | day and (user, project, site, kind)    | those fields                              |
 """
 
@@ -58,6 +59,7 @@ KINDS: dict[str, RecordKind] = {
         ),
         RecordKind("job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site")),
         RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
+        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
         RecordKind("summary", ("day", "user", "project", "site", "record_kind"), "day", ("day",), ("user", "project", "site")),
     )
 }  # fmt: skip

@@ -24,13 +24,16 @@ from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
 from collector.sinks import Sink, describe_url, open_sink, sqlite_path
-from probes.cli import usage_views, views
+from probes.cli import analytics_views, usage_views, views
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
-from probes.pipeline import usage
+from probes.pipeline import analytics, usage
 from probes.pipeline.cycle import CycleResult, account, check_sources, read_sources, run_once
 from probes.pipeline.overhead import overhead_report
+from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
+from probes.pipeline.records import fairness_docs
 from probes.sources.report import problem_lines
+from probes.sources.workloads.swf import read_swf
 
 __all__ = ["main"]
 
@@ -83,14 +86,25 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("penalty", "multi-resource penalty of each job, beside the metrics it replaces (seed 000)"),
         ("fairshare", "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (seed 004)"),
+        ("efficiency", "scheduling, job and system efficiency by resource set; `efficiency whatif`: node-allocation policies (seed 001)"),
     ):
-        usage_cmd = sub.add_parser(name, parents=[_options("--history", "--status-file")], help=text)
+        reads = ("--history", "--status-file", "--store") if name == "efficiency" else ("--history", "--status-file")
+        usage_cmd = sub.add_parser(name, parents=[_options(*reads)], help=text)
         usage_cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
         usage_cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
         usage_cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
         if name == "fairshare":
             usage_cmd.add_argument("--at", metavar="TIME", help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)")
             usage_cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
+        if name == "efficiency":
+            _analytics_options(usage_cmd)
+    fairness = sub.add_parser("fairness", parents=[_options("--status-file", "--idle-file", "--store")], help="demand vs allocation, Jain's index and starvation per user (seed 002)")
+    fairness.add_argument("--bucket", type=float, default=3600.0, metavar="SECONDS", help="time bucket (default 3600)")
+    fairness.add_argument("--fraction", type=float, default=0.0, help="starved below this fraction of an equal share (default 0: got nothing)")
+    fairness.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
+    lab = sub.add_parser("lab", parents=[common], help="seed 002's fair-share lab: Table 2.1, cases 1-5 under formula 2.1 and Maui fairshare")
+    lab.add_argument("--case", choices=list(CASES), help="one case (default: all)")
+    lab.add_argument("--fraction", type=float, default=0.1, help="starved at or below this fraction of an equal share (default 0.1)")
     probe = sub.add_parser("probe", help="run the probe")
     probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
     probe_sub.add_parser("once", parents=[_options(*_ALL)], help="run one cycle into the store and print what it found")
@@ -109,6 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
     return parser
+
+
+def _analytics_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies")
+    cmd.add_argument("--by", metavar="ATTR", help="resource set attribute: a slot column such as site, resource_name, speed")
+    cmd.add_argument("--policy", action="append", choices=WHATIF_POLICIES, help="what-if policy (repeatable; default: all)")
+    cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
+    cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
+    cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,6 +156,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return EXIT_OK
     if args.command in ("penalty", "fairshare"):
         return _usage(args, config)
+    if args.command in ("efficiency", "fairness", "lab"):
+        doc, sections = _analytics(args, config)
+        print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+        return EXIT_OK
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)
     if args.command == "probe" and args.action == "run":
@@ -212,6 +239,61 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
             print(f"fairacct: note: {note}", file=sys.stderr)
     print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
     return EXIT_OK
+
+
+def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
+    """efficiency [whatif], fairness, lab: seeds 001 and 002 (see probes.pipeline.analytics)."""
+    if args.command == "lab":
+        runs, table_21 = run_lab([args.case] if args.case else None, fraction=args.fraction), table_2_1()
+        return analytics_views.lab_json(runs, table_21), analytics_views.lab_sections(runs, table_21)
+    if args.command == "efficiency" and args.mode == "whatif":
+        _require(args.swf and args.machines, "--swf and --machines", "--swf FILE --machines FILE")
+        speeds = dict(_speed(text) for text in args.speed)
+        machines, _ = usage.alea_machines(args.machines, config, ram_unit=args.ram_unit)
+        workload, report = read_swf(args.swf)
+        _report_problems(CycleResult(reports={"swf": report}), config, args)
+        cluster = analytics.whatif_cluster(machines, speeds)
+        frame = whatif(cluster, analytics.whatif_jobs(workload, cluster["set"]), args.policy or WHATIF_POLICIES)
+        return analytics_views.whatif_json(frame, cluster), analytics_views.whatif_sections(frame, cluster)
+    if args.command == "efficiency" and not config.sources.status_files:  # the stored records
+        sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
+        try:
+            since, until = _time_arg(args.since, "--since"), _time_arg(args.until, "--until")
+            frame = analytics.stored_efficiency(sink, config, by=args.by, since=since, until=until)
+        finally:
+            sink.close()
+        return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
+    only = ("status_files", "history") if args.command == "efficiency" else ("status_files", "idle_files")
+    _require(config.sources.status_files, "sources.status_files", "--status-file")
+    result = read_sources(config, strict=args.strict, only=only)
+    _report_problems(result, config, args)
+    report = account(result, config)
+    assert report is not None and result.snapshot is not None
+    if args.command == "efficiency":
+        frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
+        return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
+    fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=args.bucket, fraction=args.fraction)
+    if args.store_records:
+        docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=f"fairacct@{socket.gethostname()}")
+        with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
+            outbox.commit(docs, {})
+            sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+            try:
+                outbox.flush(sink)
+            finally:
+                sink.close()
+    return analytics_views.fairness_json(fair), analytics_views.fairness_sections(fair)
+
+
+def _speed(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = float("nan")
+    if not name or not speed > 0:
+        raise ConfigError(f"--speed must be CLASS=SPEED with a speed greater than 0, got {text!r}")
+    return name, speed
 
 
 def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:

@@ -7,6 +7,7 @@ kind                      from
 ``allocation``            a snapshot's bills, one per running job (dynamic slot)
 ``job``                   the jobs table of the history read past its checkpoint
 ``fairshare``             the ledger's state at the end of a closed window, per credential
+``fairness``              demand, allocation, served part and starvation per credential and bucket
 ========================  ==========================================================================
 
 The schema of a document (ids, timestamps, ``kind``, ``probe``) is
@@ -25,7 +26,7 @@ from probes.accounting.ledger import ledger_fairshare
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport
 
-__all__ = ["Records", "fairshare_docs", "job_docs", "snapshot_docs"]
+__all__ = ["Records", "fairness_docs", "fairshare_docs", "job_docs", "snapshot_docs"]
 
 Records = dict[str, list[dict[str, Any]]]
 """Documents by kind, as the outbox commits them."""
@@ -78,3 +79,13 @@ def fairshare_docs(
         }
     )
     return table_docs("fairshare", frame, probe=probe)
+
+
+def fairness_docs(shares: pd.DataFrame, buckets: pd.DataFrame, *, pool: str, probe: str) -> Records:
+    """The ``fairness`` records of a table of shares (see
+    :func:`probes.accounting.fairness.bucket_shares`), each with its bucket's Jain indices."""
+    if not len(shares):
+        return {}
+    jain = buckets[["bucket_start", "jain_served", "jain_allocation"]]
+    frame = shares.merge(jain, on="bucket_start", how="left").assign(pool=pool)
+    return {"fairness": table_docs("fairness", frame, probe=probe)}

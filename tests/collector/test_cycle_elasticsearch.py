@@ -31,7 +31,7 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     common = ["--config", str(config), "--store", url]
     # without fairacct's templates, Elasticsearch would guess the types: refused, nothing lost
     code, _, err = run(capsys, "probe", "once", *common)
-    assert code == 1 and "index templates missing for slot, allocation, job, fairshare, summary" in err
+    assert code == 1 and "index templates missing for slot, allocation, job, fairshare, fairness, summary" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
     assert code == 0 and out.startswith("installed templates: ")
@@ -78,3 +78,19 @@ def test_a_rejected_record_goes_to_the_dead_letters_and_its_batch_is_delivered(
     (tmp_path / "probe.toml").write_text('[probe]\nstate_dir = "state"\n')
     code, out, _ = run(capsys, "outbox", "--config", str(tmp_path / "probe.toml"))
     assert code == 0 and "dead letters: 1" in out and docs[5]["id"] in out
+
+
+def test_fairness_records_land_with_their_template(capsys: pytest.CaptureFixture[str], tmp_path: Path, osmem_url: str) -> None:
+    config = tmp_path / "probe.toml"
+    config.write_text(
+        (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    )
+    common = ["--config", str(config), "--store", osmem_url]
+    code, _, err = run(capsys, "mappings", "install", *common)
+    assert code == 0, err
+    code, _, err = run(capsys, "fairness", *common, "--store-records")
+    assert code == 0, err
+    with ElasticsearchSink.from_url(osmem_url) as sink:
+        assert sink.count("fairness") == 4  # the demo pool's four users, one bucket
+        types = next(iter(sink.field_types("fairness").values()))
+    assert types["starved"] == "boolean" and types["bucket_start_iso"] == "date" and types["jain_served"] == "double"
