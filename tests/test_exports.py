@@ -41,6 +41,13 @@ MODULES = [
     "probes.health",
     "probes.usage",
     "probes.usage_views",
+    "collector.gratia",
+    "collector.gratia.safexml",
+    "collector.gratia.isotime",
+    "collector.gratia.usagerecord",
+    "collector.gratia.rawdoc",
+    "collector.gratia.envelope",
+    "collector.gratia.wire",
 ]
 
 
