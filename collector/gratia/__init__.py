@@ -12,5 +12,6 @@ endpoint calls these.
 
 from collector.gratia.envelope import EnvelopeResult, envelope_docs
 from collector.gratia.safexml import DEFAULT_LIMITS, XmlLimits
+from collector.gratia.wire import MultiUpdate, Ping, decode_rmi
 
-__all__ = ["DEFAULT_LIMITS", "EnvelopeResult", "XmlLimits", "envelope_docs"]
+__all__ = ["DEFAULT_LIMITS", "EnvelopeResult", "MultiUpdate", "Ping", "XmlLimits", "decode_rmi", "envelope_docs"]

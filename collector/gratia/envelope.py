@@ -26,7 +26,7 @@ from typing import Any
 
 from collector.errors import RecordError
 from collector.gratia.rawdoc import raw_doc
-from collector.gratia.safexml import DEFAULT_LIMITS, XmlLimits, inner_xml, local_name, parse_xml
+from collector.gratia.safexml import DEFAULT_LIMITS, XmlLimits, inner_xml, parse_xml
 from collector.gratia.usagerecord import RECORD_TAGS, record_fields
 
 __all__ = ["ENVELOPE_TAG", "OTHER_TAGS", "EnvelopeResult", "envelope_docs"]
@@ -64,7 +64,7 @@ def envelope_docs(xml: bytes | str, *, probe: str | None = None, limits: XmlLimi
     """
     document = parse_xml(xml, limits)
     root = document.root
-    root_tag = local_name(root.tag)
+    root_tag = root.tag
     result = EnvelopeResult()
     if root_tag == ENVELOPE_TAG:
         elements = list(root)
@@ -75,7 +75,7 @@ def envelope_docs(xml: bytes | str, *, probe: str | None = None, limits: XmlLimi
             f"expected <{ENVELOPE_TAG}> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <{root_tag}>"
         )
     for index, element in enumerate(elements):
-        tag = local_name(element.tag)
+        tag = element.tag
         if tag not in RECORD_TAGS:
             result.skipped[tag] += 1
             continue

@@ -23,8 +23,11 @@ The tree is the standard ``xml.etree.ElementTree`` one, built by its C ``TreeBui
 from expat's events (character data and end tags never pass through Python); only the start
 and end of each element pass through a Python handler, which counts, checks the depth and,
 for the root and its children, keeps the byte offsets of their tags, so that a record's
-original XML can be cut out of the envelope verbatim (:func:`inner_xml`). Names are expat's:
-``'URI local'`` for a name in a namespace, ``'local'`` otherwise (:func:`split_name`).
+original XML can be cut out of the envelope verbatim (:func:`inner_xml`). An element's tag is
+its local name alone: Gratia records are read, as Go's decoder reads them, by local name
+whatever the namespace (``urwg:``, ``urf:`` or none). Attribute names keep theirs, as expat
+gives them (``'URI local'``, or ``'local'`` outside any namespace: :func:`split_name`), which
+the attribute rules need.
 
 Why not ``defusedxml``: it installs the same refusals on the same expat, but builds the tree
 through the pure-Python ElementTree, which is slower, and it gives no byte offsets, which
@@ -87,6 +90,8 @@ class XmlDocument(NamedTuple):
 
 
 _NAMES: dict[str, tuple[str, str]] = {}
+_LOCAL_NAMES: dict[str, str] = {}
+_CACHED = 10_000  # names kept in each cache: a hostile document may invent any number
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -96,14 +101,19 @@ def split_name(name: str) -> tuple[str, str]:
     if split is None:
         ns, _, local = name.rpartition(_SEP)
         split = (ns, local)
-        if len(_NAMES) < 10_000:  # a hostile document may invent names; the cache stays small
+        if len(_NAMES) < _CACHED:
             _NAMES[name] = split
     return split
 
 
 def local_name(name: str) -> str:
     """The local name in an expat name (``'URI local'`` or ``'local'``)."""
-    return (_NAMES.get(name) or split_name(name))[1]
+    local = _LOCAL_NAMES.get(name)
+    if local is None:
+        local = split_name(name)[1]
+        if len(_LOCAL_NAMES) < _CACHED:
+            _LOCAL_NAMES[name] = local
+    return local
 
 
 def chardata(element: Element) -> str:
@@ -134,26 +144,32 @@ def parse_xml(data: bytes | str, limits: XmlLimits = DEFAULT_LIMITS) -> XmlDocum
     builder = TreeBuilder()
     build_start, build_end = builder.start, builder.end
     spans: dict[Element, list[int]] = {}
-    state = [0, 0]  # depth, elements so far
+    depth = elements = 0
     max_depth, max_elements = limits.max_depth, limits.max_elements
+    locals_ = _LOCAL_NAMES
 
+    # Called for every element (tens of thousands a request): kept to the bare minimum.
     def start(name: str, attrs: dict[str, str]) -> None:
-        depth = state[0] = state[0] + 1
+        nonlocal depth, elements
+        depth += 1
+        elements += 1
         if depth > max_depth:
             raise RecordError(f"elements are nested deeper than the limit of {max_depth} levels")
-        state[1] += 1
-        if state[1] > max_elements:
+        if elements > max_elements:
             raise RecordError(f"the document holds more than the limit of {max_elements:,} elements")
-        element = build_start(name, attrs)
-        if depth <= 2:
-            spans[element] = [parser.CurrentByteIndex, -1]
+        tag = locals_.get(name) or local_name(name)
+        if depth > 2:
+            build_start(tag, attrs)
+        else:
+            spans[build_start(tag, attrs)] = [parser.CurrentByteIndex, -1]
 
     def end(name: str) -> None:
-        depth = state[0]
-        state[0] = depth - 1
-        element = build_end(name)
-        if depth <= 2:
-            spans[element][1] = parser.CurrentByteIndex
+        nonlocal depth
+        if depth > 2:
+            build_end(name)
+        else:
+            spans[build_end(name)][1] = parser.CurrentByteIndex
+        depth -= 1
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
@@ -170,7 +186,7 @@ def inner_xml(document: XmlDocument, element: Element) -> bytes:
     ``xml:",innerxml"``); for the root and its children, the only elements whose offsets are kept."""
     span = document.spans.get(element)
     if span is None:
-        raise ValueError(f"<{local_name(element.tag)}> is not the root nor one of its children: no offsets kept")
+        raise ValueError(f"<{element.tag}> is not the root nor one of its children: no offsets kept")
     match = _START_TAG.match(document.source, span[0])
     if match is None or match.group().endswith(b"/>"):
         return b""

@@ -102,7 +102,7 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
     origin: dict[str, Any] = {}
 
     for child in record:
-        tag = local_name(child.tag)
+        tag = child.tag
         if tag not in _SPECIAL:
             fields.append((tag, child))
         elif tag == "RecordIdentity":
@@ -112,14 +112,14 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
                 create_time = _instant(attrs["createTime"], "RecordIdentity createTime")
         elif tag == "JobIdentity":
             for part in child:
-                name = local_name(part.tag)
+                name = part.tag
                 if name in ("GlobalJobId", "LocalJobId"):
                     jobs[name] = chardata(part)
                 elif name == "ProcessId":
                     process_ids.append(chardata(part))
         elif tag == "UserIdentity":
             for part in child:
-                name = local_name(part.tag)
+                name = part.tag
                 if name in _USER_IDENTITY:
                     users[name] = chardata(part)
         elif tag in ("StartTime", "EndTime", "QueueTime"):
@@ -245,20 +245,19 @@ def _flatten_resource(element: Element, doc: dict[str, Any]) -> None:
 
 def _flatten_field(name: str, element: Element, doc: dict[str, Any]) -> None:
     """Any other element: its text and attributes (the module docstring says which)."""
-    text = chardata(element)
+    text = chardata(element) if len(element) else element.text
     if text:
         doc[name] = text
-    attrib = element.attrib
-    if not attrib:
+    if not element.attrib:
         return
     known: dict[str, str] = {}
     extra: dict[str, str] = {}
-    for qualified, value in attrib.items():
-        ns, local = split_name(qualified)
-        if local in _FIELD_ATTRIBUTE_SET:
+    for qualified, value in element.attrib.items():
+        local, rule = _attribute_rule(qualified)
+        if rule is _KNOWN:
             if local not in known:
                 known[local] = value
-        elif ns and ns not in _NOT_USAGE and local not in extra:
+        elif rule is _EXTRA and local not in extra:
             extra[local] = value
     for local in _FIELD_ATTRIBUTES:
         if known.get(local):
@@ -266,6 +265,27 @@ def _flatten_field(name: str, element: Element, doc: dict[str, Any]) -> None:
     for local, found in extra.items():
         if found:
             doc[f"{name}_{local}"] = found
+
+
+_KNOWN, _EXTRA, _DROPPED = "known", "extra", "dropped"
+_RULES: dict[str, tuple[str, str]] = {}
+
+
+def _attribute_rule(qualified: str) -> tuple[str, str]:
+    """The local name of an attribute of a field element, and what becomes of it: one of
+    GRACC's six names, another name in a namespace (kept), or dropped. Cached by name."""
+    rule = _RULES.get(qualified)
+    if rule is None:
+        ns, local = split_name(qualified)
+        if local in _FIELD_ATTRIBUTE_SET:
+            rule = (local, _KNOWN)
+        elif ns and ns not in _NOT_USAGE:
+            rule = (local, _EXTRA)
+        else:
+            rule = (local, _DROPPED)
+        if len(_RULES) < 10_000:  # a hostile document may invent names; the cache stays small
+            _RULES[qualified] = rule
+    return rule
 
 
 def _read_origin(element: Element, origin: dict[str, Any]) -> None:
@@ -282,7 +302,7 @@ def _read_origin(element: Element, origin: dict[str, Any]) -> None:
         if number > 0:
             origin["Origin_hop"] = number
     for part in element:
-        name = local_name(part.tag)
+        name = part.tag
         if name == "ServerDate":
             instant = _instant(chardata(part), "Origin ServerDate")
             origin.pop("OriginServerDate", None)
@@ -290,7 +310,7 @@ def _read_origin(element: Element, origin: dict[str, Any]) -> None:
                 origin["OriginServerDate"] = instant.text
         elif name == "Connection":
             for item in part:
-                item_name = local_name(item.tag)
+                item_name = item.tag
                 if item_name in ("SenderHost", "Sender", "Collector"):
                     key = "Origin" + item_name
                     origin.pop(key, None)
