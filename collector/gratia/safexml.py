@@ -1,7 +1,7 @@
 """XML from the network, read as hostile until it has proved otherwise.
 
-A Gratia probe's envelope is parsed into a light tree of :class:`Element` by the standard
-library's expat (``pyexpat``), with these refusals, each a :class:`RecordError` whose message
+A Gratia probe's envelope is parsed by the standard library's expat (``pyexpat``) into an
+``xml.etree.ElementTree`` tree, with these refusals, each a :class:`RecordError` whose message
 names what was found and what is accepted:
 
 * **size**: a document over ``limits.max_bytes`` is refused before anything is parsed;
@@ -59,10 +59,11 @@ _ENTITY_DECL = re.compile(rb"<!ENTITY\s+(?:%\s+)?([^\s>]+)\s+(SYSTEM|PUBLIC)?")
 class XmlLimits:
     """How much a document may hold before it is refused.
 
-    ``max_bytes``: bytes of the document as received (default 16 MiB: about 8,000 records of
-    2 KiB; gratia-probe sends 100 per envelope by default). ``max_depth``: nesting of elements,
-    the root being 1 (an envelope's records need 5). ``max_elements``: elements in the whole
-    document (a record has about 40).
+    ``max_bytes``: bytes of the document as received (default 16 MiB, about 8,000 records of
+    2 KiB; gratia-probe sends 100 records an envelope by default and never more than about
+    2 MB). ``max_depth``: nesting of elements, the root being 1 (an envelope's records need 5).
+    ``max_elements``: elements in the whole document (a record has about 30), which bounds the
+    memory the tree takes (a few hundred bytes an element).
     """
 
     max_bytes: int = 16 * 2**20
@@ -165,10 +166,11 @@ def parse_xml(data: bytes | str, limits: XmlLimits = DEFAULT_LIMITS) -> XmlDocum
 
     def end(name: str) -> None:
         nonlocal depth
+        tag = locals_.get(name) or local_name(name)
         if depth > 2:
-            build_end(name)
+            build_end(tag)
         else:
-            spans[build_end(name)][1] = parser.CurrentByteIndex
+            spans[build_end(tag)][1] = parser.CurrentByteIndex
         depth -= 1
 
     parser.StartElementHandler = start

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from collector.errors import RecordError
 from collector.gratia.envelope import envelope_docs
 from collector.gratia.rawdoc import DEDUP_EXCLUDED, content_id, core_hours, raw_doc
-from collector.records import SCHEMA_VERSION
+from collector.records import SCHEMA_VERSION, table_docs
 
 from .conftest import PAIRS, jur, pair
 
@@ -143,3 +144,8 @@ def test_a_record_that_cannot_be_dated_is_refused() -> None:
 def test_without_a_sender_the_probe_is_the_records_probe_name() -> None:
     assert one_doc(jur(RECORD), probe=None)["probe"] == "condor:submit-3"
     assert one_doc(jur(RECORD.replace("<ProbeName>condor:submit-3</ProbeName>", "")), probe=None)["probe"] is None
+
+
+def test_gratia_records_are_not_made_from_tables() -> None:
+    with pytest.raises(ValueError, match=r"^gratia records are not made from tables \(see collector/gratia/\)$"):
+        table_docs("gratia", pd.DataFrame({"EndTime": ["2016-05-27T22:36:42Z"]}), probe="p")
