@@ -132,7 +132,10 @@ def parse_xml(data: bytes | str, limits: XmlLimits = DEFAULT_LIMITS) -> XmlDocum
     See the module docstring for what is refused and why.
     """
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise RecordError(f"the document cannot be UTF-8: character {exc.start} is {exc.reason}") from None
     _screen(data, limits)
     parser = expat.ParserCreate("UTF-8", _SEP)
     parser.buffer_text = True

@@ -99,13 +99,13 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
     resources: dict[str, list[Element]] = {}
     durations: list[Element] = []
     instants: list[tuple[Element, Instant]] = []
-    fields: list[tuple[str, Element]] = []
+    fields: dict[str, Any] = {}  # the other elements, flattened now and set after the rest, as GRACC does
     origin: dict[str, Any] = {}
 
     for child in record:
         tag = child.tag
         if tag not in _SPECIAL:
-            fields.append((tag, child))
+            _flatten_field(tag, child, fields)
         elif tag == "RecordIdentity":
             attrs = _first_attributes(child)
             record_id = attrs.get("recordId", record_id)
@@ -198,8 +198,7 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
         if description:
             doc[key + "_description"] = description
 
-    for tag, element in fields:
-        _flatten_field(tag, element, doc)
+    doc.update(fields)
     doc.update(origin)
     doc["RawXML"] = raw_xml
     return doc

@@ -8,8 +8,12 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
+import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from osmem_server import OsmemServer
 
 from collector.elasticsearch import ElasticsearchSink
@@ -183,3 +187,45 @@ def test_elasticsearch_indexes_them_by_end_time_with_gracc_types(
     assert es_sink.search_counts("gratia", "ReportableVOName") == {"CMS": 1, "GLOW": 1, "cms": 1, "nova": 1}
     back = {d["id"]: d for d in es_sink.query("gratia")}
     assert back == {d["id"]: d for d in docs}
+
+
+# -- whatever arrives --------------------------------------------------------------------------
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=3000) | st.sampled_from([b"<RecordEnvelope>", b"<JobUsageRecord>", b"</a>"]).flatmap(
+    lambda start: st.binary(max_size=500).map(lambda tail: start + tail)
+))  # fmt: skip
+def test_any_bytes_give_documents_or_a_record_error(data: bytes) -> None:
+    try:
+        result = envelope_docs(data)
+    except RecordError:
+        return
+    assert result.total == len(result.docs) + sum(result.skipped.values()) + len(result.errors)
+
+
+_VALUE = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=40)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    end=_VALUE,
+    wall=_VALUE,
+    processors=_VALUE,
+    description=_VALUE,
+    hop=_VALUE,
+    tag=st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,12}", fullmatch=True),
+)
+def test_any_values_give_a_json_document_or_a_reason(
+    end: str, wall: str, processors: str, description: str, hop: str, tag: str
+) -> None:
+    body = (
+        f"<EndTime>{escape(end)}</EndTime><WallDuration>{escape(wall)}</WallDuration>"
+        f"<Processors>{escape(processors)}</Processors><{tag} urwg:description={quoteattr(description)}>x</{tag}>"
+        f'<Resource urwg:description={quoteattr(description)}>{escape(wall)}</Resource><Origin hop={quoteattr(hop)}/>'
+    )  # fmt: skip
+    result = envelope_docs(envelope([jur(body)]))
+    assert len(result.docs) + len(result.errors) == 1
+    for doc in result.docs:
+        assert orjson.loads(orjson.dumps(doc)) == doc  # plain JSON: what every sink stores
+        assert isinstance(doc["CoreHours"], float) and doc["timestamp"].endswith("Z")

@@ -137,6 +137,11 @@ def test_inner_xml_is_cut_from_the_source_verbatim() -> None:
         inner_xml(document, first[0])
 
 
+def test_a_str_that_utf8_cannot_hold_is_refused() -> None:
+    with pytest.raises(RecordError, match=r"^the document cannot be UTF-8: character 3 is surrogates not allowed$"):
+        parse_xml("<a>\ud800</a>")
+
+
 def test_a_str_is_read_as_utf8_and_a_record_as_gratia_writes_it_parses() -> None:
     document = parse_xml(jur("<ProbeName>condor:é</ProbeName>").decode())
     assert document.root.tag == "JobUsageRecord" and split_name(next(iter(document.root[0].attrib)))[0] == URWG
