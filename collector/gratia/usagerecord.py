@@ -207,11 +207,11 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
 def _first_attributes(element: Element) -> dict[str, str]:
     """Local name -> value of the first attribute of each name, whatever its namespace (Go's
     ``xml:"name,attr"`` takes the first match)."""
-    attrib = element.attrib
-    if not attrib:
+    items = element.items()  # not .attrib, which makes a dict for an element without attributes
+    if not items:
         return {}
     found: dict[str, str] = {}
-    for name, value in attrib.items():
+    for name, value in items:
         local = local_name(name)
         if local not in found:
             found[local] = value
@@ -248,11 +248,12 @@ def _flatten_field(name: str, element: Element, doc: dict[str, Any]) -> None:
     text = chardata(element) if len(element) else element.text
     if text:
         doc[name] = text
-    if not element.attrib:
+    items = element.items()  # not .attrib, which makes a dict for an element without attributes
+    if not items:
         return
     known: dict[str, str] = {}
     extra: dict[str, str] = {}
-    for qualified, value in element.attrib.items():
+    for qualified, value in items:
         local, rule = _attribute_rule(qualified)
         if rule is _KNOWN:
             if local not in known:
