@@ -35,11 +35,12 @@ import orjson
 
 from collector.errors import RecordError
 from collector.gratia.isotime import utc_iso
-from collector.records import SCHEMA_VERSION
+from collector.records import KINDS, SCHEMA_VERSION
 
 __all__ = ["DEDUP_EXCLUDED", "KIND", "META_FIELDS", "content_id", "core_hours", "raw_doc"]
 
-KIND = "gratia"
+KIND = KINDS["gratia"].name
+_DATED_BY = (KINDS[KIND].time_field, "StartTime")  # EndTime, else StartTime
 META_FIELDS = ("id", "kind", "schema_version", "probe", "timestamp")
 DEDUP_EXCLUDED = frozenset(
     {
@@ -72,13 +73,13 @@ def raw_doc(fields: dict[str, Any], *, probe: str | None) -> dict[str, Any]:
     ``CoreHours``, ``id``, ``kind``, ``schema_version``, ``probe`` and ``timestamp``.
     RecordError when the record has neither ``EndTime`` nor ``StartTime`` to date it."""
     fields["CoreHours"] = core_hours(fields)
-    dated_by = fields.get("EndTime") or fields.get("StartTime")
+    dated_by = next((name for name in _DATED_BY if fields.get(name)), None)
     if dated_by is None:
-        raise RecordError("the record has neither EndTime nor StartTime: it cannot be dated")
+        raise RecordError(f"the record has neither {' nor '.join(_DATED_BY)}: it cannot be dated")
     try:
-        timestamp = utc_iso(dated_by)
+        timestamp = utc_iso(fields[dated_by])
     except ValueError as exc:
-        raise RecordError(f"{'EndTime' if 'EndTime' in fields else 'StartTime'}: {exc}") from None
+        raise RecordError(f"{dated_by}: {exc}") from None
     fields["id"] = content_id(fields)
     fields["kind"] = KIND
     fields["schema_version"] = SCHEMA_VERSION
