@@ -73,8 +73,10 @@ def raw_doc(fields: dict[str, Any], *, probe: str | None) -> dict[str, Any]:
     ``CoreHours``, ``id``, ``kind``, ``schema_version``, ``probe`` and ``timestamp``.
     RecordError when the record has neither ``EndTime`` nor ``StartTime`` to date it."""
     fields["CoreHours"] = core_hours(fields)
-    dated_by = next((name for name in _DATED_BY if fields.get(name)), None)
-    if dated_by is None:
+    for dated_by in _DATED_BY:
+        if fields.get(dated_by):
+            break
+    else:
         raise RecordError(f"the record has neither {' nor '.join(_DATED_BY)}: it cannot be dated")
     try:
         timestamp = utc_iso(fields[dated_by])
