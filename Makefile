@@ -39,6 +39,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_store.py
 	-$(BIN)/python benchmarks/bench_sinks.py
 	-$(BIN)/python benchmarks/bench_analytics.py
+	-$(BIN)/python benchmarks/bench_gratia.py
 
 clean:
 	rm -rf $(VENV) .demo

@@ -4,9 +4,13 @@
     ├── ConfigError               a bad configuration file or option (names the key)
     ├── SourceError               a source cannot be read at all (names the file, collector or schedd)
     │   └── ClassAdError          one ad is malformed (names the file, the line and the attribute)
-    └── SinkError                 a record could not be stored
-        ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
-        └── StoreError            the embedded SQLite store failed
+    ├── SinkError                 a record could not be stored
+    │   ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
+    │   └── StoreError            the embedded SQLite store failed
+    ├── RecordError               a Gratia record or envelope cannot be read (hostile or malformed XML,
+    │                             a value GRACC would refuse); names the record and the field
+    └── IngestError               the collector service refuses a request
+        └── BadRequestError       the request is malformed: its body, its encoding, its form
 
 Only the command line turns these into messages and exit codes; library code raises.
 Foreign exceptions (OSError, sqlite3, classad2, htcondor2) are translated where they
@@ -16,10 +20,13 @@ cross into fairacct, with ``raise ... from exc`` so the cause stays visible.
 from __future__ import annotations
 
 __all__ = [
+    "BadRequestError",
     "ClassAdError",
     "ConfigError",
     "ElasticsearchError",
     "FairacctError",
+    "IngestError",
+    "RecordError",
     "SinkError",
     "SourceError",
     "StoreError",
@@ -75,3 +82,26 @@ class ElasticsearchError(SinkError):
 
 class StoreError(SinkError):
     """The embedded store (SQLite) failed."""
+
+
+class RecordError(FairacctError):
+    """A Gratia record or envelope cannot be read: hostile or malformed XML, or a value GRACC
+    would refuse. The message names the record and the field, what was expected and what came.
+
+    ``index`` is the record's position among the envelope's elements (0-based), None when the
+    whole document is to blame; ``reason`` is the message without that position.
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        super().__init__(reason if index is None else f"record {index}: {reason}")
+
+
+class IngestError(FairacctError):
+    """The collector service refuses a request; the message is for the sender, so it names
+    what was expected and what came, and never a secret."""
+
+
+class BadRequestError(IngestError):
+    """The request is malformed (its body, encoding, JSON or form); sending it again is useless."""

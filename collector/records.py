@@ -15,6 +15,11 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | fairshare  | credential and window                  | policy, credential type and name, window start |
 | fairness   | credential and time bucket (seed 002)  | pool, credential type and name, bucket start |
 | summary    | day and (user, project, site, kind)    | those fields                              |
+| gratia     | Gratia JobUsageRecord (GRACC's fields) | its content, less RecordId, CreateTime and what GRACC leaves out |
+
+Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
+probes send, with GRACC's field names; their time field is ``EndTime`` (ISO-8601, as GRACC
+indexes them) and their id a hash of their content (collector/gratia/rawdoc.py).
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ class RecordKind:
     """A kind of record: the fields that identify a fact, and the one that dates it."""
 
     name: str
-    id_fields: tuple[str, ...]
-    time_field: str  # UNIX seconds; becomes ``timestamp``
+    id_fields: tuple[str, ...]  # () when the id is a hash of the whole content (gratia)
+    time_field: str  # what dates a record and becomes ``timestamp``: UNIX seconds (gratia: ISO-8601)
     time_fields: tuple[str, ...]  # every UNIX-seconds column, rendered as ``<name>_iso`` too
     indexed: tuple[str, ...] = ()  # fields the embedded store indexes for reports
 
@@ -61,6 +66,7 @@ KINDS: dict[str, RecordKind] = {
         RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
         RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
         RecordKind("summary", ("day", "user", "project", "site", "record_kind"), "day", ("day",), ("user", "project", "site")),
+        RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
     )
 }  # fmt: skip
 
@@ -87,6 +93,8 @@ def _plain(value: object) -> object:
 def table_docs(kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")) -> list[dict[str, Any]]:
     """Documents for the rows of a table (see the module docstring)."""
     spec = KINDS[kind]
+    if not spec.id_fields:
+        raise ValueError(f"{kind} records are not made from tables (see collector/gratia/)")
     missing = [f for f in (*spec.id_fields, spec.time_field) if f not in frame.columns]
     if missing:
         raise ValueError(f"{kind} records need the columns {missing}")

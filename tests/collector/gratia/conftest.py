@@ -1,0 +1,54 @@
+"""Gratia records for the tests: GRACC's own conformance pairs (../shared/fixtures/gracc) and
+small records written here, wrapped as gratia-probe wraps them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.gratia.safexml import parse_xml
+from collector.gratia.usagerecord import record_fields
+
+URWG = "http://www.gridforum.org/2003/ur-wg"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+PAIRS = [f"JobUsageRecord0{n}" for n in range(1, 7)]
+_DECLARATION = re.compile(rb"<\?xml[^>]*\?>")
+
+
+@pytest.fixture(scope="session")
+def gracc(fixtures: Path) -> Path:
+    """../shared/fixtures/gracc: GRACC's JobUsageRecord XML and the JSON GRACC makes of it."""
+    return fixtures / "gracc"
+
+
+def pair(gracc: Path, name: str) -> tuple[bytes, dict[str, Any]]:
+    """The XML of one conformance pair, as sent, and GRACC's JSON of it."""
+    return (gracc / f"{name}.xml").read_bytes(), json.loads((gracc / f"{name}.json").read_text())
+
+
+def envelope(records: Iterable[bytes]) -> bytes:
+    """Records in a ``<RecordEnvelope>`` exactly as gratia-probe's ProcessBundle builds it: each
+    record's XML declaration removed, one record a line."""
+    body = b"".join(_DECLARATION.sub(b"", r) + b"\n" for r in records)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n' + body + b"</RecordEnvelope>"
+
+
+def jur(body: str, *, root: str = "JobUsageRecord", record_id: str = "r-1") -> bytes:
+    """A small JobUsageRecord in the urwg namespace, with a RecordIdentity, around ``body``."""
+    return (
+        f'<{root} xmlns="{URWG}" xmlns:urwg="{URWG}" xmlns:xsi="{XSI}">'
+        f'<RecordIdentity urwg:recordId="{record_id}" urwg:createTime="2016-05-27T22:46:49Z"/>'
+        f"{body}</{root}>"
+    ).encode()
+
+
+def fields(xml: bytes) -> dict[str, Any]:
+    """GRACC's JSON of a bare record (its RawXML left out)."""
+    doc = record_fields(parse_xml(xml).root, raw_xml="")
+    del doc["RawXML"]
+    return doc

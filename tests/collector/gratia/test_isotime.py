@@ -1,0 +1,103 @@
+"""Durations and instants read exactly as GRACC's Go code reads them."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.gratia.isotime import Instant, duration_seconds, parse_instant, utc_iso
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("PT1H", 3600.0),
+        ("PT1M5.32S", 65.32),
+        ("PT0.55S", 0.55),  # not 0.5500000000000001: Go cuts the fraction to ms, us, ns
+        ("PT0.26S", 0.26),
+        ("PT21.0S", 21.0),
+        ("PT10M17.0S", 617.0),
+        ("PT45M48S", 2748.0),
+        ("PT0S", 0.0),
+        ("P1DT2H", 93600.0),
+        ("P2W", 1_209_600.0),
+        ("P1Y", 31_536_000.0),  # a year is 365 days
+        ("P1M", 2_592_000.0),  # a month is 30 days (M before T is months)
+        ("PT1.5H", 0.0),  # only seconds take a fraction: the pattern then matches a bare 'P'
+        ("PT1.2.3S", 0.0),  # Go's ParseFloat refuses it, and the whole duration is 0
+        ("PT0.0000000004S", 0.0),  # under a nanosecond
+        ("-PT5S", 5.0),  # the pattern is searched for, not anchored
+        (" PT5S\n", 5.0),
+        ("P300Y", 0.0),  # over int64 nanoseconds (Go would wrap): 0, not garbage
+        ("garbage", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_durations_in_seconds(text: str, seconds: float) -> None:
+    assert duration_seconds(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "instant"),
+    [
+        ("2016-05-27T22:44:08Z", Instant("2016-05-27T22:44:08Z", False)),
+        ("2016-05-27T22:44:08.999Z", Instant("2016-05-27T22:44:08Z", False)),  # cut, not rounded
+        ("2016-05-27T22:44:08+00:00", Instant("2016-05-27T22:44:08Z", False)),
+        ("2016-05-27T22:44:08-00:00", Instant("2016-05-27T22:44:08Z", False)),
+        ("2016-05-27T22:44:08-05:30", Instant("2016-05-27T22:44:08-05:30", False)),  # the sender's offset stays
+        (" 2016-05-27T22:44:08Z\n", Instant("2016-05-27T22:44:08Z", False)),
+        ("2016-02-29T00:00:00Z", Instant("2016-02-29T00:00:00Z", False)),
+        ("2000-02-29T00:00:00Z", Instant("2000-02-29T00:00:00Z", False)),
+        ("0001-01-01T00:00:00Z", Instant("0001-01-01T00:00:00Z", True)),  # Go's zero time
+        ("0001-01-01T01:00:00+01:00", Instant("0001-01-01T01:00:00+01:00", True)),
+        ("0000-12-31T23:00:00-01:00", Instant("0000-12-31T23:00:00-01:00", True)),
+        ("0001-01-01T00:00:00.000Z", Instant("0001-01-01T00:00:00Z", True)),
+        ("0001-01-01T00:00:00.5Z", Instant("0001-01-01T00:00:00Z", False)),
+        ("0001-01-01T00:00:01Z", Instant("0001-01-01T00:00:01Z", False)),
+    ],
+)
+def test_instants_as_go_formats_them(text: str, instant: Instant) -> None:
+    assert parse_instant(text) == instant
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", r"expected an RFC 3339 time like '2016-05-27T22:44:08Z', got ''"),
+        ("2016-05-27 22:44:08Z", r"expected an RFC 3339 time .* got '2016-05-27 22:44:08Z'"),
+        ("2016-05-27t22:44:08z", r"expected an RFC 3339 time"),
+        ("2016-05-27T22:44:08", r"expected an RFC 3339 time"),  # no zone
+        ("2016-05-27T22:44Z", r"expected an RFC 3339 time"),
+        ("1464388571", r"expected an RFC 3339 time"),
+        ("2016-13-01T00:00:00Z", r"month 13 out of range in '2016-13-01T00:00:00Z'"),
+        ("2016-00-01T00:00:00Z", r"month 00 out of range"),
+        ("2016-02-30T00:00:00Z", r"day 30 out of range for 2016-02"),
+        ("2015-02-29T00:00:00Z", r"day 29 out of range for 2015-02"),
+        ("1900-02-29T00:00:00Z", r"day 29 out of range for 1900-02"),
+        ("2016-04-31T00:00:00Z", r"day 31 out of range for 2016-04"),
+        ("2016-05-27T24:00:00Z", r"time of day 24:00:00 out of range"),
+        ("2016-05-27T22:60:00Z", r"time of day 22:60:00 out of range"),
+        ("2016-12-31T23:59:60Z", r"time of day 23:59:60 out of range"),  # no leap second, as Go
+        ("2016-05-27T22:44:08+24:00", r"time zone offset \+24:00 out of range"),
+        ("2016-05-27T22:44:08-01:60", r"time zone offset -01:60 out of range"),
+    ],
+)
+def test_what_go_refuses_is_refused(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        parse_instant(text)
+
+
+@pytest.mark.parametrize(
+    ("instant", "utc"),
+    [
+        ("2016-05-27T22:44:08Z", "2016-05-27T22:44:08Z"),
+        ("2016-05-27T22:44:08-05:30", "2016-05-28T04:14:08Z"),
+        ("2016-01-01T00:30:00+01:00", "2015-12-31T23:30:00Z"),
+    ],
+)
+def test_utc(instant: str, utc: str) -> None:
+    assert utc_iso(instant) == utc
+
+
+def test_utc_outside_the_years_python_holds() -> None:
+    with pytest.raises(ValueError, match=r"'0001-01-01T00:30:00\+01:00' is outside the years 1 to 9999 in UTC"):
+        utc_iso("0001-01-01T00:30:00+01:00")
