@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -16,7 +17,16 @@ from collector.records import KINDS
 
 __all__ = ["DIGEST_KEY", "INDEX_PREFIX", "KIND_NAME", "MAPPINGS", "field_types_of", "load_templates", "monthly_index", "template_difference"]
 
-MAPPINGS = Path(__file__).resolve().parents[3] / "mappings"
+def _mappings() -> Path:
+    """``mappings/``: beside the packages in a checkout, in site-packages once installed."""
+    spec = importlib.util.find_spec("mappings")
+    for place in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(place) / "slot.json").is_file():  # ours, not another package of that name
+            return Path(place)
+    return Path(__file__).resolve().parents[3] / "mappings"
+
+
+MAPPINGS = _mappings()
 # An index name part: lowercase, and none of the characters index names or patterns reserve.
 INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 KIND_NAME = re.compile(r"[a-z][a-z_]{0,30}")
