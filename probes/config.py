@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import classad2
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from collector.errors import ConfigError
 from collector.sinks import check_url
@@ -210,6 +219,12 @@ class SourceSettings(_Section):
         default_factory=list, description="Extra job attributes copied into the jobs table as columns."
     )
     strict: bool = Field(False, description="Stop at the first malformed ad instead of quarantining it.")
+    evaluation_budget_s: float = Field(
+        0.25,
+        gt=0,
+        description="Seconds an ad's expressions that call a regular expression may take to evaluate (in a "
+        "worker process); an ad past it is quarantined. A job's ad is written by its user.",
+    )
     live: bool = Field(
         False,
         description="Read the pool itself through htcondor2 (see [pool]) instead of the files above, which must then be empty.",

@@ -28,7 +28,14 @@ from probes.accounting.fairshare import FairsharePolicy, FairshareResult, Target
 from probes.accounting.fit import DemandOverlap, demand_overlap, fits_idle, fitting_pairs
 from probes.accounting.histogram import overhead_histogram, slot_phase
 from probes.accounting.machines import class_of_hosts, machine_classes, machines_table, pool_totals
-from probes.accounting.penalty import Penalties, PenaltyPolicy, compare_metrics, job_penalties, node_requests, price_requests
+from probes.accounting.penalty import (
+    Penalties,
+    PenaltyPolicy,
+    compare_metrics,
+    job_penalties,
+    node_requests,
+    price_requests,
+)
 
 __all__ = [
     "RESOURCES",

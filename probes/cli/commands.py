@@ -19,19 +19,19 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
 from collector.sinks import Sink, describe_url, open_sink, sqlite_path
+from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
 from probes.cli import analytics_views, usage_views, views
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
 from probes.pipeline import analytics, usage
 from probes.pipeline.cycle import CycleResult, account, check_sources, read_sources, run_once
 from probes.pipeline.overhead import overhead_report
-from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
 from probes.pipeline.records import fairness_docs
+from probes.sources import sandbox
 from probes.sources.report import problem_lines
 from probes.sources.workloads.swf import read_swf
 
@@ -138,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = apply_overrides(load_config(args.config), vars(args))
+        sandbox.configure(config.sources.evaluation_budget_s)
         return _run(args, config)
     except ConfigError as exc:
         print(f"fairacct: configuration error: {exc}", file=sys.stderr)

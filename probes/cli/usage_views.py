@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probes.accounting.fairshare import CREDENTIALS, FairshareResult
 from collector.records import iso_utc
-from probes.pipeline.usage import FairshareReport, PenaltyReport
+from probes.accounting.fairshare import CREDENTIALS, FairshareResult
 from probes.cli.views import Section, records, table
+from probes.pipeline.usage import FairshareReport, PenaltyReport
 
 __all__ = ["diagnose_f", "fairshare_json", "fairshare_sections", "penalty_json", "penalty_sections"]
 

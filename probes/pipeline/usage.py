@@ -26,11 +26,11 @@ from probes.accounting.machines import machine_classes, machines_table
 from probes.accounting.penalty import Penalties, compare_metrics, job_penalties
 from probes.config import ProbeConfig
 from probes.files import atomic_write
-from probes.sources.workloads.alea import read_alea_machines
-from probes.sources.report import ReadReport
 from probes.sources.classad import to_classad
 from probes.sources.history import read_history
+from probes.sources.report import ReadReport
 from probes.sources.status import read_status
+from probes.sources.workloads.alea import read_alea_machines
 from probes.sources.workloads.swf import read_swf
 
 __all__ = [

@@ -63,12 +63,12 @@ from probes.accounting.fairshare import job_usage
 from probes.accounting.ledger import ledger_add
 from probes.config import ProbeConfig
 from probes.pipeline.cycle import CycleResult, check_sources, cycle_records, live_pool, read_live, read_sources
-
 from probes.pipeline.records import fairshare_docs
 from probes.pipeline.usage import price_jobs, slot_machines
 from probes.service.health import HealthServer, Metrics
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key, snapshot_interval
 from probes.sources.live import LivePool
+from probes.sources import sandbox
 from probes.sources.report import problem_lines
 
 __all__ = ["ProbeService"]
@@ -104,6 +104,7 @@ class ProbeService:
                 f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
                 "the service needs slot snapshots (sources.status_files or sources.live)"
             )
+        sandbox.configure(config.sources.evaluation_budget_s)
         self.config = config
         self.probe = probe
         self.clock = clock

@@ -25,6 +25,7 @@ from probes.sources.classad.kernel import (
 )
 from probes.sources.classad.model import Attr, Kind
 from probes.sources.report import ReadReport
+from probes.sources.sandbox import evaluate, from_classad
 
 __all__ = [
     "ANY_CODE",
@@ -44,19 +45,6 @@ __all__ = [
 ]
 
 
-def evaluate(ad: classad2.ClassAd, name: str) -> Any:
-    if name not in ad:
-        return None
-    value = ad.eval(name)
-    return from_classad(value)
-
-
-def from_classad(value: Any) -> Any:
-    if value is classad2.Value.Undefined:
-        return None
-    if isinstance(value, list):
-        return [from_classad(v) for v in value]
-    return value
 
 
 KIND_CODE = {Kind.NUMBER: 0, Kind.STRING: 1, Kind.BOOL: 2, Kind.LIST: 3, Kind.ANY: 4}

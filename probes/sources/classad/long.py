@@ -40,6 +40,7 @@ from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_in
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.inputs import content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport
+from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
 __all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
 
@@ -368,7 +369,8 @@ class _Scanner:
         if truncated:
             report.malformed.append(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
             return None
-        if not whole:
+        guard = needs_guard(text)  # a regular expression may backtrack for minutes: not in this process
+        if not whole and not guard:
             values = self._evaluate_part(text, deferred)
             if values is not None:
                 return values
@@ -381,11 +383,28 @@ class _Scanner:
             report.malformed.append(Malformed(path, line + offset, reason, text))
             return None
         ad = ads[0]
+        if guard:
+            return self._evaluate_guarded(text, path, line, deferred, whole, report)
         if not whole:
             return {int(j): evaluate(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
         # every attribute, as classad2 sees the ad: one behind a present attribute is not read
         return {j: None if any(u in ad for u in a.shadows) else evaluate(ad, a.name) for j, a in enumerate(self.attrs)}
 
+
+    def _evaluate_guarded(
+        self, text: str, path: str, line: int, deferred: np.ndarray, whole: bool, report: ReadReport
+    ) -> dict[int, Any] | None:
+        """:meth:`_evaluate` of an ad that calls a regular expression, in the sandbox's worker
+        under its budget; None (and the ad quarantined) past it."""
+        rows = range(len(self.attrs)) if whole else [int(j) for j in np.flatnonzero(deferred)]
+        wanted = [(self.attrs[j].name, self.attrs[j].shadows if whole else ()) for j in rows]
+        try:
+            values = evaluate_guarded(text, wanted)
+        except EvaluationTimeout as exc:
+            reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
+            report.malformed.append(Malformed(path, line, reason, text))
+            return None
+        return {j: values[self.attrs[j].name] for j in rows}
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
         """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines
