@@ -13,7 +13,7 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | allocation | dynamic slot and snapshot (the bill)   | pool, dynamic slot name, job id, observed_at |
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
-| summary    | day and (user, project, site, kind)    | those fields                              |
+| summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "RecordKind", "record_id", "table_docs", "iso_utc"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "record_id", "table_docs", "iso_utc"]
 
 SCHEMA_VERSION = 1
 
@@ -43,7 +43,14 @@ class RecordKind:
     time_field: str  # UNIX seconds; becomes ``timestamp``
     time_fields: tuple[str, ...]  # every UNIX-seconds column, rendered as ``<name>_iso`` too
     indexed: tuple[str, ...] = ()  # fields the embedded store indexes for reports
+    # fields the embedded store also keeps as plain columns, so summaries group and sum
+    # columns instead of parsing every document
+    measured: tuple[str, ...] = ()
 
+
+SUMMARY_DIMENSIONS = ("pool", "site", "resource_name", "partition", "user", "group", "project", "phase")
+"""What a ``summary`` record is a total over, besides its day and source kind (None where the
+source kind has no such field: slots have no user, jobs no partition)."""
 
 KINDS: dict[str, RecordKind] = {
     k.name: k
@@ -51,14 +58,20 @@ KINDS: dict[str, RecordKind] = {
         RecordKind(
             "slot", ("pool", "name", "observed_at"), "observed_at",
             ("observed_at", "glidein_to_retire", "glidein_to_die"), ("site", "partition"),
+            ("pool", "resource_name", "phase", "overhead_cu_hours", "fits_idle", "total_cpus", "interval_s"),
         ),
         RecordKind(
             "allocation", ("pool", "name", "job_id", "observed_at"), "observed_at", ("observed_at",),
             ("user", "group", "project"),
+            ("pool", "site", "partition", "cpus", "memory", "gpus", "interval_s",
+             "billed_cpus_hours", "billed_memory_hours", "billed_gpus_hours"),
         ),
-        RecordKind("job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site")),
+        RecordKind(
+            "job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site"),
+            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage", "cpu_only_usage"),
+        ),
         RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
-        RecordKind("summary", ("day", "user", "project", "site", "record_kind"), "day", ("day",), ("user", "project", "site")),
+        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",), ("record_kind", "user", "project", "site")),
     )
 }  # fmt: skip
 
