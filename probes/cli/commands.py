@@ -24,6 +24,7 @@ from collector.outbox import Outbox
 from collector.records import KINDS, iso_utc
 from collector.sinks import Sink, open_sink
 from probes.cli import usage_views, views
+from probes.cli.outputs import add_output_commands, run_output_command
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
 from probes.pipeline import usage
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[common], help="validate the configuration and print it")
+    add_output_commands(sub, common)
     return parser
 
 
@@ -116,6 +118,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return EXIT_OK
     if args.command in ("penalty", "fairshare"):
         return _usage(args, config)
+    if args.command in ("summarize", "export", "report", "dashboards"):
+        doc, text = run_output_command(args, config)
+        print(json.dumps(doc, indent=1) if args.json else text)
+        return EXIT_OK
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)
     if args.command == "probe" and args.action == "run":

@@ -24,8 +24,13 @@ from .generated import generated_docs, generated_frames
 FIRST, LAST = date(2026, 1, 1), date(2026, 1, 10)
 
 
+@pytest.fixture
+def store(generated_store: Sink) -> Sink:
+    return generated_store
+
+
 @pytest.fixture(params=["sqlite", "osmem"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
     sink: Sink
     if request.param == "sqlite":
         sink = EmbeddedStore(tmp_path / "store.sqlite")
@@ -78,7 +83,8 @@ def test_summaries_equal_the_sums_of_the_raw_records(store: Sink, kind: str) -> 
     assert set(got.columns) >= {*SUMMARY_DIMENSIONS, "day", "record_kind", "id", "timestamp"}
 
 
-def test_resummarizing_overwrites_and_counts_late_records(store: Sink) -> None:
+def test_resummarizing_overwrites_and_counts_late_records(fresh_store: Sink) -> None:
+    store = fresh_store
     summarize(store, FIRST, LAST, probe="test", kinds=["job"])
     before = store.count("summary")
     again = summarize(store, FIRST, LAST, probe="test", kinds=["job"])
