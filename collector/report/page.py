@@ -91,7 +91,7 @@ def render_page(t: ReportTables) -> str:
     sections.append(_section(
         "Who pays more under the penalty",
         "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only count (seed 000), in percentage points: above 0 pays more.",
-        bar_chart(_names(u["user"]), {"penalty share − CPU-only share": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
+        bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
     ))  # fmt: skip
     f = t.fairshare
     labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"])]

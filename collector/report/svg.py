@@ -74,7 +74,8 @@ def bar_chart(categories: Sequence[str], series: Mapping[str, Sequence[float]], 
     low_ticks = _ticks(-min(0.0, min(values)))
     ticks = _ticks(max(0.0, max(values)))
     low = -low_ticks[-1] if min(values) < 0 else 0.0
-    parts, zero, scale = _frame(title, unit, [low, *ticks] if low else ticks, low)
+    below = [-t for t in reversed(low_ticks[1:])] if low else []
+    parts, zero, scale = _frame(title, unit, [*below, *ticks], low)
     if low:
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{zero:.1f}" y2="{zero:.1f}" class="axis"/>')
     n = max(1, len(categories))
