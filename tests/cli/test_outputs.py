@@ -71,3 +71,12 @@ def test_errors_name_the_option(
     code, out, err = run(capsys, *argv, "--config", str(demo_config))
     assert code in (1, 2), err
     assert message in err and "Traceback" not in err
+
+
+def test_make_demo_ends_by_pointing_at_the_report_and_the_export() -> None:
+    """The demo target runs nothing but fairacct (Python) and ends with where its outputs are."""
+    text = (ROOT / "Makefile").read_text()
+    recipe = text.split("\ndemo:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    commands = [line.strip().lstrip("@") for line in recipe]
+    assert all(c.startswith(("$(BIN)/fairacct ", "echo")) for c in commands), commands
+    assert "report/index.html" in commands[-2] and "usage.xlsx" in commands[-1]
