@@ -77,6 +77,14 @@ def vis(id_: str, title: str, description: str, chart: str, index: str, aggs: li
     }  # fmt: skip
 
 
+def two_sums(
+    id_: str, title: str, description: str, index: str, first: tuple[str, str], second: tuple[str, str], by: str, how: str = "sum"
+) -> dict[str, Any]:
+    """Bars of two metrics (field, label) side by side, one pair per value of ``by``."""
+    aggs = [metric("1", how, *first), metric("2", how, *second), terms("3", by, "segment")]
+    return vis(id_, title, description, "histogram", index, aggs)
+
+
 def dashboard(id_: str, title: str, description: str, panels: list[str]) -> dict[str, Any]:
     layout = []
     for i, _ in enumerate(panels):
@@ -105,18 +113,15 @@ def objects() -> list[dict[str, Any]]:
             "Daily summaries: CU-hours of true overhead, and the part beside idle jobs that would have fit.",
             "line", "fairacct-summary", [metric("1", "sum", "overhead_cu_hours", "overhead CU-hours"),
                                          metric("2", "sum", "overhead_cu_hours_fitting_idle", "with fitting idle demand (CU-hours)"), days("3")]),
-        vis("fairacct-held-vs-billed-per-project", "fairacct: held against billed core-hours per project",
-            "Daily summaries: core-hours held by each project's jobs and core-hours billed (held plus a share of idle cores, seed 003).",
-            "histogram", "fairacct-summary", [metric("1", "sum", "held_core_hours", "held core-hours"),
-                                              metric("2", "sum", "billed_core_hours", "billed core-hours"), terms("3", "project", "segment")]),
-        vis("fairacct-penalty-vs-cpu-only-per-user", "fairacct: penalty against CPU-only usage per user",
-            "Daily summaries: multi-resource penalty usage (seed 000) beside the CPU-only count, in PE-hours.",
-            "histogram", "fairacct-summary", [metric("1", "sum", "penalty_hours", "penalty PE-hours"),
-                                              metric("2", "sum", "cpu_only_hours", "CPU-only PE-hours"), terms("3", "user", "segment")]),
-        vis("fairacct-fairshare-vs-target", "fairacct: fairshare usage against targets",
-            "Fairshare windows: each credential's effective (decayed) usage share beside its target.",
-            "histogram", "fairacct-fairshare", [metric("1", "max", "effective", "effective usage (fraction)"),
-                                                metric("2", "max", "target", "target (%)"), terms("3", "name", "segment")]),
+        two_sums("fairacct-held-vs-billed-per-project", "fairacct: held against billed core-hours per project",
+                 "Daily summaries: core-hours held by each project's jobs and core-hours billed (held plus a share of idle cores, seed 003).",
+                 "fairacct-summary", ("held_core_hours", "held core-hours"), ("billed_core_hours", "billed core-hours"), "project"),
+        two_sums("fairacct-penalty-vs-cpu-only-per-user", "fairacct: penalty against CPU-only usage per user",
+                 "Daily summaries: multi-resource penalty usage (seed 000) beside the CPU-only count, in PE-hours.",
+                 "fairacct-summary", ("penalty_hours", "penalty PE-hours"), ("cpu_only_hours", "CPU-only PE-hours"), "user"),
+        two_sums("fairacct-fairshare-vs-target", "fairacct: fairshare usage against targets",
+                 "Fairshare windows: each credential's effective (decayed) usage share beside its target.",
+                 "fairacct-fairshare", ("effective", "effective usage (fraction)"), ("target", "target (%)"), "name", how="max"),
         vis("fairacct-ingest-per-probe", "fairacct: records stored per probe",
             "Records of every kind per day and probe: what each probe (and the collector) delivered.",
             "histogram", "fairacct-all", [metric("1", "count", None, "records"), days("2"), terms("3", "probe", "group")]),

@@ -80,22 +80,25 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
     # a group seen by several source kinds is one row; a missing dimension is its own group
     table = table.fillna({s: 0.0 for s in sums}).groupby(keys, dropna=False, sort=False)[sums].sum().reset_index() if keys else table[sums].sum().to_frame().T
     table[COUNTS] = table[COUNTS].round().astype(np.int64)
-    table = _derived(table)
+    table = _derived(table, "period" if when else None)
     if when:
         table = table.rename(columns={"period": when})
     order = ([when] if when else []) + dims
     return table.sort_values(order, na_position="last", key=lambda c: c.astype(str)).reset_index(drop=True) if order else table
 
 
-def _derived(table: pd.DataFrame) -> pd.DataFrame:
+def _derived(table: pd.DataFrame, period: str | None) -> pd.DataFrame:
+    """The rates and shares; a share is of the pool in the same period (month or day) when
+    the rows are per period, of the whole range otherwise."""
+
     def ratio(a: pd.Series, b: pd.Series) -> pd.Series:
         return (a / b.where(b > 0)).astype(float)
 
     out = table.copy()
     out["billed_over_held"] = ratio(out["billed_core_hours"], out["held_core_hours"])
     for name, share in (("penalty_hours", "penalty_share"), ("cpu_only_hours", "cpu_only_share")):
-        total = float(out[name].sum())
-        out[share] = 100.0 * out[name] / total if total > 0 else 0.0
+        total = out.groupby(period)[name].transform("sum") if period else pd.Series(out[name].sum(), index=out.index)
+        out[share] = (100.0 * ratio(out[name], total)).fillna(0.0)
     out["penalty_over_cpu_only"] = ratio(out["penalty_hours"], out["cpu_only_hours"])
     first = [c for c in out.columns if c not in _ORDER]
     return out[first + [c for c in _ORDER if c in out.columns]]

@@ -124,8 +124,8 @@ COLUMNS: dict[str, Column] = {
         Column("overhead_cu_hours", "CU-hours", "True overhead: canonical units idle in every resource at once x hours (seed 003)."),
         Column("overhead_cu_hours_fitting_idle", "CU-hours", "True overhead while some idle job would have fit in it (a scheduling loss)."),
         Column("billed_over_held", "ratio", "Billed core-hours / held core-hours: the rate paid over what was held (1 = no shared idle cores)."),
-        Column("penalty_share", "%", "Share of the pool's penalty usage in the period."),
-        Column("cpu_only_share", "%", "Share of the pool's CPU-only usage in the period."),
+        Column("penalty_share", "%", "Share of the pool's penalty usage (in the same month or day when the rows are per month or day)."),
+        Column("cpu_only_share", "%", "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day)."),
         Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
     )
 }
