@@ -47,11 +47,13 @@ def day_range(first: date, last: date, chunk_days: int) -> Iterator[tuple[date, 
 def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> list[dict[str, Any]]:
     """``summary`` records of the rows of a daily aggregation of ``kind`` (see the module docstring)."""
     docs = []
+    days: dict[str, tuple[int, str]] = {}  # a year has 365 days and many more rows
     for row in rows:
-        day = datetime.strptime(row["period"], "%Y-%m-%d").replace(tzinfo=UTC)
+        if row["period"] not in days:
+            day = datetime.strptime(row["period"], "%Y-%m-%d").replace(tzinfo=UTC)
+            days[row["period"]] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
+        day_s, stamp = days[row["period"]]
         dims = {d: row.get(d) for d in SUMMARY_DIMENSIONS}
-        day_s = int(day.timestamp())
-        stamp = day.strftime("%Y-%m-%dT%H:%M:%SZ")
         doc = {
             "id": record_id("summary", day_s, kind, *dims.values()),
             "kind": "summary",
