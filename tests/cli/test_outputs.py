@@ -80,3 +80,20 @@ def test_make_demo_ends_by_pointing_at_the_report_and_the_export() -> None:
     commands = [line.strip().lstrip("@") for line in recipe]
     assert all(c.startswith(("$(BIN)/fairacct ", "echo")) for c in commands), commands
     assert "report/index.html" in commands[-2] and "usage.xlsx" in commands[-1]
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_the_progress_bar_is_drawn_on_a_terminal_only(tty: bool) -> None:
+    import io
+
+    from probes.cli.progress import progress_bar
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    stream = Stream()
+    with progress_bar(3, "summarizing", stream=stream) as advance:
+        for _ in range(3):
+            advance(1)
+    assert ("summarizing" in stream.getvalue()) is tty

@@ -128,3 +128,21 @@ def test_last_days_include_today() -> None:
     from collector.summaries.run import last_days
 
     assert last_days(1_767_268_800.0, 7) == (date(2025, 12, 26), date(2026, 1, 1))  # 2026-01-01T12:00Z
+
+
+def test_a_store_made_before_the_measured_columns_gets_them(tmp_path: Path) -> None:
+    """A table of an earlier version (no measured columns) is completed from its documents."""
+    import sqlite3
+
+    import orjson
+
+    path = tmp_path / "old.sqlite"
+    doc = generated_docs()["job"][0]
+    with sqlite3.connect(path) as db:
+        db.execute('CREATE TABLE "job" (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, "site" TEXT, doc TEXT NOT NULL)')
+        db.execute('INSERT INTO "job" VALUES (?, ?, ?, ?, ?, ?, ?)', (doc["id"], doc["timestamp"], doc["user"], doc["group"], doc["project"], doc["site"], orjson.dumps(doc).decode()))
+    with EmbeddedStore(path) as store:
+        [row] = store.aggregate(Aggregation("job", ("pool",), (Total("n"), Total("wall", ("walltime_s",))), period=None))
+        assert row == {"pool": doc["pool"], "n": 1, "wall": pytest.approx(doc["walltime_s"])}
+        cols = [r[1] for r in store._db.execute('PRAGMA table_info("job")')]
+        assert {"pool", "walltime_s", "penalty_usage"} <= set(cols)
