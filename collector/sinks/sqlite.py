@@ -61,6 +61,8 @@ class EmbeddedStore:
             spec = KINDS[kind]
             cols = "".join(f', "{c}" TEXT' for c in spec.indexed)
             try:
+                # one writer: another process (the service's flush, a summary) may be making it too
+                self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)')
                 for c in ("timestamp", *spec.indexed):
                     self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_{c}" ON "{kind}"("{c}")')
@@ -69,7 +71,10 @@ class EmbeddedStore:
                     if c not in have:  # untyped: numbers stay numbers, names stay text
                         self._db.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}"')
                         self._db.execute(f"""UPDATE "{kind}" SET "{c}" = json_extract(doc, '$."{c}"')""")
+                self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise StoreError(f"{self.path}: cannot create the {kind} table ({exc})") from exc
             self._ready.add(kind)
         return f'"{kind}"'

@@ -146,3 +146,27 @@ def test_a_store_made_before_the_measured_columns_gets_them(tmp_path: Path) -> N
         assert row == {"pool": doc["pool"], "n": 1, "wall": pytest.approx(doc["walltime_s"])}
         cols = [r[1] for r in store._db.execute('PRAGMA table_info("job")')]
         assert {"pool", "walltime_s", "penalty_usage"} <= set(cols)
+
+
+def test_stores_opened_at_once_make_the_tables_once(tmp_path: Path) -> None:
+    """The service's flush and summaries open the store at the same time: one makes each table."""
+    import threading
+
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def touch() -> None:
+        with EmbeddedStore(tmp_path / "shared.sqlite") as store:
+            barrier.wait()
+            try:
+                for kind in ("job", "allocation", "slot"):
+                    store.count(kind)
+            except BaseException as exc:  # noqa: BLE001 (reported below)
+                errors.append(exc)
+
+    threads = [threading.Thread(target=touch) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
