@@ -18,8 +18,18 @@ $(BIN)/.installed-test: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The demo pool's snapshot and history fall in these days (config/demo/, UTC).
+DEMO_FROM := 2026-11-01
+DEMO_TO   := 2026-11-30
+
 demo: $(BIN)/.installed
 	$(BIN)/fairacct probe once --config config/demo.toml
+	$(BIN)/fairacct summarize --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO)
+	$(BIN)/fairacct export --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --by project,user,site,month --format xlsx --out .demo/usage.xlsx
+	$(BIN)/fairacct report --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --out .demo/report
+	@echo
+	@echo "The report:  file://$(CURDIR)/.demo/report/index.html (open it in a browser; nothing is fetched)"
+	@echo "The export:  $(CURDIR)/.demo/usage.xlsx (usage per project, user, site and month; the 'columns' sheet explains each)"
 
 # Fair usage on a real workload (MetaCentrum's wagap-2013, in ../shared): who pays more under
 # the multi-resource penalty than under a CPU-only count, and the fairshare report.
@@ -40,6 +50,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_sinks.py
 	-$(BIN)/python benchmarks/bench_analytics.py
 	-$(BIN)/python benchmarks/bench_gratia.py
+	-$(BIN)/python benchmarks/bench_summaries.py
 
 clean:
 	rm -rf $(VENV) .demo

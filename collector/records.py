@@ -14,7 +14,7 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
 | fairness   | credential and time bucket (seed 002)  | pool, credential type and name, bucket start |
-| summary    | day and (user, project, site, kind)    | those fields                              |
+| summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
 | gratia     | Gratia JobUsageRecord (GRACC's fields) | its content, less RecordId, CreateTime and what GRACC leaves out |
 
 Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "RecordKind", "record_id", "table_docs", "iso_utc"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "record_id", "table_docs", "iso_utc"]
 
 SCHEMA_VERSION = 1
 
@@ -49,7 +49,14 @@ class RecordKind:
     time_field: str  # what dates a record and becomes ``timestamp``: UNIX seconds (gratia: ISO-8601)
     time_fields: tuple[str, ...]  # every UNIX-seconds column, rendered as ``<name>_iso`` too
     indexed: tuple[str, ...] = ()  # fields the embedded store indexes for reports
+    # fields the embedded store also keeps as plain columns, so summaries group and sum
+    # columns instead of parsing every document
+    measured: tuple[str, ...] = ()
 
+
+SUMMARY_DIMENSIONS = ("pool", "site", "resource_name", "partition", "user", "group", "project", "phase")
+"""What a ``summary`` record is a total over, besides its day and source kind (None where the
+source kind has no such field: slots have no user, jobs no partition)."""
 
 KINDS: dict[str, RecordKind] = {
     k.name: k
@@ -57,15 +64,21 @@ KINDS: dict[str, RecordKind] = {
         RecordKind(
             "slot", ("pool", "name", "observed_at"), "observed_at",
             ("observed_at", "glidein_to_retire", "glidein_to_die"), ("site", "partition"),
+            ("pool", "resource_name", "phase", "overhead_cu_hours", "fits_idle", "total_cpus", "interval_s"),
         ),
         RecordKind(
             "allocation", ("pool", "name", "job_id", "observed_at"), "observed_at", ("observed_at",),
             ("user", "group", "project"),
+            ("pool", "site", "partition", "cpus", "memory", "gpus", "interval_s",
+             "billed_cpus_hours", "billed_memory_hours", "billed_gpus_hours"),
         ),
-        RecordKind("job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site")),
+        RecordKind(
+            "job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site"),
+            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage", "cpu_only_usage"),
+        ),
         RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
         RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
-        RecordKind("summary", ("day", "user", "project", "site", "record_kind"), "day", ("day",), ("user", "project", "site")),
+        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",), ("record_kind", "user", "project", "site")),
         RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
     )
 }  # fmt: skip

@@ -55,6 +55,7 @@ __all__ = [
     "SiteSettings",
     "SourceSettings",
     "StoreSettings",
+    "SummarySettings",
     "apply_overrides",
     "load_config",
     "parse_config",
@@ -391,6 +392,16 @@ class ProbeSettings(_Section):
     health_port: int = Field(0, ge=0, le=65535, description="Port of the /healthz and /metrics endpoint; 0: off.")
 
 
+class SummarySettings(_Section):
+    recent_days: int = Field(
+        7, ge=0, description="The service re-summarizes this many last days (today included) every every_s; 0: never."
+    )
+    every_s: float = Field(900.0, gt=0, description="Seconds between re-summaries of the last recent_days days.")
+    nightly_days: int = Field(
+        365, ge=0, description="Once a day the service re-summarizes this many last days, for very late records; 0: never."
+    )
+
+
 class ProbeConfig(_Section):
     """The whole configuration file."""
 
@@ -406,6 +417,7 @@ class ProbeConfig(_Section):
     probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state and service.")
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
+    summaries: SummarySettings = Field(default_factory=SummarySettings, description="Daily summaries computed in the store.")
 
     @field_validator("partitions")
     @classmethod

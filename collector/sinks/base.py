@@ -7,17 +7,19 @@ was acknowledged and moves rejected documents to its dead-letter table.
 
 The protocol is everything the probe, the collector and the command line ask of a store, so
 no caller needs to know which store it has: writing (``send``), reading back (``count``,
-``query``) and the index templates (``check_templates``, ``install_templates``), which a
-store without templates answers trivially.
+``query``), sums computed in the store (``aggregate``: SQL ``GROUP BY`` in the embedded store,
+composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
+summed) and the index templates (``check_templates``, ``install_templates``), which a store
+without templates answers trivially.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-__all__ = ["SendResult", "Sink", "TemplateCheck"]
+__all__ = ["Aggregation", "SendResult", "Sink", "TemplateCheck", "Total"]
 
 
 @dataclass
@@ -42,6 +44,38 @@ class TemplateCheck:
         return not self.missing and not self.differ
 
 
+@dataclass(frozen=True)
+class Total:
+    """One sum of an :class:`Aggregation`: ``scale`` x the sum over records of the product of
+    ``fields`` (at most two; none: the number of records, an int, unscaled), over the records whose boolean field
+    ``where`` is true when it is given. A missing field counts as 0, so a sum over records that
+    lack a field is 0, in every store."""
+
+    name: str
+    fields: tuple[str, ...] = ()
+    scale: float = 1.0
+    where: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.fields) > 2:
+            raise ValueError(f"total {self.name!r}: a product of at most two fields, got {list(self.fields)}")
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """Sums of records of one ``kind`` grouped by ``period`` of the record's ``timestamp``
+    (``day``: 'YYYY-MM-DD', ``month``: 'YYYY-MM', None: the whole range) and the fields of
+    ``group_by``; ``since``/``until`` are ISO-8601 UTC bounds on ``timestamp`` (since inclusive,
+    until exclusive)."""
+
+    kind: str
+    group_by: tuple[str, ...]
+    totals: tuple[Total, ...]
+    period: Literal["day", "month"] | None = "day"
+    since: str | None = None
+    until: str | None = None
+
+
 class Sink(Protocol):
     """A store of records (the embedded SQLite store, Elasticsearch/OpenSearch, ...)."""
 
@@ -56,6 +90,10 @@ class Sink(Protocol):
     ) -> list[dict[str, Any]]:
         """Documents of ``kind``, oldest first; ``since``/``until`` are ISO-8601 UTC bounds on
         ``timestamp`` (since inclusive, until exclusive)."""
+
+    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
+        """One row per group of ``query``, computed in the store: ``period`` (unless None), the
+        ``group_by`` fields (None where a record lacks one) and every total by its name."""
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' index templates are missing or outdated (nothing, for a store without)."""

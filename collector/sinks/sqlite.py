@@ -4,7 +4,10 @@ This is the default sink, so that nothing but Python is needed to run fairacct. 
 policy lives in this class: WAL mode (a report can read while the probe writes), one writer
 at a time (``BEGIN IMMEDIATE``), and upserts by id, so that storing the same fact twice keeps
 one document and a corrected fact replaces the old one. The record's time and the fields its
-kind names as ``indexed`` are columns with indexes, for reports.
+kind names as ``indexed`` are columns with indexes, for reports; those it names as
+``measured`` are plain columns, so that :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``)
+sums columns instead of parsing every document. A table made before a field became a column
+gets the column, filled from the documents, when the store first touches it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import orjson
 
 from collector.errors import ConfigError, StoreError
 from collector.records import KINDS
-from collector.sinks.base import SendResult, TemplateCheck
+from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 
 __all__ = ["EmbeddedStore"]
 
@@ -59,12 +62,23 @@ class EmbeddedStore:
         if kind not in KINDS:
             raise StoreError(f"unknown record kind {kind!r}, expected one of {', '.join(KINDS)}")
         if kind not in self._ready:
-            cols = "".join(f', "{c}" TEXT' for c in KINDS[kind].indexed)
+            spec = KINDS[kind]
+            cols = "".join(f', "{c}" TEXT' for c in spec.indexed)
             try:
+                # one writer: another process (the service's flush, a summary) may be making it too
+                self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)')
-                for c in ("timestamp", *KINDS[kind].indexed):
+                for c in ("timestamp", *spec.indexed):
                     self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_{c}" ON "{kind}"("{c}")')
+                have = {row[1] for row in self._db.execute(f'PRAGMA table_info("{kind}")')}
+                for c in _measured(kind):
+                    if c not in have:  # untyped: numbers stay numbers, names stay text
+                        self._db.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}"')
+                        self._db.execute(f"""UPDATE "{kind}" SET "{c}" = json_extract(doc, '$."{c}"')""")
+                self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise StoreError(f"{self.path}: cannot create the {kind} table ({exc})") from exc
             self._ready.add(kind)
         return f'"{kind}"'
@@ -72,9 +86,14 @@ class EmbeddedStore:
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Upsert documents in one transaction: all are acknowledged, or none (StoreError)."""
         table = self._table(kind)
-        fields = ("timestamp", *KINDS[kind].indexed)
+        measured = _measured(kind)
+        fields = ("timestamp", *KINDS[kind].indexed, *measured)
+        n_text = len(fields) - len(measured)
         try:
-            rows = [(d["id"], *(_text(d.get(f)) for f in fields), orjson.dumps(d).decode()) for d in docs]
+            rows = [
+                (d["id"], *(_text(d.get(f)) for f in fields[:n_text]), *(_plain(d.get(f)) for f in measured), orjson.dumps(d).decode())
+                for d in docs
+            ]
         except (KeyError, TypeError, orjson.JSONEncodeError) as exc:
             raise StoreError(f"{self.path}: a {kind} record cannot be stored ({exc})") from exc
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
@@ -89,6 +108,44 @@ class EmbeddedStore:
                 self._db.execute("ROLLBACK")
             raise StoreError(f"{self.path}: cannot store {kind} records ({exc})") from exc
         return SendResult(acked=[r[0] for r in rows])
+
+    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
+        """The sums of ``query`` by one SQL ``GROUP BY`` (see :meth:`Sink.aggregate`)."""
+        table = self._table(query.kind)
+        columns = {"timestamp", *KINDS[query.kind].indexed, *_measured(query.kind)}
+
+        def value(field: str) -> str:
+            if field in columns:
+                return f'"{field}"'
+            return f"json_extract(doc, '$.\"{field}\"')"
+
+        keys = [f"substr(timestamp, 1, {_PERIOD_CHARS[query.period]})"] if query.period else []
+        keys += [value(f) for f in query.group_by]
+        sums = []
+        for t in query.totals:
+            if not t.fields:  # a count stays a whole number
+                sums.append(f"count(CASE WHEN {value(t.where)} THEN 1 END)" if t.where else "count(*)")
+                continue
+            term = " * ".join(value(f) for f in t.fields)
+            if t.where is not None:
+                term = f"CASE WHEN {value(t.where)} THEN {term} END"
+            sums.append(f"total({term}) * {float(t.scale)!r}")  # total(): 0.0 over no values
+        sql = f"SELECT {', '.join([*keys, *sums])} FROM {table} WHERE 1"
+        params: list[str] = []
+        if query.since is not None:
+            sql, params = sql + " AND timestamp >= ?", [*params, query.since]
+        if query.until is not None:
+            sql, params = sql + " AND timestamp < ?", [*params, query.until]
+        if keys:
+            sql += " GROUP BY " + ", ".join(str(i + 1) for i in range(len(keys)))
+        else:  # one row for the whole range, none when it holds no record (as a composite aggregation)
+            sql += " HAVING count(*) > 0"
+        names = (["period"] if query.period else []) + list(query.group_by) + [t.name for t in query.totals]
+        try:
+            rows = self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot aggregate {query.kind} records ({exc})") from exc
+        return [dict(zip(names, row)) for row in rows]
 
     def check_templates(self) -> TemplateCheck:
         """The embedded store keeps a table per kind, created on first write: nothing to check."""
@@ -116,6 +173,21 @@ class EmbeddedStore:
         if limit is not None:
             sql, params = sql + " LIMIT ?", [*params, limit]
         return [orjson.loads(doc) for (doc,) in self._db.execute(sql, params)]
+
+
+_PERIOD_CHARS = {"day": 10, "month": 7}  # of the ISO timestamp: 'YYYY-MM-DD', 'YYYY-MM'
+
+
+def _measured(kind: str) -> tuple[str, ...]:
+    spec = KINDS[kind]
+    return tuple(c for c in spec.measured if c not in spec.indexed)
+
+
+def _plain(value: object) -> object:
+    """A measured field as SQLite keeps it: numbers and text as they are, anything else as JSON."""
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    return orjson.dumps(value).decode()
 
 
 def _text(value: object) -> str | None:

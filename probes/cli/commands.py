@@ -25,6 +25,7 @@ from collector.records import KINDS, iso_utc
 from collector.sinks import Sink, describe_url, open_sink, sqlite_path
 from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
 from probes.cli import analytics_views, usage_views, views
+from probes.cli.outputs import add_output_commands, run_output_command
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
 from probes.pipeline import analytics, usage
@@ -122,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
+    add_output_commands(sub, _options("--store"))
     return parser
 
 
@@ -160,6 +162,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.command in ("efficiency", "fairness", "lab"):
         doc, sections = _analytics(args, config)
         print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+        return EXIT_OK
+    if args.command in ("summarize", "export", "report", "dashboards"):
+        doc, text = run_output_command(args, config)
+        print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from collector.errors import ConfigError
 
-__all__ = ["parse_time"]
+__all__ = ["parse_day", "parse_time"]
 
 
 def parse_time(text: str, option: str = "--at") -> float:
@@ -25,3 +25,11 @@ def parse_time(text: str, option: str = "--at") -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+def parse_day(text: str, option: str) -> date:
+    """A UTC day from ``2026-01-31`` (or any time :func:`parse_time` takes: its day)."""
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        return datetime.fromtimestamp(parse_time(text, option), UTC).date()

@@ -15,6 +15,8 @@ history        ``probe.history_every_s``  new jobs of every schedd (or history f
 flush          ``probe.flush_every_s``    sends the outbox to the store
 fairshare      each window's end          a ``fairshare`` record per credential for every
                                           window (``fairshare.interval_s``) that closed
+summaries      ``summaries.every_s``      re-summarizes the last ``summaries.recent_days``
+                                          days in the store (and ``nightly_days`` daily)
 =============  =========================  =================================================
 
 A slot record stands for the real time since the previous successful snapshot (kept in the
@@ -38,6 +40,7 @@ rolled window's records are not rewritten.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import signal
@@ -59,6 +62,7 @@ from collector.errors import ConfigError, FairacctError, SinkError, SourceError
 from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import open_sink
+from collector.summaries.run import last_days, summarize
 from probes.accounting.fairshare import job_usage
 from probes.accounting.ledger import ledger_add
 from probes.config import ProbeConfig
@@ -124,6 +128,12 @@ class ProbeService:
             self.jobs["history"] = (self.history, config.probe.history_every_s)
         self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
         self.jobs["fairshare"] = (self.roll_fairshare, min(config.fairshare.interval_s, 60.0))
+        for name, days, every in (
+            ("summaries", config.summaries.recent_days, config.summaries.every_s),
+            ("summaries_nightly", config.summaries.nightly_days, 86400.0),
+        ):
+            if days:
+                self.jobs[name] = (functools.partial(self.summarize, days), every)
 
     def __repr__(self) -> str:
         return f"ProbeService(probe={self.probe!r}, jobs={list(self.jobs)}, outbox={str(self.outbox_path)!r})"
@@ -325,6 +335,16 @@ class ProbeService:
         return (
             f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
         )
+
+    def summarize(self, days: int) -> str:
+        """Re-summarize the last ``days`` days in the store (late records count)."""
+        sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+        try:
+            first, last = last_days(self.clock(), days)
+            done = summarize(sink, first, last, probe=self.probe)
+        finally:
+            sink.close()
+        return f"{done.total} summaries of {first} .. {last}"
 
     def roll_fairshare(self) -> str | None:
         """Write the fairshare records of every window that closed since the last roll."""

@@ -9,6 +9,7 @@ their own with :func:`start_server` and end it with :func:`stop_server`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from osmem_server import OsmemServer
@@ -31,3 +32,31 @@ def osmem_server() -> Iterator[OsmemServer]:
     server = start_server()
     yield server
     stop_server(server)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "osmem"])
+def generated_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A store (embedded, or a clone of the session's osmem server) holding the generated records
+    of :mod:`tests.collector.generated`, summarized; one per test module, which only reads it."""
+    from datetime import date
+
+    from collector.sinks.elasticsearch import ElasticsearchSink
+    from collector.sinks.sqlite import EmbeddedStore
+    from collector.summaries import summarize
+
+    from .generated import generated_docs
+
+    clone = None
+    if request.param == "sqlite":
+        sink: Any = EmbeddedStore(tmp_path_factory.mktemp("store") / "store.sqlite")
+    else:
+        clone = request.getfixturevalue("osmem_server").clone()
+        sink = ElasticsearchSink(clone.url)
+        sink.install_templates()
+    for kind, docs in generated_docs().items():
+        sink.send(kind, docs)
+    summarize(sink, date(2026, 1, 1), date(2026, 1, 10), probe="test")
+    yield sink
+    sink.close()
+    if clone is not None:
+        clone.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -14,19 +13,11 @@ from typing import Any
 
 from collector.errors import ConfigError
 from collector.records import KINDS
+from mappings import DIRECTORY
 
 __all__ = ["DIGEST_KEY", "INDEX_PREFIX", "KIND_NAME", "MAPPINGS", "field_types_of", "load_templates", "monthly_index", "template_difference"]
 
-def _mappings() -> Path:
-    """``mappings/``: beside the packages in a checkout, in site-packages once installed."""
-    spec = importlib.util.find_spec("mappings")
-    for place in (spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(place) / "slot.json").is_file():  # ours, not another package of that name
-            return Path(place)
-    return Path(__file__).resolve().parents[3] / "mappings"
-
-
-MAPPINGS = _mappings()
+MAPPINGS = DIRECTORY  # package data: the files of mappings/, installed or not
 # An index name part: lowercase, and none of the characters index names or patterns reserve.
 INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 KIND_NAME = re.compile(r"[a-z][a-z_]{0,30}")

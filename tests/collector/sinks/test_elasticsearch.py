@@ -181,6 +181,11 @@ def docs_of_every_kind() -> dict[str, list[dict[str, Any]]]:
     summary = pd.DataFrame(
         {
             "day": float(NOV - NOV % 86400),
+            "pool": "cms",
+            "resource_name": None,
+            "partition": None,
+            "phase": None,
+            "group": "cms",
             "user": ["dave", "carol"],
             "project": ["CMS_ML_Training", "OSG-Staff"],
             "site": ["CIT_CMS_T2", "Purdue"],

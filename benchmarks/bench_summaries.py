@@ -1,0 +1,113 @@
+"""Daily summaries computed in the store: the time to summarize N job records.
+
+Target (issue 15): 1,000,000 job records summarized in at most 2 s on the embedded store
+(SQLite GROUP BY). On osmem-server (an OpenSearch-compatible server in memory) it prints the
+time and the number of requests: the composite aggregation runs in the server, so the number
+of requests follows the number of summary buckets (1,000 per page), not the number of records.
+
+Records: a year of completed jobs of 50 users in 10 projects, each user running at 2 of 5
+sites (a resource per site), so a day holds about 2,700 jobs in about 100 groups (user, group,
+project, site, resource), about 36,500 summaries a year. Loading them is not timed; the time
+is the whole ``summarize``: the aggregation in the store and writing the summaries back. Run:
+``python benchmarks/bench_summaries.py [N] [N_OSMEM]`` (default 1,000,000 and 50,000;
+N_OSMEM 0 skips osmem).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._verdict import verdict  # noqa: E402
+from collector.records import table_docs  # noqa: E402
+from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
+from collector.summaries import summarize  # noqa: E402
+
+TARGET_S = 2.0
+START = 1_735_689_600  # 2025-01-01T00:00:00Z
+FIRST, LAST = date(2025, 1, 1), date(2025, 12, 31)
+
+
+def job_docs(n: int, seed: int = 1) -> list[dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    user = rng.integers(0, 50, n)
+    site = (user + rng.integers(0, 2, n)) % 5  # each user runs at two sites
+    end = np.sort(START + rng.integers(0, 365 * 86400, n)).astype(float)
+    walltime = rng.uniform(60, 86400, n).round(0)
+    frame = pd.DataFrame(
+        {
+            "job_id": [f"schedd.example#{i}.0#1700000000" for i in range(n)],
+            "pool": "bench",
+            "user": [f"user{u:02d}" for u in user],
+            "group": [f"group{u % 5}" for u in user],
+            "project": [f"project{u % 10}" for u in user],
+            "site": [f"site{s}" for s in site],
+            "resource_name": [f"ce{s}" for s in site],
+            "cpus": rng.choice([1.0, 2.0, 4.0, 8.0], n),
+            "memory": rng.choice([2048.0, 4096.0, 8192.0], n),
+            "gpus": rng.choice([0.0, 0.0, 0.0, 1.0], n),
+            "walltime_s": walltime,
+            "cpu_time_s": (walltime * 0.8).round(0),
+            "start": end - walltime,
+            "end": end,
+            "penalty_usage": walltime * 1.5,
+            "cpu_only_usage": walltime,
+        }
+    )
+    return table_docs("job", frame, probe="bench")
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    n_osmem = int(sys.argv[2]) if len(sys.argv) > 2 else 50_000
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+    docs = job_docs(n)
+    checks = []
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStore(Path(tmp) / "store.sqlite") as store:
+        for start in range(0, n, 20_000):
+            store.send("job", docs[start : start + 20_000])
+        t = time.perf_counter()
+        done = summarize(store, FIRST, LAST, probe="bench", kinds=["job"], chunk_days=366)
+        took = time.perf_counter() - t
+        print(f"embedded store: {n:,} job records -> {done.total:,} daily summaries in {took:.2f} s ({n / took:,.0f} records/s)")
+        checks.append((took <= TARGET_S * n / 1_000_000, f"summarizing {n:,} job records <= {TARGET_S * n / 1_000_000:.2f} s on SQLite ({took:.2f} s)"))
+    if n_osmem:
+        from osmem_server import OsmemServer
+
+        from collector.sinks.elasticsearch import ElasticsearchSink
+
+        server = OsmemServer.start(japanese=False)
+        try:
+            with ElasticsearchSink(server.url, batch_size=1000, timeout_s=300) as sink:
+                sink.install_templates()
+                some = docs[:n_osmem]
+                for start in range(0, len(some), 20_000):
+                    sink.send("job", some[start : start + 20_000])
+                sink.requests = 0
+                t = time.perf_counter()
+                done = summarize(sink, FIRST, LAST, probe="bench", kinds=["job"], chunk_days=366)
+                took = time.perf_counter() - t
+                print(
+                    f"osmem-server:   {len(some):,} job records -> {done.total:,} daily summaries in {took:.2f} s, "
+                    f"{sink.requests} aggregation requests (and {-(-done.total // 1000)} bulk writes of the summaries)"
+                )
+        finally:
+            server.close()
+            if server.process.stdout is not None:
+                server.process.stdout.close()
+    return verdict(checks)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

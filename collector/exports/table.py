@@ -1,0 +1,113 @@
+"""The table an allocation committee gets: usage per project, user, site and month (any of the
+summary dimensions), summed in the store from the daily summaries, or from the raw records.
+
+Both roads end in the same columns (see :data:`collector.summaries.spec.COLUMNS` for units):
+jobs, wall, core, GPU, memory and CPU hours; held and billed resource-hours and the rate paid
+over what was held; penalty usage beside CPU-only usage and each one's share of the pool;
+true overhead CU-hours (with and without fitting idle demand) where the rows are per site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import numpy as np
+import pandas as pd
+
+from collector.errors import ConfigError
+from collector.records import SUMMARY_DIMENSIONS
+from collector.sinks.base import Aggregation, Sink, Total
+from collector.summaries.spec import SOURCES
+
+__all__ = ["BY_CHOICES", "Period", "usage_table"]
+
+BY_CHOICES = (*SUMMARY_DIMENSIONS, "month", "day")
+SUMMED = [t for s in SOURCES.values() for t in s.totals]
+COUNTS = [t.name for t in SUMMED if not t.fields]
+
+
+@dataclass(frozen=True)
+class Period:
+    """Whole UTC days ``first`` .. ``last`` (both included)."""
+
+    first: date
+    last: date
+
+    def __post_init__(self) -> None:
+        if self.last < self.first:
+            raise ConfigError(f"--to ({self.last}) is before --from ({self.first})")
+
+    @property
+    def since(self) -> str:
+        return f"{self.first}T00:00:00Z"
+
+    @property
+    def until(self) -> str:
+        return f"{self.last + timedelta(days=1)}T00:00:00Z"
+
+
+def _split_by(by: Sequence[str]) -> tuple[str | None, list[str]]:
+    wrong = [b for b in by if b not in BY_CHOICES]
+    if wrong:
+        raise ConfigError(f"--by: expected some of {', '.join(BY_CHOICES)}, got {', '.join(map(repr, wrong))}")
+    if "month" in by and "day" in by:
+        raise ConfigError("--by: give month or day, not both")
+    period = "month" if "month" in by else "day" if "day" in by else None
+    return period, [b for b in by if b not in ("month", "day")]
+
+
+def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = False) -> pd.DataFrame:
+    """One row per group of ``by`` (dimensions, and ``month`` or ``day``) over ``period``, summed
+    in the store from the ``summary`` records (or, with ``raw``, from the job, allocation and slot
+    records themselves), with the derived rates and shares (see the module docstring)."""
+    when, dims = _split_by(by)
+    keys = (["period"] if when else []) + dims
+    if raw:
+        frames = []
+        for source in SOURCES.values():
+            grouped = tuple(d for d in dims if d in source.dimensions)
+            rows = sink.aggregate(Aggregation(source.kind, grouped, source.totals, when, period.since, period.until))
+            frames.append(pd.DataFrame(rows, columns=[*(["period"] if when else []), *grouped, *(t.name for t in source.totals)]))
+        table = pd.concat([f.reindex(columns=[*keys, *(t.name for t in SUMMED)]) for f in frames], ignore_index=True)
+    else:
+        totals = tuple(Total(t.name, (t.name,)) for t in SUMMED)
+        rows = sink.aggregate(Aggregation("summary", tuple(dims), totals, when, period.since, period.until))
+        table = pd.DataFrame(rows, columns=[*keys, *(t.name for t in SUMMED)])
+    table[keys] = table[keys].astype(object).where(table[keys].notna(), None)
+    sums = [t.name for t in SUMMED]
+    # a group seen by several source kinds is one row; a missing dimension is its own group
+    table = table.fillna({s: 0.0 for s in sums}).groupby(keys, dropna=False, sort=False)[sums].sum().reset_index() if keys else table[sums].sum().to_frame().T
+    table[COUNTS] = table[COUNTS].round().astype(np.int64)
+    table = _derived(table, "period" if when else None)
+    if when:
+        table = table.rename(columns={"period": when})
+    order = ([when] if when else []) + dims
+    return table.sort_values(order, na_position="last", key=lambda c: c.astype(str)).reset_index(drop=True) if order else table
+
+
+def _derived(table: pd.DataFrame, period: str | None) -> pd.DataFrame:
+    """The rates and shares; a share is of the pool in the same period (month or day) when
+    the rows are per period, of the whole range otherwise."""
+
+    def ratio(a: pd.Series, b: pd.Series) -> pd.Series:
+        return (a / b.where(b > 0)).astype(float)
+
+    out = table.copy()
+    out["billed_over_held"] = ratio(out["billed_core_hours"], out["held_core_hours"])
+    for name, share in (("penalty_hours", "penalty_share"), ("cpu_only_hours", "cpu_only_share")):
+        total = out.groupby(period)[name].transform("sum") if period else pd.Series(out[name].sum(), index=out.index)
+        out[share] = (100.0 * ratio(out[name], total)).fillna(0.0)
+    out["penalty_over_cpu_only"] = ratio(out["penalty_hours"], out["cpu_only_hours"])
+    first = [c for c in out.columns if c not in _ORDER]
+    return out[first + [c for c in _ORDER if c in out.columns]]
+
+
+_ORDER = [
+    "n_jobs", "walltime_hours", "core_hours", "gpu_hours", "memory_gib_hours", "cpu_hours",
+    "n_bills", "held_core_hours", "billed_core_hours", "billed_over_held", "held_memory_gib_hours",
+    "billed_memory_gib_hours", "held_gpu_hours", "billed_gpu_hours",
+    "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share", "penalty_over_cpu_only",
+    "n_slot_snapshots", "slot_core_hours", "overhead_cu_hours", "overhead_cu_hours_fitting_idle",
+]  # fmt: skip

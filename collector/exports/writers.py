@@ -1,0 +1,121 @@
+"""A usage table written as a committee opens it: CSV (UTF-8 with a byte-order mark, commas,
+ISO dates: a spreadsheet opens it without an import wizard), XLSX (the table, and a sheet that
+explains every column and its unit), Parquet (through pyarrow, units in the field metadata)
+and JSON (the period, the columns with their units, the rows)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from collector.errors import ConfigError
+from collector.exports.table import Period
+from collector.summaries.spec import COLUMNS, Column
+
+__all__ = ["FORMATS", "column_notes", "write_export"]
+
+
+def column_notes(table: pd.DataFrame) -> list[Column]:
+    """The unit and meaning of every column of ``table``."""
+    notes = []
+    for name in table.columns:
+        if name in ("month", "day"):
+            notes.append(Column(name, "UTC", f"The {name} summed ({'YYYY-MM' if name == 'month' else 'YYYY-MM-DD'})."))
+        else:
+            notes.append(COLUMNS[name])
+    return notes
+
+
+def _csv(table: pd.DataFrame, path: Path, period: Period) -> None:
+    table.to_csv(path, index=False, encoding="utf-8-sig", lineterminator="\r\n", float_format="%.6g")
+
+
+def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
+    from openpyxl import Workbook
+    from openpyxl.styles import Font
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "usage"
+    sheet.append(list(table.columns))
+    for row in table.itertuples(index=False):
+        sheet.append([_cell(v) for v in row])
+    for cell in sheet[1]:
+        cell.font = Font(bold=True)
+    sheet.freeze_panes = "A2"
+    for i, name in enumerate(table.columns, start=1):
+        sheet.column_dimensions[sheet.cell(1, i).column_letter].width = max(10, len(str(name)) + 2)
+    notes = book.create_sheet("columns")
+    notes.append(["column", "unit", "meaning"])
+    for cell in notes[1]:
+        cell.font = Font(bold=True)
+    for note in column_notes(table):
+        notes.append([note.name, note.unit, note.help])
+    notes.append([])
+    notes.append(["period", "UTC", f"{period.first} to {period.last}, both days included"])
+    notes.column_dimensions["A"].width = 32
+    notes.column_dimensions["C"].width = 100
+    book.save(path)
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _parquet(table: pd.DataFrame, path: Path, period: Period) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ConfigError("--format parquet needs pyarrow: pip install 'fairacct[parquet]'") from exc
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    notes = {n.name: n for n in column_notes(table)}
+    fields = [f.with_metadata({"unit": notes[f.name].unit, "help": notes[f.name].help}) for f in arrow.schema]
+    meta = {**(arrow.schema.metadata or {}), b"fairacct_period": f"{period.first}/{period.last}".encode()}
+    pq.write_table(arrow.cast(pa.schema(fields, metadata=meta)), path)
+
+
+def _json(table: pd.DataFrame, path: Path, period: Period) -> None:
+    doc = {
+        "from": str(period.first),
+        "to": str(period.last),
+        "columns": {n.name: {"unit": n.unit, "help": n.help} for n in column_notes(table)},
+        "rows": json.loads(table.to_json(orient="records", double_precision=15)),
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+FORMATS: dict[str, Callable[[pd.DataFrame, Path, Period], None]] = {
+    "csv": _csv,
+    "xlsx": _xlsx,
+    "parquet": _parquet,
+    "json": _json,
+}
+
+
+def write_export(table: pd.DataFrame, path: str | os.PathLike[str], fmt: str, period: Period) -> Path:
+    """Write ``table`` to ``path`` in ``fmt`` (one of :data:`FORMATS`) atomically: a reader never
+    sees half a file. Returns the path."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        FORMATS[fmt](table, Path(tmp), period)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

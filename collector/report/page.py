@@ -1,0 +1,122 @@
+"""The report as one static HTML page: the plots (inline SVG) and the tables behind them, styles
+inline, no script and nothing fetched, so it opens from a file anywhere, offline."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from collector.report.svg import bar_chart, line_chart
+from collector.report.tables import ReportTables
+from collector.summaries.spec import COLUMNS
+
+__all__ = ["render_page", "write_report"]
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #222; background: #fff; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 36px; border-bottom: 1px solid #ddd; }
+svg { width: 100%; height: auto; background: #fafafa; border: 1px solid #eee; }
+svg .title { font-size: 13px; font-weight: 600; } svg .tick { font-size: 10px; fill: #555; }
+svg .grid { stroke: #e4e4e4; } svg .axis { stroke: #888; }
+table { border-collapse: collapse; margin: 12px 0; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; } th { background: #f2f2f2; }
+td:first-child, th:first-child { text-align: left; }
+p.note { color: #666; } details { margin: 8px 0; }
+"""
+
+
+def _table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return '<p class="note">No records in this period.</p>'
+    head = "".join(f'<th title="{escape(COLUMNS[c].help) if c in COLUMNS else ""}">{escape(str(c))}</th>' for c in frame.columns)
+    rows = []
+    for row in frame.itertuples(index=False):
+        cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<details><summary>the table ({len(frame)} rows)</summary><table><tr>{head}</tr>{''.join(rows)}</table></details>"
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return escape(str(value))
+
+
+def _names(values: pd.Series) -> list[str]:
+    """Category labels: a record without the field is '(none)'."""
+    return ["(none)" if v is None or v != v else str(v) for v in values]
+
+
+def _section(title: str, what: str, plot: str, frame: pd.DataFrame) -> str:
+    body = plot if not frame.empty else ""
+    return f"<section><h2>{escape(title)}</h2><p>{escape(what)}</p>{body}{_table(frame)}</section>"
+
+
+def render_page(t: ReportTables) -> str:
+    """The report's HTML (one document, everything inline)."""
+    sections = []
+    h = t.histogram
+    parts = sorted(h["partition"].astype(str).unique()) if not h.empty else []
+    cus = sorted(h["overhead_cu"].unique()) if not h.empty else []
+    counts = {p: [float(h.loc[(h["partition"].astype(str) == p) & (h["overhead_cu"] == c), "slot_snapshots"].sum()) for c in cus] for p in parts}
+    sections.append(_section(
+        "True overhead per partition",
+        "Slot snapshots by their true overhead: whole canonical units idle in every resource at once (seed 003).",
+        bar_chart([f"{c:g} CU" for c in cus], counts, title="slot snapshots by overhead (CU)", unit="snapshots"), h,
+    ))  # fmt: skip
+    o = t.overhead
+    days = sorted(o["day"].unique()) if not o.empty else []
+    wide = o.pivot_table(index="day", columns="site", values="overhead_cu_hours", aggfunc="sum").reindex(days).fillna(0.0) if not o.empty else pd.DataFrame()
+    series = {str(s): wide[s].tolist() for s in wide.columns}
+    if not o.empty:
+        series["idle fit, all sites"] = o.groupby("day")["overhead_cu_hours_fitting_idle"].sum().reindex(days).fillna(0.0).tolist()
+    sections.append(_section(
+        "Overhead over time per site",
+        "CU-hours of true overhead per day and site, and the part of it beside idle jobs that would have fit.",
+        line_chart([str(d) for d in days], series, title="true overhead per day", unit="CU-hours"), o,
+    ))  # fmt: skip
+    p = t.projects
+    sections.append(_section(
+        "Held against billed per project",
+        "Core-hours the jobs of each project held, and what they were billed: held plus a proportional share of the idle cores of their nodes (seed 003).",
+        bar_chart(_names(p["project"]), {"held": p["held_core_hours"].tolist(), "billed": p["billed_core_hours"].tolist()}, title="core-hours per project", unit="core-hours"), p,
+    ))  # fmt: skip
+    u = t.users
+    sections.append(_section(
+        "Who pays more under the penalty",
+        "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only count (seed 000), in percentage points: above 0 pays more.",
+        bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
+    ))  # fmt: skip
+    f = t.fairshare
+    labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"])]
+    sections.append(_section(
+        "Fairshare against targets",
+        "Each credential's decayed effective usage at the last window of the period, beside its target (Maui, seed 004).",
+        bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(), "target": f["target_percent"].astype(float).fillna(0.0).tolist()}, title="fairshare usage and target", unit="% of the pool"), f,
+    ))  # fmt: skip
+    title = f"fairacct report, {t.period.first} to {t.period.last}"
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>"
+        f'<p class="note">UTC days, both included. Summed in the store from the daily summaries and the records.</p>'
+        f"{''.join(sections)}</body></html>\n"
+    )
+
+
+def write_report(tables: ReportTables, directory: str | os.PathLike[str]) -> Path:
+    """Write ``index.html`` into ``directory`` (atomically); return its path."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "index.html"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(render_page(tables))
+    os.replace(tmp, target)
+    return target

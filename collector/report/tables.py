@@ -1,0 +1,63 @@
+"""The tables behind the report, each summed in the store: the overhead histogram from the slot
+records, everything else from the daily summaries (through the committee's usage table), and
+fairshare against targets from the last window of each credential in the period."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from collector.exports.table import Period, usage_table
+from collector.sinks.base import Aggregation, Sink, Total
+
+__all__ = ["ReportTables", "report_tables"]
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """``histogram``: slot snapshots and CU-hours per partition and overhead (CU);
+    ``overhead``: CU-hours of true overhead per day and site (with fitting idle demand);
+    ``projects``: held and billed core-hours per project; ``users``: penalty against CPU-only
+    usage per user; ``fairshare``: each credential's effective usage (%) and target (%) at
+    the last window of the period."""
+
+    period: Period
+    histogram: pd.DataFrame
+    overhead: pd.DataFrame
+    projects: pd.DataFrame
+    users: pd.DataFrame
+    fairshare: pd.DataFrame
+
+
+def report_tables(sink: Sink, period: Period) -> ReportTables:
+    """The report's tables for ``period`` (see :class:`ReportTables`)."""
+    rows = sink.aggregate(
+        Aggregation(
+            "slot", ("partition", "overhead_cu"), (Total("slot_snapshots"), Total("overhead_cu_hours", ("overhead_cu_hours",))),
+            None, period.since, period.until,
+        )
+    )  # fmt: skip
+    histogram = pd.DataFrame(rows, columns=["partition", "overhead_cu", "slot_snapshots", "overhead_cu_hours"])
+    histogram = histogram.sort_values(["partition", "overhead_cu"], key=lambda c: c.astype(str) if c.name == "partition" else c)
+    by_site = usage_table(sink, period, ["site", "day"])
+    overhead = by_site[["day", "site", "overhead_cu_hours", "overhead_cu_hours_fitting_idle"]]
+    projects = usage_table(sink, period, ["project"])
+    projects = projects.loc[projects["n_bills"] > 0, ["project", "held_core_hours", "billed_core_hours", "billed_over_held"]]
+    users = usage_table(sink, period, ["user"])
+    users = users.loc[users["cpu_only_hours"] > 0, ["user", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"]]
+    users = users.assign(change=users["penalty_share"] - users["cpu_only_share"]).sort_values("change", ascending=False)
+    return ReportTables(period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True), users.reset_index(drop=True), _fairshare(sink, period))
+
+
+def _fairshare(sink: Sink, period: Period) -> pd.DataFrame:
+    """Each credential's state at the last fairshare window that started in the period."""
+    columns = ["type", "name", "window_start_iso", "effective_percent", "target_percent"]
+    docs = sink.query("fairshare", since=period.since, until=period.until, limit=10_000)
+    if not docs:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame(docs)
+    last = frame.sort_values("window_start").groupby(["type", "name"], sort=True).tail(1)
+    target = pd.to_numeric(last.get("target", pd.Series(index=last.index, dtype=float)), errors="coerce")
+    out = last.assign(effective_percent=100.0 * pd.to_numeric(last["effective"], errors="coerce"), target_percent=target)
+    return out[columns].sort_values(["type", "name"]).reset_index(drop=True)

@@ -1,0 +1,118 @@
+"""Summarizing days: the store sums each source kind by day (:meth:`Sink.aggregate`), and the
+sums are written back as ``summary`` records whose ids come from the day, the source kind and
+the dimensions, so re-summarizing a day overwrites it in place (late records are counted by
+summarizing again; GRACC re-summarizes the last days on a cadence for the same reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from collector.errors import SinkError
+from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, record_id
+from collector.sinks.base import Aggregation, Sink
+from collector.summaries.spec import SOURCES
+
+__all__ = ["Progress", "Summarized", "day_range", "last_days", "steps", "summarize", "summary_docs"]
+
+Progress = Callable[[int], None]
+"""Told how many more steps (one per source kind and chunk of days) are done."""
+
+
+@dataclass
+class Summarized:
+    """What a run wrote: summary records per source kind, and the days it covered."""
+
+    first: date
+    last: date
+    records: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.records.values())
+
+
+def day_range(first: date, last: date, chunk_days: int) -> Iterator[tuple[date, date]]:
+    """[first, last] (inclusive) in chunks of at most ``chunk_days`` days, as (start, end) with end exclusive."""
+    start = first
+    while start <= last:
+        end = min(start + timedelta(days=chunk_days), last + timedelta(days=1))
+        yield start, end
+        start = end
+
+
+def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> list[dict[str, Any]]:
+    """``summary`` records of the rows of a daily aggregation of ``kind`` (see the module docstring)."""
+    docs = []
+    days: dict[str, tuple[int, str]] = {}  # a year has 365 days and many more rows
+    for row in rows:
+        if row["period"] not in days:
+            day = datetime.strptime(row["period"], "%Y-%m-%d").replace(tzinfo=UTC)
+            days[row["period"]] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
+        day_s, stamp = days[row["period"]]
+        dims = {d: row.get(d) for d in SUMMARY_DIMENSIONS}
+        doc = {
+            "id": record_id("summary", day_s, kind, *dims.values()),
+            "kind": "summary",
+            "schema_version": SCHEMA_VERSION,
+            "probe": probe,
+            "timestamp": stamp,
+            "day": day_s,
+            "day_iso": stamp,
+            "record_kind": kind,
+            **dims,
+            **{k: v for k, v in row.items() if k != "period" and k not in dims},
+        }
+        docs.append(doc)
+    return docs
+
+
+def summarize(
+    sink: Sink,
+    first: date,
+    last: date,
+    *,
+    probe: str,
+    kinds: Sequence[str] = tuple(SOURCES),
+    chunk_days: int = 31,
+    progress: Progress | None = None,
+) -> Summarized:
+    """Summarize the days ``first`` .. ``last`` (inclusive, UTC) of every source kind into ``sink``.
+
+    The aggregation runs in the store, ``chunk_days`` days per request (a step of ``progress``);
+    a summary the store does not acknowledge raises :class:`SinkError` naming the day range.
+    """
+    if last < first:
+        raise ValueError(f"the last day ({last}) is before the first ({first})")
+    done = Summarized(first, last, dict.fromkeys(kinds, 0))
+    for kind in kinds:
+        source = SOURCES[kind]
+        for start, end in day_range(first, last, chunk_days):
+            query = Aggregation(kind, source.dimensions, source.totals, "day", f"{start}T00:00:00Z", f"{end}T00:00:00Z")
+            docs = summary_docs(kind, sink.aggregate(query), probe=probe)
+            if docs:
+                result = sink.send("summary", docs)
+                failed = {**result.retry, **result.rejected}
+                if failed:
+                    raise SinkError(
+                        f"{len(failed)} of {len(docs)} summaries of {kind} records from {start} to {end} were not stored: "
+                        f"{next(iter(failed.values()))}"
+                    )
+                done.records[kind] += len(docs)
+            if progress is not None:
+                progress(1)
+    return done
+
+
+def steps(first: date, last: date, *, kinds: Sequence[str] = tuple(SOURCES), chunk_days: int = 31) -> int:
+    """How many progress steps :func:`summarize` makes."""
+    return len(kinds) * sum(1 for _ in day_range(first, last, chunk_days))
+
+
+def last_days(now: float, days: int) -> tuple[date, date]:
+    """The first and last day (UTC) of the ``days`` days up to ``now`` (UNIX seconds), today included."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    return today - timedelta(days=days - 1), today

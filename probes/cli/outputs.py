@@ -1,0 +1,89 @@
+"""The outputs' commands: ``summarize``, ``export``, ``report`` and ``dashboards install``.
+Each returns the JSON document and the text the command line prints (only
+:mod:`probes.cli.commands` prints); the work is the collector's, in the store."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from collector.dashboards import install_dashboards
+from collector.exports import Period, usage_table, write_export
+from collector.report import report_tables, write_report
+from collector.sinks import Sink, open_sink
+from collector.sinks.elasticsearch.auth import read_auth
+from collector.summaries.run import steps, summarize
+from probes.cli.progress import progress_bar
+from probes.cli.times import parse_day
+from probes.config import ProbeConfig
+
+__all__ = ["add_output_commands", "run_output_command"]
+
+
+def add_output_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The outputs' subcommands, on the ``fairacct`` parser's subparsers ``sub``."""
+
+    def period(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--from", dest="first", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
+        parser.add_argument("--to", dest="last", required=True, metavar="DATE", help="last UTC day, included")
+
+    period(sub.add_parser("summarize", parents=[common], help="compute the daily summaries of a range of days in the store"))
+    export = sub.add_parser("export", parents=[common], help="usage per project, user, site and month for allocation committees")
+    period(export)
+    export.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
+                        help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
+    export.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
+    export.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    export.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
+    report = sub.add_parser("report", parents=[common], help="a static HTML report (plots and tables) of a range of days")
+    period(report)
+    report.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
+    dashboards = sub.add_parser("dashboards", help="Kibana / OpenSearch Dashboards saved objects")
+    install = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
+        "install", parents=[common], help="import the dashboards through the saved-objects API"
+    )
+    install.add_argument("--url", required=True, help="Kibana or OpenSearch Dashboards, http(s)://HOST:PORT")
+    install.add_argument("--flavour", choices=("kibana", "opensearch"), default="kibana")
+
+
+@contextmanager
+def _store(config: ProbeConfig) -> Iterator[Sink]:
+    sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], str]:
+    """Run one of the outputs' commands; its JSON document and its text."""
+    if args.command == "dashboards":
+        s = config.store
+        auth = read_auth(
+            https=args.url.startswith("https"), api_key_file=s.api_key_file or None, api_key_env=s.api_key_env or None,
+            username=s.username or None, password_file=s.password_file or None, password_env=s.password_env or None,
+            ca_certs_file=s.ca_file or None, ca_certs_env=None,
+        )  # fmt: skip
+        done = install_dashboards(args.url, flavour=args.flavour, auth=auth)
+        doc = {"imported": done.count, "errors": done.errors}
+        text = f"imported {done.count} saved objects into {args.flavour} {args.url}"
+        return doc, text + "".join(f"\n  {k}: {v}" for k, v in done.errors.items())
+    period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
+    with _store(config) as sink:
+        if args.command == "summarize":
+            with progress_bar(steps(period.first, period.last), "summarizing") as advance:
+                done = summarize(sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance)
+            counts = ", ".join(f"{n} of {k} records" for k, n in done.records.items())
+            return {"from": str(period.first), "to": str(period.last), "summaries": done.records}, (
+                f"summarized {period.first} to {period.last}: {done.total} summaries ({counts})"
+            )
+        if args.command == "export":
+            by = [b.strip() for b in args.by.split(",") if b.strip()]
+            table = usage_table(sink, period, by, raw=args.raw)
+            path = write_export(table, args.out, args.fmt, period)
+            return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
+        path = write_report(report_tables(sink, period), args.out)
+        return {"report": str(path)}, f"wrote the report {path}"

@@ -1,0 +1,22 @@
+"""Progress bars of long work (a year summarized, a large export), shown only on a terminal:
+services, CI and pipes stay quiet."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from tqdm import tqdm
+
+__all__ = ["progress_bar"]
+
+
+@contextmanager
+def progress_bar(total: int, what: str, *, stream: TextIO | None = None) -> Iterator[Callable[[int], None]]:
+    """A callback that advances a bar of ``total`` steps labelled ``what`` on ``stream``
+    (stderr), drawn only when that is a terminal."""
+    out = stream if stream is not None else sys.stderr
+    with tqdm(total=total, desc=what, unit="step", file=out, disable=not out.isatty(), leave=False) as bar:
+        yield bar.update

@@ -1,0 +1,110 @@
+"""The static HTML report: its tables summed in the store, a page with nothing to fetch, and
+what headless Chromium makes of it (a screenshot that is not blank, a console without errors)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from collector.exports import Period
+from collector.report import render_page, report_tables, write_report
+from collector.sinks import Sink
+
+from .generated import generated_frames
+
+PERIOD = Period(date(2026, 1, 1), date(2026, 1, 10))
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0", "--window-size=1100,2400",
+]  # fmt: skip
+
+
+def test_the_report_tables_are_the_sums_of_the_records(generated_store: Sink) -> None:
+    tables = report_tables(generated_store, PERIOD)
+    frames = generated_frames()
+    slots = frames["slot"]
+    want = slots.groupby(["partition", "overhead_cu"]).size()
+    got = tables.histogram.set_index(["partition", "overhead_cu"])["slot_snapshots"]
+    assert got.sort_index().tolist() == want.sort_index().tolist()
+    assert tables.overhead["overhead_cu_hours"].sum() == pytest.approx(slots["overhead_cu_hours"].sum())
+    bills = frames["allocation"]
+    held = (bills["cpus"] * bills["interval_s"] / 3600).groupby(bills["project"]).sum()
+    assert tables.projects.set_index("project")["held_core_hours"].sort_index().tolist() == pytest.approx(held.sort_index().tolist())
+    assert tables.users["change"].sum() == pytest.approx(0.0, abs=1e-9)  # shares move, they do not appear
+    assert set(tables.fairshare["name"]) == set(frames["fairshare"]["name"])
+    assert tables.fairshare.set_index("name").loc["alice", "target_percent"] == 30.0
+
+
+def test_the_page_is_self_contained(generated_store: Sink) -> None:
+    page = render_page(report_tables(generated_store, PERIOD))
+    assert page.count("<svg") == 5 and page.count("<table>") == 5
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+    assert "<script" not in page
+    for title in ("True overhead per partition", "Overhead over time per site", "Held against billed per project",
+                  "Who pays more under the penalty", "Fairshare against targets"):  # fmt: skip
+        assert title in page
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0:
+        pytest.skip("headless Chromium is not installed and installing it (apt-get install chromium) needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if done.returncode:
+            pytest.skip(f"cannot install chromium ({' '.join(command)}: {done.stderr.strip()[-300:]})")
+    found = shutil.which("chromium")
+    if not found:
+        pytest.skip("apt-get installed chromium but no chromium command is on PATH")
+    return found
+
+
+def _pixels_vary(png: bytes) -> bool:
+    """Whether a PNG holds more than one flat colour: its decompressed scanlines use many values."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    data, at = b"", 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind = png[at + 4 : at + 8]
+        if kind == b"IDAT":
+            data += png[at + 8 : at + 8 + length]
+        at += 12 + length
+    raw = zlib.decompress(data)
+    return len(set(raw)) > 32 and raw.count(0xFF) < 0.98 * len(raw)
+
+
+@pytest.mark.slow
+def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Path) -> None:
+    from collector.sinks.sqlite import EmbeddedStore
+    from collector.summaries import summarize
+
+    from .generated import generated_docs
+
+    chromium = _chromium()
+    with EmbeddedStore(tmp_path / "store.sqlite") as store:
+        for kind, docs in generated_docs().items():
+            store.send(kind, docs)
+        summarize(store, PERIOD.first, PERIOD.last, probe="test")
+        page = write_report(report_tables(store, PERIOD), tmp_path / "report")
+    shot = tmp_path / "report.png"
+    done = subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    assert _pixels_vary(shot.read_bytes()), "the screenshot is blank"
+    if os.environ.get("FAIRACCT_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["FAIRACCT_KEEP_SCREENSHOT"])
