@@ -2,7 +2,10 @@
 
 Library code raises :class:`~collector.errors.FairacctError`; here it becomes one line on
 stderr and an exit code: 2 for a bad command line or configuration, 1 for a source or store
-that failed, 0 otherwise (malformed ads that were quarantined are not a failure).
+that failed (or records the store refused for good: dead letters), 3 for ``probe once`` when
+the cycle was committed to the outbox but not sent (the store did not answer: the next
+``probe once`` or ``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are
+not a failure).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 
 from collector.errors import ConfigError, FairacctError, SinkError
-from collector.outbox import Outbox
+from collector.outbox import Outbox, OutboxStatus
 from collector.records import KINDS, iso_utc
 from collector.sinks import Sink, open_sink
 from probes.cli import usage_views, views
@@ -33,7 +36,7 @@ from probes.sources.report import problem_lines
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_QUEUED = 0, 1, 2, 3
 
 def _package_version() -> str:
     try:
@@ -126,7 +129,11 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
             "sources",
             "--status-file, --idle-file or --history (or set sources.live = true)",
         )
-        result = _store_cycle(config, args.strict)
+        result, status, last_dead = _store_cycle(config, args.strict)
+        _report_problems(result, config)
+        doc, sections = _show(args, result, config)
+        print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+        return _delivery(result, status, last_dead)
     else:
         key, option = _INPUT[args.command]
         _require(getattr(config.sources, key), f"sources.{key}", option)
@@ -160,6 +167,7 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
         "sent": _nonzero(flushed.sent) if flushed else {},
         "retry": _nonzero(flushed.retried) if flushed else {},
         "dead": _nonzero(flushed.dead) if flushed else {},
+        "unsent": result.unsent,
     }
     sections: list[views.Section] = [("read", _read_summary(result))]
     if report is not None:
@@ -236,15 +244,44 @@ def _require(value: object, key: str, option: str) -> None:
         raise ConfigError(f"no input: set {key} in the configuration or give {option}")
 
 
-def _store_cycle(config: ProbeConfig, strict: bool | None) -> CycleResult:
+def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[CycleResult, OutboxStatus, list[dict[str, Any]]]:
+    """probe once: the cycle, committed to the outbox whatever the store does, then sent if it
+    can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
+    url = config.store.url
     with Outbox(state / "outbox.sqlite") as outbox:
-        sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+        sink = open_sink(url, base=state, auth=config.store.auth())
         try:
-            _check_templates(sink, config.store.url)
-            return run_once(config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict)
+            result = run_once(
+                config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
+                check=lambda s: _check_templates(s, url),
+            )  # fmt: skip
         finally:
             sink.close()
+        return result, outbox.status(), outbox.dead_letters(limit=1)
+
+
+def _delivery(result: CycleResult, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
+    """What became of the cycle's records, on stderr when not everything was sent: the exit code."""
+    dead = _nonzero(result.flushed.dead) if result.flushed else {}
+    if dead:
+        print(
+            f"fairacct: the store refused {sum(dead.values())} record(s) for good, now dead letters "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(dead.items()))})"
+            + (f", e.g. {last_dead[0]['kind']} {last_dead[0]['id']}: {last_dead[0]['error']}" if last_dead else "")
+            + "; see `fairacct outbox --dead-letters`, fix the cause, then `fairacct outbox retry`",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if result.unsent:
+        waiting = sum(status.depth.values())
+        print(
+            f"fairacct: {waiting} record(s) queued in the outbox, not sent: {result.unsent}; "
+            "the next `probe once` or `probe run` sends them",
+            file=sys.stderr,
+        )
+        return EXIT_QUEUED
+    return EXIT_OK
 
 
 def _serve(config: ProbeConfig, duration: float | None) -> int:

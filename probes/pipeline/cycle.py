@@ -4,9 +4,11 @@
 :class:`~probes.sources.live.LivePool`); :func:`account` computes the snapshot's accounting
 once (:mod:`probes.pipeline.overhead`), which the records (:mod:`probes.pipeline.records`) and
 the command line's tables both read; ``run_once`` commits the records with the history
-checkpoints in one outbox transaction, then flushes the outbox to the sink. A crash anywhere
-leaves either the old checkpoints or the records waiting in the outbox, and record ids make
-re-sending harmless.
+checkpoints and the fairshare ledger (:func:`ledger_marks`) in one outbox transaction, then
+flushes the outbox to the sink. A crash anywhere leaves either the old checkpoints or the
+records waiting in the outbox, and record ids make re-sending harmless. A store that cannot be
+reached costs only the sending: the cycle is committed first, and waits in the outbox
+(``CycleResult.unsent`` says why it was not sent).
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from typing import Any
 import pandas as pd
 
 from collector import faults
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError, SinkError, SourceError
 from collector.outbox import FlushResult, Outbox
 from collector.sinks import Sink
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs
-from probes.sources.checkpoints import history_key, new_jobs
+from probes.accounting.ledger import ledger_count
+from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
+from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, history_key, new_jobs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
@@ -39,6 +43,7 @@ __all__ = [
     "account",
     "check_sources",
     "cycle_records",
+    "ledger_marks",
     "live_pool",
     "read_live",
     "read_sources",
@@ -63,6 +68,7 @@ class CycleResult:
     overhead: OverheadReport | None = None
     enqueued: dict[str, int] = field(default_factory=dict)
     flushed: FlushResult | None = None
+    unsent: str | None = None  # why the records were committed to the outbox and not sent
 
 
 def read_sources(
@@ -177,6 +183,19 @@ def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Re
     return records | job_docs(result.jobs, probe=probe)
 
 
+def ledger_marks(
+    checkpoint: Callable[[str], Any], jobs: pd.DataFrame, usage: Any, config: ProbeConfig, *, now: float
+) -> dict[str, Any]:
+    """The fairshare ledger's checkpoints with ``jobs`` counted (each job once, by id), to commit
+    with the jobs' records. ``checkpoint(key)`` reads the committed value."""
+    cfg = config.fairshare
+    rows, counted = ledger_count(
+        checkpoint(LEDGER_KEY) or [], checkpoint(COUNTED_KEY) or {}, jobs, usage,
+        now=now, interval_s=cfg.interval_s, depth=cfg.depth,
+    )  # fmt: skip
+    return {LEDGER_KEY: rows, COUNTED_KEY: counted}
+
+
 def run_once(
     config: ProbeConfig,
     outbox: Outbox,
@@ -185,22 +204,48 @@ def run_once(
     probe: str,
     strict: bool | None = None,
     pool: LivePool | None = None,
+    check: Callable[[Sink], None] | None = None,
 ) -> CycleResult:
-    """Read, account, commit to the outbox (records and checkpoints together), flush.
+    """Read, account, commit to the outbox (records, checkpoints and the fairshare ledger
+    together), flush.
 
     With ``sources.live``, the pool is read through ``pool`` (:func:`live_pool` of the
-    configuration by default)."""
+    configuration by default). ``check(sink)`` runs before the flush (the index templates): a
+    :class:`SinkError` from it, like a store that does not answer, leaves the records queued,
+    and ``unsent`` says why."""
     check_sources(config)
-    if config.sources.live:
-        result = read_live(pool or live_pool(config), now=time.time(), checkpoint=outbox.checkpoint)
+    src = config.sources
+    priced = config.fairshare.metric in PRICED_METRICS
+    if priced and (src.live or src.history) and not (src.live or src.status_files):
+        raise ConfigError(
+            f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
+            "a cycle that reads jobs needs slots too (sources.status_files or sources.live)"
+        )
+    now = time.time()
+    if src.live:
+        result = read_live(pool or live_pool(config), now=now, checkpoint=outbox.checkpoint)
     else:
-        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in config.sources.history}
+        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in src.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
     records = cycle_records(result, config, probe=probe)
+    marks = dict(result.checkpoints)
+    if result.jobs is not None and len(result.jobs):
+        snapshot = result.snapshot
+        machines = slot_machines(snapshot.slots, snapshot.ads, config) if priced and snapshot is not None else None
+        jobs, usage = fairshare_usage(result.jobs, machines, config)
+        marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
     faults.point("before-commit")
-    outbox.commit(records, result.checkpoints)
+    outbox.commit(records, marks)
     result.enqueued = {kind: len(docs) for kind, docs in records.items()}
     faults.point("after-commit")
+    try:
+        if check is not None:
+            check(sink)
+    except SinkError as exc:
+        result.unsent = str(exc)
+        return result
     result.flushed = outbox.flush(sink)
+    if result.flushed.errors:
+        result.unsent = result.flushed.errors[0]
     faults.point("after-flush")
     return result

@@ -59,13 +59,19 @@ from collector.errors import ConfigError, FairacctError, SinkError, SourceError
 from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import open_sink
-from probes.accounting.fairshare import job_usage
-from probes.accounting.ledger import ledger_add
 from probes.config import ProbeConfig
-from probes.pipeline.cycle import CycleResult, check_sources, cycle_records, live_pool, read_live, read_sources
+from probes.pipeline.cycle import (
+    CycleResult,
+    check_sources,
+    cycle_records,
+    ledger_marks,
+    live_pool,
+    read_live,
+    read_sources,
+)
 
 from probes.pipeline.records import fairshare_docs
-from probes.pipeline.usage import price_jobs, slot_machines
+from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
 from probes.service.health import HealthServer, Metrics
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key, snapshot_interval
 from probes.sources.live import LivePool
@@ -75,7 +81,6 @@ __all__ = ["ProbeService"]
 
 log = logging.getLogger("fairacct.service")
 
-_PRICED = ("mrpe", "dedicated_pes")  # fairshare metrics that price jobs against the machines
 
 
 class ProbeService:
@@ -99,7 +104,7 @@ class ProbeService:
             )
         if src.live and pool is None:
             pool = live_pool(config)
-        if config.fairshare.metric in _PRICED and not (src.live or src.status_files):
+        if config.fairshare.metric in PRICED_METRICS and not (src.live or src.status_files):
             raise ConfigError(
                 f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
                 "the service needs slot snapshots (sources.status_files or sources.live)"
@@ -258,7 +263,7 @@ class ProbeService:
         records = cycle_records(result, self.config, probe=self.probe)
         self._commit(records, {SNAPSHOT_KEY: {"at": now}})
         self.metrics.set_snapshot_interval(interval)
-        if self.config.fairshare.metric in _PRICED:
+        if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
         idle = result.idle
@@ -285,13 +290,9 @@ class ProbeService:
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
         records = cycle_records(result, self.config, probe=self.probe)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
-        cfg = self.config.fairshare
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
-            if usage is None:
-                return {}
-            rows = outbox.checkpoint(LEDGER_KEY) or []
-            return {LEDGER_KEY: ledger_add(rows, priced, usage, now=now, interval_s=cfg.interval_s, depth=cfg.depth)}
+            return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)
 
         self._commit(records, result.checkpoints, ledger)
         failed = len(result.failures)
@@ -382,15 +383,9 @@ class ProbeService:
     def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of
         the latest snapshot for mrpe and dedicated_pes)."""
-        metric = self.config.fairshare.metric
-        if metric not in _PRICED:
-            return jobs, job_usage(jobs, metric)
-        if not self._snapshot_done.wait(self.config.pool.timeout_s + 5) or self._machines is None:
-            raise SourceError(
-                f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet"
-            )
-        priced = price_jobs(jobs, self._machines, self.config).jobs
-        return priced, job_usage(priced, metric)
+        if self.config.fairshare.metric in PRICED_METRICS:
+            self._snapshot_done.wait(self.config.pool.timeout_s + 5)
+        return fairshare_usage(jobs, self._machines, self.config)
 
 
 def _one_line(text: str) -> str:

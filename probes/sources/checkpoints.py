@@ -14,6 +14,8 @@ checkpoint                             value
 ``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}`` of the last committed snapshot
 ``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
                                        :data:`probes.accounting.ledger.LEDGER_COLUMNS`)
+``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
+                                       can still count (each job is counted once)
 ``fairshare:rolled`` (:data:`ROLLED_KEY`)  ``{"window_start": ...}`` of the last window written
 =====================================  ==========================================================
 """
@@ -28,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "COUNTED_KEY",
     "LEDGER_KEY",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
@@ -39,6 +42,7 @@ __all__ = [
 
 SNAPSHOT_KEY = "snapshot:last"
 LEDGER_KEY = "fairshare:ledger"
+COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
 
 

@@ -29,9 +29,10 @@ def test_the_demo_cycle_lands_in_elasticsearch(
         (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
     )
     common = ["--config", str(config), "--store", url]
-    # without fairacct's templates, Elasticsearch would guess the types: refused, nothing lost
+    # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
-    assert code == 1 and "index templates missing for slot, allocation, job, fairshare, summary" in err
+    assert code == 3 and "index templates missing for slot, allocation, job, fairshare, summary" in err
+    assert "168 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
     assert code == 0 and out.startswith("installed templates: ")
