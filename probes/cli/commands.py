@@ -88,7 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
     records.add_argument("--until", metavar="TIME", help="records before TIME")
     records.add_argument("--limit", type=int, metavar="N", help="at most N records")
-    sub.add_parser("outbox", parents=[common], help="depth, oldest item and dead letters of the outbox")
+    outbox = sub.add_parser("outbox", parents=[common], help="depth, oldest item and dead letters of the outbox")
+    outbox.add_argument(
+        "action", nargs="?", choices=["retry"], help="retry: put the dead letters back in the outbox, to be sent again"
+    )
+    outbox.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
+    outbox.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
     mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
     mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
     mappings_sub.add_parser("install", parents=[common], help="install (or update) the index templates of every kind")
@@ -330,7 +335,18 @@ def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     state = config.probe.state_dir
     if args.command == "outbox":
         with Outbox(state / "outbox.sqlite") as outbox:
-            doc, text = views.outbox_view(outbox.status(), outbox.dead_letters())
+            if args.action == "retry":
+                moved = outbox.retry_dead_letters(args.kind)
+                doc = {"retried": moved}
+                text = (
+                    f"put back in the outbox: {', '.join(f'{n} {k}' for k, n in moved.items())}; "
+                    "the next `probe once` or flush of `probe run` sends them"
+                    if moved
+                    else "no dead letters" + (f" of kind {args.kind}" if args.kind else "")
+                )
+            else:
+                listed = outbox.dead_letters(None if args.dead_letters else 20, kind=args.kind)
+                doc, text = views.outbox_view(outbox.status(), listed)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
     sink = open_sink(config.store.url, base=state, auth=config.store.auth())

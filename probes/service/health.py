@@ -2,7 +2,10 @@
 
 ``GET /healthz``: JSON with the last success and failure of each job of the service and the
 outbox depth; HTTP 200 while every job has succeeded within three of its periods (or has not
-been due that long), 503 otherwise, so that a monitor needs no parsing to alert.
+been due that long) and the outbox holds no dead letters, 503 otherwise, so that a monitor
+needs no parsing to alert. ``status`` says which: ``failing`` (a job is stale) or
+``degraded`` (the jobs run, but the store refused records for good: they wait in the dead
+letters until the cause is fixed and ``fairacct outbox retry`` sends them again).
 
 ``GET /metrics``: Prometheus' text exposition format (version 0.0.4), written here by hand:
 
@@ -138,17 +141,26 @@ class Metrics:
                     "last_duration_s": s.last_duration_s,
                     "stale": stale,
                 }
+            dead = sum(self.outbox.dead.values())
+            status = "failing" if not healthy else "degraded" if dead else "ok"
+            healthy &= not dead
             doc = {
-                "status": "ok" if healthy else "failing",
+                "status": status,
                 "started": _iso(self.started),
                 "jobs": jobs,
                 "outbox": {
                     "depth": sum(self.outbox.depth.values()),
                     "by_kind": dict(self.outbox.depth),
                     "oldest": _iso(self.outbox.oldest),
-                    "dead_letters": sum(self.outbox.dead.values()),
+                    "dead_letters": dead,
                 },
             }
+            if dead:
+                doc["problems"] = [
+                    f"{dead} record(s) refused by the store for good "
+                    f"({', '.join(f'{n} {k}' for k, n in sorted(self.outbox.dead.items()))}): "
+                    "see `fairacct outbox --dead-letters`, fix the cause, then `fairacct outbox retry`"
+                ]
         return healthy, doc
 
     def render(self) -> str:
