@@ -185,14 +185,17 @@ class Outbox:
         seq_of = {id_: seq for seq, _, id_, _ in rows}
         doc_of = {id_: doc for _, _, id_, doc in rows}
         now = self._clock()
+        # A cycle may have replaced an item while its older copy was on the way (the flush holds
+        # no transaction while the sink works): delete only the copy that was sent.
+        sent = "DELETE FROM item WHERE seq = ? AND doc = ?"
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in acked if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in acked if i in seq_of])
             self._db.executemany(
                 "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
                 [(kind, i, doc_of[i], err, now) for i, err in rejected.items() if i in doc_of],
             )
-            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in rejected if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in rejected if i in seq_of])
             self._db.executemany(
                 "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
                 [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],

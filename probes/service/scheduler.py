@@ -21,9 +21,11 @@ A slot record stands for the real time since the previous successful snapshot (k
 outbox, so across restarts too), capped by ``pool.max_interval_s``: when a cycle is missed,
 canonical-unit hours stay right, and a probe that was down does not claim to have watched.
 
-Every write to the outbox happens under one lock, so a flush and a cycle never write at once;
-a cycle commits its records and its checkpoints in one transaction, so a crash or a stop leaves
-nothing half-written. A source that fails (a collector or schedd that does not answer, answers
+A cycle commits its records and its checkpoints in one transaction, so a crash or a stop
+leaves nothing half-written; the commits that read what they change (the fairshare ledger)
+hold one lock. The flush holds neither while it waits on the store: its transactions are the
+short ones that settle what the store acknowledged, so a store that hangs or is down for
+minutes never holds up a snapshot. A source that fails (a collector or schedd that does not answer, answers
 late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
 it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
 service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
@@ -299,8 +301,9 @@ class ProbeService:
         return f"{len(jobs)} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
     def flush(self) -> str | None:
-        """Send the outbox to the store; raise SinkError when the store did not take it all."""
-        with self._write, Outbox(self.outbox_path) as outbox:
+        """Send the outbox to the store; raise SinkError when records are left that the store did
+        not take. No lock is held while the store is waited on (see the module docstring)."""
+        with Outbox(self.outbox_path) as outbox:
             sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
             try:
                 result = outbox.flush(sink)
@@ -310,7 +313,7 @@ class ProbeService:
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())
-        if result.errors:
+        if result.errors and waiting:
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"

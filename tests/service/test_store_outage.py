@@ -1,0 +1,78 @@
+"""The probe service while its store hangs: snapshots keep their cadence, nothing is lost.
+
+osmem-server (a real HTTP server) is stopped with SIGSTOP: it accepts connections and never
+answers, so every flush waits on it for its whole timeout. The flush holds no lock and no
+write transaction while it waits, so the snapshots of a 1 s cadence are committed on time;
+once the store answers again, every record reaches it once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from osmem_server import OsmemServer
+
+from collector.outbox import Outbox
+from collector.sinks.elasticsearch import ElasticsearchSink
+from probes.config import parse_config
+from probes.service.scheduler import ProbeService
+
+from ..collector.conftest import start_server, stop_server
+from ..conftest import DEMO
+
+PAUSED_S = 8.0
+
+
+@pytest.fixture
+def store() -> Iterator[OsmemServer]:
+    server = start_server()
+    yield server
+    os.kill(server.process.pid, signal.SIGCONT)  # never leave it stopped
+    stop_server(server)
+
+
+def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, tmp_path: Path) -> None:
+    with ElasticsearchSink.from_url(store.url) as sink:
+        sink.install_templates()
+    cfg = parse_config(
+        {
+            "pool": {"name": "demo", "interval_s": 1},
+            "sources": {"status_files": [str(DEMO / "status.ads")], "idle_files": [str(DEMO / "queue.ads")]},
+            "machines": {"speed_attribute": "HEPSPEC"},
+            "probe": {"state_dir": str(tmp_path / "state"), "flush_every_s": 1},
+            "store": {"url": store.url},
+        }
+    )
+    service = ProbeService(cfg, probe="test")
+    snapshots = service.metrics.jobs
+    service.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "snapshot" not in snapshots or snapshots["snapshot"].last_success is None:
+            assert time.monotonic() < deadline, "no snapshot within 60 s"
+            time.sleep(0.1)
+        before = snapshots["snapshot"].runs - snapshots["snapshot"].failures
+        os.kill(store.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(PAUSED_S)
+            during = snapshots["snapshot"].runs - snapshots["snapshot"].failures - before
+        finally:
+            os.kill(store.process.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 90
+        while True:  # the flush in flight gets its answer; the next ones drain the outbox
+            with Outbox(tmp_path / "state/outbox.sqlite") as outbox:
+                if not outbox.status().depth:
+                    break
+            assert time.monotonic() < deadline, "the outbox did not drain within 90 s of the store's return"
+            time.sleep(0.5)
+    finally:
+        service.stop()
+
+    assert during >= PAUSED_S - 2, f"{during} snapshots committed in {PAUSED_S:g} s at a 1 s cadence"
+    with ElasticsearchSink.from_url(store.url) as sink:
+        assert (sink.count("slot"), sink.count("allocation")) == (36, 72)  # each record once (ids from the facts)
