@@ -136,6 +136,8 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         )
         result, status, last_dead = _store_cycle(config, args.strict)
         _report_problems(result, config)
+        if result.replayed:
+            print(f"fairacct: {result.replayed}", file=sys.stderr)
         doc, sections = _show(args, result, config)
         print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
         return _delivery(result, status, last_dead)

@@ -23,13 +23,14 @@ import pandas as pd
 from collector import faults
 from collector.errors import ConfigError, SinkError, SourceError
 from collector.outbox import FlushResult, Outbox
+from collector.records import iso_utc
 from collector.sinks import Sink
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs
 from probes.accounting.ledger import ledger_count
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
-from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, history_key, new_jobs
+from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
@@ -48,6 +49,7 @@ __all__ = [
     "read_live",
     "read_sources",
     "run_once",
+    "time_snapshot",
 ]
 
 FILE_SOURCES = ("status_files", "idle_files", "history")
@@ -69,6 +71,7 @@ class CycleResult:
     enqueued: dict[str, int] = field(default_factory=dict)
     flushed: FlushResult | None = None
     unsent: str | None = None  # why the records were committed to the outbox and not sent
+    replayed: str | None = None  # why the snapshot was not accounted (observed before the last one)
 
 
 def read_sources(
@@ -177,10 +180,36 @@ def account(result: CycleResult, config: ProbeConfig) -> OverheadReport | None:
 
 
 def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Records:
-    """The cycle's documents, by kind: the snapshot's slots and bills, the jobs read."""
-    report = account(result, config)
+    """The cycle's documents, by kind: the snapshot's slots and bills (unless it is a replay),
+    the jobs read."""
+    report = None if result.replayed else account(result, config)
     records = snapshot_docs(report, idle_known=result.idle is not None, probe=probe) if report is not None else {}
     return records | job_docs(result.jobs, probe=probe)
+
+
+def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: ProbeConfig) -> dict[str, Any]:
+    """Set what the cycle's snapshot stands for from the time between its observation and the
+    last snapshot accounted (``last``: the :data:`SNAPSHOT_KEY` checkpoint), so that a record's
+    content depends on the snapshots alone, not on when the probe ran. Returns the checkpoints
+    to commit with its records; a snapshot observed at or before ``last`` is a replay:
+    ``result.replayed`` says so, its records are not made, and nothing is returned."""
+    snapshot = result.snapshot
+    if snapshot is None or not len(snapshot.slots):
+        return {}
+    observed = float(pd.to_numeric(snapshot.slots["observed_at"]).max())
+    pool = config.pool
+    interval = snapshot_interval(last, observed, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
+    if interval is None:
+        assert last is not None
+        at, before = iso_utc([observed, float(last["at"])])
+        result.replayed = (
+            f"the snapshot observed at {at} is not after the last one accounted ({before}): "
+            "accounted already, skipped"
+        )
+        return {}
+    snapshot.slots["interval_s"] = interval
+    snapshot.allocations["interval_s"] = interval
+    return {SNAPSHOT_KEY: {"at": observed}}
 
 
 def ledger_marks(
@@ -227,8 +256,8 @@ def run_once(
     else:
         checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in src.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
+    marks = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), config) | result.checkpoints
     records = cycle_records(result, config, probe=probe)
-    marks = dict(result.checkpoints)
     if result.jobs is not None and len(result.jobs):
         snapshot = result.snapshot
         machines = slot_machines(snapshot.slots, snapshot.ads, config) if priced and snapshot is not None else None

@@ -70,12 +70,13 @@ from probes.pipeline.cycle import (
     live_pool,
     read_live,
     read_sources,
+    time_snapshot,
 )
 
 from probes.pipeline.records import fairshare_docs
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
 from probes.service.health import HealthServer, Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key, snapshot_interval
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key
 from probes.sources.live import LivePool
 from probes.sources.report import problem_lines
 
@@ -257,13 +258,12 @@ class ProbeService:
         if snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
         with Outbox(self.outbox_path) as outbox:
-            pool = self.config.pool
-            last = outbox.checkpoint(SNAPSHOT_KEY)
-            interval = snapshot_interval(last, now, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
-        snapshot.slots["interval_s"] = interval
-        snapshot.allocations["interval_s"] = interval
+            mark = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), self.config)
+        if result.replayed:
+            return result.replayed
         records = cycle_records(result, self.config, probe=self.probe)
-        self._commit(records, {SNAPSHOT_KEY: {"at": now}})
+        self._commit(records, mark)
+        interval = float(snapshot.slots["interval_s"].iloc[0])
         self.metrics.set_snapshot_interval(interval)
         if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)

@@ -11,7 +11,8 @@ checkpoint                             value
                                        read and the job ids that completed at that second
 ``history:schedd:<name>``              the same, for a live schedd (:func:`checkpoint_key`)
 (:func:`checkpoint_key`)
-``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}`` of the last committed snapshot
+``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}``: when the last snapshot accounted
+                                       was observed (its latest ``observed_at``)
 ``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
                                        :data:`probes.accounting.ledger.LEDGER_COLUMNS`)
 ``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
@@ -77,13 +78,17 @@ def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[
     return jobs, dict(checkpoint) if checkpoint else {"end": last, "ids": []}
 
 
-def snapshot_interval(last: Mapping[str, Any] | None, now: float, *, interval_s: float, max_interval_s: float) -> float:
-    """Seconds a snapshot taken at ``now`` stands for: the time since the last one committed
-    (``last``, the :data:`SNAPSHOT_KEY` checkpoint), at most ``max_interval_s``; the nominal
-    ``interval_s`` for the first one (or when the clock went back)."""
+def snapshot_interval(
+    last: Mapping[str, Any] | None, observed_at: float, *, interval_s: float, max_interval_s: float
+) -> float | None:
+    """Seconds a snapshot observed at ``observed_at`` stands for: the time since the last one
+    accounted (``last``, the :data:`SNAPSHOT_KEY` checkpoint), at most ``max_interval_s``; the
+    nominal ``interval_s`` for the first one. None for a snapshot observed at or before the last
+    one: it was accounted already (the same dump read again, a clock that went back), and
+    accounting it again would rewrite its records with another interval."""
     if not last:
         return interval_s
-    elapsed = now - float(last["at"])
+    elapsed = observed_at - float(last["at"])
     if elapsed <= 0:
-        return interval_s
+        return None
     return min(elapsed, max_interval_s)

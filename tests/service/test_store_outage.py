@@ -3,7 +3,9 @@
 osmem-server (a real HTTP server) is stopped with SIGSTOP: it accepts connections and never
 answers, so every flush waits on it for its whole timeout. The flush holds no lock and no
 write transaction while it waits, so the snapshots of a 1 s cadence are committed on time;
-once the store answers again, every record reaches it once.
+once the store answers again, every record reaches it once. The pool is the fake at the
+bindings (tests/sources/test_live.py) over a real pool's ads, so that every snapshot is a new
+one (observed when the collector answered).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from probes.config import parse_config
 from probes.service.scheduler import ProbeService
 
 from ..collector.conftest import start_server, stop_server
-from ..conftest import DEMO
+from ..sources.test_live import FakeCollector, FakePool, FakeSchedd, parse
 
 PAUSED_S = 8.0
 
@@ -36,19 +38,21 @@ def store() -> Iterator[OsmemServer]:
     stop_server(server)
 
 
-def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, tmp_path: Path) -> None:
+def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, tmp_path: Path, condor25: Path) -> None:
     with ElasticsearchSink.from_url(store.url) as sink:
         sink.install_templates()
     cfg = parse_config(
         {
-            "pool": {"name": "demo", "interval_s": 1},
-            "sources": {"status_files": [str(DEMO / "status.ads")], "idle_files": [str(DEMO / "queue.ads")]},
+            "pool": {"name": "test", "interval_s": 1},
+            "sources": {"live": True},
             "machines": {"speed_attribute": "HEPSPEC"},
-            "probe": {"state_dir": str(tmp_path / "state"), "flush_every_s": 1},
+            "probe": {"state_dir": str(tmp_path / "state"), "flush_every_s": 1, "history_every_s": 3600},
             "store": {"url": store.url},
         }
     )
-    service = ProbeService(cfg, probe="test")
+    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
+    collector = FakeCollector(parse(condor25 / "status.ads"), [vm.location()])
+    service = ProbeService(cfg, probe="test", pool=FakePool({None: collector}, [vm]).live(cfg))
     snapshots = service.metrics.jobs
     service.start()
     try:
@@ -56,11 +60,11 @@ def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, 
         while "snapshot" not in snapshots or snapshots["snapshot"].last_success is None:
             assert time.monotonic() < deadline, "no snapshot within 60 s"
             time.sleep(0.1)
-        before = snapshots["snapshot"].runs - snapshots["snapshot"].failures
+        before = service.metrics.records["slot"]  # two slots per snapshot of the fake pool
         os.kill(store.process.pid, signal.SIGSTOP)
         try:
             time.sleep(PAUSED_S)
-            during = snapshots["snapshot"].runs - snapshots["snapshot"].failures - before
+            during = (service.metrics.records["slot"] - before) // 2
         finally:
             os.kill(store.process.pid, signal.SIGCONT)
         deadline = time.monotonic() + 90
@@ -74,5 +78,8 @@ def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, 
         service.stop()
 
     assert during >= PAUSED_S - 2, f"{during} snapshots committed in {PAUSED_S:g} s at a 1 s cadence"
-    with ElasticsearchSink.from_url(store.url) as sink:
-        assert (sink.count("slot"), sink.count("allocation")) == (36, 72)  # each record once (ids from the facts)
+    committed = service.metrics.records
+    with ElasticsearchSink.from_url(store.url) as sink:  # each record once
+        assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (
+            committed["slot"], committed["allocation"], committed["job"]
+        )
