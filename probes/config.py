@@ -364,6 +364,12 @@ class ProbeSettings(_Section):
     )
     health_address: str = Field("127.0.0.1", description="Address the /healthz and /metrics endpoint listens on.")
     health_port: int = Field(0, ge=0, le=65535, description="Port of the /healthz and /metrics endpoint; 0: off.")
+    stop_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds SIGTERM may take: running jobs and one last flush, then what is left waits in the "
+        "outbox for the next start. Keep it well under the unit's TimeoutStopSec (120).",
+    )
 
 
 class ProbeConfig(_Section):

@@ -42,7 +42,7 @@ from typing import Any
 
 from collector.errors import ConfigError
 
-__all__ = ["HealthServer", "JobState", "Metrics"]
+__all__ = ["CONNECTION_TIMEOUT_S", "HealthServer", "JobState", "Metrics"]
 
 
 @dataclass
@@ -258,9 +258,16 @@ class HealthServer:
         self._thread.join(timeout=5)
 
 
+#: Seconds a connection to the health server may stay silent before it is closed: idle
+#: connections would otherwise each hold a thread and a descriptor for ever (300 of them left
+#: the outbox unable to open its database).
+CONNECTION_TIMEOUT_S = 10.0
+
+
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fairacct"
+        timeout = CONNECTION_TIMEOUT_S  # socketserver sets it on each connection's socket
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]

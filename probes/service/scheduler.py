@@ -62,6 +62,7 @@ from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import open_sink
 from probes.config import ProbeConfig
+from probes.files import check_writable
 from probes.pipeline.cycle import (
     CycleResult,
     check_sources,
@@ -119,6 +120,8 @@ class ProbeService:
         self.outbox_path = config.probe.state_dir / "outbox.sqlite"
         self.metrics = Metrics(clock)
         self._write = threading.Lock()
+        self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
+        self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
         self._machines: pd.DataFrame | None = None
@@ -163,7 +166,7 @@ class ProbeService:
 
     def start(self) -> None:
         """Start the health server and the scheduler; every job runs once at once."""
-        self.config.probe.state_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(self.config.probe.state_dir, "probe.state_dir")  # refuse now, not an ERROR every period
         port = self.config.probe.health_port
         if port:
             self._health = HealthServer(self.metrics, self.config.probe.health_address, port)
@@ -201,27 +204,56 @@ class ProbeService:
         )
 
     def stop(self) -> None:
-        """Stop the jobs (nothing half-written), flush once more, stop the health server."""
+        """Stop the jobs, flush once more, stop the health server: within ``probe.stop_timeout_s``.
+
+        Calls to the pool in flight are abandoned at once; a job still running at the deadline
+        (a store that hangs) is left behind, which loses nothing: its transaction is either
+        committed or not, and what the store did not acknowledge waits in the outbox."""
         if self._stopping.is_set():
             return
         self._stopping.set()
+        deadline = time.monotonic() + self.config.probe.stop_timeout_s
         if self.pool is not None:
             self.pool.cancel()
         if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.shutdown(wait=True)
-        try:
-            summary = self.flush()
-            log.info("final flush: %s", summary or "nothing to send")
-        except FairacctError as exc:
-            log.warning("final flush: %s; the records wait in the outbox for the next start", _one_line(str(exc)))
+            self._scheduler.shutdown(wait=False)
+        with self._idle:
+            self._idle.wait_for(lambda: self._running == 0, timeout=max(0.0, deadline - time.monotonic()))
+            left = self._running
+        if left:
+            log.warning("stop: %d job(s) still running at probe.stop_timeout_s, left behind", left)
+        else:
+            self._final_flush(deadline)
         if self._health is not None:
             self._health.stop()
         log.info("stopped")
 
+    def _final_flush(self, deadline: float) -> None:
+        """One last flush, given what is left of the stop's time."""
+        outcome: list[str] = []
+
+        def flush() -> None:
+            try:
+                outcome.append(f"final flush: {self.flush() or 'nothing to send'}")
+            except FairacctError as exc:
+                outcome.append(f"final flush: {_one_line(str(exc))}; the records wait in the outbox for the next start")
+
+        worker = threading.Thread(target=flush, name="fairacct: final flush", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            log.warning("final flush: the store did not answer within probe.stop_timeout_s; the records wait in the outbox")
+        elif outcome[0].endswith("next start"):
+            log.warning("%s", outcome[0])
+        else:
+            log.info("%s", outcome[0])
+
     def _run(self, name: str, job: Callable[[], str | None]) -> None:
         """Run one job: time it, count it, log one line; a FairacctError costs only this run."""
-        if self._stopping.is_set():
-            return
+        with self._idle:
+            if self._stopping.is_set():
+                return
+            self._running += 1
         started = time.monotonic()
         error: str | None = None
         summary: str | None = None
@@ -241,6 +273,9 @@ class ProbeService:
         finally:
             duration = time.monotonic() - started
             self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
         if summary:
             log.info("%s: %s in %.2f s", name, summary, duration)
 
