@@ -339,6 +339,13 @@ class StoreSettings(_Section):
     password_file: str = Field("", description="File holding the basic-auth password.")
     password_env: str = Field("", description="Environment variable holding the basic-auth password.")
     ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
+    install_templates: bool = Field(
+        False,
+        description="Install fairacct's index templates when they are missing or outdated (checked at the first "
+        "flush and after every reconnect). Off by default: templates change a shared cluster's schema and need "
+        "its manage_index_templates privilege, so the store's operator runs `fairacct mappings install`; "
+        "records wait in the outbox meanwhile.",
+    )
 
     def auth(self) -> dict[str, str]:
         """The Elasticsearch sink's settings that are set, as ``ElasticsearchSink`` names them

@@ -25,7 +25,7 @@ from typing import Any
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox, OutboxStatus
 from collector.records import KINDS, iso_utc
-from collector.sinks import Sink, open_sink
+from collector.sinks import ensure_templates, open_sink
 from probes.cli import usage_views, views
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
@@ -261,11 +261,16 @@ def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[CycleResult,
         try:
             result = run_once(
                 config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
-                check=lambda s: _check_templates(s, url),
+                check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
             )  # fmt: skip
         finally:
             sink.close()
         return result, outbox.status(), outbox.dead_letters(limit=1)
+
+
+def _installed(names: list[str]) -> None:
+    if names:
+        print(f"fairacct: installed index templates (store.install_templates): {', '.join(names)}", file=sys.stderr)
 
 
 def _delivery(result: CycleResult, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
@@ -320,16 +325,6 @@ class _LineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return " | ".join(line for line in super().format(record).splitlines() if line.strip())
-
-
-def _check_templates(sink: Sink, url: str) -> None:
-    """Elasticsearch must have fairacct's index templates before records go in, or it would
-    guess the fields' types from the first documents."""
-    found = sink.check_templates()
-    if not found.ok:
-        problems = [f"missing for {', '.join(found.missing)}"] if found.missing else []
-        problems += [f"{kind}: {what}" for kind, what in found.differ.items()]
-        raise SinkError(f"{url}: index templates {'; '.join(problems)}: run `fairacct mappings install` first")
 
 
 def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:

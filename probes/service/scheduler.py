@@ -25,7 +25,9 @@ A cycle commits its records and its checkpoints in one transaction, so a crash o
 leaves nothing half-written; the commits that read what they change (the fairshare ledger)
 hold one lock. The flush holds neither while it waits on the store: its transactions are the
 short ones that settle what the store acknowledged, so a store that hangs or is down for
-minutes never holds up a snapshot. A source that fails (a collector or schedd that does not answer, answers
+minutes never holds up a snapshot. The first flush, and the first after the store failed
+(it may come back empty), checks the store's index templates before sending anything and
+installs them if ``store.install_templates`` allows; otherwise the records wait. A source that fails (a collector or schedd that does not answer, answers
 late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
 it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
 service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
@@ -60,7 +62,7 @@ from collector import faults
 from collector.errors import ConfigError, FairacctError, SinkError, SourceError
 from collector.outbox import Outbox
 from collector.records import iso_utc
-from collector.sinks import open_sink
+from collector.sinks import ensure_templates, open_sink
 from probes.config import ProbeConfig
 from probes.files import check_writable
 from probes.pipeline.cycle import (
@@ -120,6 +122,7 @@ class ProbeService:
         self.outbox_path = config.probe.state_dir / "outbox.sqlite"
         self.metrics = Metrics(clock)
         self._write = threading.Lock()
+        self._templates_checked = False  # since the store last answered
         self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
         self._idle = threading.Condition()
         self._stopping = threading.Event()
@@ -338,10 +341,19 @@ class ProbeService:
     def flush(self) -> str | None:
         """Send the outbox to the store; raise SinkError when records are left that the store did
         not take. No lock is held while the store is waited on (see the module docstring)."""
+        store = self.config.store
         with Outbox(self.outbox_path) as outbox:
-            sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+            sink = open_sink(store.url, base=self.config.probe.state_dir, auth=store.auth())
             try:
+                if not self._templates_checked:  # the first flush, or the first since the store failed
+                    installed = ensure_templates(sink, store.url, install=store.install_templates)
+                    if installed:
+                        log.info("flush: installed index templates %s (store.install_templates)", ", ".join(installed))
+                    self._templates_checked = True
                 result = outbox.flush(sink)
+            except SinkError:
+                self._templates_checked = False
+                raise
             finally:
                 sink.close()
             status = outbox.status()
@@ -349,6 +361,7 @@ class ProbeService:
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())
         if result.errors and waiting:
+            self._templates_checked = False  # it may come back empty: check again before sending
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
