@@ -138,6 +138,12 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         _report_problems(result, config)
         if result.replayed:
             print(f"fairacct: {result.replayed}", file=sys.stderr)
+        if result.unobserved_s:
+            print(
+                f"fairacct: note: {result.unobserved_s:.0f} s before this snapshot were not observed (a gap longer "
+                f"than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
+                file=sys.stderr,
+            )
         doc, sections = _show(args, result, config)
         print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
         return _delivery(result, status, last_dead)

@@ -72,6 +72,7 @@ class CycleResult:
     flushed: FlushResult | None = None
     unsent: str | None = None  # why the records were committed to the outbox and not sent
     replayed: str | None = None  # why the snapshot was not accounted (observed before the last one)
+    unobserved_s: float = 0.0  # seconds before the snapshot that no snapshot observed (a gap)
 
 
 def read_sources(
@@ -190,7 +191,9 @@ def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Re
 def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: ProbeConfig) -> dict[str, Any]:
     """Set what the cycle's snapshot stands for from the time between its observation and the
     last snapshot accounted (``last``: the :data:`SNAPSHOT_KEY` checkpoint), so that a record's
-    content depends on the snapshots alone, not on when the probe ran. Returns the checkpoints
+    content depends on the snapshots alone, not on when the probe ran; after a gap longer than
+    ``pool.max_interval_s`` it stands for ``pool.interval_s`` and ``result.unobserved_s`` holds
+    the rest (see :func:`~probes.sources.checkpoints.snapshot_interval`). Returns the checkpoints
     to commit with its records; a snapshot observed at or before ``last`` is a replay:
     ``result.replayed`` says so, its records are not made, and nothing is returned."""
     snapshot = result.snapshot
@@ -198,8 +201,8 @@ def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: P
         return {}
     observed = float(pd.to_numeric(snapshot.slots["observed_at"]).max())
     pool = config.pool
-    interval = snapshot_interval(last, observed, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
-    if interval is None:
+    timed = snapshot_interval(last, observed, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
+    if timed is None:
         assert last is not None
         at, before = iso_utc([observed, float(last["at"])])
         result.replayed = (
@@ -207,6 +210,7 @@ def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: P
             "accounted already, skipped"
         )
         return {}
+    interval, result.unobserved_s = timed
     snapshot.slots["interval_s"] = interval
     snapshot.allocations["interval_s"] = interval
     return {SNAPSHOT_KEY: {"at": observed}}

@@ -23,6 +23,9 @@ metric                                                  type      labels
 ``fairacct_outbox_oldest_age_seconds``                  gauge
 ``fairacct_outbox_dead_letters``                        gauge     ``kind``
 ``fairacct_snapshot_interval_seconds``                  gauge     (what the last snapshot stands for)
+``fairacct_unobserved_seconds_total``                   counter   (gaps between snapshots longer than
+                                                                  ``pool.max_interval_s``, less what the
+                                                                  next snapshot stands for)
 ======================================================  ========  =====================================
 
 The server is the standard library's, bound to 127.0.0.1 by default; it serves nothing else.
@@ -79,6 +82,7 @@ class Metrics:
         self.source_failures: Counter[str] = Counter()
         self.outbox = _Outbox()
         self.snapshot_interval_s: float | None = None
+        self.unobserved_s = 0.0
 
     def register(self, job: str, every_s: float) -> None:
         with self._lock:
@@ -115,9 +119,10 @@ class Metrics:
         with self._lock:
             self.outbox = _Outbox(dict(depth), oldest, dict(dead))
 
-    def set_snapshot_interval(self, seconds: float) -> None:
+    def set_snapshot_interval(self, seconds: float, unobserved_s: float = 0.0) -> None:
         with self._lock:
             self.snapshot_interval_s = seconds
+            self.unobserved_s += unobserved_s
 
     # -- views --------------------------------------------------------------------------------
 
@@ -211,6 +216,8 @@ class Metrics:
             family(
                 "fairacct_snapshot_interval_seconds", "gauge", "Seconds the last slot snapshot stands for.", interval
             )
+            family("fairacct_unobserved_seconds_total", "counter", "Seconds of gaps no snapshot observed.",
+                   [("", {}, self.unobserved_s)])  # fmt: skip
         return "\n".join(out) + "\n"
 
 

@@ -17,9 +17,14 @@ fairshare      each window's end          a ``fairshare`` record per credential 
                                           window (``fairshare.interval_s``) that closed
 =============  =========================  =================================================
 
-A slot record stands for the real time since the previous successful snapshot (kept in the
-outbox, so across restarts too), capped by ``pool.max_interval_s``: when a cycle is missed,
-canonical-unit hours stay right, and a probe that was down does not claim to have watched.
+A slot record stands for the time since the previous snapshot accounted (its ``observed_at``
+is kept in the outbox, so across restarts too): when a cycle is missed, canonical-unit hours
+stay right. After a gap longer than ``pool.max_interval_s`` (the probe or the collector was
+down) the snapshot stands for ``pool.interval_s`` only and the rest of the gap is reported as
+unobserved (a WARNING and ``fairacct_unobserved_seconds_total``): a probe that was down does
+not claim to have watched, and slots are not counted empty for time nobody saw them.
+Fairshare windows are rolled on their boundaries (multiples of ``fairshare.interval_s`` since
+the epoch, UTC), whenever the service started.
 
 A cycle commits its records and its checkpoints in one transaction, so a crash or a stop
 leaves nothing half-written; the commits that read what they change (the fairshare ledger)
@@ -136,7 +141,7 @@ class ProbeService:
         if src.live or src.history:
             self.jobs["history"] = (self.history, config.probe.history_every_s)
         self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
-        self.jobs["fairshare"] = (self.roll_fairshare, min(config.fairshare.interval_s, 60.0))
+        self.jobs["fairshare"] = (self.roll_fairshare, config.fairshare.interval_s)  # on the windows' boundaries
 
     def __repr__(self) -> str:
         return f"ProbeService(probe={self.probe!r}, jobs={list(self.jobs)}, outbox={str(self.outbox_path)!r})"
@@ -183,9 +188,12 @@ class ProbeService:
         now = datetime.now(UTC)
         for name, (job, every) in self.jobs.items():
             self.metrics.register(name, every)
+            # fairshare windows close on multiples of their width since the epoch: the roll runs
+            # then (and once at start, for the windows that closed while the service was down)
+            start = datetime.fromtimestamp(math.floor(now.timestamp() / every) * every, UTC) if name == "fairshare" else None
             scheduler.add_job(
                 self._run,
-                IntervalTrigger(seconds=every, timezone=UTC),
+                IntervalTrigger(seconds=every, start_date=start, timezone=UTC),
                 args=(name, job),
                 id=name,
                 name=name,
@@ -302,7 +310,13 @@ class ProbeService:
         records = cycle_records(result, self.config, probe=self.probe)
         self._commit(records, mark)
         interval = float(snapshot.slots["interval_s"].iloc[0])
-        self.metrics.set_snapshot_interval(interval)
+        self.metrics.set_snapshot_interval(interval, result.unobserved_s)
+        if result.unobserved_s:
+            log.warning(
+                "snapshot: %.0f s since the last one, more than pool.max_interval_s (%g s): it stands for %.0f s, "
+                "the %.0f s before are unobserved (no slot record claims them)",
+                interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
+            )  # fmt: skip
         if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()

@@ -80,15 +80,25 @@ def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[
 
 def snapshot_interval(
     last: Mapping[str, Any] | None, observed_at: float, *, interval_s: float, max_interval_s: float
-) -> float | None:
-    """Seconds a snapshot observed at ``observed_at`` stands for: the time since the last one
-    accounted (``last``, the :data:`SNAPSHOT_KEY` checkpoint), at most ``max_interval_s``; the
-    nominal ``interval_s`` for the first one. None for a snapshot observed at or before the last
-    one: it was accounted already (the same dump read again, a clock that went back), and
-    accounting it again would rewrite its records with another interval."""
+) -> tuple[float, float] | None:
+    """What a snapshot observed at ``observed_at`` stands for: (seconds, seconds unobserved
+    before them). ``last`` is the :data:`SNAPSHOT_KEY` checkpoint.
+
+    - the first snapshot stands for the nominal ``interval_s``;
+    - a snapshot within ``max_interval_s`` of the last one accounted stands for the whole time
+      since it (a late or missed cycle: canonical-unit hours stay right);
+    - after a longer gap (an outage of the probe or of the pool's collector) it stands for the
+      nominal ``interval_s`` only, and the rest of the gap is *unobserved*: nobody saw the pool
+      then (jobs may have come and gone), so no slot is claimed to have been empty or full;
+    - a snapshot observed at or before the last one was accounted already (the same dump read
+      again, a clock that went back): None, and accounting it again would rewrite its records.
+    """
     if not last:
-        return interval_s
+        return interval_s, 0.0
     elapsed = observed_at - float(last["at"])
     if elapsed <= 0:
         return None
-    return min(elapsed, max_interval_s)
+    if elapsed > max_interval_s:
+        stands = min(interval_s, max_interval_s)
+        return stands, elapsed - stands
+    return elapsed, 0.0
