@@ -9,7 +9,6 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,10 @@ import pytest
 from osmem_server import OsmemServer
 
 import probes.service.health as health
-from collector.sinks.elasticsearch import ElasticsearchSink
 from probes.cli import main
-from probes.config import parse_config
-from probes.service.scheduler import ProbeService
 
-from ..collector.conftest import start_server, stop_server
 from ..conftest import DEMO
-from ..sources.test_live import FakeCollector, FakePool, FakeSchedd, parse
+from .conftest import fake_service
 
 
 def config_file(tmp_path: Path, state: Path) -> Path:
@@ -75,29 +70,11 @@ def test_the_health_server_closes_idle_connections(monkeypatch: pytest.MonkeyPat
         server.stop()
 
 
-@pytest.fixture
-def store() -> Iterator[OsmemServer]:
-    server = start_server()
-    yield server
-    os.kill(server.process.pid, signal.SIGCONT)  # never leave it stopped
-    stop_server(server)
-
-
 def test_a_stop_with_a_hung_store_takes_at_most_stop_timeout_s(store: OsmemServer, tmp_path: Path, condor25: Path) -> None:
-    with ElasticsearchSink.from_url(store.url) as sink:
-        sink.install_templates()
-    cfg = parse_config(
-        {
-            "pool": {"name": "test", "interval_s": 1},
-            "sources": {"live": True},
-            "machines": {"speed_attribute": "HEPSPEC"},
-            "probe": {"state_dir": str(tmp_path / "state"), "flush_every_s": 1, "history_every_s": 3600,
-                      "stop_timeout_s": 2},
-            "store": {"url": store.url},
-        }
+    service = fake_service(
+        tmp_path / "state", condor25, store.url,
+        pool={"interval_s": 1}, probe={"flush_every_s": 1, "history_every_s": 3600, "stop_timeout_s": 2},
     )  # fmt: skip
-    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"))
-    service = ProbeService(cfg, probe="test", pool=FakePool({None: FakeCollector(parse(condor25 / "status.ads"), [vm.location()])}, [vm]).live(cfg))
     service.start()
     try:
         deadline = time.monotonic() + 60

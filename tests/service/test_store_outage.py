@@ -13,46 +13,23 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from osmem_server import OsmemServer
 
 from collector.outbox import Outbox
 from collector.sinks.elasticsearch import ElasticsearchSink
-from probes.config import parse_config
-from probes.service.scheduler import ProbeService
 
-from ..collector.conftest import start_server, stop_server
-from ..sources.test_live import FakeCollector, FakePool, FakeSchedd, parse
+from .conftest import fake_service
 
 PAUSED_S = 8.0
 
 
-@pytest.fixture
-def store() -> Iterator[OsmemServer]:
-    server = start_server()
-    yield server
-    os.kill(server.process.pid, signal.SIGCONT)  # never leave it stopped
-    stop_server(server)
-
-
 def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, tmp_path: Path, condor25: Path) -> None:
-    with ElasticsearchSink.from_url(store.url) as sink:
-        sink.install_templates()
-    cfg = parse_config(
-        {
-            "pool": {"name": "test", "interval_s": 1},
-            "sources": {"live": True},
-            "machines": {"speed_attribute": "HEPSPEC"},
-            "probe": {"state_dir": str(tmp_path / "state"), "flush_every_s": 1, "history_every_s": 3600},
-            "store": {"url": store.url},
-        }
-    )
-    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
-    collector = FakeCollector(parse(condor25 / "status.ads"), [vm.location()])
-    service = ProbeService(cfg, probe="test", pool=FakePool({None: collector}, [vm]).live(cfg))
+    service = fake_service(
+        tmp_path / "state", condor25, store.url,
+        pool={"interval_s": 1}, probe={"flush_every_s": 1, "history_every_s": 3600},
+    )  # fmt: skip
     snapshots = service.metrics.jobs
     service.start()
     try:

@@ -17,11 +17,9 @@ import pytest
 from collector.errors import SinkError
 from collector.outbox import Outbox
 from collector.sinks.elasticsearch import ElasticsearchSink
-from probes.config import parse_config
-from probes.service.scheduler import ProbeService
 
 from ..collector.conftest import start_server, stop_server
-from ..sources.test_live import FakeCollector, FakePool, FakeSchedd, parse
+from .conftest import fake_service
 
 
 def indices(url: str) -> list[str]:
@@ -35,17 +33,7 @@ def test_templates_are_checked_again_when_the_store_comes_back_empty(tmp_path: P
     address = first.url.removeprefix("http://")
     with ElasticsearchSink.from_url(first.url) as sink:
         sink.install_templates()
-    cfg = parse_config(
-        {
-            "pool": {"name": "test"},
-            "sources": {"live": True},
-            "machines": {"speed_attribute": "HEPSPEC"},
-            "probe": {"state_dir": str(tmp_path / "state")},
-            "store": {"url": first.url, "install_templates": install},
-        }
-    )
-    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
-    service = ProbeService(cfg, probe="test", pool=FakePool({None: FakeCollector(parse(condor25 / "status.ads"), [vm.location()])}, [vm]).live(cfg))
+    service = fake_service(tmp_path / "state", condor25, first.url, store={"install_templates": install})
     service.snapshot()
     assert service.flush() is not None  # templates found, records sent
     stop_server(first)
