@@ -83,7 +83,8 @@ def ledger_count(
     values = np.asarray(usage, dtype=np.float64)
     out = [list(r) for r in rows]
     if fresh.any():
-        out = ledger_add(rows, jobs[fresh].reset_index(drop=True), values[fresh], now=now, interval_s=interval_s, depth=depth)
+        fresh_jobs = jobs[fresh].reset_index(drop=True)
+        out = ledger_add(rows, fresh_jobs, values[fresh], now=now, interval_s=interval_s, depth=depth)
     horizon = math.floor(now / interval_s) * interval_s - (depth - 1) * interval_s
     end = pd.to_numeric(jobs["end"], errors="coerce").to_numpy(dtype=np.float64)
     keep = fresh & known & (end >= horizon)

@@ -32,8 +32,10 @@ hold one lock. The flush holds neither while it waits on the store: its transact
 short ones that settle what the store acknowledged, so a store that hangs or is down for
 minutes never holds up a snapshot. The first flush, and the first after the store failed
 (it may come back empty), checks the store's index templates before sending anything and
-installs them if ``store.install_templates`` allows; otherwise the records wait. A source that fails (a collector or schedd that does not answer, answers
-late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
+installs them if ``store.install_templates`` allows; otherwise the records wait.
+
+A source that fails (a collector or schedd that does not answer, answers late or answers
+garbage; a file that cannot be read) costs that run, or that schedd's part of
 it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
 service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
 finish, the outbox is flushed once more if the store answers, and :meth:`ProbeService.run`
@@ -190,7 +192,9 @@ class ProbeService:
             self.metrics.register(name, every)
             # fairshare windows close on multiples of their width since the epoch: the roll runs
             # then (and once at start, for the windows that closed while the service was down)
-            start = datetime.fromtimestamp(math.floor(now.timestamp() / every) * every, UTC) if name == "fairshare" else None
+            start = None
+            if name == "fairshare":
+                start = datetime.fromtimestamp(math.floor(now.timestamp() / every) * every, UTC)
             scheduler.add_job(
                 self._run,
                 IntervalTrigger(seconds=every, start_date=start, timezone=UTC),
@@ -253,7 +257,9 @@ class ProbeService:
         worker.start()
         worker.join(max(0.0, deadline - time.monotonic()))
         if worker.is_alive():
-            log.warning("final flush: the store did not answer within probe.stop_timeout_s; the records wait in the outbox")
+            log.warning(
+                "final flush: the store did not answer within probe.stop_timeout_s; the records wait in the outbox"
+            )
         elif outcome[0].endswith("next start"):
             log.warning("%s", outcome[0])
         else:
@@ -313,8 +319,8 @@ class ProbeService:
         self.metrics.set_snapshot_interval(interval, result.unobserved_s)
         if result.unobserved_s:
             log.warning(
-                "snapshot: %.0f s since the last one, more than pool.max_interval_s (%g s): it stands for %.0f s, "
-                "the %.0f s before are unobserved (no slot record claims them)",
+                "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
+                "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
                 interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
             )  # fmt: skip
         if self.config.fairshare.metric in PRICED_METRICS:

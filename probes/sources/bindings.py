@@ -279,11 +279,16 @@ class _ScheddClient:
         self._location = location
 
     def query(self, constraint: str = "true", projection: list[str] | None = None, opts: Any = None) -> Any:
-        kwargs = {"constraint": constraint, "projection": projection or [], "opts": int(opts or htcondor2.QueryOpt.Default)}
+        opt = int(opts or htcondor2.QueryOpt.Default)
+        kwargs = {"constraint": constraint, "projection": projection or [], "opts": opt}
         return self._bindings.call(("schedd", self._location, "query", kwargs))
 
     def history(
-        self, constraint: str | None = None, projection: list[str] | None = None, match: int = -1, since: str | None = None
+        self,
+        constraint: str | None = None,
+        projection: list[str] | None = None,
+        match: int = -1,
+        since: str | None = None,
     ) -> Any:
         kwargs = {"constraint": constraint, "projection": projection or [], "match": match, "since": since}
         return self._bindings.call(("schedd", self._location, "history", kwargs))

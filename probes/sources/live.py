@@ -284,8 +284,9 @@ class LivePool:
         self.bindings: Bindings | None = None
         if collector_factory is None or schedd_factory is None:
             self.bindings = Bindings(pool.condor_config, pool.timeout_s, pool.token_file)
-        self._collector_factory: CollectorFactory = collector_factory or self.bindings.collector  # type: ignore[union-attr]
-        self._schedd_factory: ScheddFactory = schedd_factory or self.bindings.schedd  # type: ignore[union-attr]
+        bindings = self.bindings
+        self._collector_factory: CollectorFactory = collector_factory or bindings.collector  # type: ignore[union-attr]
+        self._schedd_factory: ScheddFactory = schedd_factory or bindings.schedd  # type: ignore[union-attr]
         self.timeout_s = pool.timeout_s
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
