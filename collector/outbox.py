@@ -185,14 +185,17 @@ class Outbox:
         seq_of = {id_: seq for seq, _, id_, _ in rows}
         doc_of = {id_: doc for _, _, id_, doc in rows}
         now = self._clock()
+        # A cycle may have replaced an item while its older copy was on the way (the flush holds
+        # no transaction while the sink works): delete only the copy that was sent.
+        sent = "DELETE FROM item WHERE seq = ? AND doc = ?"
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in acked if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in acked if i in seq_of])
             self._db.executemany(
                 "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
                 [(kind, i, doc_of[i], err, now) for i, err in rejected.items() if i in doc_of],
             )
-            self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in rejected if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in rejected if i in seq_of])
             self._db.executemany(
                 "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
                 [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],
@@ -214,8 +217,38 @@ class Outbox:
         dead = dict(self._db.execute("SELECT kind, count(*) FROM dead_letter GROUP BY kind ORDER BY kind").fetchall())
         return OutboxStatus(depth=depth, oldest=oldest, dead_letters=dead)
 
-    def dead_letters(self, limit: int = 20) -> list[dict[str, Any]]:
+    def dead_letters(self, limit: int | None = 20, *, kind: str | None = None) -> list[dict[str, Any]]:
+        """The dead letters (of ``kind``), newest first, with the store's reason; all when
+        ``limit`` is None."""
         rows = self._db.execute(
-            "SELECT kind, id, error, failed_at FROM dead_letter ORDER BY failed_at DESC LIMIT ?", (limit,)
+            "SELECT kind, id, error, failed_at FROM dead_letter WHERE ? IS NULL OR kind = ? "
+            "ORDER BY failed_at DESC, kind, id LIMIT ?",
+            (kind, kind, -1 if limit is None else limit),
         ).fetchall()
         return [{"kind": k, "id": i, "error": e, "failed_at": t} for k, i, e, t in rows]
+
+    def retry_dead_letters(self, kind: str | None = None) -> dict[str, int]:
+        """Put the dead letters (of ``kind``) back in the outbox, to be sent by the next flush
+        (once their cause is fixed: a template, a mapping, a record). Per kind, how many."""
+        now = self._clock()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            moved = dict(
+                self._db.execute(
+                    "SELECT kind, count(*) FROM dead_letter WHERE ? IS NULL OR kind = ? GROUP BY kind ORDER BY kind",
+                    (kind, kind),
+                ).fetchall()
+            )
+            self._db.execute(
+                "INSERT INTO item(kind, id, doc, enqueued_at) "
+                "SELECT kind, id, doc, ? FROM dead_letter WHERE ? IS NULL OR kind = ? ORDER BY failed_at "
+                "ON CONFLICT(kind, id) DO NOTHING",  # a newer copy already waiting wins
+                (now, kind, kind),
+            )
+            self._db.execute("DELETE FROM dead_letter WHERE ? IS NULL OR kind = ?", (kind, kind))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot put the dead letters back in the outbox ({exc})") from exc
+        return moved

@@ -356,6 +356,13 @@ class StoreSettings(_Section):
     password_file: str = Field("", description="File holding the basic-auth password.")
     password_env: str = Field("", description="Environment variable holding the basic-auth password.")
     ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
+    install_templates: bool = Field(
+        False,
+        description="Install fairacct's index templates when they are missing or outdated (checked at the first "
+        "flush and after every reconnect). Off by default: templates change a shared cluster's schema and need "
+        "its manage_index_templates privilege, so the store's operator runs `fairacct mappings install`; "
+        "records wait in the outbox meanwhile.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -390,6 +397,12 @@ class ProbeSettings(_Section):
     )
     health_address: str = Field("127.0.0.1", description="Address the /healthz and /metrics endpoint listens on.")
     health_port: int = Field(0, ge=0, le=65535, description="Port of the /healthz and /metrics endpoint; 0: off.")
+    stop_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds SIGTERM may take: running jobs and one last flush, then what is left waits in the "
+        "outbox for the next start. Keep it well under the unit's TimeoutStopSec (120).",
+    )
 
 
 class SummarySettings(_Section):

@@ -1,12 +1,36 @@
-"""Writing a file whole: a reader (or a crash) never sees half of it."""
+"""Writing files: whole (a reader, or a crash, never sees half of one), and only where it can."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+from collector.errors import ConfigError
+
+__all__ = ["atomic_write", "check_writable"]
+
+
+def check_writable(directory: Path, setting: str) -> None:
+    """Create ``directory`` if needed and make sure files can be created in it; raise
+    ConfigError naming ``setting``, the path and the reason (read-only, permission) if not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".fairacct-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        why = {
+            errno.EROFS: "it is on a read-only file system",
+            errno.EACCES: f"permission denied: user id {os.geteuid()} may not write there",
+            errno.EPERM: f"permission denied: user id {os.geteuid()} may not write there",
+            errno.ENOSPC: "the file system is full",
+        }.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+        raise ConfigError(
+            f"{setting}: cannot write in {directory} ({why}); the outbox and the checkpoints live there: "
+            "make it writable (systemd: StateDirectory= or ReadWritePaths=) or choose another directory"
+        ) from None
 
 
 def atomic_write(path: Path, text: str) -> None:

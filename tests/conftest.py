@@ -7,9 +7,12 @@ when it is absent; the files are never copied into the project.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -74,3 +77,40 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _BEFORE = pytest.StashKey[set[str] | None]()
+#: The jobs the pool fixture submits: (name, submit description). Short sleeps that finish (for
+#: the history), long ones that hold dynamic slots while the session runs (for the allocations),
+#: on both startds, with explicit, default and GPU requests; and one larger than any slot, which
+#: stays idle (the idle demand).
+POOL_JOBS = {
+    "finished": "executable = /bin/sleep\narguments = 1\nrequest_cpus = 1\nrequest_memory = 512\nqueue 2\n",
+    "running": "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 2\nrequest_memory = 2048\nqueue 1\n",
+    "running_gpu": (
+        "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 1\nrequest_memory = 4096\nrequest_gpus = 1\nqueue 1\n"
+    ),
+    "running_default": "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 3\nqueue 1\n",
+    "too_large": "executable = /bin/sleep\narguments = 1\nrequest_cpus = 64\nrequest_memory = 1024\nqueue 1\n",
+}
+
+
+@pytest.fixture(scope="session")
+def htcondor_pool() -> Iterator[HTCondorPool]:
+    """A real HTCondor pool (../shared/htcondor) with the jobs of POOL_JOBS: two finished, three
+    running, one idle for good. One per session; stopped and removed at the end."""
+    why = unavailable(SHARED)
+    if why:
+        pytest.skip(why)
+    pool = start_pool(SHARED)
+    try:
+        for name, description in POOL_JOBS.items():
+            pool.submit(description, name)
+
+        def settled() -> bool:
+            done = pool.tool("condor_history", "-af", "GlobalJobId").split()
+            status = pool.tool("condor_q", "-allusers", "-af", "JobStatus").split()
+            dynamic = pool.tool("condor_status", "-const", 'SlotType == "Dynamic"', "-af", "Name").split()
+            return len(done) == 2 and status.count("2") == 3 and status.count("1") == 1 and len(dynamic) == 3
+
+        pool.wait_for("2 jobs finished, 3 running in dynamic slots, 1 idle", settled)
+        yield pool
+    finally:
+        remove(pool)

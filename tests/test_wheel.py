@@ -53,7 +53,7 @@ def _fairacct(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[
 
 
 def test_the_installed_probe_installs_templates_and_runs_a_cycle(
-    installed: Path, tmp_path: Path, osmem_server: OsmemServer
+    installed: Path, tmp_path: Path, osmem_server: OsmemServer,  # noqa: F811 - the fixture
 ) -> None:
     url = osmem_server.url
     done = _fairacct(installed, tmp_path, "mappings", "install", "--store", url)

@@ -12,10 +12,29 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from collector.errors import ConfigError
+from collector.errors import ConfigError, SinkError
 from collector.sinks.base import SendResult, Sink, TemplateCheck
 
-__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "describe_url", "open_sink", "sqlite_path"]
+__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "describe_url", "ensure_templates", "open_sink", "sqlite_path"]
+
+
+def ensure_templates(sink: Sink, url: str, *, install: bool) -> list[str]:
+    """Make sure the store has fairacct's index templates before records go in (without them
+    Elasticsearch guesses the fields' types from the first documents: ``user`` as text, ``end``
+    as a float). Missing or outdated ones are installed when ``install`` (store.install_templates)
+    allows, and the names installed are returned; otherwise SinkError says what is wrong and
+    what to do, and the records wait in the outbox."""
+    found = sink.check_templates()
+    if found.ok:
+        return []
+    if install:
+        return sink.install_templates()
+    problems = [f"missing for {', '.join(found.missing)}"] if found.missing else []
+    problems += [f"{kind}: {what}" for kind, what in found.differ.items()]
+    raise SinkError(
+        f"{url}: index templates {'; '.join(problems)}: run `fairacct mappings install` first "
+        "(or set store.install_templates = true)"
+    )
 
 
 def sqlite_path(url: str, base: Path) -> Path | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collector.records import SUMMARY_DIMENSIONS
 from collector.sinks.base import Total
 
 __all__ = ["COLUMNS", "SOURCES", "Column", "Source"]

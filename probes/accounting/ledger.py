@@ -4,11 +4,17 @@ The probe service cannot keep every job it ever read; it keeps, per fairshare wi
 usage of each credential combination (:data:`LEDGER_COLUMNS`) and computes the fairshare state
 of a window from those rows alone. Pure functions over rows: storing the ledger (a checkpoint
 of the outbox) is the caller's business.
+
+The ledger counts each job once, as the store does (:func:`ledger_count`): the same job read
+again (a renamed schedd, a lost history checkpoint, two schedds reporting one job) adds nothing.
+It keeps the ids of the jobs it counted for as long as they can count, i.e. those that ended in
+the ``depth`` windows it holds; a job that ended before those adds nothing anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +22,7 @@ import pandas as pd
 
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, FairshareResult, fairshare, window_usage
 
-__all__ = ["LEDGER_COLUMNS", "ledger_add", "ledger_fairshare"]
+__all__ = ["LEDGER_COLUMNS", "ledger_add", "ledger_count", "ledger_fairshare"]
 
 LEDGER_COLUMNS = ("window_start", *dict.fromkeys(CREDENTIALS.values()), "usage")
 """A ledger row: the window's start (UNIX seconds), each credential column, the usage."""
@@ -51,6 +57,40 @@ def ledger_add(
         [float(row[0]), *(str(v) if isinstance(v, str) else None for v in row[1:-1]), float(row[-1])]
         for row in summed.itertuples(index=False, name=None)
     ]
+
+
+def ledger_count(
+    rows: Sequence[Sequence[Any]],
+    counted: Mapping[str, float],
+    jobs: pd.DataFrame,
+    usage: np.ndarray,
+    *,
+    now: float,
+    interval_s: float,
+    depth: int,
+) -> tuple[list[list[Any]], dict[str, float]]:
+    """:func:`ledger_add` of the jobs not counted yet, and the jobs counted after it.
+
+    ``counted`` maps the ``job_id`` of each job already in the ledger to its end (UNIX
+    seconds); a job whose id is there, or appears earlier in ``jobs``, adds nothing. The
+    returned map holds the ids of the jobs that ended in the ``depth`` windows up to ``now``
+    (older ones could add nothing if read again). A job without an id cannot be recognised and
+    is counted.
+    """
+    ids = jobs["job_id"].astype(object) if "job_id" in jobs.columns else pd.Series(None, index=jobs.index, dtype=object)
+    known = ids.notna().to_numpy()
+    fresh = ~(ids.isin(list(counted)).to_numpy() | (ids.duplicated().to_numpy() & known))
+    values = np.asarray(usage, dtype=np.float64)
+    out = [list(r) for r in rows]
+    if fresh.any():
+        fresh_jobs = jobs[fresh].reset_index(drop=True)
+        out = ledger_add(rows, fresh_jobs, values[fresh], now=now, interval_s=interval_s, depth=depth)
+    horizon = math.floor(now / interval_s) * interval_s - (depth - 1) * interval_s
+    end = pd.to_numeric(jobs["end"], errors="coerce").to_numpy(dtype=np.float64)
+    keep = fresh & known & (end >= horizon)
+    after = {str(i): float(e) for i, e in counted.items() if float(e) >= horizon}
+    after |= {str(i): float(e) for i, e in zip(ids[keep], end[keep], strict=True)}
+    return out, after
 
 
 def ledger_fairshare(rows: Sequence[Sequence[Any]], window_start: float, policy: FairsharePolicy) -> FairshareResult:

@@ -2,7 +2,10 @@
 
 Library code raises :class:`~collector.errors.FairacctError`; here it becomes one line on
 stderr and an exit code: 2 for a bad command line or configuration, 1 for a source or store
-that failed, 0 otherwise (malformed ads that were quarantined are not a failure).
+that failed (or records the store refused for good: dead letters), 3 for ``probe once`` when
+the cycle was committed to the outbox but not sent (the store did not answer: the next
+``probe once`` or ``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are
+not a failure).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from collector.errors import ConfigError, FairacctError, SinkError
-from collector.outbox import Outbox
+from collector.errors import ConfigError, FairacctError
+from collector.outbox import Outbox, OutboxStatus
 from collector.records import KINDS, iso_utc
-from collector.sinks import Sink, describe_url, open_sink, sqlite_path
+from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_path
 from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
 from probes.cli import analytics_views, usage_views, views
 from probes.cli.outputs import add_output_commands, run_output_command
@@ -38,7 +41,7 @@ from probes.sources.workloads.swf import read_swf
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_QUEUED = 0, 1, 2, 3
 
 def _package_version() -> str:
     try:
@@ -116,7 +119,12 @@ def _parser() -> argparse.ArgumentParser:
     records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
     records.add_argument("--until", metavar="TIME", help="records before TIME")
     records.add_argument("--limit", type=int, metavar="N", help="at most N records")
-    sub.add_parser("outbox", parents=[common], help="depth, oldest item and dead letters of the outbox")
+    outbox = sub.add_parser("outbox", parents=[_options("--store")], help="depth, oldest item and dead letters of the outbox")
+    outbox.add_argument(
+        "action", nargs="?", choices=["retry"], help="retry: put the dead letters back in the outbox, to be sent again"
+    )
+    outbox.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
+    outbox.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
     mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
     mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
     mappings_sub.add_parser("install", parents=[_options("--store")], help="install (or update) the index templates of every kind")
@@ -177,7 +185,19 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
             "sources",
             "--status-file, --idle-file or --history (or set sources.live = true)",
         )
-        result = _store_cycle(config, args.strict)
+        result, status, last_dead = _store_cycle(config, args.strict)
+        _report_problems(result, config, args)
+        if result.replayed:
+            print(f"fairacct: {result.replayed}", file=sys.stderr)
+        if result.unobserved_s:
+            print(
+                f"fairacct: note: {result.unobserved_s:.0f} s before this snapshot were not observed (a gap longer "
+                f"than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
+                file=sys.stderr,
+            )
+        doc, sections = _show(args, result, config)
+        print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+        return _delivery(result, status, last_dead)
     else:
         key, option = _INPUT[args.command]
         _require(getattr(config.sources, key), f"sources.{key}", option)
@@ -211,6 +231,7 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
         "sent": _nonzero(flushed.sent) if flushed else {},
         "retry": _nonzero(flushed.retried) if flushed else {},
         "dead": _nonzero(flushed.dead) if flushed else {},
+        "unsent": result.unsent,
     }
     sections: list[views.Section] = [("read", _read_summary(result))]
     if report is not None:
@@ -342,15 +363,49 @@ def _require(value: object, key: str, option: str) -> None:
         raise ConfigError(f"no input: set {key} in the configuration or give {option}")
 
 
-def _store_cycle(config: ProbeConfig, strict: bool | None) -> CycleResult:
+def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[CycleResult, OutboxStatus, list[dict[str, Any]]]:
+    """probe once: the cycle, committed to the outbox whatever the store does, then sent if it
+    can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
+    url = config.store.url
     with Outbox(state / "outbox.sqlite") as outbox:
-        sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+        sink = open_sink(url, base=state, auth=config.store.auth())
         try:
-            _check_templates(sink, config.store.url)
-            return run_once(config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict)
+            result = run_once(
+                config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
+                check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
+            )  # fmt: skip
         finally:
             sink.close()
+        return result, outbox.status(), outbox.dead_letters(limit=1)
+
+
+def _installed(names: list[str]) -> None:
+    if names:
+        print(f"fairacct: installed index templates (store.install_templates): {', '.join(names)}", file=sys.stderr)
+
+
+def _delivery(result: CycleResult, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
+    """What became of the cycle's records, on stderr when not everything was sent: the exit code."""
+    dead = _nonzero(result.flushed.dead) if result.flushed else {}
+    if dead:
+        print(
+            f"fairacct: the store refused {sum(dead.values())} record(s) for good, now dead letters "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(dead.items()))})"
+            + (f", e.g. {last_dead[0]['kind']} {last_dead[0]['id']}: {last_dead[0]['error']}" if last_dead else "")
+            + "; see `fairacct outbox --dead-letters`, fix the cause, then `fairacct outbox retry`",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if result.unsent:
+        waiting = sum(status.depth.values())
+        print(
+            f"fairacct: {waiting} record(s) queued in the outbox, not sent: {result.unsent}; "
+            "the next `probe once` or `probe run` sends them",
+            file=sys.stderr,
+        )
+        return EXIT_QUEUED
+    return EXIT_OK
 
 
 def _serve(config: ProbeConfig, duration: float | None) -> int:
@@ -393,22 +448,23 @@ def _check_config(config: ProbeConfig) -> None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 
 
-def _check_templates(sink: Sink, url: str) -> None:
-    """Elasticsearch must have fairacct's index templates before records go in, or it would
-    guess the fields' types from the first documents."""
-    found = sink.check_templates()
-    if not found.ok:
-        problems = [f"missing for {', '.join(found.missing)}"] if found.missing else []
-        problems += [f"{kind}: {what}" for kind, what in found.differ.items()]
-        raise SinkError(f"{url}: index templates {'; '.join(problems)}: run `fairacct mappings install` first")
-
-
 def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """records, outbox, mappings: commands on the store and the outbox, not on sources."""
     state = config.probe.state_dir
     if args.command == "outbox":
         with Outbox(state / "outbox.sqlite") as outbox:
-            doc, text = views.outbox_view(outbox.status(), outbox.dead_letters())
+            if args.action == "retry":
+                moved = outbox.retry_dead_letters(args.kind)
+                doc = {"retried": moved}
+                text = (
+                    f"put back in the outbox: {', '.join(f'{n} {k}' for k, n in moved.items())}; "
+                    "the next `probe once` or flush of `probe run` sends them"
+                    if moved
+                    else "no dead letters" + (f" of kind {args.kind}" if args.kind else "")
+                )
+            else:
+                listed = outbox.dead_letters(None if args.dead_letters else 20, kind=args.kind)
+                doc, text = views.outbox_view(outbox.status(), listed)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
     sink = open_sink(config.store.url, base=state, auth=config.store.auth(), create=args.command == "mappings")

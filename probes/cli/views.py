@@ -222,13 +222,17 @@ def records_summary(result: CycleResult, url: str) -> str:
     for kind, n in result.enqueued.items():
         sent = flushed.sent.get(kind, 0) if flushed else 0
         line = f"{kind}: {n} new, {sent} sent to {url}"
-        if flushed and flushed.retried.get(kind):
+        if flushed is None:  # not sent at all: the store could not be reached
+            line += f", {n} waiting in the outbox"
+        elif flushed.retried.get(kind):
             line += f", {flushed.retried[kind]} waiting in the outbox"
         if flushed and flushed.dead.get(kind):
             line += f", {flushed.dead[kind]} refused (dead letters)"
         lines.append(line)
     if flushed and flushed.errors:
         lines += [f"  {e}" for e in flushed.errors]
+    elif result.unsent:
+        lines.append(f"  not sent: {result.unsent}")
     return "\n".join(lines) or "no records"
 
 

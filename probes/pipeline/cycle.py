@@ -4,9 +4,11 @@
 :class:`~probes.sources.live.LivePool`); :func:`account` computes the snapshot's accounting
 once (:mod:`probes.pipeline.overhead`), which the records (:mod:`probes.pipeline.records`) and
 the command line's tables both read; ``run_once`` commits the records with the history
-checkpoints in one outbox transaction, then flushes the outbox to the sink. A crash anywhere
-leaves either the old checkpoints or the records waiting in the outbox, and record ids make
-re-sending harmless.
+checkpoints and the fairshare ledger (:func:`ledger_marks`) in one outbox transaction, then
+flushes the outbox to the sink. A crash anywhere leaves either the old checkpoints or the
+records waiting in the outbox, and record ids make re-sending harmless. A store that cannot be
+reached costs only the sending: the cycle is committed first, and waits in the outbox
+(``CycleResult.unsent`` says why it was not sent).
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from typing import Any
 import pandas as pd
 
 from collector import faults
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError, SinkError, SourceError
 from collector.outbox import FlushResult, Outbox
+from collector.records import iso_utc
 from collector.sinks import Sink
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs
-from probes.sources.checkpoints import history_key, new_jobs
+from probes.accounting.ledger import ledger_count
+from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
+from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
@@ -39,10 +44,12 @@ __all__ = [
     "account",
     "check_sources",
     "cycle_records",
+    "ledger_marks",
     "live_pool",
     "read_live",
     "read_sources",
     "run_once",
+    "time_snapshot",
 ]
 
 FILE_SOURCES = ("status_files", "idle_files", "history")
@@ -63,6 +70,9 @@ class CycleResult:
     overhead: OverheadReport | None = None
     enqueued: dict[str, int] = field(default_factory=dict)
     flushed: FlushResult | None = None
+    unsent: str | None = None  # why the records were committed to the outbox and not sent
+    replayed: str | None = None  # why the snapshot was not accounted (observed before the last one)
+    unobserved_s: float = 0.0  # seconds before the snapshot that no snapshot observed (a gap)
 
 
 def read_sources(
@@ -171,10 +181,52 @@ def account(result: CycleResult, config: ProbeConfig) -> OverheadReport | None:
 
 
 def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Records:
-    """The cycle's documents, by kind: the snapshot's slots and bills, the jobs read."""
-    report = account(result, config)
+    """The cycle's documents, by kind: the snapshot's slots and bills (unless it is a replay),
+    the jobs read."""
+    report = None if result.replayed else account(result, config)
     records = snapshot_docs(report, idle_known=result.idle is not None, probe=probe) if report is not None else {}
     return records | job_docs(result.jobs, probe=probe)
+
+
+def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: ProbeConfig) -> dict[str, Any]:
+    """Set what the cycle's snapshot stands for from the time between its observation and the
+    last snapshot accounted (``last``: the :data:`SNAPSHOT_KEY` checkpoint), so that a record's
+    content depends on the snapshots alone, not on when the probe ran; after a gap longer than
+    ``pool.max_interval_s`` it stands for ``pool.interval_s`` and ``result.unobserved_s`` holds
+    the rest (see :func:`~probes.sources.checkpoints.snapshot_interval`). Returns the checkpoints
+    to commit with its records; a snapshot observed at or before ``last`` is a replay:
+    ``result.replayed`` says so, its records are not made, and nothing is returned."""
+    snapshot = result.snapshot
+    if snapshot is None or not len(snapshot.slots):
+        return {}
+    observed = float(pd.to_numeric(snapshot.slots["observed_at"]).max())
+    pool = config.pool
+    timed = snapshot_interval(last, observed, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
+    if timed is None:
+        assert last is not None
+        at, before = iso_utc([observed, float(last["at"])])
+        result.replayed = (
+            f"the snapshot observed at {at} is not after the last one accounted ({before}): "
+            "accounted already, skipped"
+        )
+        return {}
+    interval, result.unobserved_s = timed
+    snapshot.slots["interval_s"] = interval
+    snapshot.allocations["interval_s"] = interval
+    return {SNAPSHOT_KEY: {"at": observed}}
+
+
+def ledger_marks(
+    checkpoint: Callable[[str], Any], jobs: pd.DataFrame, usage: Any, config: ProbeConfig, *, now: float
+) -> dict[str, Any]:
+    """The fairshare ledger's checkpoints with ``jobs`` counted (each job once, by id), to commit
+    with the jobs' records. ``checkpoint(key)`` reads the committed value."""
+    cfg = config.fairshare
+    rows, counted = ledger_count(
+        checkpoint(LEDGER_KEY) or [], checkpoint(COUNTED_KEY) or {}, jobs, usage,
+        now=now, interval_s=cfg.interval_s, depth=cfg.depth,
+    )  # fmt: skip
+    return {LEDGER_KEY: rows, COUNTED_KEY: counted}
 
 
 def run_once(
@@ -185,22 +237,48 @@ def run_once(
     probe: str,
     strict: bool | None = None,
     pool: LivePool | None = None,
+    check: Callable[[Sink], None] | None = None,
 ) -> CycleResult:
-    """Read, account, commit to the outbox (records and checkpoints together), flush.
+    """Read, account, commit to the outbox (records, checkpoints and the fairshare ledger
+    together), flush.
 
     With ``sources.live``, the pool is read through ``pool`` (:func:`live_pool` of the
-    configuration by default)."""
+    configuration by default). ``check(sink)`` runs before the flush (the index templates): a
+    :class:`SinkError` from it, like a store that does not answer, leaves the records queued,
+    and ``unsent`` says why."""
     check_sources(config)
-    if config.sources.live:
-        result = read_live(pool or live_pool(config), now=time.time(), checkpoint=outbox.checkpoint)
+    src = config.sources
+    priced = config.fairshare.metric in PRICED_METRICS
+    if priced and (src.live or src.history) and not (src.live or src.status_files):
+        raise ConfigError(
+            f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
+            "a cycle that reads jobs needs slots too (sources.status_files or sources.live)"
+        )
+    now = time.time()
+    if src.live:
+        result = read_live(pool or live_pool(config), now=now, checkpoint=outbox.checkpoint)
     else:
-        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in config.sources.history}
+        checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in src.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
+    marks = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), config) | result.checkpoints
     records = cycle_records(result, config, probe=probe)
+    if result.jobs is not None and len(result.jobs):
+        snapshot = result.snapshot
+        machines = slot_machines(snapshot.slots, snapshot.ads, config) if priced and snapshot is not None else None
+        jobs, usage = fairshare_usage(result.jobs, machines, config)
+        marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
     faults.point("before-commit")
-    outbox.commit(records, result.checkpoints)
+    outbox.commit(records, marks)
     result.enqueued = {kind: len(docs) for kind, docs in records.items()}
     faults.point("after-commit")
+    try:
+        if check is not None:
+            check(sink)
+    except SinkError as exc:
+        result.unsent = str(exc)
+        return result
     result.flushed = outbox.flush(sink)
+    if result.flushed.errors:
+        result.unsent = result.flushed.errors[0]
     faults.point("after-flush")
     return result

@@ -35,11 +35,13 @@ from probes.sources.workloads.swf import read_swf
 
 __all__ = [
     "FS_TYPES",
+    "PRICED_METRICS",
     "FairshareReport",
     "PenaltyReport",
     "UsageInputs",
     "alea_machines",
     "fairshare_report",
+    "fairshare_usage",
     "fs_files",
     "penalty_report",
     "price_jobs",
@@ -175,6 +177,26 @@ def price_jobs(
     if config.machines.speed_expression.strip():
         jobs = jobs.assign(speed=np.nan)
     return job_penalties(jobs, machines, config.penalty_policy(), requests=requests)
+
+
+PRICED_METRICS = ("mrpe", "dedicated_pes")
+"""The fairshare metrics that price jobs against the pool's machines."""
+
+
+def fairshare_usage(
+    jobs: pd.DataFrame, machines: pd.DataFrame | None, config: ProbeConfig
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Each job's fairshare usage under ``fairshare.metric``: (the jobs, priced when the metric
+    prices them against ``machines``; one usage per job)."""
+    metric = config.fairshare.metric
+    if metric not in PRICED_METRICS:
+        return jobs, job_usage(jobs, metric)
+    if machines is None:
+        raise SourceError(
+            f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet"
+        )
+    priced = price_jobs(jobs, machines, config).jobs
+    return priced, job_usage(priced, metric)
 
 
 @dataclass

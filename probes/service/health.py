@@ -2,7 +2,10 @@
 
 ``GET /healthz``: JSON with the last success and failure of each job of the service and the
 outbox depth; HTTP 200 while every job has succeeded within three of its periods (or has not
-been due that long), 503 otherwise, so that a monitor needs no parsing to alert.
+been due that long) and the outbox holds no dead letters, 503 otherwise, so that a monitor
+needs no parsing to alert. ``status`` says which: ``failing`` (a job is stale) or
+``degraded`` (the jobs run, but the store refused records for good: they wait in the dead
+letters until the cause is fixed and ``fairacct outbox retry`` sends them again).
 
 ``GET /metrics``: Prometheus' text exposition format (version 0.0.4), written here by hand:
 
@@ -20,6 +23,9 @@ metric                                                  type      labels
 ``fairacct_outbox_oldest_age_seconds``                  gauge
 ``fairacct_outbox_dead_letters``                        gauge     ``kind``
 ``fairacct_snapshot_interval_seconds``                  gauge     (what the last snapshot stands for)
+``fairacct_unobserved_seconds_total``                   counter   (gaps between snapshots longer than
+                                                                  ``pool.max_interval_s``, less what the
+                                                                  next snapshot stands for)
 ======================================================  ========  =====================================
 
 The server is the standard library's, bound to 127.0.0.1 by default; it serves nothing else.
@@ -39,7 +45,7 @@ from typing import Any
 
 from collector.errors import ConfigError
 
-__all__ = ["HealthServer", "JobState", "Metrics"]
+__all__ = ["CONNECTION_TIMEOUT_S", "HealthServer", "JobState", "Metrics"]
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Metrics:
         self.source_failures: Counter[str] = Counter()
         self.outbox = _Outbox()
         self.snapshot_interval_s: float | None = None
+        self.unobserved_s = 0.0
 
     def register(self, job: str, every_s: float) -> None:
         with self._lock:
@@ -112,9 +119,10 @@ class Metrics:
         with self._lock:
             self.outbox = _Outbox(dict(depth), oldest, dict(dead))
 
-    def set_snapshot_interval(self, seconds: float) -> None:
+    def set_snapshot_interval(self, seconds: float, unobserved_s: float = 0.0) -> None:
         with self._lock:
             self.snapshot_interval_s = seconds
+            self.unobserved_s += unobserved_s
 
     # -- views --------------------------------------------------------------------------------
 
@@ -138,17 +146,26 @@ class Metrics:
                     "last_duration_s": s.last_duration_s,
                     "stale": stale,
                 }
+            dead = sum(self.outbox.dead.values())
+            status = "failing" if not healthy else "degraded" if dead else "ok"
+            healthy &= not dead
             doc = {
-                "status": "ok" if healthy else "failing",
+                "status": status,
                 "started": _iso(self.started),
                 "jobs": jobs,
                 "outbox": {
                     "depth": sum(self.outbox.depth.values()),
                     "by_kind": dict(self.outbox.depth),
                     "oldest": _iso(self.outbox.oldest),
-                    "dead_letters": sum(self.outbox.dead.values()),
+                    "dead_letters": dead,
                 },
             }
+            if dead:
+                doc["problems"] = [
+                    f"{dead} record(s) refused by the store for good "
+                    f"({', '.join(f'{n} {k}' for k, n in sorted(self.outbox.dead.items()))}): "
+                    "see `fairacct outbox --dead-letters`, fix the cause, then `fairacct outbox retry`"
+                ]
         return healthy, doc
 
     def render(self) -> str:
@@ -199,6 +216,8 @@ class Metrics:
             family(
                 "fairacct_snapshot_interval_seconds", "gauge", "Seconds the last slot snapshot stands for.", interval
             )
+            family("fairacct_unobserved_seconds_total", "counter", "Seconds of gaps no snapshot observed.",
+                   [("", {}, self.unobserved_s)])  # fmt: skip
         return "\n".join(out) + "\n"
 
 
@@ -246,9 +265,16 @@ class HealthServer:
         self._thread.join(timeout=5)
 
 
+#: Seconds a connection to the health server may stay silent before it is closed: idle
+#: connections would otherwise each hold a thread and a descriptor for ever (300 of them left
+#: the outbox unable to open its database).
+CONNECTION_TIMEOUT_S = 10.0
+
+
 def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fairacct"
+        timeout = CONNECTION_TIMEOUT_S  # socketserver sets it on each connection's socket
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]

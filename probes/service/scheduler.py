@@ -19,14 +19,25 @@ summaries      ``summaries.every_s``      re-summarizes the last ``summaries.rec
                                           days in the store (and ``nightly_days`` daily)
 =============  =========================  =================================================
 
-A slot record stands for the real time since the previous successful snapshot (kept in the
-outbox, so across restarts too), capped by ``pool.max_interval_s``: when a cycle is missed,
-canonical-unit hours stay right, and a probe that was down does not claim to have watched.
+A slot record stands for the time since the previous snapshot accounted (its ``observed_at``
+is kept in the outbox, so across restarts too): when a cycle is missed, canonical-unit hours
+stay right. After a gap longer than ``pool.max_interval_s`` (the probe or the collector was
+down) the snapshot stands for ``pool.interval_s`` only and the rest of the gap is reported as
+unobserved (a WARNING and ``fairacct_unobserved_seconds_total``): a probe that was down does
+not claim to have watched, and slots are not counted empty for time nobody saw them.
+Fairshare windows are rolled on their boundaries (multiples of ``fairshare.interval_s`` since
+the epoch, UTC), whenever the service started.
 
-Every write to the outbox happens under one lock, so a flush and a cycle never write at once;
-a cycle commits its records and its checkpoints in one transaction, so a crash or a stop leaves
-nothing half-written. A source that fails (a collector or schedd that does not answer, answers
-late or answers garbage; a file that cannot be read) costs that run, or that schedd's part of
+A cycle commits its records and its checkpoints in one transaction, so a crash or a stop
+leaves nothing half-written; the commits that read what they change (the fairshare ledger)
+hold one lock. The flush holds neither while it waits on the store: its transactions are the
+short ones that settle what the store acknowledged, so a store that hangs or is down for
+minutes never holds up a snapshot. The first flush, and the first after the store failed
+(it may come back empty), checks the store's index templates before sending anything and
+installs them if ``store.install_templates`` allows; otherwise the records wait.
+
+A source that fails (a collector or schedd that does not answer, answers late or answers
+garbage; a file that cannot be read) costs that run, or that schedd's part of
 it, with one log line and a metric; the next run goes on. SIGTERM and SIGINT stop the
 service: calls to the pool in flight are abandoned (their cycle commits nothing), running jobs
 finish, the outbox is flushed once more if the store answers, and :meth:`ProbeService.run`
@@ -61,16 +72,25 @@ from collector import faults
 from collector.errors import ConfigError, FairacctError, SinkError, SourceError
 from collector.outbox import Outbox
 from collector.records import iso_utc
-from collector.sinks import open_sink
+from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
-from probes.accounting.fairshare import job_usage
-from probes.accounting.ledger import ledger_add
 from probes.config import ProbeConfig
-from probes.pipeline.cycle import CycleResult, check_sources, cycle_records, live_pool, read_live, read_sources
+from probes.files import check_writable
+from probes.pipeline.cycle import (
+    CycleResult,
+    check_sources,
+    cycle_records,
+    ledger_marks,
+    live_pool,
+    read_live,
+    read_sources,
+    time_snapshot,
+)
+
 from probes.pipeline.records import fairshare_docs
-from probes.pipeline.usage import price_jobs, slot_machines
+from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
 from probes.service.health import HealthServer, Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key, snapshot_interval
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key
 from probes.sources.live import LivePool
 from probes.sources import sandbox
 from probes.sources.report import problem_lines
@@ -79,7 +99,6 @@ __all__ = ["ProbeService"]
 
 log = logging.getLogger("fairacct.service")
 
-_PRICED = ("mrpe", "dedicated_pes")  # fairshare metrics that price jobs against the machines
 
 
 class ProbeService:
@@ -103,7 +122,7 @@ class ProbeService:
             )
         if src.live and pool is None:
             pool = live_pool(config)
-        if config.fairshare.metric in _PRICED and not (src.live or src.status_files):
+        if config.fairshare.metric in PRICED_METRICS and not (src.live or src.status_files):
             raise ConfigError(
                 f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
                 "the service needs slot snapshots (sources.status_files or sources.live)"
@@ -116,6 +135,9 @@ class ProbeService:
         self.outbox_path = config.probe.state_dir / "outbox.sqlite"
         self.metrics = Metrics(clock)
         self._write = threading.Lock()
+        self._templates_checked = False  # since the store last answered
+        self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
+        self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
         self._machines: pd.DataFrame | None = None
@@ -127,7 +149,7 @@ class ProbeService:
         if src.live or src.history:
             self.jobs["history"] = (self.history, config.probe.history_every_s)
         self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
-        self.jobs["fairshare"] = (self.roll_fairshare, min(config.fairshare.interval_s, 60.0))
+        self.jobs["fairshare"] = (self.roll_fairshare, config.fairshare.interval_s)  # on the windows' boundaries
         for name, days, every in (
             ("summaries", config.summaries.recent_days, config.summaries.every_s),
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
@@ -166,7 +188,7 @@ class ProbeService:
 
     def start(self) -> None:
         """Start the health server and the scheduler; every job runs once at once."""
-        self.config.probe.state_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(self.config.probe.state_dir, "probe.state_dir")  # refuse now, not an ERROR every period
         port = self.config.probe.health_port
         if port:
             self._health = HealthServer(self.metrics, self.config.probe.health_address, port)
@@ -180,9 +202,14 @@ class ProbeService:
         now = datetime.now(UTC)
         for name, (job, every) in self.jobs.items():
             self.metrics.register(name, every)
+            # fairshare windows close on multiples of their width since the epoch: the roll runs
+            # then (and once at start, for the windows that closed while the service was down)
+            start = None
+            if name == "fairshare":
+                start = datetime.fromtimestamp(math.floor(now.timestamp() / every) * every, UTC)
             scheduler.add_job(
                 self._run,
-                IntervalTrigger(seconds=every, timezone=UTC),
+                IntervalTrigger(seconds=every, start_date=start, timezone=UTC),
                 args=(name, job),
                 id=name,
                 name=name,
@@ -204,27 +231,58 @@ class ProbeService:
         )
 
     def stop(self) -> None:
-        """Stop the jobs (nothing half-written), flush once more, stop the health server."""
+        """Stop the jobs, flush once more, stop the health server: within ``probe.stop_timeout_s``.
+
+        Calls to the pool in flight are abandoned at once; a job still running at the deadline
+        (a store that hangs) is left behind, which loses nothing: its transaction is either
+        committed or not, and what the store did not acknowledge waits in the outbox."""
         if self._stopping.is_set():
             return
         self._stopping.set()
+        deadline = time.monotonic() + self.config.probe.stop_timeout_s
         if self.pool is not None:
             self.pool.cancel()
         if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.shutdown(wait=True)
-        try:
-            summary = self.flush()
-            log.info("final flush: %s", summary or "nothing to send")
-        except FairacctError as exc:
-            log.warning("final flush: %s; the records wait in the outbox for the next start", _one_line(str(exc)))
+            self._scheduler.shutdown(wait=False)
+        with self._idle:
+            self._idle.wait_for(lambda: self._running == 0, timeout=max(0.0, deadline - time.monotonic()))
+            left = self._running
+        if left:
+            log.warning("stop: %d job(s) still running at probe.stop_timeout_s, left behind", left)
+        else:
+            self._final_flush(deadline)
         if self._health is not None:
             self._health.stop()
         log.info("stopped")
 
+    def _final_flush(self, deadline: float) -> None:
+        """One last flush, given what is left of the stop's time."""
+        outcome: list[str] = []
+
+        def flush() -> None:
+            try:
+                outcome.append(f"final flush: {self.flush() or 'nothing to send'}")
+            except FairacctError as exc:
+                outcome.append(f"final flush: {_one_line(str(exc))}; the records wait in the outbox for the next start")
+
+        worker = threading.Thread(target=flush, name="fairacct: final flush", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            log.warning(
+                "final flush: the store did not answer within probe.stop_timeout_s; the records wait in the outbox"
+            )
+        elif outcome[0].endswith("next start"):
+            log.warning("%s", outcome[0])
+        else:
+            log.info("%s", outcome[0])
+
     def _run(self, name: str, job: Callable[[], str | None]) -> None:
         """Run one job: time it, count it, log one line; a FairacctError costs only this run."""
-        if self._stopping.is_set():
-            return
+        with self._idle:
+            if self._stopping.is_set():
+                return
+            self._running += 1
         started = time.monotonic()
         error: str | None = None
         summary: str | None = None
@@ -244,6 +302,9 @@ class ProbeService:
         finally:
             duration = time.monotonic() - started
             self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
         if summary:
             log.info("%s: %s in %.2f s", name, summary, duration)
 
@@ -261,15 +322,20 @@ class ProbeService:
         if snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
         with Outbox(self.outbox_path) as outbox:
-            pool = self.config.pool
-            last = outbox.checkpoint(SNAPSHOT_KEY)
-            interval = snapshot_interval(last, now, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
-        snapshot.slots["interval_s"] = interval
-        snapshot.allocations["interval_s"] = interval
+            mark = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), self.config)
+        if result.replayed:
+            return result.replayed
         records = cycle_records(result, self.config, probe=self.probe)
-        self._commit(records, {SNAPSHOT_KEY: {"at": now}})
-        self.metrics.set_snapshot_interval(interval)
-        if self.config.fairshare.metric in _PRICED:
+        self._commit(records, mark)
+        interval = float(snapshot.slots["interval_s"].iloc[0])
+        self.metrics.set_snapshot_interval(interval, result.unobserved_s)
+        if result.unobserved_s:
+            log.warning(
+                "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
+                "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
+                interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
+            )  # fmt: skip
+        if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
         idle = result.idle
@@ -296,31 +362,38 @@ class ProbeService:
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
         records = cycle_records(result, self.config, probe=self.probe)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
-        cfg = self.config.fairshare
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
-            if usage is None:
-                return {}
-            rows = outbox.checkpoint(LEDGER_KEY) or []
-            return {LEDGER_KEY: ledger_add(rows, priced, usage, now=now, interval_s=cfg.interval_s, depth=cfg.depth)}
+            return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)
 
         self._commit(records, result.checkpoints, ledger)
         failed = len(result.failures)
         return f"{len(jobs)} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
     def flush(self) -> str | None:
-        """Send the outbox to the store; raise SinkError when the store did not take it all."""
-        with self._write, Outbox(self.outbox_path) as outbox:
-            sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+        """Send the outbox to the store; raise SinkError when records are left that the store did
+        not take. No lock is held while the store is waited on (see the module docstring)."""
+        store = self.config.store
+        with Outbox(self.outbox_path) as outbox:
+            sink = open_sink(store.url, base=self.config.probe.state_dir, auth=store.auth())
             try:
+                if not self._templates_checked:  # the first flush, or the first since the store failed
+                    installed = ensure_templates(sink, store.url, install=store.install_templates)
+                    if installed:
+                        log.info("flush: installed index templates %s (store.install_templates)", ", ".join(installed))
+                    self._templates_checked = True
                 result = outbox.flush(sink)
+            except SinkError:
+                self._templates_checked = False
+                raise
             finally:
                 sink.close()
             status = outbox.status()
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())
-        if result.errors:
+        if result.errors and waiting:
+            self._templates_checked = False  # it may come back empty: check again before sending
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
@@ -403,15 +476,9 @@ class ProbeService:
     def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of
         the latest snapshot for mrpe and dedicated_pes)."""
-        metric = self.config.fairshare.metric
-        if metric not in _PRICED:
-            return jobs, job_usage(jobs, metric)
-        if not self._snapshot_done.wait(self.config.pool.timeout_s + 5) or self._machines is None:
-            raise SourceError(
-                f"fairshare.metric {metric!r} prices jobs against the pool's machines, and no slot snapshot succeeded yet"
-            )
-        priced = price_jobs(jobs, self._machines, self.config).jobs
-        return priced, job_usage(priced, metric)
+        if self.config.fairshare.metric in PRICED_METRICS:
+            self._snapshot_done.wait(self.config.pool.timeout_s + 5)
+        return fairshare_usage(jobs, self._machines, self.config)
 
 
 def _one_line(text: str) -> str:

@@ -11,9 +11,12 @@ checkpoint                             value
                                        read and the job ids that completed at that second
 ``history:schedd:<name>``              the same, for a live schedd (:func:`checkpoint_key`)
 (:func:`checkpoint_key`)
-``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}`` of the last committed snapshot
+``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}``: when the last snapshot accounted
+                                       was observed (its latest ``observed_at``)
 ``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
                                        :data:`probes.accounting.ledger.LEDGER_COLUMNS`)
+``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
+                                       can still count (each job is counted once)
 ``fairshare:rolled`` (:data:`ROLLED_KEY`)  ``{"window_start": ...}`` of the last window written
 =====================================  ==========================================================
 """
@@ -28,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "COUNTED_KEY",
     "LEDGER_KEY",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
@@ -39,6 +43,7 @@ __all__ = [
 
 SNAPSHOT_KEY = "snapshot:last"
 LEDGER_KEY = "fairshare:ledger"
+COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
 
 
@@ -73,13 +78,27 @@ def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[
     return jobs, dict(checkpoint) if checkpoint else {"end": last, "ids": []}
 
 
-def snapshot_interval(last: Mapping[str, Any] | None, now: float, *, interval_s: float, max_interval_s: float) -> float:
-    """Seconds a snapshot taken at ``now`` stands for: the time since the last one committed
-    (``last``, the :data:`SNAPSHOT_KEY` checkpoint), at most ``max_interval_s``; the nominal
-    ``interval_s`` for the first one (or when the clock went back)."""
+def snapshot_interval(
+    last: Mapping[str, Any] | None, observed_at: float, *, interval_s: float, max_interval_s: float
+) -> tuple[float, float] | None:
+    """What a snapshot observed at ``observed_at`` stands for: (seconds, seconds unobserved
+    before them). ``last`` is the :data:`SNAPSHOT_KEY` checkpoint.
+
+    - the first snapshot stands for the nominal ``interval_s``;
+    - a snapshot within ``max_interval_s`` of the last one accounted stands for the whole time
+      since it (a late or missed cycle: canonical-unit hours stay right);
+    - after a longer gap (an outage of the probe or of the pool's collector) it stands for the
+      nominal ``interval_s`` only, and the rest of the gap is *unobserved*: nobody saw the pool
+      then (jobs may have come and gone), so no slot is claimed to have been empty or full;
+    - a snapshot observed at or before the last one was accounted already (the same dump read
+      again, a clock that went back): None, and accounting it again would rewrite its records.
+    """
     if not last:
-        return interval_s
-    elapsed = now - float(last["at"])
+        return interval_s, 0.0
+    elapsed = observed_at - float(last["at"])
     if elapsed <= 0:
-        return interval_s
-    return min(elapsed, max_interval_s)
+        return None
+    if elapsed > max_interval_s:
+        stands = min(interval_s, max_interval_s)
+        return stands, elapsed - stands
+    return elapsed, 0.0

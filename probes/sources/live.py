@@ -36,8 +36,11 @@ Every network call runs with a deadline (``pool.timeout_s``): a daemon that does
 answers too late or answers something that is not a list of ClassAds raises one
 :class:`~collector.errors.SourceError` naming it. A schedd's failure costs only that schedd's
 part of a cycle (it is listed in ``failures``); a pool whose collectors all fail costs the cycle.
-The objects standing in for the daemons come from ``collector_factory`` and
-``schedd_factory``: the bindings by default, a test's fakes otherwise.
+The bindings hold the GIL while they wait on a daemon, so they are never called in this
+process: by default the clients come from :class:`~probes.sources.bindings.Bindings`, whose
+every call runs in a worker process killed at the deadline. The objects standing in for the
+daemons come from ``collector_factory`` and ``schedd_factory``: those clients by default, a
+test's fakes otherwise.
 """
 
 from __future__ import annotations
@@ -49,7 +52,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import classad2
@@ -59,6 +61,7 @@ import pandas as pd
 
 from collector.errors import ConfigError, SourceError
 from probes.config import PoolSettings
+from probes.sources.bindings import Bindings, security_context
 from probes.sources.checkpoints import checkpoint_key, new_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.frames import stack
@@ -128,14 +131,6 @@ CollectorFactory = Callable[[str | None, "htcondor2.SecurityContext | None"], Co
 """(address or None for COLLECTOR_HOST, security context) -> a collector client."""
 ScheddFactory = Callable[[classad2.ClassAd], ScheddLike]
 """(a schedd's location ad, as locateAll gives it) -> a schedd client."""
-
-
-def _bindings_collector(address: str | None, security: htcondor2.SecurityContext | None) -> CollectorLike:
-    return htcondor2.Collector(address, security)  # type: ignore[no-any-return]
-
-
-def _bindings_schedd(location: classad2.ClassAd) -> ScheddLike:
-    return htcondor2.Schedd(location)  # type: ignore[no-any-return]
 
 
 # -- projections and constraints ------------------------------------------------------------------
@@ -254,9 +249,10 @@ class LivePool:
     ``pool``: the pool's settings; ``slots`` and ``jobs``: what the table builders read;
     ``slot_expressions`` and ``slot_attributes``: more that slot ads must carry (the speed and
     cost expressions' references, the machine class attributes).
-    ``collector_factory`` and ``schedd_factory`` make the clients of the single network calls
-    (the bindings by default). With the bindings, ``pool.condor_config`` is loaded and
-    ``pool.timeout_s`` becomes HTCondor's QUERY_TIMEOUT. :meth:`cancel` makes calls in flight
+    ``collector_factory`` and ``schedd_factory`` make the clients of the single network calls:
+    by default those of :class:`~probes.sources.bindings.Bindings`, which make every call in a
+    worker process killed at ``pool.timeout_s`` (there ``pool.condor_config`` is loaded and
+    ``pool.timeout_s`` becomes HTCondor's QUERY_TIMEOUT). :meth:`cancel` makes calls in flight
     give up at once (the service stopping).
     """
 
@@ -284,11 +280,13 @@ class LivePool:
             self.groups.append(replicas)
         if not self.groups:
             self.groups = [[None]]  # COLLECTOR_HOST of the HTCondor configuration
+        self.security = security_context(pool.token_file)
+        self.bindings: Bindings | None = None
         if collector_factory is None or schedd_factory is None:
-            _configure_bindings(pool)
-        self._collector_factory: CollectorFactory = collector_factory or _bindings_collector
-        self._schedd_factory: ScheddFactory = schedd_factory or _bindings_schedd
-        self.security = _security(pool.token_file)
+            self.bindings = Bindings(pool.condor_config, pool.timeout_s, pool.token_file)
+        bindings = self.bindings
+        self._collector_factory: CollectorFactory = collector_factory or bindings.collector  # type: ignore[union-attr]
+        self._schedd_factory: ScheddFactory = schedd_factory or bindings.schedd  # type: ignore[union-attr]
         self.timeout_s = pool.timeout_s
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
@@ -298,8 +296,10 @@ class LivePool:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
 
     def cancel(self) -> None:
-        """Make calls in flight, and later ones, fail at once."""
+        """Make calls in flight, and later ones, fail at once (the bindings' workers are killed)."""
         self._cancel.set()
+        if self.bindings is not None:
+            self.bindings.close()
 
     # -- the one network call -------------------------------------------------------------------
 
@@ -603,24 +603,3 @@ def _heard(ad: classad2.ClassAd) -> float:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
     return -math.inf
-
-
-def _security(token_file: str) -> htcondor2.SecurityContext | None:
-    if not token_file:
-        return None
-    try:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"pool.token_file: cannot read {token_file!r} ({exc})") from None
-    if not token:
-        raise ConfigError(f"pool.token_file: {token_file!r} is empty, expected an IDTOKEN")
-    return htcondor2.SecurityContext(token)
-
-
-def _configure_bindings(pool: PoolSettings) -> None:
-    """Process-wide HTCondor settings from fairacct's configuration."""
-    if pool.condor_config:
-        if not Path(pool.condor_config).is_file():
-            raise ConfigError(f"pool.condor_config: no such file {pool.condor_config!r}")
-        htcondor2.reload_config(pool.condor_config)
-    htcondor2.param["QUERY_TIMEOUT"] = str(max(1, math.ceil(pool.timeout_s)))

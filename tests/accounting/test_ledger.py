@@ -39,3 +39,21 @@ def test_the_ledger_and_the_fairshare_records_of_a_window() -> None:
         "2026-11-21T13:00:00Z", "2026-11-21T14:00:00Z", "dedicated_ps", "fairshare"
     )  # fmt: skip
     assert docs["group", "group_cms"]["usage"] == 4200 and np.isnan(docs["user", "bob"]["target"] or np.nan)
+
+
+def test_the_ledger_counts_each_job_once_by_id() -> None:
+    from probes.accounting.ledger import ledger_count
+
+    jobs = pd.DataFrame(
+        {"job_id": ["s#1.0#1", "s#2.0#1", "s#1.0#1", None], "user": ["alice", "bob", "alice", "carol"],
+         "end": [W0 + 600, W0 + 700, W0 + 600, W0 + 800], "walltime_s": [0.0] * 4}
+    )  # fmt: skip
+    usage = np.array([10.0, 20.0, 10.0, 5.0])
+    rows, counted = ledger_count([], {}, jobs, usage, now=W0 + 3000, interval_s=3600, depth=2)
+    assert sum(r[-1] for r in rows) == 35.0  # the duplicate once; the job without an id counted
+    assert counted == {"s#1.0#1": W0 + 600, "s#2.0#1": W0 + 700}
+    again, same = ledger_count(rows, counted, jobs, usage, now=W0 + 3000, interval_s=3600, depth=2)
+    assert sum(r[-1] for r in again) == 40.0 and same == counted  # only the id-less job again
+    # two windows later both have left the ledger's horizon: their ids are forgotten
+    _, later = ledger_count(again, same, jobs.iloc[:0], usage[:0], now=W0 + 3 * 3600, interval_s=3600, depth=2)
+    assert later == {}

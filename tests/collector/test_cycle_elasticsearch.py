@@ -29,17 +29,19 @@ def test_the_demo_cycle_lands_in_elasticsearch(
         (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
     )
     common = ["--config", str(config), "--store", url]
-    # without fairacct's templates, Elasticsearch would guess the types: refused, nothing lost
+    # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
-    assert code == 1 and "index templates missing for slot, allocation, job, fairshare, fairness, summary" in err
+    assert code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, summary" in err
+    assert "168 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
     assert code == 0 and out.startswith("installed templates: ")
-    for _ in range(2):  # twice: the second stores nothing new
+    sent = []
+    for _ in range(2):  # the queued cycle is sent; the same dump again is a replay, skipped
         code, out, err = run(capsys, "probe", "once", *common, "--json")
         assert code == 0, err
-    doc = json.loads(out)
-    assert doc["sent"] == {"slot": 36, "allocation": 72} and doc["dead"] == {}
+        sent.append(json.loads(out)["sent"])
+    assert sent == [{"slot": 36, "allocation": 72, "job": 60}, {}] and json.loads(out)["dead"] == {}
     with ElasticsearchSink.from_url(url) as sink:
         assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (36, 72, 60)
         assert set(sink.field_types("slot")) == {"fairacct-slot-2026.11"}

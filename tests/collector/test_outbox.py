@@ -79,3 +79,27 @@ def test_the_store_answers_queries_by_time(tmp_path: Path) -> None:
         # a reader in another connection sees the data while the writer is open (WAL)
         with sqlite3.connect(tmp_path / "store.sqlite") as reader:
             assert reader.execute("SELECT count(*) FROM slot WHERE site = 'UCSD'").fetchone()[0] > 0
+
+
+def test_a_record_replaced_while_its_older_copy_is_sent_is_not_lost(tmp_path: Path) -> None:
+    """The flush holds no transaction while the sink works: a cycle may replace a waiting record
+    meanwhile. The acknowledgement of the older copy must not delete the newer one."""
+    from collector.sinks.base import SendResult
+
+    path = tmp_path / "outbox.sqlite"
+    sent: list[list[dict]] = []  # type: ignore[type-arg]
+
+    class ReplacingSink:
+        def send(self, kind: str, docs: list[dict]) -> SendResult:  # type: ignore[type-arg]
+            sent.append(docs)
+            if len(sent) == 1:  # a cycle commits a newer copy of the first record meanwhile
+                with Outbox(path) as other:
+                    other.commit({"slot": [{**docs[0], "interval_s": 12.5}]}, {})
+            return SendResult(acked=[d["id"] for d in docs])
+
+    docs = slot_docs()
+    with Outbox(path) as outbox:
+        outbox.commit({"slot": docs}, {})
+        outbox.flush(ReplacingSink())  # type: ignore[arg-type]
+        assert outbox.status().depth == {}
+        assert [len(b) for b in sent] == [36, 1] and sent[1][0]["interval_s"] == 12.5  # the newer copy, sent too

@@ -14,7 +14,7 @@ import pytest
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
-from probes.pipeline.cycle import run_once
+from probes.pipeline.cycle import cycle_records, run_once
 
 from ..conftest import DEMO, ROOT
 
@@ -95,3 +95,26 @@ def test_history_is_read_once_and_new_jobs_are_added(tmp_path: Path) -> None:
         third = run_once(config, outbox, store, probe="test")
         assert (first.enqueued["job"], "job" in second.enqueued, third.enqueued["job"]) == (30, False, 30)
         assert store.count("job") == 60
+
+
+def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_observed_at() -> None:
+    from probes.pipeline.cycle import CycleResult, time_snapshot
+    from probes.sources.checkpoints import SNAPSHOT_KEY
+    from probes.sources.status import read_status
+
+    config = load_config(ROOT / "config/demo.toml")
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
+    observed = float(snapshot.slots["observed_at"].max())
+
+    first = CycleResult(snapshot=snapshot)
+    assert time_snapshot(first, None, config) == {SNAPSHOT_KEY: {"at": observed}}
+    assert set(first.snapshot.slots["interval_s"]) == {300.0}  # the nominal one, for the first
+
+    later = CycleResult(snapshot=snapshot)  # observed 120 s after the last one accounted, whenever the probe ran
+    assert time_snapshot(later, {"at": observed - 120}, config) == {SNAPSHOT_KEY: {"at": observed}}
+    assert set(later.snapshot.slots["interval_s"]) == {120.0} and later.replayed is None
+
+    again = CycleResult(snapshot=snapshot)
+    assert time_snapshot(again, {"at": observed}, config) == {}
+    assert again.replayed is not None and "is not after the last one accounted" in again.replayed
+    assert cycle_records(again, config, probe="test") == {}

@@ -107,11 +107,13 @@ def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(
         collector.fail = "Failed communication with collector." if fails else None
         svc._run("snapshot", svc.snapshot)
     slots = [d for d in outbox_docs(config.probe.state_dir, "slot") if d["name"] == "slot1@gpu-node1@vm"]
-    # the failed cycle at 1795269700 is covered by the next one; the hour of silence is capped
+    # the failed cycle at 1795269700 is covered by the next one; after the 5000 s of silence
+    # (more than max_interval_s) the snapshot stands for its nominal 300 s, the rest is unobserved
     assert [(d["observed_at"], d["interval_s"]) for d in slots] == [
-        (1795269000, 300), (1795269450, 450), (1795270000, 550), (1795275000, 900)
+        (1795269000, 300), (1795269450, 450), (1795270000, 550), (1795275000, 300)
     ]  # fmt: skip
-    assert [d["overhead_cu_hours"] for d in slots] == pytest.approx([0.25, 0.375, 3 * 550 / 3600, 0.75])  # 3 GPUs idle
+    assert [d["overhead_cu_hours"] for d in slots] == pytest.approx([0.25, 0.375, 3 * 550 / 3600, 0.25])  # 3 GPUs idle
+    assert svc.metrics.unobserved_s == 4700 and "fairacct_unobserved_seconds_total 4700" in svc.metrics.render()
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
         assert outbox.checkpoint(SNAPSHOT_KEY) == {"at": 1795275000.0}
     state = svc.metrics.jobs["snapshot"]
@@ -121,7 +123,7 @@ def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(
         "collector COLLECTOR_HOST: startd ads: Failed communication with collector.",
     )
     assert svc.metrics.source_failures == {"collector": 1}
-    assert "fairacct_snapshot_interval_seconds 900" in svc.metrics.render()
+    assert "fairacct_snapshot_interval_seconds 300" in svc.metrics.render()
 
 
 def test_a_schedd_that_fails_costs_only_its_part(
@@ -388,9 +390,7 @@ def test_the_service_runs_at_its_cadence_stops_on_sigterm_and_restarts_without_l
     state = tmp_path / "state"
     proc = probe_run(config)
     lines = Lines(proc)
-    lines.wait_for(
-        r" fairacct.service INFO snapshot: 36 slots, 72 allocations, 15 idle jobs in 6 autoclusters", count=3
-    )
+    lines.wait_for(r" fairacct.service INFO snapshot: ", count=3)
     proc.send_signal(signal.SIGTERM)
     stopped = time.monotonic()
     assert proc.wait(timeout=10) == 0
@@ -406,6 +406,10 @@ def test_the_service_runs_at_its_cadence_stops_on_sigterm_and_restarts_without_l
         if " snapshot: " in line
     ]
     assert 1 <= stamps[2] - stamps[0] <= 4  # every second (stamps are to the second)
+    # the same dump again and again: accounted once, then reported and skipped
+    snapshots = [line for line in text.splitlines() if " snapshot: " in line]
+    assert "snapshot: 36 slots, 72 allocations, 15 idle jobs in 6 autoclusters" in snapshots[0]
+    assert all("is not after the last one accounted" in line and "skipped" in line for line in snapshots[1:])
     assert re.search(r"history: 60 new jobs in", text) and len(re.findall(r"history: 0 new jobs in", text)) >= 1
     first = stored_ids(state)
     assert {k: len(v) for k, v in first.items()} == {"slot": 36, "allocation": 72, "job": 60}
@@ -421,7 +425,7 @@ def test_the_service_runs_at_its_cadence_stops_on_sigterm_and_restarts_without_l
         assert outbox.status().depth == {}
     with EmbeddedStore(state / "fairacct.sqlite") as store:
         slot = store.query("slot")[0]
-    assert 0 < slot["interval_s"] <= 5  # the real time since the previous snapshot, across the restart
+    assert slot["interval_s"] == 1  # the first snapshot's (pool.interval_s): the replays did not rewrite it
 
 
 def test_a_killed_service_loses_nothing_when_started_again(tmp_path: Path) -> None:
@@ -458,3 +462,26 @@ def test_the_systemd_unit_runs_the_service_unprivileged() -> None:
     )
     assert service["KillSignal"] == "SIGTERM" and service["RestartPreventExitStatus"] == "2"
     assert unit["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_fairshare_windows_roll_on_their_boundaries_whenever_the_service_started(
+    tmp_path: Path, daemons: tuple[FakeCollector, FakeSchedd, FakeSchedd]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    config = live_config(
+        tmp_path, fairshare={"interval_s": 7}, pool={"interval_s": 3600, "max_interval_s": 3600}, probe={"history_every_s": 3600}
+    )
+    svc = service(config, daemons)
+    svc.start()
+    try:
+        trigger = svc._scheduler.get_job("fairshare").trigger  # type: ignore[union-attr]
+        now = datetime.now(UTC)
+        fires = [trigger.get_next_fire_time(None, now)]
+        for _ in range(3):
+            fires.append(trigger.get_next_fire_time(fires[-1], fires[-1] + timedelta(microseconds=1)))
+    finally:
+        svc.stop()
+    times = [f.timestamp() for f in fires]
+    assert all(t % 7 == 0 for t in times), times  # multiples of the window width since the epoch
+    assert 0 < times[0] - now.timestamp() <= 7 and [b - a for a, b in zip(times, times[1:])] == [7, 7, 7]

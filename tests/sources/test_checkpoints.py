@@ -11,10 +11,13 @@ from probes.sources.checkpoints import checkpoint_key, history_key, new_jobs, sn
 
 @pytest.mark.parametrize(
     ("last", "now", "expected"),
-    [(None, 1000.0, 300.0), ({"at": 700.0}, 1000.0, 300.0), ({"at": 500.0}, 1000.0, 500.0),
-     ({"at": 0.0}, 5000.0, 900.0), ({"at": 2000.0}, 1000.0, 300.0)],
+    [(None, 1000.0, (300.0, 0.0)), ({"at": 700.0}, 1000.0, (300.0, 0.0)), ({"at": 500.0}, 1000.0, (500.0, 0.0)),
+     ({"at": 100.0}, 1000.0, (900.0, 0.0)), ({"at": 0.0}, 5000.0, (300.0, 4700.0)),
+     ({"at": 2000.0}, 1000.0, None), ({"at": 1000.0}, 1000.0, None)],
 )  # fmt: skip
-def test_snapshot_interval(last: dict[str, float] | None, now: float, expected: float) -> None:
+def test_snapshot_interval(last: dict[str, float] | None, now: float, expected: tuple[float, float] | None) -> None:
+    """(what it stands for, unobserved before it); after a gap longer than max_interval_s the
+    nominal interval and the rest unobserved; a replay: None, the caller skips it."""
     assert snapshot_interval(last, now, interval_s=ProbeConfig().pool.interval_s, max_interval_s=ProbeConfig().pool.max_interval_s) == expected
 
 

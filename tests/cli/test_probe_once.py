@@ -1,0 +1,79 @@
+"""probe once under outages: nothing read is lost, and the fairshare ledger counts each job once."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from collector.outbox import Outbox
+from probes.accounting.fairshare import job_usage
+from probes.cli import main
+from probes.config import load_config
+from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, history_key
+from probes.sources.history import read_history
+from tests.htcondor_pool import free_port
+
+from ..conftest import ROOT
+
+EXIT_QUEUED = 3
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    """The demo pool's configuration, its state in tmp_path, fairshare windows that hold its jobs."""
+    config = tmp_path / "probe.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    config.write_text(text + "\n[fairshare]\ninterval_s = 86400\ndepth = 3650\n")
+    return config
+
+
+def ledger_total(state: Path) -> tuple[float, dict[str, float]]:
+    with Outbox(state / "outbox.sqlite") as outbox:
+        rows = outbox.checkpoint(LEDGER_KEY) or []
+        return sum(float(r[-1]) for r in rows), outbox.checkpoint(COUNTED_KEY) or {}
+
+
+def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    code, out, err = run(capsys, "probe", "once", "--config", str(demo), "--store", down)
+    assert code == EXIT_QUEUED, err
+    assert "fairacct: 168 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
+    assert "slot: 36 new, 0 sent to " in out and "36 waiting in the outbox" in out
+    with Outbox(demo.parent / "state/outbox.sqlite") as outbox:
+        assert outbox.status().depth == {"allocation": 72, "job": 60, "slot": 36}
+
+    # the store is back: the queued cycle is sent (its jobs are not read again), nothing twice
+    code, out, err = run(capsys, "probe", "once", "--config", str(demo))
+    assert code == 0, err
+    with sqlite3.connect(demo.parent / "state/fairacct.sqlite") as db:
+        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [36, 72, 60]
+
+
+def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
+    config = load_config(demo)
+    jobs, _ = read_history(config.sources.history, config.job_reading())
+    expected = float(job_usage(jobs, config.fairshare.metric).sum())
+    assert expected > 0
+
+    code, _, err = run(capsys, "probe", "once", "--config", str(demo))
+    assert code == 0, err
+    total, counted = ledger_total(demo.parent / "state")
+    assert total == pytest.approx(expected) and len(counted) == 60
+
+    # the history read again from the start (a renamed schedd, a lost checkpoint): the store
+    # keeps each job once by id, and so does the ledger
+    with sqlite3.connect(demo.parent / "state/outbox.sqlite") as db:
+        db.execute("DELETE FROM checkpoint WHERE source = ?", (history_key(config.sources.history[0]),))
+    code, out, err = run(capsys, "probe", "once", "--config", str(demo))
+    assert code == 0, err
+    assert "job: 60 new" in out
+    again, _ = ledger_total(demo.parent / "state")
+    assert again == pytest.approx(expected)

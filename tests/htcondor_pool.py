@@ -1,0 +1,159 @@
+"""A real HTCondor 25.0.13 personal pool for the tests of the live path.
+
+``../shared/htcondor/`` holds a relocatable HTCondor and the scripts that start and stop a
+two-startd pool on loopback (see its README). :func:`start_pool` unpacks it into a fresh
+directory, starts the pool on a free port and returns a :class:`HTCondorPool` that runs the
+command-line tools against it, submits jobs as the pool's user, stops and resumes its
+collector, and stops the pool. :func:`unavailable` says why a machine cannot run one, so that
+the fixture skips with that reason instead of failing.
+
+Run as root (as CI does), the daemons and the jobs run as ``condorpool`` (start-pool.sh
+creates it): HTCondor runs no job as root. Run as another user, they run as that user.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HTCondorPool", "POOL_USER", "free_port", "remove", "start_pool", "unavailable"]
+
+POOL_USER = "condorpool"
+
+
+def unavailable(shared: Path) -> str | None:
+    """Why this machine cannot run the pool of ``shared``/htcondor, or None when it can."""
+    folder = shared / "htcondor"
+    tarball = folder / "htcondor-min.tar.xz"
+    if not tarball.is_file():
+        return f"needs the HTCondor tarball {tarball} (../shared beside the project), which is absent"
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return f"the HTCondor in {folder} is built for Linux x86_64, this is {platform.system()} {platform.machine()}"
+    if shutil.which("tar") is None or shutil.which("xz") is None:
+        return "unpacking the HTCondor tarball needs tar and xz, which are not installed"
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "run as root, jobs are submitted as the pool's user with runuser, which is not installed"
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class HTCondorPool:
+    """A running personal pool: its install (``release``), its work directory and port."""
+
+    release: Path
+    work: Path
+    port: int
+    scripts: Path
+
+    @property
+    def condor_config(self) -> Path:
+        return self.work / "condor_config"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "CONDOR_CONFIG": str(self.condor_config)}
+
+    def tool(self, name: str, *args: str, timeout: float = 60) -> str:
+        """Run one of the pool's tools (``condor_q``, ...) and return what it printed."""
+        done = subprocess.run(
+            [str(self.release / "bin" / name), *args],
+            env=self.env(), capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    def submit(self, description: str, name: str) -> int:
+        """Submit ``description`` as the pool's user, from a directory it can write; the cluster id."""
+        folder = self.work / "submit"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{name}.sub"
+        path.write_text(description, encoding="utf-8")
+        command = [str(self.release / "bin" / "condor_submit"), "-terse", str(path)]
+        if os.geteuid() == 0:  # HTCondor runs no job as root: submit as the user the daemons run as
+            shutil.chown(folder, POOL_USER)
+            shutil.chown(path, POOL_USER)
+            command = ["runuser", "-u", POOL_USER, "--", "env", f"CONDOR_CONFIG={self.condor_config}", *command]
+        done = subprocess.run(command, cwd=folder, env=self.env(), capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"condor_submit {path}: exit {done.returncode}: {done.stderr.strip()}")
+        return int(done.stdout.split(".")[0])  # -terse prints "cluster.first - cluster.last"
+
+    def wait_for(self, what: str, ready: Callable[[], bool], timeout: float = 120) -> None:
+        """Poll ``ready`` every half second until it holds; fail naming ``what`` after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the HTCondor pool in {self.work}: {what} did not happen within {timeout:g} s")
+            time.sleep(0.5)
+
+    def daemon_pid(self, daemon: str) -> int:
+        """The pid of this pool's ``daemon`` (e.g. ``condor_collector``): the process whose
+        executable is this install's copy, so that no other pool's daemon is ever touched."""
+        exe = (self.release / "sbin" / daemon).resolve()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                if Path(os.readlink(proc / "exe")) == exe:
+                    return int(proc.name)
+            except OSError:
+                continue
+        raise LookupError(f"no {daemon} of the pool in {self.work} is running ({exe})")
+
+    def pause_collector(self) -> int:
+        """Stop the collector (SIGSTOP): it accepts connections and never answers. Its pid."""
+        pid = self.daemon_pid("condor_collector")
+        os.kill(pid, signal.SIGSTOP)
+        return pid
+
+    def resume_collector(self, pid: int) -> None:
+        os.kill(pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        subprocess.run(
+            [str(self.scripts / "stop-pool.sh"), str(self.work)], capture_output=True, timeout=120, check=False
+        )
+
+
+def start_pool(shared: Path) -> HTCondorPool:
+    """Unpack ``shared``/htcondor's tarball into a new directory and start a pool from it."""
+    scripts = shared / "htcondor"
+    # not under pytest's tmp_path: its parents are private to root, and the daemons run as the pool's user
+    top = Path(tempfile.mkdtemp(prefix="fairacct-pool-"))
+    top.chmod(0o755)
+    subprocess.run(["tar", "-xJf", str(scripts / "htcondor-min.tar.xz"), "-C", str(top)], check=True, timeout=120)
+    pool = HTCondorPool(top / "htcondor-min", top / "pool", free_port(), scripts)
+    done = subprocess.run(
+        [str(scripts / "start-pool.sh"), str(pool.release), str(pool.work), str(pool.port)],
+        capture_output=True, text=True, timeout=150, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pool.stop()
+        raise RuntimeError(f"start-pool.sh {pool.work} {pool.port}: exit {done.returncode}: {done.stderr.strip()}")
+    return pool
+
+
+def remove(pool: HTCondorPool) -> None:
+    """Stop the pool and remove everything it unpacked and wrote."""
+    pool.stop()
+    shutil.rmtree(pool.release.parent, ignore_errors=True)
