@@ -4,9 +4,17 @@
     ├── ConfigError               a bad configuration file or option (names the key)
     ├── SourceError               a source cannot be read at all (names the file, collector or schedd)
     │   └── ClassAdError          one ad is malformed (names the file, the line and the attribute)
-    └── SinkError                 a record could not be stored
-        ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
-        └── StoreError            the embedded SQLite store failed
+    ├── SinkError                 a record could not be stored
+    │   ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
+    │   └── StoreError            the embedded SQLite store (or an outbox) failed
+    └── IngestError               the collector service refuses a request (collector/server/replies.py
+        │                         maps each kind, once, to an HTTP status, a body and a metric)
+        ├── BadRequestError       the request is malformed: its body, its encoding, its JSON or form
+        ├── UnauthorizedError     no bearer token, or one the collector does not know
+        ├── ForbiddenError        a known token, but records in another probe's name
+        ├── TooLargeError         the body is over the size limit, as sent or decompressed
+        ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
+        └── OverloadedError       the outbox holds more records than it may; retry later
 
 Only the command line turns these into messages and exit codes; library code raises.
 Foreign exceptions (OSError, sqlite3, classad2, htcondor2) are translated where they
@@ -17,12 +25,19 @@ from __future__ import annotations
 
 __all__ = [
     "ClassAdError",
+    "BadRequestError",
     "ConfigError",
     "ElasticsearchError",
     "FairacctError",
+    "ForbiddenError",
+    "IngestError",
+    "OverloadedError",
     "SinkError",
     "SourceError",
     "StoreError",
+    "TooLargeError",
+    "UnauthorizedError",
+    "UnsupportedMediaError",
 ]
 
 
@@ -75,3 +90,32 @@ class ElasticsearchError(SinkError):
 
 class StoreError(SinkError):
     """The embedded store (SQLite) failed."""
+
+
+class IngestError(FairacctError):
+    """The collector service refuses a request; the message is for the sender, so it names
+    what was expected and what came, and never a secret."""
+
+
+class BadRequestError(IngestError):
+    """The request is malformed (its body, encoding, JSON or form); sending it again is useless."""
+
+
+class UnauthorizedError(IngestError):
+    """No bearer token, or a token the collector does not know."""
+
+
+class ForbiddenError(IngestError):
+    """A known token, but the request would write in another probe's name."""
+
+
+class TooLargeError(IngestError):
+    """The body is over the collector's size limit, as sent or once decompressed."""
+
+
+class UnsupportedMediaError(IngestError):
+    """A Content-Type or Content-Encoding that the endpoint does not take."""
+
+
+class OverloadedError(IngestError):
+    """The collector's outbox holds more records than it may: the store is not keeping up."""

@@ -6,7 +6,8 @@ good (``rejected``: a mapping conflict, a malformed document). The outbox delete
 was acknowledged and moves rejected documents to its dead-letter table.
 
 Store URLs: ``sqlite:///PATH`` (the embedded store), ``http(s)://HOST:PORT`` (Elasticsearch),
-``opensearch+http(s)://HOST:PORT`` (OpenSearch).
+``opensearch+http(s)://HOST:PORT`` (OpenSearch), ``collector+http(s)://HOST[:PORT]`` (a fairacct
+collector service, with ``token_file``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None) ->
         from collector.elasticsearch import ElasticsearchSink
 
         return ElasticsearchSink.from_url(url, **dict(auth or {}))
+    if url.startswith(("collector+http://", "collector+https://")):
+        from collector.http_sink import CollectorSink
+
+        return CollectorSink.from_url(url, **dict(auth or {}))
     raise ConfigError(
-        f"store.url: expected sqlite:///PATH, http(s)://HOST:PORT or opensearch+http(s)://HOST:PORT, got {url!r}"
+        "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "
+        f"collector+http(s)://HOST[:PORT], got {url!r}"
     )
