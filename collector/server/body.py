@@ -17,7 +17,7 @@ from starlette.requests import Request
 
 from collector.errors import BadRequestError, TooLargeError, UnsupportedMediaError
 
-__all__ = ["NDJSON_TYPES", "Unreadable", "decode_records", "gunzip", "read_body"]
+__all__ = ["NDJSON_TYPES", "Body", "Unreadable", "decode_records", "gunzip", "is_ndjson", "read_body"]
 
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
 _JSON_TYPES = frozenset({"application/json", ""})
@@ -30,7 +30,16 @@ class Unreadable:
     reason: str
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+@dataclass(frozen=True)
+class Body:
+    """A request body: ``data`` as decompressed; ``gzip``, the body as sent when it was one
+    gzip member and nothing else (what the outbox may keep as it is), else None."""
+
+    data: bytes
+    gzip: bytes | None = None
+
+
+async def read_body(request: Request, limit: int) -> Body:
     """The request's body, decompressed when ``Content-Encoding: gzip``, at most ``limit`` bytes
     both as sent and as decompressed (:class:`TooLargeError`)."""
     declared = request.headers.get("content-length")
@@ -49,15 +58,18 @@ async def read_body(request: Request, limit: int) -> bytes:
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("gzip", "x-gzip"):
-        return gunzip(body, limit)
+        data, members = gunzip(body, limit)
+        return Body(data, body if members == 1 else None)
     if encoding not in ("identity", ""):
         raise UnsupportedMediaError(f"Content-Encoding must be gzip or identity, got {encoding[:40]!r}")
-    return body
+    return Body(body)
 
 
-def gunzip(data: bytes, limit: int) -> bytes:
-    """``data`` (one or more gzip members) decompressed, refusing more than ``limit`` bytes of output."""
+def gunzip(data: bytes, limit: int) -> tuple[bytes, int]:
+    """``data`` (one or more gzip members) decompressed, refusing more than ``limit`` bytes of
+    output; and the number of members (0 when trailing bytes followed them)."""
     out = bytearray()
+    members = 0
     while True:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
@@ -68,9 +80,17 @@ def gunzip(data: bytes, limit: int) -> bytes:
             raise TooLargeError(f"the body decompresses to over the limit of {limit} bytes; send smaller batches")
         if not inflater.eof:
             raise BadRequestError("the gzip body is truncated (no end of stream)")
+        members += 1
         data = inflater.unused_data
-        if not data.strip(b"\0"):
-            return bytes(out)
+        if not data:
+            return bytes(out), members
+        if not data.strip(b"\0"):  # padding after the last member
+            return bytes(out), 0
+
+
+def is_ndjson(content_type: str | None) -> bool:
+    """Whether a Content-Type names NDJSON (one JSON value per line)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() in NDJSON_TYPES
 
 
 def decode_records(body: bytes, content_type: str | None) -> list[object]:
@@ -81,7 +101,7 @@ def decode_records(body: bytes, content_type: str | None) -> list[object]:
     array, or not JSON, is :class:`BadRequestError`.
     """
     media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media in NDJSON_TYPES:
+    if is_ndjson(media):
         items: list[object] = []
         for line in body.split(b"\n"):
             if not line.strip():

@@ -3,8 +3,10 @@
 Each request hands its accepted records to :meth:`GroupCommitter.commit` and waits. The
 writer thread takes every request waiting (up to ``max_records`` records), commits all of
 their records in ONE transaction of the collector's :class:`~collector.outbox.Outbox`
-(SQLite, WAL, ``synchronous=FULL``: durable when the commit returns), and only then wakes
-each of those requests, which may now answer 202. A failed commit (disk full, an I/O error)
+(SQLite, WAL, ``synchronous=FULL``: durable when the commit returns), one parcel per request
+and kind (:meth:`~collector.outbox.Outbox.commit_parcels`: a row holding the documents as one
+JSON array, not a row and an index entry per record), and only then wakes each of those
+requests, which may now answer 202. A failed commit (disk full, an I/O error)
 fails every request of the group with the :class:`StoreError`: none of them was stored, and
 each answers 503. One transaction and one fsync for many requests is what lets a single
 SQLite file take tens of thousands of records a second while each reply still waits for
@@ -22,24 +24,20 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collector.errors import OverloadedError, StoreError
-from collector.outbox import Outbox
+from collector.outbox import Outbox, Parcel
 
 __all__ = ["GroupCommitter"]
 
 _log = logging.getLogger("fairacct.collector")
 
-Records = Mapping[str, Sequence[Mapping[str, Any]]]
-
-
 @dataclass
 class _Job:
-    records: Records
+    parcels: Sequence[Parcel]
     count: int
     done: concurrent.futures.Future[int]
 
@@ -86,13 +84,13 @@ class GroupCommitter:
             self._queue.put(None)
             self._thread.join()
 
-    async def commit(self, records: Records) -> int:
-        """Make ``records`` (kind -> documents) durable; returns how many were committed.
+    async def commit(self, parcels: Sequence[Parcel]) -> int:
+        """Make the records of ``parcels`` durable; returns how many were committed.
 
         Raises :class:`OverloadedError` (nothing written) when the outbox is too deep, and
         :class:`StoreError` when the commit failed (nothing written either).
         """
-        count = sum(len(docs) for docs in records.values())
+        count = sum(len(p.docs) for p in parcels)
         if count == 0:
             return 0
         with self._lock:
@@ -105,7 +103,7 @@ class GroupCommitter:
         if not self._thread.is_alive():
             raise StoreError(f"{self.path}: the outbox writer has stopped")
         done: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._queue.put(_Job(records, count, done))
+        self._queue.put(_Job(parcels, count, done))
         return await asyncio.wrap_future(done)
 
     # -- the writer thread ---------------------------------------------------------------------
@@ -142,12 +140,8 @@ class GroupCommitter:
 
     def _commit_group(self, outbox: Outbox, group: list[_Job]) -> None:
         live = [job for job in group if job.done.set_running_or_notify_cancel()]
-        merged: dict[str, list[Mapping[str, Any]]] = {}
-        for job in live:
-            for kind, docs in job.records.items():
-                merged.setdefault(kind, []).extend(docs)
         try:
-            outbox.commit(merged, {})
+            outbox.commit_parcels([parcel for job in live for parcel in job.parcels])
         except Exception as exc:  # StoreError, or a bug: either way each waiting request must hear of it
             if isinstance(exc, StoreError):
                 _log.error("%d request(s) refused with 503: %s", len(live), exc)

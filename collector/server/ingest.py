@@ -6,9 +6,9 @@ Every endpoint that takes records goes the same way, so a new one (Gratia's
 :func:`collector.server.app.create_app`::
 
     async def gratia_rmi(request: Request, ingest: Ingest) -> Response:
-        body = await ingest.body(request)               # 413 over the limit, gzip handled
+        body = await ingest.body(request)               # 413 over the limit, gzip handled: body.data
         ...                                             # form -> XML -> documents; raise BadRequestError
-        await ingest.make_durable("gratia", sender, {"gratia": docs})   # 503 if not durable
+        await ingest.make_durable("gratia", sender, [Parcel("gratia", docs)])   # 503 if not durable
         return PlainTextResponse("OK")
 
     Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_rmi)
@@ -19,14 +19,14 @@ with the same statuses and metrics as the JSON endpoint's.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from collector.server.body import read_body
+from collector.outbox import Parcel
+from collector.server.body import Body, read_body
 from collector.server.committer import GroupCommitter
 from collector.server.metrics import ServerMetrics
 from collector.server.replies import Style
@@ -49,17 +49,15 @@ class Ingest:
         """The probe whose bearer token the request carries (UnauthorizedError otherwise)."""
         return self.tokens.probe_for(request.headers.get("authorization"))
 
-    async def body(self, request: Request) -> bytes:
+    async def body(self, request: Request) -> Body:
         """The body, decompressed, within ``max_body_bytes`` (TooLargeError otherwise)."""
         return await read_body(request, self.settings.max_body_bytes)
 
-    async def make_durable(
-        self, endpoint: str, probe: str, records: Mapping[str, Sequence[Mapping[str, Any]]], *, refused: int = 0
-    ) -> int:
-        """Commit ``records`` (kind -> documents) to the outbox and wait until they are on disk;
-        count them (and ``refused`` records) for ``probe`` on ``endpoint``. Raises
+    async def make_durable(self, endpoint: str, probe: str, parcels: Sequence[Parcel], *, refused: int = 0) -> int:
+        """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on
+        disk; count them (and ``refused`` records) for ``probe`` on ``endpoint``. Raises
         OverloadedError or StoreError (nothing was stored) otherwise."""
-        committed = await self.committer.commit(records)
+        committed = await self.committer.commit(parcels)
         self.metrics.judged(endpoint, probe, committed, refused)
         return committed
 

@@ -3,8 +3,8 @@
 A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``kind`` (one of
 :data:`collector.records.KINDS`), ``schema_version`` (this collector's
 :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and ``timestamp``
-(ISO-8601, the time sinks index by); the other fields are the probe's columns, and none of
-them may be an object. A record that breaks a rule is refused by itself, with its index and
+(ISO-8601, the time sinks index by); the other fields are the probe's columns, passed on
+as they came (the store's index templates type them). A record that breaks a rule is refused by itself, with its index and
 the reason; the others are accepted. A record in another probe's name refuses the whole
 request (:class:`ForbiddenError`): the token is not that probe's.
 
@@ -90,9 +90,6 @@ def _fault(item: object, probe: str, index: int) -> str | None:
     stamp = item.get("timestamp")
     if type(stamp) is not str or not _is_iso(stamp):
         return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {_show(stamp)}"
-    for name, value in item.items():
-        if type(value) is dict:
-            return f"field {_show(name)} holds an object; records are flat (a JSON object of values)"
     return None
 
 

@@ -23,7 +23,7 @@ def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
     """The document served at /openapi.json."""
     record = {
         "type": "object",
-        "description": "A fairacct record as collector.records.table_docs makes it: flat, no object values.",
+        "description": "A fairacct record as collector.records.table_docs makes it (flat).",
         "required": ["id", "kind", "schema_version", "probe", "timestamp"],
         "properties": {
             "id": {"type": "string", "minLength": 1, "maxLength": 128},
@@ -32,7 +32,6 @@ def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
             "probe": {"type": "string", "description": "The sending probe: the name its token belongs to."},
             "timestamp": {"type": "string", "format": "date-time"},
         },
-        "additionalProperties": {"not": {"type": "object"}},
     }
     return {
         "openapi": "3.1.0",

@@ -24,7 +24,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from collector.server.body import decode_records
+from collector.outbox import Parcel
+from collector.server.body import decode_records, is_ndjson
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.judge import judge_records
 from collector.server.replies import Style
@@ -34,9 +35,14 @@ __all__ = ["RECORDS", "post_records"]
 
 async def post_records(request: Request, ingest: Ingest) -> Response:
     probe = ingest.probe(request)
-    items = decode_records(await ingest.body(request), request.headers.get("content-type"))
+    body = await ingest.body(request)
+    content_type = request.headers.get("content-type")
+    items = decode_records(body.data, content_type)
     judged = judge_records(items, probe)
-    await ingest.make_durable("records", probe, judged.accepted, refused=len(judged.refused))
+    # the common case, a gzipped array of one kind all accepted, is kept in the outbox as it came
+    as_sent = body.gzip if not judged.refused and len(judged.accepted) == 1 and not is_ndjson(content_type) else None
+    parcels = [Parcel(kind, docs, as_sent) for kind, docs in judged.accepted.items()]
+    await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)
     first = judged.refused[0]
