@@ -66,7 +66,7 @@ def create_app(
     directory is read now (ConfigError if it cannot be); the outbox is opened when the
     application starts (StoreError then).
     """
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(ingest=tuple(e.name for e in endpoints))
     committer = GroupCommitter(settings.outbox_path, max_depth=settings.max_outbox_depth, max_records=settings.max_group_records)
     ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics)
     flusher = Flusher(

@@ -80,8 +80,10 @@ class OutboxGauges:
 class ServerMetrics:
     """The collector's counters; safe to update from the event loop and the flusher thread."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, ingest: tuple[str, ...] = ("records",), clock: Callable[[], float] = time.time) -> None:
+        """``ingest``: the endpoints that take records, which /stats counts (as GRACC's does)."""
         self._clock = clock
+        self._ingest = ingest
         self._lock = threading.Lock()
         self.requests: Counter[tuple[str, int]] = Counter()
         self.request_errors: Counter[tuple[str, str]] = Counter()
@@ -113,13 +115,13 @@ class ServerMetrics:
             self.stored.update({k: v for k, v in stored.items() if v})
 
     def stats(self) -> dict[str, int]:
-        """GRACC's collector's /stats document."""
+        """GRACC's collector's /stats document: the ingest endpoints' records and requests."""
         with self._lock:
             return {
                 "Records": sum(self.records.values()) + sum(self.record_errors.values()),
                 "RecordErrors": sum(self.record_errors.values()),
-                "Requests": sum(self.requests.values()),
-                "RequestErrors": sum(n for (_, code), n in self.requests.items() if code >= 400),
+                "Requests": sum(n for (e, _), n in self.requests.items() if e in self._ingest),
+                "RequestErrors": sum(n for (e, code), n in self.requests.items() if e in self._ingest and code >= 400),
             }
 
     def render(self, outbox: OutboxGauges) -> str:
