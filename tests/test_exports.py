@@ -41,6 +41,21 @@ MODULES = [
     "probes.health",
     "probes.usage",
     "probes.usage_views",
+    "collector.http_sink",
+    "collector.server",
+    "collector.server.app",
+    "collector.server.body",
+    "collector.server.committer",
+    "collector.server.flusher",
+    "collector.server.ingest",
+    "collector.server.judge",
+    "collector.server.metrics",
+    "collector.server.openapi",
+    "collector.server.replies",
+    "collector.server.serve",
+    "collector.server.settings",
+    "collector.server.tokens",
+    "collector.server.v1_records",
 ]
 
 
