@@ -50,11 +50,11 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._verdict import verdict  # noqa: E402
-from collector.records import table_docs  # noqa: E402
-from probes.config import load_config  # noqa: E402
-from probes.overhead import overhead_report  # noqa: E402
-from probes.sources.status import read_status  # noqa: E402
+from benchmarks._verdict import verdict
+from collector.records import table_docs
+from probes.config import load_config
+from probes.overhead import overhead_report
+from probes.sources.status import read_status
 
 TARGET_RATE = 50_000
 TARGET_P99_S = 0.100
@@ -163,10 +163,11 @@ def main() -> int:
         payloads = {p: bodies(p, template, args.batches, args.batch) for p in tokens}
         fairacct = Path(sys.executable).parent / "fairacct"
         taskset = [shutil.which("taskset") or "taskset", "-c", str(args.core)] if shutil.which("taskset") else []
-        server = subprocess.Popen(
-            [*taskset, str(fairacct), "collector", "serve", "--config", str(work / "collector.toml")],
-            stdout=subprocess.DEVNULL, stderr=open(work / "collector.log", "w"),
-        )  # fmt: skip
+        with open(work / "collector.log", "w") as log:
+            server = subprocess.Popen(
+                [*taskset, str(fairacct), "collector", "serve", "--config", str(work / "collector.toml")],
+                stdout=subprocess.DEVNULL, stderr=log,
+            )  # fmt: skip
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 60

@@ -20,12 +20,13 @@ id (items do): a record sent twice waits twice, and the sink, keyed by id, store
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,7 @@ class Outbox:
         now = self._clock()
         rows = [(kind, d["id"], orjson.dumps(d).decode(), now) for kind, docs in records.items() for d in docs]
         marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction("cannot commit the cycle to the outbox"):
             self._db.executemany(
                 "INSERT INTO item(kind, id, doc, enqueued_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(kind, id) DO UPDATE SET doc = excluded.doc, attempts = 0, last_error = NULL",
@@ -166,11 +166,6 @@ class Outbox:
                 marks,
             )
             faults.point("during-commit")
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot commit the cycle to the outbox ({exc})") from exc
         return len(rows)
 
     def commit_parcels(self, parcels: Sequence[Parcel]) -> int:
@@ -182,16 +177,23 @@ class Outbox:
             for p in parcels
             if p.docs
         ]
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction("cannot commit records to the outbox"):
             self._db.executemany("INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows)
             faults.point("during-commit")
+        return sum(r[1] for r in rows)
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[None]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed at the end, rolled back and
+        raised as :class:`StoreError` (``what`` says what failed) on any SQLite error."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot commit records to the outbox ({exc})") from exc
-        return sum(r[1] for r in rows)
+            raise StoreError(f"{self.path}: {what} ({exc})") from exc
 
     def checkpoint(self, source: str) -> Any:
         """The value last committed for a source, or None."""
@@ -284,8 +286,7 @@ class Outbox:
                 rewritten.append((orjson.dumps(left), len(left), error, seq))
             else:
                 touched.append((error, seq))
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction("cannot record what the sink acknowledged"):
             self._db.executemany("DELETE FROM parcel WHERE seq = ?", deleted)
             self._db.executemany(
                 "UPDATE parcel SET docs = ?, count = ?, encoding = 'json', attempts = attempts + 1, last_error = ? WHERE seq = ?",
@@ -295,11 +296,6 @@ class Outbox:
             self._db.executemany(
                 "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)", dead
             )
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot record what the sink acknowledged ({exc})") from exc
 
     def _settle(
         self,
@@ -312,8 +308,7 @@ class Outbox:
         seq_of = {id_: seq for seq, _, id_, _ in rows}
         doc_of = {id_: doc for _, _, id_, doc in rows}
         now = self._clock()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction("cannot record what the sink acknowledged"):
             self._db.executemany("DELETE FROM item WHERE seq = ?", [(seq_of[i],) for i in acked if i in seq_of])
             self._db.executemany(
                 "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
@@ -324,11 +319,6 @@ class Outbox:
                 "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
                 [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],
             )
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot record what the sink acknowledged ({exc})") from exc
 
     def _note_failure(self, seqs: Sequence[int], error: str) -> None:
         self._db.executemany("UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, s) for s in seqs])

@@ -142,7 +142,7 @@ class GroupCommitter:
         live = [job for job in group if job.done.set_running_or_notify_cancel()]
         try:
             outbox.commit_parcels([parcel for job in live for parcel in job.parcels])
-        except Exception as exc:  # StoreError, or a bug: either way each waiting request must hear of it
+        except Exception as exc:  # noqa: BLE001  StoreError, or a bug: either way each waiting request must hear of it
             if isinstance(exc, StoreError):
                 _log.error("%d request(s) refused with 503: %s", len(live), exc)
             with self._lock:

@@ -80,9 +80,13 @@ def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
                     "operationId": "postRecords",
                     "security": [{"probeToken": []}],
                     "parameters": [
-                        {"name": "Content-Encoding", "in": "header", "required": False,
-                         "schema": {"type": "string", "enum": ["gzip", "identity"]}},
-                    ],  # fmt: skip
+                        {
+                            "name": "Content-Encoding",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string", "enum": ["gzip", "identity"]},
+                        },
+                    ],
                     "requestBody": {
                         "required": True,
                         "description": f"At most {settings.max_body_bytes} bytes, as sent and decompressed.",

@@ -108,7 +108,7 @@ def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics
         reason: str | None = None
         try:
             response = await handler(request)
-        except Exception as exc:  # every error becomes a reply here, and nowhere else
+        except Exception as exc:  # noqa: BLE001  every error becomes a reply here, and nowhere else
             response, reason = error_reply(exc, style, f"{request.method} {request.url.path}")
         if reason is None and response.status_code >= 400:
             reason = "records_refused"

@@ -16,7 +16,6 @@ from collector.elasticsearch import ElasticsearchSink
 from collector.store import EmbeddedStore
 
 from ..conftest import start_server, stop_server
-
 from .conftest import Collector, record
 
 JSON = {"Content-Type": "application/json"}
@@ -182,9 +181,9 @@ def test_the_process_refuses_a_bad_start(tmp_path: Any) -> None:
 
     config = tmp_path / "c.toml"
     config.write_text(f'[collector]\ntoken_dir = "{tmp_path}/none"\n')
-    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().endswith(f"collector token_dir: {tmp_path}/none: no such directory")
     config.write_text('[store]\nurl = "collector+http://127.0.0.1:1"\n')
-    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2 and "the collector needs a store of its own" in proc.stderr

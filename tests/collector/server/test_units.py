@@ -15,7 +15,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-import collector.errors as errors
+from collector import errors
 from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeError, UnauthorizedError
 from collector.outbox import Outbox, Parcel
 from collector.server import Endpoint, Ingest, ServerSettings, Style, create_app
