@@ -118,7 +118,10 @@ class OutboxStatus:
 class Outbox:
     """The outbox in one SQLite file (WAL, one writer at a time)."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time, autocheckpoint: bool = True) -> None:
+        """``autocheckpoint=False``: commits never copy the WAL back into the database (SQLite does
+        it by default every 1000 pages, inside the commit that crosses the mark); whoever opens
+        it so calls :meth:`wal_checkpoint` from another connection instead, off the commit path."""
         self.path = str(path)
         self._clock = clock
         try:
@@ -127,6 +130,8 @@ class Outbox:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
+            if not autocheckpoint:
+                self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the outbox ({exc})") from exc
@@ -194,6 +199,14 @@ class Outbox:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise StoreError(f"{self.path}: {what} ({exc})") from exc
+
+    def wal_checkpoint(self) -> None:
+        """Copy the committed WAL into the database without blocking writers (a passive
+        checkpoint), so that the WAL file stops growing; see ``autocheckpoint``."""
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot checkpoint the outbox's WAL ({exc})") from exc
 
     def checkpoint(self, source: str) -> Any:
         """The value last committed for a source, or None."""

@@ -110,7 +110,7 @@ class GroupCommitter:
 
     def _run(self) -> None:
         try:
-            outbox = Outbox(self.path)
+            outbox = Outbox(self.path, autocheckpoint=False)  # the flusher checkpoints, off the reply path
         except StoreError as exc:
             self._failed = exc
             self._ready.set()

@@ -7,7 +7,9 @@ acknowledged records are deleted, in a short write transaction. While the store 
 records the flusher goes on at once; when the outbox is empty or the store stops taking them,
 it waits ``every_s`` seconds.
 
-It reports, after every round, what :mod:`collector.server.app` shows on /healthz and
+After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
+is opened without automatic checkpoints so that no reply waits for one). It reports, after
+every round, what :mod:`collector.server.app` shows on /healthz and
 /metrics: the true depth (handed to the group committer), the oldest waiting record, the dead
 letters, and the last time the store took records or the outbox was found empty.
 """
@@ -106,6 +108,7 @@ class Flusher:
         start = time.perf_counter()
         result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20)
         elapsed = time.perf_counter() - start
+        outbox.wal_checkpoint()  # the writer leaves it to us: no request waits for it
         status = outbox.status()
         now = self._clock()
         depth = sum(status.depth.values())
