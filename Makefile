@@ -38,6 +38,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_usage.py
 	-$(BIN)/python benchmarks/bench_store.py
 	-$(BIN)/python benchmarks/bench_sinks.py
+	-$(BIN)/python benchmarks/bench_collector.py
 
 clean:
 	rm -rf $(VENV) .demo

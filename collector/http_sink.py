@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ class CollectorSink:
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {token}", "User-Agent": "fairacct-probe"},
             timeout=timeout_s,
-            verify=str(ca_file) if ca_file else True,
+            verify=_tls_context(ca_file),
             transport=transport,
         )
 
@@ -130,6 +131,14 @@ class CollectorSink:
         if status in (401, 403):
             hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"
         raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
+
+
+def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    """Certificates are checked against ``ca_file``, or the system's CAs."""
+    try:
+        return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"store.ca_file: {ca_file}: cannot be read as a CA bundle ({exc})") from None
 
 
 def _read_token(path: Path | None) -> str:

@@ -451,7 +451,8 @@ class ProbeConfig(_Section):
             update={"token_dir": fix(c.token_dir), "state_dir": fix(c.state_dir)}
             | {k: str(fix(Path(v))) for k in ("tls_cert_file", "tls_key_file") if (v := getattr(c, k))}
         )
-        return self.model_copy(update={"sources": sources, "probe": probe, "collector": collector})
+        store = self.store.model_copy(update={"token_file": str(fix(Path(t)))} if (t := self.store.token_file) else {})
+        return self.model_copy(update={"sources": sources, "probe": probe, "store": store, "collector": collector})
 
 
 # -- command-line overrides --------------------------------------------------------------------

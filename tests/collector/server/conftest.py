@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -51,7 +52,14 @@ class Collector:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.settings.get("tls_cert_file") else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """The certificate to trust for https (the collector's own, self-signed)."""
+        cert = self.settings.get("tls_cert_file")
+        return ssl.create_default_context(cafile=cert) if cert else True
 
     @property
     def config(self) -> Path:
@@ -80,7 +88,7 @@ class Collector:
             if self.process.poll() is not None:
                 raise AssertionError(f"the collector exited with {self.process.returncode}:\n{self.log}")
             try:
-                if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/openapi.json", timeout=1, verify=self.verify).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

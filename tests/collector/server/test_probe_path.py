@@ -5,7 +5,9 @@ and SIGKILL at random moments while several probes stream batches."""
 from __future__ import annotations
 
 import random
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ import httpx
 import pytest
 
 from collector.elasticsearch import ElasticsearchSink
-from collector.errors import ConfigError
+from collector.errors import ConfigError, SinkError
 from collector.http_sink import CollectorSink
 from collector.outbox import Outbox
 from collector.sinks import SendResult, open_sink
@@ -81,6 +83,24 @@ def test_a_batch_over_the_limit_is_split(start_collector: Any, tmp_path: Path) -
     with CollectorSink(f"collector+{c.url}", token_file=token_file(tmp_path, c, "p1")) as sink:
         sent = sink.send("job", docs)
     assert len(sent.acked) == 200 and list(sent.rejected) == ["p1-job-huge"] and not sent.retry
+
+
+def test_the_collector_serves_https_and_the_probe_checks_its_certificate(start_collector: Any, tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    c = start_collector(tls_cert_file=str(cert), tls_key_file=str(key))
+    assert c.url.startswith("https://")
+    token = token_file(tmp_path, c, "p1")
+    with CollectorSink(f"collector+{c.url}", token_file=token, ca_file=cert) as sink:
+        assert sink.send("job", [record(1, "p1")]).acked == ["p1-job-1"]
+    with CollectorSink(f"collector+{c.url}", token_file=token) as sink, pytest.raises(SinkError, match="no answer from the collector"):
+        sink.send("job", [record(2, "p1")])  # the system's CAs do not know a self-signed certificate
 
 
 @pytest.mark.slow
@@ -178,3 +198,28 @@ def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(start_
             assert outbox.status().depth == {}
     drain(c)
     assert store.count("job") == sum(map(len, sent.values()))
+
+
+def test_a_site_points_its_probe_at_the_collector_and_changes_nothing_else(
+    start_collector: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import socket
+
+    from probes.cli import main
+
+    from ...conftest import ROOT
+
+    probe = f"fairacct@{socket.gethostname()}"  # the name a probe writes its records in
+    c = start_collector(tokens={probe: "site-token"})
+    (tmp_path / "probe.token").write_text("site-token\n")
+    config = tmp_path / "probe.toml"
+    demo = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    config.write_text(demo + f'\n[store]\nurl = "collector+{c.url}"\ntoken_file = "probe.token"\n')
+    code = main(["probe", "once", "--config", str(config), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["sent"] == {"slot": 36, "allocation": 72, "job": 60} and json.loads(out)["dead"] == {}
+    drain(c)
+    store = EmbeddedStore(c.root / "collector" / "store.sqlite")
+    assert (store.count("slot"), store.count("allocation"), store.count("job")) == (36, 72, 60)
