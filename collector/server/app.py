@@ -76,6 +76,7 @@ def create_app(
         batch_size=settings.flush_batch_size,
         metrics=metrics,
         on_depth=committer.set_depth,
+        depth_mark=lambda: committer.admitted,
     )
     document = openapi_document(settings, _version())
 

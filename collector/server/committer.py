@@ -12,9 +12,10 @@ each answers 503. One transaction and one fsync for many requests is what lets a
 SQLite file take tens of thousands of records a second while each reply still waits for
 its records to be on disk.
 
-The committer also keeps the outbox's depth (records waiting), counted up by each commit and
-set to the truth by the flusher after each flush; over ``max_depth`` a request is refused with
-:class:`OverloadedError` before anything is written.
+The committer also keeps the outbox's depth (records waiting), counted up by each request
+admitted and set by the flusher after each flush to what it counted plus what was admitted
+meanwhile; over ``max_depth`` a request is refused with :class:`OverloadedError` before
+anything is written.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class GroupCommitter:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._depth = 0
+        self._admitted = 0
         self._ready = threading.Event()
         self._failed: StoreError | None = None
         self._thread = threading.Thread(target=self._run, name="fairacct: outbox writer", daemon=True)
@@ -63,13 +65,19 @@ class GroupCommitter:
 
     @property
     def depth(self) -> int:
-        """Records waiting in the outbox (exact after a flush, an upper bound in between)."""
+        """Records waiting in the outbox: an upper bound, never less than the truth."""
         return self._depth
 
-    def set_depth(self, depth: int) -> None:
-        """The true depth, as the flusher counted it (records committed since are added)."""
+    @property
+    def admitted(self) -> int:
+        """Records admitted so far (a running count), to mark when the flusher starts counting."""
+        return self._admitted
+
+    def set_depth(self, counted: int, mark: int) -> None:
+        """The depth the flusher counted, having read :attr:`admitted` as ``mark`` before it
+        began: records admitted since are added (some may be counted twice until the next count)."""
         with self._lock:
-            self._depth = depth
+            self._depth = counted + (self._admitted - mark)
 
     def start(self) -> None:
         """Open the outbox in the writer thread; raises :class:`StoreError` if it cannot be opened."""
@@ -100,6 +108,7 @@ class GroupCommitter:
                     "the store is not keeping up; retry later"
                 )
             self._depth += count
+            self._admitted += count
         if not self._thread.is_alive():
             raise StoreError(f"{self.path}: the outbox writer has stopped")
         done: concurrent.futures.Future[int] = concurrent.futures.Future()

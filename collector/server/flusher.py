@@ -10,7 +10,7 @@ it waits ``every_s`` seconds.
 After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
 is opened without automatic checkpoints so that no reply waits for one). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
-/metrics: the true depth (handed to the group committer), the oldest waiting record, the dead
+/metrics: the depth (handed to the group committer), the oldest waiting record, the dead
 letters, and the last time the store took records or the outbox was found empty.
 """
 
@@ -57,7 +57,8 @@ class Flusher:
         every_s: float,
         batch_size: int,
         metrics: ServerMetrics,
-        on_depth: Callable[[int], None],
+        on_depth: Callable[[int, int], None],
+        depth_mark: Callable[[], int],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
@@ -66,6 +67,7 @@ class Flusher:
         self._sink_factory = sink_factory
         self._metrics = metrics
         self._on_depth = on_depth
+        self._depth_mark = depth_mark
         self._clock = clock
         self._stop = threading.Event()
         self.state = FlushState(started=clock())
@@ -109,11 +111,12 @@ class Flusher:
         result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20)
         elapsed = time.perf_counter() - start
         outbox.wal_checkpoint()  # the writer leaves it to us: no request waits for it
+        mark = self._depth_mark()  # before counting: what is admitted later is added to the count
         status = outbox.status()
         now = self._clock()
         depth = sum(status.depth.values())
         sent = sum(result.sent.values())
-        self._on_depth(depth)
+        self._on_depth(depth, mark)
         self._metrics.flushed(elapsed, result.sent)
         state = self.state
         state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
