@@ -51,6 +51,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_analytics.py
 	-$(BIN)/python benchmarks/bench_gratia.py
 	-$(BIN)/python benchmarks/bench_summaries.py
+	-$(BIN)/python benchmarks/bench_collector.py
 
 clean:
 	rm -rf $(VENV) .demo

@@ -6,11 +6,17 @@
     │   └── ClassAdError          one ad is malformed (names the file, the line and the attribute)
     ├── SinkError                 a record could not be stored
     │   ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
-    │   └── StoreError            the embedded SQLite store failed
+    │   └── StoreError            the embedded SQLite store (or an outbox) failed
     ├── RecordError               a Gratia record or envelope cannot be read (hostile or malformed XML,
     │                             a value GRACC would refuse); names the record and the field
-    └── IngestError               the collector service refuses a request
-        └── BadRequestError       the request is malformed: its body, its encoding, its form
+    └── IngestError               the collector service refuses a request (collector/server/replies.py
+        │                         maps each kind, once, to an HTTP status, a body and a metric)
+        ├── BadRequestError       the request is malformed: its body, its encoding, its JSON or form
+        ├── UnauthorizedError     no bearer token, or one the collector does not know
+        ├── ForbiddenError        a known token, but records in another probe's name
+        ├── TooLargeError         the body is over the size limit, as sent or decompressed
+        ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
+        └── OverloadedError       the outbox holds more records than it may; retry later
 
 Only the command line turns these into messages and exit codes; library code raises.
 Foreign exceptions (OSError, sqlite3, classad2, htcondor2) are translated where they
@@ -22,14 +28,20 @@ from __future__ import annotations
 __all__ = [
     "BadRequestError",
     "ClassAdError",
+    "BadRequestError",
     "ConfigError",
     "ElasticsearchError",
     "FairacctError",
+    "ForbiddenError",
     "IngestError",
+    "OverloadedError",
     "RecordError",
     "SinkError",
     "SourceError",
     "StoreError",
+    "TooLargeError",
+    "UnauthorizedError",
+    "UnsupportedMediaError",
 ]
 
 
@@ -105,3 +117,23 @@ class IngestError(FairacctError):
 
 class BadRequestError(IngestError):
     """The request is malformed (its body, encoding, JSON or form); sending it again is useless."""
+
+
+class UnauthorizedError(IngestError):
+    """No bearer token, or a token the collector does not know."""
+
+
+class ForbiddenError(IngestError):
+    """A known token, but the request would write in another probe's name."""
+
+
+class TooLargeError(IngestError):
+    """The body is over the collector's size limit, as sent or once decompressed."""
+
+
+class UnsupportedMediaError(IngestError):
+    """A Content-Type or Content-Encoding that the endpoint does not take."""
+
+
+class OverloadedError(IngestError):
+    """The collector's outbox holds more records than it may: the store is not keeping up."""

@@ -43,6 +43,7 @@ from probes.units import parse_size
 __all__ = [
     "DEFAULT_PARTITIONS",
     "OVERRIDES",
+    "CollectorSettings",
     "CredentialSettings",
     "FairshareSettings",
     "MachineSettings",
@@ -346,8 +347,8 @@ DEFAULT_PARTITIONS = (
 class StoreSettings(_Section):
     url: str = Field(
         "sqlite:///fairacct.sqlite",
-        description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch) "
-        "or opensearch+http(s)://... (OpenSearch).",
+        description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch), "
+        "opensearch+http(s)://... (OpenSearch) or collector+https://HOST[:PORT] (a fairacct collector, with token_file).",
     )
     index_prefix: str = Field("fairacct", description="Elasticsearch indices are <index_prefix>-<kind>-YYYY.MM.")
     api_key_file: str = Field("", description="File holding an Elasticsearch API key (never put the key itself here).")
@@ -355,7 +356,10 @@ class StoreSettings(_Section):
     username: str = Field("", description="User for basic auth (with password_file or password_env).")
     password_file: str = Field("", description="File holding the basic-auth password.")
     password_env: str = Field("", description="Environment variable holding the basic-auth password.")
-    ca_file: str = Field("", description="CA bundle to verify the cluster's certificate.")
+    ca_file: str = Field("", description="CA bundle to verify the cluster's (or the collector's) certificate.")
+    token_file: str = Field(
+        "", description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself)."
+    )
     install_templates: bool = Field(
         False,
         description="Install fairacct's index templates when they are missing or outdated (checked at the first "
@@ -374,8 +378,10 @@ class StoreSettings(_Section):
         return value
 
     def auth(self) -> dict[str, str]:
-        """The Elasticsearch sink's settings that are set, as ``ElasticsearchSink`` names them
-        (secrets by reference, never by value); nothing for the embedded store."""
+        """The sink's settings that are set, as the sink names them (secrets by reference, never
+        by value): the Elasticsearch sink's, or the collector sink's; nothing for the embedded store."""
+        if self.url.startswith("collector+"):
+            return {"token_file": self.token_file} | ({"ca_file": self.ca_file} if self.ca_file else {})
         if not self.url.startswith(("http", "opensearch")):
             return {}
         names = {
@@ -415,6 +421,39 @@ class SummarySettings(_Section):
     )
 
 
+class CollectorSettings(_Section):
+    listen_address: str = Field("127.0.0.1", description="Address the collector service listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port the collector service listens on (0: any free port).")
+    tls_cert_file: str = Field("", description="TLS certificate (PEM) to serve https itself. Empty: plain http (behind a proxy).")
+    tls_key_file: str = Field("", description="TLS private key (PEM) of tls_cert_file.")
+    token_dir: LaxPath = Field(
+        Path("tokens"), description="Directory of probe tokens: one file per probe, named after the probe, holding its token."
+    )
+    gratia_senders: list[str] = Field(
+        default_factory=list, description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from."
+    )
+    max_body_size: Annotated[float, _size(1, "body")] = Field(
+        64.0 * MIB, gt=0, description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).'
+    )
+    max_outbox_depth: int = Field(
+        2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
+    )
+    state_dir: LaxPath = Field(
+        Path("collector"), description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path)."
+    )
+    flush_every_s: float = Field(5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle.")
+    flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store.")
+    store_stale_s: float = Field(
+        900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> CollectorSettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("give both tls_cert_file and tls_key_file, or neither")
+        return self
+
+
 class ProbeConfig(_Section):
     """The whole configuration file."""
 
@@ -431,6 +470,9 @@ class ProbeConfig(_Section):
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
     summaries: SummarySettings = Field(default_factory=SummarySettings, description="Daily summaries computed in the store.")
+    collector: CollectorSettings = Field(
+        default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
+    )
 
     @field_validator("partitions")
     @classmethod
@@ -513,7 +555,13 @@ class ProbeConfig(_Section):
             }
         )
         probe = self.probe.model_copy(update={"state_dir": fix(self.probe.state_dir)})
-        return self.model_copy(update={"sources": sources, "probe": probe})
+        c = self.collector
+        collector = c.model_copy(
+            update={"token_dir": fix(c.token_dir), "state_dir": fix(c.state_dir)}
+            | {k: str(fix(Path(v))) for k in ("tls_cert_file", "tls_key_file") if (v := getattr(c, k))}
+        )
+        store = self.store.model_copy(update={"token_file": str(fix(Path(t)))} if (t := self.store.token_file) else {})
+        return self.model_copy(update={"sources": sources, "probe": probe, "store": store, "collector": collector})
 
 
 # -- command-line overrides --------------------------------------------------------------------

@@ -23,7 +23,7 @@ from .conftest import ROOT
         (
             {"bogus": 1},
             "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, probe, "
-            "penalty, fairshare, summaries",
+            "penalty, fairshare, summaries, collector",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},
@@ -144,7 +144,7 @@ def test_the_demo_config_loads() -> None:
 @pytest.mark.parametrize(
     ("store", "message"),
     [
-        ('url = "mysql://db.example.org/acct"', "store.url: expected sqlite:///PATH, http(s)://HOST:PORT or "),
+        ('url = "mysql://db.example.org/acct"', "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "),
         ('url = "http://elastic:hunter2@es.example.org:9200"',
          "store.url: credentials in the URL are not accepted (http://es.example.org:9200)"),
         ('url = "https://es.example.org:9200"\nusername = "fairacct"\npassword_file = "/nonexistent/es-password"',

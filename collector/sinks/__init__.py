@@ -2,7 +2,8 @@
 
 Store URLs: ``sqlite:///PATH`` (the embedded store, :mod:`collector.sinks.sqlite`),
 ``http(s)://HOST:PORT`` (Elasticsearch) and ``opensearch+http(s)://HOST:PORT`` (OpenSearch),
-both :mod:`collector.sinks.elasticsearch`, whose client libraries are imported only for them.
+both :mod:`collector.sinks.elasticsearch`, whose client libraries are imported only for them,
+and ``collector+http(s)://HOST[:PORT]`` (a fairacct collector service, :mod:`collector.sinks.http`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def describe_url(url: str, base: Path) -> str:
     return url if path is None or str(path) == ":memory:" else f"sqlite:///{path.absolute()}"
 
 
-SCHEMES = ("sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://")
+SCHEMES = (
+    "sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://", "collector+http://", "collector+https://",
+)  # fmt: skip
 """The store URLs there are sinks for."""
 
 
@@ -60,7 +63,8 @@ def check_url(url: str) -> None:
     credentials in it (those come from files or the environment)."""
     if not url.startswith(SCHEMES):
         raise ConfigError(
-            f"store.url: expected sqlite:///PATH, http(s)://HOST:PORT or opensearch+http(s)://HOST:PORT, got {url!r}"
+            "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "
+            f"collector+http(s)://HOST[:PORT], got {url!r}"
         )
     parts = urlsplit(url)
     if not url.startswith("sqlite:///") and (parts.username or parts.password):
@@ -80,6 +84,10 @@ def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None, cr
         from collector.sinks.sqlite import EmbeddedStore
 
         return EmbeddedStore(path, create=create)
+    if url.startswith("collector+"):
+        from collector.sinks.http import CollectorSink
+
+        return CollectorSink.from_url(url, **dict(auth or {}))
     from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
 
     return ElasticsearchSink.from_url(url, **dict(auth or {}))

@@ -11,12 +11,13 @@ not a failure).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -128,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
     mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
     mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
     mappings_sub.add_parser("install", parents=[_options("--store")], help="install (or update) the index templates of every kind")
+    collector_cmd = sub.add_parser("collector", help="the collector service")
+    collector_sub = collector_cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
+    collector_sub.add_parser(
+        "serve", parents=[_options("--store")],
+        help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT",
+    )  # fmt: skip
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
@@ -179,6 +186,8 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return _store_command(args, config)
     if args.command == "probe" and args.action == "run":
         return _serve(config, args.duration)
+    if args.command == "collector":
+        return _collector_serve(config)
     if args.command == "probe":
         _require(
             config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
@@ -412,19 +421,59 @@ def _serve(config: ProbeConfig, duration: float | None) -> int:
     """probe run: the service, logging to stderr one line per event, until a signal or --for."""
     from probes.service.scheduler import ProbeService  # APScheduler is imported only by the service
 
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    with _log_lines():
+        service = ProbeService(config, probe=f"fairacct@{socket.gethostname()}")
+        service.run(duration=duration)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _log_lines() -> Iterator[None]:
+    """Log INFO and above to stderr, one line per event (:class:`_LineFormatter`), while inside."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     try:
-        service = ProbeService(config, probe=f"fairacct@{socket.gethostname()}")
-        service.run(duration=duration)
+        yield
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+def _collector_serve(config: ProbeConfig) -> int:
+    """collector serve: the [collector] section and the store become the server's settings."""
+    from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
+
+    if config.store.url.startswith("collector+"):
+        raise ConfigError(f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}")
+    c = config.collector
+    settings = ServerSettings(
+        token_dir=c.token_dir,
+        state_dir=c.state_dir,
+        store_url=config.store.url,
+        store_options=config.store.auth(),
+        host=c.listen_address,
+        port=c.port,
+        tls_cert_file=Path(c.tls_cert_file) if c.tls_cert_file else None,
+        tls_key_file=Path(c.tls_key_file) if c.tls_key_file else None,
+        gratia_senders=tuple(c.gratia_senders),
+        max_body_bytes=int(c.max_body_size),
+        max_outbox_depth=c.max_outbox_depth,
+        flush_every_s=c.flush_every_s,
+        flush_batch_size=c.flush_batch_size,
+        store_stale_s=c.store_stale_s,
+    )
+    sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+    try:
+        ensure_templates(sink, settings.store_url, install=config.store.install_templates)
+    finally:
+        sink.close()
+    with _log_lines():
+        serve(settings)
     return EXIT_OK
 
 

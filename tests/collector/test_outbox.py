@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-from collector.outbox import Outbox
+import orjson
+
+from collector.outbox import Outbox, Parcel
 from collector.records import KINDS, record_id, table_docs
 from collector.sinks.sqlite import EmbeddedStore
+from collector.sinks.base import SendResult
 from probes.config import load_config
 from probes.pipeline.overhead import overhead_report
 from probes.sources.status import read_status
@@ -84,8 +89,6 @@ def test_the_store_answers_queries_by_time(tmp_path: Path) -> None:
 def test_a_record_replaced_while_its_older_copy_is_sent_is_not_lost(tmp_path: Path) -> None:
     """The flush holds no transaction while the sink works: a cycle may replace a waiting record
     meanwhile. The acknowledgement of the older copy must not delete the newer one."""
-    from collector.sinks.base import SendResult
-
     path = tmp_path / "outbox.sqlite"
     sent: list[list[dict]] = []  # type: ignore[type-arg]
 
@@ -103,3 +106,33 @@ def test_a_record_replaced_while_its_older_copy_is_sent_is_not_lost(tmp_path: Pa
         outbox.flush(ReplacingSink())  # type: ignore[arg-type]
         assert outbox.status().depth == {}
         assert [len(b) for b in sent] == [36, 1] and sent[1][0]["interval_s"] == 12.5  # the newer copy, sent too
+
+
+class _HalfSink:
+    """Acknowledges the first half of a batch, refuses one record, asks to retry the rest."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def send(self, kind: str, docs: Any) -> SendResult:
+        self.calls += 1
+        ids = [d["id"] for d in docs]
+        if self.calls > 1:
+            return SendResult(acked=ids)
+        half = len(ids) // 2
+        return SendResult(acked=ids[:half], rejected={ids[half]: "mapping conflict"}, retry=dict.fromkeys(ids[half + 1 :], "429"))
+
+    def close(self) -> None: ...
+
+
+def test_parcels_are_sent_and_rewritten_with_what_is_left(tmp_path: Path) -> None:
+    docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        assert outbox.commit_parcels([Parcel("job", docs[:6]), Parcel("job", docs[6:], gzip.compress(orjson.dumps(docs[6:])))]) == 10
+        assert outbox.status().depth == {"job": 10}
+        sink = _HalfSink()
+        result = outbox.flush(sink, batch_size=100, max_batches=1)  # type: ignore[arg-type]
+        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (5, 1, 4)
+        assert outbox.status().depth == {"job": 4} and outbox.dead_letters()[0]["id"] == "r5"
+        result = outbox.flush(sink)  # type: ignore[arg-type]
+        assert result.sent["job"] == 4 and outbox.status().depth == {}

@@ -1,0 +1,15 @@
+"""The collector service: HTTP ingest of records, durable before the reply, flushed to the store.
+
+``create_app(settings, sink_factory)`` is the ASGI application (Starlette); ``serve(settings)``
+runs it on uvicorn. See :mod:`collector.server.app` for the routes and the choice of Starlette,
+:mod:`collector.server.v1_records` for the replies a probe gets, and
+:mod:`collector.server.committer` for how a reply waits until its records are on disk.
+"""
+
+from collector.server.app import create_app
+from collector.server.ingest import Endpoint, Ingest
+from collector.server.replies import Style
+from collector.server.serve import serve
+from collector.server.settings import ServerSettings
+
+__all__ = ["Endpoint", "Ingest", "ServerSettings", "Style", "create_app", "serve"]

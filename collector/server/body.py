@@ -1,0 +1,131 @@
+"""Request bodies: read within a size limit, gunzipped within the same limit, split into items.
+
+The limit holds for the body as sent (``Content-Length`` is checked before anything is read,
+and the stream is counted as it comes) and for the body decompressed (a gzip bomb stops at
+the limit, never inflated in full). A JSON body must be an array; an NDJSON body
+(``application/x-ndjson``) is one item per non-empty line, and a line that is not JSON is one
+refused item, not a refused request.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import orjson
+from starlette.requests import Request
+
+from collector.errors import BadRequestError, TooLargeError, UnsupportedMediaError
+
+__all__ = ["NDJSON_TYPES", "Body", "Unreadable", "decode_records", "gunzip", "is_ndjson", "read_body"]
+
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
+_JSON_TYPES = frozenset({"application/json", ""})
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An NDJSON line that is not JSON: refused by itself, with the parser's reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request body: ``data`` as decompressed; ``gzip``, the body as sent when it was one
+    gzip member and nothing else (what the outbox may keep as it is), else None."""
+
+    data: bytes
+    gzip: bytes | None = None
+
+
+async def read_body(request: Request, limit: int) -> Body:
+    """The request's body, decompressed when ``Content-Encoding: gzip``, at most ``limit`` bytes
+    both as sent and as decompressed (:class:`TooLargeError`)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise BadRequestError(f"Content-Length must be a number of bytes, got {declared[:40]!r}")
+        if int(declared) > limit:
+            raise TooLargeError(f"the body is {int(declared)} bytes, over the limit of {limit}; send smaller batches")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLargeError(f"the body is over the limit of {limit} bytes; send smaller batches")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("gzip", "x-gzip"):
+        data, members = gunzip(body, limit)
+        return Body(data, body if members == 1 else None)
+    if encoding not in ("identity", ""):
+        raise UnsupportedMediaError(f"Content-Encoding must be gzip or identity, got {encoding[:40]!r}")
+    return Body(body)
+
+
+def gunzip(data: bytes, limit: int) -> tuple[bytes, int]:
+    """``data`` (one or more gzip members) decompressed, refusing more than ``limit`` bytes of
+    output; and the number of members (0 when trailing bytes followed them)."""
+    out = bytearray()
+    members = 0
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(data, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise BadRequestError(f"the body is not valid gzip ({exc})") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise TooLargeError(f"the body decompresses to over the limit of {limit} bytes; send smaller batches")
+        if not inflater.eof:
+            raise BadRequestError("the gzip body is truncated (no end of stream)")
+        members += 1
+        data = inflater.unused_data
+        if not data:
+            return bytes(out), members
+        if not data.strip(b"\0"):  # padding after the last member
+            return bytes(out), 0
+
+
+def is_ndjson(content_type: str | None) -> bool:
+    """Whether a Content-Type names NDJSON (one JSON value per line)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() in NDJSON_TYPES
+
+
+def decode_records(body: bytes, content_type: str | None) -> list[object]:
+    """The items of a batch: parsed JSON values, and :class:`Unreadable` for bad NDJSON lines.
+
+    ``application/json`` (or no Content-Type): a JSON array; ``application/x-ndjson``: one JSON
+    value per line. Anything else is :class:`UnsupportedMediaError`; a JSON body that is not an
+    array, or not JSON, is :class:`BadRequestError`.
+    """
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if is_ndjson(media):
+        items: list[object] = []
+        for line in body.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                items.append(orjson.loads(line))
+            except orjson.JSONDecodeError as exc:
+                items.append(Unreadable(f"not JSON ({exc})"))
+        return items
+    if media not in _JSON_TYPES:
+        raise UnsupportedMediaError(
+            f"Content-Type must be application/json (an array) or application/x-ndjson, got {media[:60]!r}"
+        )
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequestError(f"the body is not JSON ({exc})") from None
+    if not isinstance(value, list):
+        raise BadRequestError(
+            f"expected a JSON array of records (or NDJSON with Content-Type application/x-ndjson), "
+            f"got a JSON {_json_type(value)}"
+        )
+    return value
+
+
+def _json_type(value: object) -> str:
+    return {dict: "object", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")

@@ -1,0 +1,165 @@
+"""Group commit: one writer thread makes the records of many requests durable together.
+
+Each request hands its accepted records to :meth:`GroupCommitter.commit` and waits. The
+writer thread takes every request waiting (up to ``max_records`` records), commits all of
+their records in ONE transaction of the collector's :class:`~collector.outbox.Outbox`
+(SQLite, WAL, ``synchronous=FULL``: durable when the commit returns), one parcel per request
+and kind (:meth:`~collector.outbox.Outbox.commit_parcels`: a row holding the documents as one
+JSON array, not a row and an index entry per record), and only then wakes each of those
+requests, which may now answer 202. A failed commit (disk full, an I/O error)
+fails every request of the group with the :class:`StoreError`: none of them was stored, and
+each answers 503. One transaction and one fsync for many requests is what lets a single
+SQLite file take tens of thousands of records a second while each reply still waits for
+its records to be on disk.
+
+The committer also keeps the outbox's depth (records waiting), counted up by each request
+admitted and set by the flusher after each flush to what it counted plus what was admitted
+meanwhile; over ``max_depth`` a request is refused with :class:`OverloadedError` before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector.errors import OverloadedError, StoreError
+from collector.outbox import Outbox, Parcel
+
+__all__ = ["GroupCommitter"]
+
+_log = logging.getLogger("fairacct.collector")
+
+@dataclass
+class _Job:
+    parcels: Sequence[Parcel]
+    count: int
+    done: concurrent.futures.Future[int]
+
+
+class GroupCommitter:
+    """The writer thread of the collector's outbox at ``path`` (see the module docstring)."""
+
+    def __init__(self, path: str | Path, *, max_depth: int, max_records: int = 50_000) -> None:
+        self.path = Path(path)
+        self.max_depth = max_depth
+        self.max_records = max_records
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._admitted = 0
+        self._ready = threading.Event()
+        self._failed: StoreError | None = None
+        self._thread = threading.Thread(target=self._run, name="fairacct: outbox writer", daemon=True)
+        self.commits = 0  # transactions, for the metrics
+        self.committed = 0  # records
+
+    def __repr__(self) -> str:
+        return f"GroupCommitter({str(self.path)!r}, depth={self._depth})"
+
+    @property
+    def depth(self) -> int:
+        """Records waiting in the outbox: an upper bound, never less than the truth."""
+        return self._depth
+
+    @property
+    def admitted(self) -> int:
+        """Records admitted so far (a running count), to mark when the flusher starts counting."""
+        return self._admitted
+
+    def set_depth(self, counted: int, mark: int) -> None:
+        """The depth the flusher counted, having read :attr:`admitted` as ``mark`` before it
+        began: records admitted since are added (some may be counted twice until the next count)."""
+        with self._lock:
+            self._depth = counted + (self._admitted - mark)
+
+    def start(self) -> None:
+        """Open the outbox in the writer thread; raises :class:`StoreError` if it cannot be opened."""
+        self._thread.start()
+        self._ready.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def stop(self) -> None:
+        """Commit what is waiting, then end the thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    async def commit(self, parcels: Sequence[Parcel]) -> int:
+        """Make the records of ``parcels`` durable; returns how many were committed.
+
+        Raises :class:`OverloadedError` (nothing written) when the outbox is too deep, and
+        :class:`StoreError` when the commit failed (nothing written either).
+        """
+        count = sum(len(p.docs) for p in parcels)
+        if count == 0:
+            return 0
+        with self._lock:
+            if self._depth + count > self.max_depth:
+                raise OverloadedError(
+                    f"the collector's outbox holds {self._depth} records and may hold {self.max_depth}: "
+                    "the store is not keeping up; retry later"
+                )
+            self._depth += count
+            self._admitted += count
+        if not self._thread.is_alive():
+            raise StoreError(f"{self.path}: the outbox writer has stopped")
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._queue.put(_Job(parcels, count, done))
+        return await asyncio.wrap_future(done)
+
+    # -- the writer thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            outbox = Outbox(self.path, autocheckpoint=False)  # the flusher checkpoints, off the reply path
+        except StoreError as exc:
+            self._failed = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            stopping = False
+            while not stopping:
+                first = self._queue.get()
+                if first is None:
+                    break
+                group = [first]
+                size = first.count
+                while size < self.max_records:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is None:
+                        stopping = True
+                        break
+                    group.append(job)
+                    size += job.count
+                self._commit_group(outbox, group)
+        finally:
+            outbox.close()
+
+    def _commit_group(self, outbox: Outbox, group: list[_Job]) -> None:
+        live = [job for job in group if job.done.set_running_or_notify_cancel()]
+        try:
+            outbox.commit_parcels([parcel for job in live for parcel in job.parcels])
+        except Exception as exc:  # noqa: BLE001  StoreError, or a bug: either way each waiting request must hear of it
+            if isinstance(exc, StoreError):
+                _log.error("%d request(s) refused with 503: %s", len(live), exc)
+            with self._lock:
+                self._depth -= sum(job.count for job in group)
+            for job in live:
+                job.done.set_exception(exc)
+            return
+        self.commits += 1
+        self.committed += sum(job.count for job in live)
+        for job in live:
+            job.done.set_result(job.count)

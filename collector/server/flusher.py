@@ -1,0 +1,132 @@
+"""The flusher: the collector's outbox goes to the store on a cadence, in a thread of its own.
+
+It uses :meth:`collector.outbox.Outbox.flush` with the sink the store URL names, exactly as a
+probe does: batches are read outside any write transaction (the outbox is in WAL mode, so
+the writer thread keeps committing requests meanwhile), sent over the network, and only the
+acknowledged records are deleted, in a short write transaction. While the store keeps taking
+records the flusher goes on at once; when the outbox is empty or the store stops taking them,
+it waits ``every_s`` seconds.
+
+After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
+is opened without automatic checkpoints so that no reply waits for one). It reports, after
+every round, what :mod:`collector.server.app` shows on /healthz and
+/metrics: the depth (handed to the group committer), the oldest waiting record, the dead
+letters, and the last time the store took records or the outbox was found empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collector.errors import FairacctError
+from collector.outbox import Outbox
+from collector.server.metrics import ServerMetrics
+from collector.sinks import Sink
+
+__all__ = ["FlushState", "Flusher"]
+
+_log = logging.getLogger("fairacct.collector")
+
+
+@dataclass
+class FlushState:
+    """What the last flush round found (UNIX seconds)."""
+
+    started: float
+    last_flush: float | None = None
+    last_store_success: float | None = None
+    last_error: str | None = None
+    depth: int = 0
+    oldest: float | None = None
+    dead_letters: dict[str, int] = field(default_factory=dict)
+
+
+class Flusher:
+    """Flushes the outbox at ``path`` to ``sink_factory()``'s sink (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        sink_factory: Callable[[], Sink],
+        *,
+        every_s: float,
+        batch_size: int,
+        metrics: ServerMetrics,
+        on_depth: Callable[[int, int], None],
+        depth_mark: Callable[[], int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.every_s = every_s
+        self.batch_size = batch_size
+        self._sink_factory = sink_factory
+        self._metrics = metrics
+        self._on_depth = on_depth
+        self._depth_mark = depth_mark
+        self._clock = clock
+        self._stop = threading.Event()
+        self.state = FlushState(started=clock())
+        self._thread = threading.Thread(target=self._run, name="fairacct: flusher", daemon=True)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Finish the round under way (a batch in flight is settled) and end the thread."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        sink: Sink | None = None
+        with Outbox(self.path) as outbox:
+            try:
+                while not self._stop.is_set():
+                    try:
+                        if sink is None:
+                            sink = self._sink_factory()
+                        busy = self.flush_round(outbox, sink)
+                    except FairacctError as exc:  # the store or the outbox failed: say so, try again later
+                        self.state.last_error = str(exc)
+                        _log.error("flush: %s", exc)
+                        busy = False
+                    if not busy:
+                        self._stop.wait(self.every_s)
+            finally:
+                if sink is not None:
+                    sink.close()
+
+    def flush_round(self, outbox: Outbox, sink: Sink) -> bool:
+        """Flush up to 20 batches; True when the store took records and more are waiting."""
+        start = time.perf_counter()
+        result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20)
+        elapsed = time.perf_counter() - start
+        outbox.wal_checkpoint()  # the writer leaves it to us: no request waits for it
+        mark = self._depth_mark()  # before counting: what is admitted later is added to the count
+        status = outbox.status()
+        now = self._clock()
+        depth = sum(status.depth.values())
+        sent = sum(result.sent.values())
+        self._on_depth(depth, mark)
+        self._metrics.flushed(elapsed, result.sent)
+        state = self.state
+        state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
+        if sent or depth == 0:
+            state.last_store_success = now
+        if result.errors:
+            state.last_error = "; ".join(result.errors[:3])
+            _log.warning("flush: %s", state.last_error)
+        elif sent:
+            state.last_error = None
+        if sum(result.dead.values()):
+            _log.error("flush: the store refused %s record(s) for good (dead letters)", dict(result.dead))
+        return bool(sent) and depth > 0

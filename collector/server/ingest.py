@@ -1,0 +1,72 @@
+"""What an ingest endpoint needs, in one object: who is sending, the body within the limits,
+and the durable-commit path. Endpoints are plain functions of ``(request, ingest)``.
+
+Every endpoint that takes records goes the same way, so a new one (Gratia's
+``/gratia-servlets/rmi``) is one more :class:`Endpoint` given to
+:func:`collector.server.app.create_app`::
+
+    async def gratia_rmi(request: Request, ingest: Ingest) -> Response:
+        body = await ingest.body(request)               # 413 over the limit, gzip handled: body.data
+        ...                                             # form -> XML -> documents; raise BadRequestError
+        await ingest.make_durable("gratia", sender, [Parcel("gratia", docs)])   # 503 if not durable
+        return PlainTextResponse("OK")
+
+    Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_rmi)
+
+Errors raised there become ``Error: ...`` text replies through :mod:`collector.server.replies`,
+with the same statuses and metrics as the JSON endpoint's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from collector.outbox import Parcel
+from collector.server.body import Body, read_body
+from collector.server.committer import GroupCommitter
+from collector.server.metrics import ServerMetrics
+from collector.server.replies import Style
+from collector.server.settings import ServerSettings
+from collector.server.tokens import TokenRing
+
+__all__ = ["Endpoint", "Ingest"]
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """The collector's ingest path, shared by its endpoints."""
+
+    settings: ServerSettings
+    tokens: TokenRing
+    committer: GroupCommitter
+    metrics: ServerMetrics
+
+    def probe(self, request: Request) -> str:
+        """The probe whose bearer token the request carries (UnauthorizedError otherwise)."""
+        return self.tokens.probe_for(request.headers.get("authorization"))
+
+    async def body(self, request: Request) -> Body:
+        """The body, decompressed, within ``max_body_bytes`` (TooLargeError otherwise)."""
+        return await read_body(request, self.settings.max_body_bytes)
+
+    async def make_durable(self, endpoint: str, probe: str, parcels: Sequence[Parcel], *, refused: int = 0) -> int:
+        """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on
+        disk; count them (and ``refused`` records) for ``probe`` on ``endpoint``. Raises
+        OverloadedError or StoreError (nothing was stored) otherwise."""
+        committed = await self.committer.commit(parcels)
+        self.metrics.judged(endpoint, probe, committed, refused)
+        return committed
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A POST route that takes records: its path, its name in the metrics, its reply style."""
+
+    path: str
+    name: str
+    style: Style
+    handler: Callable[[Request, Ingest], Awaitable[Response]]

@@ -1,0 +1,107 @@
+"""Judging a batch of fairacct records one by one, as :mod:`collector.records` makes them.
+
+A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``kind`` (one of
+:data:`collector.records.KINDS`), ``schema_version`` (this collector's
+:data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and ``timestamp``
+(ISO-8601, the time sinks index by); the other fields are the probe's columns, passed on
+as they came (the store's index templates type them). A record that breaks a rule is refused by itself, with its index and
+the reason; the others are accepted. A record in another probe's name refuses the whole
+request (:class:`ForbiddenError`): the token is not that probe's.
+
+This is plain Python on purpose: a per-record pydantic model costs about five times as much
+(see the module docstring of :mod:`collector.server.app`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collector.errors import ForbiddenError
+from collector.records import KINDS, SCHEMA_VERSION
+from collector.server.body import Unreadable
+
+__all__ = ["Judgement", "Refusal", "judge_records"]
+
+_KIND_NAMES = ", ".join(KINDS)
+_MAX_ID = 128
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused record: its position in the batch (from 0), its id when it had one, why."""
+
+    index: int
+    id: str | None
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"index": self.index, "id": self.id, "reason": self.reason}
+
+
+@dataclass
+class Judgement:
+    """The accepted records by kind, and the refused ones in batch order."""
+
+    accepted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    count: int = 0
+    refused: list[Refusal] = field(default_factory=list)
+
+
+def judge_records(items: Sequence[object], probe: str) -> Judgement:
+    """Sort ``items`` (parsed JSON values) into accepted and refused records for ``probe``."""
+    out = Judgement()
+    for index, item in enumerate(items):
+        reason = _fault(item, probe, index)
+        if reason is None:
+            doc: dict[str, Any] = item  # type: ignore[assignment]  # _fault checked it is a dict
+            out.accepted.setdefault(doc["kind"], []).append(doc)
+            out.count += 1
+        else:
+            id_ = item.get("id") if type(item) is dict else None
+            out.refused.append(Refusal(index, id_ if isinstance(id_, str) else None, reason))
+    return out
+
+
+def _fault(item: object, probe: str, index: int) -> str | None:
+    """Why ``item`` cannot be accepted, or None; raises ForbiddenError for another probe's record."""
+    if type(item) is not dict:
+        if isinstance(item, Unreadable):
+            return item.reason
+        return f"expected a JSON object (a record), got {_show(item)}"
+    id_ = item.get("id")
+    if type(id_) is not str or not 0 < len(id_) <= _MAX_ID:
+        return f"'id' must be a string of 1 to {_MAX_ID} characters, got {_show(id_)}"
+    if item.get("kind") not in KINDS:
+        return f"'kind' must be one of {_KIND_NAMES}, got {_show(item.get('kind'))}"
+    version = item.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        return f"'schema_version' must be {SCHEMA_VERSION} (this collector's), got {_show(version)}"
+    sender = item.get("probe")
+    if sender != probe:
+        if type(sender) is not str:
+            return f"'probe' must be the sending probe's name, {probe!r}, got {_show(sender)}"
+        raise ForbiddenError(
+            f"record {index} is in the name of probe {_show(sender)}, but the token is {probe!r}'s; "
+            "a probe may send only its own records"
+        )
+    stamp = item.get("timestamp")
+    if type(stamp) is not str or not _is_iso(stamp):
+        return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {_show(stamp)}"
+    return None
+
+
+def _is_iso(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _show(value: object) -> str:
+    """A short, safe rendering of a value from the network for a message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,174 @@
+"""The collector's counters, in Prometheus' text format (0.0.4) and as GRACC's ``/stats``.
+
+======================================================  =========  ================================
+metric                                                  type       labels
+======================================================  =========  ================================
+``fairacct_collector_requests_total``                   counter    ``endpoint``, ``code``
+``fairacct_collector_request_errors_total``             counter    ``endpoint``, ``reason``
+``fairacct_collector_request_duration_seconds``         histogram  ``endpoint``
+``fairacct_collector_records_total``                    counter    ``endpoint``, ``probe`` (made durable)
+``fairacct_collector_record_errors_total``              counter    ``endpoint``, ``probe`` (refused)
+``fairacct_collector_group_commits_total``              counter    (outbox transactions)
+``fairacct_collector_outbox_depth``                     gauge
+``fairacct_collector_outbox_oldest_age_seconds``        gauge
+``fairacct_collector_outbox_dead_letters``              gauge      ``kind``
+``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
+``fairacct_collector_flush_duration_seconds``           histogram
+``fairacct_collector_last_store_success_timestamp_seconds``  gauge
+======================================================  =========  ================================
+
+Label values are endpoint names, status codes, reasons from the error mapping, record kinds
+and probe names that hold a token: never free text from a request, so the number of series
+stays bounded. ``/stats`` is GRACC's collector's: ``{"Records", "RecordErrors", "Requests",
+"RequestErrors"}`` since the start.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Histogram", "OutboxGauges", "ServerMetrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+Sample = tuple[str, dict[str, str], float]
+
+
+@dataclass
+class Histogram:
+    """A Prometheus histogram: cumulative bucket counts, sum and count."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.bounds) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def samples(self, labels: dict[str, str]) -> list[Sample]:
+        out: list[Sample] = []
+        running = 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, running))
+        return out + [("_sum", labels, self.total), ("_count", labels, self.n)]
+
+
+@dataclass(frozen=True)
+class OutboxGauges:
+    """What the outbox holds now, for the gauges."""
+
+    depth: int
+    oldest: float | None
+    dead_letters: Mapping[str, int]
+    last_store_success: float | None
+    commits: int
+
+
+class ServerMetrics:
+    """The collector's counters; safe to update from the event loop and the flusher thread."""
+
+    def __init__(self, ingest: tuple[str, ...] = ("records",), clock: Callable[[], float] = time.time) -> None:
+        """``ingest``: the endpoints that take records, which /stats counts (as GRACC's does)."""
+        self._clock = clock
+        self._ingest = ingest
+        self._lock = threading.Lock()
+        self.requests: Counter[tuple[str, int]] = Counter()
+        self.request_errors: Counter[tuple[str, str]] = Counter()
+        self.latency: dict[str, Histogram] = {}
+        self.records: Counter[tuple[str, str]] = Counter()
+        self.record_errors: Counter[tuple[str, str]] = Counter()
+        self.stored: Counter[str] = Counter()
+        self.flush_latency = Histogram(_FLUSH_BUCKETS)
+
+    def request(self, endpoint: str, code: int, seconds: float, reason: str | None = None) -> None:
+        """Count one request that was answered with ``code``; ``reason`` names an error's kind."""
+        with self._lock:
+            self.requests[endpoint, code] += 1
+            if reason is not None:
+                self.request_errors[endpoint, reason] += 1
+            self.latency.setdefault(endpoint, Histogram(_LATENCY_BUCKETS)).observe(seconds)
+
+    def judged(self, endpoint: str, probe: str, accepted: int, refused: int) -> None:
+        """Count the records of one request: made durable, and refused one by one."""
+        with self._lock:
+            if accepted:
+                self.records[endpoint, probe] += accepted
+            if refused:
+                self.record_errors[endpoint, probe] += refused
+
+    def flushed(self, seconds: float, stored: Mapping[str, int]) -> None:
+        with self._lock:
+            self.flush_latency.observe(seconds)
+            self.stored.update({k: v for k, v in stored.items() if v})
+
+    def stats(self) -> dict[str, int]:
+        """GRACC's collector's /stats document: the ingest endpoints' records and requests."""
+        with self._lock:
+            return {
+                "Records": sum(self.records.values()) + sum(self.record_errors.values()),
+                "RecordErrors": sum(self.record_errors.values()),
+                "Requests": sum(n for (e, _), n in self.requests.items() if e in self._ingest),
+                "RequestErrors": sum(n for (e, code), n in self.requests.items() if e in self._ingest and code >= 400),
+            }
+
+    def render(self, outbox: OutboxGauges) -> str:
+        """Every metric in Prometheus' text format."""
+        now = self._clock()
+        out: list[str] = []
+
+        def family(name: str, kind: str, help_: str, samples: list[Sample]) -> None:
+            out.append(f"# HELP {name} {help_}")
+            out.append(f"# TYPE {name} {kind}")
+            for suffix, labels, value in samples:
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+                out.append(f"{name}{suffix}{{{text}}} {_number(value)}" if text else f"{name}{suffix} {_number(value)}")
+
+        p = "fairacct_collector_"
+        with self._lock:
+            family(f"{p}requests_total", "counter", "Requests answered, by endpoint and status code.",
+                   [("", {"endpoint": e, "code": str(c)}, n) for (e, c), n in sorted(self.requests.items())])  # fmt: skip
+            family(f"{p}request_errors_total", "counter", "Requests refused, by endpoint and reason.",
+                   [("", {"endpoint": e, "reason": r}, n) for (e, r), n in sorted(self.request_errors.items())])  # fmt: skip
+            family(f"{p}request_duration_seconds", "histogram", "Time from a request's arrival to its reply.",
+                   [s for e, h in sorted(self.latency.items()) for s in h.samples({"endpoint": e})])  # fmt: skip
+            family(f"{p}records_total", "counter", "Records made durable in the outbox, by endpoint and probe.",
+                   [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.records.items())])  # fmt: skip
+            family(f"{p}record_errors_total", "counter", "Records refused one by one, by endpoint and probe.",
+                   [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.record_errors.items())])  # fmt: skip
+            family(f"{p}records_stored_total", "counter", "Records the store acknowledged, by kind.",
+                   [("", {"kind": k}, n) for k, n in sorted(self.stored.items())])  # fmt: skip
+            family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",
+                   self.flush_latency.samples({}))  # fmt: skip
+        family(f"{p}group_commits_total", "counter", "Outbox transactions (each holds the records of one or more requests).",
+               [("", {}, outbox.commits)])  # fmt: skip
+        family(f"{p}outbox_depth", "gauge", "Records waiting in the outbox.", [("", {}, outbox.depth)])
+        family(f"{p}outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.",
+               [] if outbox.oldest is None else [("", {}, max(0.0, now - outbox.oldest))])  # fmt: skip
+        family(f"{p}outbox_dead_letters", "gauge", "Records the store refused for good, by kind.",
+               [("", {"kind": k}, n) for k, n in sorted(outbox.dead_letters.items())])  # fmt: skip
+        family(f"{p}last_store_success_timestamp_seconds", "gauge",
+               "UNIX time the store last took records (or the outbox was found empty).",
+               [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
+        return "\n".join(out) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)

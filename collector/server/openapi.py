@@ -1,0 +1,168 @@
+"""The collector's OpenAPI 3.1 document, kept by hand beside the handlers it describes.
+
+Hand-kept because the records are validated by plain code (:mod:`collector.server.judge`), not
+by a schema library; the fuzzing test (schemathesis, tests/collector/server) holds the two
+together: every reply it provokes must have a status and a body this document declares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.records import KINDS, SCHEMA_VERSION
+from collector.server.settings import ServerSettings
+
+__all__ = ["openapi_document"]
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
+    """The document served at /openapi.json."""
+    record = {
+        "type": "object",
+        "description": "A fairacct record as collector.records.table_docs makes it (flat).",
+        "required": ["id", "kind", "schema_version", "probe", "timestamp"],
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "maxLength": 128},
+            "kind": {"type": "string", "enum": list(KINDS)},
+            "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
+            "probe": {"type": "string", "description": "The sending probe: the name its token belongs to."},
+            "timestamp": {"type": "string", "format": "date-time"},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fairacct collector",
+            "version": version,
+            "description": "Takes fairacct records from probes and answers only once they are durable.",
+        },
+        "components": {
+            "securitySchemes": {"probeToken": {"type": "http", "scheme": "bearer", "description": "The probe's own token."}},
+            "schemas": {
+                "Record": record,
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+                "Accepted": {
+                    "type": "object",
+                    "required": ["accepted", "rejected"],
+                    "properties": {"accepted": {"type": "integer", "minimum": 0}, "rejected": {"type": "array", "maxItems": 0}},
+                },
+                "PartlyRefused": {
+                    "type": "object",
+                    "required": ["error", "accepted", "rejected"],
+                    "properties": {
+                        "error": {"type": "string"},
+                        "accepted": {"type": "integer", "minimum": 0},
+                        "rejected": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "required": ["index", "id", "reason"],
+                                "properties": {
+                                    "index": {"type": "integer", "minimum": 0},
+                                    "id": {"type": ["string", "null"]},
+                                    "reason": {"type": "string"},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "paths": {
+            "/v1/records": {
+                "post": {
+                    "summary": "Send a batch of records",
+                    "operationId": "postRecords",
+                    "security": [{"probeToken": []}],
+                    "parameters": [
+                        {
+                            "name": "Content-Encoding",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string", "enum": ["gzip", "identity"]},
+                        },
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "description": f"At most {settings.max_body_bytes} bytes, as sent and decompressed.",
+                        "content": {
+                            "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Record"}}},
+                            "application/x-ndjson": {"schema": {"type": "string", "description": "One record per line."}},
+                        },
+                    },
+                    "responses": {
+                        "202": {
+                            "description": "Every record is durable in the collector's outbox.",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}},
+                        },
+                        "400": {
+                            "description": "With 'accepted': the records in 'rejected' were refused one by one and every "
+                            "other one is durable. Without: the request was refused whole, nothing was stored.",
+                            "content": {
+                                "application/json": {
+                                    "schema": {"anyOf": [{"$ref": "#/components/schemas/PartlyRefused"}, {"$ref": "#/components/schemas/Error"}]}
+                                }
+                            },
+                        },
+                        "401": _error("No bearer token, or an unknown one."),
+                        "403": _error("A record in another probe's name; nothing was stored."),
+                        "413": _error("The body is over the size limit, as sent or decompressed."),
+                        "415": _error("A Content-Type or Content-Encoding the collector does not take."),
+                        "503": _error("Nothing was stored: the outbox is full or cannot be written. Retry later."),
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Health: outbox depth, last flush; 503 when the store has not taken records for too long",
+                    "operationId": "health",
+                    "responses": {
+                        "200": {"description": "Healthy.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                        "503": {"description": "Unhealthy.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics (text format 0.0.4)",
+                    "operationId": "metrics",
+                    "responses": {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+                }
+            },
+            "/stats": {
+                "get": {
+                    "summary": "Counters as GRACC's collector gives them",
+                    "operationId": "stats",
+                    "responses": {
+                        "200": {
+                            "description": "Counts since the start.",
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["Records", "RecordErrors", "Requests", "RequestErrors"],
+                                        "properties": {
+                                            k: {"type": "integer", "minimum": 0}
+                                            for k in ("Records", "RecordErrors", "Requests", "RequestErrors")
+                                        },
+                                    }
+                                }
+                            },
+                        }
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "operationId": "openapi",
+                    "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}},
+                }
+            },
+        },
+    }

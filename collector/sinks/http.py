@@ -1,0 +1,178 @@
+"""The probe's side of the collector service: a sink that sends records to a fairacct collector.
+
+Store URL ``collector+https://HOST[:PORT][/PREFIX]`` (``collector+http://`` for loopback and
+tests) with ``token_file``, the file holding this probe's bearer token. A batch is POSTed to
+``/v1/records`` as a gzip-compressed JSON array, and the reply decides each record's fate
+(see :mod:`collector.server.v1_records`):
+
+* 202: every record is durable at the collector: all acknowledged;
+* 400 with ``accepted``: the records listed in ``rejected`` are refused for good (the outbox
+  moves them to its dead letters), every other one is acknowledged;
+* 413: the batch is split in halves, each sent again (a single record over the limit is
+  refused for good);
+* anything else (401, 403, a 400 without ``accepted``, 415, 429, 5xx, no answer):
+  :class:`SinkError`: nothing is acknowledged, the outbox keeps the batch and the flusher
+  tries again later. A wrong token is a configuration error that only the site can mend; it
+  must not cost records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from collector.errors import ConfigError, SinkError
+from collector.sinks.base import SendResult, TemplateCheck
+
+__all__ = ["CollectorSink"]
+
+_SCHEMES = {"collector+http": "http", "collector+https": "https"}
+
+
+class CollectorSink:
+    """Records to a fairacct collector (see the module docstring).
+
+    ``ca_file`` verifies the collector's certificate for https (default: the system's CAs);
+    ``timeout_s`` bounds one request; ``transport`` replaces httpx's (tests).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token_file: str | os.PathLike[str],
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES or not parts.hostname or parts.query or parts.fragment:
+            raise ConfigError(f"store.url: expected collector+https://HOST[:PORT][/PREFIX], got {url!r}")
+        if parts.username or parts.password:
+            raise ConfigError("store.url: no credentials in a collector URL; put the probe's token in store.token_file")
+        self.url = url
+        self.endpoint = urlunsplit((_SCHEMES[parts.scheme], parts.netloc, parts.path.rstrip("/") + "/v1/records", "", ""))
+        self.token_file = Path(token_file) if token_file else None
+        token = _read_token(self.token_file)
+        self._client = httpx.Client(
+            headers={"Authorization": f"Bearer {token}", "User-Agent": "fairacct-probe"},
+            timeout=timeout_s,
+            verify=_tls_context(ca_file),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> CollectorSink:
+        """The sink of a store URL; ``options`` as the constructor takes them (what
+        :func:`collector.sinks.open_sink` passes as ``auth``)."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"CollectorSink({self.url!r}, token_file={str(self.token_file)!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> CollectorSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check_templates(self) -> TemplateCheck:
+        """The collector keeps its store's templates: nothing for a probe to check."""
+        return TemplateCheck()
+
+    def install_templates(self) -> list[str]:
+        raise ConfigError(f"{self}: the collector's operator installs the index templates of its store, not a probe")
+
+    def count(self, kind: str) -> int:
+        raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
+
+    def query(
+        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
+
+    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
+        """Send documents of one kind; say what became of each (see the module docstring)."""
+        result = SendResult()
+        if docs:
+            self._send(list(docs), result)
+        return result
+
+    def _send(self, docs: list[Mapping[str, Any]], result: SendResult) -> None:
+        body = gzip.compress(orjson.dumps(docs), compresslevel=1)
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        try:
+            reply = self._client.post(self.endpoint, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise SinkError(f"{self.endpoint}: no answer from the collector ({type(exc).__name__}: {exc})") from exc
+        status = reply.status_code
+        if status == 202:
+            result.acked.extend(str(d["id"]) for d in docs)
+            return
+        if status == 413 and len(docs) > 1:
+            half = len(docs) // 2
+            self._send(docs[:half], result)
+            self._send(docs[half:], result)
+            return
+        if status == 413:
+            result.rejected[str(docs[0]["id"])] = f"{self.endpoint}: the record alone is over the collector's size limit"
+            return
+        answer = _json(reply)
+        refused = answer.get("rejected") if status == 400 and "accepted" in answer else None
+        if isinstance(refused, list):
+            reasons = {}
+            for item in refused:
+                if isinstance(item, Mapping) and isinstance(item.get("index"), int) and 0 <= item["index"] < len(docs):
+                    reasons[item["index"]] = str(item.get("reason"))
+            for index, doc in enumerate(docs):
+                if index in reasons:
+                    result.rejected[str(doc["id"])] = f"refused by the collector: {reasons[index]}"
+                else:
+                    result.acked.append(str(doc["id"]))
+            return
+        why = answer.get("error") or reply.text[:200]
+        hint = ""
+        if status in (401, 403):
+            hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"
+        raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
+
+
+def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    """Certificates are checked against ``ca_file``, or the system's CAs."""
+    try:
+        return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"store.ca_file: {ca_file}: cannot be read as a CA bundle ({exc})") from None
+
+
+def _read_token(path: Path | None) -> str:
+    if path is None:
+        raise ConfigError("store.token_file: a collector store needs the file holding this probe's token")
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ConfigError(f"store.token_file: {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"store.token_file: {path}: cannot be read ({exc})") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"store.token_file: {path}: expected one token (no spaces), got {'nothing' if not token else 'spaces'}")
+    return token
+
+
+def _json(reply: httpx.Response) -> dict[str, Any]:
+    try:
+        value = orjson.loads(reply.content)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,122 @@
+"""The collector service's parts in-process: the error mapping, a text endpoint plugged in as
+Gratia's will be, tokens, gzip limits, settings, and the dependency direction."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import gzip
+import inspect
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from collector import errors
+from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeError, UnauthorizedError
+from collector.outbox import Outbox, Parcel
+from collector.server import Endpoint, Ingest, ServerSettings, Style, create_app
+from collector.server.body import gunzip
+from collector.server.replies import _REPLIES
+from collector.server.tokens import TokenRing
+from collector.server.v1_records import RECORDS
+from collector.sinks.sqlite import EmbeddedStore
+
+from ...conftest import ROOT
+
+
+def test_the_collector_never_imports_probes() -> None:
+    for path in (ROOT / "collector").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n == "probes" or n.startswith("probes.")], f"{path} imports {names}"
+
+
+def test_every_ingest_error_has_its_reply() -> None:
+    ingest = {c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.IngestError)}
+    mapped = {kind for kind, _, _ in _REPLIES}
+    assert ingest - {errors.IngestError} <= mapped and StoreError in mapped
+    assert len({reason for _, _, reason in _REPLIES}) == len(_REPLIES)
+
+
+async def gratia_like(request: Request, ingest: Ingest) -> Response:
+    """What the Gratia endpoint will be: text replies, the same body limits and durable path."""
+    body = (await ingest.body(request)).data.decode()
+    if body == "bad":
+        raise BadRequestError("missing key \"arg1\"")
+    if body == "boom":
+        raise RuntimeError("a bug")
+    await ingest.make_durable("gratia", "sender", [Parcel("job", [{"id": body, "timestamp": "2026-11-21T14:00:00Z"}])])
+    return PlainTextResponse("OK")
+
+
+def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tokens").mkdir()
+    settings = ServerSettings(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_bytes=100)
+    store = tmp_path / "store.sqlite"
+    app = create_app(settings, lambda: EmbeddedStore(store),
+                     endpoints=(RECORDS, Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_like)))  # fmt: skip
+
+    def full(self: Outbox, parcels: Any) -> int:
+        raise StoreError(f"{self.path}: cannot commit records to the outbox (database or disk is full)")
+
+    async def exercise() -> None:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://collector"
+        ) as client:
+            url = "/gratia-servlets/rmi"
+            reply = await client.post(url, content=b"r1")
+            assert (reply.status_code, reply.text) == (200, "OK")
+            reply = await client.post(url, content=b"bad")
+            assert (reply.status_code, reply.text) == (400, 'Error: missing key "arg1"')
+            reply = await client.post(url, content=b"x" * 101)
+            assert (reply.status_code, reply.text) == (413, "Error: the body is 101 bytes, over the limit of 100; send smaller batches")
+            reply = await client.post(url, content=b"boom")
+            assert (reply.status_code, reply.text) == (500, "Error: internal error")
+            monkeypatch.setattr(Outbox, "commit_parcels", full)
+            reply = await client.post(url, content=b"r2")
+            assert (reply.status_code, reply.text) == (503, "Error: the collector cannot make records durable right now; retry later")
+            assert reply.headers["Retry-After"] == "10"
+            stats = (await client.get("/stats")).json()
+            assert stats == {"Records": 1, "RecordErrors": 0, "Requests": 5, "RequestErrors": 4}
+
+    asyncio.run(exercise())
+
+
+def test_tokens_are_compared_whole_and_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "fairacct@ce01").write_text("s3cret\n")
+    (tmp_path / ".hidden").write_text("other")
+    ring = TokenRing(tmp_path)
+    assert ring.probes == ("fairacct@ce01",) and "s3cret" not in repr(ring)
+    assert ring.probe_for("Bearer s3cret") == ring.probe_for("bearer  s3cret ") == "fairacct@ce01"
+    for header in (None, "", "Bearer", "Bearer s3cre", "Bearer s3cret2", "Token s3cret"):
+        with pytest.raises(UnauthorizedError):
+            ring.probe_for(header)
+    with pytest.raises(ConfigError, match=r"collector token_dir: .*/none: no such directory"):
+        TokenRing(tmp_path / "none")
+
+
+def test_gzip_is_inflated_no_further_than_the_limit() -> None:
+    bomb = gzip.compress(b"\0" * 50_000_000)
+    with pytest.raises(TooLargeError, match="decompresses to over the limit of 1000 bytes"):
+        gunzip(bomb, 1000)
+    assert gunzip(gzip.compress(b"[1]") + gzip.compress(b""), 1000) == (b"[1]", 2)
+    assert gunzip(gzip.compress(b"[]"), 2) == (b"[]", 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"port": 70000}, "collector port: expected 0 to 65535 (0: any free port), got 70000"),
+        ({"flush_every_s": 0}, "collector flush_every_s: expected a number of seconds greater than 0, got 0"),
+        ({"max_body_bytes": 0}, "collector max_body_bytes: expected an integer of at least 1, got 0"),
+        ({"tls_cert_file": Path("c.pem")}, "collector TLS: give both tls_cert_file and tls_key_file, or neither"),
+    ],
+)
+def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
