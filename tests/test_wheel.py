@@ -10,6 +10,7 @@ so nothing of the checkout is importable."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -27,8 +28,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("wheel")
+    # built from a copy: setuptools writes build/ beside the sources, and the checkout stays clean
+    source = where / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".hypothesis", ".*_cache", "state", ".demo"
+    ))  # fmt: skip
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(where / "dist"), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(where / "dist"), str(source)],
         capture_output=True, text=True, cwd=where,
     )
     if build.returncode != 0 and "setuptools" in build.stderr and "No module named" in build.stderr:
