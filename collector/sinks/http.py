@@ -31,6 +31,7 @@ import orjson
 
 from collector.errors import ConfigError, SinkError
 from collector.sinks.base import SendResult, TemplateCheck
+from collector.sinks.tls import tls_reason
 
 __all__ = ["CollectorSink"]
 
@@ -115,7 +116,8 @@ class CollectorSink:
         try:
             reply = self._client.post(self.endpoint, content=body, headers=headers)
         except httpx.HTTPError as exc:
-            raise SinkError(f"{self.endpoint}: no answer from the collector ({type(exc).__name__}: {exc})") from exc
+            why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
+            raise SinkError(f"{self.endpoint}: no answer from the collector ({why})") from exc
         status = reply.status_code
         if status == 202:
             result.acked.extend(str(d["id"]) for d in docs)

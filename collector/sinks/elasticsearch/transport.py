@@ -15,6 +15,7 @@ from elastic_transport.client_utils import DEFAULT, DefaultType
 
 from collector.errors import ConfigError, ElasticsearchError
 from collector.sinks.elasticsearch.auth import Auth, tls_options
+from collector.sinks.tls import tls_reason
 
 if TYPE_CHECKING:
     from elastic_transport._node import NodeApiResponse
@@ -134,7 +135,8 @@ class ElasticsearchClient:
             ) from exc
         except TransportError as exc:
             transient = isinstance(exc, TransportConnectionError) and not isinstance(exc, TlsError)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}", transient=transient) from exc
+            why = tls_reason(exc) or str(exc)
+            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
 
     @staticmethod
     def caught() -> tuple[type[Exception], ...]:
@@ -186,7 +188,8 @@ class OpenSearchClient:
             return self._os.transport.perform_request(method, path, body=body, headers=headers)
         except errors.ConnectionError as exc:  # no HTTP answer: refused, reset, timed out, TLS
             transient = not isinstance(exc, errors.SSLError)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}", transient=transient) from exc
+            why = tls_reason(exc) or str(exc)
+            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
         except errors.TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else None
             reason = f"{status} {body_reason(exc.info, str(exc.error))}"
