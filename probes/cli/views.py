@@ -7,7 +7,7 @@ never renamed or removed.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,11 +15,13 @@ import pandas as pd
 
 from collector.outbox import OutboxStatus
 from collector.records import iso_utc
-from probes.accounting import RESOURCES
+from probes.accounting import RESOURCES, CanonicalUnit
 from probes.pipeline.cycle import CycleResult
 from probes.pipeline.overhead import OverheadReport
 
 __all__ = [
+    "JOB_STATUS",
+    "MISSING",
     "Section",
     "bill_json",
     "bill_sections",
@@ -33,6 +35,7 @@ __all__ = [
     "records_summary",
     "render",
     "table",
+    "units_text",
 ]
 
 Section = tuple[str, str]
@@ -53,6 +56,13 @@ BILL_VIEW = ("name", "user", "cpus", "memory", "gpus", "billed_cpus", "billed_me
 SHOWN = ("cpus", "memory", "gpus")  # disk is billed too, but rarely what a person looks at
 
 
+MISSING = "-"
+"""How a missing value is shown in every table (JSON says null)."""
+
+JOB_STATUS = {1: "idle", 2: "running", 3: "removed", 4: "completed", 5: "held", 6: "transferring", 7: "suspended"}
+"""HTCondor's JobStatus, as a word."""
+
+
 def render(sections: Sequence[Section]) -> str:
     return "\n".join(f"== {title}\n{body}\n" for title, body in sections)
 
@@ -68,7 +78,11 @@ def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3) -> st
                 view[col] = view[col].astype("Int64")
             else:
                 view[col] = view[col].round(digits)
-    return view.to_string(index=False, na_rep="-")
+    if "status" in view.columns and pd.api.types.is_numeric_dtype(view["status"]):
+        view["status"] = view["status"].map(JOB_STATUS).fillna(view["status"])
+    # one spelling of a missing value, whatever the column's type (None, NaN, <NA>)
+    view = view.astype(object).where(view.notna(), MISSING)
+    return view.to_string(index=False)
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -154,9 +168,22 @@ def _resources(frame: pd.DataFrame, prefix: str) -> list[dict[str, float | None]
     return [{r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, row)} for row in values]
 
 
+_UNIT_NAMES = {"cpus": "core(s)", "memory": "MiB", "disk": "KiB", "gpus": "GPU(s)"}
+
+
+def units_text(units: Mapping[str, CanonicalUnit]) -> str:
+    """``cpu: 1 core(s) and 2048 MiB`` per partition, in match order."""
+    return "\n".join(
+        f"{name}: " + " and ".join(f"{amount:g} {_UNIT_NAMES[r]}" for r, amount in unit.thresholds.items() if amount > 0)
+        for name, unit in units.items()
+    )
+
+
 def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[Section]:
     s = report.slots
-    sections = []
+    sections: list[Section] = []
+    if report.units:
+        sections.append(("canonical units (true overhead is counted in whole units idle in every resource at once)", units_text(report.units)))
     if per_slot:
         sections.append((f"true overhead of {len(s)} slots, in canonical units (CU)", table(s, OVERHEAD_VIEW)))
     hist = (

@@ -11,7 +11,7 @@ downstream (the slot and allocation records, the command line's tables) reads th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -50,6 +50,7 @@ class OverheadReport:
     overlap: DemandOverlap | None
     nodes: pd.DataFrame
     bills: pd.DataFrame
+    units: Mapping[str, CanonicalUnit] = field(default_factory=dict)  # the definitions it was counted in
 
     @property
     def unbilled(self) -> int:
@@ -94,7 +95,7 @@ def account_snapshot(
     else:
         slots["fits_idle"] = None
     histogram = overhead_histogram(slots, by=("partition", "site", "phase"))
-    return OverheadReport(slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills)
+    return OverheadReport(slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills, units=dict(units))
 
 
 def overhead_report(

@@ -193,3 +193,16 @@ def test_reading_a_store_that_does_not_exist_is_an_error(capsys: pytest.CaptureF
     code, out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
     assert code == 1 and err == f"fairacct: {missing}: no embedded store here (nothing stored yet, or another store.url or state_dir?)\n"
     assert not (tmp_path / "no").exists()
+
+
+def test_tables_people_read(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    """Issue 12, item 11: one spelling of a missing value, JobStatus as a word, the canonical
+    units above the overhead tables."""
+    code, out, _ = run(capsys, "jobs", "--history", str(condor25 / "history.ads"))
+    assert code == 0 and "completed" in out and "removed" in out
+    assert "None" not in out and "<NA>" not in out and "nan" not in out.lower().replace("nanosecond", "")
+    code, out, _ = run(capsys, "overhead", "--status-file", str(condor25 / "status.ads"))
+    assert out.startswith("== canonical units (true overhead is counted in whole units idle in every resource at once)\n"
+                          "gpu: 1 GPU(s)\ncpu: 1 core(s) and 2048 MiB\n")  # fmt: skip
+    code, out, _ = run(capsys, "bill", "--status-file", str(condor25 / "status.ads"))
+    assert "<NA>" not in out and "None" not in out
