@@ -73,6 +73,7 @@ from probes.sources.status import read_status
 TARGET_RATE = 50_000
 TARGET_GRATIA_RATE = 5_000
 TARGET_P99_S = 0.100
+_KEEP_ALIVE_S = 4.0  # uvicorn closes a connection idle for 5 s
 RECORDS_PATH, GRATIA_PATH = "/v1/records", "/gratia-servlets/rmi"
 
 
@@ -139,6 +140,9 @@ async def probe_client(
             wait = begin + n * every_s - time.perf_counter()
             if every_s and wait > 0:
                 await asyncio.sleep(wait)
+            if wait > _KEEP_ALIVE_S:  # the server has closed the idle connection: a new one, as a probe would
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
             start = time.perf_counter()
             writer.write(head_bytes + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             status_line = await reader.readline()
