@@ -70,7 +70,7 @@ from collector.outbox import Parcel
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.replies import Style
 
-__all__ = ["GRATIA", "post_rmi"]
+__all__ = ["GRATIA", "allowed_sender", "convert", "post_rmi"]
 
 NAME = "gratia"
 _FORM = "application/x-www-form-urlencoded"
