@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+from benchmarks._verdict import verdict
 
 from collector.gratia import envelope_docs
 from collector.gratia.wire import MultiUpdate, decode_rmi

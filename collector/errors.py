@@ -12,6 +12,7 @@
     └── IngestError               the collector service refuses a request (collector/server/replies.py
         │                         maps each kind, once, to an HTTP status, a body and a metric)
         ├── BadRequestError       the request is malformed: its body, its encoding, its JSON or form
+        │   └── SenderNotAllowedError  a Gratia sender (the form's ``from``) not in collector.gratia_senders
         ├── UnauthorizedError     no bearer token, or one the collector does not know
         ├── ForbiddenError        a known token, but records in another probe's name
         ├── TooLargeError         the body is over the size limit, as sent or decompressed
@@ -28,7 +29,6 @@ from __future__ import annotations
 __all__ = [
     "BadRequestError",
     "ClassAdError",
-    "BadRequestError",
     "ConfigError",
     "ElasticsearchError",
     "FairacctError",
@@ -36,6 +36,7 @@ __all__ = [
     "IngestError",
     "OverloadedError",
     "RecordError",
+    "SenderNotAllowedError",
     "SinkError",
     "SourceError",
     "StoreError",
@@ -117,6 +118,12 @@ class IngestError(FairacctError):
 
 class BadRequestError(IngestError):
     """The request is malformed (its body, encoding, JSON or form); sending it again is useless."""
+
+
+class SenderNotAllowedError(BadRequestError):
+    """A Gratia probe (the form's ``from``) that the collector does not take records from.
+    Gratia probes carry no token: ``collector.gratia_senders`` is the list of those it takes.
+    A BadRequestError because GRACC answers every request it refuses with 400."""
 
 
 class UnauthorizedError(IngestError):

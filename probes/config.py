@@ -430,7 +430,7 @@ class CollectorSettings(_Section):
         Path("tokens"), description="Directory of probe tokens: one file per probe, named after the probe, holding its token."
     )
     gratia_senders: list[str] = Field(
-        default_factory=list, description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from."
+        default_factory=list, description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none."
     )
     max_body_size: Annotated[float, _size(1, "body")] = Field(
         64.0 * MIB, gt=0, description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).'

@@ -2,7 +2,8 @@
 
 ``create_app(settings, sink_factory)`` is the ASGI application (Starlette); ``serve(settings)``
 runs it on uvicorn. See :mod:`collector.server.app` for the routes and the choice of Starlette,
-:mod:`collector.server.v1_records` for the replies a probe gets, and
+:mod:`collector.server.v1_records` for the replies a probe gets,
+:mod:`collector.server.gratia_rmi` for those a Gratia probe gets, and
 :mod:`collector.server.committer` for how a reply waits until its records are on disk.
 """
 

@@ -1,7 +1,7 @@
 """The collector service: a Starlette application (ASGI, served by uvicorn).
 
-Routes: ``POST /v1/records`` (fairacct records, :mod:`collector.server.v1_records`), any further
-ingest :class:`~collector.server.ingest.Endpoint` (Gratia's), ``GET /healthz``, ``GET /metrics``
+Routes: ``POST /v1/records`` (fairacct records, :mod:`collector.server.v1_records`),
+``POST /gratia-servlets/rmi`` (Gratia probes, :mod:`collector.server.gratia_rmi`), ``GET /healthz``, ``GET /metrics``
 (Prometheus), ``GET /stats`` (GRACC's counters) and ``GET /openapi.json``. The lifespan starts
 the outbox's writer thread (group commit, :mod:`collector.server.committer`) and the flusher
 (:mod:`collector.server.flusher`), and stops both, in that order reversed, on shutdown.
@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from collector.server.committer import GroupCommitter
 from collector.server.flusher import Flusher
+from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import OutboxGauges, ServerMetrics
 from collector.server.openapi import openapi_document
@@ -57,7 +58,7 @@ def create_app(
     settings: ServerSettings,
     sink_factory: Callable[[], Sink] | None = None,
     *,
-    endpoints: Sequence[Endpoint] = (RECORDS,),
+    endpoints: Sequence[Endpoint] = (RECORDS, GRATIA),
 ) -> Starlette:
     """The collector's ASGI application.
 
@@ -78,7 +79,7 @@ def create_app(
         on_depth=committer.set_depth,
         depth_mark=lambda: committer.admitted,
     )
-    document = openapi_document(settings, _version())
+    document = openapi_document(settings, _version(), ingest=tuple(e.path for e in endpoints))
 
     def gauges() -> OutboxGauges:
         state = flusher.state

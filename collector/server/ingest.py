@@ -1,9 +1,9 @@
 """What an ingest endpoint needs, in one object: who is sending, the body within the limits,
 and the durable-commit path. Endpoints are plain functions of ``(request, ingest)``.
 
-Every endpoint that takes records goes the same way, so a new one (Gratia's
-``/gratia-servlets/rmi``) is one more :class:`Endpoint` given to
-:func:`collector.server.app.create_app`::
+Every endpoint that takes records goes the same way, so each is one more :class:`Endpoint`
+given to :func:`collector.server.app.create_app`; Gratia's (:mod:`collector.server.gratia_rmi`)
+is, in short::
 
     async def gratia_rmi(request: Request, ingest: Ingest) -> Response:
         body = await ingest.body(request)               # 413 over the limit, gzip handled: body.data

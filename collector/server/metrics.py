@@ -8,6 +8,9 @@ metric                                                  type       labels
 ``fairacct_collector_request_duration_seconds``         histogram  ``endpoint``
 ``fairacct_collector_records_total``                    counter    ``endpoint``, ``probe`` (made durable)
 ``fairacct_collector_record_errors_total``              counter    ``endpoint``, ``probe`` (refused)
+``fairacct_collector_records_skipped_total``            counter    ``endpoint``, ``probe``, ``type``
+                                                                   (acknowledged, not stored: Gratia's
+                                                                   StorageElement, ProbeDetails, ...)
 ``fairacct_collector_group_commits_total``              counter    (outbox transactions)
 ``fairacct_collector_outbox_depth``                     gauge
 ``fairacct_collector_outbox_oldest_age_seconds``        gauge
@@ -18,9 +21,11 @@ metric                                                  type       labels
 ======================================================  =========  ================================
 
 Label values are endpoint names, status codes, reasons from the error mapping, record kinds
-and probe names that hold a token: never free text from a request, so the number of series
+and probe names that hold a token or are among ``collector.gratia_senders``, and record types
+from a fixed list (else ``other``): never free text from a request, so the number of series
 stays bounded. ``/stats`` is GRACC's collector's: ``{"Records", "RecordErrors", "Requests",
-"RequestErrors"}`` since the start.
+"RequestErrors"}`` since the start; ``Records`` counts every record received (stored, refused
+or skipped), ``RecordErrors`` the refused ones.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ class ServerMetrics:
         self.latency: dict[str, Histogram] = {}
         self.records: Counter[tuple[str, str]] = Counter()
         self.record_errors: Counter[tuple[str, str]] = Counter()
+        self.skipped: Counter[tuple[str, str, str]] = Counter()
         self.stored: Counter[str] = Counter()
         self.flush_latency = Histogram(_FLUSH_BUCKETS)
 
@@ -109,6 +115,13 @@ class ServerMetrics:
             if refused:
                 self.record_errors[endpoint, probe] += refused
 
+    def skipped_records(self, endpoint: str, probe: str, types: Mapping[str, int]) -> None:
+        """Count records acknowledged without being stored (a type the collector does not keep);
+        ``types`` must come from a bounded list (they are label values)."""
+        with self._lock:
+            for kind, n in types.items():
+                self.skipped[endpoint, probe, kind] += n
+
     def flushed(self, seconds: float, stored: Mapping[str, int]) -> None:
         with self._lock:
             self.flush_latency.observe(seconds)
@@ -118,7 +131,7 @@ class ServerMetrics:
         """GRACC's collector's /stats document: the ingest endpoints' records and requests."""
         with self._lock:
             return {
-                "Records": sum(self.records.values()) + sum(self.record_errors.values()),
+                "Records": sum(self.records.values()) + sum(self.record_errors.values()) + sum(self.skipped.values()),
                 "RecordErrors": sum(self.record_errors.values()),
                 "Requests": sum(n for (e, _), n in self.requests.items() if e in self._ingest),
                 "RequestErrors": sum(n for (e, code), n in self.requests.items() if e in self._ingest and code >= 400),
@@ -148,6 +161,9 @@ class ServerMetrics:
                    [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.records.items())])  # fmt: skip
             family(f"{p}record_errors_total", "counter", "Records refused one by one, by endpoint and probe.",
                    [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.record_errors.items())])  # fmt: skip
+            family(f"{p}records_skipped_total", "counter",
+                   "Records acknowledged and not stored (types the collector does not keep), by endpoint, probe and type.",
+                   [("", {"endpoint": e, "probe": q, "type": t}, n) for (e, q, t), n in sorted(self.skipped.items())])  # fmt: skip
             family(f"{p}records_stored_total", "counter", "Records the store acknowledged, by kind.",
                    [("", {"kind": k}, n) for k, n in sorted(self.stored.items())])  # fmt: skip
             family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",

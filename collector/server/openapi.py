@@ -19,8 +19,51 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
-    """The document served at /openapi.json."""
+def _text(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
+    """``POST /gratia-servlets/rmi`` (collector/server/gratia_rmi.py): a form, GRACC's texts."""
+    integer = {"type": "integer", "minimum": -(10**17), "maximum": 10**17}
+    return {
+        "post": {
+            "summary": "Gratia probes: a ping, or an envelope of records (GRACC's wire protocol)",
+            "description": "Senders are named in collector.gratia_senders (Gratia probes carry no token). "
+            "Only the exact body 'OK' tells a Gratia probe that its records are durable.",
+            "operationId": "postGratiaRmi",
+            "requestBody": {
+                "required": True,
+                "description": f"At most {settings.max_body_bytes} bytes, as sent and decompressed.",
+                "content": {
+                    "application/x-www-form-urlencoded": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["command", "arg1", "from"],
+                            "properties": {
+                                "command": {"type": "string", "enum": ["multiupdate", "update"]},
+                                "arg1": {"type": "string", "description": "A <RecordEnvelope> (multiupdate) or 'xxx' (update: a ping)."},
+                                "from": {"type": "string", "description": "The probe's name, one of collector.gratia_senders."},
+                                **{k: integer for k in ("bundlesize", "xmlfiles", "tarfiles", "maxpendingfiles", "backlog")},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": _text("'OK': a ping, or every record is durable in the collector's outbox."),
+                "400": _text("'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
+                             "'Error processing record: ...' (the envelope refused whole); nothing was stored."),  # fmt: skip
+                "413": _text("'Error: java.lang.IllegalStateException: Post too large': send smaller bundles."),
+                "415": _text("'Error handling request: ...': the body is not a form."),
+                "503": _text("'Service unavailable right now': nothing was stored; send again later."),
+            },
+        }
+    }
+
+
+def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, ...] = ("/v1/records",)) -> dict[str, Any]:
+    """The document served at /openapi.json; ``ingest``: the ingest paths the application serves."""
     record = {
         "type": "object",
         "description": "A fairacct record as collector.records.table_docs makes it (flat).",
@@ -117,6 +160,7 @@ def openapi_document(settings: ServerSettings, version: str) -> dict[str, Any]:
                     },
                 }
             },
+            **({"/gratia-servlets/rmi": _gratia_rmi(settings)} if "/gratia-servlets/rmi" in ingest else {}),
             "/healthz": {
                 "get": {
                     "summary": "Health: outbox depth, last flush; 503 when the store has not taken records for too long",

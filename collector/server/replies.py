@@ -3,23 +3,26 @@
 Handlers raise; :func:`answer` wraps each endpoint, turns what it raised into the reply, and
 counts the request (status, reason, latency) in the metrics. The mapping is one table:
 
-=========================  ======  =====================  ==========================================
-raised                     status  reason (metric label)  body
-=========================  ======  =====================  ==========================================
-BadRequestError            400     bad_request            the message
+=========================  ======  =====================  =================================  ==============================
+raised                     status  reason (metric label)  JSON body (``/v1/records``)        text body (Gratia's, GRACC's)
+=========================  ======  =====================  =================================  ==============================
+SenderNotAllowedError      400     sender_not_allowed     ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+BadRequestError            400     bad_request            ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+RecordError                400     bad_record             ``{"error": MESSAGE}``             ``Error processing record: MESSAGE``
 UnauthorizedError          401     unauthorized           the message (+ ``WWW-Authenticate: Bearer``)
-ForbiddenError             403     forbidden              the message
-TooLargeError              413     too_large              the message
-UnsupportedMediaError      415     unsupported_media      the message
-OverloadedError            503     overloaded             the message (+ ``Retry-After``)
-StoreError                 503     store_unavailable      "cannot make records durable right now"
-anything else (a bug)      500     internal               "internal error" (the traceback is logged)
-=========================  ======  =====================  ==========================================
+ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
+UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
+StoreError                 503     store_unavailable      "cannot make records durable ..."  ``Service unavailable right now``
+anything else (a bug)      500     internal               "internal error" (logged)          ``Internal server error``
+=========================  ======  =====================  =================================  ==============================
 
 Two reply styles: JSON endpoints (``/v1/records``) answer ``{"error": MESSAGE}``; text
-endpoints (Gratia's ``/gratia-servlets/rmi``, whose probes read the body) answer
-``Error: MESSAGE`` as text/plain, as GRACC's collector does. A store failure's details go to
-the log, not to the sender.
+endpoints (Gratia's ``/gratia-servlets/rmi``) answer with GRACC's collector's texts as
+text/plain (collector/gratia/wire.py), which gratia-probe reads: only exactly ``OK`` lets it
+delete its records, and :data:`~collector.gratia.wire.POST_TOO_LARGE` makes it send smaller
+bundles. A store failure's details, and a 503's reason, go to the log, not to the sender.
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ from collector.errors import (
     BadRequestError,
     ForbiddenError,
     OverloadedError,
+    RecordError,
+    SenderNotAllowedError,
     StoreError,
     TooLargeError,
     UnauthorizedError,
     UnsupportedMediaError,
 )
+from collector.gratia.wire import INTERNAL_ERROR, POST_TOO_LARGE, UNAVAILABLE, record_error_reply, request_error_reply
 from collector.server.metrics import ServerMetrics
 
 __all__ = ["RETRY_AFTER_S", "Style", "answer", "error_reply"]
@@ -50,7 +56,9 @@ _log = logging.getLogger("fairacct.collector")
 RETRY_AFTER_S = 10
 
 _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
+    (SenderNotAllowedError, 400, "sender_not_allowed"),  # before BadRequestError, its base
     (BadRequestError, 400, "bad_request"),
+    (RecordError, 400, "bad_record"),
     (UnauthorizedError, 401, "unauthorized"),
     (ForbiddenError, 403, "forbidden"),
     (TooLargeError, 413, "too_large"),
@@ -62,7 +70,7 @@ _STORE_MESSAGE = "the collector cannot make records durable right now; retry lat
 
 
 class Style(enum.Enum):
-    """How an endpoint's errors are written: JSON ``{"error": ...}`` or text ``Error: ...``."""
+    """How an endpoint's errors are written: JSON ``{"error": ...}``, or GRACC's texts."""
 
     JSON = "json"
     TEXT = "text"
@@ -89,8 +97,23 @@ def error_reply(exc: Exception, style: Style, where: str = "") -> tuple[Response
     if status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     if style is Style.TEXT:
-        return PlainTextResponse(f"Error: {message}", status, headers=headers), reason
+        if status in (413, 503) and not isinstance(exc, StoreError):  # GRACC's text does not say why
+            _log.warning("%s: %d: %s", where or "request", status, message)
+        return PlainTextResponse(_gracc_text(exc, status, message), status, headers=headers), reason
     return JSONResponse({"error": message}, status, headers=headers), reason
+
+
+def _gracc_text(exc: Exception, status: int, message: str) -> str:
+    """The body GRACC's collector gives for the same error (see the module docstring)."""
+    if status == 500:
+        return INTERNAL_ERROR
+    if status == 503:
+        return UNAVAILABLE
+    if status == 413:
+        return POST_TOO_LARGE
+    if isinstance(exc, RecordError):
+        return record_error_reply(message)
+    return request_error_reply(message)
 
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -38,6 +38,16 @@ def envelope(records: Iterable[bytes]) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n' + body + b"</RecordEnvelope>"
 
 
+def copies(record: bytes, n: int) -> list[bytes]:
+    """``n`` distinct jobs made from one record: the LocalJobId, RecordId and WallDuration differ."""
+    out = []
+    for i in range(n):
+        copy = re.sub(rb"(<(?:\w+:)?LocalJobId\s*>[^<]*)<", rb"\g<1>.%d<" % i, record)
+        copy = re.sub(rb'(recordId="[^"]*)"', rb'\g<1>.%d"' % i, copy)
+        out.append(re.sub(rb"(<(?:\w+:)?WallDuration[^>]*>)[^<]*<", rb"\g<1>PT%dS<" % (60 + i), copy))
+    return out
+
+
 def jur(body: str, *, root: str = "JobUsageRecord", record_id: str = "r-1") -> bytes:
     """A small JobUsageRecord in the urwg namespace, with a RecordIdentity, around ``body``."""
     return (

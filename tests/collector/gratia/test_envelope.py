@@ -3,7 +3,6 @@ the documents going into the stores the collector writes to."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from collector.gratia import envelope_docs
 from collector.gratia.safexml import XmlLimits
 from collector.sinks.sqlite import EmbeddedStore
 
-from .conftest import PAIRS, envelope, jur, pair
+from .conftest import PAIRS, copies, envelope, jur, pair
 
 STORAGE_ELEMENT = (
     b'<StorageElement xmlns:urwg="http://www.gridforum.org/2003/ur-wg"><UniqueID>SE</UniqueID></StorageElement>'
@@ -32,16 +31,6 @@ PROBE_DETAILS = b"<ProbeDetails><ProbeName>condor:x</ProbeName></ProbeDetails>"
 
 def conformance_records(gracc: Path) -> list[bytes]:
     return [pair(gracc, name)[0] for name in PAIRS]
-
-
-def copies(record: bytes, n: int) -> list[bytes]:
-    """``n`` distinct jobs made from one record: the LocalJobId, RecordId and WallDuration differ."""
-    out = []
-    for i in range(n):
-        copy = re.sub(rb"(<(?:\w+:)?LocalJobId\s*>[^<]*)<", rb"\g<1>.%d<" % i, record)
-        copy = re.sub(rb'(recordId="[^"]*)"', rb'\g<1>.%d"' % i, copy)
-        out.append(re.sub(rb"(<(?:\w+:)?WallDuration[^>]*>)[^<]*<", rb"\g<1>PT%dS<" % (60 + i), copy))
-    return out
 
 
 @pytest.fixture(scope="module")

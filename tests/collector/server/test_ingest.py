@@ -164,7 +164,9 @@ def test_metrics_stats_and_openapi(start_collector: Any) -> None:
         assert line in text, line
     assert "token-one" not in c.log and "token-two" not in c.log
     document = httpx.get(f"{c.url}/openapi.json").json()
-    assert document["openapi"] == "3.1.0" and set(document["paths"]) == {"/v1/records", "/healthz", "/metrics", "/stats", "/openapi.json"}
+    assert document["openapi"] == "3.1.0" and set(document["paths"]) == {
+        "/v1/records", "/gratia-servlets/rmi", "/healthz", "/metrics", "/stats", "/openapi.json"
+    }
 
 
 def test_tokens_are_read_again_without_a_restart(start_collector: Any) -> None:

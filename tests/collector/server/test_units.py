@@ -44,7 +44,7 @@ def test_every_ingest_error_has_its_reply() -> None:
 
 
 async def gratia_like(request: Request, ingest: Ingest) -> Response:
-    """What the Gratia endpoint will be: text replies, the same body limits and durable path."""
+    """An endpoint like Gratia's: GRACC's text replies, the same body limits and durable path."""
     body = (await ingest.body(request)).data.decode()
     if body == "bad":
         raise BadRequestError("missing key \"arg1\"")
@@ -72,14 +72,14 @@ def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch
             reply = await client.post(url, content=b"r1")
             assert (reply.status_code, reply.text) == (200, "OK")
             reply = await client.post(url, content=b"bad")
-            assert (reply.status_code, reply.text) == (400, 'Error: missing key "arg1"')
+            assert (reply.status_code, reply.text) == (400, 'Error handling request: missing key "arg1"')
             reply = await client.post(url, content=b"x" * 101)
-            assert (reply.status_code, reply.text) == (413, "Error: the body is 101 bytes, over the limit of 100; send smaller batches")
+            assert (reply.status_code, reply.text) == (413, "Error: java.lang.IllegalStateException: Post too large")
             reply = await client.post(url, content=b"boom")
-            assert (reply.status_code, reply.text) == (500, "Error: internal error")
+            assert (reply.status_code, reply.text) == (500, "Internal server error")
             monkeypatch.setattr(Outbox, "commit_parcels", full)
             reply = await client.post(url, content=b"r2")
-            assert (reply.status_code, reply.text) == (503, "Error: the collector cannot make records durable right now; retry later")
+            assert (reply.status_code, reply.text) == (503, "Service unavailable right now")
             assert reply.headers["Retry-After"] == "10"
             stats = (await client.get("/stats")).json()
             assert stats == {"Records": 1, "RecordErrors": 0, "Requests": 5, "RequestErrors": 4}

@@ -1,0 +1,133 @@
+"""``POST /gratia-servlets/rmi``: what real Gratia probes (opensciencegrid/gratia-probe) send to
+GRACC, answered as GRACC's collector answers it.
+
+The body is ``application/x-www-form-urlencoded`` (collector/gratia/wire.py reads it;
+``Content-Encoding: gzip`` is taken too): ``command=update&arg1=xxx`` is a ping,
+``command=multiupdate`` carries a ``<RecordEnvelope>`` in ``arg1`` and the probe's name in
+``from``. gratia-probe reads only the body of the reply: exactly ``OK`` lets it delete the
+records it sent; anything else makes it keep them in its outbox and send them again later.
+The statuses are GRACC's, for operators and proxies.
+
+======  =====================================================  ==============================================
+status  body                                                   when
+======  =====================================================  ==============================================
+200     ``OK``                                                 a ping; or every record of the envelope is
+                                                               durable in the collector's outbox (the same
+                                                               group commit as ``/v1/records``, before the
+                                                               reply), other record types acknowledged
+400     ``Error handling request: <reason>``                   the form is wrong (no ``command``, ``from`` or
+                                                               ``arg1``, an unknown command, a field not an
+                                                               integer); the envelope is not XML this
+                                                               collector reads (malformed, a DTD or entity,
+                                                               too deep, not UTF-8, not an envelope); or the
+                                                               sender is not allowed (below)
+400     ``Error processing record: <n> of <m> records ...``    a record cannot be converted (no EndTime nor
+                                                               StartTime, a time that is not RFC 3339): the
+                                                               envelope is refused whole and nothing of it is
+                                                               stored, as GRACC does
+413     ``Error: java.lang.IllegalStateException: Post too     the body is over ``collector.max_body_size``
+        large``                                                (as sent or decompressed) or the envelope over
+                                                               the XML size limit (16 MiB): the text makes
+                                                               gratia-probe send smaller bundles
+415     ``Error handling request: <reason>``                   a Content-Type that is not a form
+503     ``Service unavailable right now``                      nothing was stored: the outbox is over its
+        (+ ``Retry-After``)                                    depth, or its commit failed (the reason is
+                                                               logged); the probe keeps its records
+======  =====================================================  ==============================================
+
+**Senders.** Gratia probes carry no token, so the collector takes records only from the
+probes named in ``collector.gratia_senders`` (the form's ``from``, e.g. ``condor:ce01.example.org``).
+A sender not listed gets **400** ``Error handling request: sender '<from>' is not allowed
+...``, pings included: GRACC has no list of senders and answers every request it refuses
+with 400 and that text, and gratia-probe, which reads only the text, keeps the records and
+retries, so nothing is lost while the operator adds the name. **An empty list refuses every
+sender**: the endpoint is off until senders are named (a collector reachable from the
+network must not take records in any name from anyone). The check comes before the XML is
+read, so a sender not allowed costs no parsing; a name in ``from`` is only a claim, so a
+collector open to the internet should also restrict by address (its firewall or proxy).
+
+**Records** become documents of kind ``gratia`` exactly as GRACC's collector makes them
+(collector/gratia/); their ids are hashes of their content, so an envelope sent again (gratia-probe
+re-sends what got no ``OK``) stores nothing new. Other record types (``StorageElement``,
+``ProbeDetails``, ...) are acknowledged, counted in ``fairacct_collector_records_skipped_total``
+by type, and not stored. Metrics by endpoint (``gratia``) and probe (the ``from`` name)
+as for ``/v1/records``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from collector.errors import BadRequestError, RecordError, SenderNotAllowedError, TooLargeError, UnsupportedMediaError
+from collector.gratia import DEFAULT_LIMITS, MultiUpdate, decode_rmi, envelope_docs
+from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
+from collector.gratia.rawdoc import KIND
+from collector.gratia.wire import OK
+from collector.outbox import Parcel
+from collector.server.ingest import Endpoint, Ingest
+from collector.server.replies import Style
+
+__all__ = ["GRATIA", "allowed_sender", "convert", "post_rmi"]
+
+NAME = "gratia"
+_FORM = "application/x-www-form-urlencoded"
+
+
+async def post_rmi(request: Request, ingest: Ingest) -> Response:
+    media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    if media not in (_FORM, ""):
+        raise UnsupportedMediaError(f"Content-Type must be {_FORM}, got {media[:60]!r}")
+    body = await ingest.body(request)
+    rmi = decode_rmi(body.data)
+    allowed_sender(rmi.probe, ingest.settings.gratia_senders)
+    if not isinstance(rmi, MultiUpdate):  # a ping
+        return PlainTextResponse(OK)
+    result = convert(rmi)
+    if result.errors:
+        ingest.metrics.judged(NAME, rmi.probe, 0, len(result.errors))
+        index, reason = result.errors[0]
+        raise RecordError(
+            f"{len(result.errors)} of {result.total} records cannot be converted, so the envelope was refused "
+            f"whole and nothing of it stored (the first, record {index}: {reason})"
+        )
+    await ingest.make_durable(NAME, rmi.probe, [Parcel(KIND, result.docs)])
+    if result.skipped:
+        types: Counter[str] = Counter()
+        for tag, n in result.skipped.items():
+            types[tag if tag in OTHER_TAGS else "other"] += n
+        ingest.metrics.skipped_records(NAME, rmi.probe, types)
+    return PlainTextResponse(OK)
+
+
+def allowed_sender(sender: str, senders: tuple[str, ...]) -> None:
+    """Nothing when ``sender`` is in ``senders``; SenderNotAllowedError otherwise (see the module docstring)."""
+    if sender in senders:
+        return
+    if not senders:
+        raise SenderNotAllowedError(
+            f"sender {sender[:200]!r} is not allowed: this collector takes no Gratia records "
+            "(its collector.gratia_senders is empty)"
+        )
+    raise SenderNotAllowedError(
+        f"sender {sender[:200]!r} is not allowed: ask the collector's operator to add it to collector.gratia_senders"
+    )
+
+
+def convert(rmi: MultiUpdate) -> EnvelopeResult:
+    """The envelope's documents; TooLargeError over the XML size limit, BadRequestError when
+    the envelope cannot be read at all (GRACC: ``error unmarshalling xml``)."""
+    xml = rmi.xml.encode("utf-8")
+    if len(xml) > DEFAULT_LIMITS.max_bytes:
+        raise TooLargeError(
+            f"the envelope is {len(xml)} bytes, over the limit of {DEFAULT_LIMITS.max_bytes}; send smaller bundles"
+        )
+    try:
+        return envelope_docs(xml, probe=rmi.probe)
+    except RecordError as exc:
+        raise BadRequestError(f"error unmarshalling xml: {exc}") from None
+
+
+GRATIA = Endpoint("/gratia-servlets/rmi", NAME, Style.TEXT, post_rmi)
