@@ -22,7 +22,7 @@ NEG = pd.DataFrame(
     {
         "submitter": ["alice@pool", "bob@pool", "carol@pool", "eve@pool", "frank@other"],
         "factor": [1000.0, 1000.0, 1000.0, 1000.0, 1000.0],
-        "usage_h": [0.0, 3.0, 10.0, 1.0, 1.0],
+        "usage_s": [0.0, 10800.0, 36000.0, 3600.0, 3600.0],
     }
 )
 
@@ -56,12 +56,12 @@ def test_factor_never_below_one() -> None:
 
 
 def test_usage_mode_hours_and_change_bound() -> None:
-    policy = PriorityPolicy(mode="usage", pattern=r".*@pool", max_usage_change_h=100.0)
+    policy = PriorityPolicy(mode="usage", pattern=r".*@pool", max_usage_change_s=360000.0)
     rows = _rows(plan_priorities(CREDS, NEG, policy))
-    assert rows["alice"] == ("alice@pool", 0.0, 10.0, 10.0, "set")  # 36000 s -> 10 h
-    assert rows["bob"] == ("bob@pool", 3.0, 2.0, 2.0, "set")
-    assert rows["carol"] == ("carol@pool", 10.0, 5000.0, 110.0, "set")  # +100 h per run at most
-    assert rows["eve"] == ("eve@pool", 1.0, 1.0, 1.0, "unchanged")  # no target needed in usage mode
+    assert rows["alice"] == ("alice@pool", 0.0, 36000.0, 36000.0, "set")
+    assert rows["bob"] == ("bob@pool", 10800.0, 7200.0, 7200.0, "set")
+    assert rows["carol"] == ("carol@pool", 36000.0, 1.8e7, 396000.0, "set")  # +360000 s per run at most
+    assert rows["eve"] == ("eve@pool", 3600.0, 3600.0, 3600.0, "unchanged")  # no target needed in usage mode
 
 
 def test_dry_run_commands_word_for_word() -> None:
@@ -73,4 +73,11 @@ def test_dry_run_commands_word_for_word() -> None:
     ]
     assert userprio_commands(plan, restore=True)[0] == "condor_userprio -setfactor alice@pool 1000"
     usage = plan_priorities(CREDS, NEG, PriorityPolicy(mode="usage", pattern=r"alice@pool"))
-    assert userprio_commands(usage) == ["condor_userprio -setaccum alice@pool 10"]
+    assert userprio_commands(usage) == ["condor_userprio -setaccum alice@pool 36000"]
+
+
+def test_group_submitters_and_ambiguity() -> None:
+    neg = pd.DataFrame({"submitter": ["group_a.alice@p", "bob@p", "group_a.bob@p"], "factor": 1000.0, "usage_s": 0.0})
+    plan = plan_priorities(CREDS, neg, PriorityPolicy()).set_index("credential")
+    assert plan.loc["alice", "submitter"] == "group_a.alice@p"
+    assert plan.loc["bob", "status"] == "unknown"  # bob@p and group_a.bob@p: not guessed

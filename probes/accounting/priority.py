@@ -5,9 +5,11 @@ writing the negotiator is :mod:`probes.sources.negotiator`'s business.
 
 Two modes, the operator's choice:
 
-- ``usage``: the credential's decayed usage (the fairshare metric, in seconds of its unit)
-  converted to hours, the negotiator's unit for accumulated usage (``setUsage``, i.e.
-  ``condor_userprio -setaccum``), so that the negotiator's own half-life keeps decaying it;
+- ``usage``: the credential's decayed usage (the fairshare metric: core-seconds, PE-seconds,
+  CPU seconds or penalty-seconds) as the negotiator's accumulated usage, which is in weighted
+  seconds (``setUsage`` and ``condor_userprio -setaccum`` both take seconds on HTCondor 25.0,
+  whatever the bindings' docstring says; ``condor_userprio`` shows it in hours), so that the
+  negotiator's own half-life keeps decaying it;
 - ``factor``: ``factor_at_target * usage / target`` (usage and target in percent of the
   delivered usage), clipped to ``[factor_min, factor_max]`` (``factor_min >= 1``, as
   ``setFactor`` requires), so a credential at its target gets ``factor_at_target``, one at
@@ -15,9 +17,10 @@ Two modes, the operator's choice:
 
 Rules: only submitters whose name matches ``pattern`` (a regular expression, whole name) are
 touched; one run moves a factor by at most a ratio ``max_factor_ratio`` and a usage by at most
-``max_usage_change_h`` hours; a credential with no submitter in the negotiator is skipped and
-reported (``unknown``). A credential matches a submitter of the same name, or whose name before
-the ``@`` is its name (the negotiator names ``user@uid_domain``).
+``max_usage_change_s`` seconds; a credential with no submitter in the negotiator is skipped and
+reported (``unknown``). A credential matches the one submitter of the same name, or whose name
+before the ``@`` is its name (the negotiator names ``user@uid_domain``), or ends in ``.name``
+there (``group_cms.alice@uid_domain``: a user submitting in an accounting group).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class PriorityPolicy:
     factor_max: float = 1e6
     factor_at_target: float = 1000.0
     max_factor_ratio: float = 2.0
-    max_usage_change_h: float = 1000.0
+    max_usage_change_s: float = 3.6e6
 
     def __post_init__(self) -> None:
         if self.mode not in ("usage", "factor"):
@@ -59,14 +62,14 @@ class PriorityPolicy:
             raise ValueError(f"need 1 <= factor_min <= factor_max, got {self.factor_min!r}, {self.factor_max!r}")
         if not self.max_factor_ratio >= 1.0:
             raise ValueError(f"max_factor_ratio must be at least 1, got {self.max_factor_ratio!r}")
-        if not self.max_usage_change_h >= 0.0:
-            raise ValueError(f"max_usage_change_h must be at least 0, got {self.max_usage_change_h!r}")
+        if not self.max_usage_change_s >= 0.0:
+            raise ValueError(f"max_usage_change_s must be at least 0, got {self.max_usage_change_s!r}")
 
 
 def _submitter_of(name: str, submitters: list[str]) -> str | None:
     if name in submitters:
         return name
-    local = [s for s in submitters if s.split("@", 1)[0] == name]
+    local = [s for s in submitters if name in (s.split("@", 1)[0], s.split("@", 1)[0].rpartition(".")[2])]
     return local[0] if len(local) == 1 else None
 
 
@@ -75,12 +78,12 @@ def plan_priorities(credentials: pd.DataFrame, negotiator: pd.DataFrame, policy:
 
     ``credentials``: a fairshare result's credentials (``type``, ``name``, ``decayed``,
     ``effective``, ``target``). ``negotiator``: one row per submitter the negotiator knows,
-    ``submitter``, ``factor`` and ``usage_h`` (its accumulated usage in hours).
+    ``submitter``, ``factor`` and ``usage_s`` (its weighted accumulated usage in seconds).
     """
     creds = credentials[credentials["type"] == policy.credential]
     known = [str(s) for s in negotiator["submitter"]]
     current = negotiator.set_index("submitter")
-    column = "factor" if policy.mode == "factor" else "usage_h"
+    column = "factor" if policy.mode == "factor" else "usage_s"
     pattern = re.compile(policy.pattern)
     rows = []
     for name, decayed, effective, target in creds[["name", "decayed", "effective", "target"]].itertuples(index=False):
@@ -103,8 +106,8 @@ def plan_priorities(credentials: pd.DataFrame, negotiator: pd.DataFrame, policy:
             low, high = before / policy.max_factor_ratio, before * policy.max_factor_ratio
             after = float(np.clip(np.clip(wanted, low, high), policy.factor_min, policy.factor_max))
         else:
-            wanted = float(decayed) / 3600.0
-            step = policy.max_usage_change_h
+            wanted = float(decayed)
+            step = policy.max_usage_change_s
             after = float(np.clip(wanted, max(before - step, 0.0), before + step))
         status = "unchanged" if np.isclose(after, before, rtol=1e-9, atol=1e-9) else "set"
         rows.append({**row, "wanted": wanted, "after": after, "status": status})
