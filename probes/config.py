@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -344,13 +343,15 @@ class PrioritySettings(_Section):
 
     @model_validator(mode="after")
     def _valid(self) -> PrioritySettings:
-        if self.factor_min > self.factor_max:
-            raise ValueError(f"factor_min ({self.factor_min:g}) must be at most factor_max ({self.factor_max:g})")
-        try:
-            re.compile(self.pattern)
-        except re.error as exc:
-            raise ValueError(f"pattern {self.pattern!r} is not a regular expression ({exc})") from None
+        self.policy()  # the mapping's own checks: factor range, pattern
         return self
+
+    def policy(self) -> PriorityPolicy:
+        """The priority sync's mapping of these settings."""
+        return PriorityPolicy(
+            self.mode, self.pattern, self.credential, self.factor_min, self.factor_max, self.factor_at_target,
+            self.max_factor_ratio, self.max_usage_change_s,
+        )  # fmt: skip
 
 
 class Partition(_Section):
@@ -577,11 +578,7 @@ class ProbeConfig(_Section):
 
     def priority_policy(self) -> PriorityPolicy:
         """The priority sync's mapping (``[priority]``)."""
-        p = self.priority
-        return PriorityPolicy(
-            p.mode, p.pattern, p.credential, p.factor_min, p.factor_max, p.factor_at_target,
-            p.max_factor_ratio, p.max_usage_change_s,
-        )  # fmt: skip
+        return self.priority.policy()
 
     def resolved(self, base: Path) -> ProbeConfig:
         """This configuration with relative paths taken relative to ``base``."""

@@ -57,7 +57,10 @@ class PriorityPolicy:
     def __post_init__(self) -> None:
         if self.mode not in ("usage", "factor"):
             raise ValueError(f"mode must be usage or factor, got {self.mode!r}")
-        re.compile(self.pattern)
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern {self.pattern!r} is not a regular expression ({exc})") from None
         if not (1.0 <= self.factor_min <= self.factor_max):
             raise ValueError(f"need 1 <= factor_min <= factor_max, got {self.factor_min!r}, {self.factor_max!r}")
         if not self.max_factor_ratio >= 1.0:

@@ -81,3 +81,16 @@ def test_group_submitters_and_ambiguity() -> None:
     plan = plan_priorities(CREDS, neg, PriorityPolicy()).set_index("credential")
     assert plan.loc["alice", "submitter"] == "group_a.alice@p"
     assert plan.loc["bob", "status"] == "unknown"  # bob@p and group_a.bob@p: not guessed
+
+
+def test_priority_section_errors_word_for_word() -> None:
+    from collector.errors import ConfigError
+    from probes.config import parse_config
+
+    for raw, message in (
+        ({"pattern": "("}, "pattern '(' is not a regular expression (missing ), unterminated subpattern at position 0)"),
+        ({"factor_min": 5.0, "factor_max": 2.0}, "need 1 <= factor_min <= factor_max, got 5.0, 2.0"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_config({"priority": raw}, "site.toml")
+        assert str(info.value) == f"site.toml: priority: {message}"
