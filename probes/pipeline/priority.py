@@ -16,7 +16,7 @@ from probes.config import ProbeConfig
 from probes.pipeline.records import priority_docs
 from probes.sources.negotiator import NegotiatorLike, apply_plan, read_negotiator
 
-__all__ = ["SyncResult", "compare", "restore_plan", "sync"]
+__all__ = ["SyncResult", "compare", "fairshare_state", "restore", "restore_plan", "sync"]
 
 
 @dataclass
