@@ -78,6 +78,7 @@ KINDS: dict[str, RecordKind] = {
         ),
         RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
         RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
+        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",), ("submitter", "action")),
         RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",), ("record_kind", "user", "project", "site")),
         RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
     )

@@ -36,6 +36,7 @@ from pydantic import (
 from collector.errors import ConfigError
 from collector.sinks import check_url
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
+from probes.accounting.priority import PriorityPolicy
 from probes.accounting.penalty import PenaltyPolicy
 from probes.sources.settings import RESOURCE_ATTRIBUTES, SITE_ATTRIBUTES, JobReading, SlotReading
 from probes.units import parse_size
@@ -51,6 +52,7 @@ __all__ = [
     "Partition",
     "PenaltySettings",
     "PoolSettings",
+    "PrioritySettings",
     "ProbeConfig",
     "ProbeSettings",
     "SiteSettings",
@@ -319,6 +321,39 @@ class FairshareSettings(_Section):
     )
 
 
+class PrioritySettings(_Section):
+    mode: Literal["usage", "factor"] = Field(
+        "factor",
+        description="usage: set each submitter's accumulated usage (seconds) to its fairshare usage; factor: set its "
+        "priority factor from its usage against its fairshare target.",
+    )
+    credential: Literal["user", "group", "account", "class", "qos"] = Field(
+        "user", description="The fairshare credential type whose names are the negotiator's submitters (name or name@domain)."
+    )
+    pattern: str = Field(".*@.*", description="Regular expression a submitter's whole name must match to be touched.")
+    factor_min: float = Field(1.0, ge=1, description="Lowest priority factor set (HTCondor requires >= 1).")
+    factor_max: float = Field(1e6, ge=1, description="Highest priority factor set.")
+    factor_at_target: float = Field(1000.0, ge=1, description="Factor of a credential exactly at its fairshare target.")
+    max_factor_ratio: float = Field(2.0, ge=1, description="A factor moves at most by this ratio per sync.")
+    max_usage_change_s: float = Field(
+        3.6e6, ge=0, description="A usage moves at most by these (weighted) seconds per sync (the negotiator's unit)."
+    )
+    sync: bool = Field(False, description="The probe service syncs the negotiator every every_s seconds.")
+    every_s: float = Field(3600.0, gt=0, description="Seconds between two syncs of the probe service.")
+
+    @model_validator(mode="after")
+    def _valid(self) -> PrioritySettings:
+        self.policy()  # the mapping's own checks: factor range, pattern
+        return self
+
+    def policy(self) -> PriorityPolicy:
+        """The priority sync's mapping of these settings."""
+        return PriorityPolicy(
+            self.mode, self.pattern, self.credential, self.factor_min, self.factor_max, self.factor_at_target,
+            self.max_factor_ratio, self.max_usage_change_s,
+        )  # fmt: skip
+
+
 class Partition(_Section):
     name: str = Field(description="Name of the partition, e.g. cpu or gpu.")
     match: Expression = Field("true", description="ClassAd expression over the slot ad; the first partition that matches wins.")
@@ -469,6 +504,7 @@ class ProbeConfig(_Section):
     probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state and service.")
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
+    priority: PrioritySettings = Field(default_factory=PrioritySettings, description="HTCondor priority sync.")
     summaries: SummarySettings = Field(default_factory=SummarySettings, description="Daily summaries computed in the store.")
     collector: CollectorSettings = Field(
         default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
@@ -539,6 +575,10 @@ class ProbeConfig(_Section):
             percent=f.percent,
             targets={kind: {name: Target.parse(t) for name, t in named.items()} for kind, named in f.targets.items()},
         )
+
+    def priority_policy(self) -> PriorityPolicy:
+        """The priority sync's mapping (``[priority]``)."""
+        return self.priority.policy()
 
     def resolved(self, base: Path) -> ProbeConfig:
         """This configuration with relative paths taken relative to ``base``."""

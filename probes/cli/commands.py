@@ -30,6 +30,7 @@ from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_pa
 from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
 from probes.cli import analytics_views, usage_views, views
 from probes.cli.outputs import add_output_commands, run_output_command
+from probes.cli.priority import add_priority_commands, run_priority_command
 from probes.cli.times import parse_time
 from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
 from probes.pipeline import analytics, usage
@@ -139,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
     add_output_commands(sub, _options("--store"))
+    add_priority_commands(sub, _options("--store"))
     return parser
 
 
@@ -184,6 +186,8 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return EXIT_OK
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)
+    if args.command == "priority":
+        return run_priority_command(args, config)
     if args.command == "probe" and args.action == "run":
         return _serve(config, args.duration)
     if args.command == "collector":

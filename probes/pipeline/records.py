@@ -8,6 +8,7 @@ kind                      from
 ``job``                   the jobs table of the history read past its checkpoint
 ``fairshare``             the ledger's state at the end of a closed window, per credential
 ``fairness``              demand, allocation, served part and starvation per credential and bucket
+``priority``              a priority sync (or restore): per credential, the negotiator's value before and after
 ========================  ==========================================================================
 
 The schema of a document (ids, timestamps, ``kind``, ``probe``) is
@@ -26,7 +27,7 @@ from probes.accounting.ledger import ledger_fairshare
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport
 
-__all__ = ["Records", "fairness_docs", "fairshare_docs", "job_docs", "snapshot_docs"]
+__all__ = ["Records", "fairness_docs", "fairshare_docs", "job_docs", "priority_docs", "snapshot_docs"]
 
 Records = dict[str, list[dict[str, Any]]]
 """Documents by kind, as the outbox commits them."""
@@ -89,3 +90,18 @@ def fairness_docs(shares: pd.DataFrame, buckets: pd.DataFrame, *, pool: str, pro
     jain = buckets[["bucket_start", "jain_served", "jain_allocation"]]
     frame = shares.merge(jain, on="bucket_start", how="left").assign(pool=pool)
     return {"fairness": table_docs("fairness", frame, probe=probe)}
+
+
+def priority_docs(
+    plan: pd.DataFrame, applied: Sequence[str], *, pool: str, at: float, dry_run: bool, restore: bool, probe: str
+) -> list[dict[str, Any]]:
+    """The ``priority`` records of a sync (or a restore, ``restore``) at ``at``: one per row of
+    its plan, the negotiator's value ``before`` and ``after`` it, ``applied`` when it was set."""
+    frame = plan.assign(
+        pool=pool,
+        sync_at=float(at),
+        action="restore" if restore else "sync",
+        dry_run=dry_run,
+        applied=plan["submitter"].isin(list(applied)),
+    )
+    return table_docs("priority", frame, probe=probe)

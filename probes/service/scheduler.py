@@ -87,7 +87,10 @@ from probes.pipeline.cycle import (
     time_snapshot,
 )
 
+from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.records import fairshare_docs
+from probes.sources.bindings import Bindings
+from probes.sources.negotiator import NegotiatorLike
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
 from probes.service.health import HealthServer, Metrics
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key
@@ -113,6 +116,7 @@ class ProbeService:
         probe: str,
         clock: Callable[[], float] = time.time,
         pool: LivePool | None = None,
+        negotiator: NegotiatorLike | None = None,
     ) -> None:
         check_sources(config)
         src = config.sources
@@ -150,6 +154,10 @@ class ProbeService:
             self.jobs["history"] = (self.history, config.probe.history_every_s)
         self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
         self.jobs["fairshare"] = (self.roll_fairshare, config.fairshare.interval_s)  # on the windows' boundaries
+        self._negotiator = negotiator
+        self._negotiator_bindings: Bindings | None = None
+        if config.priority.sync:
+            self.jobs["priority"] = (self.sync_priority, config.priority.every_s)
         for name, days, every in (
             ("summaries", config.summaries.recent_days, config.summaries.every_s),
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
@@ -242,6 +250,8 @@ class ProbeService:
         deadline = time.monotonic() + self.config.probe.stop_timeout_s
         if self.pool is not None:
             self.pool.cancel()
+        if self._negotiator_bindings is not None:
+            self._negotiator_bindings.close()
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         with self._idle:
@@ -446,6 +456,22 @@ class ProbeService:
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         names = ", ".join(s for s in iso_utc(windows) if s)
         return f"rolled window(s) {names}: {len(docs)} records"
+
+    def sync_priority(self) -> str | None:
+        """The HTCondor priority sync (``[priority] sync = true``): the negotiator read and set
+        through the bindings' worker, with the pool's timeout, and its ``priority`` records."""
+        if self._negotiator is None:  # the negotiator's calls run in a worker killed at pool.timeout_s
+            p = self.config.pool
+            self._negotiator_bindings = Bindings(p.condor_config, p.timeout_s, p.token_file)
+            self._negotiator = self._negotiator_bindings.negotiator()
+        with Outbox(self.outbox_path) as outbox:
+            ledger = outbox.checkpoint(LEDGER_KEY) or []
+        done = priority_sync(self.config, self._negotiator, ledger, now=self.clock(), probe=self.probe)
+        self._commit({"priority": done.docs} if done.docs else {}, {})
+        for command in done.commands:
+            log.info("priority sync: %s", command)
+        skipped = done.plan.loc[done.plan["status"] == "unknown", "credential"].tolist()
+        return f"set {len(done.applied)} submitter(s)" + (f"; not known to the negotiator: {', '.join(skipped)}" if skipped else "")
 
     # -- helpers ------------------------------------------------------------------------------------
 

@@ -100,6 +100,14 @@ def _answer(request: tuple[Any, ...], security: htcondor2.SecurityContext | None
             return schedd.query(opts=htcondor2.QueryOpt(kwargs.pop("opts")), **kwargs)
         if method == "history":
             return schedd.history(**kwargs)
+    elif daemon == "negotiator":  # the pool's negotiator (COLLECTOR_HOST's), or the one of a location ad
+        location = classad2.parseOne(where, classad2.ParserType.New) if where else None
+        negotiator = htcondor2.Negotiator(location)
+        if method == "getPriorities":
+            return list(negotiator.getPriorities(bool(kwargs.get("rollup", False))))  # a dict_values on 25.0
+        if method in ("setFactor", "setUsage"):
+            getattr(negotiator, method)(str(kwargs["user"]), float(kwargs["value"]))
+            return None
     raise ValueError(f"unknown call {daemon}.{method}")
 
 
@@ -176,6 +184,10 @@ class Bindings:
     def schedd(self, location: classad2.ClassAd) -> _ScheddClient:
         """A client of the schedd of ``location`` (a location ad, as locateAll gives it)."""
         return _ScheddClient(self, str(location))
+
+    def negotiator(self, location: classad2.ClassAd | None = None) -> _NegotiatorClient:
+        """A client of the negotiator of ``location`` (None: the pool's, from COLLECTOR_HOST)."""
+        return _NegotiatorClient(self, None if location is None else str(location))
 
     def close(self) -> None:
         """Kill every worker; calls in flight fail at once, later ones are refused."""
@@ -292,3 +304,20 @@ class _ScheddClient:
     ) -> Any:
         kwargs = {"constraint": constraint, "projection": projection or [], "match": match, "since": since}
         return self._bindings.call(("schedd", self._location, "history", kwargs))
+
+
+class _NegotiatorClient:
+    """``htcondor2.Negotiator``'s calls the priority sync makes, in a worker."""
+
+    def __init__(self, bindings: Bindings, location: str | None) -> None:
+        self._bindings = bindings
+        self._location = location
+
+    def getPriorities(self, rollup: bool = False) -> Any:  # noqa: N802 - the bindings' name
+        return self._bindings.call(("negotiator", self._location, "getPriorities", {"rollup": rollup}))
+
+    def setFactor(self, user: str, factor: float) -> None:  # noqa: N802
+        self._bindings.call(("negotiator", self._location, "setFactor", {"user": user, "value": factor}))
+
+    def setUsage(self, user: str, usage: float) -> None:  # noqa: N802
+        self._bindings.call(("negotiator", self._location, "setUsage", {"user": user, "value": usage}))

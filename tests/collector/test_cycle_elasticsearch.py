@@ -31,7 +31,7 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     common = ["--config", str(config), "--store", url]
     # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
-    assert code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, summary" in err
+    assert code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, priority, summary" in err
     assert "168 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)

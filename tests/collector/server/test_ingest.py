@@ -74,7 +74,7 @@ def test_records_are_refused_one_by_one_with_their_index_and_reason(shared_colle
     assert reply.status_code == 400 and body["accepted"] == 2
     assert [(r["index"], r["id"]) for r in body["rejected"]] == [(1, "p1-job-r1"), (3, "p1-job-r3"), (4, None), (5, "p1-job-r5")]
     reasons = [r["reason"] for r in body["rejected"]]
-    assert reasons[0] == "'kind' must be one of slot, allocation, job, fairshare, fairness, summary, gratia, got 'jobs'"
+    assert reasons[0] == "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, summary, gratia, got 'jobs'"
     assert reasons[1] == "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday'"
     assert reasons[2] == "expected a JSON object (a record), got 'not a record'"
     assert reasons[3] == "'schema_version' must be 1 (this collector's), got 2"

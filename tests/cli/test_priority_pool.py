@@ -1,0 +1,130 @@
+"""The priority sync against a real negotiator (a pool of its own, from tests/htcondor_pool.py,
+skipped with its reason where the machine cannot run one; not the session's ``htcondor_pool``,
+whose history other tests count): jobs of accounting users of different shapes,
+``probe once`` reads them into the fairshare ledger, ``priority sync`` sets the factors through
+the bindings' worker, ``getPriorities`` (``condor_userprio``) shows them, ``priority restore``
+puts them back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import htcondor2
+import pytest
+
+from probes.cli.commands import main
+from tests.conftest import SHARED
+from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
+
+JOBS = {
+    # alice: 4 cores x 2 jobs; bob: 1 core x 1 job; the same walltime
+    "alice": "executable = /bin/sleep\narguments = 4\nrequest_cpus = 4\nrequest_memory = 512\n"
+    "accounting_group_user = alice\nqueue 2\n",
+    "bob": "executable = /bin/sleep\narguments = 4\nrequest_cpus = 1\nrequest_memory = 512\n"
+    "accounting_group_user = bob\nqueue 1\n",
+    # carol is outside the pattern: never touched
+    "carol": "executable = /bin/sleep\narguments = 4\nrequest_cpus = 1\nrequest_memory = 512\n"
+    "accounting_group_user = carol\nqueue 1\n",
+}
+
+
+@pytest.fixture(scope="module")
+def negotiator_pool() -> Iterator[HTCondorPool]:
+    why = unavailable(SHARED)
+    if why:
+        pytest.skip(why)
+    pool = start_pool(SHARED)
+    try:
+        yield pool
+    finally:
+        remove(pool)
+
+
+def factors(htc: HTCondorPool) -> dict[str, float]:
+    """The negotiator's factor per submitter, read in the test process (CONDOR_CONFIG set)."""
+
+    return {a["Name"]: float(a["PriorityFactor"]) for a in htcondor2.Negotiator().getPriorities() if "@" in a["Name"]}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code in (0, 3), err  # 3: probe once queued its records (no store needed here)
+    return code, out
+
+
+def test_sync_sets_factors_and_restore_puts_them_back(
+    negotiator_pool: HTCondorPool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    htc = negotiator_pool
+    monkeypatch.setenv("CONDOR_CONFIG", str(htc.condor_config))
+    htcondor2.reload_config()  # the test process reads the negotiator too, to check the sync
+    for name, description in JOBS.items():
+        htc.submit(description, f"priority_{name}")
+
+    def finished() -> bool:
+        users = htc.tool("condor_history", "-af", "AcctGroupUser").split()
+        return users.count("alice") == 2 and users.count("bob") == 1 and users.count("carol") == 1
+
+    htc.wait_for("the jobs of alice, bob and carol finished", finished, timeout=180)
+    known = {"alice", "bob", "carol"}
+    htc.wait_for("the negotiator knows alice, bob and carol", lambda: known <= {n.split("@")[0] for n in factors(htc)})
+    config = tmp_path / "fairacct.toml"
+    config.write_text(
+        f"""
+[pool]
+name = "real"
+condor_config = "{htc.condor_config}"
+timeout_s = 20
+[sources]
+live = true
+[credentials]
+user = ["AcctGroupUser", "Owner"]
+[probe]
+state_dir = "{tmp_path / 'state'}"
+[fairshare]
+interval_s = 86400
+depth = 2
+targets = {{ user = {{ alice = "50", bob = "50" }} }}
+[priority]
+mode = "factor"
+pattern = "(alice|bob)@.*"
+max_factor_ratio = 4.0
+""",
+        encoding="utf-8",
+    )
+    run(capsys, "probe", "once", "--config", str(config))
+    before = factors(htc)
+
+    _, dry = run(capsys, "priority", "sync", "--config", str(config), "--dry-run")
+    assert factors(htc) == before  # a dry run changes nothing
+    alice = next(n for n in before if n.startswith("alice@"))
+    bob = next(n for n in before if n.startswith("bob@"))
+    # usage 8 : 1 : 1 core-walltimes (equal walltimes, up to the seconds HTCondor rounds): alice
+    # ~ 80 % and bob ~ 10 % of a 50 % target -> 1000 * 1.6 and 1000 * 0.2, the latter bounded by
+    # max_factor_ratio to 1000 / 4
+    lines = dry.splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["condor_userprio", "-setfactor", alice],
+        ["condor_userprio", "-setfactor", bob],
+    ], dry
+    want = {line.split()[2]: float(line.split()[3]) for line in lines}
+    assert 1500 < want[alice] < 2000 and want[bob] == 250
+
+    _, out = run(capsys, "priority", "sync", "--config", str(config), "--json")
+    synced = json.loads(out)
+    assert sorted(synced["applied"]) == sorted([alice, bob])
+    after = factors(htc)
+    assert after[alice] == pytest.approx(want[alice], rel=1e-5) and after[bob] == pytest.approx(want[bob], rel=1e-5)
+    assert {n: f for n, f in after.items() if n not in (alice, bob)} == {
+        n: f for n, f in before.items() if n not in (alice, bob)
+    }  # carol does not match the pattern: untouched
+    records = tmp_path / "sync.json"
+    records.write_text(out, encoding="utf-8")
+    _, compared = run(capsys, "priority", "compare", "--config", str(config))
+    assert alice in compared and "fairacct_factor" in compared
+
+    run(capsys, "priority", "restore", "--config", str(config), "--from", str(records))
+    assert factors(htc) == before
