@@ -109,11 +109,12 @@ def read_history(
         parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
         done = 0
         check = KindCheck(JOB_ADS)
+        malformed = len(report.malformed)
         for part, done in parts:
             columns = job_columns(check.keep(part, report), reading)
             odd_integers(columns, report)
             builder.append(columns, offset + done)
-        check.verdict(path)
+        check.verdict(path, len(report.malformed) - malformed)
         offset += done
     columns = builder.result()
     if not columns:

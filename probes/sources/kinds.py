@@ -72,8 +72,14 @@ class KindCheck:
         self.kept += int(keep.sum())
         return ads if keep.all() else ads.take(keep)
 
-    def verdict(self, path: str | os.PathLike[str]) -> None:
-        """Raise :class:`SourceError` when ``path`` held ads but none of the kind."""
+    def verdict(self, path: str | os.PathLike[str], malformed: int = 0) -> None:
+        """Raise :class:`SourceError` when ``path`` held ads but none of the kind, or when none
+        of its ``malformed`` ads could be read at all (a file that is not ClassAds)."""
+        if not self.kept and malformed and not (self.others or self.unnamed):
+            raise SourceError(
+                f"{os.fspath(path)}: none of its {malformed} ad(s) could be read, expected {self.kind.what}; "
+                "is this the right file?"
+            )
         if self.kept or not (self.others or self.unnamed):
             return
         if self.others:

@@ -70,7 +70,7 @@ def read_idle(
         ads, rep = read_ads(path, [*QUEUE_ATTRS, MY_TYPE], strict=strict, keep_raw=True)
         check = KindCheck(QUEUE_ADS)
         ads = check.keep(ads, rep)
-        check.verdict(path)
+        check.verdict(path, len(rep.malformed))
         report.merge(rep)
         frames.append(idle_table(ads, running=running, origin=os.fspath(path)))
     return stack(frames, IDLE_COLUMNS), report

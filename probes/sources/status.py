@@ -97,7 +97,7 @@ def read_status(
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
         check = KindCheck(STARTD_ADS)
         parts.append(check.keep(cols, rep))
-        check.verdict(path)
+        check.verdict(path, len(rep.malformed))
         report.merge(rep)
     return snapshot_tables(_once(AdColumns.concat(parts, attrs), report), reading), report
 
@@ -121,7 +121,7 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
     dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
     partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
-    observed = _first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
+    observed = _instants(ads)
     site = ads.first(reading.site_attributes, reading.site_default)
     resource = ads.first(reading.resource_attributes)
     name = ads["Name"]
@@ -316,6 +316,18 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
 
 def _zero(values: np.ndarray) -> np.ndarray:
     return np.nan_to_num(values.astype(np.float64), nan=0.0)
+
+
+def _instants(ads: AdColumns) -> np.ndarray:
+    """The instant each ad was observed at: that of its dump (the latest ``MyCurrentTime``, else
+    ``LastHeardFrom``, of the ads from the same file or collector). Startds update at their own
+    times, so the ads of one ``condor_status`` differ by seconds; they are one snapshot, and a
+    p-slot and its dynamic slots must share its instant to be accounted together."""
+    own = _first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
+    if not len(own):
+        return own
+    source = pd.Series(ads.path, dtype=object).fillna("")
+    return pd.Series(own).groupby(source.to_numpy()).transform("max").to_numpy(dtype=np.float64)
 
 
 def _first_number(ads: AdColumns, names: Sequence[str]) -> np.ndarray:

@@ -37,7 +37,8 @@ def test_a_file_that_is_not_ads_at_all_is_refused(
     capsys: pytest.CaptureFixture[str], command: str, option: str, needed: str
 ) -> None:
     assert main([command, option, str(ROOT / "README.md")]) == 1
-    assert f"README.md: no ad has {needed}, expected " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"README.md: no ad has {needed}, expected " in err or "README.md: none of its " in err
 
 
 def test_ads_of_another_kind_among_the_right_ones_are_skipped_and_counted(
@@ -50,3 +51,12 @@ def test_ads_of_another_kind_among_the_right_ones_are_skipped_and_counted(
     out, err = capsys.readouterr()
     assert "1 value(s) ignored: MyType: 'scheduler' ad among startd ads" in err
     assert '"slot1@cpu-node1@vm"' in out and "schedd@cm" not in out
+
+
+def test_a_file_none_of_whose_ads_can_be_read_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("# my notes\nthe pool was busy today\n\nand yesterday\n")
+    assert main(["slots", "--status-file", str(notes)]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith(f"fairacct: {notes}: none of its 2 ad(s) could be read, expected startd ads (condor_status -long or -json); "
+                        "is this the right file?\n")  # fmt: skip
