@@ -12,6 +12,7 @@ import argparse
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +24,24 @@ from probes.pipeline import priority
 from probes.sources.bindings import Bindings
 from probes.sources.checkpoints import LEDGER_KEY
 
-__all__ = ["add_priority_commands", "run_priority_command"]
+__all__ = ["add_priority_arguments", "run_priority_command"]
 
 _PLAN = ["submitter", "credential", "mode", "effective", "target", "before", "wanted", "after", "status"]
 
 
-def add_priority_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    cmd = sub.add_parser("priority", help="HTCondor priority sync: the fairshare state into the negotiator ([priority])")
+def add_priority_arguments(
+    cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
+    """``priority``'s actions and their options on its parser ``cmd``; ``options`` adds those
+    every command has."""
     actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sync = actions.add_parser("sync", parents=[common], help="set the negotiator's factors or usage from the fairshare state")
-    restore = actions.add_parser("restore", parents=[common], help="put back what a sync changed")
+    sync = options(actions.add_parser("sync", help="set the negotiator's factors or usage from the fairshare state"))
+    restore = options(actions.add_parser("restore", help="put back what a sync changed"))
     restore.add_argument("--from", dest="records", required=True, metavar="RECORD",
                          help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)")  # fmt: skip
     for action in (sync, restore):
         action.add_argument("--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing")
-    actions.add_parser("compare", parents=[common], help="the negotiator's priorities beside fairacct's usage per submitter")
+    options(actions.add_parser("compare", help="the negotiator's priorities beside fairacct's usage per submitter"))
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import htcondor2
 import pytest
 
-from probes.cli.commands import main
+from probes.cli import main
 from tests.conftest import SHARED
 from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
 
