@@ -21,7 +21,11 @@ Deterministic: the same ``seed`` gives the same bytes. Files are made of 10,000-
 with its own random stream, so a file of 200,000 ads starts with the 50,000-ad file: files of
 different sizes differ in size only.
 
-Usage: ``python benchmarks/generate_history.py OUT N [--seed S]``
+``--escaped SHARE`` writes that share of the ``ProjectName`` values with escaped quotes
+(``"CMS-Tier2\\"3\\"-x"``): a wanted string with an escape, the case the reader may hand to
+classad2 whole (issue 12, item 12). The rest of the file is the same bytes as without it.
+
+Usage: ``python benchmarks/generate_history.py OUT N [--seed S] [--escaped SHARE]``
 """
 
 from __future__ import annotations
@@ -628,13 +632,24 @@ def _batch(rng: np.random.Generator, first_cluster: int, t0: int, n: int) -> tup
 # writing
 
 
-def _ads(n_ads: int, seed: int) -> Iterator[str]:
+def _escaped(rng: np.random.Generator, projects: np.ndarray, share: float) -> np.ndarray:
+    """``projects`` with escaped quotes in about ``share`` of them (``CMS-Tier2\\"3\\"-x``): a
+    wanted string attribute with an escape, which the reader may hand to classad2 whole."""
+    out = projects.astype(object)
+    rows = np.flatnonzero(rng.random(len(out)) < share)
+    out[rows] = [f'{p}\\"{r % 10}\\"-x' for p, r in zip(out[rows].tolist(), rows.tolist())]
+    return out
+
+
+def _ads(n_ads: int, seed: int, escaped: float = 0.0) -> Iterator[str]:
     """Yield the file's text a batch of ads at a time (each piece ends with a newline)."""
     templates: _Templates | None = None
     for b, first in enumerate(range(0, n_ads, _BATCH)):
         n = min(_BATCH, n_ads - first)
         rng = np.random.default_rng([seed, b])
         cols, shape = _batch(rng, 1_000_000 + b * _BATCH, _EPOCH + b * _BATCH_SPAN, n)
+        if escaped:  # a stream of its own, so that the rest of the file stays the same bytes
+            cols["project"] = _escaped(np.random.default_rng([seed, b, 1]), cols["project"], escaped)
         if templates is None:
             templates = _Templates(list(cols))
         rows = zip(*(cols[name].tolist() for name in templates.index))
@@ -645,8 +660,9 @@ def _ads(n_ads: int, seed: int) -> Iterator[str]:
         yield ("\n" if first else "") + "\n".join(out)
 
 
-def generate(path: str | os.PathLike[str], n_ads: int, seed: int = 0) -> None:
-    """Write ``n_ads`` completed job ads to ``path`` in ``condor_history -long`` form.
+def generate(path: str | os.PathLike[str], n_ads: int, seed: int = 0, escaped: float = 0.0) -> None:
+    """Write ``n_ads`` completed job ads to ``path`` in ``condor_history -long`` form; with
+    ``escaped``, that share of the ads with a ``ProjectName`` (70%) has escaped quotes in it.
 
     Written to a temporary name and renamed, so an interrupted run never leaves a short file
     that a later benchmark would take for a finished one.
@@ -657,7 +673,7 @@ def generate(path: str | os.PathLike[str], n_ads: int, seed: int = 0) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="ascii", newline="\n") as fh:
-            fh.writelines(_ads(n_ads, seed))
+            fh.writelines(_ads(n_ads, seed, escaped))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -668,11 +684,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="file to write")
     parser.add_argument("n", type=int, help="number of job ads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--escaped", type=float, default=0.0, metavar="SHARE",
+        help='share (0-1) of the ProjectName values written with escaped quotes, like "Proj\\"0\\"-x" (default 0)',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("N must be at least 1")
     began = time.perf_counter()
-    generate(args.out, args.n, args.seed)
+    if not 0 <= args.escaped <= 1:
+        parser.error("--escaped must be between 0 and 1")
+    generate(args.out, args.n, args.seed, args.escaped)
     took = time.perf_counter() - began
     size = args.out.stat().st_size
     print(
