@@ -128,8 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = args.python
     repo = Path(subprocess.run(
         [python, "-c", "import pathlib, probes; print(pathlib.Path(probes.__file__).parent.parent)"],
-        capture_output=True, text=True, check=False,
-    ).stdout.strip() or ".")  # fmt: skip
+        capture_output=True, text=True, check=False, cwd="/",  # not this checkout's probes/, by accident
+    ).stdout.strip() or "/nonexistent")  # fmt: skip
     if not (repo / "probes" / "cli").is_dir():
         print(f"{python} has no fairacct to measure (import probes failed)", file=sys.stderr)
         return EXIT_UNMEASURED

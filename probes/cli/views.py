@@ -75,7 +75,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3, limit
     if not len(frame):
         return "(none)"
     more = len(frame) - limit if limit and len(frame) > limit else 0
-    view = frame.head(limit if more else None).reindex(columns=list(columns))
+    view = (frame.head(limit) if more else frame).reindex(columns=list(columns))
     for col in view.columns:
         if pd.api.types.is_float_dtype(view[col]) and view[col].notna().any():
             if (view[col].dropna() % 1 == 0).all():
@@ -119,18 +119,18 @@ def _idle_title(idle: pd.DataFrame) -> str:
 def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> dict[str, Any]:
     """The tables a read gave (each of at most ``limit`` rows; None: all) and what was read, as
     one JSON document; :func:`write_read_json` writes the same document without holding it."""
-    out: dict[str, Any] = {name: records(frame.head(limit)) for name, frame in _read_tables(result, slots=slots).items()}
+    out: dict[str, Any] = {name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()}
     return out | {"read": _read_counts(result)}
 
 
 def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, limit: int | None = None) -> None:
-    """:func:`read_json`'s document, written to ``out`` a slice of rows at a time, one row per
+    """:func:`read_json`'s document, written to ``out`` a few thousand rows at a time, one row per
     line: a 200,000-job history never becomes one string or a list of 200,000 dicts. The rows
     are encoded as :func:`records` encodes them (pandas' encoder, 15 significant digits), so
     the values are the same."""
     out.write("{")
     for name, frame in _read_tables(result, slots=slots).items():
-        frame = frame.head(limit)
+        frame = _first(frame, limit)
         out.write(f"{json.dumps(name)}: [")
         for first in range(0, len(frame), _JSON_SLICE):
             part = frame.iloc[first : first + _JSON_SLICE].to_json(orient="records", lines=True, double_precision=15)
@@ -142,7 +142,12 @@ def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, lim
     out.write(f'"read": {orjson.dumps(_read_counts(result)).decode()}}}\n')
 
 
-_JSON_SLICE = 10_000  # rows encoded at once: about 5 MB of text for a jobs table
+_JSON_SLICE = 2_000  # rows encoded at once: 1 MB of a jobs table's text, 15 MB of pandas' work space (50 at 10,000)
+
+
+def _first(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    # not frame.head(None): that copies the whole table (50 MB of a 200,000-job history)
+    return frame if limit is None else frame.head(limit)
 
 
 def _read_tables(result: CycleResult, *, slots: bool) -> dict[str, pd.DataFrame]:
