@@ -153,7 +153,10 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
 def _print_read(args: argparse.Namespace, result: CycleResult) -> None:
     """slots, idle, jobs: every row as JSON, streamed, or the first TABLE_ROWS of each table
     (``--limit`` says otherwise in both; 0 is every row)."""
-    limit = args.limit or None if args.limit is not None or args.json else TABLE_ROWS
+    if args.limit is not None:
+        limit = args.limit or None  # 0: every row
+    else:
+        limit = None if args.json else TABLE_ROWS
     if args.json:
         views.write_read_json(sys.stdout, result, slots=args.command == "slots", limit=limit)
     else:

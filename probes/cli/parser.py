@@ -111,7 +111,7 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
             cmd.add_argument("--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)")
         elif name != "bill":
             cmd.add_argument(
-                "--limit", type=int, metavar="N",
+                "--limit", type=_rows, metavar="N",
                 help=f"show at most N rows of each table (default {TABLE_ROWS}, then a line says how many more; "
                 "0: all); --json prints every row unless --limit is given",
             )  # fmt: skip
@@ -168,6 +168,16 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
         from probes.cli.priority import add_priority_arguments
 
         add_priority_arguments(cmd, lambda parser: _options(parser, "--store"))
+
+
+def _rows(text: str) -> int:
+    try:
+        rows = int(text)
+    except ValueError:
+        rows = -1
+    if rows < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of rows, 0 or more, got {text!r}")
+    return rows
 
 
 def _analytics_options(cmd: argparse.ArgumentParser) -> None:

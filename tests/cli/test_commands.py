@@ -230,6 +230,9 @@ def test_a_long_table_shows_its_first_rows_and_says_how_many_more(capsys: pytest
     doc = json.loads(out)
     assert [j["job_id"] for j in doc["jobs"]] == ["vm#12.1#1795269388", "vm#12.0#1795269388", "vm#11.0#1795269336"]
     assert doc["read"]["history"]["ads"] == 42
+    with pytest.raises(SystemExit) as exit_:
+        main(["jobs", "--history", history, "--limit", "-2"])
+    assert exit_.value.code == 2 and "--limit: expected a number of rows, 0 or more, got '-2'" in capsys.readouterr().err
 
 
 def test_jobs_json_is_streamed_with_the_values_it_had(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
