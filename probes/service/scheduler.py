@@ -296,11 +296,14 @@ class ProbeService:
         started = time.monotonic()
         error: str | None = None
         summary: str | None = None
+        interrupted = False
         try:
             summary = job()
         except FairacctError as exc:
             error = _one_line(str(exc))
             if self._stopping.is_set() and isinstance(exc, SourceError):
+                # the stop abandoned the call: neither a run nor a failure of the pool
+                interrupted = True
                 log.info("%s: interrupted by the stop, nothing was committed", name)
             else:
                 if isinstance(exc, SourceError):
@@ -311,7 +314,8 @@ class ProbeService:
             raise
         finally:
             duration = time.monotonic() - started
-            self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+            if not interrupted:
+                self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
             with self._idle:
                 self._running -= 1
                 self._idle.notify_all()
