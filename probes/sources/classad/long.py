@@ -406,7 +406,7 @@ class _Scanner:
             reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
             report.malformed.append(Malformed(path, line, reason, text))
             return None
-        return {j: values[self.attrs[j].name] for j in rows}
+        return dict(zip(rows, values))
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
         """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines
