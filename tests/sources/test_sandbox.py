@@ -143,3 +143,19 @@ def test_a_hostile_expression_from_a_live_pool_costs_its_ad_not_the_read(budget:
         ("schedd submit", 3, budget),
     ]
     assert cpu_s < 2.0
+
+
+@pytest.mark.parametrize(
+    ("text", "guarded"),
+    [
+        ('X = RegExp ("a+", Owner)', True),
+        ('X = stringListRegexpMember("a", "b,c")', True),
+        ("X = splitUserName(Owner)[0]", True),
+        ('X = REPLACEALL("a", "b", "c")', True),
+        ('X = "regexp" + strcat("a")', False),  # the word, but no call of it
+        ("X = myregexp(1)", False),
+        ("X = Cpus * (2 + 1)", False),
+    ],
+)
+def test_which_text_may_call_a_regular_expression(text: str, guarded: bool) -> None:
+    assert sandbox.needs_guard(text) is guarded
