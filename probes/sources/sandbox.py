@@ -50,9 +50,7 @@ BUDGET_S = 0.25
 _REGEX_CALL = re.compile(
     r"\b(?:regexps?|regexpmember|stringlistregexpmember|replace|replaceall|splitusername)\s*\(", re.IGNORECASE
 )
-
-
-_REGEX_WORDS = ("regexp", "replace", "splitusername")  # in every name _REGEX_CALL matches
+_REGEX_WORDS = ("regexp", "replace", "splitusername")  # one is in every name _REGEX_CALL matches
 
 _START_S = 120.0  # a cold start on a loaded machine imports classad2 and the reader
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
