@@ -23,8 +23,8 @@ error of the rate weighted by each sample's node-seconds (``count x walltime``: 
 wide requests that make most of the usage weigh most). The fit alternates two exact steps
 (:func:`fit_slot_weight`): with the coefficients fixed, each sample's term in the max is known;
 with the terms fixed, each coefficient is a one-variable weighted least squares. It starts
-from each candidate given (each class's exact weight) and from each resource alone, and keeps
-the best weight it met: a local search, good on the few machine classes of a site.
+from each candidate given (each class's exact weight) and from each resource's own fit, and
+keeps the best weight it met: a local search, good on the few machine classes of a site.
 
 A samples table (what the fit and the error take) has one row per node request: ``job``
 (the job's row position), ``user``, ``count`` (nodes), ``cpus``, ``memory``, ``disk`` (one
@@ -175,11 +175,12 @@ def slot_samples(penalties: Penalties, metric: str, *, policy: PenaltyPolicy) ->
     return out
 
 
-def billed_samples(nodes: pd.DataFrame, bills: pd.DataFrame) -> pd.DataFrame:
+def billed_samples(nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")) -> pd.DataFrame:
     """The samples of billed allocations (seed 003): one per allocation, ``job`` its row
     position in ``bills``, ``walltime_s`` its ``interval_s`` and ``rate`` the share of its node
-    it was billed, in cores, ``max over r in cpus, memory, disk of billed_r / total_r x
-    total_cpus``: what its bill would cost were the node's cores its price.
+    it was billed, in cores, ``max over r in resources of billed_r / total_r x total_cpus``
+    (``resources``: those the penalty prices, of cpus, memory, disk): what its bill would cost
+    were the node priced as the penalty prices it.
 
     ``nodes`` and ``bills`` are :func:`~probes.accounting.billing.bill`'s output (``nodes``:
     ``name``, ``total_<r>``; ``bills``: ``parent``, ``user``, ``<r>``, ``billed_<r>``,
@@ -192,7 +193,7 @@ def billed_samples(nodes: pd.DataFrame, bills: pd.DataFrame) -> pd.DataFrame:
     total = {r: np.where(known, floats(nodes[f"total_{r}"])[np.maximum(at, 0)], np.nan) for r in SLOT_RESOURCES}
     rate = np.zeros(len(bills))
     billed_any = np.zeros(len(bills), dtype=bool)
-    for r in SLOT_RESOURCES:
+    for r in resources:
         billed = floats(bills[f"billed_{r}"])
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(total[r] > 0, billed / total[r], 0.0)
@@ -248,13 +249,24 @@ def _descend(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDAr
     return best
 
 
-def fit_slot_weight(samples: pd.DataFrame, starts: Sequence[SlotWeight] = ()) -> SlotWeight:
+def fit_slot_weight(
+    samples: pd.DataFrame, starts: Sequence[SlotWeight] = (), *, resources: Sequence[str] = SLOT_RESOURCES
+) -> SlotWeight:
     """The weight that minimizes ``sum of count x walltime x |weight - rate|`` over the
     samples, i.e. the usage it charges to the wrong requests (see the module's docstring),
-    searched from each of ``starts`` and each resource alone; ties go to the earliest start.
-    Raises ``ValueError`` when no sample has both usage and time (nothing to fit)."""
+    searched from each of ``starts``, from every resource's own fit at once and from each
+    resource alone; ties go to the earliest start.
+
+    Only ``resources`` (of :data:`SLOT_RESOURCES`) take part: those the metric prices, so that
+    a resource it ignores (disk, for the default penalty) cannot stand in for one it prices.
+    Raises ``ValueError`` when no sample has both usage and time (nothing to fit).
+    """
     _check_samples(samples)
+    unknown = [r for r in resources if r not in SLOT_RESOURCES]
+    if unknown or not resources:
+        raise ValueError(f"a slot weight can use some of {list(SLOT_RESOURCES)}, got {list(resources)}")
     x = _features(samples, "samples table")
+    x[:, [r not in resources for r in SLOT_RESOURCES]] = 0.0
     y = np.nan_to_num(floats(samples["rate"]))
     w = np.nan_to_num(floats(samples["count"])) * np.nan_to_num(floats(samples["walltime_s"]))
     use = (w > 0) & (y >= 0)
@@ -271,7 +283,11 @@ def fit_slot_weight(samples: pd.DataFrame, starts: Sequence[SlotWeight] = ()) ->
             c[r] = _weighted_median(y[x[:, r] > 0] / x[x[:, r] > 0, r], (w * x[:, r])[x[:, r] > 0])
             alone.append(c)
     best: tuple[float, npt.NDArray[np.float64]] | None = None
-    for start in [s.coefficients() for s in starts] + alone:
+    used = np.array([r in resources for r in SLOT_RESOURCES])
+    # a coefficient at 0 is never active, so never refitted: also start from every resource's
+    # own fit at once, from which each keeps the samples where it is the largest term
+    together = [np.sum(alone, axis=0)] if len(alone) > 1 else []
+    for start in [np.where(used, s.coefficients(), 0.0) for s in starts] + together + alone:
         _, c = _descend(x, y, w, start)
         rounded = SlotWeight.of(c).coefficients()  # the rounded weight is the one printed
         loss = _loss(x, y, w, rounded)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from collector.errors import ConfigError, SourceError
 from probes.accounting.slot_weight import (
+    SLOT_RESOURCES,
     SlotWeight,
     SlotWeightError,
     billed_samples,
@@ -63,29 +64,36 @@ def slot_weight_report(
     if metric not in SLOT_METRICS:
         raise ConfigError(f"--metric must be one of {', '.join(SLOT_METRICS)}, got {metric!r}")
     policy = config.penalty_policy()
+    priced = tuple(r for r in policy.resources if r in SLOT_RESOURCES)
     if metric == "billed":
         if swf is not None or machines_file is not None:
             raise ConfigError("--metric billed fits the bills of slot snapshots: give --status-file, not --swf or --machines")
         if not config.sources.status_files:
             raise ConfigError("--metric billed needs slot snapshots: give --status-file (or set sources.status_files)")
-        report = account(read_sources(config, strict=strict, only=("status_files",)), config)
-        if report is None:
+        snapshot = account(read_sources(config, strict=strict, only=("status_files",)), config)
+        if snapshot is None:
             raise SourceError("no slot snapshot could be read from the status files: no bills to fit")
-        samples = billed_samples(report.nodes, report.bills)
+        samples = billed_samples(snapshot.nodes, snapshot.bills, resources=priced)
         if not len(samples):
             raise SourceError("the snapshots hold no billed allocation (no running job): no bills to fit")
-        weight = fit_slot_weight(samples, [SlotWeight(cpus=1.0)])
-        notes = [f"{len(samples)} billed allocations of {report.nodes.shape[0]} nodes, each weighted by the time its snapshot stands for"]
+        # the penalty's weight of each node shape: the bills' share of a node is priced that way
+        nodes = snapshot.nodes
+        shapes = pd.DataFrame({r: nodes[f"total_{r}"].to_numpy() for r in SLOT_RESOURCES}).assign(node_cost=1.0)
+        weight = fit_slot_weight(samples, class_weights(shapes.drop_duplicates(), policy), resources=priced)
+        notes = [f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, each weighted by the time its snapshot stands for"]
         return SlotWeightReport(metric, weight, slot_weight_error(samples, weight), samples, [], notes)
 
     inputs = read_usage_inputs(config, swf=swf, machines_file=machines_file, ram_unit=ram_unit, strict=strict)
-    priced = penalty_report(inputs, config)
-    samples = slot_samples(priced.penalties, metric, policy=policy)
-    starts = class_weights(priced.machines, policy) if metric == "penalty" else [standard_job_weight(policy)]
-    weight = fit_slot_weight(samples, starts)
-    notes = list(priced.notes)
+    report = penalty_report(inputs, config)
+    samples = slot_samples(report.penalties, metric, policy=policy)
+    if metric == "penalty":
+        starts, resources = class_weights(report.machines, policy), priced
+    else:
+        starts, resources = [standard_job_weight(policy)], tuple(r for r in policy.standard_job if r in SLOT_RESOURCES)
+    weight = fit_slot_weight(samples, starts, resources=resources)
+    notes = list(report.notes)
     if metric == "penalty" and "gpus" in policy.resources:
         notes.append("the penalty prices GPUs, which SLOT_WEIGHT cannot see: GPU jobs carry that part of the error")
     return SlotWeightReport(
-        metric, weight, slot_weight_error(samples, weight), samples, [str(n) for n in priced.machines["name"]], notes
+        metric, weight, slot_weight_error(samples, weight), samples, [str(n) for n in report.machines["name"]], notes
     )
