@@ -141,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
     add_output_commands(sub, _options("--store"))
     add_priority_commands(sub, _options("--store"))
+    from probes.cli.slot_weight import add_slot_weight_command
+
+    add_slot_weight_command(sub, _options("--history", "--status-file"))
     return parser
 
 
@@ -188,6 +191,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return _store_command(args, config)
     if args.command == "priority":
         return run_priority_command(args, config)
+    if args.command == "slot-weight":
+        from probes.cli.slot_weight import run_slot_weight_command
+
+        return run_slot_weight_command(args, config)
     if args.command == "probe" and args.action == "run":
         return _serve(config, args.duration)
     if args.command == "collector":

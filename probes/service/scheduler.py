@@ -88,7 +88,7 @@ from probes.pipeline.cycle import (
 )
 
 from probes.pipeline.priority import sync as priority_sync
-from probes.pipeline.records import fairshare_docs
+from probes.pipeline.records import fairshare_docs, with_penalty_usage
 from probes.sources.bindings import Bindings
 from probes.sources.negotiator import NegotiatorLike
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
@@ -374,8 +374,10 @@ class ProbeService:
                 result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
-        records = cycle_records(result, self.config, probe=self.probe)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
+        if usage is not None:  # the job records carry what was priced
+            result.jobs = with_penalty_usage(jobs, priced)
+        records = cycle_records(result, self.config, probe=self.probe)
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
             return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)
