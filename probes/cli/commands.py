@@ -82,6 +82,10 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         from probes.cli.priority import run_priority_command
 
         return run_priority_command(args, config)
+    if args.command == "slot-weight":
+        from probes.cli.slot_weight import run_slot_weight_command
+
+        return run_slot_weight_command(args, config)
     if args.command == "probe" and args.action == "run":
         return _serve(config, args.duration)
     if args.command == "collector":

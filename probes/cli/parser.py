@@ -37,6 +37,7 @@ COMMANDS = {
     "report": "a static HTML report (plots and tables) of a range of days",
     "dashboards": "Kibana / OpenSearch Dashboards saved objects",
     "priority": "HTCondor priority sync: the fairshare state into the negotiator ([priority])",
+    "slot-weight": "the SLOT_WEIGHT (Cpus, Memory, Disk) that approximates the penalty, standard job or bills, with its error",
 }
 """Every command, and what ``fairacct --help`` says of it."""
 
@@ -168,6 +169,10 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
         from probes.cli.priority import add_priority_arguments
 
         add_priority_arguments(cmd, lambda parser: _options(parser, "--store"))
+    elif name == "slot-weight":
+        from probes.cli.slot_weight import add_slot_weight_arguments
+
+        add_slot_weight_arguments(cmd, lambda parser: _options(parser, "--history", "--status-file"))
 
 
 def _rows(text: str) -> int:

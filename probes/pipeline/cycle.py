@@ -27,7 +27,7 @@ from collector.records import iso_utc
 from collector.sinks import Sink
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport, overhead_report
-from probes.pipeline.records import Records, job_docs, snapshot_docs
+from probes.pipeline.records import Records, job_docs, snapshot_docs, with_penalty_usage
 from probes.accounting.ledger import ledger_count
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
 from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
@@ -261,12 +261,13 @@ def run_once(
         checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in src.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
     marks = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), config) | result.checkpoints
-    records = cycle_records(result, config, probe=probe)
     if result.jobs is not None and len(result.jobs):
         snapshot = result.snapshot
         machines = slot_machines(snapshot.slots, snapshot.ads, config) if priced and snapshot is not None else None
         jobs, usage = fairshare_usage(result.jobs, machines, config)
         marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
+        result.jobs = with_penalty_usage(result.jobs, jobs)  # the job records carry what was priced
+    records = cycle_records(result, config, probe=probe)
     faults.point("before-commit")
     outbox.commit(records, marks)
     result.enqueued = {kind: len(docs) for kind, docs in records.items()}
