@@ -1,6 +1,7 @@
 """POST /gratia-servlets/rmi against the collector as a process, posted as gratia-probe posts
 (form-encoded, ``from``, ``bundlesize``): a ping, envelopes made durable and stored once,
-senders not allowed, hostile or malformed XML, oversized bodies, a full outbox."""
+senders not allowed, hostile or malformed XML, oversized bodies, a full outbox; other requests
+answered while an envelope is converted."""
 
 from __future__ import annotations
 
