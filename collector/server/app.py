@@ -142,6 +142,7 @@ def create_app(
         try:
             yield
         finally:
+            await asyncio.to_thread(ingest.cpu.shutdown)  # uvicorn answered what was under way: nothing waits
             await asyncio.to_thread(committer.stop)
             await asyncio.to_thread(flusher.stop)
             _log.info("collector stopped")
