@@ -79,7 +79,7 @@ RECORDS_PATH, GRATIA_PATH = "/v1/records", "/gratia-servlets/rmi"
 
 def demo_docs() -> list[dict[str, Any]]:
     config = load_config(ROOT / "config/demo.toml")
-    snapshot, _ = read_status(config.sources.status_files, config)
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     return table_docs("slot", overhead_report(snapshot, config).slots, probe="x")
 
 
