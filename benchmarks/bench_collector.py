@@ -25,8 +25,8 @@ reply. By default the flusher therefore waits out the run (``--flush-every 600``
 would while the store is down; ``--flush-every 1`` runs it as in production, on the same
 core. It costs about as much per record as ingest does, so one core cannot sustain both at
 50,000/s: the flusher runs at a lower priority (nice +10) and hands its deletes to the outbox's
-writer thread, so the replies keep their pace and latency and the flusher takes what is left
-of the core, the outbox holding the rest (the run prints how many records reached the store).
+writer thread, so that the replies keep their pace: the flusher takes what is left of the
+core, the outbox holds the rest (the run prints how many records reached the store).
 
 Targets (issue 14): >= 50,000 records/s with p99 < 100 ms.
 
