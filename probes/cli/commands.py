@@ -151,6 +151,7 @@ def _analytics_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
     cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
     cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
+    cmd.add_argument("--period", choices=("day", "month"), help="without --status-file: per day or month of the records (UTC)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,7 +301,9 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
         sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
         try:
             since, until = _time_arg(args.since, "--since"), _time_arg(args.until, "--until")
-            frame = analytics.stored_efficiency(sink, config, by=args.by, since=since, until=until)
+            from probes.pipeline.stored_efficiency import store_efficiency
+
+            frame = store_efficiency(sink, config, by=args.by, period=args.period, since=since, until=until)
         finally:
             sink.close()
         return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
