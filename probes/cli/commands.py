@@ -105,8 +105,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "efficiency":
             _analytics_options(usage_cmd)
     fairness = sub.add_parser("fairness", parents=[_options("--status-file", "--idle-file", "--store")], help="demand vs allocation, Jain's index and starvation per user (seed 002)")
-    fairness.add_argument("--bucket", type=float, default=3600.0, metavar="SECONDS", help="time bucket (default 3600)")
-    fairness.add_argument("--fraction", type=float, default=0.0, help="starved below this fraction of an equal share (default 0: got nothing)")
+    fairness.add_argument("--bucket", type=float, metavar="SECONDS", help="time bucket (default: fairness.bucket_s)")
+    fairness.add_argument("--fraction", type=float, help="starved at or below this fraction of an equal share (default: fairness.fraction)")
     fairness.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
     lab = sub.add_parser("lab", parents=[common], help="seed 002's fair-share lab: Table 2.1, cases 1-5 under formula 2.1 and Maui fairshare")
     lab.add_argument("--case", choices=list(CASES), help="one case (default: all)")
@@ -316,7 +316,9 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
     if args.command == "efficiency":
         frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
         return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
-    fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=args.bucket, fraction=args.fraction)
+    bucket_s = config.fairness.bucket_s if args.bucket is None else args.bucket
+    fraction = config.fairness.fraction if args.fraction is None else args.fraction
+    fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=bucket_s, fraction=fraction)
     if args.store_records:
         docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=f"fairacct@{socket.gethostname()}")
         with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:

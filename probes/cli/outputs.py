@@ -41,6 +41,7 @@ def add_output_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     report = sub.add_parser("report", parents=[common], help="a static HTML report (plots and tables) of a range of days")
     period(report)
     report.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
+    report.add_argument("--efficiency-by", default="site", metavar="ATTR", help="resource set of the efficiency plot: a slot record field (default site)")
     dashboards = sub.add_parser("dashboards", help="Kibana / OpenSearch Dashboards saved objects")
     install = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
         "install", parents=[common], help="import the dashboards through the saved-objects API"
@@ -85,5 +86,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             table = usage_table(sink, period, by, raw=args.raw)
             path = write_export(table, args.out, args.fmt, period)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
-        path = write_report(report_tables(sink, period), args.out)
+        from probes.accounting.lab import run_lab  # the analytics' sections, only for the report
+        from probes.cli.report_figures import report_figures
+
+        figures = report_figures(sink, config, period, run_lab(None, fraction=0.1), by=args.efficiency_by)
+        path = write_report(report_tables(sink, period), args.out, figures)
         return {"report": str(path)}, f"wrote the report {path}"
