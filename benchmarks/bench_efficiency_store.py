@@ -114,7 +114,7 @@ def main() -> int:
                         sink.send(kind, batch[k : k + 5_000])
                 print(f"osmem-server: {n_osmem:,} slot and {len(small['job']):,} job records")
                 before = sink.requests
-                _, _, wall = timed("summed in the server (composite aggregations)", lambda: store_efficiency(sink, CONFIG, by="cpu_model"))
+                timed("summed in the server (composite aggregations)", lambda: store_efficiency(sink, CONFIG, by="cpu_model"))
                 print(f"  {sink.requests - before} requests")
         finally:
             server.close()

@@ -3,7 +3,8 @@
 A bucket (``[fairness] bucket_s`` seconds, starting at multiples of it) holds many snapshots,
 and the probe sees them one at a time. The bucket's running sums, per user, of the cores
 allocated and the idle cores requested, and its number of snapshots, are a checkpoint
-(:data:`FAIRNESS_KEY`) committed with the snapshot's records; every snapshot then writes the
+(:data:`~probes.sources.checkpoints.FAIRNESS_KEY`: ``{"bucket_s", "bucket_start",
+"snapshots", "allocation": {user: cores}, "demand": {user: cores}}``) committed with the snapshot's records; every snapshot then writes the
 bucket's fairness records from the sums so far. Their ids are the bucket's and the user's
 (:func:`collector.records.record_id`), so the last snapshot of a bucket overwrites what the
 earlier ones wrote, and the records of a finished bucket are those of
@@ -26,12 +27,10 @@ from probes.accounting.fairness import equal_shares, fairness_by_bucket
 from probes.config import ProbeConfig
 from probes.pipeline.analytics import demand_table
 from probes.pipeline.records import Records, fairness_docs
+from probes.sources.checkpoints import FAIRNESS_KEY
 
-__all__ = ["FAIRNESS_KEY", "add_snapshot", "bucket_records", "snapshot_fairness"]
+__all__ = ["add_snapshot", "bucket_records", "snapshot_fairness"]
 
-FAIRNESS_KEY = "fairness:bucket"
-"""The checkpoint: ``{"bucket_s", "bucket_start", "snapshots", "allocation": {user: cores},
-"demand": {user: cores}}``, the sums of the current bucket's snapshots."""
 
 
 def add_snapshot(
