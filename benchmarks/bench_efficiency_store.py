@@ -94,11 +94,19 @@ def main() -> int:
             for k in range(0, len(batch), 50_000):
                 store.send(kind, batch[k : k + 50_000])
         print(f"embedded store: {n_slots:,} slot and {len(records['job']):,} job records, efficiency by cpu_model")
-        pushed, cpu_store, _ = timed("summed in the store (SQL GROUP BY)", lambda: store_efficiency(store, CONFIG, by="cpu_model"))
+        pushed, cpu_store, _ = timed(
+            "summed in the store (SQL GROUP BY)", lambda: store_efficiency(store, CONFIG, by="cpu_model")
+        )
         paged, cpu_memory, _ = timed("paged into memory and summed by pandas", lambda: in_memory(store))
-        same = np.allclose(pushed.select_dtypes("number").to_numpy(float), paged.select_dtypes("number").to_numpy(float), equal_nan=True)
+        same = np.allclose(
+            pushed.select_dtypes("number").to_numpy(float),
+            paged.select_dtypes("number").to_numpy(float),
+            equal_nan=True,
+        )
         checks.append((same, "the store's sums give the in-memory numbers"))
-        checks.append((cpu_store < cpu_memory, f"the store path costs less CPU: {cpu_store:.2f} s against {cpu_memory:.2f} s"))
+        checks.append(
+            (cpu_store < cpu_memory, f"the store path costs less CPU: {cpu_store:.2f} s against {cpu_memory:.2f} s")
+        )
     if n_osmem:
         from osmem_server import OsmemServer
 
@@ -114,7 +122,10 @@ def main() -> int:
                         sink.send(kind, batch[k : k + 5_000])
                 print(f"osmem-server: {n_osmem:,} slot and {len(small['job']):,} job records")
                 before = sink.requests
-                timed("summed in the server (composite aggregations)", lambda: store_efficiency(sink, CONFIG, by="cpu_model"))
+                timed(
+                    "summed in the server (composite aggregations)",
+                    lambda: store_efficiency(sink, CONFIG, by="cpu_model"),
+                )
                 print(f"  {sink.requests - before} requests")
         finally:
             server.close()

@@ -28,7 +28,19 @@ def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     :func:`~probes.pipeline.stored_efficiency.store_efficiency`)."""
     names = frame["set"].astype(str).tolist()
     series = {k: frame[k].astype(float).tolist() for k in ("scheduling", "job", "system")}
-    table = frame[["set", "available_core_s", "dedicated_core_s", "scheduling", "scheduling_cu", "jobs", "job", "system", "system_cu"]]
+    table = frame[
+        [
+            "set",
+            "available_core_s",
+            "dedicated_core_s",
+            "scheduling",
+            "scheduling_cu",
+            "jobs",
+            "job",
+            "system",
+            "system_cu",
+        ]
+    ]
     return Figure(
         f"Efficiency by {by}",
         f"Per {by} (seed 001): scheduling efficiency (core-seconds dedicated to jobs over those available, from the slot snapshots), "
@@ -49,26 +61,50 @@ def lab_figures(runs: Sequence[LabRun]) -> list[Figure]:
         wide = wide[(wide.index - 1) % _EVERY == 0]
         series = {str(u): wide[u].astype(float).tolist() for u in wide.columns}
         table = pd.concat(
-            [r.users.assign(policy=r.policy, jain_served=r.jain_served, jain_allocation=r.jain_allocation) for r in mine], ignore_index=True
-        )[["policy", "user", "strategy", "completion", "starved_slots", "longest_starvation", "jain_served", "jain_allocation"]]
+            [
+                r.users.assign(policy=r.policy, jain_served=r.jain_served, jain_allocation=r.jain_allocation)
+                for r in mine
+            ],
+            ignore_index=True,
+        )[
+            [
+                "policy",
+                "user",
+                "strategy",
+                "completion",
+                "starved_slots",
+                "longest_starvation",
+                "jain_served",
+                "jain_allocation",
+            ]
+        ]
         figures.append(
             Figure(
                 f"Lab case {case}: {first.title}",
                 f"Nodes per user at every {_EVERY}th time slot under {first.policy}; the table gives each user's completion slot and "
                 f"starvation (at most {first.fraction:g} of an equal share) and the case's Jain indices under every policy.",
-                line_chart([str(t) for t in wide.index], series, title=f"case {case}: nodes per user ({first.policy})", unit="nodes"),
+                line_chart(
+                    [str(t) for t in wide.index],
+                    series,
+                    title=f"case {case}: nodes per user ({first.policy})",
+                    unit="nodes",
+                ),
                 table,
             )
         )
     return figures
 
 
-def report_figures(sink: Sink, config: ProbeConfig, period: Period, runs: Sequence[LabRun], *, by: str = "site") -> list[Figure]:
+def report_figures(
+    sink: Sink, config: ProbeConfig, period: Period, runs: Sequence[LabRun], *, by: str = "site"
+) -> list[Figure]:
     """The analytics' sections of the report of ``period``: efficiency by ``by`` (left out
     when the store holds no slot records in the period) and the lab's ``runs``."""
     figures = []
     try:
-        figures.append(efficiency_figure(store_efficiency(sink, config, by=by, since=period.since, until=period.until), by))
+        figures.append(
+            efficiency_figure(store_efficiency(sink, config, by=by, since=period.since, until=period.until), by)
+        )
     except SourceError:  # no slot records: nothing to say of efficiency
         pass
     return figures + lab_figures(runs)

@@ -32,9 +32,13 @@ from probes.sources.checkpoints import FAIRNESS_KEY
 __all__ = ["add_snapshot", "bucket_records", "snapshot_fairness"]
 
 
-
 def add_snapshot(
-    state: Mapping[str, Any] | None, allocations: pd.DataFrame, idle: pd.DataFrame, *, observed_at: float, bucket_s: float
+    state: Mapping[str, Any] | None,
+    allocations: pd.DataFrame,
+    idle: pd.DataFrame,
+    *,
+    observed_at: float,
+    bucket_s: float,
 ) -> dict[str, Any]:
     """The bucket's sums with one more snapshot: ``allocations`` (``user``, ``cpus`` per running
     job) and ``idle`` (autoclusters, as :func:`~probes.pipeline.analytics.demand_table` reads
@@ -51,7 +55,13 @@ def add_snapshot(
         for name, value in cores.groupby(names.to_numpy(), sort=True).sum().items():
             into[str(name)] = into.get(str(name), 0.0) + float(value)
     snapshots = (int(state["snapshots"]) if same and state else 0) + 1
-    return {"bucket_s": bucket_s, "bucket_start": start, "snapshots": snapshots, "allocation": allocation, "demand": demand}
+    return {
+        "bucket_s": bucket_s,
+        "bucket_start": start,
+        "snapshots": snapshots,
+        "allocation": allocation,
+        "demand": demand,
+    }
 
 
 def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str) -> Records:
@@ -72,7 +82,13 @@ def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str)
 
 
 def snapshot_fairness(
-    allocations: pd.DataFrame, idle: pd.DataFrame, state: Mapping[str, Any] | None, config: ProbeConfig, *, observed_at: float, probe: str
+    allocations: pd.DataFrame,
+    idle: pd.DataFrame,
+    state: Mapping[str, Any] | None,
+    config: ProbeConfig,
+    *,
+    observed_at: float,
+    probe: str,
 ) -> tuple[Records, dict[str, Any]]:
     """A snapshot's ``fairness`` records (its bucket's so far) and the checkpoint to commit with them."""
     new = add_snapshot(state, allocations, idle, observed_at=observed_at, bucket_s=config.fairness.bucket_s)

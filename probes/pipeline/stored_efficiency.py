@@ -56,7 +56,9 @@ _JOB_SUMS = ("jobs", "job_core_s", "used_core_s")
 
 def slot_aggregation(by: str | None, period: Period, since: str | None, until: str | None) -> Aggregation:
     """The store's sums of the slot records per period, set ``by`` and shape."""
-    return Aggregation("slot", tuple(dict.fromkeys([*([by] if by else []), *SHAPE])), _SLOT_TOTALS, period, since, until)
+    return Aggregation(
+        "slot", tuple(dict.fromkeys([*([by] if by else []), *SHAPE])), _SLOT_TOTALS, period, since, until
+    )
 
 
 def job_aggregation(key: str | None, period: Period, since: str | None, until: str | None) -> Aggregation:
@@ -78,7 +80,9 @@ def _slot_sums(groups: pd.DataFrame, by: str | None, config: ProbeConfig, period
     seconds = groups["seconds"].to_numpy(dtype=np.float64)
     total = np.nan_to_num(groups["total_cpus"].to_numpy(dtype=np.float64))
     shapes = groups[list(SHAPE)].assign(**{f"unallocated_{r}": 0.0 for r in RESOURCES}, interval_s=0.0)
-    capacity = capacity_cu(shapes.astype({f"total_{r}": np.float64 for r in RESOURCES}), canonical_units(config.partitions))
+    capacity = capacity_cu(
+        shapes.astype({f"total_{r}": np.float64 for r in RESOURCES}), canonical_units(config.partitions)
+    )
     capacity = capacity.to_numpy(dtype=np.float64)
     known = ~np.isnan(capacity)
     available_cu = np.where(known, np.nan_to_num(capacity) * seconds, 0.0)
@@ -103,9 +107,7 @@ def _machine_sets(sink: Sink, by: str, since: str | None, until: str | None) -> 
     return dict(zip(rows["machine"], rows[by]))
 
 
-def _job_sums(
-    sink: Sink, by: str | None, period: Period, since: str | None, until: str | None
-) -> pd.DataFrame:
+def _job_sums(sink: Sink, by: str | None, period: Period, since: str | None, until: str | None) -> pd.DataFrame:
     query = job_aggregation(by, period, since, until)
     groups = _frame(sink.aggregate(query), query)
     if by is not None and len(groups) and groups[by].isna().all():  # job records lack the attribute
@@ -146,7 +148,9 @@ def store_efficiency(
     if not len(slots):
         raise SourceError(f"no slot records in the store between {since or 'the first'} and {until or 'the last'}")
     if by is not None and slots[by].isna().all():
-        raise ConfigError(f"--by {by!r}: no slot record in the store has that attribute (is it a field of the slot records?)")
+        raise ConfigError(
+            f"--by {by!r}: no slot record in the store has that attribute (is it a field of the slot records?)"
+        )
     slot_sums = _slot_sums(slots, by, config, period)
     job_sums = _job_sums(sink, by, period, since, until)
     frames = []

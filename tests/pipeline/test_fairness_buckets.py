@@ -24,15 +24,30 @@ CONFIG = ProbeConfig.model_validate({"pool": {"name": "p"}, "fairness": {"bucket
 def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
     # a holds 4 cores then 2 (mean 3); b waits for 2 idle cores of 3 then holds 4 (mean 2 and 1)
     snaps = [
-        (pd.DataFrame({"user": ["a", "a"], "cpus": [2.0, 2.0]}), pd.DataFrame({"request_cpus": [2.0], "count": [1], "users": ["b"]})),
-        (pd.DataFrame({"user": ["a", "b"], "cpus": [2.0, 4.0]}), pd.DataFrame({"request_cpus": [], "count": [], "users": []})),
+        (
+            pd.DataFrame({"user": ["a", "a"], "cpus": [2.0, 2.0]}),
+            pd.DataFrame({"request_cpus": [2.0], "count": [1], "users": ["b"]}),
+        ),
+        (
+            pd.DataFrame({"user": ["a", "b"], "cpus": [2.0, 4.0]}),
+            pd.DataFrame({"request_cpus": [], "count": [], "users": []}),
+        ),
     ]
     state = None
     for at, (alloc, idle) in zip((7200.0, 7500.0), snaps):
         state = add_snapshot(state, alloc, idle, observed_at=at, bucket_s=3600.0)
-    assert state == {"bucket_s": 3600.0, "bucket_start": 7200.0, "snapshots": 2, "allocation": {"a": 6.0, "b": 4.0}, "demand": {"b": 2.0}}
+    assert state == {
+        "bucket_s": 3600.0,
+        "bucket_start": 7200.0,
+        "snapshots": 2,
+        "allocation": {"a": 6.0, "b": 4.0},
+        "demand": {"b": 2.0},
+    }
     docs = bucket_records(state, CONFIG, probe="test")["fairness"]
-    assert [(d["name"], d["allocation_cpus"], d["demand_cpus"], d["starved"]) for d in docs] == [("a", 3.0, 0.0, False), ("b", 2.0, 1.0, False)]
+    assert [(d["name"], d["allocation_cpus"], d["demand_cpus"], d["starved"]) for d in docs] == [
+        ("a", 3.0, 0.0, False),
+        ("b", 2.0, 1.0, False),
+    ]
     assert [d["served"] for d in docs] == pytest.approx([1.0, 2 / 3], rel=1e-14)
     # the same as the command's bucket_shares over both snapshots at once
     allocations = pd.concat([a.assign(observed_at=t) for t, (a, _) in zip((7200.0, 7500.0), snaps)])
@@ -45,7 +60,12 @@ def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
 
 def shifted(source: Path, target: Path, seconds: int) -> Path:
     """The demo's status dump, observed ``seconds`` later."""
-    text = re.sub(r"^(MyCurrentTime|LastHeardFrom) = (\d+)$", lambda m: f"{m[1]} = {int(m[2]) + seconds}", source.read_text(), flags=re.MULTILINE)
+    text = re.sub(
+        r"^(MyCurrentTime|LastHeardFrom) = (\d+)$",
+        lambda m: f"{m[1]} = {int(m[2]) + seconds}",
+        source.read_text(),
+        flags=re.MULTILINE,
+    )
     target.write_text(text)
     return target
 
