@@ -51,8 +51,10 @@ def test_summarize_export_and_report_the_demo_pool(
     code, out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "report"))
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
-    # the demo pool's jobs are not priced and it has closed no fairshare window yet
-    assert page.count("<svg") == 3 and page.count("No records in this period") == 2
+    # the demo pool's jobs are not priced and it has closed no fairshare window yet; its snapshot
+    # has fairness records and efficiency by site, and the lab's six cases are drawn
+    assert page.count("<svg") == 3 + 2 + 1 + 6 and page.count("No records in this period") == 2
+    assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
 
 
 @pytest.mark.parametrize(
