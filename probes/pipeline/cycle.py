@@ -25,13 +25,21 @@ from collector.errors import ConfigError, SinkError, SourceError
 from collector.outbox import FlushResult, Outbox
 from collector.records import iso_utc
 from collector.sinks import Sink
+from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs, with_penalty_usage
-from probes.accounting.ledger import ledger_count
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
-from probes.sources.checkpoints import COUNTED_KEY, FAIRNESS_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
+from probes.sources.checkpoints import (
+    COUNTED_KEY,
+    FAIRNESS_KEY,
+    LEDGER_KEY,
+    SNAPSHOT_KEY,
+    history_key,
+    new_jobs,
+    snapshot_interval,
+)
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
