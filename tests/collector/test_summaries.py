@@ -16,7 +16,7 @@ from collector.sinks.base import Aggregation, Total
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 from collector.summaries import SOURCES, summarize
-from collector.summaries.spec import COLUMNS
+from collector.summaries.spec import COLUMNS, EXPORTED, GRATIA_DIMENSIONS
 
 from .generated import generated_docs, generated_frames
 
@@ -68,7 +68,7 @@ def stored_summaries(sink: Sink, kind: str) -> pd.DataFrame:
     return frame.assign(period=frame["day_iso"].str[:10])
 
 
-@pytest.mark.parametrize("kind", list(SOURCES))
+@pytest.mark.parametrize("kind", EXPORTED)  # gratia: tests/collector/gratia/test_summaries.py
 def test_summaries_equal_the_sums_of_the_raw_records(store: Sink, kind: str) -> None:
     done = summarize(store, FIRST, LAST, probe="test", kinds=[kind])
     want = expected_daily(kind)
@@ -97,6 +97,34 @@ def test_resummarizing_overwrites_and_counts_late_records(fresh_store: Sink) -> 
     assert store.count("summary") == before  # the late job joined an existing day and group
 
 
+def test_resummarizing_deletes_the_groups_that_vanished(fresh_store: Sink) -> None:
+    """A job corrected to another user after its day was summarized: the summary of the group
+    it left (it was that group's only job) goes, in both stores; other kinds' stay."""
+    store = fresh_store
+    summarize(store, FIRST, LAST, probe="test", kinds=["job"])
+    before = {d["id"]: d for d in store.query("summary", limit=10_000)}
+    ghost = dict(generated_docs()["job"][0])
+    ghost.update(id="ghost", job_id="ghost", user="ghost", walltime_s=3600.0)
+    store.send("job", [ghost])
+    done = summarize(store, FIRST, LAST, probe="test", kinds=["job"])
+    assert done.deleted["job"] == 0
+    with_ghost = {d["id"]: d for d in store.query("summary", limit=10_000)}
+    [new] = [d for i, d in with_ghost.items() if i not in before]
+    assert (new["user"], new["n_jobs"], new["walltime_hours"]) == ("ghost", 1, 1.0)
+    corrected = dict(ghost, user=generated_docs()["job"][0]["user"])  # the same job (id), now its real user's
+    store.send("job", [corrected])
+    done = summarize(store, FIRST, LAST, probe="test", kinds=["job"])
+    after = {d["id"]: d for d in store.query("summary", limit=10_000)}
+    assert done.deleted == {"job": 1} and set(after) == set(before)  # the ghost's group is gone
+    assert sum(d["n_jobs"] for d in after.values()) == sum(d["n_jobs"] for d in before.values()) + 1
+    # the other kinds' summaries of those days were left alone
+    summarize(store, FIRST, LAST, probe="test", kinds=["slot"])
+    n_slot = sum(1 for d in store.query("summary", limit=10_000) if d["record_kind"] == "slot")
+    assert n_slot > 0
+    summarize(store, FIRST, LAST, probe="test", kinds=["job"])
+    assert sum(1 for d in store.query("summary", limit=10_000) if d["record_kind"] == "slot") == n_slot
+
+
 def test_aggregate_by_month_and_filtered_products(store: Sink) -> None:
     query = Aggregation(
         "slot", ("partition",), (Total("n"), Total("cu", ("overhead_cu_hours",), where="fits_idle"), Total("cap", ("total_cpus", "interval_s"), 1 / 3600)),
@@ -120,7 +148,8 @@ def test_aggregate_of_an_empty_range_is_empty(store: Sink) -> None:
 def test_every_summed_column_is_explained() -> None:
     names = {t.name for s in SOURCES.values() for t in s.totals} | set(SUMMARY_DIMENSIONS)
     assert names <= set(COLUMNS)
-    assert all(set(s.dimensions) <= set(SUMMARY_DIMENSIONS) for s in SOURCES.values())
+    assert all(set(SOURCES[k].dimensions) <= set(SUMMARY_DIMENSIONS) for k in EXPORTED)
+    assert SOURCES["gratia"].dimensions == GRATIA_DIMENSIONS and set(GRATIA_DIMENSIONS) <= set(COLUMNS)
 
 
 def test_last_days_include_today() -> None:
