@@ -45,6 +45,7 @@ __all__ = [
     "fs_files",
     "penalty_report",
     "price_jobs",
+    "priced_usage",
     "read_usage_inputs",
     "slot_machines",
     "write_fs_files",
@@ -177,6 +178,23 @@ def price_jobs(
     if config.machines.speed_expression.strip():
         jobs = jobs.assign(speed=np.nan)
     return job_penalties(jobs, machines, config.penalty_policy(), requests=requests)
+
+
+def priced_usage(jobs: pd.DataFrame, machines: pd.DataFrame | None, config: ProbeConfig) -> pd.DataFrame:
+    """The jobs with ``penalty_usage`` and ``cpu_only_usage``: their usage under the penalty
+    and under the cores-only metric it replaces (seed 000, formulas 9 and 1), both
+    ``walltime x speed x metric`` in PE-seconds, priced against ``machines`` under ``[penalty]``.
+    Without machine classes (no snapshot yet) the jobs are returned as they are: their records
+    then carry neither, and summaries count 0 for them."""
+    if machines is None or not len(machines) or not len(jobs):
+        return jobs
+    priced = price_jobs(jobs, machines, config).jobs
+    # as the penalty's usage counts it: a job without a walltime used nothing
+    time = np.nan_to_num(pd.to_numeric(priced["walltime_s"], errors="coerce").to_numpy(dtype=np.float64)) * priced["speed_used"].to_numpy(dtype=np.float64)
+    return jobs.assign(
+        penalty_usage=priced["usage"].to_numpy(dtype=np.float64),
+        cpu_only_usage=time * priced["cpu_only"].to_numpy(dtype=np.float64),
+    )
 
 
 PRICED_METRICS = ("mrpe", "dedicated_pes")

@@ -162,7 +162,7 @@ class ProbeService:
             ("summaries", config.summaries.recent_days, config.summaries.every_s),
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
         ):
-            if days:
+            if days and not config.store.url.startswith("collector+"):  # a collector summarizes its own store
                 self.jobs[name] = (functools.partial(self.summarize, days), every)
 
     def __repr__(self) -> str:
@@ -345,7 +345,7 @@ class ProbeService:
                 "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
                 interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
             )  # fmt: skip
-        if self.config.fairshare.metric in PRICED_METRICS:
+        if self.config.fairshare.metric in PRICED_METRICS or "history" in self.jobs:  # jobs are priced against them
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
         idle = result.idle
@@ -370,7 +370,7 @@ class ProbeService:
                 result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
-        records = cycle_records(result, self.config, probe=self.probe)
+        records = cycle_records(result, self.config, probe=self.probe, machines=self._machines)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
 
         def ledger(outbox: Outbox) -> dict[str, Any]:

@@ -118,3 +118,13 @@ def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_obs
     assert time_snapshot(again, {"at": observed}, config) == {}
     assert again.replayed is not None and "is not after the last one accounted" in again.replayed
     assert cycle_records(again, config, probe="test") == {}
+
+
+def test_job_records_carry_their_penalty_and_cpu_only_usage(clean_run: dict[str, dict[str, str]]) -> None:
+    """Priced against the classes of the cycle's snapshot (demo: no speed configured, so 1.0):
+    CPU-only usage is cores x walltime, and the penalty at least that much of a class's cores."""
+    jobs = [json.loads(doc) for doc in clean_run["job"].values()]
+    assert jobs and all({"penalty_usage", "cpu_only_usage"} <= set(j) for j in jobs)
+    for j in jobs:
+        assert j["cpu_only_usage"] == pytest.approx(j["cpus"] * (j["walltime_s"] or 0.0))
+    assert sum(j["penalty_usage"] for j in jobs) >= sum(j["cpu_only_usage"] for j in jobs) > 0
