@@ -7,7 +7,9 @@ one document and a corrected fact replaces the old one. The record's time and th
 kind names as ``indexed`` are columns with indexes, for reports; those it names as
 ``measured`` are plain columns, so that :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``)
 sums columns instead of parsing every document. A table made before a field became a column
-gets the column, filled from the documents, when the store first touches it.
+gets the column, filled from the documents, when the store first touches it. The daily
+summaries ask for a covering index of what they group and sum
+(:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads that index in order.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -101,28 +102,25 @@ def test_resummarizing_deletes_the_groups_that_vanished(fresh_store: Sink) -> No
     """A job corrected to another user after its day was summarized: the summary of the group
     it left (it was that group's only job) goes, in both stores; other kinds' stay."""
     store = fresh_store
-    summarize(store, FIRST, LAST, probe="test", kinds=["job"])
-    before = {d["id"]: d for d in store.query("summary", limit=10_000)}
     ghost = dict(generated_docs()["job"][0])
     ghost.update(id="ghost", job_id="ghost", user="ghost", walltime_s=3600.0)
+    day = date.fromisoformat(ghost["timestamp"][:10])
+
+    def summaries(kind: str = "job") -> dict[str, dict[str, Any]]:
+        return {d["id"]: d for d in store.query("summary", limit=10_000) if d["record_kind"] == kind}
+
+    summarize(store, day, day, probe="test", kinds=["job", "slot"])
+    before, slots = summaries(), summaries("slot")
     store.send("job", [ghost])
-    done = summarize(store, FIRST, LAST, probe="test", kinds=["job"])
-    assert done.deleted["job"] == 0
-    with_ghost = {d["id"]: d for d in store.query("summary", limit=10_000)}
-    [new] = [d for i, d in with_ghost.items() if i not in before]
+    assert summarize(store, day, day, probe="test", kinds=["job"]).deleted == {"job": 0}
+    [new] = [d for i, d in summaries().items() if i not in before]
     assert (new["user"], new["n_jobs"], new["walltime_hours"]) == ("ghost", 1, 1.0)
-    corrected = dict(ghost, user=generated_docs()["job"][0]["user"])  # the same job (id), now its real user's
-    store.send("job", [corrected])
-    done = summarize(store, FIRST, LAST, probe="test", kinds=["job"])
-    after = {d["id"]: d for d in store.query("summary", limit=10_000)}
+    store.send("job", [dict(ghost, user=generated_docs()["job"][0]["user"])])  # the same job (id), its real user's
+    done = summarize(store, day, day, probe="test", kinds=["job"])
+    after = summaries()
     assert done.deleted == {"job": 1} and set(after) == set(before)  # the ghost's group is gone
     assert sum(d["n_jobs"] for d in after.values()) == sum(d["n_jobs"] for d in before.values()) + 1
-    # the other kinds' summaries of those days were left alone
-    summarize(store, FIRST, LAST, probe="test", kinds=["slot"])
-    n_slot = sum(1 for d in store.query("summary", limit=10_000) if d["record_kind"] == "slot")
-    assert n_slot > 0
-    summarize(store, FIRST, LAST, probe="test", kinds=["job"])
-    assert sum(1 for d in store.query("summary", limit=10_000) if d["record_kind"] == "slot") == n_slot
+    assert summaries("slot").keys() == slots.keys() and slots  # the other kinds' summaries of the day stay
 
 
 def test_aggregate_by_month_and_filtered_products(store: Sink) -> None:
