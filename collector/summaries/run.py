@@ -51,30 +51,20 @@ def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> li
     """``summary`` records of the rows of a daily aggregation of ``kind`` (see the module docstring)."""
     # a source's own dimensions (Gratia's) come after the common ones in the id: the ids of
     # the other kinds stay what they were
-    own = [d for d in SOURCES[kind].dimensions if d not in SUMMARY_DIMENSIONS]
-    keyed = (*SUMMARY_DIMENSIONS, *own)
-    sums = [k for k in (rows[0] if rows else ()) if k != "period" and k not in keyed]
+    keyed = (*SUMMARY_DIMENSIONS, *(d for d in SOURCES[kind].dimensions if d not in SUMMARY_DIMENSIONS))
+    absent = dict.fromkeys(d for d in keyed if d not in SOURCES[kind].dimensions)  # slots have no user
+    meta = {"kind": "summary", "schema_version": SCHEMA_VERSION, "probe": probe, "record_kind": kind}
     docs = []
     days: dict[str, tuple[int, str]] = {}  # a year has 365 days and many more rows
     for row in rows:
-        if row["period"] not in days:
-            day = datetime.strptime(row["period"], "%Y-%m-%d").replace(tzinfo=UTC)
-            days[row["period"]] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
-        day_s, stamp = days[row["period"]]
-        key = [row.get(d) for d in keyed]
-        doc = {
-            "id": record_id("summary", day_s, kind, *key),
-            "kind": "summary",
-            "schema_version": SCHEMA_VERSION,
-            "probe": probe,
-            "timestamp": stamp,
-            "day": day_s,
-            "day_iso": stamp,
-            "record_kind": kind,
-            **dict(zip(keyed, key)),
-        }
-        for k in sums:
-            doc[k] = row[k]
+        period = row["period"]
+        if period not in days:
+            day = datetime.strptime(period, "%Y-%m-%d").replace(tzinfo=UTC)
+            days[period] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
+        day_s, stamp = days[period]
+        doc = {**row, **absent, **meta, "timestamp": stamp, "day": day_s, "day_iso": stamp}  # the row's dimensions and sums
+        del doc["period"]
+        doc["id"] = record_id("summary", day_s, kind, *(doc[d] for d in keyed))
         docs.append(doc)
     return docs
 
