@@ -74,6 +74,7 @@ from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
+from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.files import check_writable
 from probes.pipeline.cycle import (
@@ -97,6 +98,7 @@ from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, his
 from probes.sources.live import LivePool
 from probes.sources import sandbox
 from probes.sources.report import problem_lines
+from probes.sources.status import Snapshot
 
 __all__ = ["ProbeService"]
 
@@ -144,7 +146,8 @@ class ProbeService:
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
-        self._machines: pd.DataFrame | None = None
+        self._machines: pd.DataFrame | None = None  # of the latest snapshot, for a priced fairshare metric
+        self._snapshot: Snapshot | None = None  # the latest snapshot
         self._scheduler: BackgroundScheduler | None = None
         self._health: HealthServer | None = None
         self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
@@ -345,7 +348,8 @@ class ProbeService:
                 "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
                 interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
             )  # fmt: skip
-        if self.config.fairshare.metric in PRICED_METRICS or "history" in self.jobs:  # jobs are priced against them
+        self._snapshot = snapshot  # its machine classes price the jobs the history job reads
+        if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
         idle = result.idle
@@ -370,7 +374,7 @@ class ProbeService:
                 result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
-        records = cycle_records(result, self.config, probe=self.probe, machines=self._machines)
+        records = cycle_records(result, self.config, probe=self.probe, machines=self._classes() if len(jobs) else None)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
@@ -424,7 +428,8 @@ class ProbeService:
         sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
         try:
             first, last = last_days(self.clock(), days)
-            done = summarize(sink, first, last, probe=self.probe)
+            # a probe's store holds no Gratia records: those reach a store through a collector, which summarizes them
+            done = summarize(sink, first, last, probe=self.probe, kinds=EXPORTED)
         finally:
             sink.close()
         return f"{done.total} summaries of {first} .. {last}"
@@ -498,6 +503,14 @@ class ProbeService:
         quarantine = self.config.probe.state_dir / "quarantine"
         for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)
+
+    def _classes(self) -> pd.DataFrame | None:
+        """The machine classes of the latest snapshot (None before the first), to price jobs
+        against: made here, once per history run, so that snapshots stay as cheap as before."""
+        if self._machines is not None:
+            return self._machines
+        snapshot = self._snapshot
+        return None if snapshot is None else slot_machines(snapshot.slots, snapshot.ads, self.config)
 
     def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of

@@ -98,10 +98,26 @@ def test_resummarizing_overwrites_and_counts_late_records(fresh_store: Sink) -> 
     assert store.count("summary") == before  # the late job joined an existing day and group
 
 
-def test_resummarizing_deletes_the_groups_that_vanished(fresh_store: Sink) -> None:
+@pytest.fixture(params=["sqlite", "osmem"])
+def one_day_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+    """A store holding the job and slot records of the first generated job's day only."""
+    sink: Sink
+    if request.param == "sqlite":
+        sink = EmbeddedStore(tmp_path / "store.sqlite")
+    else:
+        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+        sink.install_templates()
+    day = generated_docs()["job"][0]["timestamp"][:10]
+    for kind in ("job", "slot"):
+        sink.send(kind, [d for d in generated_docs()[kind] if d["timestamp"].startswith(day)])
+    yield sink
+    sink.close()
+
+
+def test_resummarizing_deletes_the_groups_that_vanished(one_day_store: Sink) -> None:
     """A job corrected to another user after its day was summarized: the summary of the group
     it left (it was that group's only job) goes, in both stores; other kinds' stay."""
-    store = fresh_store
+    store = one_day_store
     ghost = dict(generated_docs()["job"][0])
     ghost.update(id="ghost", job_id="ghost", user="ghost", walltime_s=3600.0)
     day = date.fromisoformat(ghost["timestamp"][:10])
