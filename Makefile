@@ -49,6 +49,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_store.py
 	-$(BIN)/python benchmarks/bench_sinks.py
 	-$(BIN)/python benchmarks/bench_analytics.py
+	-$(BIN)/python benchmarks/bench_cli.py
 	-$(BIN)/python benchmarks/bench_gratia.py
 	-$(BIN)/python benchmarks/bench_summaries.py
 	-$(BIN)/python benchmarks/bench_collector.py

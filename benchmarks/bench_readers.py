@@ -16,6 +16,11 @@ reader's one-time start in the process (its compiled scanner loading, timed on t
 ad and printed beside as 'start s', with the 'cold' rate that counts it in); the peak RSS
 includes that start.
 
+``--escaped-share F`` reads files in which that share of clusters spell ``ProjectName`` with old
+ClassAd escapes (``"CMS-Tier2 \\"7\\""``, about a quarter of the ads at 0.25), kept beside the
+plain ones. The table's 'cpu ads/s' (ads per CPU second of the run) is the figure to compare
+on a machine whose core is shared: 'ads/s' is per wall-clock second.
+
 Run with ``make bench`` or ``python benchmarks/bench_readers.py``. Exits 0 when every target is
 met, 1 when one is not, 2 when nothing could be measured (e.g. ``read_history`` is missing).
 """
@@ -178,6 +183,11 @@ class Run:
         return self.ads / self.seconds
 
     @property
+    def cpu_rate(self) -> float:
+        """Ads per CPU second: what the reader costs, whatever else ran on its core."""
+        return self.ads / self.cpu_seconds
+
+    @property
     def cold_rate(self) -> float:
         """Ads per second counting the one-time start too: a fresh process reading one file."""
         return self.ads / (self.seconds + (self.startup_seconds or 0.0))
@@ -219,19 +229,20 @@ def _measure(label: str, kind: str, path: Path, n_ads: int, size: int, repeat: i
     )
 
 
-def _data_file(data_dir: Path, n_ads: int) -> Path:
+def _data_file(data_dir: Path, n_ads: int, escaped_share: float = 0.0) -> Path:
     # imported here so that workers, which run this file too, do not load the generator
     from generate_history import GENERATOR_VERSION, generate
 
-    path = data_dir / f"history-{n_ads}-g{GENERATOR_VERSION}.ads"
+    stem = f"history-{n_ads}-e{round(100 * escaped_share)}" if escaped_share else f"history-{n_ads}"
+    path = data_dir / f"{stem}-g{GENERATOR_VERSION}.ads"
     if not path.exists():
         data_dir.mkdir(parents=True, exist_ok=True)
         # files from an older generator would otherwise pile up (hundreds of MB each)
-        for stale in data_dir.glob(f"history-{n_ads}-g*.ads"):
+        for stale in data_dir.glob(f"{stem}-g*.ads"):
             stale.unlink()
         print(f"generating {path} ({n_ads:,} ads) ...", flush=True)
         began = time.perf_counter()
-        generate(path, n_ads)
+        generate(path, n_ads, escaped_share=escaped_share)
         print(f"  done in {time.perf_counter() - began:.1f} s, {path.stat().st_size / 1e6:,.0f} MB", flush=True)
     return path
 
@@ -265,6 +276,7 @@ def _table(runs: Sequence[Run]) -> str:
         ("seconds", 8, lambda r: f"{r.seconds:.2f}"),
         ("spread", 7, lambda r: f"+{100 * (r.slowest / r.seconds - 1):.0f}%"),
         ("ads/s", 9, lambda r: f"{r.rate:,.0f}"),
+        ("cpu ads/s", 9, lambda r: f"{r.cpu_rate:,.0f}"),
         ("start s", 7, lambda r: "" if r.startup_seconds is None else f"{r.startup_seconds:.2f}"),
         ("cold ads/s", 10, lambda r: "" if r.startup_seconds is None else f"{r.cold_rate:,.0f}"),
         ("MB/s", 7, lambda r: f"{r.bytes / 1e6 / r.seconds:.1f}"),
@@ -291,10 +303,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--repeat", type=int, default=3, help="runs per measurement; the fastest counts (default: %(default)s)"
     )
     parser.add_argument("--cpu", type=int, default=None, help="core to pin the measurements to (default: 0)")
+    parser.add_argument(
+        "--escaped-share",
+        type=float,
+        default=0.0,
+        help="share of clusters whose ProjectName has old ClassAd escapes, 0 to 1 (default: %(default)s)",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "PATH", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if not 0 <= args.escaped_share <= 1:
+        parser.error("--escaped-share must be between 0 and 1")
 
     if args.worker:
         kind, path, n = args.worker
@@ -304,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))  # generate_history, whether run from the repo root or not
     try:
         cpu = _spawn("check", None, 0, args.cpu)["cpu"]  # fail fast, before generating data
-        small, large = (_data_file(args.data_dir, n) for n in (SMALL, LARGE))
+        small, large = (_data_file(args.data_dir, n, args.escaped_share) for n in (SMALL, LARGE))
         for path in (small, large):
             _warm(path)
         size = {p: p.stat().st_size for p in (small, large)}

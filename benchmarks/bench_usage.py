@@ -5,7 +5,9 @@ Targets, on one core:
 * 1,000,000 jobs against 50 machine classes: penalties and fairshare in at most 3 s
   (``job_penalties`` + ``job_usage`` + ``fairshare``, from the jobs and machines tables);
 * the whole wagap-2013 workload (17,900 MetaCentrum jobs) from its files to the fairshare
-  report (``diagnose -f`` and the FS.<epoch> files' text) in at most 2 s.
+  report (``diagnose -f`` and the FS.<epoch> files' text) in at most 2 s;
+* ``fairacct slot-weight``'s math on the million priced jobs (samples, the fit from the 50
+  classes' weights, its error) in at most 5 CPU seconds, timed apart (pricing left out).
 
 The million jobs are generated in the worker before the clock starts, twice: with the few
 distinct shapes real workloads have (HTCondor requests are rounded: 2000 MiB, 4 GB, ...) and,
@@ -44,6 +46,7 @@ N_JOBS = 1_000_000
 N_CLASSES = 50
 MAX_MILLION_S = 3.0
 MAX_WAGAP_S = 2.0
+MAX_SLOT_WEIGHT_S = 5.0
 WORKER_TIMEOUT_S = 600
 
 EXIT_UNMEASURED = 2
@@ -143,9 +146,18 @@ def _million(distinct: bool) -> dict[str, Any]:
     usage = job_usage(priced.jobs, fs_policy.metric)
     result = fairshare(priced.jobs, usage, fs_policy, at=at)
     seconds = time.perf_counter() - began
+    cpu_seconds = time.process_time() - cpu_began
+    from probes.accounting.slot_weight import class_weights, fit_slot_weight, slot_samples, slot_weight_error
+
+    began = time.process_time()  # CPU seconds: one thread, and the shared machine is noisy
+    samples = slot_samples(priced, "penalty", policy=policy)
+    weight = fit_slot_weight(samples, class_weights(machines, policy), resources=("cpus", "memory"))
+    slot_weight_error(samples, weight)
+    slot_weight_s = time.process_time() - began
     return {
         "seconds": seconds,
-        "cpu_seconds": time.process_time() - cpu_began,
+        "cpu_seconds": cpu_seconds,
+        "slot_weight_s": slot_weight_s,
         "penalties_s": penalties_s,
         "fairshare_s": seconds - penalties_s,
         "jobs": len(priced.jobs),
@@ -258,6 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     (f"{label}: penalties and fairshare in <= {MAX_MILLION_S:g} s: {run['seconds']:.2f} s "
                     f"(penalties {run['penalties_s']:.2f} s, fairshare {run['fairshare_s']:.2f} s; "
                     f"{run['distinct_requests']:,} distinct requests, {run['jobs']:,} jobs priced)"),
+                )
+            )
+            checks.append(
+                (
+                    run["slot_weight_s"] <= MAX_SLOT_WEIGHT_S,
+                    f"{label}: slot-weight samples, fit and error in <= {MAX_SLOT_WEIGHT_S:g} CPU s: {run['slot_weight_s']:.2f} s",
                 )
             )
         if METACENTRUM.is_dir():

@@ -21,7 +21,11 @@ Deterministic: the same ``seed`` gives the same bytes. Files are made of 10,000-
 with its own random stream, so a file of 200,000 ads starts with the 50,000-ad file: files of
 different sizes differ in size only.
 
-Usage: ``python benchmarks/generate_history.py OUT N [--seed S]``
+With ``escaped_share`` (``--escaped-share``), that share of clusters name their project with
+old ClassAd escapes (``ProjectName = "CMS-Tier2 \\"7\\""``, a backslash on its own), drawn
+from a stream of their own: every other value is that of the file without them.
+
+Usage: ``python benchmarks/generate_history.py OUT N [--seed S] [--escaped-share F]``
 """
 
 from __future__ import annotations
@@ -158,6 +162,8 @@ _REQUIREMENTS = (
 _CMS_SITE = '"$$([ifThenElse(GLIDEIN_CMSSite is undefined, \\"Unknown\\", GLIDEIN_CMSSite)])"'
 _PERIODIC_REMOVE = "(JobStatus == 2) && (time() - EnteredCurrentStatus > 172800)"
 _DEFAULT_REQUEST_MEMORY = "ifthenelse(MemoryUsage =!= undefined,MemoryUsage,(ImageSize + 1023) / 1024)"
+# ProjectName spellings with old ClassAd escapes: \" is a quote, any other backslash itself
+_ESCAPED_PROJECTS = ('{project} \\"{k}\\"', '\\"{project}\\" run {k}', "{project}\\{k}", "C:\\{project}\\{k}\\")
 _HOLD_REASON = (
     "Error from slot1_{slot}@{node}: Failed to execute '{cmd}': "
     "Cannot access initial working directory \\\"/home/{owner}/jobs\\\" (errno=2: 'No such file or directory')"
@@ -443,8 +449,15 @@ def _fill(pattern: str, cols: dict[str, np.ndarray], rows: np.ndarray) -> list[s
     return [fmt % row for row in zip(*(cols[c][rows].tolist() for c in names))]
 
 
-def _batch(rng: np.random.Generator, first_cluster: int, t0: int, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Draw the columns of ``n`` jobs, and each job's shape (bits of ``_FLAGS``)."""
+def _batch(
+    rng: np.random.Generator,
+    first_cluster: int,
+    t0: int,
+    n: int,
+    escapes: tuple[np.random.Generator, float] | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Draw the columns of ``n`` jobs, and each job's shape (bits of ``_FLAGS``); with
+    ``escapes`` (their own stream, a share of clusters), escaped project names."""
     # Jobs come in clusters (one submit file) that share owner, command and requests.
     sizes = np.where(rng.random(n) < 0.4, 1, rng.integers(2, 51, size=n))
     sizes = sizes[: np.searchsorted(np.cumsum(sizes), n) + 1]
@@ -621,6 +634,16 @@ def _batch(rng: np.random.Generator, first_cluster: int, t0: int, n: int) -> tup
     for i, pattern in enumerate(_ARGUMENTS):
         rows = np.flatnonzero(args_i == i)
         c["args"][rows] = _objects(_fill(pattern, c, rows))
+    if escapes is not None:
+        escaped_rng, share = escapes
+        chosen = per_cluster(escaped_rng.random(n_cl) < share)
+        spelling = per_cluster(escaped_rng.integers(0, len(_ESCAPED_PROJECTS), size=n_cl))
+        c["k"] = per_cluster(escaped_rng.integers(0, 10, size=n_cl))
+        for i, pattern in enumerate(_ESCAPED_PROJECTS):
+            rows = np.flatnonzero(chosen & (spelling == i))
+            c["project"][rows] = _objects(_fill(pattern, c, rows))
+        del c["k"]
+        shape |= chosen.astype(np.int64) << _FLAGS.index("project")  # these clusters name a project
     return c, shape
 
 
@@ -628,13 +651,14 @@ def _batch(rng: np.random.Generator, first_cluster: int, t0: int, n: int) -> tup
 # writing
 
 
-def _ads(n_ads: int, seed: int) -> Iterator[str]:
+def _ads(n_ads: int, seed: int, escaped_share: float = 0.0) -> Iterator[str]:
     """Yield the file's text a batch of ads at a time (each piece ends with a newline)."""
     templates: _Templates | None = None
     for b, first in enumerate(range(0, n_ads, _BATCH)):
         n = min(_BATCH, n_ads - first)
         rng = np.random.default_rng([seed, b])
-        cols, shape = _batch(rng, 1_000_000 + b * _BATCH, _EPOCH + b * _BATCH_SPAN, n)
+        escapes = (np.random.default_rng([seed, b, 1]), escaped_share) if escaped_share else None
+        cols, shape = _batch(rng, 1_000_000 + b * _BATCH, _EPOCH + b * _BATCH_SPAN, n, escapes)
         if templates is None:
             templates = _Templates(list(cols))
         rows = zip(*(cols[name].tolist() for name in templates.index))
@@ -645,19 +669,22 @@ def _ads(n_ads: int, seed: int) -> Iterator[str]:
         yield ("\n" if first else "") + "\n".join(out)
 
 
-def generate(path: str | os.PathLike[str], n_ads: int, seed: int = 0) -> None:
-    """Write ``n_ads`` completed job ads to ``path`` in ``condor_history -long`` form.
+def generate(path: str | os.PathLike[str], n_ads: int, seed: int = 0, escaped_share: float = 0.0) -> None:
+    """Write ``n_ads`` completed job ads to ``path`` in ``condor_history -long`` form; in
+    ``escaped_share`` of the clusters (0 to 1), ``ProjectName`` has old ClassAd escapes.
 
     Written to a temporary name and renamed, so an interrupted run never leaves a short file
     that a later benchmark would take for a finished one.
     """
     if n_ads < 1:
         raise ValueError("n_ads must be at least 1")
+    if not 0 <= escaped_share <= 1:
+        raise ValueError(f"escaped_share must be between 0 and 1, got {escaped_share!r}")
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="ascii", newline="\n") as fh:
-            fh.writelines(_ads(n_ads, seed))
+            fh.writelines(_ads(n_ads, seed, escaped_share))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -668,11 +695,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="file to write")
     parser.add_argument("n", type=int, help="number of job ads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--escaped-share", type=float, default=0.0, help="share of clusters whose ProjectName has escapes (0 to 1)"
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("N must be at least 1")
+    if not 0 <= args.escaped_share <= 1:
+        parser.error("--escaped-share must be between 0 and 1")
     began = time.perf_counter()
-    generate(args.out, args.n, args.seed)
+    generate(args.out, args.n, args.seed, args.escaped_share)
     took = time.perf_counter() - began
     size = args.out.stat().st_size
     print(

@@ -21,6 +21,7 @@ id (items do): a record sent twice waits twice, and the sink, keyed by id, store
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import sqlite3
@@ -37,7 +38,7 @@ from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.sinks.base import SendResult, Sink
 
-__all__ = ["FlushResult", "Outbox", "OutboxStatus", "Parcel"]
+__all__ = ["FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
@@ -100,12 +101,17 @@ class Parcel:
 
 @dataclass(frozen=True)
 class _Batch:
-    """One batch to send: its kind and documents, and what to do once the sink has answered."""
+    """One batch to send: its kind and documents, and what to write, with a given outbox's
+    connection, once the sink has answered (``settle``) or failed (``failed``)."""
 
     kind: str
     docs: list[dict[str, Any]]
-    settle: Callable[[SendResult], None]
-    failed: Callable[[str], object]
+    settle: Callable[[Outbox, SendResult], None]
+    failed: Callable[[Outbox, str], object]
+
+
+Writer = Callable[[Callable[["Outbox"], object]], object]
+"""Runs a write on the outbox where its owner wants it (see :meth:`Outbox.flush`)."""
 
 
 @dataclass
@@ -215,9 +221,17 @@ class Outbox:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def flush(self, sink: Sink, *, batch_size: int = 2000, max_batches: int | None = None) -> FlushResult:
+    def flush(
+        self, sink: Sink, *, batch_size: int = 2000, max_batches: int | None = None, writer: Writer | None = None
+    ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
-        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down)."""
+        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down).
+
+        ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
+        function of an :class:`Outbox` of the same file, instead of written here; the collector
+        runs them in its single outbox writer thread, so that a flush never holds the write lock
+        that the requests' commits wait for (SQLite's busy wait sleeps up to 100 ms at a time)."""
+        write: Writer = writer or (lambda fn: fn(self))
         result = FlushResult()
         batches = 0
         while max_batches is None or batches < max_batches:
@@ -229,12 +243,12 @@ class Outbox:
             try:
                 sent = sink.send(kind, docs)
             except SinkError as exc:  # the whole batch failed: keep it, try again later
-                batch.failed(str(exc))
+                write(functools.partial(batch.failed, error=str(exc)))
                 result.retried[kind] += len(docs)
                 result.errors.append(f"{kind}: {exc}")
                 break
             faults.point("during-flush")  # the sink has them, the outbox does not know yet
-            batch.settle(sent)
+            write(functools.partial(batch.settle, sent=sent))
             result.sent[kind] += len(sent.acked)
             result.dead[kind] += len(sent.rejected)
             result.retried[kind] += len(sent.retry)
@@ -257,8 +271,8 @@ class Outbox:
             return _Batch(
                 kind,
                 [orjson.loads(doc) for _, _, _, doc in rows],
-                lambda sent: self._settle(kind, rows, sent.acked, sent.rejected, sent.retry),
-                lambda error: self._note_failure([r[0] for r in rows], error),
+                lambda outbox, sent: outbox._settle(kind, rows, sent.acked, sent.rejected, sent.retry),
+                lambda outbox, error: outbox._note_failure([r[0] for r in rows], error),
             )
         cursor = self._db.execute(
             "SELECT seq, kind, count, docs, encoding FROM parcel "
@@ -277,8 +291,8 @@ class Outbox:
         return _Batch(
             kind,
             [doc for _, docs in parcels for doc in docs],
-            lambda sent: self._settle_parcels(kind, parcels, sent),
-            lambda error: self._db.executemany(
+            lambda outbox, sent: outbox._settle_parcels(kind, parcels, sent),
+            lambda outbox, error: outbox._db.executemany(
                 "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, seq) for seq, _ in parcels]
             ),
         )

@@ -9,6 +9,7 @@ exists (``from collector.sinks import open_sink`` is an edge to ``collector.sink
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,29 @@ def test_every_checkpoint_is_named_in_one_module() -> None:
     }
     assert spelled == {"probes.sources.checkpoints"}
 
+
+
+_HEAVY = ("pandas", "numpy", "numba", "pydantic", "elasticsearch")
+_START = f"""
+import contextlib, io, json, sys
+def heavy():
+    return sorted(m for m in sys.modules if m.split('.')[0] in {_HEAVY!r})
+import probes.cli
+seen = {{"import": heavy()}}
+for argv in (["--version"], ["--help"]):
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+        probes.cli.main(argv)
+    seen[argv[0]] = heavy()
+    seen[argv[0] + " says"] = out.getvalue()[:40]
+print(json.dumps(seen))
+"""
+
+
+def test_the_command_line_starts_without_pandas_or_numba() -> None:
+    """Issue 12, item 12: `import probes.cli` imported pandas, numba and the stores, so that
+    `fairacct --version` cost 1.1 CPU-s. The command line is read first, and a command imports
+    what it needs."""
+    out = subprocess.run([sys.executable, "-c", _START], capture_output=True, text=True, check=True, cwd=ROOT)
+    seen = json.loads(out.stdout)
+    assert seen["import"] == seen["--version"] == seen["--help"] == []
+    assert seen["--version says"].startswith("fairacct 0") and seen["--help says"].startswith("usage: fairacct [-h]")

@@ -50,11 +50,51 @@ _INSTANT = re.compile(
     re.ASCII,
 )
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# What Gratia probes write (PT1H, PT1M5.32S, PT0S) and instants in UTC to the second, read by
+# one match each: every record has a distinct WallDuration, StartTime and EndTime, which no
+# cache holds, and the general readers below cost several times as much (matches, groupdict,
+# a loop over the parts). Anything else goes the general way.
+# (At most 18 digits a part: int() of a longer one may hit Python's digit limit, and the
+# duration is then over Go's range anyway, which the general reader says.)
+_PLAIN_DURATION = re.compile(r"PT(?:([0-9]{1,18})H)?(?:([0-9]{1,18})M)?(?:([0-9]{1,18})(\.[0-9]*)?S)?", re.ASCII)
+_PLAIN_INSTANT = re.compile(
+    r"([0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z", re.ASCII
+)
 
 
 @lru_cache(maxsize=4096)  # records repeat the same few durations ('PT0S')
 def duration_seconds(text: str) -> float:
     """Seconds of an ISO-8601 duration as GRACC computes them; 0.0 when it does not parse."""
+    plain = _PLAIN_DURATION.fullmatch(text)
+    if plain is None:
+        return _duration_seconds(text)
+    hours, minutes, seconds, fraction = plain.groups()
+    # In range, int(float(part)) == int(part) (below 2**53); out of range both give 0.0.
+    total = (int(hours or 0) * 3600 + int(minutes or 0) * 60) * _NS
+    if seconds is not None:
+        total += _seconds_ns(float(seconds + fraction) if fraction else float(seconds))
+    if total > _MAX_NS:
+        return 0.0
+    return float(total // _NS) + float(total % _NS) / 1e9
+
+
+def _seconds_ns(value: float) -> int:
+    """Nanoseconds of a number of seconds as Go's code makes them: whole seconds, then the
+    fraction cut to ms, then us, then ns (so 0.55 s is 550,000,000 ns, not 550,000,000.0000001)."""
+    if value == float("inf"):  # ParseFloat's range error; the caller's range check gives 0.0
+        return _MAX_NS + 1
+    whole = int(value)
+    total = whole * _NS
+    value = (value - whole) * 1000.0
+    total += int(value) * 1_000_000
+    value = (value - int(value)) * 1000.0
+    total += int(value) * 1_000
+    value = (value - int(value)) * 1000.0
+    return total + int(value)
+
+
+def _duration_seconds(text: str) -> float:
+    """:func:`duration_seconds` for any text: the pattern searched for anywhere, weeks first."""
     match = _WEEK.search(text) or _FULL.search(text)
     if match is None:
         return 0.0
@@ -69,15 +109,7 @@ def duration_seconds(text: str) -> float:
         if value == float("inf"):  # ParseFloat's range error
             return 0.0
         if name == "second":
-            # Go adds whole seconds, then cuts the fraction to ms, then us, then ns.
-            whole = int(value)
-            total += whole * _NS
-            value = (value - whole) * 1000.0
-            total += int(value) * 1_000_000
-            value = (value - int(value)) * 1000.0
-            total += int(value) * 1_000
-            value = (value - int(value)) * 1000.0
-            total += int(value)
+            total += _seconds_ns(value)
         else:
             total += int(value) * _UNIT_NS[name]
     if total > _MAX_NS:
@@ -97,6 +129,21 @@ class Instant(NamedTuple):
 @lru_cache(maxsize=4096)  # the records of an envelope share many times (CreateTime)
 def parse_instant(text: str) -> Instant:
     """Read an RFC 3339 instant as Go's ``time.Time`` does; ValueError says what was wrong."""
+    plain = _PLAIN_INSTANT.fullmatch(text)
+    if plain is not None and _plain_date(plain.group(1)):
+        return Instant(text, False)  # Go formats it as it is written; never the zero time (year > 1)
+    return _parse_instant(text)
+
+
+@lru_cache(maxsize=1024)  # an envelope's records fall on a few days
+def _plain_date(date: str) -> bool:
+    """Whether ``YYYY-MM-DD`` (month 01-12, day 01-31 already checked) is a real day after year 1."""
+    year, month, day = int(date[:4]), int(date[5:7]), int(date[8:])
+    return year > 1 and day <= _days_in_month(year, month)
+
+
+def _parse_instant(text: str) -> Instant:
+    """:func:`parse_instant` for any text: fractions, offsets, white space, Go's zero time."""
     match = _INSTANT.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"expected an RFC 3339 time like '2016-05-27T22:44:08Z', got {text!r}")

@@ -81,6 +81,7 @@ def create_app(
         metrics=metrics,
         on_depth=committer.set_depth,
         depth_mark=lambda: committer.admitted,
+        writer=committer.write,
     )
     summarizer = Summarizer(
         sink_factory or store_sink_factory(settings),
@@ -160,8 +161,9 @@ def create_app(
             yield
         finally:
             await asyncio.to_thread(summarizer.stop)
+            await asyncio.to_thread(ingest.cpu.shutdown)  # uvicorn answered what was under way: nothing waits
+            await asyncio.to_thread(flusher.stop)  # its last settle goes through the committer
             await asyncio.to_thread(committer.stop)
-            await asyncio.to_thread(flusher.stop)
             _log.info("collector stopped")
 
     return Starlette(routes=routes, lifespan=lifespan)

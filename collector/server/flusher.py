@@ -7,6 +7,13 @@ acknowledged records are deleted, in a short write transaction. While the store 
 records the flusher goes on at once; when the outbox is empty or the store stops taking them,
 it waits ``every_s`` seconds.
 
+It writes nothing to the outbox itself: what a flush writes (deleting what the store took) is
+handed to the outbox's writer thread (``writer``, :meth:`~collector.server.committer.GroupCommitter.write`),
+so that the requests' commits never wait on a lock the flusher holds. And it runs at a lower
+CPU priority than the event loop (nice +10 on its own thread, Linux): on a core shared with
+the requests it takes what they leave (the store writes run in SQLite, off the GIL), and
+falls behind in the outbox rather than slowing the replies; the outbox is there for that.
+
 After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
 is opened without automatic checkpoints so that no reply waits for one). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
@@ -16,7 +23,9 @@ letters, and the last time the store took records or the outbox was found empty.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,13 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.errors import FairacctError
-from collector.outbox import Outbox
+from collector.outbox import Outbox, Writer
 from collector.server.metrics import ServerMetrics
 from collector.sinks import Sink
 
 __all__ = ["FlushState", "Flusher"]
 
 _log = logging.getLogger("fairacct.collector")
+
+_NICE = 10  # the flusher's thread, above the event loop's 0: CFS gives it ~1/10 of a contended core
 
 
 @dataclass
@@ -59,6 +70,7 @@ class Flusher:
         metrics: ServerMetrics,
         on_depth: Callable[[int, int], None],
         depth_mark: Callable[[], int],
+        writer: Writer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
@@ -68,6 +80,7 @@ class Flusher:
         self._metrics = metrics
         self._on_depth = on_depth
         self._depth_mark = depth_mark
+        self._writer = writer
         self._clock = clock
         self._stop = threading.Event()
         self.state = FlushState(started=clock())
@@ -87,6 +100,9 @@ class Flusher:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        if hasattr(os, "setpriority"):  # Linux: a thread id is a process id here, and this nices the thread alone
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + _NICE)
         sink: Sink | None = None
         with Outbox(self.path) as outbox:
             try:
@@ -108,7 +124,7 @@ class Flusher:
     def flush_round(self, outbox: Outbox, sink: Sink) -> bool:
         """Flush up to 20 batches; True when the store took records and more are waiting."""
         start = time.perf_counter()
-        result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20)
+        result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20, writer=self._writer)
         elapsed = time.perf_counter() - start
         outbox.wal_checkpoint()  # the writer leaves it to us: no request waits for it
         mark = self._depth_mark()  # before counting: what is admitted later is added to the count

@@ -85,7 +85,7 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     allowed_sender(rmi.probe, ingest.settings.gratia_senders)
     if not isinstance(rmi, MultiUpdate):  # a ping
         return PlainTextResponse(OK)
-    result = convert(rmi)
+    result = await ingest.off_loop(convert, rmi)  # tens of milliseconds of CPU: not on the event loop
     if result.errors:
         ingest.metrics.judged(NAME, rmi.probe, 0, len(result.errors))
         index, reason = result.errors[0]

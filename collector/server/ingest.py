@@ -19,8 +19,11 @@ with the same statuses and metrics as the JSON endpoint's.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -35,6 +38,9 @@ from collector.server.tokens import TokenRing
 
 __all__ = ["Endpoint", "Ingest"]
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class Ingest:
@@ -44,6 +50,16 @@ class Ingest:
     tokens: TokenRing
     committer: GroupCommitter
     metrics: ServerMetrics
+    # One thread for the CPU-bound part of a request (a Gratia envelope: ~70 ms for 500
+    # records). On the event loop it would stall every other request for that long (pings,
+    # /healthz, whose load balancer may then drop the instance, /v1/records, replies whose
+    # records are already durable); in this thread the loop still gets the GIL every
+    # sys.getswitchinterval() (collector/server/serve.py). One thread, because under the GIL
+    # more would not convert faster: it keeps envelopes first come, first served, and one tree
+    # in memory at a time.
+    cpu: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fairacct: convert")
+    )
 
     def probe(self, request: Request) -> str:
         """The probe whose bearer token the request carries (UnauthorizedError otherwise)."""
@@ -52,6 +68,10 @@ class Ingest:
     async def body(self, request: Request) -> Body:
         """The body, decompressed, within ``max_body_bytes`` (TooLargeError otherwise)."""
         return await read_body(request, self.settings.max_body_bytes)
+
+    async def off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` in the :attr:`cpu` thread, awaited (its exception raised here)."""
+        return await asyncio.wrap_future(self.cpu.submit(fn, *args, **kwargs))
 
     async def make_durable(self, endpoint: str, probe: str, parcels: Sequence[Parcel], *, refused: int = 0) -> int:
         """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on

@@ -2,14 +2,15 @@
 
 This is the default sink, so that nothing but Python is needed to run fairacct. All storage
 policy lives in this class: WAL mode (a report can read while the probe writes), one writer
-at a time (``BEGIN IMMEDIATE``), and upserts by id, so that storing the same fact twice keeps
-one document and a corrected fact replaces the old one. The record's time and the fields its
-kind names as ``indexed`` are columns with indexes, for reports; those it names as
-``measured`` are plain columns, so that :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``)
-sums columns instead of parsing every document. A table made before a field became a column
-gets the column, filled from the documents, when the store first touches it. The daily
-summaries ask for a covering index of what they group and sum
-(:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads that index in order.
+at a time (``BEGIN IMMEDIATE``), a commit durable before it is acknowledged, and upserts by
+id, so that storing the same fact twice keeps one document and a corrected fact replaces the
+old one. The record's time and the fields its kind names as ``indexed`` are columns with
+indexes, for reports; those it names as ``measured`` are plain columns, so that
+:meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``) sums columns instead of parsing every
+document. A table made before a field became a column gets the column, filled from the
+documents, when the store first touches it. The daily summaries ask for a covering index of
+what they group and sum (:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads
+that index in order.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ class EmbeddedStore:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            # FULL: a send is acknowledged only once its commit is on disk, because the outbox
+            # deletes what was acknowledged. WAL with NORMAL syncs only at checkpoints, so a power
+            # cut may take back the last commits, records the outbox no longer holds. FULL costs
+            # one fsync per batch (wall time, no CPU: the same CPU-s per record, measured).
+            self._db.execute("PRAGMA synchronous=FULL")
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the embedded store ({exc})") from exc
         self._ready: set[str] = set()
@@ -90,14 +95,9 @@ class EmbeddedStore:
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Upsert documents in one transaction: all are acknowledged, or none (StoreError)."""
         table = self._table(kind)
-        measured = _measured(kind)
-        fields = ("timestamp", *KINDS[kind].indexed, *measured)
-        n_text = len(fields) - len(measured)
+        fields = ("timestamp", *KINDS[kind].indexed, *_measured(kind))
         try:
-            rows = [
-                (d["id"], *(_text(d.get(f)) for f in fields[:n_text]), *(_plain(d.get(f)) for f in measured), orjson.dumps(d).decode())
-                for d in docs
-            ]
+            rows = _rows(kind, docs)
         except (KeyError, TypeError, orjson.JSONEncodeError) as exc:
             raise StoreError(f"{self.path}: a {kind} record cannot be stored ({exc})") from exc
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
@@ -246,6 +246,31 @@ _PERIOD_CHARS = {"day": 10, "month": 7}  # of the ISO timestamp: 'YYYY-MM-DD', '
 def _measured(kind: str) -> tuple[str, ...]:
     spec = KINDS[kind]
     return tuple(c for c in spec.measured if c not in spec.indexed)
+
+
+def _rows(kind: str, docs: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The rows of ``docs``: id, the text columns (timestamp, indexed), the measured columns,
+    the document as JSON. Built a column at a time, with one type check per column in the common
+    case (text columns all text, measured all plain), not a function call per value: about
+    three quarters of the Python work per document of the row-by-row way (measured)."""
+    spec = KINDS[kind]
+    columns: list[list[Any]] = [[d["id"] for d in docs]]
+    for f in ("timestamp", *spec.indexed):
+        values = [d.get(f) for d in docs]
+        if not _TEXT_TYPES.issuperset(map(type, values)):
+            values = [_text(v) for v in values]
+        columns.append(values)
+    for f in _measured(kind):
+        values = [d.get(f) for d in docs]
+        if not _PLAIN_TYPES.issuperset(map(type, values)):
+            values = [_plain(v) for v in values]
+        columns.append(values)
+    columns.append([orjson.dumps(d).decode() for d in docs])
+    return list(zip(*columns, strict=True))
+
+
+_TEXT_TYPES = frozenset({str, type(None)})  # kept as they are by _text
+_PLAIN_TYPES = frozenset({int, float, bool, str, type(None)})  # kept as they are by _plain
 
 
 def _plain(value: object) -> object:

@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-__all__ = ["PLAN_COLUMNS", "PriorityPolicy", "plan_priorities", "userprio_commands"]
+__all__ = ["PLAN_COLUMNS", "USAGE_METRICS", "PriorityPolicy", "compare_usage", "plan_priorities", "userprio_commands"]
 
 Mode = Literal["usage", "factor"]
 
@@ -41,6 +41,13 @@ PLAN_COLUMNS = ("submitter", "credential", "mode", "effective", "target", "befor
 the mode, its effective usage (0..1) and target (percent), the negotiator's value before, the
 value the fairshare asks for, the value to set (bounded), and ``set``, ``unchanged``,
 ``unknown`` (no such submitter), ``not matched`` (pattern) or ``no target`` (factor mode)."""
+
+
+USAGE_METRICS = ("cpu_only", "penalty", "billed")
+"""What ``priority compare`` puts beside the negotiator's usage, per credential, in hours:
+``cpu_only`` (core-hours: what the default ``SLOT_WEIGHT = Cpus`` charges), ``penalty`` (seed
+000's PE-hours) and ``billed`` (seed 003's billed core-hours: held cores plus the node's shared
+idle ones)."""
 
 
 @dataclass(frozen=True)
@@ -124,3 +131,43 @@ def userprio_commands(plan: pd.DataFrame, *, restore: bool = False) -> list[str]
     value = "before" if restore else "after"
     todo = plan[plan["status"] == "set"]
     return [f"condor_userprio {option[m]} {s} {v:.6g}" for s, m, v in todo[["submitter", "mode", value]].itertuples(index=False)]
+
+
+def compare_usage(negotiator: pd.DataFrame, usage: pd.DataFrame) -> pd.DataFrame:
+    """Each submitter's share of the negotiator's usage beside its share under each of
+    :data:`USAGE_METRICS`: what the pool's ``SLOT_WEIGHT`` hides.
+
+    ``negotiator``: ``submitter`` and ``usage_s`` (its weighted accumulated usage, seconds).
+    ``usage``: one row per credential, ``name`` and ``<metric>_h`` (hours) per metric. A
+    credential is matched to a submitter as the sync matches it. Returns one row per submitter
+    (by name; credentials of one submitter summed, their names joined by ``,``) and then one
+    per credential the negotiator does not know (``submitter`` None): ``credential``,
+    ``negotiator_share`` (percent of the negotiator's usage over its submitters), and per
+    metric ``<metric>_h`` and ``<metric>_share`` (percent of the metric's total over every
+    credential: the whole pool's, the submitters the negotiator does not know included).
+    """
+    hours = [f"{m}_h" for m in USAGE_METRICS]
+    known = [str(s) for s in negotiator["submitter"]]
+    names = [str(n) for n in usage["name"]]
+    values = usage[hours].apply(pd.to_numeric).fillna(0.0).to_numpy(dtype=np.float64) if len(usage) else np.zeros((0, len(hours)))
+    ours = pd.DataFrame(values, columns=hours)
+    ours.insert(0, "credential", names)
+    ours.insert(0, "submitter", [_submitter_of(n, known) for n in names])
+    totals = ours[hours].sum()
+    mapped = ours[ours["submitter"].notna()].groupby("submitter", sort=False).agg(
+        {"credential": ",".join, **dict.fromkeys(hours, "sum")}
+    )
+    out = pd.DataFrame({"submitter": known})
+    used = pd.to_numeric(negotiator["usage_s"], errors="coerce").fillna(0.0).to_numpy(dtype=np.float64)
+    out["credential"] = out["submitter"].map(mapped["credential"]).astype(object)
+    out["credential"] = out["credential"].where(out["credential"].notna(), None)
+    out["negotiator_share"] = 100.0 * used / used.sum() if used.sum() > 0 else 0.0
+    for h in hours:
+        out[h] = out["submitter"].map(mapped[h]).fillna(0.0).astype(np.float64)
+    unknown = ours[ours["submitter"].isna()].assign(negotiator_share=np.nan)
+    out = pd.concat([out, unknown[out.columns]], ignore_index=True) if len(unknown) else out
+    for m, h in zip(USAGE_METRICS, hours, strict=True):
+        out[f"{m}_share"] = 100.0 * out[h] / totals[h] if totals[h] > 0 else 0.0
+    out["submitter"] = out["submitter"].astype(object).where(out["submitter"].notna(), None)
+    order = ["submitter", "credential", "negotiator_share", *(c for m in USAGE_METRICS for c in (f"{m}_h", f"{m}_share"))]
+    return out[order]

@@ -1,9 +1,24 @@
-"""The ``fairacct`` command line: :mod:`~probes.cli.commands` parses and runs the commands
-(only it prints and exits); :mod:`~probes.cli.views` and :mod:`~probes.cli.usage_views` turn
-results into tables and JSON; :mod:`~probes.cli.times` reads times."""
+"""The ``fairacct`` command line: :mod:`~probes.cli.parser` reads it, :mod:`~probes.cli.commands`
+runs the command (only it prints and exits); :mod:`~probes.cli.views` and
+:mod:`~probes.cli.usage_views` turn results into tables and JSON; :mod:`~probes.cli.times`
+reads times."""
 
 from __future__ import annotations
 
-from probes.cli.commands import main
+from collections.abc import Sequence
+
+from probes.cli.parser import parse
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``fairacct`` with ``argv`` (default: the process's arguments); the exit code.
+
+    The command line is read before the commands' modules are imported (pandas, numba, the
+    readers and the stores take a second to import): ``--version``, ``--help`` and a mistyped
+    option answer at once."""
+    args = parse(argv)
+    from probes.cli.commands import run
+
+    return run(args)

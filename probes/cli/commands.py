@@ -1,4 +1,5 @@
-"""The ``fairacct`` command line. Only this module prints and exits.
+"""The ``fairacct`` commands, run once :mod:`~probes.cli.parser` has read the command line.
+Only this module prints and exits.
 
 Library code raises :class:`~collector.errors.FairacctError`; here it becomes one line on
 stderr and an exit code: 2 for a bad command line or configuration, 1 for a source or store
@@ -17,148 +18,37 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox, OutboxStatus
-from collector.records import KINDS, iso_utc
+from collector.records import iso_utc
 from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_path
-from probes.accounting.lab import CASES, WHATIF_POLICIES, run_lab, table_2_1, whatif
-from probes.cli import analytics_views, usage_views, views
-from probes.cli.outputs import add_output_commands, run_output_command
-from probes.cli.priority import add_priority_commands, run_priority_command
+from probes.cli import views
+from probes.cli.compiling import announce_compiling
+from probes.cli.parser import TABLE_ROWS
 from probes.cli.times import parse_time
-from probes.config import OVERRIDES, ProbeConfig, apply_overrides, load_config
-from probes.pipeline import analytics, usage
+from probes.config import ProbeConfig, apply_overrides, load_config
 from probes.pipeline.cycle import CycleResult, account, check_sources, read_sources, run_once
 from probes.pipeline.overhead import overhead_report
-from probes.pipeline.records import fairness_docs
 from probes.sources import sandbox
 from probes.sources.report import problem_lines
-from probes.sources.workloads.swf import read_swf
 
-__all__ = ["main"]
+__all__ = ["run"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_QUEUED = 0, 1, 2, 3
 
-def _package_version() -> str:
-    try:
-        return version("fairacct")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
-
-_SOURCES = ("--status-file", "--idle-file", "--history")
-_ALL = (*_SOURCES, "--store")
-
-
-def _options(*overrides: str) -> argparse.ArgumentParser:
-    """The options every command has, and of the settings' overrides those in ``overrides``:
-    an option a command does not use is refused by the command line, not ignored."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help="TOML configuration file (see config/example.toml)")
-    for o in OVERRIDES:
-        if o.option not in overrides:
-            continue
-        if o.many:
-            common.add_argument(o.option, metavar=o.metavar, action="append", default=[], help=o.help)
-        else:
-            common.add_argument(o.option, metavar=o.metavar, help=o.help)
-    common.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    common.add_argument("--strict", action="store_true", default=None, help="stop at the first malformed ad")
-    if any(o in _SOURCES for o in overrides) and "--store" not in overrides:  # reads, and writes nothing
-        common.add_argument("--quarantine", metavar="DIR", help="keep the malformed ads read in DIR (default: not kept)")
-    return common
-
-
-def _parser() -> argparse.ArgumentParser:
-    common = _options()
-
-    parser = argparse.ArgumentParser(prog="fairacct", description="HTCondor/glideinWMS accounting probe.")
-    parser.add_argument("--version", action="version", version=f"fairacct {_package_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("slots", parents=[_options("--status-file")], help="read startd ads into the slots and allocations tables")
-    sub.add_parser("idle", parents=[_options("--idle-file", "--status-file")], help="read the queue into the idle table (autoclusters)")
-    sub.add_parser("jobs", parents=[_options("--history")], help="read job history into the jobs table")
-    overhead = sub.add_parser("overhead", parents=[_options("--status-file", "--idle-file")], help="true overhead of each slot in canonical units, and its histogram")
-    overhead.add_argument(
-        "--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)"
-    )
-    sub.add_parser("bill", parents=[_options("--status-file")], help="proportional bills of the running jobs")
-    for name, text in (
-        ("penalty", "multi-resource penalty of each job, beside the metrics it replaces (seed 000)"),
-        ("fairshare", "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (seed 004)"),
-        ("efficiency", "scheduling, job and system efficiency by resource set; `efficiency whatif`: node-allocation policies (seed 001)"),
-    ):
-        reads = ("--history", "--status-file", "--store") if name == "efficiency" else ("--history", "--status-file")
-        usage_cmd = sub.add_parser(name, parents=[_options(*reads)], help=text)
-        usage_cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
-        usage_cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
-        usage_cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
-        if name == "fairshare":
-            usage_cmd.add_argument("--at", metavar="TIME", help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)")
-            usage_cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
-        if name == "efficiency":
-            _analytics_options(usage_cmd)
-    fairness = sub.add_parser("fairness", parents=[_options("--status-file", "--idle-file", "--store")], help="demand vs allocation, Jain's index and starvation per user (seed 002)")
-    fairness.add_argument("--bucket", type=float, default=3600.0, metavar="SECONDS", help="time bucket (default 3600)")
-    fairness.add_argument("--fraction", type=float, default=0.0, help="starved below this fraction of an equal share (default 0: got nothing)")
-    fairness.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
-    lab = sub.add_parser("lab", parents=[common], help="seed 002's fair-share lab: Table 2.1, cases 1-5 under formula 2.1 and Maui fairshare")
-    lab.add_argument("--case", choices=list(CASES), help="one case (default: all)")
-    lab.add_argument("--fraction", type=float, default=0.1, help="starved at or below this fraction of an equal share (default 0.1)")
-    probe = sub.add_parser("probe", help="run the probe")
-    probe_sub = probe.add_subparsers(dest="action", required=True, metavar="ACTION")
-    probe_sub.add_parser("once", parents=[_options(*_ALL)], help="run one cycle into the store and print what it found")
-    run = probe_sub.add_parser("run", parents=[_options(*_ALL)], help="run the probe service (APScheduler) until SIGTERM or SIGINT")
-    run.add_argument("--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)")
-    records = sub.add_parser("records", parents=[_options("--store")], help="print stored records of one kind")
-    records.add_argument("kind", choices=list(KINDS), help="record kind")
-    records.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
-    records.add_argument("--until", metavar="TIME", help="records before TIME")
-    records.add_argument("--limit", type=int, metavar="N", help="at most N records")
-    outbox = sub.add_parser("outbox", parents=[_options("--store")], help="depth, oldest item and dead letters of the outbox")
-    outbox.add_argument(
-        "action", nargs="?", choices=["retry"], help="retry: put the dead letters back in the outbox, to be sent again"
-    )
-    outbox.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
-    outbox.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
-    mappings = sub.add_parser("mappings", help="Elasticsearch index templates")
-    mappings_sub = mappings.add_subparsers(dest="action", required=True, metavar="ACTION")
-    mappings_sub.add_parser("install", parents=[_options("--store")], help="install (or update) the index templates of every kind")
-    collector_cmd = sub.add_parser("collector", help="the collector service")
-    collector_sub = collector_cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
-    collector_sub.add_parser(
-        "serve", parents=[_options("--store")],
-        help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT",
-    )  # fmt: skip
-    config = sub.add_parser("config", help="configuration")
-    config_sub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    config_sub.add_parser("check", parents=[_options(*_ALL)], help="validate the configuration and print it")
-    add_output_commands(sub, _options("--store"))
-    add_priority_commands(sub, _options("--store"))
-    return parser
-
-
-def _analytics_options(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies")
-    cmd.add_argument("--by", metavar="ATTR", help="resource set attribute: a slot column such as site, resource_name, speed")
-    cmd.add_argument("--policy", action="append", choices=WHATIF_POLICIES, help="what-if policy (repeatable; default: all)")
-    cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
-    cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
-    cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the command :func:`probes.cli.parser.parse` read; its exit code."""
     try:
         config = apply_overrides(load_config(args.config), vars(args))
         sandbox.configure(config.sources.evaluation_budget_s)
-        return _run(args, config)
+        with announce_compiling():  # the first run after an install: 20-60 s of numba, said on stderr
+            return _run(args, config)
     except ConfigError as exc:
         print(f"fairacct: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -181,13 +71,21 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
         return EXIT_OK
     if args.command in ("summarize", "export", "report", "dashboards"):
+        from probes.cli.outputs import run_output_command  # the stores' clients, the exports, the report
+
         doc, text = run_output_command(args, config)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
     if args.command in ("records", "outbox", "mappings"):
         return _store_command(args, config)
     if args.command == "priority":
+        from probes.cli.priority import run_priority_command
+
         return run_priority_command(args, config)
+    if args.command == "slot-weight":
+        from probes.cli.slot_weight import run_slot_weight_command
+
+        return run_slot_weight_command(args, config)
     if args.command == "probe" and args.action == "run":
         return _serve(config, args.duration)
     if args.command == "collector":
@@ -216,6 +114,9 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
         _require(getattr(config.sources, key), f"sources.{key}", option)
         result = read_sources(config, strict=args.strict, only=_READS[args.command])
     _report_problems(result, config, args)
+    if args.command in ("slots", "idle", "jobs"):
+        _print_read(args, result)
+        return EXIT_OK
     doc, sections = _show(args, result, config)
     print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
     return EXIT_OK
@@ -224,8 +125,6 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
 def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
     """The JSON document and the tables a command prints."""
     command = args.command
-    if command in ("slots", "idle", "jobs"):
-        return views.read_json(result, slots=command == "slots"), views.read_sections(result, slots=command == "slots")
     if command == "overhead" and args.exact:  # the exact cross-check is the command's own
         assert result.snapshot is not None
         result.overhead = overhead_report(result.snapshot, config, result.idle, exact=True)
@@ -255,9 +154,25 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
     return doc, sections
 
 
+def _print_read(args: argparse.Namespace, result: CycleResult) -> None:
+    """slots, idle, jobs: every row as JSON, streamed, or the first TABLE_ROWS of each table
+    (``--limit`` says otherwise in both; 0 is every row)."""
+    if args.limit is not None:
+        limit = args.limit or None  # 0: every row
+    else:
+        limit = None if args.json else TABLE_ROWS
+    if args.json:
+        views.write_read_json(sys.stdout, result, slots=args.command == "slots", limit=limit)
+    else:
+        print(views.render(views.read_sections(result, slots=args.command == "slots", limit=limit)), end="")
+
+
 def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
     """The penalty and fairshare commands: jobs from --history or --swf, machines from
     --machines or --status-file."""
+    from probes.cli import usage_views
+    from probes.pipeline import usage
+
     if args.swf and args.history:
         raise ConfigError("give --history or --swf, not both")
     if args.machines and args.status_file:
@@ -284,6 +199,12 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
 
 def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
     """efficiency [whatif], fairness, lab: seeds 001 and 002 (see probes.pipeline.analytics)."""
+    from probes.accounting.lab import WHATIF_POLICIES, run_lab, table_2_1, whatif
+    from probes.cli import analytics_views
+    from probes.pipeline import analytics, usage
+    from probes.pipeline.records import fairness_docs
+    from probes.sources.workloads.swf import read_swf
+
     if args.command == "lab":
         runs, table_21 = run_lab([args.case] if args.case else None, fraction=args.fraction), table_2_1()
         return analytics_views.lab_json(runs, table_21), analytics_views.lab_sections(runs, table_21)
@@ -552,7 +473,3 @@ def _report_problems(result: CycleResult, config: ProbeConfig, args: argparse.Na
         quarantine = Path(args.quarantine) if getattr(args, "quarantine", None) else None
     for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
         print(f"fairacct: {line}", file=sys.stderr)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

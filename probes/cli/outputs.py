@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,33 +20,37 @@ from probes.cli.progress import progress_bar
 from probes.cli.times import parse_day
 from probes.config import ProbeConfig
 
-__all__ = ["add_output_commands", "run_output_command"]
+__all__ = ["add_output_arguments", "run_output_command"]
 
 
-def add_output_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The outputs' subcommands, on the ``fairacct`` parser's subparsers ``sub``."""
+def add_output_arguments(
+    name: str, cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
+    """The options of the outputs' command ``name`` on its parser ``cmd``; ``options`` adds
+    those every command has."""
 
     def period(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--from", dest="first", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
         parser.add_argument("--to", dest="last", required=True, metavar="DATE", help="last UTC day, included")
 
-    period(sub.add_parser("summarize", parents=[common], help="compute the daily summaries of a range of days in the store"))
-    export = sub.add_parser("export", parents=[common], help="usage per project, user, site and month for allocation committees")
-    period(export)
-    export.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
-                        help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
-    export.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
-    export.add_argument("--out", required=True, metavar="FILE", help="the file to write")
-    export.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
-    report = sub.add_parser("report", parents=[common], help="a static HTML report (plots and tables) of a range of days")
-    period(report)
-    report.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
-    dashboards = sub.add_parser("dashboards", help="Kibana / OpenSearch Dashboards saved objects")
-    install = dashboards.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
-        "install", parents=[common], help="import the dashboards through the saved-objects API"
-    )
-    install.add_argument("--url", required=True, help="Kibana or OpenSearch Dashboards, http(s)://HOST:PORT")
-    install.add_argument("--flavour", choices=("kibana", "opensearch"), default="kibana")
+    if name == "dashboards":
+        install = cmd.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
+            "install", help="import the dashboards through the saved-objects API"
+        )
+        options(install)
+        install.add_argument("--url", required=True, help="Kibana or OpenSearch Dashboards, http(s)://HOST:PORT")
+        install.add_argument("--flavour", choices=("kibana", "opensearch"), default="kibana")
+        return
+    options(cmd)
+    period(cmd)
+    if name == "export":
+        cmd.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
+                         help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
+        cmd.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
+        cmd.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+        cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
+    elif name == "report":
+        cmd.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
 
 
 @contextmanager

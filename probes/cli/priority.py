@@ -3,7 +3,8 @@
 The negotiator is reached through :class:`~probes.sources.bindings.Bindings` (a worker killed
 at ``pool.timeout_s``), the fairshare state is the probe's ledger (the outbox checkpoint
 ``fairshare:ledger``), and the ``priority`` records of a sync or restore go to the outbox, sent
-to the store by the next ``probe once`` or flush of ``probe run``.
+to the store by the next ``probe once`` or flush of ``probe run``. ``compare`` also reads the
+store: each user's cpu-only, penalty and billed hours over the fairshare's windows.
 """
 
 from __future__ import annotations
@@ -11,33 +12,50 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collector.errors import ConfigError
+import pandas as pd
+
+from collector.errors import ConfigError, SinkError
 from collector.outbox import Outbox
+from collector.sinks import open_sink
+from probes.accounting.priority import USAGE_METRICS
 from probes.cli import views
 from probes.config import ProbeConfig
 from probes.pipeline import priority
 from probes.sources.bindings import Bindings
 from probes.sources.checkpoints import LEDGER_KEY
 
-__all__ = ["add_priority_commands", "run_priority_command"]
+__all__ = ["add_priority_arguments", "run_priority_command"]
 
+_SHARES = ("submitter", "credential", "negotiator_share", *(f"{m}_{x}" for m in USAGE_METRICS for x in ("h", "share")))
+_SHARES_TITLE = (
+    "shares of the pool (%): the negotiator's usage (what its SLOT_WEIGHT charges) beside cpu-only, penalty and "
+    "billed hours over the fairshare's windows"
+)
 _PLAN = ["submitter", "credential", "mode", "effective", "target", "before", "wanted", "after", "status"]
 
 
-def add_priority_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    cmd = sub.add_parser("priority", help="HTCondor priority sync: the fairshare state into the negotiator ([priority])")
+def add_priority_arguments(
+    cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+) -> None:
+    """``priority``'s actions and their options on its parser ``cmd``; ``options`` adds those
+    every command has."""
     actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sync = actions.add_parser("sync", parents=[common], help="set the negotiator's factors or usage from the fairshare state")
-    restore = actions.add_parser("restore", parents=[common], help="put back what a sync changed")
+    sync = options(actions.add_parser("sync", help="set the negotiator's factors or usage from the fairshare state"))
+    restore = options(actions.add_parser("restore", help="put back what a sync changed"))
     restore.add_argument("--from", dest="records", required=True, metavar="RECORD",
                          help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)")  # fmt: skip
     for action in (sync, restore):
         action.add_argument("--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing")
-    actions.add_parser("compare", parents=[common], help="the negotiator's priorities beside fairacct's usage per submitter")
+    options(actions.add_parser(
+        "compare",
+        help="the negotiator's priorities and share of usage beside fairacct's cpu-only, penalty and billed shares per submitter",
+    ))  # fmt: skip
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:
@@ -55,6 +73,21 @@ def _read_records(path: str) -> list[dict[str, Any]]:
     return doc
 
 
+def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
+    """Usage per user over the fairshare's windows from the store; None (and a note on stderr)
+    when the store cannot be read: the negotiator's side is still worth showing."""
+    since, until = priority.fairshare_horizon(config, now=now)
+    try:
+        sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
+        try:
+            return priority.stored_usage(sink, since=since, until=until)
+        finally:
+            sink.close()
+    except SinkError as exc:
+        print(f"fairacct: no cpu-only, penalty or billed usage to compare: {exc}", file=sys.stderr)
+        return None
+
+
 def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     state = config.probe.state_dir / "outbox.sqlite"
     with Outbox(state) as outbox:
@@ -64,8 +97,15 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     try:
         client = bindings.negotiator()
         if args.action == "compare":
-            frame = priority.compare(config, client, ledger, now=now)
-            print(json.dumps(views.records(frame), indent=1) if args.json else views.table(frame, list(frame.columns)))
+            frame = priority.compare(config, client, ledger, now=now, usage=_stored_usage(config, now))
+            if args.json:
+                print(json.dumps(views.records(frame), indent=1))
+                return 0
+            shares = [c for c in frame.columns if c in _SHARES]
+            print(views.render([
+                ("the negotiator beside the fairshare", views.table(frame, [c for c in frame.columns if c not in shares[2:]])),
+                (_SHARES_TITLE, views.table(frame, shares, digits=2)),
+            ]), end="")  # fmt: skip
             return 0
         if args.action == "sync":
             result = priority.sync(config, client, ledger, now=now, dry_run=args.dry_run, probe=probe)

@@ -279,9 +279,9 @@ def fairshare_sections(report: FairshareReport, *, written: list[str] | None = N
     result = report.result
     sections: list[Section] = [("diagnose -f (usage in % of the delivered total; TotalUsage in hours)", diagnose_f(result))]
     creds = result.credentials
-    targeted = creds[creds["target_mode"].notna()].assign(
-        percent=100.0 * creds["effective"], target=creds["target"], over_cap=creds["over_cap"]
-    )
+    targeted = creds[creds["target_mode"].notna()]
+    # from the selection, not from ``creds``: assigning a Series to an empty frame adopts its index
+    targeted = targeted.assign(percent=100.0 * targeted["effective"])
     if len(targeted):
         view = ("type", "name", "percent", "target", "target_mode", "priority", "over_cap", "off_target")
         title = "fairshare priority of credentials with targets (" + ("1 - usage/target" if result.policy.percent else "target - usage, in points") + ")"

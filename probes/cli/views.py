@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from collector.outbox import OutboxStatus
@@ -36,6 +37,7 @@ __all__ = [
     "render",
     "table",
     "units_text",
+    "write_read_json",
 ]
 
 Section = tuple[str, str]
@@ -67,11 +69,13 @@ def render(sections: Sequence[Section]) -> str:
     return "\n".join(f"== {title}\n{body}\n" for title, body in sections)
 
 
-def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3) -> str:
-    """An aligned table of ``columns``; whole floats print as integers."""
+def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3, limit: int | None = None, what: str = "rows") -> str:
+    """An aligned table of ``columns``; whole floats print as integers. With ``limit``, its
+    first ``limit`` rows and a line saying how many ``what`` more there are."""
     if not len(frame):
         return "(none)"
-    view = frame.reindex(columns=list(columns)).copy()
+    more = len(frame) - limit if limit and len(frame) > limit else 0
+    view = (frame.head(limit) if more else frame).reindex(columns=list(columns))
     for col in view.columns:
         if pd.api.types.is_float_dtype(view[col]) and view[col].notna().any():
             if (view[col].dropna() % 1 == 0).all():
@@ -82,7 +86,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3) -> st
         view["status"] = view["status"].map(JOB_STATUS).fillna(view["status"])
     # one spelling of a missing value, whatever the column's type (None, NaN, <NA>)
     view = view.astype(object).where(view.notna(), MISSING)
-    return view.to_string(index=False)
+    return view.to_string(index=False) + (f"\n... {more:,} more {what} (use --json or --limit)" if more else "")
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -93,16 +97,17 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 # -- the tables a cycle read ---------------------------------------------------------------
 
 
-def read_sections(result: CycleResult, *, slots: bool = True) -> list[Section]:
+def read_sections(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> list[Section]:
+    """The tables a read gave, each of at most ``limit`` rows (None: all)."""
     sections = []
     if result.snapshot is not None and slots:
         s, a = result.snapshot.slots, result.snapshot.allocations
-        sections.append((f"{len(s)} slots (partitionable and static)", table(s, SLOT_VIEW)))
-        sections.append((f"{len(a)} allocations (dynamic slots)", table(a, ALLOCATION_VIEW)))
+        sections.append((f"{len(s)} slots (partitionable and static)", table(s, SLOT_VIEW, limit=limit, what="slots")))
+        sections.append((f"{len(a)} allocations (dynamic slots)", table(a, ALLOCATION_VIEW, limit=limit, what="allocations")))
     if result.idle is not None:
-        sections.append((_idle_title(result.idle), table(result.idle, IDLE_VIEW)))
+        sections.append((_idle_title(result.idle), table(result.idle, IDLE_VIEW, limit=limit, what="autoclusters")))
     if result.jobs is not None:
-        sections.append((f"{len(result.jobs)} jobs", table(result.jobs, JOB_VIEW)))
+        sections.append((f"{len(result.jobs)} jobs", table(result.jobs, JOB_VIEW, limit=limit, what="jobs")))
     return sections
 
 
@@ -111,20 +116,56 @@ def _idle_title(idle: pd.DataFrame) -> str:
     return f"{len(idle)} autoclusters of idle jobs ({jobs} jobs)"
 
 
-def read_json(result: CycleResult, *, slots: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> dict[str, Any]:
+    """The tables a read gave (each of at most ``limit`` rows; None: all) and what was read, as
+    one JSON document; :func:`write_read_json` writes the same document without holding it."""
+    out: dict[str, Any] = {name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()}
+    return out | {"read": _read_counts(result)}
+
+
+def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, limit: int | None = None) -> None:
+    """:func:`read_json`'s document, written to ``out`` a few thousand rows at a time, one row per
+    line: a 200,000-job history never becomes one string or a list of 200,000 dicts. The rows
+    are encoded as :func:`records` encodes them (pandas' encoder, 15 significant digits), so
+    the values are the same."""
+    out.write("{")
+    for name, frame in _read_tables(result, slots=slots).items():
+        frame = _first(frame, limit)
+        out.write(f"{json.dumps(name)}: [")
+        for first in range(0, len(frame), _JSON_SLICE):
+            part = frame.iloc[first : first + _JSON_SLICE].to_json(orient="records", lines=True, double_precision=15)
+            # pandas escapes every "/" as "\/" (a path reads "\/home\/..."); each "/" of its output
+            # is preceded by that backslash, so this undoes exactly those escapes
+            part = part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/")
+            out.write(("," if first else "") + "\n" + part)
+        out.write("\n],\n")
+    out.write(f'"read": {orjson.dumps(_read_counts(result)).decode()}}}\n')
+
+
+_JSON_SLICE = 2_000  # rows encoded at once: 1 MB of a jobs table's text, 15 MB of pandas' work space (50 at 10,000)
+
+
+def _first(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    # not frame.head(None): that copies the whole table (50 MB of a 200,000-job history)
+    return frame if limit is None else frame.head(limit)
+
+
+def _read_tables(result: CycleResult, *, slots: bool) -> dict[str, pd.DataFrame]:
+    tables = {}
     if result.snapshot is not None and slots:
-        out["slots"] = records(result.snapshot.slots)
-        out["allocations"] = records(result.snapshot.allocations)
+        tables["slots"], tables["allocations"] = result.snapshot.slots, result.snapshot.allocations
     if result.idle is not None:
-        out["idle"] = records(result.idle.drop(columns=["example_job"]))
+        tables["idle"] = result.idle.drop(columns=["example_job"])
     if result.jobs is not None:
-        out["jobs"] = records(result.jobs)
-    out["read"] = {
+        tables["jobs"] = result.jobs
+    return tables
+
+
+def _read_counts(result: CycleResult) -> dict[str, Any]:
+    return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
         for what, r in result.reports.items()
     }
-    return out
 
 
 # -- overhead ------------------------------------------------------------------------------
@@ -202,8 +243,10 @@ def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[
         sections.append(
             (
                 "idle-job cross-check",
-                f"{o['suspicious_slots']} slots with overhead had idle jobs that fit: {o['suspicious_cu_hours']:.3f} CU-hours\n"
-                f"{o['other_slots']} slots with overhead and no fitting idle job: {o['other_cu_hours']:.3f} CU-hours",
+                (
+                    f"{o['suspicious_slots']} slots with overhead had idle jobs that fit: {o['suspicious_cu_hours']:.3f} CU-hours\n"
+                    f"{o['other_slots']} slots with overhead and no fitting idle job: {o['other_cu_hours']:.3f} CU-hours"
+                ),
             )
         )
     return sections

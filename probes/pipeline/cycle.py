@@ -27,7 +27,7 @@ from collector.records import iso_utc
 from collector.sinks import Sink
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport, overhead_report
-from probes.pipeline.records import Records, job_docs, snapshot_docs
+from probes.pipeline.records import Records, job_docs, snapshot_docs, with_penalty_usage
 from probes.accounting.ledger import ledger_count
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
@@ -187,8 +187,8 @@ def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str, machi
     report = None if result.replayed else account(result, config)
     records = snapshot_docs(report, idle_known=result.idle is not None, probe=probe) if report is not None else {}
     jobs = result.jobs
-    if jobs is not None and len(jobs) and machines is not None:
-        jobs = priced_usage(jobs, machines, config)
+    if jobs is not None and len(jobs) and machines is not None and "penalty_usage" not in jobs.columns:
+        jobs = priced_usage(jobs, machines, config)  # not priced yet (the fairshare metric does not price)
     return records | job_docs(jobs, probe=probe)
 
 
@@ -269,10 +269,11 @@ def run_once(
     machines = None  # the pool's machine classes, to price the jobs against
     if has_jobs and snapshot is not None and (priced or len(snapshot.slots)):
         machines = slot_machines(snapshot.slots, snapshot.ads, config)
-    records = cycle_records(result, config, probe=probe, machines=machines)
     if has_jobs and result.jobs is not None:
         jobs, usage = fairshare_usage(result.jobs, machines if priced else None, config)
         marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
+        result.jobs = with_penalty_usage(result.jobs, jobs)  # the job records carry what was priced
+    records = cycle_records(result, config, probe=probe, machines=machines)
     faults.point("before-commit")
     outbox.commit(records, marks)
     result.enqueued = {kind: len(docs) for kind, docs in records.items()}

@@ -5,7 +5,8 @@ kind                      from
 ========================  ==========================================================================
 ``slot``                  a snapshot's slots with their true overhead, phase and idle-demand fit
 ``allocation``            a snapshot's bills, one per running job (dynamic slot)
-``job``                   the jobs table of the history read past its checkpoint
+``job``                   the jobs table of the history read past its checkpoint (with its penalty
+                          usage where the probe priced it: :func:`with_penalty_usage`)
 ``fairshare``             the ledger's state at the end of a closed window, per credential
 ``fairness``              demand, allocation, served part and starvation per credential and bucket
 ``priority``              a priority sync (or restore): per credential, the negotiator's value before and after
@@ -27,7 +28,15 @@ from probes.accounting.ledger import ledger_fairshare
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport
 
-__all__ = ["Records", "fairness_docs", "fairshare_docs", "job_docs", "priority_docs", "snapshot_docs"]
+__all__ = [
+    "Records",
+    "fairness_docs",
+    "fairshare_docs",
+    "job_docs",
+    "priority_docs",
+    "snapshot_docs",
+    "with_penalty_usage",
+]
 
 Records = dict[str, list[dict[str, Any]]]
 """Documents by kind, as the outbox commits them."""
@@ -43,6 +52,19 @@ def snapshot_docs(report: OverheadReport, *, idle_known: bool, probe: str) -> Re
         if len(report.bills):
             records["allocation"] = table_docs("allocation", report.bills, probe=probe)
     return records
+
+
+def with_penalty_usage(jobs: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame:
+    """``jobs`` with the ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds) its job records
+    carry, from ``priced``, the same jobs in the same order as
+    :func:`~probes.accounting.penalty.job_penalties` gives them (``usage``, ``cpu_only``,
+    ``speed_used``, ``walltime_s``); ``jobs`` as it is when they were not priced."""
+    if not {"usage", "cpu_only", "speed_used"} <= set(priced.columns) or len(priced) != len(jobs):
+        return jobs
+    time_s = pd.to_numeric(priced["walltime_s"]).fillna(0.0).to_numpy() * priced["speed_used"].to_numpy(dtype=float)
+    return jobs.assign(
+        penalty_usage=priced["usage"].to_numpy(dtype=float), cpu_only_usage=time_s * priced["cpu_only"].to_numpy(dtype=float)
+    )
 
 
 def job_docs(jobs: pd.DataFrame | None, *, probe: str) -> Records:

@@ -26,6 +26,7 @@ from probes.accounting.machines import machine_classes, machines_table
 from probes.accounting.penalty import Penalties, compare_metrics, job_penalties
 from probes.config import ProbeConfig
 from probes.files import atomic_write
+from probes.pipeline.records import with_penalty_usage
 from probes.sources.classad import to_classad
 from probes.sources.history import read_history
 from probes.sources.report import ReadReport
@@ -188,13 +189,7 @@ def priced_usage(jobs: pd.DataFrame, machines: pd.DataFrame | None, config: Prob
     then carry neither, and summaries count 0 for them."""
     if machines is None or not len(machines) or not len(jobs):
         return jobs
-    priced = price_jobs(jobs, machines, config).jobs
-    # as the penalty's usage counts it: a job without a walltime used nothing
-    time = np.nan_to_num(pd.to_numeric(priced["walltime_s"], errors="coerce").to_numpy(dtype=np.float64)) * priced["speed_used"].to_numpy(dtype=np.float64)
-    return jobs.assign(
-        penalty_usage=priced["usage"].to_numpy(dtype=np.float64),
-        cpu_only_usage=time * priced["cpu_only"].to_numpy(dtype=np.float64),
-    )
+    return with_penalty_usage(jobs, price_jobs(jobs, machines, config).jobs)
 
 
 PRICED_METRICS = ("mrpe", "dedicated_pes")

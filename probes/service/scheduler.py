@@ -89,7 +89,7 @@ from probes.pipeline.cycle import (
 )
 
 from probes.pipeline.priority import sync as priority_sync
-from probes.pipeline.records import fairshare_docs
+from probes.pipeline.records import fairshare_docs, with_penalty_usage
 from probes.sources.bindings import Bindings
 from probes.sources.negotiator import NegotiatorLike
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
@@ -299,11 +299,14 @@ class ProbeService:
         started = time.monotonic()
         error: str | None = None
         summary: str | None = None
+        interrupted = False
         try:
             summary = job()
         except FairacctError as exc:
             error = _one_line(str(exc))
             if self._stopping.is_set() and isinstance(exc, SourceError):
+                # the stop abandoned the call: neither a run nor a failure of the pool
+                interrupted = True
                 log.info("%s: interrupted by the stop, nothing was committed", name)
             else:
                 if isinstance(exc, SourceError):
@@ -314,7 +317,8 @@ class ProbeService:
             raise
         finally:
             duration = time.monotonic() - started
-            self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
+            if not interrupted:
+                self.metrics.finished(name, ok=error is None, duration_s=duration, error=error)
             with self._idle:
                 self._running -= 1
                 self._idle.notify_all()
@@ -374,8 +378,10 @@ class ProbeService:
                 result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
-        records = cycle_records(result, self.config, probe=self.probe, machines=self._classes() if len(jobs) else None)
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
+        if usage is not None:  # the job records carry what was priced
+            result.jobs = with_penalty_usage(jobs, priced)
+        records = cycle_records(result, self.config, probe=self.probe, machines=self._classes() if len(jobs) else None)
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
             return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)

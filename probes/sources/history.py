@@ -25,7 +25,7 @@ from collector.errors import SourceError
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
-from probes.sources.credentials import group_of
+from probes.sources.credentials import account_names, group_of
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
@@ -156,7 +156,7 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
         "schedd": _schedds(global_id),
         "cluster": ads["ClusterId"],
         "proc": ads["ProcId"],
-        "user": _credential(ads, creds.user),
+        "user": account_names(_credential(ads, creds.user)),
         "group": _group(ads, creds.group),
         "project": _credential(ads, creds.project),
         "queue": _credential(ads, creds.queue),

@@ -22,6 +22,7 @@ import pandas as pd
 
 from collector.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, read_ads
+from probes.sources.credentials import account_names
 from probes.sources.frames import stack
 from probes.sources.inputs import is_blank
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
@@ -89,7 +90,7 @@ def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin
             "schedd": _schedd(ads["GlobalJobId"][jobs]),
             "autocluster_id": ads["AutoClusterId"][jobs],
             **_requests(ads, jobs),
-            "user": pd.Series(ads.first(["User", "Owner"])[jobs], dtype=object),
+            "user": pd.Series(account_names(ads.first(["Owner", "User"])[jobs]), dtype=object),
             "example_job": ads.raw[jobs] if ads.raw is not None else None,
             "source": ads.path[jobs],
             "line": ads.line[jobs],

@@ -7,6 +7,9 @@ attributes need one of the regular-expression functions is evaluated in a worker
 ad at a time under a budget (:data:`BUDGET_S`, ``sources.evaluation_budget_s``); past it the
 worker is killed and the ad is quarantined with that reason. Every other ad is evaluated in
 place, as before: the worker costs a process start (once) and a round trip per ad that needs it.
+
+Every path an ad comes by is guarded: ``-long`` text (:func:`evaluate_guarded`), and classad2
+objects, from a live pool's answer or a ``-json`` dump (:func:`evaluate_ad`).
 """
 
 from __future__ import annotations
@@ -18,20 +21,40 @@ import select
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import classad2
 
-__all__ = ["BUDGET_S", "EvaluationTimeout", "configure", "evaluate", "evaluate_guarded", "from_classad", "needs_guard"]
+__all__ = [
+    "BUDGET_S",
+    "EvaluationTimeout",
+    "Wanted",
+    "calls_regexp",
+    "configure",
+    "evaluate",
+    "evaluate_ad",
+    "evaluate_guarded",
+    "from_classad",
+    "needs_guard",
+]
+
+Wanted = Sequence[tuple[str, tuple[str, ...]]]
+"""Attributes to evaluate: (name, the names that shadow it). A shadowed attribute (one of those
+names is present in the ad) is None, never evaluated."""
 
 BUDGET_S = 0.25
 """Seconds an ad's guarded evaluation may take before it is quarantined."""
 
 # the ClassAd functions that run a regular expression (matched on the ad's text, folded)
-_REGEX_CALL = re.compile(r"\b(?:regexps?|regexpmember|stringlistregexpmember|replace|replaceall|splitusername)\s*\(", re.I)
-
+_REGEX_CALL = re.compile(
+    r"\b(?:regexps?|regexpmember|stringlistregexpmember|replace|replaceall|splitusername)\s*\(", re.IGNORECASE
+)
+_REGEX_WORDS = ("regexp", "replace", "splitusername")  # one is in every name _REGEX_CALL matches
 
 _START_S = 120.0  # a cold start on a loaded machine imports classad2 and the reader
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RUNTIME_NAMES = re.compile(r"eval", re.IGNORECASE)  # eval("Name"): a name built at run time
 
 
 class EvaluationTimeout(Exception):
@@ -65,30 +88,68 @@ def from_classad(value: Any) -> Any:
 
 def needs_guard(text: str) -> bool:
     """Whether evaluating ``text`` (an ad, or the lines of one) may call a regular expression."""
-    return "(" in text and _REGEX_CALL.search(text) is not None
+    if "(" not in text:
+        return False
+    # Substrings first: on every ad of a live pool, the regular expression alone costs 135 us
+    # a job ad, the substrings 9. (A ClassAd function name is ASCII; lower() keeps it found.)
+    folded = text.lower()
+    return any(word in folded for word in _REGEX_WORDS) and _REGEX_CALL.search(text) is not None
 
 
-def evaluate_guarded(text: str, wanted: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
-    """Evaluate, in the worker, the attributes ``wanted`` (name, and the names that shadow it:
-    a shadowed attribute is never evaluated) of the ad ``text`` (``-long`` form); their values
-    as :func:`~probes.sources.classad.literals.from_classad` gives them. Raises
-    :class:`EvaluationTimeout` past the budget, ``ValueError`` if the worker cannot parse it."""
-    return _WORKER.ask(text, wanted, BUDGET_S)
+def calls_regexp(ad: classad2.ClassAd, names: Sequence[str]) -> bool:
+    """Whether evaluating the attributes ``names`` of ``ad`` may call a regular expression: one
+    is called in their expressions or in those of the attributes they reference, directly or
+    not (any name in an expression's text counts as a reference: a superset, names in strings
+    too), or an expression builds names at run time (``eval``) while the ad calls one anywhere."""
+    todo = [n for n in names if n in ad]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name.lower() in seen:
+            continue
+        seen.add(name.lower())
+        text = str(ad.lookup(name))
+        if needs_guard(text) or (_RUNTIME_NAMES.search(text) and needs_guard(str(ad))):
+            return True
+        todo.extend(n for n in _NAME.findall(text) if n.lower() not in seen and n in ad)
+    return False
+
+
+def evaluate_ad(ad: classad2.ClassAd, wanted: Wanted, text: str | None = None) -> list[Any]:
+    """The values of the attributes ``wanted`` of a classad2 ad (a live pool's, or one built
+    from ``-json``), in order, as :func:`evaluate` gives them: here, or in the worker under the
+    budget when one may call a regular expression (:func:`calls_regexp`). ``text`` is the ad's
+    text in any syntax, when the caller has it: an ad whose text calls none is evaluated here
+    without looking further. Raises :class:`EvaluationTimeout` past the budget, ``ValueError``
+    if the worker fails."""
+    unshadowed = [not any(u in ad for u in shadows) for _, shadows in wanted]
+    names = [name for (name, _), read in zip(wanted, unshadowed) if read]
+    if (text is None or needs_guard(text)) and calls_regexp(ad, names):
+        return _WORKER.ask(str(ad), True, list(wanted), BUDGET_S)  # str(ad): the new syntax, exactly
+    return [evaluate(ad, name) if read else None for (name, _), read in zip(wanted, unshadowed)]
+
+
+def evaluate_guarded(text: str, wanted: Wanted) -> list[Any]:
+    """Evaluate, in the worker, the attributes ``wanted`` of the ad ``text`` (``-long`` form);
+    their values in order, as :func:`evaluate` gives them. Raises :class:`EvaluationTimeout`
+    past the budget, ``ValueError`` if the worker cannot parse it."""
+    return _WORKER.ask(text, False, list(wanted), BUDGET_S)
 
 
 def _serve() -> None:  # pragma: no cover - runs in the worker process
-    """The worker: read (text, wanted) pickles on stdin, write ("ok", values) or ("error", why)."""
+    """The worker: read (text, new syntax?, wanted) pickles on stdin, write ("ok", values) or
+    ("error", why)."""
     out = sys.stdout.buffer
     out.write(b"R")  # the imports are done: the budget counts evaluation only
     out.flush()
     while True:
         try:
-            text, wanted = pickle.load(sys.stdin.buffer)
+            text, new, wanted = pickle.load(sys.stdin.buffer)
         except EOFError:
             return
         try:
-            ad = classad2.parseOne(text, classad2.ParserType.Old)
-            values = {n: None if any(u in ad for u in shadows) else evaluate(ad, n) for n, shadows in wanted}
+            ad = classad2.parseOne(text, classad2.ParserType.New if new else classad2.ParserType.Old)
+            values = [None if any(u in ad for u in shadows) else evaluate(ad, n) for n, shadows in wanted]
             pickle.dump(("ok", values), out)
         except Exception as exc:  # classad2's errors, sent back as text
             pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
@@ -103,11 +164,11 @@ class _Worker:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
 
-    def ask(self, text: str, wanted: list[tuple[str, tuple[str, ...]]], budget_s: float) -> dict[str, Any]:
+    def ask(self, text: str, new: bool, wanted: list[tuple[str, tuple[str, ...]]], budget_s: float) -> list[Any]:
         with self._lock:
             process = self._start()
             assert process.stdin is not None and process.stdout is not None
-            pickle.dump((text, wanted), process.stdin)
+            pickle.dump((text, new, wanted), process.stdin)
             process.stdin.flush()
             if not _readable(process.stdout, budget_s):
                 self._kill()
@@ -115,7 +176,7 @@ class _Worker:
             status, answer = pickle.load(process.stdout)
         if status != "ok":
             raise ValueError(answer)
-        return dict(answer)
+        return list(answer)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:

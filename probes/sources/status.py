@@ -23,7 +23,7 @@ import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
-from probes.sources.credentials import group_of
+from probes.sources.credentials import account_name, account_names, group_of
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import SlotReading
@@ -71,8 +71,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         Attr("TotalSlotCpus", n), Attr("TotalSlotMemory", n), Attr("TotalSlotDisk", n), Attr("TotalSlotGPUs", n),
         Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
         Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
-        Attr("GlobalJobId", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
-        Attr("ChildName", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
+        Attr("GlobalJobId", s), Attr("RemoteOwner", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
+        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
@@ -230,7 +230,7 @@ def _held(
             "name": ads["Name"][rows],
             "parent": parent,
             "job_id": ads["GlobalJobId"][rows],
-            "user": ads["RemoteUser"][rows],
+            "user": account_names(ads.first(["RemoteOwner", "RemoteUser"])[rows], ads["AccountingGroup"][rows]),
             "accounting_group": ads["AccountingGroup"][rows],
             **amounts,
             "from_child_lists": False,
@@ -304,7 +304,7 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
                     "name": item("ChildName", k),
                     "parent": ads["Name"][i],
                     "job_id": None,
-                    "user": item("ChildRemoteUser", k),
+                    "user": account_name(item("ChildRemoteOwner", k) or item("ChildRemoteUser", k), item("ChildAccountingGroup", k)),
                     "accounting_group": item("ChildAccountingGroup", k),
                     **{r: float(item(_CHILD[r], k) or 0) for r in RESOURCES},
                     "from_child_lists": True,

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from probes.accounting.priority import PriorityPolicy, plan_priorities, userprio_commands
+from probes.accounting.priority import PriorityPolicy, compare_usage, plan_priorities, userprio_commands
 
 CREDS = pd.DataFrame(
     {
@@ -94,3 +94,23 @@ def test_priority_section_errors_word_for_word() -> None:
         with pytest.raises(ConfigError) as info:
             parse_config({"priority": raw}, "site.toml")
         assert str(info.value) == f"site.toml: priority: {message}"
+
+
+def test_compare_usage_shares_side_by_side() -> None:
+    # the negotiator charges Cpus (its default SLOT_WEIGHT): alice 3000 s, bob 1000 s; fairacct
+    # saw alice 8 core-hours, bob 1 and carol 1 (a user the negotiator does not know); under
+    # the penalty bob's and carol's big-memory jobs cost 4 PE-hours each
+    neg = pd.DataFrame({"submitter": ["alice@pool", "bob@pool", "dave@pool"], "usage_s": [3000.0, 1000.0, 0.0]})
+    usage = pd.DataFrame({"name": ["alice", "bob", "carol"], "cpu_only_h": [8.0, 1.0, 1.0],
+                          "penalty_h": [8.0, 4.0, 4.0], "billed_h": [10.0, 2.5, 0.0]})  # fmt: skip
+    out = compare_usage(neg, usage)
+    assert out["submitter"].tolist() == ["alice@pool", "bob@pool", "dave@pool", None]
+    assert out["credential"].tolist() == ["alice", "bob", None, "carol"]
+    assert out["negotiator_share"].tolist()[:3] == [75.0, 25.0, 0.0] and math.isnan(out["negotiator_share"].iloc[3])
+    assert out["cpu_only_share"].tolist() == [80.0, 10.0, 0.0, 10.0]  # of 10 core-hours
+    assert out["penalty_share"].tolist() == [50.0, 25.0, 0.0, 25.0]  # of 16 PE-hours: bob's share hidden by Cpus
+    assert out["billed_share"].tolist() == [80.0, 20.0, 0.0, 0.0]  # of 12.5 billed core-hours
+    assert out["penalty_h"].tolist() == [8.0, 4.0, 0.0, 4.0]
+    # no usage at all: the negotiator's shares alone, every metric's 0
+    empty = compare_usage(neg, usage.iloc[:0])
+    assert empty["negotiator_share"].tolist() == [75.0, 25.0, 0.0] and empty["penalty_share"].tolist() == [0.0] * 3

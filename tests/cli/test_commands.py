@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
+import io
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from probes.cli import main
+from probes.cli import main, views
+from probes.cli.compiling import announce_compiling
+from probes.config import SourceSettings, load_config
+from probes.pipeline.cycle import CycleResult, read_sources
 
 from ..conftest import ROOT
 
@@ -206,3 +213,83 @@ def test_tables_people_read(capsys: pytest.CaptureFixture[str], condor25: Path) 
                           "gpu: 1 GPU(s)\ncpu: 1 core(s) and 2048 MiB\n")  # fmt: skip
     code, out, _ = run(capsys, "bill", "--status-file", str(condor25 / "status.ads"))
     assert "<NA>" not in out and "None" not in out
+
+
+def test_a_long_table_shows_its_first_rows_and_says_how_many_more(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    """Issue 12, item 12: `jobs` printed every row of a 40,000-job history (seconds of pandas
+    formatting); a table shows --limit rows (default 50) and says what it left out."""
+    history = str(condor25 / "history.ads")  # 42 jobs
+    code, out, _ = run(capsys, "jobs", "--history", history, "--limit", "5")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "== 42 jobs" and len(lines) == 2 + 5 + 1
+    assert lines[2].split()[0] == "vm#12.1#1795269388" and lines[-1] == "... 37 more jobs (use --json or --limit)"
+    for limit in ((), ("--limit", "0")):  # 42 rows fit the default 50; 0 is every row
+        code, out, _ = run(capsys, "jobs", "--history", history, *limit)
+        assert len(out.splitlines()) == 2 + 42 and "more jobs" not in out
+    code, out, _ = run(capsys, "jobs", "--history", history, "--json", "--limit", "3")
+    doc = json.loads(out)
+    assert [j["job_id"] for j in doc["jobs"]] == ["vm#12.1#1795269388", "vm#12.0#1795269388", "vm#11.0#1795269336"]
+    assert doc["read"]["history"]["ads"] == 42
+    with pytest.raises(SystemExit) as exit_:
+        main(["jobs", "--history", history, "--limit", "-2"])
+    assert exit_.value.code == 2 and "--limit: expected a number of rows, 0 or more, got '-2'" in capsys.readouterr().err
+
+
+def test_jobs_json_is_streamed_with_the_values_it_had(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    """Issue 12, item 12: the JSON was one `json.dumps(indent=1)` of every row (10 s and 1.7 GB
+    at 200,000 jobs); it is written a slice of rows at a time, one row per line, with the
+    values :func:`views.read_json` gives (pandas' encoding: null for missing, 15 digits)."""
+    history = condor25 / "history.ads"
+    code, out, err = run(capsys, "jobs", "--history", str(history), "--json")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == '{"jobs": [' and lines[43] == "]," and lines[44].startswith('"read": {"history":{"ads":42,')
+    assert all(line.startswith('{"job_id":"vm#') for line in lines[1:43])
+    doc = json.loads(out)
+    config = load_config(None).model_copy(update={"sources": SourceSettings(history=[history])})
+    assert doc == views.read_json(read_sources(config, only=("history",)), slots=False)
+    first = doc["jobs"][0]
+    assert first["source"] == str(history) and "\\/" not in out  # pandas writes "\/"; undone
+    assert first["project"] is None and first["cpus"] == 1.0 and first["status"] == 4
+
+
+def test_json_rows_keep_every_character() -> None:
+    """The one rewrite of pandas' output (its "\\/" escapes) leaves a value's own backslashes,
+    slashes, quotes, newlines and non-ASCII letters as they were."""
+    values = ["a\\/b", "\\", "/", "x\\\\/y", 'say "hi"/\n', "Müller/ß", None, "\\\\"]
+    frame = pd.DataFrame({"user": values, "cpus": [1.5, float("nan"), 2.0, 3.0, 4.0, 5.0, 6.0, 1e-7]})
+    out = io.StringIO()
+    views.write_read_json(out, CycleResult(jobs=frame))
+    assert json.loads(out.getvalue()) == {"jobs": views.records(frame), "read": {}}
+    assert [j["user"] for j in json.loads(out.getvalue())["jobs"]] == values
+
+
+def test_compiling_the_scanner_is_said_once_and_only_when_its_cache_is_cold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 12: the first run after an install compiles the ClassAd scanner for
+    20-60 s with nothing printed. A stand-in scanner, a numba function cached like it (in the
+    __pycache__ beside it): compiled, it is announced once for two compilations; loaded again
+    (a new process would do the same) it comes from the cache and nothing is said; a function
+    outside the scanner's modules compiles silently."""
+    import numba
+
+    (tmp_path / "fairacct_test_scanner.py").write_text(
+        "import numba\n\n@numba.njit(cache=True)\ndef twice(x):\n    return 2 * x\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fairacct_test_scanner", raising=False)
+    scanner = importlib.import_module("fairacct_test_scanner")
+    said = []
+    for _ in range(2):
+        stream = io.StringIO()
+        with announce_compiling(stream, modules=["fairacct_test_scanner"]):
+            numba.njit(lambda x: x + 1)(1)  # not the scanner's
+            assert (scanner.twice(2), scanner.twice(2.5)) == (4, 5.0)
+        said.append(stream.getvalue())
+        scanner = importlib.reload(scanner)  # a new dispatcher: what it compiled is only on disk
+    assert said[0] == (
+        "fairacct: compiling the ClassAd scanner once (about a minute; later runs load it from numba's cache in "
+        f"{tmp_path / '__pycache__'}) ...\n"
+    )
+    assert said[1] == ""

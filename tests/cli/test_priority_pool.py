@@ -14,7 +14,7 @@ from pathlib import Path
 import htcondor2
 import pytest
 
-from probes.cli.commands import main
+from probes.cli import main
 from tests.conftest import SHARED
 from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
 
@@ -125,6 +125,16 @@ max_factor_ratio = 4.0
     records.write_text(out, encoding="utf-8")
     _, compared = run(capsys, "priority", "compare", "--config", str(config))
     assert alice in compared and "fairacct_factor" in compared
+    assert "shares of the pool (%)" in compared
+    _, compared = run(capsys, "priority", "compare", "--config", str(config), "--json")
+    shares = {r["submitter"]: r for r in json.loads(compared)}
+    # the store's core-hours (job records) are the ledger's core-seconds: the same jobs, once
+    for row in shares.values():
+        assert row["cpu_only_h"] * 3600 == pytest.approx(row["dedicated_ps_s"], rel=1e-9)
+    assert 75 < shares[alice]["cpu_only_share"] < 90  # 8 : 1 : 1 core-walltimes, up to HTCondor's seconds
+    # the negotiator's share is its weighted usage's, whatever its SLOT_WEIGHT made of the same jobs
+    total = sum(r["usage_s"] for r in shares.values())
+    assert shares[alice]["negotiator_share"] == pytest.approx(100 * shares[alice]["usage_s"] / total)
 
     run(capsys, "priority", "restore", "--config", str(config), "--from", str(records))
     assert factors(htc) == before

@@ -149,6 +149,21 @@ def test_fairshare_of_the_wagap_workload(wagap: tuple[Path, Path], tmp_path: Pat
     assert set(sums) == {"User", "Group", "Class"}  # SWF logs name no account and no QOS
 
 
+def test_the_fairshare_table_names_the_credentials_with_targets(wagap: tuple[Path, Path], tmp_path: Path) -> None:
+    swf, machines = wagap
+    source = ("--swf", str(swf), "--machines", str(machines), "--at", "2013-03-30T00:00:00Z")
+    code, out, err = run("fairshare", *source)
+    assert code == 0, err
+    assert "credentials with targets" not in out  # none configured: no table of one nameless row
+    config = tmp_path / "fs.toml"
+    config.write_text('[fairshare]\ntargets = { user = { "1037" = "5-", "62" = "10+" } }\n')
+    code, out, err = run("fairshare", "--config", str(config), *source)
+    assert code == 0, err
+    table = out.split("credentials with targets")[1].split("\n== ")[0].splitlines()[1:]
+    assert table[0].split()[:2] == ["type", "name"]
+    assert sorted(line.split()[:2] for line in table[1:] if line.strip()) == [["user", "1037"], ["user", "62"]]
+
+
 def test_the_seed_004_fairshare_data_file() -> None:
     """The sample of seed 004, 6.3.2.3, rebuilt from jobs (2-day windows; Aug 18 2006 00:00 UTC)."""
     k = 1000.0

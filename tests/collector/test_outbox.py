@@ -9,10 +9,11 @@ from typing import Any
 
 import orjson
 
+from collector.errors import SinkError, StoreError
 from collector.outbox import Outbox, Parcel
 from collector.records import KINDS, record_id, table_docs
-from collector.sinks.sqlite import EmbeddedStore
 from collector.sinks.base import SendResult
+from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
 from probes.pipeline.overhead import overhead_report
 from probes.sources.status import read_status
@@ -136,3 +137,68 @@ def test_parcels_are_sent_and_rewritten_with_what_is_left(tmp_path: Path) -> Non
         assert outbox.status().depth == {"job": 4} and outbox.dead_letters()[0]["id"] == "r5"
         result = outbox.flush(sink)  # type: ignore[arg-type]
         assert result.sent["job"] == 4 and outbox.status().depth == {}
+
+
+def test_the_store_keeps_each_value_as_it_comes_or_as_text(tmp_path: Path) -> None:
+    """The rows are built a column at a time; a column with one odd value is converted value by
+    value: text columns hold text (``str()``), measured columns numbers and text as they are,
+    anything else as JSON. A batch with a record that cannot be stored stores nothing."""
+    base = {"timestamp": "2026-11-21T14:00:00Z", "partition": "p"}
+    docs = [
+        dict(base, id="a", site="UCSD", total_cpus=2),
+        dict(base, id="b", site=7, total_cpus=1.5),
+        dict(base, id="c", site=True, total_cpus=True),
+        dict(base, id="d", total_cpus="12"),
+        dict(base, id="e", site=["x"], total_cpus={"n": 1}),
+    ]
+    with EmbeddedStore(tmp_path / "store.sqlite") as store:
+        assert store.send("slot", docs).acked == ["a", "b", "c", "d", "e"]
+        assert store.send("slot", docs[:2]).acked == ["a", "b"]  # again: replaced, not added
+        try:
+            store.send("slot", [dict(base, id="f"), {"timestamp": "2026-11-21T14:00:00Z"}])
+        except StoreError as exc:
+            assert "a slot record cannot be stored ('id')" in str(exc)
+        else:
+            raise AssertionError("a record without an id was stored")
+        assert [d["id"] for d in store.query("slot")] == ["a", "b", "c", "d", "e"]
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        rows = db.execute("SELECT id, site, typeof(total_cpus), total_cpus FROM slot ORDER BY id").fetchall()
+    assert rows == [
+        ("a", "UCSD", "integer", 2),
+        ("b", "7", "real", 1.5),
+        ("c", "True", "integer", 1),
+        ("d", None, "text", "12"),
+        ("e", "['x']", "text", '{"n":1}'),
+    ]
+
+
+def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
+    """The collector's flusher hands what a flush writes to the outbox's one writer thread: with
+    a writer given, the flushing connection writes nothing (here it cannot: query_only), the
+    writer's outbox deletes, counts attempts and keeps dead letters."""
+    path = tmp_path / "outbox.sqlite"
+    docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
+    with Outbox(path) as reader, Outbox(path) as writer:
+        writer.commit({"job": docs[:4]}, {})
+        writer.commit_parcels([Parcel("job", docs[4:])])
+        reader._db.execute("PRAGMA query_only = 1")
+        writes: list[str] = []
+
+        def write(fn: Any) -> object:
+            writes.append(type(fn).__name__)
+            return fn(writer)
+
+        result = reader.flush(_HalfSink(), batch_size=100, writer=write)  # type: ignore[arg-type]
+        # items r0-r3: r0, r1 taken, r2 refused, r3 to retry (taken by the next batch); parcel r4-r9 taken
+        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (9, 1, 1)
+        assert writes == ["partial"] * 3
+        assert writer.status().depth == {} and [d["id"] for d in writer.dead_letters()] == ["r2"]
+
+        class Down:
+            def send(self, kind: str, docs: Any) -> SendResult:
+                raise SinkError("connection refused")
+
+        writer.commit({"job": docs[:1]}, {})
+        assert reader.flush(Down(), writer=write).retried["job"] == 1  # type: ignore[arg-type]
+        assert len(writes) == 4
+        assert writer._db.execute("SELECT id, attempts, last_error FROM item").fetchall() == [("r0", 1, "connection refused")]

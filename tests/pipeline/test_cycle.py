@@ -15,6 +15,8 @@ from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
 from probes.pipeline.cycle import cycle_records, run_once
+from probes.pipeline.usage import price_jobs, slot_machines
+from probes.sources.history import read_history
 
 from ..conftest import DEMO, ROOT
 
@@ -118,6 +120,25 @@ def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_obs
     assert time_snapshot(again, {"at": observed}, config) == {}
     assert again.replayed is not None and "is not after the last one accounted" in again.replayed
     assert cycle_records(again, config, probe="test") == {}
+
+
+def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Path) -> None:
+    """With a priced fairshare metric (mrpe), each job record carries its penalty usage and
+    the CPU-only usage it replaces (PE-seconds): what `priority compare` and the summaries sum."""
+    path = demo_config(tmp_path)
+    path.write_text(path.read_text() + '[fairshare]\nmetric = "mrpe"\n')
+    config = load_config(path)
+    with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        result = run_once(config, outbox, store, probe="test")
+        docs = [d for d in store.query("job") if d["walltime_s"]]
+    assert len(docs) == 59 and len(result.jobs) == 60  # one removed job never ran
+    priced = price_jobs(read_history([DEMO / "history.ads"])[0], slot_machines(result.snapshot.slots, result.snapshot.ads, config), config).jobs
+    want = dict(zip(priced["job_id"], priced["usage"], strict=True))
+    assert all(d["penalty_usage"] == pytest.approx(want[d["job_id"]], rel=1e-12) for d in docs)
+    # the demo's jobs ask no more memory per core than their nodes have (and node costs are 1):
+    # the penalty is their cores, so both usages agree, speed (HEPSPEC) included
+    assert all(d["penalty_usage"] == pytest.approx(d["cpu_only_usage"], rel=1e-12) for d in docs)
+    assert sum(d["cpu_only_usage"] for d in docs) > 0
 
 
 def test_job_records_carry_their_penalty_and_cpu_only_usage(clean_run: dict[str, dict[str, str]]) -> None:

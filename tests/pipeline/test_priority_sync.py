@@ -4,10 +4,16 @@ the before values back."""
 
 from __future__ import annotations
 
-import classad2
+import math
+from pathlib import Path
 
+import classad2
+import pytest
+
+from collector.records import iso_utc
+from collector.sinks.sqlite import EmbeddedStore
 from probes.config import parse_config
-from probes.pipeline.priority import restore, sync
+from probes.pipeline.priority import compare, fairshare_horizon, restore, stored_usage, sync
 
 NOW = 1795449600.0 + 1800  # half way through an hourly window
 
@@ -82,3 +88,37 @@ def test_usage_mode_sets_the_weighted_seconds() -> None:
     result = sync(config, neg, LEDGER, now=NOW, probe="t")
     assert neg.calls == [("setUsage", "alice@pool", 6000.0), ("setUsage", "bob@pool", 3000.0)]
     assert result.commands == ["condor_userprio -setaccum alice@pool 6000", "condor_userprio -setaccum bob@pool 3000"]
+
+
+def test_compare_puts_the_pool_shares_side_by_side(tmp_path: Path) -> None:
+    """Usage per user summed by a real embedded store over the fairshare's windows, beside the
+    negotiator's: alice 2 jobs of 4 cores x 1 h (penalty 4 PE each), bob 1 core x 1 h with
+    16 GiB (penalty 2 PE on a 32 GiB, 4-core node), bob's running job billed 1.5 core-hours;
+    a job before the windows does not count."""
+    store = EmbeddedStore(tmp_path / "store.sqlite")
+    at = iso_utc([NOW - 600])[0]
+    job = {"timestamp": at, "walltime_s": 3600.0}
+    store.send("job", [
+        {"id": "j1", "user": "alice", "cpus": 4.0, "penalty_usage": 4 * 3600.0, **job},
+        {"id": "j2", "user": "alice", "cpus": 4.0, "penalty_usage": 4 * 3600.0, **job},
+        {"id": "j3", "user": "bob", "cpus": 1.0, "penalty_usage": 2 * 3600.0, **job},
+        {"id": "old", "user": "bob", "cpus": 64.0, "penalty_usage": 64 * 3600.0, **job,
+         "timestamp": iso_utc([NOW - 3 * 3600])[0]},  # before the 2 hourly windows
+    ])  # fmt: skip
+    store.send("allocation", [{"id": "a1", "timestamp": at, "user": "bob", "billed_cpus_hours": 1.5}])
+    since, until = fairshare_horizon(CONFIG, now=NOW)
+    assert (since, until) == (WINDOW - 3600, NOW)
+    usage = stored_usage(store, since=since, until=until)
+    store.close()
+    assert usage.to_dict("list") == {"name": ["alice", "bob"], "cpu_only_h": [8.0, 1.0], "penalty_h": [8.0, 2.0],
+                                     "billed_h": [0.0, 1.5]}  # fmt: skip
+    frame = compare(CONFIG, FakeNegotiator(), LEDGER, now=NOW, usage=usage).set_index("submitter")
+    # the negotiator holds alice 50 s, bob 10 s: 83.3 % and 16.7 %; cores say 8 : 1, the penalty 8 : 2
+    assert frame.loc["alice@pool", "negotiator_share"] == pytest.approx(100 * 50 / 60)
+    assert frame.loc["alice@pool", "cpu_only_share"] == pytest.approx(100 * 8 / 9)
+    assert frame.loc["bob@pool", "penalty_share"] == pytest.approx(20.0)
+    assert frame.loc["bob@pool", ["billed_h", "billed_share"]].tolist() == [1.5, 100.0]
+    assert frame.loc["alice@pool", "fairacct_factor"] == 2400.0  # the fairshare's side is still there
+    # without stored usage the metrics are unknown, not 0
+    bare = compare(CONFIG, FakeNegotiator(), LEDGER, now=NOW).set_index("submitter")
+    assert math.isnan(bare.loc["alice@pool", "penalty_share"]) and bare.loc["alice@pool", "negotiator_share"] > 0

@@ -177,6 +177,7 @@ def test_a_hung_daemon_does_not_hold_the_stop(
     assert "snapshot: interrupted by the stop, nothing was committed" in caplog.text
     assert outbox_docs(config.probe.state_dir, "slot") == []
     assert svc.metrics.source_failures == {}  # a stop is not a failure of the pool
+    assert svc.metrics.jobs["snapshot"].failures == 0  # nor of the job it interrupted
 
 
 def test_a_slow_cycle_is_never_run_twice_at_once(

@@ -67,7 +67,7 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
         }
     )
     jobs, report = read_history([condor25 / "per_job_history"], config.job_reading())
-    assert set(jobs["user"]) == {"condoruser@localpool"}
+    assert set(jobs["user"]) == {"condoruser"}  # the account of User, as Owner names it
     assert set(jobs["group"]) == {"group_cms", "group_atlas", "group_osg"}
     # speed of the host the job ran on, through SYSTEM_JOB_MACHINE_ATTRS: 10.5 CPU node, 15.0 GPU node
     ran = jobs[jobs["host"].notna()]

@@ -46,7 +46,7 @@ def test_the_purdue_glidein_from_its_child_lists(fixtures: Path) -> None:
     allocs = snap.allocations
     assert allocs["from_child_lists"].all() and allocs["job_id"].isna().all()
     assert allocs["cpus"].sum() == 10 and allocs["memory"].sum() == 30000 - 11056
-    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["user", "group"]].values.tolist() == [["cmst1@cms", "production"]]
+    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["user", "group"]].values.tolist() == [["cmst1", "production"]]
 
 
 def test_the_htcondor_25_pool(condor25: Path) -> None:

@@ -1,5 +1,7 @@
 """The ``-json`` form (``condor_status -json``, ``condor_history -json``): a JSON array of ads,
-streamed object by object; expressions (``"/Expr(...)/"``) are evaluated by classad2 in their ad."""
+streamed object by object; expressions (``"/Expr(...)/"``) are evaluated by classad2 in their ad,
+as in a ``-long`` dump: an attribute behind a present one is never evaluated, and one that may
+call a regular expression is evaluated under the sandbox's budget (:mod:`probes.sources.sandbox`)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import numpy as np
 
 from collector.errors import ClassAdError, SourceError
 from probes.sources.classad import model
-from probes.sources.classad.literals import drop_infinities, evaluate, store_value
+from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
 from probes.sources.report import Malformed, ReadReport
+from probes.sources.sandbox import EvaluationTimeout, evaluate_ad
 
 __all__ = ["from_json", "needs_classad2", "read_json"]
 
@@ -75,33 +78,41 @@ def read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep
             report.malformed.append(m)
             continue
         folded = {k.lower(): v for k, v in obj.items()}
-        ad: classad2.ClassAd | None = None
-        values = []
+        values: list[Any] = []
+        exprs: list[int] = []  # the attributes only classad2 can evaluate
         for a in attrs:
             raw = folded.get(a.name.lower())
             if any(u.lower() in folded for u in a.shadows):
+                values.append(None)  # behind a present attribute: never evaluated
+            elif needs_classad2(raw):
+                exprs.append(len(values))
                 values.append(None)
-                continue
-            if needs_classad2(raw):
-                if ad is None:
-                    try:
-                        ad = json_to_classad(obj)
-                    except classad2.ClassAdException as exc:
-                        m = Malformed(path, line, f"cannot parse an expression ({exc})", json.dumps(obj)[:100000])
-                        if strict:
-                            raise m.error() from exc
-                        report.malformed.append(m)
-                        break
-                    report.evaluated += 1
-                values.append(evaluate(ad, a.name))
             else:
                 values.append(from_json(raw))
-        else:
-            for a, v in zip(attrs, values):
-                columns[a.name].append(v)
-            lines.append(line)
-            if keep_raw:
-                raws.append(obj)
+        if exprs:
+            try:
+                ad = json_to_classad(obj)
+                report.evaluated += 1
+                got = evaluate_ad(ad, [(attrs[j].name, ()) for j in exprs], _expressions(obj))
+            except (classad2.ClassAdException, EvaluationTimeout, ValueError) as exc:
+                if isinstance(exc, classad2.ClassAdException):
+                    reason = f"cannot parse an expression ({exc})"
+                elif isinstance(exc, EvaluationTimeout):
+                    reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
+                else:
+                    reason = f"cannot evaluate ({exc}); the ad was skipped"
+                m = Malformed(path, line, reason, json.dumps(obj)[:100000])
+                if strict:
+                    raise m.error() from exc
+                report.malformed.append(m)
+                continue
+            for j, value in zip(exprs, got):
+                values[j] = value
+        for a, v in zip(attrs, values):
+            columns[a.name].append(v)
+        lines.append(line)
+        if keep_raw:
+            raws.append(obj)
     n = len(lines)
     report.ads += n
     numeric = np.full((n, len(attrs)), np.nan)
@@ -124,6 +135,16 @@ def needs_classad2(raw: Any) -> bool:
     if isinstance(raw, dict):
         return any(needs_classad2(v) for v in raw.values())
     return is_expr(raw)
+
+
+def _expressions(raw: Any) -> str:
+    """The text of every expression in a JSON value, one a line: where a regular expression
+    could be called (a string value is never code)."""
+    if isinstance(raw, list):
+        return "\n".join(_expressions(v) for v in raw)
+    if isinstance(raw, dict):
+        return "\n".join(_expressions(v) for v in raw.values())
+    return str(raw) if is_expr(raw) else ""
 
 
 def from_json(raw: Any) -> Any:

@@ -21,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "ABSENT",
+    "ESCAPED",
     "FALSE",
     "INT",
     "LIST",
@@ -39,7 +40,8 @@ __all__ = [
 
 # What a value is, as far as its bytes tell. NUMBER_TEXT looks like a number this pass does not
 # parse itself (an exponent, more digits than a double holds exactly): Python's float decides.
-ABSENT, INT, REAL, NUMBER_TEXT, STRING, TRUE, FALSE, UNDEFINED, LIST, OTHER = range(10)
+# ESCAPED is a string literal with backslashes, each quote inside it escaped (see _literal).
+ABSENT, INT, REAL, NUMBER_TEXT, STRING, TRUE, FALSE, UNDEFINED, LIST, OTHER, ESCAPED = range(11)
 
 _MAX_INT_DIGITS = 18  # 10**18 < 2**63; a longer integer is classad2's to decide
 _MAX_REAL_DIGITS = 15  # a mantissa below 2**53: M / 10**f is then one correctly rounded division
@@ -395,7 +397,7 @@ def _literal(buf, words, vs, ve, pow10):  # type: ignore[no-untyped-def]
     if width <= 0:
         return OTHER, np.nan, 0
     c = buf[vs]
-    if c == 34:  # "...": a plain string unless it holds a quote or backslash (escapes are classad2's)
+    if c == 34:  # "...": a plain string, or one with escapes (ESCAPED), or something else
         if width < 2 or buf[ve - 1] != 34:
             return OTHER, np.nan, 0
         i = vs + 1
@@ -404,7 +406,7 @@ def _literal(buf, words, vs, ve, pow10):  # type: ignore[no-untyped-def]
             if ve - 1 - i < 8:
                 w &= _ALL >> np.uint64(64 - 8 * (ve - 1 - i))
             if _zero_lanes(w ^ _QUOTES) | _zero_lanes(w ^ _BACKSLASHES):
-                return OTHER, np.nan, 0
+                return _escaped(buf, i, ve), np.nan, 0
             i += 8
         return STRING, np.nan, 0
     if c == 45 or 48 <= c <= 57:  # -?(0|[1-9]d*)(.d+)?
@@ -443,6 +445,25 @@ def _literal(buf, words, vs, ve, pow10):  # type: ignore[no-untyped-def]
     if width == 9 and _folded_is(buf, vs, _UNDEFINED):
         return UNDEFINED, np.nan, 0
     return OTHER, np.nan, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _escaped(buf, i, ve):  # type: ignore[no-untyped-def]
+    """ESCAPED if every quote in ``buf[i:ve - 1]`` (inside a string literal closed at ``ve - 1``,
+    the end of its line) follows a backslash, else OTHER.
+
+    Old ClassAd syntax (what ``-long`` dumps are written in) has one escape: a backslash before a
+    quote that is not the last character of the line stands for the quote. Every other
+    backslash is itself (``\\n``, ``\\\\``, ``\\101`` are two, two and four characters), and
+    one before the closing quote ends the string with a backslash. A quote after no backslash
+    ends the string early: what follows is classad2's to make sense of (concatenation, or an
+    error). Python decodes an ESCAPED string by replacing each backslash-quote with a quote.
+    """
+    while i < ve - 1:
+        if buf[i] == 34 and buf[i - 1] != 92:  # buf[i - 1] is at worst the opening quote
+            return OTHER
+        i += 1
+    return ESCAPED
 
 
 @numba.njit(cache=True, nogil=True)

@@ -12,6 +12,7 @@ import classad2
 import numpy as np
 
 from probes.sources.classad.kernel import (
+    ESCAPED,
     FALSE,
     INT,
     LIST,
@@ -35,8 +36,8 @@ __all__ = [
     "NUMBER_CODE",
     "STRING_CODE",
     "convert_literals",
-    "drop_infinities",
     "decode_strings",
+    "drop_infinities",
     "evaluate",
     "from_classad",
     "list_literal",
@@ -114,9 +115,10 @@ def convert_literals(
         s = s[~to_num]
         exact = np.where(literal[s] == INT, integer[s].astype(object), number[s].astype(object))  # Python int and float
         store(s, (ANY_CODE,), exact, "number")
-    s = np.flatnonzero(literal == STRING)
-    if len(s):
-        store(s, (STRING_CODE, ANY_CODE), decode_strings(data, vs[s] + 1, ve[s] - 1), "string")
+    for code, unescape in ((STRING, False), (ESCAPED, True)):
+        s = np.flatnonzero(literal == code)
+        if len(s):
+            store(s, (STRING_CODE, ANY_CODE), decode_strings(data, vs[s] + 1, ve[s] - 1, unescape=unescape), "string")
     for value, code in ((True, TRUE), (False, FALSE)):
         s = np.flatnonzero(literal == code)
         if len(s):
@@ -133,8 +135,10 @@ def convert_literals(
     return numeric, objects, fast
 
 
-def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The texts ``data[a:b]`` as an object array of str.
+def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray, *, unescape: bool = False) -> np.ndarray:
+    """The texts ``data[a:b]`` as an object array of str; with ``unescape``, the insides of
+    old-syntax string literals the scan found ESCAPED, each backslash-quote made a quote (the
+    one escape of that syntax: see :func:`~probes.sources.classad.kernel._escaped`).
 
     Each distinct text of the chunk is decoded once. Users, groups and sites repeat in every
     ad: those that repeat within the chunk also share one str object across chunks, which keeps
@@ -145,7 +149,9 @@ def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     distinct = np.flatnonzero(first == np.arange(len(first)))
     repeated = np.bincount(first, minlength=len(first))[distinct] > 1
     decoded = np.empty(len(distinct), dtype=object)
-    decoded[:] = texts(data, a[distinct], b[distinct])
+    found = texts(data, a[distinct], b[distinct])
+    # a backslash-quote is ASCII: replacing it after decoding gives what decoding the unescaped bytes would
+    decoded[:] = [t.replace('\\"', '"') for t in found] if unescape else found
     if len(_STRINGS) > _MAX_CACHED:
         _STRINGS.clear()
     shared = decoded[repeated]
@@ -164,7 +170,7 @@ _STRINGS: dict[str, str] = {}
 _MAX_CACHED = 20_000
 
 
-_LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.I)
+_LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.IGNORECASE)
 
 
 def list_literal(text: str) -> list[Any] | None:

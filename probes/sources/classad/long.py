@@ -8,10 +8,12 @@ attribute of every ad, while a table needs a few dozen.
 
 So this module reads whole chunks of a file at a time: one compiled pass over the bytes
 (:mod:`probes.sources.classad.kernel`) finds the ads, the lines of the wanted attributes and the
-literals among their values (numbers, plain strings, booleans, ``undefined``, lists), and numpy
-turns those into columns.
+literals among their values (numbers, strings, booleans, ``undefined``, lists), and numpy
+turns those into columns. Strings are decoded as old ClassAd syntax has it: ``\\"`` is a quote
+(except before the closing one), every other backslash is itself.
 Anything else is handed to ``classad2`` in the context of its own ad: expressions (evaluated),
-strings with backslashes, numbers in unusual spellings, and every ad with a line that is not in
+a quote inside a string with no backslash before it, strings with escapes inside lists, numbers
+in unusual spellings, and every ad with a line that is not in
 HTCondor's canonical ``Name = value`` form. Those ads are rare, and for them the answer is by
 construction the one ``classad2`` gives; ``tests/sources/classad/test_differential.py`` proves the
 fast path gives the same values on the fixtures and on generated ads.
@@ -404,7 +406,7 @@ class _Scanner:
             reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
             report.malformed.append(Malformed(path, line, reason, text))
             return None
-        return {j: values[self.attrs[j].name] for j in rows}
+        return dict(zip(rows, values))
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
         """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import classad2
 import numpy as np
 
-from probes.sources.classad.literals import drop_infinities, evaluate, store_value
+from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.report import ReadReport
+from probes.sources.report import Malformed, ReadReport
+from probes.sources.sandbox import EvaluationTimeout, evaluate_ad
 
 __all__ = ["columns_from_classads"]
 
@@ -20,23 +21,37 @@ def columns_from_classads(
 ) -> tuple[AdColumns, ReadReport]:
     """The same columns from classad2.ClassAd objects (a live query's answer, or a test's ads).
 
-    Values are classad2's own evaluations, so both kinds of source give the same tables.
+    Values are classad2's own evaluations, so both kinds of source give the same tables. As for
+    files, an attribute behind a present one (:attr:`Attr.unless`) is never evaluated, and an
+    ad whose wanted attributes call a regular expression is evaluated under the sandbox's budget
+    (:mod:`probes.sources.sandbox`): past it, the ad is skipped and reported as malformed, its
+    line being its place in ``ads`` (1-based).
     """
-    report = ReadReport(ads=len(ads))
+    report = ReadReport()
     numeric = np.full((len(ads), len(attrs)), np.nan)
     objects = np.full((len(ads), len(attrs)), None, dtype=object)
-    for i, ad in enumerate(ads):
-        for j, a in enumerate(attrs):
-            if not any(u in ad for u in a.shadows):
-                store_value(numeric, objects, a, i, j, evaluate(ad, a.name), report)
-    drop_infinities(numeric, attrs, report)
     raw = np.array([ad.printOld() for ad in ads] + [None], dtype=object)[:-1]
+    wanted = [(a.name, a.shadows) for a in attrs]
+    keep = np.ones(len(ads), dtype=bool)
+    for i, ad in enumerate(ads):
+        try:
+            values = evaluate_ad(ad, wanted, raw[i])
+        except (EvaluationTimeout, ValueError) as exc:
+            why = f"{exc} (a regular expression that backtracks?)" if isinstance(exc, EvaluationTimeout) else str(exc)
+            report.malformed.append(Malformed(origin, i + 1, f"{why}; the ad was skipped", raw[i]))
+            keep[i] = False
+            continue
+        for j, (a, value) in enumerate(zip(attrs, values)):
+            store_value(numeric, objects, a, i, j, value, report)
+    drop_infinities(numeric, attrs, report)
+    report.ads = int(keep.sum())
+    rows = slice(None) if keep.all() else keep
     return (
         AdColumns(
-            {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)},
-            repeat(origin, len(ads)),
-            np.arange(1, len(ads) + 1, dtype=np.int64),
-            raw,
+            {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(attrs)},
+            repeat(origin, report.ads),
+            np.arange(1, len(ads) + 1, dtype=np.int64)[rows],
+            raw[rows],
         ),
         report,
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from collector.gratia import isotime
 from collector.gratia.isotime import Instant, duration_seconds, parse_instant, utc_iso
 
 
@@ -101,3 +104,40 @@ def test_utc(instant: str, utc: str) -> None:
 def test_utc_outside_the_years_python_holds() -> None:
     with pytest.raises(ValueError, match=r"'0001-01-01T00:30:00\+01:00' is outside the years 1 to 9999 in UTC"):
         utc_iso("0001-01-01T00:30:00+01:00")
+
+
+def _outcome(read: Callable[[str], object], text: str) -> object:
+    try:
+        return read(text)
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
+_PARTS = {
+    "H": ["", "0H", "1H", "007H", "25H", "2562047H", "2562048H", "999999999999999999H"],
+    "M": ["", "0M", "59M", "61M"],
+    "S": ["", "0S", "5S", "0.55S", "1.S", "21.0S", "65.32S", "0.0000000004S", "60.3S", "9223372036.854775807S", "9223372037S"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("hours", _PARTS["H"])
+def test_the_shortcut_for_plain_durations_agrees_with_the_general_reader(hours: str) -> None:
+    # What Gratia probes write goes a shorter way (isotime._PLAIN_DURATION); it must give the
+    # very same float as the general reader, up to Go's range and the cut fractions.
+    texts = [f"PT{hours}{minutes}{seconds}" for minutes in _PARTS["M"] for seconds in _PARTS["S"]]
+    assert all(isotime._PLAIN_DURATION.fullmatch(t) for t in texts)
+    assert [duration_seconds.__wrapped__(t) for t in texts] == [isotime._duration_seconds(t) for t in texts]
+
+
+@pytest.mark.parametrize("year", ["0000", "0001", "0002", "1900", "2000", "2015", "2016", "9999"])
+def test_the_shortcut_for_utc_instants_agrees_with_the_general_reader(year: str) -> None:
+    # Every day of the year (and days that do not exist), at the edges of the day and past them.
+    texts = [
+        f"{year}-{month:02d}-{day:02d}T{time}Z"
+        for month in range(14)
+        for day in range(33)
+        for time in ("00:00:00", "23:59:59", "24:00:00", "12:60:00", "12:00:60")
+    ]
+    assert [_outcome(parse_instant.__wrapped__, t) for t in texts] == [
+        _outcome(isotime._parse_instant, t) for t in texts
+    ]

@@ -7,6 +7,7 @@ import ast
 import asyncio
 import gzip
 import inspect
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeE
 from collector.outbox import Outbox, Parcel
 from collector.server import Endpoint, Ingest, ServerSettings, Style, create_app
 from collector.server.body import gunzip
+from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
@@ -120,3 +122,28 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
 def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
+
+
+def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:
+    """The outbox has one writer: what the flusher writes runs in the committer's thread, in
+    order with the requests' commits; its errors come back to the caller; once the writer has
+    stopped, a write is refused instead of waiting for ever."""
+    committer = GroupCommitter(tmp_path / "outbox.sqlite", max_depth=100)
+    committer.start()
+    try:
+        asyncio.run(committer.commit([Parcel("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]))
+
+        def depth(outbox: Outbox) -> tuple[str, dict[str, int]]:
+            return threading.current_thread().name, outbox.status().depth
+
+        assert committer.write(depth) == ("fairacct: outbox writer", {"job": 1})
+        def fail(outbox: Outbox) -> None:
+            raise StoreError("disk I/O error")
+
+        with pytest.raises(StoreError, match="disk I/O error"):
+            committer.write(fail)
+        assert committer.write(lambda outbox: outbox.status().depth) == {"job": 1}  # the writer goes on
+    finally:
+        committer.stop()
+    with pytest.raises(StoreError, match="the outbox writer has stopped"):
+        committer.write(depth)

@@ -57,12 +57,14 @@ def test_a_chunk_of_many_ads_grows_its_rows() -> None:
 
 @pytest.mark.parametrize("length", range(20))
 def test_string_literals_at_every_offset(length: int) -> None:
-    """The quote and backslash test reads 8 bytes at a time: each position of each length."""
+    """The quote and backslash test reads 8 bytes at a time: each position of each length. A
+    backslash, or a quote after one, is an escaped string; a quote after none is not a string
+    literal (it ends the string early)."""
     assert scan(b'S = "' + b"x" * length + b'"\n', ["S"]).literal[0, 0] == cl.STRING
     for at in range(length):
-        for bad in (b'"', b"\\"):
-            body = b"x" * at + bad + b"x" * (length - at - 1)
-            assert scan(b'S = "' + body + b'"\n', ["S"]).literal[0, 0] == cl.OTHER, body
+        for odd, literal in ((b'"', cl.OTHER), (b"\\", cl.ESCAPED), (b'\\"', cl.ESCAPED), (b'\\""', cl.OTHER)):
+            body = b"x" * at + odd + b"x" * (length - at - 1)
+            assert scan(b'S = "' + body + b'"\n', ["S"]).literal[0, 0] == literal, body
 
 
 @pytest.mark.parametrize(
@@ -87,6 +89,13 @@ def test_string_literals_at_every_offset(length: int) -> None:
         (b"{ 1, 2 } + 1", cl.OTHER, None),
         (b"MY.X", cl.OTHER, None),
         (b"", cl.OTHER, None),
+        (b'"\\"', cl.ESCAPED, None),  # a backslash before the closing quote is itself
+        (b'"\\\\"', cl.ESCAPED, None),
+        (b'"a\\"b"', cl.ESCAPED, None),
+        (b'"a"b"', cl.OTHER, None),
+        (b'"a" "b"', cl.OTHER, None),
+        (b'"\\""', cl.ESCAPED, None),
+        (b'"""', cl.OTHER, None),
     ],
 )
 def test_literals(value: bytes, literal: int, number: float | None) -> None:
