@@ -18,8 +18,9 @@ source kind     grouped by (besides the day)                           sums
                 ``Resource_ExitCode``                                  hours
 ==============  =====================================================  ==========================
 
-Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds, seed 000) where the
-probe priced them; elsewhere those sums are 0.
+Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds, seed 000), priced by
+the probe against the machine classes of its latest snapshot; a job read before any snapshot
+carries neither, and counts 0 in those sums.
 
 Gratia records (what Gratia probes send, stored with GRACC's field names) are summarized as
 GRACC's summarizer does (gracc-request's summary terms, a day by ``EndTime``), with their sums
