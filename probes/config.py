@@ -46,6 +46,7 @@ __all__ = [
     "OVERRIDES",
     "CollectorSettings",
     "CredentialSettings",
+    "FairnessSettings",
     "FairshareSettings",
     "MachineSettings",
     "Override",
@@ -446,6 +447,15 @@ class ProbeSettings(_Section):
     )
 
 
+class FairnessSettings(_Section):
+    bucket_s: float = Field(
+        3600.0, gt=0, description="Seconds per fairness bucket (seed 002); buckets start at multiples of it (UNIX time)."
+    )
+    fraction: float = Field(
+        0.0, ge=0, le=1, description="A credential with idle demand is starved at or below this fraction of an equal share; 0: got nothing."
+    )
+
+
 class SummarySettings(_Section):
     recent_days: int = Field(
         7, ge=0, description="The service re-summarizes this many last days (today included) every every_s; 0: never."
@@ -514,6 +524,7 @@ class ProbeConfig(_Section):
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
     priority: PrioritySettings = Field(default_factory=PrioritySettings, description="HTCondor priority sync.")
     summaries: SummarySettings = Field(default_factory=SummarySettings, description="Daily summaries computed in the store.")
+    fairness: FairnessSettings = Field(default_factory=FairnessSettings, description="The fairness of the share, per bucket (seed 002).")
     collector: CollectorSettings = Field(
         default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
     )

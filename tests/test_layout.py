@@ -120,14 +120,14 @@ def test_every_record_kind_is_built_in_one_module() -> None:
 
 
 def test_every_checkpoint_is_named_in_one_module() -> None:
-    """Checkpoint names ('history:...', 'snapshot:...', 'fairshare:...') are spelled in one module."""
+    """Checkpoint names ('history:...', 'snapshot:...', 'fairshare:...', 'fairness:...') are spelled in one module."""
     spelled = {
         name
         for name, tree in _sources().items()
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
-        and node.value.startswith(("history:", "snapshot:", "fairshare:"))
+        and node.value.startswith(("history:", "snapshot:", "fairshare:", "fairness:"))
     }
     assert spelled == {"probes.sources.checkpoints"}
 

@@ -1,10 +1,15 @@
 """The report as one static HTML page: the plots (inline SVG) and the tables behind them, styles
-inline, no script and nothing fetched, so it opens from a file anywhere, offline."""
+inline, no script and nothing fetched, so it opens from a file anywhere, offline.
+
+Sections computed outside the collector (the probe's analytics: efficiency by resource set,
+the fair-share lab) come in as :class:`Figure` objects, drawn with the same plots."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -14,7 +19,18 @@ from collector.report.svg import bar_chart, line_chart
 from collector.report.tables import ReportTables
 from collector.summaries.spec import COLUMNS
 
-__all__ = ["render_page", "write_report"]
+__all__ = ["Figure", "render_page", "write_report"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A section made elsewhere: its title, one sentence of what it shows, its plot (an
+    ``<svg>`` of :mod:`collector.report.svg`) and the table behind it."""
+
+    title: str
+    what: str
+    plot: str
+    table: pd.DataFrame
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #222; background: #fff; }
@@ -58,8 +74,8 @@ def _section(title: str, what: str, plot: str, frame: pd.DataFrame) -> str:
     return f"<section><h2>{escape(title)}</h2><p>{escape(what)}</p>{body}{_table(frame)}</section>"
 
 
-def render_page(t: ReportTables) -> str:
-    """The report's HTML (one document, everything inline)."""
+def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
+    """The report's HTML (one document, everything inline), ``figures`` after the store's sections."""
     sections = []
     h = t.histogram
     parts = sorted(h["partition"].astype(str).unique()) if not h.empty else []
@@ -100,6 +116,21 @@ def render_page(t: ReportTables) -> str:
         "Each credential's decayed effective usage at the last window of the period, beside its target (Maui, seed 004).",
         bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(), "target": f["target_percent"].astype(float).fillna(0.0).tolist()}, title="fairshare usage and target", unit="% of the pool"), f,
     ))  # fmt: skip
+    b = t.fairness
+    sections.append(_section(
+        "Fairness of the share over time",
+        "Jain's index per bucket across the users with demand or allocation (seed 002): of the part of what each wanted that it got "
+        "(1 when all got the same part, as a queue-proportional share always gives) and of the cores allocated (1/n when one took all).",
+        line_chart(b["bucket"].astype(str).tolist(), {"Jain, served part": b["jain_served"].tolist(), "Jain, allocation": b["jain_allocation"].tolist()},
+                   title="Jain's index per bucket", unit="index (0..1)"), b,
+    ))  # fmt: skip
+    v = t.starvation
+    sections.append(_section(
+        "Starvation per credential",
+        "Hours in which a credential had idle jobs waiting and got nothing (or at most the configured fraction of an equal share) while others were served.",
+        bar_chart(_names(v["name"]), {"starved": v["starved_hours"].tolist()}, title="starved hours per credential", unit="hours"), v,
+    ))  # fmt: skip
+    sections += [_section(f.title, f.what, f.plot, f.table) for f in figures]
     title = f"fairacct report, {t.period.first} to {t.period.last}"
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
@@ -110,13 +141,13 @@ def render_page(t: ReportTables) -> str:
     )
 
 
-def write_report(tables: ReportTables, directory: str | os.PathLike[str]) -> Path:
+def write_report(tables: ReportTables, directory: str | os.PathLike[str], figures: Sequence[Figure] = ()) -> Path:
     """Write ``index.html`` into ``directory`` (atomically); return its path."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "index.html"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(render_page(tables))
+        out.write(render_page(tables, figures))
     os.replace(tmp, target)
     return target

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from collector.exports.table import Period, usage_table
+from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = ["ReportTables", "report_tables"]
@@ -20,7 +21,10 @@ class ReportTables:
     ``overhead``: CU-hours of true overhead per day and site (with fitting idle demand);
     ``projects``: held and billed core-hours per project; ``users``: penalty against CPU-only
     usage per user; ``fairshare``: each credential's effective usage (%) and target (%) at
-    the last window of the period."""
+    the last window of the period; ``fairness``: per bucket of the fairness records (seed
+    002), the credentials, Jain's index of the served part and of the allocation (0 where
+    nobody was allocated anything) and how many were starved; ``starvation``: per credential,
+    its buckets, starved buckets and starved hours."""
 
     period: Period
     histogram: pd.DataFrame
@@ -28,6 +32,8 @@ class ReportTables:
     projects: pd.DataFrame
     users: pd.DataFrame
     fairshare: pd.DataFrame
+    fairness: pd.DataFrame
+    starvation: pd.DataFrame
 
 
 def report_tables(sink: Sink, period: Period) -> ReportTables:
@@ -47,7 +53,37 @@ def report_tables(sink: Sink, period: Period) -> ReportTables:
     users = usage_table(sink, period, ["user"])
     users = users.loc[users["cpu_only_hours"] > 0, ["user", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"]]
     users = users.assign(change=users["penalty_share"] - users["cpu_only_share"]).sort_values("change", ascending=False)
-    return ReportTables(period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True), users.reset_index(drop=True), _fairshare(sink, period))
+    return ReportTables(
+        period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True), users.reset_index(drop=True),
+        _fairshare(sink, period), *_fairness(sink, period),
+    )  # fmt: skip
+
+
+def _fairness(sink: Sink, period: Period) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Jain's index per bucket and starvation per credential, summed in the store from the
+    fairness records (each carries its bucket's Jain indices, so their mean is the bucket's)."""
+    per_bucket = Aggregation(
+        "fairness", ("bucket_start",),
+        (Total("credentials"), Total("jain_served", ("jain_served",)), Total("jain_allocation", ("jain_allocation",)),
+         Total("starved", where="starved")),
+        None, period.since, period.until,
+    )  # fmt: skip
+    buckets = pd.DataFrame(sink.aggregate(per_bucket), columns=["bucket_start", "credentials", "jain_served", "jain_allocation", "starved"])
+    buckets = buckets.sort_values("bucket_start").reset_index(drop=True)
+    n = buckets["credentials"].to_numpy(dtype=float)
+    buckets["jain_served"] = buckets["jain_served"].to_numpy(dtype=float) / n
+    buckets["jain_allocation"] = buckets["jain_allocation"].to_numpy(dtype=float) / n
+    buckets.insert(0, "bucket", iso_utc(buckets["bucket_start"]))
+    per_name = Aggregation(
+        "fairness", ("type", "name"),
+        (Total("buckets"), Total("starved_buckets", where="starved"), Total("end", ("bucket_end",), where="starved"),
+         Total("start", ("bucket_start",), where="starved")),
+        None, period.since, period.until,
+    )  # fmt: skip
+    names = pd.DataFrame(sink.aggregate(per_name), columns=["type", "name", "buckets", "starved_buckets", "end", "start"])
+    names["starved_hours"] = (names["end"].to_numpy(dtype=float) - names["start"].to_numpy(dtype=float)) / 3600.0
+    names = names.drop(columns=["end", "start"]).sort_values(["starved_hours", "name"], ascending=[False, True])
+    return buckets.drop(columns="bucket_start"), names.reset_index(drop=True)
 
 
 def _fairshare(sink: Sink, period: Period) -> pd.DataFrame:

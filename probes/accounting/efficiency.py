@@ -105,8 +105,10 @@ def slot_sums(slots: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     columns = {"available_core_s": total * interval, "dedicated_core_s": (total - free) * interval}
     if "overhead_cu" in slots.columns and "capacity_cu" in slots.columns:
         capacity = floats(slots["capacity_cu"])
-        overhead = floats(slots["overhead_cu"])
-        known = ~np.isnan(capacity) & ~np.isnan(overhead)  # unmatched slots have no CU to count
+        # unmatched slots have no CU to count; an unknown overhead counts as none, as an
+        # unknown number of free cores counts as none (a store's sums count a missing field as 0)
+        overhead = np.nan_to_num(floats(slots["overhead_cu"]))
+        known = ~np.isnan(capacity)
         columns["available_cu_s"] = np.where(known, capacity * interval, 0.0)
         columns["dedicated_cu_s"] = np.where(known, np.clip(capacity - overhead, 0.0, None) * interval, 0.0)
     else:

@@ -48,7 +48,8 @@ def efficiency_json(frame: pd.DataFrame) -> dict[str, Any]:
 
 def efficiency_sections(frame: pd.DataFrame, by: str | None) -> list[Section]:
     title = "efficiency (seed 001; core-seconds; scheduling in cores and canonical units)"
-    return [(title.replace("efficiency", f"efficiency by {by}", 1) if by else title, table(frame, EFFICIENCY_VIEW))]
+    view = ("period", *EFFICIENCY_VIEW) if "period" in frame.columns else EFFICIENCY_VIEW
+    return [(title.replace("efficiency", f"efficiency by {by}", 1) if by else title, table(frame, view))]
 
 
 def whatif_json(frame: pd.DataFrame, cluster: pd.DataFrame) -> dict[str, Any]:

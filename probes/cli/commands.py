@@ -221,7 +221,9 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
         sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
         try:
             since, until = _time_arg(args.since, "--since"), _time_arg(args.until, "--until")
-            frame = analytics.stored_efficiency(sink, config, by=args.by, since=since, until=until)
+            from probes.pipeline.stored_efficiency import store_efficiency
+
+            frame = store_efficiency(sink, config, by=args.by, period=args.period, since=since, until=until)
         finally:
             sink.close()
         return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
@@ -234,7 +236,9 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
     if args.command == "efficiency":
         frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
         return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
-    fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=args.bucket, fraction=args.fraction)
+    bucket_s = config.fairness.bucket_s if args.bucket is None else args.bucket
+    fraction = config.fairness.fraction if args.fraction is None else args.fraction
+    fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=bucket_s, fraction=fraction)
     if args.store_records:
         docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=f"fairacct@{socket.gethostname()}")
         with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:

@@ -51,6 +51,7 @@ def add_output_arguments(
         cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
     elif name == "report":
         cmd.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
+        cmd.add_argument("--efficiency-by", default="site", metavar="ATTR", help="resource set of the efficiency plot: a slot record field (default site)")
 
 
 @contextmanager
@@ -91,5 +92,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             table = usage_table(sink, period, by, raw=args.raw)
             path = write_export(table, args.out, args.fmt, period)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
-        path = write_report(report_tables(sink, period), args.out)
+        from probes.accounting.lab import run_lab  # the analytics' sections, only for the report
+        from probes.cli.report_figures import report_figures
+
+        figures = report_figures(sink, config, period, run_lab(None, fraction=0.1), by=args.efficiency_by)
+        path = write_report(report_tables(sink, period), args.out, figures)
         return {"report": str(path)}, f"wrote the report {path}"

@@ -128,8 +128,8 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
             _analytics_options(cmd)
     elif name == "fairness":
         _options(cmd, "--status-file", "--idle-file", "--store")
-        cmd.add_argument("--bucket", type=float, default=3600.0, metavar="SECONDS", help="time bucket (default 3600)")
-        cmd.add_argument("--fraction", type=float, default=0.0, help="starved below this fraction of an equal share (default 0: got nothing)")
+        cmd.add_argument("--bucket", type=float, metavar="SECONDS", help="time bucket (default: fairness.bucket_s)")
+        cmd.add_argument("--fraction", type=float, help="starved at or below this fraction of an equal share (default: fairness.fraction)")
         cmd.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
     elif name == "lab":
         from probes.accounting.lab import CASES
@@ -194,3 +194,4 @@ def _analytics_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
     cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
     cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
+    cmd.add_argument("--period", choices=("day", "month"), help="without --status-file: per day or month of the records (UTC)")

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
-from collector.sinks import Sink
+from collector.errors import ConfigError
 from probes.accounting.efficiency import capacity_cu, efficiency_table, job_sums, slot_sums
 from probes.accounting.fairness import bucket_shares, fairness_by_bucket, starvation_intervals, starvation_summary
 from probes.config import ProbeConfig
@@ -26,7 +25,6 @@ __all__ = [
     "demand_table",
     "efficiency_report",
     "fairness_report",
-    "stored_efficiency",
     "job_sets",
     "whatif_cluster",
     "whatif_jobs",
@@ -40,15 +38,16 @@ def job_sets(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.Series:
         return jobs[by]
     if by not in slots.columns:
         raise ConfigError(f"--by {by!r}: neither the slots nor the jobs have that attribute; add it to sources' extra attributes")
-    per_machine = slots.drop_duplicates("machine").set_index("machine")[by]
+    per_machine = slots.drop_duplicates("machine").set_index("machine", drop=False)[by]
     machine = jobs["host"].astype(object).map(lambda h: h.rpartition("@")[2] if isinstance(h, str) else None)
     return machine.map(per_machine)
 
 
 def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: ProbeConfig, *, by: str | None) -> pd.DataFrame:
     """Scheduling, job and system efficiency (cores and canonical units) per set ``by`` of
-    slots with their true overhead (a snapshot's accounting, or stored slot records) and the
-    completed jobs (seed 001)."""
+    slots with their true overhead (a snapshot's accounting, or slot records) and the
+    completed jobs (seed 001), summed in memory; a store's records are summed by the store
+    (:mod:`probes.pipeline.stored_efficiency`)."""
     slots = slots.assign(capacity_cu=capacity_cu(slots, canonical_units(config.partitions)))
     if by is not None and by not in slots.columns:
         raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
@@ -57,18 +56,6 @@ def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: Pr
     elif by is not None:
         jobs = jobs.assign(**{by: job_sets(jobs, slots, by)})
     return efficiency_table(slot_sums(slots, by), job_sums(jobs, by))
-
-
-def stored_efficiency(
-    sink: Sink, config: ProbeConfig, *, by: str | None, since: str | None = None, until: str | None = None
-) -> pd.DataFrame:
-    """:func:`efficiency_report` of the slot and job records a store holds between ``since``
-    and ``until`` (ISO-8601 UTC). The records are paged into memory and summed here; pushing
-    the sums down to the store's own aggregations is left to do."""
-    slots = pd.DataFrame(sink.query("slot", since=since, until=until))
-    if not len(slots):
-        raise SourceError(f"no slot records in the store between {since or 'the first'} and {until or 'the last'}")
-    return efficiency_report(slots, pd.DataFrame(sink.query("job", since=since, until=until)), config, by=by)
 
 
 def demand_table(idle: pd.DataFrame, observed_at: float) -> pd.DataFrame:

@@ -25,12 +25,21 @@ from collector.errors import ConfigError, SinkError, SourceError
 from collector.outbox import FlushResult, Outbox
 from collector.records import iso_utc
 from collector.sinks import Sink
+from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
+from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs, with_penalty_usage
-from probes.accounting.ledger import ledger_count
 from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, priced_usage, slot_machines
-from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, SNAPSHOT_KEY, history_key, new_jobs, snapshot_interval
+from probes.sources.checkpoints import (
+    COUNTED_KEY,
+    FAIRNESS_KEY,
+    LEDGER_KEY,
+    SNAPSHOT_KEY,
+    history_key,
+    new_jobs,
+    snapshot_interval,
+)
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
@@ -44,6 +53,7 @@ __all__ = [
     "account",
     "check_sources",
     "cycle_records",
+    "fairness_records",
     "ledger_marks",
     "live_pool",
     "read_live",
@@ -192,6 +202,21 @@ def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str, machi
     return records | job_docs(jobs, probe=probe)
 
 
+def fairness_records(
+    result: CycleResult, checkpoint: Callable[[str], Any], config: ProbeConfig, *, probe: str
+) -> tuple[Records, dict[str, Any]]:
+    """The ``fairness`` records of the snapshot's bucket and their checkpoint (see
+    :mod:`probes.pipeline.fairness_buckets`), when the cycle read a snapshot with its idle
+    demand and it is not a replay; ``checkpoint(key)`` reads the committed value."""
+    snapshot = result.snapshot
+    if result.replayed or snapshot is None or result.idle is None or not len(snapshot.slots):
+        return {}, {}
+    observed = float(pd.to_numeric(snapshot.slots["observed_at"]).max())
+    return snapshot_fairness(
+        snapshot.allocations, result.idle, checkpoint(FAIRNESS_KEY), config, observed_at=observed, probe=probe
+    )
+
+
 def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: ProbeConfig) -> dict[str, Any]:
     """Set what the cycle's snapshot stands for from the time between its observation and the
     last snapshot accounted (``last``: the :data:`SNAPSHOT_KEY` checkpoint), so that a record's
@@ -274,6 +299,8 @@ def run_once(
         marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
         result.jobs = with_penalty_usage(result.jobs, jobs)  # the job records carry what was priced
     records = cycle_records(result, config, probe=probe, machines=machines)
+    fair, fair_marks = fairness_records(result, outbox.checkpoint, config, probe=probe)
+    records, marks = records | fair, marks | fair_marks
     faults.point("before-commit")
     outbox.commit(records, marks)
     result.enqueued = {kind: len(docs) for kind, docs in records.items()}

@@ -81,6 +81,7 @@ from probes.pipeline.cycle import (
     CycleResult,
     check_sources,
     cycle_records,
+    fairness_records,
     ledger_marks,
     live_pool,
     read_live,
@@ -340,10 +341,11 @@ class ProbeService:
             raise SourceError("the snapshot found no slots in the sources")
         with Outbox(self.outbox_path) as outbox:
             mark = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), self.config)
+            fair, fair_marks = fairness_records(result, outbox.checkpoint, self.config, probe=self.probe)
         if result.replayed:
             return result.replayed
         records = cycle_records(result, self.config, probe=self.probe)
-        self._commit(records, mark)
+        self._commit(records | fair, mark | fair_marks)
         interval = float(snapshot.slots["interval_s"].iloc[0])
         self.metrics.set_snapshot_interval(interval, result.unobserved_s)
         if result.unobserved_s:

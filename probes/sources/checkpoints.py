@@ -18,6 +18,9 @@ checkpoint                             value
 ``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
                                        can still count (each job is counted once)
 ``fairshare:rolled`` (:data:`ROLLED_KEY`)  ``{"window_start": ...}`` of the last window written
+``fairness:bucket`` (:data:`FAIRNESS_KEY`)  the current fairness bucket's sums of allocated and
+                                       idle cores per user and its snapshots
+                                       (:mod:`probes.pipeline.fairness_buckets`)
 =====================================  ==========================================================
 """
 
@@ -32,6 +35,7 @@ import pandas as pd
 
 __all__ = [
     "COUNTED_KEY",
+    "FAIRNESS_KEY",
     "LEDGER_KEY",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
@@ -45,6 +49,7 @@ SNAPSHOT_KEY = "snapshot:last"
 LEDGER_KEY = "fairshare:ledger"
 COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
+FAIRNESS_KEY = "fairness:bucket"
 
 
 def history_key(path: str | os.PathLike[str]) -> str:

@@ -45,10 +45,10 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
     down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     code, out, err = run(capsys, "probe", "once", "--config", str(demo), "--store", down)
     assert code == EXIT_QUEUED, err
-    assert "fairacct: 168 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
+    assert "fairacct: 172 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
     assert "slot: 36 new, 0 sent to " in out and "36 waiting in the outbox" in out
     with Outbox(demo.parent / "state/outbox.sqlite") as outbox:
-        assert outbox.status().depth == {"allocation": 72, "job": 60, "slot": 36}
+        assert outbox.status().depth == {"allocation": 72, "fairness": 4, "job": 60, "slot": 36}
 
     # the store is back: the queued cycle is sent (its jobs are not read again), nothing twice
     code, out, err = run(capsys, "probe", "once", "--config", str(demo))

@@ -32,7 +32,7 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
     assert code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, priority, summary" in err
-    assert "168 record(s) queued in the outbox, not sent" in err
+    assert "172 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
     assert code == 0 and out.startswith("installed templates: ")
@@ -41,7 +41,7 @@ def test_the_demo_cycle_lands_in_elasticsearch(
         code, out, err = run(capsys, "probe", "once", *common, "--json")
         assert code == 0, err
         sent.append(json.loads(out)["sent"])
-    assert sent == [{"slot": 36, "allocation": 72, "job": 60}, {}] and json.loads(out)["dead"] == {}
+    assert sent == [{"slot": 36, "allocation": 72, "job": 60, "fairness": 4}, {}] and json.loads(out)["dead"] == {}
     with ElasticsearchSink.from_url(url) as sink:
         assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (36, 72, 60)
         assert set(sink.field_types("slot")) == {"fairacct-slot-2026.11"}

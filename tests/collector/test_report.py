@@ -9,9 +9,12 @@ import shutil
 import struct
 import subprocess
 import zlib
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from collector.exports import Period
@@ -53,6 +56,47 @@ def test_the_page_is_self_contained(generated_store: Sink) -> None:
         assert title in page
 
 
+def fairness_docs() -> list[dict[str, Any]]:
+    """Two hourly buckets of 2026-01-02: in the first, a holds 4 cores and b waits for 4 and
+    gets nothing (starved; Jain of the served parts 1 and 0: (1+0)^2 / (2 x 1) = 0.5, of the
+    allocations 4 and 0: 0.5); in the second both hold 2 and nobody waits (both Jain 1)."""
+    from probes.accounting.fairness import bucket_shares, fairness_by_bucket
+    from probes.pipeline.records import fairness_docs as docs
+
+    t0 = 1767312000.0  # 2026-01-02T00:00:00Z
+    allocations = pd.DataFrame({"observed_at": [t0, t0 + 3600, t0 + 3600], "user": ["a", "a", "b"], "cpus": [4.0, 2.0, 2.0]})
+    demand = pd.DataFrame({"observed_at": [t0], "user": ["b"], "cpus": [4.0]})
+    shares = bucket_shares(allocations, demand, bucket_s=3600)
+    return docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"]
+
+
+@pytest.fixture(params=["sqlite", "osmem"])
+def fairness_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+    from collector.sinks.elasticsearch import ElasticsearchSink
+    from collector.sinks.sqlite import EmbeddedStore
+
+    if request.param == "sqlite":
+        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
+    else:
+        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+        sink.install_templates()
+    sink.send("fairness", fairness_docs())
+    yield sink
+    sink.close()
+
+
+def test_jain_and_starvation_from_the_fairness_records(fairness_store: Sink) -> None:
+    tables = report_tables(fairness_store, PERIOD)
+    f = tables.fairness
+    assert f["bucket"].tolist() == ["2026-01-02T00:00:00Z", "2026-01-02T01:00:00Z"]
+    assert f["jain_served"].tolist() == [0.5, 1.0] and f["jain_allocation"].tolist() == [0.5, 1.0]
+    assert f["credentials"].tolist() == [2, 2] and f["starved"].tolist() == [1, 0]
+    v = tables.starvation
+    assert v[["name", "buckets", "starved_buckets", "starved_hours"]].values.tolist() == [["b", 2, 1, 1.0], ["a", 2, 0, 0.0]]
+    page = render_page(tables)
+    assert "Fairness of the share over time" in page and "Starvation per credential" in page
+
+
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
@@ -88,6 +132,9 @@ def _pixels_vary(png: bytes) -> bool:
 def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Path) -> None:
     from collector.sinks.sqlite import EmbeddedStore
     from collector.summaries import summarize
+    from probes.accounting.lab import run_lab
+    from probes.cli.report_figures import report_figures
+    from probes.config import ProbeConfig
 
     from .generated import generated_docs
 
@@ -95,8 +142,14 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
     with EmbeddedStore(tmp_path / "store.sqlite") as store:
         for kind, docs in generated_docs().items():
             store.send(kind, docs)
+        store.send("fairness", fairness_docs())
         summarize(store, PERIOD.first, PERIOD.last, probe="test")
-        page = write_report(report_tables(store, PERIOD), tmp_path / "report")
+        figures = report_figures(store, ProbeConfig(), PERIOD, run_lab(["1"], fraction=0.1))
+        page = write_report(report_tables(store, PERIOD), tmp_path / "report", figures)
+    html = page.read_text()
+    for title in ("Fairness of the share over time", "Starvation per credential", "Efficiency by site", "Lab case 1: burst"):
+        assert f"<h2>{title}" in html
+    assert html.count("<svg") == 9 and html.count("<table>") == 9  # every section drawn, with its table
     shot = tmp_path / "report.png"
     done = subprocess.run(
         [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()],

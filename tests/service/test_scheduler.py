@@ -413,7 +413,7 @@ def test_the_service_runs_at_its_cadence_stops_on_sigterm_and_restarts_without_l
     assert all("is not after the last one accounted" in line and "skipped" in line for line in snapshots[1:])
     assert re.search(r"history: 60 new jobs in", text) and len(re.findall(r"history: 0 new jobs in", text)) >= 1
     first = stored_ids(state)
-    assert {k: len(v) for k, v in first.items()} == {"slot": 36, "allocation": 72, "job": 60}
+    assert {k: len(v) for k, v in first.items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
 
     again = probe_run(config)
     lines = Lines(again)
@@ -436,7 +436,7 @@ def test_a_killed_service_loses_nothing_when_started_again(tmp_path: Path) -> No
     assert code == -signal.SIGKILL, err  # the first commit, then no cleanup, no flush
     code, err = finish(probe_run(config, "--for", "2"))
     assert code == 0, err
-    assert {k: len(v) for k, v in stored_ids(state).items()} == {"slot": 36, "allocation": 72, "job": 60}
+    assert {k: len(v) for k, v in stored_ids(state).items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
 
 
 def test_probe_run_on_the_demo_configuration_works_out_of_the_box(tmp_path: Path) -> None:
@@ -447,7 +447,7 @@ def test_probe_run_on_the_demo_configuration_works_out_of_the_box(tmp_path: Path
     assert code == 0, text
     assert "snapshot: 36 slots, 72 allocations, 15 idle jobs in 6 autoclusters, 108 records standing for 300 s" in text
     assert "history: 60 new jobs" in text and "final flush: sent" in text
-    assert {k: len(v) for k, v in stored_ids(tmp_path / ".demo").items()} == {"slot": 36, "allocation": 72, "job": 60}
+    assert {k: len(v) for k, v in stored_ids(tmp_path / ".demo").items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
 
 
 def test_the_systemd_unit_runs_the_service_unprivileged() -> None:

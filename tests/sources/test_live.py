@@ -630,7 +630,7 @@ def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
     pool = fake_pool(pools, {None: FakeCollector(status_ads, [good.location(), bad.location()])}, [good, bad])
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
         first = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
-        assert first.enqueued == {"slot": 2, "allocation": 6, "job": 42}
+        assert first.enqueued == {"slot": 2, "allocation": 6, "job": 42, "fairness": 1}
         assert set(first.failures) == {"schedd:flaky"} and "no answer within 0.3 s" in first.failures["schedd:flaky"]
         assert (
             outbox.checkpoint(checkpoint_key("vm"))["end"] == 1795269401

@@ -219,7 +219,7 @@ def test_a_site_points_its_probe_at_the_collector_and_changes_nothing_else(
     code = main(["probe", "once", "--config", str(config), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)["sent"] == {"slot": 36, "allocation": 72, "job": 60} and json.loads(out)["dead"] == {}
+    assert json.loads(out)["sent"] == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4} and json.loads(out)["dead"] == {}
     drain(c)
     store = EmbeddedStore(c.root / "collector" / "store.sqlite")
     assert (store.count("slot"), store.count("allocation"), store.count("job")) == (36, 72, 60)

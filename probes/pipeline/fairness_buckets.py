@@ -1,0 +1,95 @@
+"""The probe's ``fairness`` records: each snapshot with idle demand adds to its bucket (seed 002).
+
+A bucket (``[fairness] bucket_s`` seconds, starting at multiples of it) holds many snapshots,
+and the probe sees them one at a time. The bucket's running sums, per user, of the cores
+allocated and the idle cores requested, and its number of snapshots, are a checkpoint
+(:data:`~probes.sources.checkpoints.FAIRNESS_KEY`: ``{"bucket_s", "bucket_start",
+"snapshots", "allocation": {user: cores}, "demand": {user: cores}}``) committed with the snapshot's records; every snapshot then writes the
+bucket's fairness records from the sums so far. Their ids are the bucket's and the user's
+(:func:`collector.records.record_id`), so the last snapshot of a bucket overwrites what the
+earlier ones wrote, and the records of a finished bucket are those of
+:func:`~probes.accounting.fairness.bucket_shares` over all of its snapshots.
+
+A snapshot starts a new bucket when it falls in a later one than the checkpoint's; a snapshot
+in an earlier bucket (a clock set back) starts over too: its bucket is overwritten by what
+this probe saw of it from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from probes.accounting.fairness import equal_shares, fairness_by_bucket
+from probes.config import ProbeConfig
+from probes.pipeline.analytics import demand_table
+from probes.pipeline.records import Records, fairness_docs
+from probes.sources.checkpoints import FAIRNESS_KEY
+
+__all__ = ["add_snapshot", "bucket_records", "snapshot_fairness"]
+
+
+def add_snapshot(
+    state: Mapping[str, Any] | None,
+    allocations: pd.DataFrame,
+    idle: pd.DataFrame,
+    *,
+    observed_at: float,
+    bucket_s: float,
+) -> dict[str, Any]:
+    """The bucket's sums with one more snapshot: ``allocations`` (``user``, ``cpus`` per running
+    job) and ``idle`` (autoclusters, as :func:`~probes.pipeline.analytics.demand_table` reads
+    them) observed at ``observed_at`` (UNIX seconds)."""
+    start = float(np.floor(observed_at / bucket_s) * bucket_s)
+    same = state is not None and state.get("bucket_s") == bucket_s and state.get("bucket_start") == start
+    allocation: dict[str, float] = dict(state["allocation"]) if same and state else {}
+    demand: dict[str, float] = dict(state["demand"]) if same and state else {}
+    for into, frame in ((allocation, allocations), (demand, demand_table(idle, observed_at) if len(idle) else None)):
+        if frame is None or not len(frame):
+            continue
+        names = frame["user"].astype(object).where(frame["user"].notna(), "(none)")
+        cores = pd.to_numeric(frame["cpus"], errors="coerce").fillna(0.0)
+        for name, value in cores.groupby(names.to_numpy(), sort=True).sum().items():
+            into[str(name)] = into.get(str(name), 0.0) + float(value)
+    snapshots = (int(state["snapshots"]) if same and state else 0) + 1
+    return {
+        "bucket_s": bucket_s,
+        "bucket_start": start,
+        "snapshots": snapshots,
+        "allocation": allocation,
+        "demand": demand,
+    }
+
+
+def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str) -> Records:
+    """The ``fairness`` records of the bucket whose sums are ``state`` (see :func:`add_snapshot`)."""
+    names = sorted(set(state["allocation"]) | set(state["demand"]))
+    n = float(state["snapshots"])
+    frame = pd.DataFrame(
+        {
+            "bucket_start": float(state["bucket_start"]),
+            "name": pd.Series(names, dtype=object),
+            "snapshots": int(state["snapshots"]),
+            "demand_cpus": [state["demand"].get(u, 0.0) / n for u in names],
+            "allocation_cpus": [state["allocation"].get(u, 0.0) / n for u in names],
+        }
+    )
+    shares = equal_shares(frame, by="user", bucket_s=float(state["bucket_s"]), fraction=config.fairness.fraction)
+    return fairness_docs(shares, fairness_by_bucket(shares), pool=config.pool.name, probe=probe)
+
+
+def snapshot_fairness(
+    allocations: pd.DataFrame,
+    idle: pd.DataFrame,
+    state: Mapping[str, Any] | None,
+    config: ProbeConfig,
+    *,
+    observed_at: float,
+    probe: str,
+) -> tuple[Records, dict[str, Any]]:
+    """A snapshot's ``fairness`` records (its bucket's so far) and the checkpoint to commit with them."""
+    new = add_snapshot(state, allocations, idle, observed_at=observed_at, bucket_s=config.fairness.bucket_s)
+    return bucket_records(new, config, probe=probe), {FAIRNESS_KEY: new}

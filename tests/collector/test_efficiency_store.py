@@ -1,0 +1,125 @@
+"""Efficiency by resource set summed in the store (SQLite GROUP BY, osmem's composite
+aggregations) is the efficiency of the same records summed in memory, on the hand-built
+two-set pool of tests/accounting/test_efficiency.py, its snapshots a day apart:
+
+  day         slot (machine)   cores  free  true overhead (CU)  jobs ending that day
+  2026-01-01  fast (fast-1)    8      2     2                   6 cores x 1 h, 10800 CPU-s
+              slowA (slow-1)   4      4     4                   4 cores x 1 h, 14400 CPU-s
+              slowB (slow-2)   4      0     0
+  2026-01-02  fast (fast-1)    8      0     0                   8 cores x 1 h, 28800 CPU-s
+              slowA (slow-1)   4      1     0                   3 cores x 1 h, 10800 CPU-s (n_hosts unknown: 1)
+              slowB (slow-2)   4      4     4
+
+Each snapshot stands for an hour; canonical unit {1 core, 2 GiB}. The whole range gives the
+numbers worked in that test (scheduling fast 0.875, slow 0.4375, all 0.65625; in CU 0.875,
+0.5, 0.6875; job 11/14, 1, 6/7); per day, scheduling is fast 6/8 then 8/8, slow 4/8 then 3/8,
+and job efficiency fast 10800/21600 then 1, slow 1 both days.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from collector.records import table_docs
+from collector.sinks.elasticsearch import ElasticsearchSink
+from collector.sinks.sqlite import EmbeddedStore
+from probes.config import ProbeConfig
+from probes.pipeline.analytics import efficiency_report
+from probes.pipeline.stored_efficiency import store_efficiency
+
+DAY0 = 1767225600.0  # 2026-01-01T00:00:00Z
+CONFIG = ProbeConfig.model_validate({"partitions": [{"name": "cpu", "match": "true", "cpus": 1, "memory": "2 GiB"}]})
+SLOTS = (  # name, machine, cores, free cores and MiB of each snapshot, true overhead of each
+    ("fast", "fast-1", 8, ((2, 8192), (0, 0)), (2, 0)),
+    ("slowA", "slow-1", 4, ((4, 8192), (1, 0)), (4, 0)),
+    ("slowB", "slow-2", 4, ((0, 4096), (4, 8192)), (0, 4)),
+)
+
+
+def slot_docs() -> list[dict[str, Any]]:
+    rows = []
+    for day in (0, 1):
+        for name, machine, cores, free, overhead in SLOTS:
+            rows.append(
+                {
+                    "pool": "hand", "name": name, "machine": machine, "cpu_model": "fast" if name == "fast" else "slow",
+                    "partition": "cpu", "total_cpus": float(cores), "total_memory": cores * 2048.0, "total_disk": 1e6,
+                    "total_gpus": 0.0, "unallocated_cpus": float(free[day][0]), "unallocated_memory": float(free[day][1]),
+                    "unallocated_disk": 1e6, "unallocated_gpus": 0.0, "observed_at": DAY0 + day * 86400,
+                    "interval_s": 3600.0, "overhead_cu": overhead[day], "overhead_cu_hours": float(overhead[day]),
+                }
+            )  # fmt: skip
+    return table_docs("slot", pd.DataFrame(rows), probe="test")
+
+
+def job_docs(with_set: bool) -> list[dict[str, Any]]:
+    frame = pd.DataFrame(
+        {
+            "job_id": ["j1", "j2", "j3", "j4"],
+            "host": ["slot1_1@fast-1", "slot1_1@fast-1", "slot1_1@slow-1", "slot1_2@slow-2"],
+            "cpu_model": ["fast", "fast", "slow", "slow"],
+            "cpus": [6.0, 8.0, 4.0, 3.0],
+            "n_hosts": [1, 1, 1, None],
+            "walltime_s": [3600.0] * 4,
+            "cpu_time_s": [10800.0, 28800.0, 14400.0, 10800.0],
+            "end": [DAY0 + 7200, DAY0 + 86400 + 7200, DAY0 + 7200, DAY0 + 86400 + 7200],
+        }
+    )
+    return table_docs("job", frame if with_set else frame.drop(columns=["cpu_model"]), probe="test")
+
+
+@pytest.fixture(params=["sqlite", "osmem"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    if request.param == "sqlite":
+        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
+    else:
+        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+        sink.install_templates()
+    yield sink
+    sink.close()
+
+
+@pytest.mark.parametrize("with_set", [True, False], ids=["jobs-carry-the-set", "set-of-the-jobs-machine"])
+def test_the_store_sums_what_memory_sums(store: Any, with_set: bool) -> None:
+    slots, jobs = slot_docs(), job_docs(with_set)
+    store.send("slot", slots)
+    store.send("job", jobs)
+    before = getattr(store, "requests", 0)
+    table = store_efficiency(store, CONFIG, by="cpu_model").set_index("set")
+    if isinstance(store, ElasticsearchSink):  # a refresh and one page per aggregation, nothing paged in
+        assert store.requests - before == (4 if with_set else 8)
+    assert table.index.tolist() == ["fast", "slow", "(all)"]
+    assert table["available_core_s"].tolist() == [57600, 57600, 115200]
+    assert table["scheduling"].tolist() == [0.875, 0.4375, 0.65625]
+    assert table["scheduling_cu"].tolist() == [0.875, 0.5, 0.6875]
+    assert table["jobs"].tolist() == [2, 2, 4]
+    assert table["job"].tolist() == pytest.approx([11 / 14, 1.0, 6 / 7])
+    assert table["system"].tolist() == pytest.approx([0.6875, 0.4375, 0.5625])
+    in_memory = efficiency_report(pd.DataFrame(slots), pd.DataFrame(jobs), CONFIG, by="cpu_model")
+    pd.testing.assert_frame_equal(table.reset_index(), in_memory)
+
+
+def test_per_day(store: Any) -> None:
+    store.send("slot", slot_docs())
+    store.send("job", job_docs(True))
+    table = store_efficiency(store, CONFIG, by="cpu_model", period="day")
+    rows = {(r.period, r.set): r for r in table.itertuples()}
+    assert [k for k in rows] == [(d, s) for d in ("2026-01-01", "2026-01-02") for s in ("fast", "slow", "(all)")]
+    assert [rows[k].scheduling for k in rows] == [0.75, 0.5, 0.625, 1.0, 0.375, 0.6875]
+    assert [rows[k].job for k in rows] == [0.5, 1.0, 25200 / 36000, 1.0, 1.0, 1.0]
+    whole = store_efficiency(store, CONFIG, by=None, since="2026-01-02T00:00:00Z")
+    assert whole["set"].tolist() == ["(all)"] and whole["scheduling"].tolist() == [0.6875]
+
+
+def test_an_attribute_no_slot_record_has(store: Any) -> None:
+    from collector.errors import ConfigError, SourceError
+
+    with pytest.raises(SourceError, match="no slot records in the store between the first and the last"):
+        store_efficiency(store, CONFIG, by=None)
+    store.send("slot", slot_docs())
+    with pytest.raises(ConfigError, match="--by 'HEPSPEC': no slot record in the store has that attribute"):
+        store_efficiency(store, CONFIG, by="HEPSPEC")
