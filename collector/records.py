@@ -85,9 +85,13 @@ KINDS: dict[str, RecordKind] = {
 }  # fmt: skip
 
 
+_ID_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=...) makes one per call
+
+
 def record_id(kind: str, *fields: object) -> str:
     """A stable id from the kind and the fields that identify a fact."""
-    text = json.dumps([kind, *(_plain(f) for f in fields)], separators=(",", ":"))
+    # names are the usual fields: they need no conversion (a summary's id has ten of them)
+    text = _ID_JSON.encode([kind, *(f if f is None or type(f) is str else _plain(f) for f in fields)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

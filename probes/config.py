@@ -491,6 +491,14 @@ class CollectorSettings(_Section):
     store_stale_s: float = Field(
         900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
     )
+    summaries_recent_days: int = Field(
+        7, ge=0, description="The collector re-summarizes this many last days (today included) in its store every "
+        "summaries_every_s; 0: never (GRACC: 7 days every 15 minutes)."
+    )
+    summaries_every_s: float = Field(900.0, gt=0, description="Seconds between re-summaries of the last summaries_recent_days days.")
+    summaries_nightly_days: int = Field(
+        365, ge=0, description="Once a day the collector re-summarizes this many last days, for very late records; 0: never."
+    )
 
     @model_validator(mode="after")
     def _tls_pair(self) -> CollectorSettings:

@@ -19,12 +19,12 @@ import pandas as pd
 from collector.errors import ConfigError
 from collector.records import SUMMARY_DIMENSIONS
 from collector.sinks.base import Aggregation, Sink, Total
-from collector.summaries.spec import SOURCES
+from collector.summaries.spec import EXPORTED, SOURCES
 
 __all__ = ["BY_CHOICES", "Period", "usage_table"]
 
 BY_CHOICES = (*SUMMARY_DIMENSIONS, "month", "day")
-SUMMED = [t for s in SOURCES.values() for t in s.totals]
+SUMMED = [t for k in EXPORTED for t in SOURCES[k].totals]
 COUNTS = [t.name for t in SUMMED if not t.fields]
 
 
@@ -66,7 +66,7 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
     keys = (["period"] if when else []) + dims
     if raw:
         frames = []
-        for source in SOURCES.values():
+        for source in (SOURCES[k] for k in EXPORTED):
             grouped = tuple(d for d in dims if d in source.dimensions)
             rows = sink.aggregate(Aggregation(source.kind, grouped, source.totals, when, period.since, period.until))
             frames.append(pd.DataFrame(rows, columns=[*(["period"] if when else []), *grouped, *(t.name for t in source.totals)]))

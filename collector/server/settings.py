@@ -33,7 +33,10 @@ class ServerSettings:
     and decompressed; ``max_outbox_depth`` is the number of waiting records over which the
     collector answers 503. ``store_stale_s``: /healthz answers 503 when records have been
     waiting this long without the store taking any. ``max_group_records`` bounds one group
-    commit (the records of several requests committed in one transaction).
+    commit (the records of several requests committed in one transaction). The store's
+    summaries are re-made for the last ``summaries_recent_days`` days every
+    ``summaries_every_s`` seconds and for the last ``summaries_nightly_days`` once a day
+    (0 days: never; GRACC's 7 days, 15 minutes and 365 days by default).
     """
 
     token_dir: Path
@@ -51,15 +54,19 @@ class ServerSettings:
     flush_batch_size: int = 2000
     store_stale_s: float = 900.0
     max_group_records: int = 50_000
+    summaries_recent_days: int = 7
+    summaries_every_s: float = 900.0
+    summaries_nightly_days: int = 365
 
     def __post_init__(self) -> None:
         for name, minimum in (
             ("max_body_bytes", 1), ("max_outbox_depth", 1), ("flush_batch_size", 1), ("max_group_records", 1),
+            ("summaries_recent_days", 0), ("summaries_nightly_days", 0),
         ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"collector {name}: expected an integer of at least {minimum}, got {value!r}")
-        for name in ("flush_every_s", "store_stale_s"):
+        for name in ("flush_every_s", "store_stale_s", "summaries_every_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"collector {name}: expected a number of seconds greater than 0, got {value!r}")

@@ -9,13 +9,14 @@ The protocol is everything the probe, the collector and the command line ask of 
 no caller needs to know which store it has: writing (``send``), reading back (``count``,
 ``query``), sums computed in the store (``aggregate``: SQL ``GROUP BY`` in the embedded store,
 composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
-summed) and the index templates (``check_templates``, ``install_templates``), which a store
+summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left stale (``delete_stale``: summaries of groups that no
+longer exist) and the index templates (``check_templates``, ``install_templates``), which a store
 without templates answers trivially.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -94,6 +95,14 @@ class Sink(Protocol):
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
         """One row per group of ``query``, computed in the store: ``period`` (unless None), the
         ``group_by`` fields (None where a record lacks one) and every total by its name."""
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """Make aggregations of this shape fast when they are asked for often (the embedded
+        store: a covering index; a store that indexes every field: nothing)."""
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        """Delete the documents of ``kind`` with ``since`` <= ``timestamp`` < ``until`` (ISO-8601
+        UTC) whose ``field`` is ``value`` and whose id is not in ``keep``; how many went."""
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' index templates are missing or outdated (nothing, for a store without)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import gzip
 import os
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,7 +30,7 @@ import httpx
 import orjson
 
 from collector.errors import ConfigError, SinkError
-from collector.sinks.base import SendResult, TemplateCheck
+from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
 __all__ = ["CollectorSink"]
@@ -102,6 +102,15 @@ class CollectorSink:
         self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
+
+    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: summaries are computed by the collector service in its store, not through the collector")
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """Nothing to do: the collector's store is not reached through it."""
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        raise SinkError(f"{self}: summaries are computed by the collector service in its store, not through the collector")
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Send documents of one kind; say what became of each (see the module docstring)."""

@@ -8,13 +8,16 @@ old one. The record's time and the fields its kind names as ``indexed`` are colu
 indexes, for reports; those it names as ``measured`` are plain columns, so that
 :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``) sums columns instead of parsing every
 document. A table made before a field became a column gets the column, filled from the
-documents, when the store first touches it.
+documents, when the store first touches it. The daily summaries ask for a covering index of
+what they group and sum (:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads
+that index in order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,7 @@ class EmbeddedStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the embedded store ({exc})") from exc
         self._ready: set[str] = set()
+        self._indexes: set[str] = set()  # covering indexes known to exist (index_aggregation)
 
     def __repr__(self) -> str:
         return f"EmbeddedStore({self.path!r})"
@@ -132,6 +136,12 @@ class EmbeddedStore:
             sums.append(f"total({term}) * {float(t.scale)!r}")  # total(): 0.0 over no values
         sql = f"SELECT {', '.join([*keys, *sums])} FROM {table} WHERE 1"
         params: list[str] = []
+        if query.period:  # implied by the bounds below; they let the covering index (see index_aggregation) be used
+            period = keys[0]
+            if query.since is not None:
+                sql, params = sql + f" AND {period} >= substr(?, 1, {_PERIOD_CHARS[query.period]})", [*params, query.since]
+            if query.until is not None:
+                sql, params = sql + f" AND {period} <= substr(?, 1, {_PERIOD_CHARS[query.period]})", [*params, query.until]
         if query.since is not None:
             sql, params = sql + " AND timestamp >= ?", [*params, query.since]
         if query.until is not None:
@@ -146,6 +156,61 @@ class EmbeddedStore:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot aggregate {query.kind} records ({exc})") from exc
         return [dict(zip(names, row)) for row in rows]
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """A covering index for aggregations of this shape, made once: the period of the
+        timestamp, the grouped fields, the timestamp and the summed fields, in that order, so
+        that :meth:`aggregate` reads the index alone, in its order, with no sort and no table
+        row (1,000,000 job records by day: ~0.9 s of CPU instead of ~4.4 s, bench_summaries).
+        Every write of ``kind`` then updates one more index. Nothing is made when a field is
+        not a column (Gratia's) or the query has no period; an index of an earlier shape of
+        the same kind is dropped."""
+        if not query.period:
+            return
+        table = self._table(query.kind)
+        columns = {"timestamp", *KINDS[query.kind].indexed, *_measured(query.kind)}
+        summed = [f for t in query.totals for f in (*t.fields, *((t.where,) if t.where else ()))]
+        fields = list(dict.fromkeys([*query.group_by, "timestamp", *summed]))
+        if not set(fields) <= columns:
+            return
+        parts = [f"substr(timestamp, 1, {_PERIOD_CHARS[query.period]})", *(f'"{f}"' for f in fields)]
+        prefix = f"{query.kind}_{query.period}_sums_"
+        name = prefix + hashlib.sha256(",".join(parts).encode()).hexdigest()[:8]
+        if name in self._indexes:
+            return
+        try:
+            have = {row[1] for row in self._db.execute(f"PRAGMA index_list({table})")}
+            if name not in have:
+                self._db.execute("BEGIN IMMEDIATE")
+                for old in have:
+                    if old.startswith(prefix):
+                        self._db.execute(f'DROP INDEX IF EXISTS "{old}"')
+                self._db.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON {table}({", ".join(parts)})')
+                self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot index the {query.kind} table for summaries ({exc})") from exc
+        self._indexes.add(name)
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        """One ``DELETE`` of the documents of ``kind`` in [since, until) whose ``field`` is
+        ``value`` and whose id is not in ``keep`` (see :meth:`Sink.delete_stale`)."""
+        table = self._table(kind)
+        column = f'"{field}"' if field in {*KINDS[kind].indexed, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
+        sql = (
+            f"DELETE FROM {table} WHERE timestamp >= ? AND timestamp < ? AND {column} = ? "
+            "AND id NOT IN (SELECT value FROM json_each(?))"
+        )
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            deleted = self._db.execute(sql, (since, until, value, orjson.dumps(list(keep)).decode())).rowcount
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot delete stale {kind} records ({exc})") from exc
+        return int(deleted)
 
     def check_templates(self) -> TemplateCheck:
         """The embedded store keeps a table per kind, created on first write: nothing to check."""

@@ -1,7 +1,9 @@
 """Summarizing days: the store sums each source kind by day (:meth:`Sink.aggregate`), and the
 sums are written back as ``summary`` records whose ids come from the day, the source kind and
 the dimensions, so re-summarizing a day overwrites it in place (late records are counted by
-summarizing again; GRACC re-summarizes the last days on a cadence for the same reason).
+summarizing again; GRACC re-summarizes the last days on a cadence for the same reason). The
+summaries of those days that were not rewritten are then deleted (:meth:`Sink.delete_stale`):
+a group whose records were deleted or corrected away leaves no summary behind.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ Progress = Callable[[int], None]
 
 @dataclass
 class Summarized:
-    """What a run wrote: summary records per source kind, and the days it covered."""
+    """What a run wrote: summary records per source kind, the stale ones it deleted, and the days it covered."""
 
     first: date
     last: date
     records: dict[str, int] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -46,26 +49,22 @@ def day_range(first: date, last: date, chunk_days: int) -> Iterator[tuple[date, 
 
 def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> list[dict[str, Any]]:
     """``summary`` records of the rows of a daily aggregation of ``kind`` (see the module docstring)."""
+    # a source's own dimensions (Gratia's) come after the common ones in the id: the ids of
+    # the other kinds stay what they were
+    keyed = (*SUMMARY_DIMENSIONS, *(d for d in SOURCES[kind].dimensions if d not in SUMMARY_DIMENSIONS))
+    absent = dict.fromkeys(d for d in keyed if d not in SOURCES[kind].dimensions)  # slots have no user
+    meta = {"kind": "summary", "schema_version": SCHEMA_VERSION, "probe": probe, "record_kind": kind}
     docs = []
     days: dict[str, tuple[int, str]] = {}  # a year has 365 days and many more rows
     for row in rows:
-        if row["period"] not in days:
-            day = datetime.strptime(row["period"], "%Y-%m-%d").replace(tzinfo=UTC)
-            days[row["period"]] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
-        day_s, stamp = days[row["period"]]
-        dims = {d: row.get(d) for d in SUMMARY_DIMENSIONS}
-        doc = {
-            "id": record_id("summary", day_s, kind, *dims.values()),
-            "kind": "summary",
-            "schema_version": SCHEMA_VERSION,
-            "probe": probe,
-            "timestamp": stamp,
-            "day": day_s,
-            "day_iso": stamp,
-            "record_kind": kind,
-            **dims,
-            **{k: v for k, v in row.items() if k != "period" and k not in dims},
-        }
+        period = row["period"]
+        if period not in days:
+            day = datetime.strptime(period, "%Y-%m-%d").replace(tzinfo=UTC)
+            days[period] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
+        day_s, stamp = days[period]
+        doc = {**row, **absent, **meta, "timestamp": stamp, "day": day_s, "day_iso": stamp}  # the row's dimensions and sums
+        del doc["period"]
+        doc["id"] = record_id("summary", day_s, kind, *(doc[d] for d in keyed))
         docs.append(doc)
     return docs
 
@@ -83,16 +82,19 @@ def summarize(
     """Summarize the days ``first`` .. ``last`` (inclusive, UTC) of every source kind into ``sink``.
 
     The aggregation runs in the store, ``chunk_days`` days per request (a step of ``progress``);
-    a summary the store does not acknowledge raises :class:`SinkError` naming the day range.
+    a summary the store does not acknowledge raises :class:`SinkError` naming the day range,
+    and then nothing of that range is deleted. Once a range is rewritten, its summaries of
+    ``kind`` that were not are deleted (groups that no longer exist).
     """
     if last < first:
         raise ValueError(f"the last day ({last}) is before the first ({first})")
-    done = Summarized(first, last, dict.fromkeys(kinds, 0))
+    done = Summarized(first, last, dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0))
     for kind in kinds:
         source = SOURCES[kind]
+        sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
         for start, end in day_range(first, last, chunk_days):
-            query = Aggregation(kind, source.dimensions, source.totals, "day", f"{start}T00:00:00Z", f"{end}T00:00:00Z")
-            docs = summary_docs(kind, sink.aggregate(query), probe=probe)
+            since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
+            docs = summary_docs(kind, sink.aggregate(Aggregation(kind, source.dimensions, source.totals, "day", since, until)), probe=probe)
             if docs:
                 result = sink.send("summary", docs)
                 failed = {**result.retry, **result.rejected}
@@ -102,6 +104,8 @@ def summarize(
                         f"{next(iter(failed.values()))}"
                     )
                 done.records[kind] += len(docs)
+            keep = [d["id"] for d in docs]
+            done.deleted[kind] += sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep)
             if progress is not None:
                 progress(1)
     return done

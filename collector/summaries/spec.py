@@ -11,10 +11,23 @@ source kind     grouped by (besides the day)                           sums
                                                                        resource-hours (seed 003)
 ``slot``        pool, site, resource name, partition, pilot phase      true overhead CU-hours,
                                                                        with fitting idle demand
+``gratia``      GRACC's summary terms: ``VOName``, ``ReportableVOName``,  records (jobs), wall,
+                ``ProjectName``, ``SiteName``, ``ProbeName``,          core (GRACC's
+                ``ResourceType``, ``Processors``, ``GPUs``, ``Grid``,  ``CoreHours``), CPU,
+                ``DN``, ``CommonName``, ``Host_description``,          user and system CPU
+                ``Resource_ExitCode``                                  hours
 ==============  =====================================================  ==========================
 
-Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds, seed 000) where the
-probe priced them; elsewhere those sums are 0.
+Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds, seed 000), priced by
+the probe against the machine classes of its latest snapshot; a job read before any snapshot
+carries neither, and counts 0 in those sums.
+
+Gratia records (what Gratia probes send, stored with GRACC's field names) are summarized as
+GRACC's summarizer does (gracc-request's summary terms, a day by ``EndTime``), with their sums
+named in GRACC's style and counted in hours, so that they never add into the job records'
+sums: a site may report the same jobs both ways. A Gratia record is one job: GRACC keeps
+``Njobs`` as text, which no store can sum. Dimensions stay as the records give them
+(``Processors`` is the text ``"8"``), so every store groups them alike.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from dataclasses import dataclass
 
 from collector.sinks.base import Total
 
-__all__ = ["COLUMNS", "SOURCES", "Column", "Source"]
+__all__ = ["COLUMNS", "EXPORTED", "GRATIA_DIMENSIONS", "SOURCES", "Column", "Source"]
 
 HOUR = 1.0 / 3600.0
 GIB_HOUR = 1.0 / (1024.0 * 3600.0)  # MiB-seconds -> GiB-hours
@@ -46,6 +59,12 @@ class Column:
     unit: str
     help: str
 
+
+GRATIA_DIMENSIONS = (
+    "VOName", "ReportableVOName", "ProjectName", "SiteName", "ProbeName", "ResourceType", "Processors", "GPUs",
+    "Grid", "DN", "CommonName", "Host_description", "Resource_ExitCode",
+)  # fmt: skip
+"""What a summary of Gratia records is a total over, besides its day: GRACC's summary terms and ``GPUs``."""
 
 SOURCES: dict[str, Source] = {
     s.kind: s
@@ -87,14 +106,29 @@ SOURCES: dict[str, Source] = {
                 Total("overhead_cu_hours_fitting_idle", ("overhead_cu_hours",), where="fits_idle"),
             ),
         ),
+        Source(
+            "gratia",
+            GRATIA_DIMENSIONS,
+            (
+                Total("Count"),
+                Total("WallHours", ("WallDuration",), HOUR),
+                Total("CoreHours", ("CoreHours",)),
+                Total("CpuHours", ("CpuDuration",), HOUR),
+                Total("CpuUserHours", ("CpuDuration_user",), HOUR),
+                Total("CpuSystemHours", ("CpuDuration_system",), HOUR),
+            ),
+        ),
     )
 }
+
+EXPORTED = ("job", "allocation", "slot")
+"""The source kinds whose summaries the exports and the report read (fairacct's own records)."""
 
 COLUMNS: dict[str, Column] = {
     c.name: c
     for c in (
         Column("period", "UTC", "The day (YYYY-MM-DD) or month (YYYY-MM) summed; the whole range when absent."),
-        Column("record_kind", "", "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots)."),
+        Column("record_kind", "", "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), gratia (Gratia job usage records)."),
         Column("pool", "", "HTCondor pool the probe watched."),
         Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Column("resource_name", "", "Resource (compute element or cluster) within the site."),
@@ -126,5 +160,24 @@ COLUMNS: dict[str, Column] = {
         Column("penalty_share", "%", "Share of the pool's penalty usage (in the same month or day when the rows are per month or day)."),
         Column("cpu_only_share", "%", "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day)."),
         Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
+        Column("VOName", "", "Gratia: the virtual organization of the job (its VOMS FQAN when the probe sent one)."),
+        Column("ReportableVOName", "", "Gratia: the VO name as reported (the probe's mapping of VOName)."),
+        Column("ProjectName", "", "Gratia: the project the job is charged to."),
+        Column("SiteName", "", "Gratia: the site the probe reports for."),
+        Column("ProbeName", "", "Gratia: the probe that sent the record (type:host)."),
+        Column("ResourceType", "", "Gratia: Batch, Payload, BatchPilot, AWSVM, ..."),
+        Column("Processors", "cores", "Gratia: processors of the job, as the record gives them (text)."),
+        Column("GPUs", "GPUs", "Gratia: GPUs of the job, where the probe sends them."),
+        Column("Grid", "", "Gratia: the grid (OSG, Local, ...)."),
+        Column("DN", "", "Gratia: the distinguished name of the job's credential."),
+        Column("CommonName", "", "Gratia: the common name of the job's credential."),
+        Column("Host_description", "", "Gratia: the description of the host the job ran on."),
+        Column("Resource_ExitCode", "", "Gratia: the job's exit code."),
+        Column("Count", "jobs", "Gratia records (one job each) summed."),
+        Column("WallHours", "hours", "Gratia: WallDuration summed, in hours."),
+        Column("CoreHours", "core-hours", "Gratia: WallDuration x Processors / 3600 (GRACC's CoreHours) summed."),
+        Column("CpuHours", "hours", "Gratia: CpuDuration (user + system) summed, in hours."),
+        Column("CpuUserHours", "hours", "Gratia: CpuDuration_user summed, in hours."),
+        Column("CpuSystemHours", "hours", "Gratia: CpuDuration_system summed, in hours."),
     )
 }

@@ -395,6 +395,9 @@ def _collector_serve(config: ProbeConfig) -> int:
         flush_every_s=c.flush_every_s,
         flush_batch_size=c.flush_batch_size,
         store_stale_s=c.store_stale_s,
+        summaries_recent_days=c.summaries_recent_days,
+        summaries_every_s=c.summaries_every_s,
+        summaries_nightly_days=c.summaries_nightly_days,
     )
     sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
     try:

@@ -82,8 +82,10 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
                 done = summarize(sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance)
             counts = ", ".join(f"{n} of {k} records" for k, n in done.records.items())
-            return {"from": str(period.first), "to": str(period.last), "summaries": done.records}, (
+            stale = sum(done.deleted.values())
+            return {"from": str(period.first), "to": str(period.last), "summaries": done.records, "deleted": done.deleted}, (
                 f"summarized {period.first} to {period.last}: {done.total} summaries ({counts})"
+                + (f"; {stale} of groups that no longer exist deleted" if stale else "")
             )
         if args.command == "export":
             by = [b.strip() for b in args.by.split(",") if b.strip()]

@@ -30,7 +30,7 @@ from probes.config import ProbeConfig
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.records import Records, job_docs, snapshot_docs, with_penalty_usage
-from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
+from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import (
     COUNTED_KEY,
     FAIRNESS_KEY,
@@ -190,12 +190,16 @@ def account(result: CycleResult, config: ProbeConfig) -> OverheadReport | None:
     return result.overhead
 
 
-def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str) -> Records:
+def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str, machines: pd.DataFrame | None = None) -> Records:
     """The cycle's documents, by kind: the snapshot's slots and bills (unless it is a replay),
-    the jobs read."""
+    the jobs read, with their penalty and CPU-only usage when the pool's ``machines`` (classes)
+    are known (see :func:`~probes.pipeline.usage.priced_usage`)."""
     report = None if result.replayed else account(result, config)
     records = snapshot_docs(report, idle_known=result.idle is not None, probe=probe) if report is not None else {}
-    return records | job_docs(result.jobs, probe=probe)
+    jobs = result.jobs
+    if jobs is not None and len(jobs) and machines is not None and "penalty_usage" not in jobs.columns:
+        jobs = priced_usage(jobs, machines, config)  # not priced yet (the fairshare metric does not price)
+    return records | job_docs(jobs, probe=probe)
 
 
 def fairness_records(
@@ -286,13 +290,15 @@ def run_once(
         checkpoints = {history_key(p): outbox.checkpoint(history_key(p)) for p in src.history}
         result = read_sources(config, strict=strict, checkpoints=checkpoints)
     marks = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), config) | result.checkpoints
-    if result.jobs is not None and len(result.jobs):
-        snapshot = result.snapshot
-        machines = slot_machines(snapshot.slots, snapshot.ads, config) if priced and snapshot is not None else None
-        jobs, usage = fairshare_usage(result.jobs, machines, config)
+    snapshot, has_jobs = result.snapshot, result.jobs is not None and len(result.jobs) > 0
+    machines = None  # the pool's machine classes, to price the jobs against
+    if has_jobs and snapshot is not None and (priced or len(snapshot.slots)):
+        machines = slot_machines(snapshot.slots, snapshot.ads, config)
+    if has_jobs and result.jobs is not None:
+        jobs, usage = fairshare_usage(result.jobs, machines if priced else None, config)
         marks |= ledger_marks(outbox.checkpoint, jobs, usage, config, now=now)
         result.jobs = with_penalty_usage(result.jobs, jobs)  # the job records carry what was priced
-    records = cycle_records(result, config, probe=probe)
+    records = cycle_records(result, config, probe=probe, machines=machines)
     fair, fair_marks = fairness_records(result, outbox.checkpoint, config, probe=probe)
     records, marks = records | fair, marks | fair_marks
     faults.point("before-commit")

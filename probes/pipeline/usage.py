@@ -26,6 +26,7 @@ from probes.accounting.machines import machine_classes, machines_table
 from probes.accounting.penalty import Penalties, compare_metrics, job_penalties
 from probes.config import ProbeConfig
 from probes.files import atomic_write
+from probes.pipeline.records import with_penalty_usage
 from probes.sources.classad import to_classad
 from probes.sources.history import read_history
 from probes.sources.report import ReadReport
@@ -45,6 +46,7 @@ __all__ = [
     "fs_files",
     "penalty_report",
     "price_jobs",
+    "priced_usage",
     "read_usage_inputs",
     "slot_machines",
     "write_fs_files",
@@ -177,6 +179,17 @@ def price_jobs(
     if config.machines.speed_expression.strip():
         jobs = jobs.assign(speed=np.nan)
     return job_penalties(jobs, machines, config.penalty_policy(), requests=requests)
+
+
+def priced_usage(jobs: pd.DataFrame, machines: pd.DataFrame | None, config: ProbeConfig) -> pd.DataFrame:
+    """The jobs with ``penalty_usage`` and ``cpu_only_usage``: their usage under the penalty
+    and under the cores-only metric it replaces (seed 000, formulas 9 and 1), both
+    ``walltime x speed x metric`` in PE-seconds, priced against ``machines`` under ``[penalty]``.
+    Without machine classes (no snapshot yet) the jobs are returned as they are: their records
+    then carry neither, and summaries count 0 for them."""
+    if machines is None or not len(machines) or not len(jobs):
+        return jobs
+    return with_penalty_usage(jobs, price_jobs(jobs, machines, config).jobs)
 
 
 PRICED_METRICS = ("mrpe", "dedicated_pes")

@@ -74,6 +74,7 @@ from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
+from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.files import check_writable
 from probes.pipeline.cycle import (
@@ -98,6 +99,7 @@ from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, his
 from probes.sources.live import LivePool
 from probes.sources import sandbox
 from probes.sources.report import problem_lines
+from probes.sources.status import Snapshot
 
 __all__ = ["ProbeService"]
 
@@ -145,7 +147,8 @@ class ProbeService:
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
-        self._machines: pd.DataFrame | None = None
+        self._machines: pd.DataFrame | None = None  # of the latest snapshot, for a priced fairshare metric
+        self._snapshot: Snapshot | None = None  # the latest snapshot
         self._scheduler: BackgroundScheduler | None = None
         self._health: HealthServer | None = None
         self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
@@ -163,7 +166,7 @@ class ProbeService:
             ("summaries", config.summaries.recent_days, config.summaries.every_s),
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
         ):
-            if days:
+            if days and not config.store.url.startswith("collector+"):  # a collector summarizes its own store
                 self.jobs[name] = (functools.partial(self.summarize, days), every)
 
     def __repr__(self) -> str:
@@ -351,6 +354,7 @@ class ProbeService:
                 "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
                 interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
             )  # fmt: skip
+        self._snapshot = snapshot  # its machine classes price the jobs the history job reads
         if self.config.fairshare.metric in PRICED_METRICS:
             self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
         self._snapshot_done.set()
@@ -379,7 +383,7 @@ class ProbeService:
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
         if usage is not None:  # the job records carry what was priced
             result.jobs = with_penalty_usage(jobs, priced)
-        records = cycle_records(result, self.config, probe=self.probe)
+        records = cycle_records(result, self.config, probe=self.probe, machines=self._classes() if len(jobs) else None)
 
         def ledger(outbox: Outbox) -> dict[str, Any]:
             return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)
@@ -432,7 +436,8 @@ class ProbeService:
         sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
         try:
             first, last = last_days(self.clock(), days)
-            done = summarize(sink, first, last, probe=self.probe)
+            # a probe's store holds no Gratia records: those reach a store through a collector, which summarizes them
+            done = summarize(sink, first, last, probe=self.probe, kinds=EXPORTED)
         finally:
             sink.close()
         return f"{done.total} summaries of {first} .. {last}"
@@ -506,6 +511,14 @@ class ProbeService:
         quarantine = self.config.probe.state_dir / "quarantine"
         for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)
+
+    def _classes(self) -> pd.DataFrame | None:
+        """The machine classes of the latest snapshot (None before the first), to price jobs
+        against: made here, once per history run, so that snapshots stay as cheap as before."""
+        if self._machines is not None:
+            return self._machines
+        snapshot = self._snapshot
+        return None if snapshot is None else slot_machines(snapshot.slots, snapshot.ads, self.config)
 
     def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of

@@ -39,7 +39,8 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     assert err == ""  # no progress bar when stderr is not a terminal
     made = json.loads(out)["summaries"]
-    assert set(made) == {"job", "allocation", "slot"} and all(n > 0 for n in made.values())
+    assert set(made) == {"job", "allocation", "slot", "gratia"} and all(made[k] > 0 for k in ("job", "allocation", "slot"))
+    assert made["gratia"] == 0 and json.loads(out)["deleted"] == dict.fromkeys(made, 0)  # no Gratia records in the demo
     path = tmp_path / "usage.csv"
     code, out, err = run(capsys, "export", "--config", str(demo_config), *DAYS, "--by", "site,month", "--out", str(path))
     assert code == 0, err
@@ -51,10 +52,12 @@ def test_summarize_export_and_report_the_demo_pool(
     code, out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "report"))
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
-    # the demo pool's jobs are not priced and it has closed no fairshare window yet; its snapshot
-    # has fairness records and efficiency by site, and the lab's six cases are drawn
-    assert page.count("<svg") == 3 + 2 + 1 + 6 and page.count("No records in this period") == 2
+    # the demo pool's jobs are priced against its slots' classes (penalty against CPU-only usage
+    # is drawn); it has closed no fairshare window yet; its snapshot has fairness records and
+    # efficiency by site, and the lab's six cases are drawn
+    assert page.count("<svg") == 4 + 2 + 1 + 6 and page.count("No records in this period") == 1
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
+    assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -16,7 +17,7 @@ from collector.sinks.base import Aggregation, Total
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 from collector.summaries import SOURCES, summarize
-from collector.summaries.spec import COLUMNS
+from collector.summaries.spec import COLUMNS, EXPORTED, GRATIA_DIMENSIONS
 
 from .generated import generated_docs, generated_frames
 
@@ -68,7 +69,7 @@ def stored_summaries(sink: Sink, kind: str) -> pd.DataFrame:
     return frame.assign(period=frame["day_iso"].str[:10])
 
 
-@pytest.mark.parametrize("kind", list(SOURCES))
+@pytest.mark.parametrize("kind", EXPORTED)  # gratia: tests/collector/gratia/test_summaries.py
 def test_summaries_equal_the_sums_of_the_raw_records(store: Sink, kind: str) -> None:
     done = summarize(store, FIRST, LAST, probe="test", kinds=[kind])
     want = expected_daily(kind)
@@ -97,6 +98,47 @@ def test_resummarizing_overwrites_and_counts_late_records(fresh_store: Sink) -> 
     assert store.count("summary") == before  # the late job joined an existing day and group
 
 
+@pytest.fixture(params=["sqlite", "osmem"])
+def one_day_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+    """A store holding the job and slot records of the first generated job's day only."""
+    sink: Sink
+    if request.param == "sqlite":
+        sink = EmbeddedStore(tmp_path / "store.sqlite")
+    else:
+        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+        sink.install_templates()
+    day = generated_docs()["job"][0]["timestamp"][:10]
+    for kind in ("job", "slot"):
+        sink.send(kind, [d for d in generated_docs()[kind] if d["timestamp"].startswith(day)])
+    yield sink
+    sink.close()
+
+
+def test_resummarizing_deletes_the_groups_that_vanished(one_day_store: Sink) -> None:
+    """A job corrected to another user after its day was summarized: the summary of the group
+    it left (it was that group's only job) goes, in both stores; other kinds' stay."""
+    store = one_day_store
+    ghost = dict(generated_docs()["job"][0])
+    ghost.update(id="ghost", job_id="ghost", user="ghost", walltime_s=3600.0)
+    day = date.fromisoformat(ghost["timestamp"][:10])
+
+    def summaries(kind: str = "job") -> dict[str, dict[str, Any]]:
+        return {d["id"]: d for d in store.query("summary", limit=10_000) if d["record_kind"] == kind}
+
+    summarize(store, day, day, probe="test", kinds=["job", "slot"])
+    before, slots = summaries(), summaries("slot")
+    store.send("job", [ghost])
+    assert summarize(store, day, day, probe="test", kinds=["job"]).deleted == {"job": 0}
+    [new] = [d for i, d in summaries().items() if i not in before]
+    assert (new["user"], new["n_jobs"], new["walltime_hours"]) == ("ghost", 1, 1.0)
+    store.send("job", [dict(ghost, user=generated_docs()["job"][0]["user"])])  # the same job (id), its real user's
+    done = summarize(store, day, day, probe="test", kinds=["job"])
+    after = summaries()
+    assert done.deleted == {"job": 1} and set(after) == set(before)  # the ghost's group is gone
+    assert sum(d["n_jobs"] for d in after.values()) == sum(d["n_jobs"] for d in before.values()) + 1
+    assert summaries("slot").keys() == slots.keys() and slots  # the other kinds' summaries of the day stay
+
+
 def test_aggregate_by_month_and_filtered_products(store: Sink) -> None:
     query = Aggregation(
         "slot", ("partition",), (Total("n"), Total("cu", ("overhead_cu_hours",), where="fits_idle"), Total("cap", ("total_cpus", "interval_s"), 1 / 3600)),
@@ -120,7 +162,8 @@ def test_aggregate_of_an_empty_range_is_empty(store: Sink) -> None:
 def test_every_summed_column_is_explained() -> None:
     names = {t.name for s in SOURCES.values() for t in s.totals} | set(SUMMARY_DIMENSIONS)
     assert names <= set(COLUMNS)
-    assert all(set(s.dimensions) <= set(SUMMARY_DIMENSIONS) for s in SOURCES.values())
+    assert all(set(SOURCES[k].dimensions) <= set(SUMMARY_DIMENSIONS) for k in EXPORTED)
+    assert SOURCES["gratia"].dimensions == GRATIA_DIMENSIONS and set(GRATIA_DIMENSIONS) <= set(COLUMNS)
 
 
 def test_last_days_include_today() -> None:

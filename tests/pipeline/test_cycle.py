@@ -139,3 +139,13 @@ def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Pat
     # the penalty is their cores, so both usages agree, speed (HEPSPEC) included
     assert all(d["penalty_usage"] == pytest.approx(d["cpu_only_usage"], rel=1e-12) for d in docs)
     assert sum(d["cpu_only_usage"] for d in docs) > 0
+
+
+def test_job_records_carry_their_penalty_and_cpu_only_usage(clean_run: dict[str, dict[str, str]]) -> None:
+    """Priced against the classes of the cycle's snapshot (demo: no speed configured, so 1.0):
+    CPU-only usage is cores x walltime, and the penalty at least that much of a class's cores."""
+    jobs = [json.loads(doc) for doc in clean_run["job"].values()]
+    assert jobs and all({"penalty_usage", "cpu_only_usage"} <= set(j) for j in jobs)
+    for j in jobs:
+        assert j["cpu_only_usage"] == pytest.approx(j["cpus"] * (j["walltime_s"] or 0.0))
+    assert sum(j["penalty_usage"] for j in jobs) >= sum(j["cpu_only_usage"] for j in jobs) > 0

@@ -28,7 +28,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -362,6 +362,29 @@ class ElasticsearchSink:
             rows += page
             if after is None:
                 return rows
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """Nothing to do: every field of the templates is indexed and has doc values."""
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        """One ``_delete_by_query`` over every month of ``kind`` (see :meth:`Sink.delete_stale`):
+        the server finds and deletes; ``keep`` goes as an ``ids`` query, so it must stay under
+        the server's ``index.max_terms_count`` (65,536: a month of summaries of a big pool)."""
+        pattern = self._pattern(kind)
+        self._client.request("POST", f"/{pattern}/_refresh", None, what=f"refreshing {pattern}")
+        body = {
+            "query": {
+                "bool": {
+                    "filter": [{"range": {"timestamp": {"gte": since, "lt": until}}}, {"term": {field: value}}],
+                    "must_not": [{"ids": {"values": list(keep)}}],
+                }
+            }
+        }
+        answer = self._client.request(
+            "POST", f"/{pattern}/_delete_by_query?refresh=true&conflicts=proceed&ignore_unavailable=true&allow_no_indices=true",
+            body, what=f"deleting stale {kind} documents",
+        )  # fmt: skip
+        return int(answer.get("deleted", 0))
 
     def fetch(self, kind: str, ids: Sequence[str]) -> dict[str, StoredDocument]:
         """The stored documents of ``kind`` with these ids (absent ids are left out)."""

@@ -1,0 +1,86 @@
+"""The collector's summarizer: the [collector] settings of its cadence, and its schedules run
+against a real embedded store with a clock the test moves (no waiting)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.errors import ConfigError
+from collector.server.settings import ServerSettings
+from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
+from collector.sinks.sqlite import EmbeddedStore
+from probes.config import ProbeConfig
+
+from ..generated import generated_docs, generated_frames
+
+T0 = 1_768_046_400.0  # 2026-01-10T12:00:00Z: the generated jobs end 2026-01-01 .. 2026-01-10
+
+
+def test_the_cadence_is_configured_in_the_collector_section() -> None:
+    c = ProbeConfig().collector
+    assert (c.summaries_recent_days, c.summaries_every_s, c.summaries_nightly_days) == (7, 900.0, 365)  # GRACC's
+    c = ProbeConfig.model_validate({"collector": {"summaries_recent_days": 3, "summaries_every_s": 60, "summaries_nightly_days": 0}}).collector
+    assert (c.summaries_recent_days, c.summaries_every_s, c.summaries_nightly_days) == (3, 60.0, 0)
+    with pytest.raises(ValueError, match="summaries_recent_days"):
+        ProbeConfig.model_validate({"collector": {"summaries_recent_days": -1}})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"summaries_every_s": 0}, "collector summaries_every_s: expected a number of seconds greater than 0, got 0"),
+        ({"summaries_nightly_days": -1}, "collector summaries_nightly_days: expected an integer of at least 0, got -1"),
+    ],
+)
+def test_server_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
+
+
+def test_schedules_run_when_due_and_count_late_records(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    jobs = generated_docs()["job"]
+    with EmbeddedStore(path) as store:
+        store.send("job", jobs)
+    now = [T0]
+    summarizer = Summarizer(
+        lambda: EmbeddedStore(path),
+        (Schedule("recent", 7, 900.0), Schedule("nightly", 365, NIGHTLY_S), Schedule("off", 0, 60.0)),
+        probe="test",
+        clock=lambda: now[0],
+    )
+    assert [s.name for s in summarizer.schedules] == ["recent", "nightly"]  # 0 days: never
+    assert [s.name for s in summarizer.due(T0)] == ["nightly", "recent"]  # both at the start, the widest first
+
+    assert summarizer.run_due() == ["nightly", "recent"]  # one run of 365 days covers the 7
+    assert summarizer.state.runs == 1 and summarizer.next_due() == T0 + 900
+    with EmbeddedStore(path) as store:
+        summaries = [d for d in store.query("summary", limit=10_000) if d["record_kind"] == "job"]
+    assert sum(d["n_jobs"] for d in summaries) == len(generated_frames()["job"])
+    assert summarizer.state.last_summaries["nightly"] == len(summaries)
+
+    late = dict(jobs[-1], id="late", job_id="late", user="late-user", walltime_s=1800.0)
+    with EmbeddedStore(path) as store:
+        store.send("job", [late])
+    now[0] = T0 + 899
+    assert summarizer.run_due() == []
+    now[0] = T0 + 900
+    assert summarizer.run_due() == ["recent"]
+    assert summarizer.state.runs == 2 and summarizer.state.last_run == {"nightly": T0, "recent": T0 + 900}
+    with EmbeddedStore(path) as store:
+        [row] = [d for d in store.query("summary", limit=10_000) if d["user"] == "late-user"]
+    assert (row["n_jobs"], row["walltime_hours"], row["day_iso"][:10]) == (1, 0.5, late["timestamp"][:10])
+    assert summarizer.next_due() == T0 + 1800 and summarizer.due(T0 + NIGHTLY_S)[0].name == "nightly"
+
+
+def test_a_store_that_fails_costs_one_run(tmp_path: Path) -> None:
+    def broken() -> EmbeddedStore:
+        return EmbeddedStore(tmp_path / "missing" / "store.sqlite", create=False)
+
+    summarizer = Summarizer(broken, (Schedule("recent", 7, 900.0),), probe="test", clock=lambda: T0)
+    assert summarizer.run_due() == []
+    assert summarizer.state.failures == 1 and "no embedded store here" in str(summarizer.state.last_error)
+    assert summarizer.next_due() == T0 + 900  # tried again at the next period, not at once
