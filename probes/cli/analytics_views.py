@@ -12,9 +12,11 @@ import pandas as pd
 from collector.records import iso_utc
 from probes.accounting.lab.simulate import LabRun
 from probes.cli.views import Section, records, table
-from probes.pipeline.analytics import FairnessReport
+from probes.pipeline.analytics import DriftReport, FairnessReport
 
 __all__ = [
+    "drift_json",
+    "drift_sections",
     "efficiency_json",
     "efficiency_sections",
     "fairness_json",
@@ -29,6 +31,7 @@ EFFICIENCY_VIEW = (
     "set", "available_core_s", "dedicated_core_s", "scheduling", "scheduling_cu",
     "jobs", "job_core_s", "used_core_s", "job", "system", "system_cu",
 )  # fmt: skip
+DRIFT_VIEW = ("jobs", "mixed_jobs", "mixed_share", "dedicated_core_s", "lost_core_s", "lost_share")
 WHATIF_VIEW = (
     "policy", "jobs", "scheduling", "job", "system", "delivered", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s",
 )  # fmt: skip
@@ -50,6 +53,28 @@ def efficiency_sections(frame: pd.DataFrame, by: str | None) -> list[Section]:
     title = "efficiency (seed 001; core-seconds; scheduling in cores and canonical units)"
     view = ("period", *EFFICIENCY_VIEW) if "period" in frame.columns else EFFICIENCY_VIEW
     return [(title.replace("efficiency", f"efficiency by {by}", 1) if by else title, table(frame, view))]
+
+
+def drift_json(report: DriftReport) -> dict[str, Any]:
+    return {
+        "summary": records(report.summary)[0],
+        "sets": records(report.sets),
+        "users": records(report.users),
+        "notes": report.notes,
+    }
+
+
+def drift_sections(report: DriftReport, by: str | None) -> list[Section]:
+    """The drift of a history: overall, per set and per user, and what was assumed."""
+    title = "drift (seed 001): jobs on nodes of different sets run at the slowest node's pace; core-seconds"
+    sections: list[Section] = [
+        (title, table(report.summary, (*DRIFT_VIEW, "lost_core_h", "unknown_nodes"))),
+        (f"drift per set ({by or 'no --by: one set'})", table(report.sets, ("set", *DRIFT_VIEW))),
+        ("drift per user", table(report.users, ("user", *DRIFT_VIEW))),
+    ]
+    if report.notes:
+        sections.append(("drift notes", "\n".join(report.notes)))
+    return sections
 
 
 def whatif_json(frame: pd.DataFrame, cluster: pd.DataFrame) -> dict[str, Any]:

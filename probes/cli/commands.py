@@ -235,7 +235,12 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
     assert report is not None and result.snapshot is not None
     if args.command == "efficiency":
         frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
-        return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
+        doc, sections = analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
+        if result.jobs is not None and len(result.jobs):  # a history: what drift cost its jobs
+            drift = analytics.history_drift(result.jobs, report.slots, args.by, speed_attribute=config.machines.speed_attribute)
+            doc["drift"] = analytics_views.drift_json(drift)
+            sections += analytics_views.drift_sections(drift, args.by)
+        return doc, sections
     bucket_s = config.fairness.bucket_s if args.bucket is None else args.bucket
     fraction = config.fairness.fraction if args.fraction is None else args.fraction
     fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=bucket_s, fraction=fraction)

@@ -7,6 +7,7 @@ The math is in :mod:`probes.accounting.efficiency`, :mod:`probes.accounting.fair
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -14,17 +15,20 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import ConfigError
-from probes.accounting.efficiency import capacity_cu, efficiency_table, job_sums, slot_sums
+from probes.accounting._tables import floats
+from probes.accounting.efficiency import ALL, capacity_cu, drift_by, drift_loss, efficiency_table, job_sums, slot_sums
 from probes.accounting.fairness import bucket_shares, fairness_by_bucket, starvation_intervals, starvation_summary
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import canonical_units
 from probes.sources.workloads.swf import Workload
 
 __all__ = [
+    "DriftReport",
     "FairnessReport",
     "demand_table",
     "efficiency_report",
     "fairness_report",
+    "history_drift",
     "job_sets",
     "whatif_cluster",
     "whatif_jobs",
@@ -56,6 +60,122 @@ def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: Pr
     elif by is not None:
         jobs = jobs.assign(**{by: job_sets(jobs, slots, by)})
     return efficiency_table(slot_sums(slots, by), job_sums(jobs, by))
+
+
+UNKNOWN = "(unknown)"
+"""The set of a node whose machine the slots do not show (or that lacks the set attribute)."""
+
+
+@dataclass
+class DriftReport:
+    """Drift (seed 001) in a job history: ``nodes``, one row per job and slot it held (see
+    :func:`~probes.accounting.efficiency.drift_loss`, with ``host``, ``machine`` and
+    ``user``); ``sets`` and ``users``, :func:`~probes.accounting.efficiency.drift_by` of them;
+    ``summary``, one row over all jobs; ``notes``, what was assumed and how often."""
+
+    nodes: pd.DataFrame
+    sets: pd.DataFrame
+    users: pd.DataFrame
+    summary: pd.DataFrame
+    notes: list[str]
+
+
+_SLOT_PREFIX = re.compile(r"^slot\d+(?:_\d+)?@", re.IGNORECASE)
+
+
+def _startds(names: np.ndarray) -> np.ndarray:
+    """The startd of each slot name, lower-cased as host names compare: the name without its
+    "slotN@" or "slotN_M@" (so "slot1_2@gpu-node1@vm" is "gpu-node1@vm", one of several startds
+    of the host "vm", and a glidein's "slot1@glidein_7@host" is "glidein_7@host"). Each
+    distinct name is parsed once; a missing name stays None."""
+    codes, uniques = pd.factorize(names)
+    startds = np.array([_SLOT_PREFIX.sub("", str(n)).strip().lower() for n in uniques] + [None], dtype=object)
+    return startds[codes]  # code -1 (no name) takes the None at the end
+
+
+def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, speed_attribute: str = "") -> DriftReport:
+    """What hardware drift cost the jobs of a history (seed 001, section 1).
+
+    ``jobs``: the jobs table: ``hosts`` (the comma-separated slots a job held; else ``host``),
+    ``user``, ``cpus`` (cores per node: HTCondor gives each of a parallel job's nodes its
+    RequestCpus) and ``walltime_s``. ``slots``: a snapshot's slots (``name``, ``machine``,
+    ``speed`` and ``by``), which give each node its set and speed: the startd of the slot's
+    name first (a host may run several startds, as the condor25 pool does), else its
+    ``machine`` (the part after the last '@'). A node the slots do not show, or whose slot
+    lacks ``by``, is in the set "(unknown)", which does not make a job mixed; an unknown node
+    runs at its job's pace (nothing is known of it: it neither slows the job nor loses). Without
+    a ``speed_attribute`` every node has speed 1.0: mixed jobs are counted, nothing is lost.
+    """
+    for name, table, columns in (("jobs table", jobs, ("user", "cpus", "walltime_s")), ("slots table", slots, ("name", "machine", "speed"))):
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise ValueError(f"{name} is missing columns {missing}")
+    if by is not None and by not in slots.columns:
+        raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
+    notes: list[str] = []
+    none = pd.Series(None, index=jobs.index, dtype=object)
+    lists = jobs["hosts"].astype(object) if "hosts" in jobs.columns else none
+    text = lists.where(lists.notna(), jobs["host"].astype(object) if "host" in jobs.columns else none).to_numpy(dtype=object)
+    ran = pd.notna(text)
+    if not ran.all():
+        notes.append(f"{int((~ran).sum())} of {len(jobs)} jobs name no host (they never ran): left out")
+    # vanilla jobs (one host: most of a history) are taken as they are; only lists are split
+    multi = np.zeros(len(text), dtype=bool)
+    multi[ran] = pd.Series(text[ran], dtype=object).str.contains(",", regex=False).to_numpy(dtype=bool)
+    single = np.flatnonzero(ran & ~multi)
+    split = pd.Series(text[multi], index=np.flatnonzero(multi), dtype=object).str.split(",").explode()
+    job = np.concatenate([single, split.index.to_numpy(dtype=np.int64)])
+    host = np.concatenate([text[single], split.str.strip().to_numpy(dtype=object)])
+    startd = _startds(host)
+
+    columns = list(dict.fromkeys(["speed", *([by] if by is not None else [])]))
+    by_startd = slots.assign(key=_startds(slots["name"].to_numpy(dtype=object))).dropna(subset=["key"])
+    by_machine = slots.assign(key=slots["machine"].astype(object).str.lower()).dropna(subset=["key"])
+    found = pd.DataFrame({"key": startd}).join(by_startd.drop_duplicates("key").set_index("key")[columns], on="key")
+    lost = found["speed"].isna().to_numpy()
+    if lost.any():  # a startd the names do not give: its host's machine
+        machine = pd.Series(startd[lost], dtype=object).str.rpartition("@")[2]
+        found.loc[lost, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
+    speed = found["speed"].to_numpy(dtype=np.float64)
+    unknown = np.isnan(speed)
+    sets = found[by].astype(object) if by is not None else pd.Series(np.where(unknown, None, ALL), dtype=object)
+    sets = sets.where(sets.notna(), None).to_numpy(dtype=object)  # None: it must not make a job mixed
+    if unknown.any():
+        example = sorted(set(startd[unknown].tolist()) - {None})[:1]
+        notes.append(
+            f"{int(unknown.sum())} nodes of {pd.unique(job[unknown]).size} jobs ran on startds the status files do not show "
+            f"(e.g. {example[0] if example else None!r}): set {UNKNOWN!r}, at their job's pace"
+        )
+    if not speed_attribute:
+        notes.append("machines.speed_attribute is not set: every node counts at speed 1.0, so nothing is lost to drift")
+    pace = pd.Series(speed).groupby(job).transform("min").to_numpy(dtype=np.float64)  # NaN ignored
+    speed = np.where(unknown, np.where(np.isnan(pace), 1.0, pace), speed)
+    nodes = pd.DataFrame(
+        {
+            "job": job,
+            "job_id": jobs["job_id"].to_numpy(dtype=object)[job] if "job_id" in jobs.columns else job,
+            "user": jobs["user"].to_numpy(dtype=object)[job],
+            "host": host,
+            "startd": startd,
+            "set": sets,
+            "speed": speed,
+            "cpus": floats(jobs["cpus"])[job],
+            "walltime_s": floats(jobs["walltime_s"])[job],
+        }
+    )
+    losses = drift_loss(nodes, by="set")
+    losses["set"] = losses["set"].where(losses["set"].notna(), UNKNOWN)
+    losses["user"] = losses["user"].where(losses["user"].notna(), UNKNOWN)
+    n_jobs, mixed = pd.unique(job).size, pd.unique(job[losses["mixed"].to_numpy(dtype=bool)]).size
+    dedicated, lost_s = float(losses["dedicated_core_s"].sum()), float(losses["lost_core_s"].sum())
+    summary = pd.DataFrame(
+        {
+            "jobs": [n_jobs], "mixed_jobs": [mixed], "mixed_share": [mixed / n_jobs if n_jobs else np.nan],
+            "dedicated_core_s": [dedicated], "lost_core_s": [lost_s], "lost_share": [lost_s / dedicated if dedicated > 0 else np.nan],
+            "lost_core_h": [lost_s / 3600.0], "unknown_nodes": [int(unknown.sum())],
+        }
+    )  # fmt: skip
+    return DriftReport(losses, drift_by(losses, "set"), drift_by(losses, "user"), summary, notes)
 
 
 def demand_table(idle: pd.DataFrame, observed_at: float) -> pd.DataFrame:

@@ -34,12 +34,21 @@ __all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "job_attrs", "job_columns"
 
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
+# The slots a parallel-universe job ran on. The dedicated scheduler writes both when it starts
+# the job: ``RemoteHosts``, this proc's nodes, and ``AllRemoteHosts`` ("a comma-separated list
+# of all the remote machines running a parallel or mpi universe job", the manual: the union
+# over the cluster's procs, in every proc's ad). Both list the slots' ``Name`` (slot1@host).
+# RemoteHosts comes first because it is what this ad's RequestCpus and MaxHosts count (the
+# schedd sums MaxHosts over the procs): with AllRemoteHosts a cluster of two node specs would
+# count each node once per proc. AllRemoteHosts is kept where RemoteHosts is not; a vanilla
+# job has neither and ran on its LastRemoteHost. Only the first present is decoded.
+_NODE_LISTS = ("RemoteHosts", "AllRemoteHosts")
 _PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
 
 JOB_COLUMNS = (
     "job_id", "schedd", "cluster", "proc", "user", "group", "project", "queue", "qos",
     *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
-    "host", "site", "resource_name", "speed", "n_hosts", "source", "line",
+    "host", "hosts", "site", "resource_name", "speed", "n_hosts", "source", "line",
 )  # fmt: skip
 
 
@@ -56,7 +65,7 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         Attr("JobStatus", n), Attr("ExitCode", n), Attr("QDate", n),
         Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n), Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
-        Attr("LastRemoteHost", s), Attr("MaxHosts", n),
+        Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
         # credentials and site: the first attribute present wins, the others are not read
         *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos) for a in fallbacks(names, s)),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
@@ -183,6 +192,7 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     columns["walltime_s"] = _or(ads["RemoteWallClockTime"], 0.0)
     columns["cpu_time_s"] = _or(ads["RemoteUserCpu"], 0.0) + _or(ads["RemoteSysCpu"], 0.0)
     columns["host"] = ads["LastRemoteHost"]
+    columns["hosts"] = ads.first([*_NODE_LISTS, "LastRemoteHost"])  # comma-separated slot names
     columns["site"] = ads.first(reading.site_attributes, reading.site_default)
     columns["resource_name"] = ads.first(reading.resource_attributes)
     speed_attr = reading.speed_attribute

@@ -117,3 +117,23 @@ def test_efficiency_of_an_empty_store(capsys: pytest.CaptureFixture[str], tmp_pa
     EmbeddedStore(tmp_path / "fairacct.sqlite").close()  # a store, with nothing in it
     code, _, err = run(capsys, "efficiency", "--config", str(bare))
     assert code == 1 and "no slot records in the store" in err
+
+
+def test_efficiency_of_a_history_carries_its_drift(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from ..pipeline.test_drift import write_pool
+
+    history, status = write_pool(tmp_path)
+    config = tmp_path / "pool.toml"
+    config.write_text(f'[sources]\nslot_attributes = ["CPUModel"]\n[machines]\nspeed_attribute = "HEPSPEC"\n[probe]\nstate_dir = "{tmp_path}"\n')
+    args = ("efficiency", "--config", str(config), "--history", str(history), "--status-file", str(status), "--by", "CPUModel")
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    drift = json.loads(out)["drift"]
+    assert {k: drift["summary"][k] for k in ("jobs", "mixed_jobs", "mixed_share", "lost_core_s", "lost_core_h")} == {
+        "jobs": 2, "mixed_jobs": 1, "mixed_share": 0.5, "lost_core_s": 7200.0, "lost_core_h": 2.0,
+    }  # fmt: skip
+    assert [(s["set"], s["lost_core_s"]) for s in drift["sets"]] == [("EPYC", 7200.0), ("XEON", 0.0)]
+    assert [(u["user"], u["mixed_jobs"]) for u in drift["users"]] == [("alice", 1), ("bob", 0)]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert "== drift (seed 001)" in out and "== drift per set (CPUModel)" in out and "== drift per user" in out
