@@ -1,5 +1,5 @@
 """Efficiency by resource set over a year of a 10,000-slot pool, the fair-share lab and the
-what-if emulator, on one core.
+what-if emulator, and the drift of a year's job history, on one core.
 
 Targets (issue 16): efficiency for a year of records of a 10,000-slot pool "in seconds"
 (here: at most 60 s for the efficiency math, reading and generating excluded); the lab's
@@ -10,6 +10,11 @@ completed jobs, streamed a day (240,000 slot rows) and a million jobs at a time,
 would page them: the sums per set add up across chunks (probes.accounting.efficiency). The set
 attribute is categorical, as a page of a low-cardinality column is; with plain strings the
 slot part takes about twice as long (factorizing the strings dominates).
+
+Drift (``history_drift``): a million jobs of a history as the reader gives them (``hosts`` as
+plain strings: "slot1_3@wn42.example.org", and 5% parallel jobs listing 4 slots) against a
+snapshot of the 10,000 slots; at most 30 CPU seconds. Reading the history is left out (see
+bench_readers.py), as are the output tables.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes.accounting.efficiency import add_sums, efficiency_table, job_sums, slot_sums  # noqa: E402
-from probes.accounting.lab import generate_cluster, generate_workload, run_lab, whatif  # noqa: E402
+from probes.accounting.efficiency import add_sums, efficiency_table, job_sums, slot_sums
+from probes.accounting.lab import generate_cluster, generate_workload, run_lab, whatif
+from probes.pipeline.analytics import history_drift
 
 SLOTS, HOURS, JOBS, JOB_CHUNK = 10_000, 8760, 10_000_000, 1_000_000
 EFFICIENCY_TARGET_S = 60.0
 LAB_TARGET_S = 60.0
+DRIFT_JOBS, DRIFT_PARALLEL, DRIFT_TARGET_S = 1_000_000, 0.05, 30.0
 
 
 def day(rng: np.random.Generator, sets: np.ndarray, cores: np.ndarray, start: float) -> pd.DataFrame:
@@ -46,6 +53,38 @@ def day(rng: np.random.Generator, sets: np.ndarray, cores: np.ndarray, start: fl
             "observed_at": start + np.repeat(np.arange(24) * 3600.0, SLOTS),
         }
     )
+
+
+def drift(rng: np.random.Generator, sets: np.ndarray) -> bool:
+    """history_drift on a million jobs of a history against the pool's 10,000 slots."""
+    startds = np.array([f"wn{i}.example.org" for i in range(SLOTS)], dtype=object)
+    slots = pd.DataFrame(
+        {"name": "slot1@" + startds, "machine": startds, "speed": rng.choice([8.0, 10.5, 15.0], SLOTS), "model": sets}
+    )
+    node = rng.integers(0, SLOTS, (DRIFT_JOBS, 4))
+    single = np.char.add(np.char.add("slot1_", rng.integers(1, 33, DRIFT_JOBS).astype(str)), "@")
+    hosts = pd.Series(np.char.add(single, startds[node[:, 0]].astype(str)), dtype=object)
+    parallel = rng.random(DRIFT_JOBS) < DRIFT_PARALLEL
+    listed = ["slot1@" + startds[n[0]] + ",slot1@" + startds[n[1]] + ",slot1@" + startds[n[2]] + ",slot1@" + startds[n[3]] for n in node[parallel]]
+    hosts[parallel] = listed
+    jobs = pd.DataFrame(
+        {
+            "hosts": hosts.astype(pd.StringDtype("python", na_value=np.nan)),
+            "user": pd.Series(rng.choice([f"user{i}" for i in range(300)], DRIFT_JOBS)).astype(pd.StringDtype("python", na_value=np.nan)),
+            "cpus": rng.integers(1, 9, DRIFT_JOBS).astype(float),
+            "walltime_s": rng.exponential(3600.0, DRIFT_JOBS),
+        }
+    )
+    t = time.process_time()
+    report = history_drift(jobs, slots, "model", speed_attribute="HEPSPEC")
+    spent = time.process_time() - t
+    summary = report.summary.iloc[0]
+    ok = spent <= DRIFT_TARGET_S
+    print(
+        f"drift: {DRIFT_JOBS:,} jobs ({DRIFT_PARALLEL:.0%} on 4 nodes; {len(report.nodes):,} nodes) in {spent:.1f} CPU s; "
+        f"mixed {summary['mixed_share']:.3f}, lost {summary['lost_share']:.3f}: {'PASS' if ok else 'FAIL'} (<= {DRIFT_TARGET_S:.0f} s)"
+    )
+    return ok
 
 
 def main() -> int:
@@ -96,7 +135,8 @@ def main() -> int:
     frame = whatif(cluster, workload)
     print(f"what-if: 3,000 jobs on {int(cluster['cores'].sum())} cores under {len(frame)} policies in {time.perf_counter() - t:.1f} s")
     print(frame[["policy", "scheduling", "job", "system", "mixed_share"]].round(3).to_string(index=False))
-    return 0 if ok and ok_lab else 1
+    ok_drift = drift(rng, sets)
+    return 0 if ok and ok_lab and ok_drift else 1
 
 
 if __name__ == "__main__":

@@ -80,17 +80,22 @@ class DriftReport:
     notes: list[str]
 
 
-_SLOT_PREFIX = re.compile(r"^slot\d+(?:_\d+)?@", re.IGNORECASE)
+_SLOT_PREFIX = re.compile(r"^slot\d+(?:_\d+)?@", re.IGNORECASE | re.MULTILINE)
 
 
 def _startds(names: np.ndarray) -> np.ndarray:
     """The startd of each slot name, lower-cased as host names compare: the name without its
     "slotN@" or "slotN_M@" (so "slot1_2@gpu-node1@vm" is "gpu-node1@vm", one of several startds
-    of the host "vm", and a glidein's "slot1@glidein_7@host" is "glidein_7@host"). Each
-    distinct name is parsed once; a missing name stays None."""
+    of the host "vm", and a glidein's "slot1@glidein_7@host" is "glidein_7@host"). A missing
+    name stays None."""
     codes, uniques = pd.factorize(names)
-    startds = np.array([_SLOT_PREFIX.sub("", str(n)).strip().lower() for n in uniques] + [None], dtype=object)
-    return startds[codes]  # code -1 (no name) takes the None at the end
+    text = "\n".join(map(str, uniques))
+    parts = _SLOT_PREFIX.sub("", text).lower().split("\n") if len(uniques) else []
+    if len(parts) != len(uniques):  # a name with a newline in it: one at a time
+        parts = [_SLOT_PREFIX.sub("", str(n)).lower() for n in uniques]
+    startds = np.array([*parts, None], dtype=object)
+    out: np.ndarray = startds[codes]  # code -1 (no name) takes the None at the end
+    return out
 
 
 def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, speed_attribute: str = "") -> DriftReport:
@@ -106,8 +111,8 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     runs at its job's pace (nothing is known of it: it neither slows the job nor loses). Without
     a ``speed_attribute`` every node has speed 1.0: mixed jobs are counted, nothing is lost.
     """
-    for name, table, columns in (("jobs table", jobs, ("user", "cpus", "walltime_s")), ("slots table", slots, ("name", "machine", "speed"))):
-        missing = [c for c in columns if c not in table.columns]
+    for name, table, needed in (("jobs table", jobs, ("user", "cpus", "walltime_s")), ("slots table", slots, ("name", "machine", "speed"))):
+        missing = [c for c in needed if c not in table.columns]
         if missing:
             raise ValueError(f"{name} is missing columns {missing}")
     if by is not None and by not in slots.columns:
@@ -138,8 +143,11 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
         found.loc[lost, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
-    sets = found[by].astype(object) if by is not None else pd.Series(np.where(unknown, None, ALL), dtype=object)
-    sets = sets.where(sets.notna(), None).to_numpy(dtype=object)  # None: it must not make a job mixed
+    if by is not None:
+        sets = found[by].to_numpy(dtype=object, copy=True)
+    else:
+        sets = np.full(len(found), ALL, dtype=object)
+    sets[pd.isna(sets) | unknown] = None  # an unknown set must not make a job mixed
     if unknown.any():
         example = sorted(set(startd[unknown].tolist()) - {None})[:1]
         notes.append(

@@ -116,6 +116,25 @@ def test_the_reader_keeps_every_slot_of_a_parallel_job(pool: tuple[pd.DataFrame,
     assert jobs["n_hosts"].tolist() == [2, 1]
 
 
+def test_the_hosts_are_what_classad2_reads(tmp_path: Path) -> None:
+    import json
+
+    import classad2
+
+    history, _ = write_pool(tmp_path)
+    ads = list(classad2.parseAds(history.read_text(), classad2.ParserType.Old))
+    expected = [ad.get("RemoteHosts", ad.get("AllRemoteHosts", ad.get("LastRemoteHost"))) for ad in ads]
+    as_json = tmp_path / "history.json"  # what condor_history -json prints
+    as_json.write_text(json.dumps([{k: ad.eval(k) for k in ad} for ad in ads]))
+    for path in (history, as_json):
+        jobs, report = read_history([path])
+        assert jobs["hosts"].tolist() == expected and not report.malformed, path
+    # an ad that kept only the documented AllRemoteHosts
+    only_all = tmp_path / "only_all.ads"
+    only_all.write_text("\n".join(line for line in HISTORY.splitlines() if not line.startswith("RemoteHosts")) + "\n")
+    assert read_history([only_all])[0]["hosts"].tolist() == expected
+
+
 def test_drift_of_a_parallel_job_on_two_speeds(pool: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     jobs, slots = pool
     drift = history_drift(jobs, slots, "CPUModel", speed_attribute="HEPSPEC")
@@ -172,3 +191,16 @@ def test_the_real_pool_runs_vanilla_jobs_only(fixtures: Path) -> None:
     assert drift.notes == ["3 of 42 jobs name no host (they never ran): left out"]
     # two startds on one host ("vm"): each node takes its own startd's speed, not the host's first
     assert drift.sets.set_index("set")["jobs"].to_dict() == {10.5: 9, 15.0: 30}
+
+
+def test_a_node_known_by_its_machine_only() -> None:
+    # a glidein's slot is "slot1@glidein_1@wn1..."; a job that names the host alone still finds it
+    slots = pd.DataFrame(
+        {"name": ["slot1@glidein_1@wn1.example.org", "slot1@wn2.example.org"], "machine": ["WN1.example.org", "wn2.example.org"],
+         "speed": [10.0, 20.0], "model": ["old", "new"]}
+    )  # fmt: skip
+    jobs = pd.DataFrame({"hosts": ["slot1@wn1.example.org,slot2@wn2.example.org"], "user": ["u"], "cpus": [1.0], "walltime_s": [100.0]})
+    drift = history_drift(jobs, slots, "model", speed_attribute="HEPSPEC")
+    assert drift.nodes[["startd", "set", "speed", "lost_core_s"]].values.tolist() == [
+        ["wn1.example.org", "old", 10.0, 0.0], ["wn2.example.org", "new", 20.0, 50.0],
+    ]  # fmt: skip

@@ -97,7 +97,7 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(condor25: Path,
     pd.testing.assert_frame_equal(whole, chunked)
     assert whole["source"].tolist() == [str(condor25 / "history.ads")] * 42 + whole["source"].iloc[42:54].tolist() + [str(DEMO / "history.ads")] * 60
     assert whole.dtypes.astype(str).to_dict() == {
-        **dict.fromkeys(["job_id", "schedd", "user", "group", "project", "host", "site", "resource_name", "source"], "str"),
+        **dict.fromkeys(["job_id", "schedd", "user", "group", "project", "host", "hosts", "site", "resource_name", "source"], "str"),
         **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
         **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts"], "Int64"),
         **dict.fromkeys(["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"),
