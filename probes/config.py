@@ -266,7 +266,7 @@ class MachineSettings(_Section):
     speed_attribute: str = Field(
         "",
         description="Slot attribute giving a machine's speed (e.g. HEPSPEC or Mips); jobs read it as "
-        "MachineAttr<name>0. Empty: speed 1.0.",
+        "MachineAttr<name>0, drift (efficiency --history) from each node's slot. Empty: speed 1.0.",
     )
     cost_attribute: str = Field("", description="Slot attribute giving a machine's node cost. Empty: cost 1.0.")
     speed_expression: OptionalExpression = Field(

@@ -63,14 +63,14 @@ def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: Pr
 
 
 UNKNOWN = "(unknown)"
-"""The set of a node whose machine the slots do not show (or that lacks the set attribute)."""
+"""The set of a node whose startd the slots do not show (or whose slot lacks the set attribute)."""
 
 
 @dataclass
 class DriftReport:
     """Drift (seed 001) in a job history: ``nodes``, one row per job and slot it held (see
-    :func:`~probes.accounting.efficiency.drift_loss`, with ``host``, ``machine`` and
-    ``user``); ``sets`` and ``users``, :func:`~probes.accounting.efficiency.drift_by` of them;
+    :func:`~probes.accounting.efficiency.drift_loss`, with ``job_id``, ``user``, ``host``
+    and ``startd``); ``sets`` and ``users``, :func:`~probes.accounting.efficiency.drift_by` of them;
     ``summary``, one row over all jobs; ``notes``, what was assumed and how often."""
 
     nodes: pd.DataFrame
@@ -137,10 +137,10 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     by_startd = slots.assign(key=_startds(slots["name"].to_numpy(dtype=object))).dropna(subset=["key"])
     by_machine = slots.assign(key=slots["machine"].astype(object).str.lower()).dropna(subset=["key"])
     found = pd.DataFrame({"key": startd}).join(by_startd.drop_duplicates("key").set_index("key")[columns], on="key")
-    lost = found["speed"].isna().to_numpy()
-    if lost.any():  # a startd the names do not give: its host's machine
-        machine = pd.Series(startd[lost], dtype=object).str.rpartition("@")[2]
-        found.loc[lost, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
+    unmatched = found["speed"].isna().to_numpy()
+    if unmatched.any():  # a startd the slots' names do not give: its host's machine
+        machine = pd.Series(startd[unmatched], dtype=object).str.rpartition("@")[2]
+        found.loc[unmatched, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
     if by is not None:

@@ -34,14 +34,17 @@ __all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "job_attrs", "job_columns"
 
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
-# The slots a parallel-universe job ran on. The dedicated scheduler writes both when it starts
-# the job: ``RemoteHosts``, this proc's nodes, and ``AllRemoteHosts`` ("a comma-separated list
-# of all the remote machines running a parallel or mpi universe job", the manual: the union
-# over the cluster's procs, in every proc's ad). Both list the slots' ``Name`` (slot1@host).
+# The slots a parallel-universe job ran on. The schedd's dedicated scheduler writes two lists
+# of the slots' Name (slot1@host) when it starts the job (addReconnectAttributes in
+# dedicated_scheduler.cpp): ``RemoteHosts``, this proc's nodes, and ``AllRemoteHosts``, which
+# the manual documents as "a comma-separated list of all the remote machines running a
+# parallel or mpi universe job": the union over the cluster's procs, in every proc's ad.
 # RemoteHosts comes first because it is what this ad's RequestCpus and MaxHosts count (the
 # schedd sums MaxHosts over the procs): with AllRemoteHosts a cluster of two node specs would
-# count each node once per proc. AllRemoteHosts is kept where RemoteHosts is not; a vanilla
-# job has neither and ran on its LastRemoteHost. Only the first present is decoded.
+# count each node once per proc. AllRemoteHosts serves where RemoteHosts was not kept; a
+# vanilla job has neither and ran on its LastRemoteHost. ``CurrentHosts`` and ``MaxHosts`` are
+# counts, not names (CurrentHosts is 0 once the job has left its slots). Only the first list
+# present is decoded.
 _NODE_LISTS = ("RemoteHosts", "AllRemoteHosts")
 _PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
 
