@@ -30,6 +30,7 @@ __all__ = [
     "fairness_report",
     "history_drift",
     "job_sets",
+    "node_values",
     "whatif_cluster",
     "whatif_jobs",
 ]
@@ -37,14 +38,13 @@ __all__ = [
 
 def job_sets(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.Series:
     """Each job's resource set: its own ``by`` column when the jobs table has it, else the
-    ``by`` of the machine it ran on (the part of ``host`` after '@', as in LastRemoteHost)."""
+    ``by`` of the startd it ran on (``host``, as in LastRemoteHost; see :func:`node_values`)."""
     if by in jobs.columns:
         return jobs[by]
     if by not in slots.columns:
         raise ConfigError(f"--by {by!r}: neither the slots nor the jobs have that attribute; add it to sources' extra attributes")
-    per_machine = slots.drop_duplicates("machine").set_index("machine", drop=False)[by]
-    machine = jobs["host"].astype(object).map(lambda h: h.rpartition("@")[2] if isinstance(h, str) else None)
-    return machine.map(per_machine)
+    found = node_values(jobs["host"].to_numpy(dtype=object), slots, [by])
+    return pd.Series(found[by].to_numpy(dtype=object), index=jobs.index, name=by)
 
 
 def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: ProbeConfig, *, by: str | None) -> pd.DataFrame:
@@ -98,6 +98,22 @@ def _startds(names: np.ndarray) -> np.ndarray:
     return out
 
 
+def node_values(hosts: np.ndarray, slots: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The slots' ``columns`` for each of ``hosts`` (slot names, as LastRemoteHost gives
+    them): the slot of the same startd first (a host may run several startds, as the condor25
+    pool does), else of the same ``machine`` (the part after the last '@'); NaN where
+    neither is known. One row per host, in order."""
+    startd = _startds(hosts)
+    by_startd = slots.assign(key=_startds(slots["name"].to_numpy(dtype=object))).dropna(subset=["key"])
+    found = pd.DataFrame({"key": startd}).join(by_startd.drop_duplicates("key").set_index("key")[columns], on="key")
+    unmatched = pd.notna(startd) & ~pd.Series(startd, dtype=object).isin(by_startd["key"]).to_numpy()
+    if unmatched.any():  # a startd the slots' names do not give: its host's machine
+        by_machine = slots.assign(key=slots["machine"].astype(object).str.lower()).dropna(subset=["key"])
+        machine = pd.Series(startd[unmatched], dtype=object).str.rpartition("@")[2]
+        found.loc[unmatched, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
+    return found[columns]
+
+
 def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, speed_attribute: str = "") -> DriftReport:
     """What hardware drift cost the jobs of a history (seed 001, section 1).
 
@@ -132,15 +148,8 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     job = np.concatenate([single, split.index.to_numpy(dtype=np.int64)])
     host = np.concatenate([text[single], split.str.strip().to_numpy(dtype=object)])
     startd = _startds(host)
-
     columns = list(dict.fromkeys(["speed", *([by] if by is not None else [])]))
-    by_startd = slots.assign(key=_startds(slots["name"].to_numpy(dtype=object))).dropna(subset=["key"])
-    by_machine = slots.assign(key=slots["machine"].astype(object).str.lower()).dropna(subset=["key"])
-    found = pd.DataFrame({"key": startd}).join(by_startd.drop_duplicates("key").set_index("key")[columns], on="key")
-    unmatched = found["speed"].isna().to_numpy()
-    if unmatched.any():  # a startd the slots' names do not give: its host's machine
-        machine = pd.Series(startd[unmatched], dtype=object).str.rpartition("@")[2]
-        found.loc[unmatched, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
+    found = node_values(host, slots, columns)
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
     if by is not None:

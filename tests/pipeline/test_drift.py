@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from collector.errors import ConfigError
-from probes.pipeline.analytics import UNKNOWN, history_drift
+from probes.pipeline.analytics import UNKNOWN, history_drift, job_sets
 from probes.sources.history import read_history
 from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import read_status
@@ -204,3 +204,14 @@ def test_a_node_known_by_its_machine_only() -> None:
     assert drift.nodes[["startd", "set", "speed", "lost_core_s"]].values.tolist() == [
         ["wn1.example.org", "old", 10.0, 0.0], ["wn2.example.org", "new", 20.0, 50.0],
     ]  # fmt: skip
+
+
+def test_efficiency_puts_each_job_in_its_own_startds_set(fixtures: Path) -> None:
+    """condor25's host "vm" runs two startds (HEPSPEC 10.5 and 15.0): a job's set is its
+    startd's, as for drift (matching the host alone put every job under 10.5)."""
+    condor25 = fixtures / "condor25"
+    jobs, _ = read_history([condor25 / "history.ads"], JobReading(speed_attribute="HEPSPEC"))
+    snapshot, _ = read_status([condor25 / "status.ads"], SlotReading(speed_attribute="HEPSPEC"))
+    # without the job's own MachineAttrHEPSPEC0, each job takes its node's speed
+    sets = job_sets(jobs.drop(columns="speed"), snapshot.slots, "speed")
+    assert sets.value_counts().to_dict() == {15.0: 30, 10.5: 9} and int(sets.isna().sum()) == 3  # 3 never ran
