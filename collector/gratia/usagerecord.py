@@ -79,7 +79,6 @@ _SPECIAL = frozenset(
         "WallDuration", *_RESOURCES, "TimeDuration", "TimeInstant", "Origin",
     }
 )  # fmt: skip
-_KEY = str.maketrans(". ", "--")  # GRACC's mapForKey
 _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # Go's strconv.ParseInt(s, 10, 64)
 
 
@@ -207,15 +206,25 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
 def _first_attributes(element: Element) -> dict[str, str]:
     """Local name -> value of the first attribute of each name, whatever its namespace (Go's
     ``xml:"name,attr"`` takes the first match)."""
-    items = element.items()  # not .attrib, which makes a dict for an element without attributes
-    if not items:
+    keys = element.keys()  # not .attrib, which makes a dict for an element without attributes
+    if not keys:
         return {}
-    found: dict[str, str] = {}
-    for name, value in items:
-        local = local_name(name)
-        if local not in found:
-            found[local] = value
-    return found
+    names = tuple(keys)
+    first = _FIRST.get(names)
+    if first is None:
+        found: dict[str, str] = {}
+        for name in names:
+            found.setdefault(local_name(name), name)
+        first = (tuple(found), tuple(found.values()))
+        if len(_FIRST) < _CACHED:
+            _FIRST[names] = first
+    return dict(zip(first[0], map(element.attrib.__getitem__, first[1])))
+
+
+def _key(text: str) -> str:
+    """GRACC's ``mapForKey``: '.' and ' ' made '-' (``str.replace``; ``str.translate`` with a
+    table looks each character up in a dict, several times slower)."""
+    return text.replace(".", "-").replace(" ", "-")
 
 
 def _instant(text: str, what: str) -> Instant:
@@ -228,12 +237,12 @@ def _instant(text: str, what: str) -> Instant:
 def _typed_key(prefix: str, element: Element) -> tuple[str, str]:
     """``TimeDuration_<type>``/``TimeInstant_<type>`` and the description, as GRACC names them."""
     attrs = _first_attributes(element)
-    return prefix + (attrs.get("type") or "unknown").translate(_KEY), attrs.get("description", "")
+    return prefix + _key(attrs.get("type") or "unknown"), attrs.get("description", "")
 
 
 def _flatten_resource(element: Element, doc: dict[str, Any]) -> None:
     attrs = _first_attributes(element)
-    key = "Resource_" + (attrs.get("description") or "unknown").translate(_KEY)
+    key = "Resource_" + _key(attrs.get("description") or "unknown")
     doc[key] = chardata(element)
     if attrs.get("unit"):
         doc[key + "_unit"] = attrs["unit"]
@@ -248,28 +257,46 @@ def _flatten_field(name: str, element: Element, doc: dict[str, Any]) -> None:
     text = chardata(element) if len(element) else element.text
     if text:
         doc[name] = text
-    items = element.items()  # not .attrib, which makes a dict for an element without attributes
-    if not items:
-        return
-    known: dict[str, str] = {}
-    extra: dict[str, str] = {}
-    for qualified, value in items:
-        local, rule = _attribute_rule(qualified)
-        if rule is _KNOWN:
-            if local not in known:
-                known[local] = value
-        elif rule is _EXTRA and local not in extra:
-            extra[local] = value
-    for local in _FIELD_ATTRIBUTES:
-        if known.get(local):
-            doc[f"{name}_{local}"] = duration_seconds(known[local]) if local == "phaseUnit" else known[local]
-    for local, found in extra.items():
-        if found:
-            doc[f"{name}_{local}"] = found
+    keys = element.keys()  # not .attrib, which makes a dict for an element without attributes
+    if keys:
+        attrib = element.attrib
+        for key, qualified, duration in _field_plan(name, tuple(keys)):
+            value = attrib[qualified]
+            if value:
+                doc[key] = duration_seconds(value) if duration else value
 
 
 _KNOWN, _EXTRA, _DROPPED = "known", "extra", "dropped"
+# Records repeat a few dozen elements and lists of attribute names, and what becomes of them
+# costs more to work out (local names, rules, keys) than to apply: each is worked out once. A
+# hostile document may invent any number of names: each cache keeps at most _CACHED.
+_CACHED = 10_000
 _RULES: dict[str, tuple[str, str]] = {}
+_PLANS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, str, bool], ...]] = {}
+_FIRST: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _field_plan(name: str, qualified_names: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
+    """The fields that the attributes of a field element ``name`` make: ``(key, the attribute's
+    qualified name, whether its value is a duration)``, in the order GRACC sets them: its six
+    names first (the first attribute of each local name winning), then the others kept."""
+    plan = _PLANS.get((name, qualified_names))
+    if plan is None:
+        known: dict[str, str] = {}
+        extra: dict[str, str] = {}
+        for qualified in qualified_names:
+            local, rule = _attribute_rule(qualified)
+            if rule is _KNOWN:
+                known.setdefault(local, qualified)
+            elif rule is _EXTRA:
+                extra.setdefault(local, qualified)
+        plan = tuple(
+            [(f"{name}_{local}", known[local], local == "phaseUnit") for local in _FIELD_ATTRIBUTES if local in known]
+            + [(f"{name}_{local}", qualified, False) for local, qualified in extra.items()]
+        )
+        if len(_PLANS) < _CACHED:
+            _PLANS[(name, qualified_names)] = plan
+    return plan
 
 
 def _attribute_rule(qualified: str) -> tuple[str, str]:
@@ -284,7 +311,7 @@ def _attribute_rule(qualified: str) -> tuple[str, str]:
             rule = (local, _EXTRA)
         else:
             rule = (local, _DROPPED)
-        if len(_RULES) < 10_000:  # a hostile document may invent names; the cache stays small
+        if len(_RULES) < _CACHED:
             _RULES[qualified] = rule
     return rule
 

@@ -205,3 +205,23 @@ def test_a_bad_create_time_is_a_record_error() -> None:
     xml = jur("").replace(b'urwg:createTime="2016-05-27T22:46:49Z"', b'urwg:createTime="1464388571"')
     with pytest.raises(RecordError, match=r"^RecordIdentity createTime: expected an RFC 3339 time"):
         fields(xml)
+
+
+def test_elements_with_the_same_attribute_names_keep_their_own_values() -> None:
+    # What becomes of an element's attributes is worked out once per element and attribute
+    # names and then reused: a second record, an element of another name and a first attribute
+    # that is empty must still give their own values.
+    body = (
+        '<Memory urwg:metric="{m}" metric="second" urwg:phaseUnit="{p}">1</Memory>'
+        '<Network urwg:metric="{m}" metric="second" urwg:phaseUnit="{p}">2</Network>'
+        '<TimeDuration urwg:type="{t}" type="second">PT1S</TimeDuration>'
+    )  # fmt: skip
+    first = fields(jur(body.format(m="total", p="PT1M", t="a.b c")))
+    again = fields(jur(body.format(m="max", p="", t="d e")))
+    assert {k: v for k, v in first.items() if k.startswith(("Memory", "Network", "TimeDuration_"))} == {
+        "Memory": "1", "Memory_phaseUnit": 60.0, "Memory_metric": "total",
+        "Network": "2", "Network_phaseUnit": 60.0, "Network_metric": "total", "TimeDuration_a-b-c": 1.0,
+    }  # fmt: skip
+    assert {k: v for k, v in again.items() if k.startswith(("Memory", "Network", "TimeDuration_"))} == {
+        "Memory": "1", "Memory_metric": "max", "Network": "2", "Network_metric": "max", "TimeDuration_d-e": 1.0,
+    }  # fmt: skip
