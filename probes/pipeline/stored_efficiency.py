@@ -14,8 +14,9 @@ are made) and only the groups come back:
   fields is more than a store's sum can take).
 
 A job's set is its own ``by`` field when job records have it (site, resource name, speed);
-otherwise that of the machine it ran on (``host`` after '@'), from the slot records: the jobs
-are then grouped by host, and each machine's set is the one most of its snapshots had.
+otherwise that of the startd it ran on (``host``; else its machine, as
+:func:`probes.pipeline.analytics.node_values` matches them), from the slot records: the jobs
+are then grouped by host, and each slot's set is the one most of its snapshots had.
 
 These sums equal the in-memory ones (:func:`~probes.pipeline.analytics.efficiency_report` of
 the same records) where a slot's unallocated amounts lie between 0 and its totals, which
@@ -34,6 +35,7 @@ from collector.sinks.base import Aggregation, Sink, Total
 from probes.accounting._tables import RESOURCES
 from probes.accounting.efficiency import ALL, capacity_cu, efficiency_table
 from probes.config import ProbeConfig
+from probes.pipeline.analytics import node_values
 from probes.pipeline.overhead import canonical_units
 
 __all__ = ["SHAPE", "job_aggregation", "slot_aggregation", "store_efficiency"]
@@ -99,12 +101,11 @@ def _slot_sums(groups: pd.DataFrame, by: str | None, config: ProbeConfig, period
     return sums.groupby(["period", "set"], as_index=False, sort=True)[list(_SLOT_SUMS)].sum()
 
 
-def _machine_sets(sink: Sink, by: str, since: str | None, until: str | None) -> dict[str, object]:
-    """Each machine's set: the value of ``by`` most of its snapshots had."""
-    query = Aggregation("slot", tuple(dict.fromkeys(["machine", by])), (Total("snapshots"),), None, since, until)
+def _node_sets(sink: Sink, by: str, since: str | None, until: str | None) -> pd.DataFrame:
+    """Each slot's ``name``, ``machine`` and set: the value of ``by`` most of its snapshots had."""
+    query = Aggregation("slot", tuple(dict.fromkeys(["name", "machine", by])), (Total("snapshots"),), None, since, until)
     rows = _frame(sink.aggregate(query), query)
-    rows = rows.sort_values(["machine", "snapshots"], ascending=[True, False], kind="stable").drop_duplicates("machine")
-    return dict(zip(rows["machine"], rows[by]))
+    return rows.sort_values(["name", "snapshots"], ascending=[True, False], kind="stable").drop_duplicates("name")
 
 
 def _job_sums(sink: Sink, by: str | None, period: Period, since: str | None, until: str | None) -> pd.DataFrame:
@@ -113,9 +114,8 @@ def _job_sums(sink: Sink, by: str | None, period: Period, since: str | None, unt
     if by is not None and len(groups) and groups[by].isna().all():  # job records lack the attribute
         query = job_aggregation("host", period, since, until)
         groups = _frame(sink.aggregate(query), query)
-        machines = _machine_sets(sink, by, since, until)
-        machine = groups["host"].map(lambda h: h.rpartition("@")[2] if isinstance(h, str) else None)
-        groups[by] = machine.map(lambda m: machines.get(m) if m is not None else None)
+        nodes = node_values(groups["host"].to_numpy(dtype=object), _node_sets(sink, by, since, until), [by])
+        groups[by] = nodes[by].to_numpy(dtype=object)
     hosts = groups["n_hosts"].to_numpy(dtype=np.float64)
     hosts = np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)
     sums = pd.DataFrame(
