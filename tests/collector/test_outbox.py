@@ -59,6 +59,7 @@ def test_a_record_waiting_twice_is_stored_once_as_its_newest_copy(tmp_path: Path
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
         outbox.commit({"slot": docs}, {})
         outbox.commit({"slot": newer}, {})
+        assert outbox._db.execute("PRAGMA page_size").fetchone() == (65536,)  # a new file: parcels in 64 KiB pages
         assert outbox.status().depth == {"slot": 46}
         assert outbox.flush(store, batch_size=7).sent["slot"] == 46  # 36 then the 10 again, in batches of 7
         assert store.count("slot") == 36
@@ -249,6 +250,7 @@ def test_an_outbox_of_the_previous_version_is_read_and_sent(tmp_path: Path) -> N
     newer = dict(docs[0], interval_s=12.5)
     with Outbox(path) as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
         assert outbox.checkpoint("history:x") == {"end": 5, "ids": []}
+        assert outbox._db.execute("PRAGMA page_size").fetchone() == (4096,)  # an existing file keeps its pages
         status = outbox.status()
         assert (status.depth, status.oldest, status.dead_letters) == ({"slot": 30}, 1795300000.0, {"slot": 1})
         outbox.commit({"slot": [newer, *docs[31:]]}, {"history:x": {"end": 6, "ids": []}})
