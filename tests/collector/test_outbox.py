@@ -285,3 +285,24 @@ def test_the_store_indexes_the_time_only(tmp_path: Path) -> None:
         assert len(store.query("slot", since=docs[0]["timestamp"])) == 36
         plan = store._db.execute("EXPLAIN QUERY PLAN SELECT doc FROM slot WHERE timestamp >= ? AND timestamp < ?", ("a", "b")).fetchall()
         assert "USING INDEX slot_timestamp" in plan[0][3]
+
+
+def test_a_parcel_larger_than_a_batch_is_sent_in_slices(tmp_path: Path) -> None:
+    """A batch takes the first ``batch_size`` records of a parcel; the rest waits in it, and an
+    attempt is counted only when a record that was sent is left."""
+    docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        outbox.commit({"job": docs}, {})
+        result = outbox.flush(_HalfSink(), batch_size=4, max_batches=1)  # type: ignore[arg-type]
+        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (2, 1, 1)  # r0, r1; r2; r3
+        row = "SELECT count, attempts, last_error FROM parcel"
+        assert outbox._db.execute(row).fetchall() == [(7, 1, "429")]
+        assert [d["id"] for d in outbox.waiting("job")] == ["r3", *(f"r{i}" for i in range(4, 10))]
+
+        class Taking:
+            def send(self, kind: str, batch: Any) -> SendResult:
+                return SendResult(acked=[d["id"] for d in batch])
+
+        assert outbox.flush(Taking(), batch_size=4, max_batches=1).sent["job"] == 4  # type: ignore[arg-type]
+        assert outbox._db.execute(row).fetchall() == [(3, 1, "429")]
+        assert outbox.flush(Taking(), batch_size=4).sent["job"] == 3 and outbox.status().depth == {}  # type: ignore[arg-type]
