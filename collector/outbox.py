@@ -9,13 +9,24 @@ for good goes to the dead-letter table with the sink's error. Record ids are det
 sending an item twice (a crash after the sink stored it but before it was deleted here)
 stores it once.
 
-A service that takes records from the network (the collector) commits them as *parcels*
-instead (:meth:`Outbox.commit_parcels`): one row per request and kind, holding the request's
-documents as one JSON array, kept gzip-compressed as it came when the request sent exactly
-those documents so. The records are as durable, for a fraction of the cost of a row, a unique
-index entry and a delete per record (and of the bytes written and synced: a tenth, gzipped);
-the flusher sends parcels like items, and rewrites a parcel with what the sink did not take yet. Parcels do not replace each other by
-id (items do): a record sent twice waits twice, and the sink, keyed by id, stores it once.
+Records wait as *parcels*: one row holds records of one kind as one JSON array, a cycle's
+records in rows of up to :data:`PARCEL_RECORDS` (:meth:`Outbox.commit`), a network request's
+in one row per kind (:meth:`Outbox.commit_parcels`, the collector), kept gzip-compressed as it
+came when the request sent exactly those documents so. The records are as durable, for a
+fraction of the cost of a row, two index entries and a delete per record
+(``benchmarks/bench_store.py``, 200,000 slot records: commit + flush 37-41 us of CPU per record
+into the embedded store, 71-84 us with a row per record, in the same run). The flusher sends the oldest parcels of one kind, at most ``batch_size`` records (the
+rest of a larger parcel waits in it), and rewrites a parcel with what the sink did not take
+yet. A record committed again while an older copy waits (a fairshare window re-priced by the
+next cycle) waits twice, and is never lost by the delete of its older copy: a commit writes
+new rows, and a flush deletes or rewrites only the rows it read. The newer copy wins because
+parcels of a kind are sent oldest first, a parcel the sink did not take whole keeps its place,
+and a batch holding several copies of a record sends only the newest (the sink, keyed by id,
+stores it once). The outbox's depth counts both copies.
+
+The ``item`` table (a row per record, replaced by id) holds what earlier versions committed
+and the dead letters put back (:meth:`Outbox.retry_dead_letters`); the flusher sends it before
+the parcels, so that the newer copies, in parcels, are stored last.
 """
 
 from __future__ import annotations
@@ -38,7 +49,10 @@ from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.sinks.base import SendResult, Sink
 
-__all__ = ["FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
+__all__ = ["PARCEL_RECORDS", "FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
+
+PARCEL_RECORDS = 1000
+"""Records per outbox row of a cycle's commit: about 1 MB of slot records; a batch sent reads whole rows."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
@@ -134,8 +148,15 @@ class Outbox:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+            # a parcel is ~1 MB in a chain of overflow pages, written, read and freed whole:
+            # 64 KiB pages make that 16 page operations instead of 256 (a third of the CPU of
+            # a commit, measured); a file that exists keeps its page size
+            self._db.execute("PRAGMA page_size=65536")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
+            # records pass through: zeroing the pages a flush frees (SQLite's default here)
+            # would write them once more; FAST zeroes only what costs no extra write
+            self._db.execute("PRAGMA secure_delete=FAST")
             if not autocheckpoint:
                 self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.executescript(_SCHEMA)
@@ -157,27 +178,29 @@ class Outbox:
     # -- writing a cycle -----------------------------------------------------------------------
 
     def commit(self, records: Mapping[str, Sequence[Mapping[str, Any]]], checkpoints: Mapping[str, Any]) -> int:
-        """Enqueue a cycle's records and advance its checkpoints, atomically.
-
-        A record already waiting with the same kind and id is replaced by the newer one.
-        Returns the number of records enqueued.
+        """Enqueue a cycle's records, as parcels of up to :data:`PARCEL_RECORDS`, and advance its
+        checkpoints, atomically. Each record needs an ``id`` (see the module docstring for a
+        record committed again while it waits). Returns the number of records enqueued.
         """
         now = self._clock()
-        rows = [(kind, d["id"], orjson.dumps(d).decode(), now) for kind, docs in records.items() for d in docs]
+        for kind, docs in records.items():
+            if not all("id" in d for d in docs):
+                raise ValueError(f"a {kind} record to commit has no id")
+        rows = [
+            (kind, len(part), orjson.dumps(part), "json", now)
+            for kind, docs in records.items()
+            for part in (docs[i : i + PARCEL_RECORDS] for i in range(0, len(docs), PARCEL_RECORDS))
+        ]
         marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
         with self._transaction("cannot commit the cycle to the outbox"):
-            self._db.executemany(
-                "INSERT INTO item(kind, id, doc, enqueued_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(kind, id) DO UPDATE SET doc = excluded.doc, attempts = 0, last_error = NULL",
-                rows,
-            )
+            self._db.executemany("INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows)
             self._db.executemany(
                 "INSERT INTO checkpoint(source, value, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(source) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                 marks,
             )
             faults.point("during-commit")
-        return len(rows)
+        return sum(r[1] for r in rows)
 
     def commit_parcels(self, parcels: Sequence[Parcel]) -> int:
         """Enqueue parcels in one transaction (see the module docstring); returns the number of
@@ -259,8 +282,9 @@ class Outbox:
         return result
 
     def _next_batch(self, batch_size: int) -> _Batch | None:
-        """The oldest items of one kind, or else the oldest parcels of one kind (at least one
-        parcel, and more while the batch holds fewer than ``batch_size`` records)."""
+        """The oldest items of one kind, or else the records of the oldest parcels of one kind,
+        at most ``batch_size`` (the first ones of a parcel that holds more), each record once:
+        its newest copy."""
         rows = self._db.execute(
             "SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item ORDER BY seq LIMIT 1) "
             "ORDER BY seq LIMIT ?",
@@ -275,48 +299,54 @@ class Outbox:
                 lambda outbox, error: outbox._note_failure([r[0] for r in rows], error),
             )
         cursor = self._db.execute(
-            "SELECT seq, kind, count, docs, encoding FROM parcel "
-            "WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
+            "SELECT seq, kind, docs, encoding FROM parcel WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
         )
-        parcels: list[tuple[int, list[dict[str, Any]]]] = []
+        parcels: list[tuple[int, list[dict[str, Any]], int]] = []  # seq, its records, how many of them are sent
         size = 0
-        for seq, kind, count, blob, encoding in cursor:
-            parcels.append((seq, orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)))
-            size += count
+        for seq, kind, blob, encoding in cursor:
+            docs = orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
+            parcels.append((seq, docs, min(len(docs), batch_size - size)))
+            size += parcels[-1][2]
             if size >= batch_size:
                 break
         cursor.close()
         if not parcels:
             return None
+        batch = [doc for _, docs, n in parcels for doc in docs[:n]]
+        newest = {d.get("id", i): d for i, d in enumerate(batch)}  # a later copy replaces an earlier one
         return _Batch(
             kind,
-            [doc for _, docs in parcels for doc in docs],
+            batch if len(newest) == len(batch) else list(newest.values()),
             lambda outbox, sent: outbox._settle_parcels(kind, parcels, sent),
             lambda outbox, error: outbox._db.executemany(
-                "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, seq) for seq, _ in parcels]
+                "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, seq) for seq, _, _ in parcels]
             ),
         )
 
-    def _settle_parcels(self, kind: str, parcels: Sequence[tuple[int, list[dict[str, Any]]]], sent: SendResult) -> None:
+    def _settle_parcels(self, kind: str, parcels: Sequence[tuple[int, list[dict[str, Any]], int]], sent: SendResult) -> None:
         """Delete the parcels the sink took whole; rewrite the others with the records it did not
-        take; move the refused records to the dead letters."""
+        take (or that were not sent: past ``batch_size``), counting an attempt when one that was
+        sent is left; move the refused records to the dead letters. Every copy of a record in
+        the batch is settled by the answer for its id."""
         done = set(sent.acked) | sent.rejected.keys()
         error = next(iter(sent.retry.values()), "not acknowledged by the sink")
         now = self._clock()
         deleted, rewritten, touched, dead = [], [], [], []
-        for seq, docs in parcels:
-            left = [d for d in docs if d.get("id") not in done]
-            dead += [(kind, d["id"], orjson.dumps(d).decode(), sent.rejected[d["id"]], now) for d in docs if d.get("id") in sent.rejected]
+        for seq, docs, n in parcels:
+            failed = [d for d in docs[:n] if d.get("id") not in done]
+            dead += [(kind, d["id"], orjson.dumps(d).decode(), sent.rejected[d["id"]], now) for d in docs[:n] if d.get("id") in sent.rejected]
+            left = failed + docs[n:]
             if not left:
                 deleted.append((seq,))
             elif len(left) < len(docs):
-                rewritten.append((orjson.dumps(left), len(left), error, seq))
+                rewritten.append((orjson.dumps(left), len(left), 1 if failed else 0, error if failed else None, seq))
             else:
                 touched.append((error, seq))
         with self._transaction("cannot record what the sink acknowledged"):
             self._db.executemany("DELETE FROM parcel WHERE seq = ?", deleted)
             self._db.executemany(
-                "UPDATE parcel SET docs = ?, count = ?, encoding = 'json', attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                "UPDATE parcel SET docs = ?, count = ?, encoding = 'json', attempts = attempts + ?, "
+                "last_error = coalesce(?, last_error) WHERE seq = ?",
                 rewritten,
             )
             self._db.executemany("UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", touched)
@@ -335,16 +365,17 @@ class Outbox:
         seq_of = {id_: seq for seq, _, id_, _ in rows}
         doc_of = {id_: doc for _, _, id_, doc in rows}
         now = self._clock()
-        # A cycle may have replaced an item while its older copy was on the way (the flush holds
-        # no transaction while the sink works): delete only the copy that was sent.
-        sent = "DELETE FROM item WHERE seq = ? AND doc = ?"
+        # An item is never changed while it waits (commits write parcels; a dead letter put back
+        # does not replace a waiting item), and a seq is never reused (AUTOINCREMENT): deleting
+        # by seq deletes the copy that was sent, never a newer one.
+        sent = "DELETE FROM item WHERE seq = ?"
         with self._transaction("cannot record what the sink acknowledged"):
-            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in acked if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i],) for i in acked if i in seq_of])
             self._db.executemany(
                 "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
                 [(kind, i, doc_of[i], err, now) for i, err in rejected.items() if i in doc_of],
             )
-            self._db.executemany(sent, [(seq_of[i], doc_of[i]) for i in rejected if i in seq_of])
+            self._db.executemany(sent, [(seq_of[i],) for i in rejected if i in seq_of])
             self._db.executemany(
                 "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
                 [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],
@@ -363,6 +394,14 @@ class Outbox:
         ).fetchone()
         dead = dict(self._db.execute("SELECT kind, count(*) FROM dead_letter GROUP BY kind ORDER BY kind").fetchall())
         return OutboxStatus(depth=dict(sorted(depth.items())), oldest=oldest, dead_letters=dead)
+
+    def waiting(self, kind: str) -> list[dict[str, Any]]:
+        """The records of ``kind`` waiting, in the order they will be sent (every copy)."""
+        items = self._db.execute("SELECT doc FROM item WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
+        parcels = self._db.execute("SELECT docs, encoding FROM parcel WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
+        return [orjson.loads(doc) for (doc,) in items] + [
+            d for blob, encoding in parcels for d in orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
+        ]
 
     def dead_letters(self, limit: int | None = 20, *, kind: str | None = None) -> list[dict[str, Any]]:
         """The dead letters (of ``kind``), newest first, with the store's reason; all when
@@ -389,7 +428,8 @@ class Outbox:
             self._db.execute(
                 "INSERT INTO item(kind, id, doc, enqueued_at) "
                 "SELECT kind, id, doc, ? FROM dead_letter WHERE ? IS NULL OR kind = ? ORDER BY failed_at "
-                "ON CONFLICT(kind, id) DO NOTHING",  # a newer copy already waiting wins
+                # a copy already waiting is newer: it stays, and waits in parcels sent after the items
+                "ON CONFLICT(kind, id) DO NOTHING",
                 (now, kind, kind),
             )
             self._db.execute("DELETE FROM dead_letter WHERE ? IS NULL OR kind = ?", (kind, kind))

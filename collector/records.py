@@ -48,7 +48,7 @@ class RecordKind:
     id_fields: tuple[str, ...]  # () when the id is a hash of the whole content (gratia)
     time_field: str  # what dates a record and becomes ``timestamp``: UNIX seconds (gratia: ISO-8601)
     time_fields: tuple[str, ...]  # every UNIX-seconds column, rendered as ``<name>_iso`` too
-    indexed: tuple[str, ...] = ()  # fields the embedded store indexes for reports
+    labels: tuple[str, ...] = ()  # names reports group by: text columns in the embedded store
     # fields the embedded store also keeps as plain columns, so summaries group and sum
     # columns instead of parsing every document
     measured: tuple[str, ...] = ()

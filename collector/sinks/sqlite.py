@@ -4,8 +4,8 @@ This is the default sink, so that nothing but Python is needed to run fairacct. 
 policy lives in this class: WAL mode (a report can read while the probe writes), one writer
 at a time (``BEGIN IMMEDIATE``), a commit durable before it is acknowledged, and upserts by
 id, so that storing the same fact twice keeps one document and a corrected fact replaces the
-old one. The record's time and the fields its kind names as ``indexed`` are columns with
-indexes, for reports; those it names as ``measured`` are plain columns, so that
+old one. The record's time (indexed: every query bounds it) and the fields its kind names as
+``labels`` are text columns; those it names as ``measured`` are plain columns, so that
 :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``) sums columns instead of parsing every
 document. A table made before a field became a column gets the column, filled from the
 documents, when the store first touches it. The daily summaries ask for a covering index of
@@ -72,13 +72,16 @@ class EmbeddedStore:
             raise StoreError(f"unknown record kind {kind!r}, expected one of {', '.join(KINDS)}")
         if kind not in self._ready:
             spec = KINDS[kind]
-            cols = "".join(f', "{c}" TEXT' for c in spec.indexed)
+            cols = "".join(f', "{c}" TEXT' for c in spec.labels)
             try:
                 # one writer: another process (the service's flush, a summary) may be making it too
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)')
-                for c in ("timestamp", *spec.indexed):
-                    self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_{c}" ON "{kind}"("{c}")')
+                # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
+                # a store of an earlier version has them, and every write paid for them)
+                self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_timestamp" ON "{kind}"(timestamp)')
+                for c in spec.labels:
+                    self._db.execute(f'DROP INDEX IF EXISTS "{kind}_{c}"')
                 have = {row[1] for row in self._db.execute(f'PRAGMA table_info("{kind}")')}
                 for c in _measured(kind):
                     if c not in have:  # untyped: numbers stay numbers, names stay text
@@ -95,7 +98,7 @@ class EmbeddedStore:
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Upsert documents in one transaction: all are acknowledged, or none (StoreError)."""
         table = self._table(kind)
-        fields = ("timestamp", *KINDS[kind].indexed, *_measured(kind))
+        fields = ("timestamp", *KINDS[kind].labels, *_measured(kind))
         try:
             rows = _rows(kind, docs)
         except (KeyError, TypeError, orjson.JSONEncodeError) as exc:
@@ -116,7 +119,7 @@ class EmbeddedStore:
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
         """The sums of ``query`` by one SQL ``GROUP BY`` (see :meth:`Sink.aggregate`)."""
         table = self._table(query.kind)
-        columns = {"timestamp", *KINDS[query.kind].indexed, *_measured(query.kind)}
+        columns = {"timestamp", *KINDS[query.kind].labels, *_measured(query.kind)}
 
         def value(field: str) -> str:
             if field in columns:
@@ -168,7 +171,7 @@ class EmbeddedStore:
         if not query.period:
             return
         table = self._table(query.kind)
-        columns = {"timestamp", *KINDS[query.kind].indexed, *_measured(query.kind)}
+        columns = {"timestamp", *KINDS[query.kind].labels, *_measured(query.kind)}
         summed = [f for t in query.totals for f in (*t.fields, *((t.where,) if t.where else ()))]
         fields = list(dict.fromkeys([*query.group_by, "timestamp", *summed]))
         if not set(fields) <= columns:
@@ -197,7 +200,7 @@ class EmbeddedStore:
         """One ``DELETE`` of the documents of ``kind`` in [since, until) whose ``field`` is
         ``value`` and whose id is not in ``keep`` (see :meth:`Sink.delete_stale`)."""
         table = self._table(kind)
-        column = f'"{field}"' if field in {*KINDS[kind].indexed, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
+        column = f'"{field}"' if field in {*KINDS[kind].labels, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
         sql = (
             f"DELETE FROM {table} WHERE timestamp >= ? AND timestamp < ? AND {column} = ? "
             "AND id NOT IN (SELECT value FROM json_each(?))"
@@ -245,17 +248,17 @@ _PERIOD_CHARS = {"day": 10, "month": 7}  # of the ISO timestamp: 'YYYY-MM-DD', '
 
 def _measured(kind: str) -> tuple[str, ...]:
     spec = KINDS[kind]
-    return tuple(c for c in spec.measured if c not in spec.indexed)
+    return tuple(c for c in spec.measured if c not in spec.labels)
 
 
 def _rows(kind: str, docs: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-    """The rows of ``docs``: id, the text columns (timestamp, indexed), the measured columns,
+    """The rows of ``docs``: id, the text columns (timestamp, labels), the measured columns,
     the document as JSON. Built a column at a time, with one type check per column in the common
     case (text columns all text, measured all plain), not a function call per value: about
     three quarters of the Python work per document of the row-by-row way (measured)."""
     spec = KINDS[kind]
     columns: list[list[Any]] = [[d["id"] for d in docs]]
-    for f in ("timestamp", *spec.indexed):
+    for f in ("timestamp", *spec.labels):
         values = [d.get(f) for d in docs]
         if not _TEXT_TYPES.issuperset(map(type, values)):
             values = [_text(v) for v in values]

@@ -51,16 +51,31 @@ def test_an_outage_only_grows_the_outbox(tmp_path: Path) -> None:
         assert outbox.checkpoint("history:x") == {"end": 5, "ids": []}
 
 
-def test_a_record_waiting_twice_is_sent_once(tmp_path: Path) -> None:
+def test_a_record_waiting_twice_is_stored_once_as_its_newest_copy(tmp_path: Path) -> None:
+    """Both copies wait; batches go oldest first, so the newer copy is stored last, and a batch
+    holding both sends only the newer."""
     docs = slot_docs()
+    newer = [dict(d, interval_s=12.5) for d in docs[:10]]
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
         outbox.commit({"slot": docs}, {})
-        outbox.commit({"slot": docs[:10]}, {})  # the same facts again: replaced, not added
-        assert outbox.status().depth == {"slot": 36}
-        assert outbox.flush(store, batch_size=7).sent["slot"] == 36
-        outbox.commit({"slot": docs}, {})
-        outbox.flush(store)
+        outbox.commit({"slot": newer}, {})
+        assert outbox._db.execute("PRAGMA page_size").fetchone() == (65536,)  # a new file: parcels in 64 KiB pages
+        assert outbox.status().depth == {"slot": 46}
+        assert outbox.flush(store, batch_size=7).sent["slot"] == 46  # 36 then the 10 again, in batches of 7
         assert store.count("slot") == 36
+        assert sorted(d["interval_s"] for d in store.query("slot")) == [12.5] * 10 + [300.0] * 26
+        outbox.commit({"slot": docs}, {})
+        outbox.commit({"slot": newer[:3]}, {})
+        sent: list[list[dict]] = []  # type: ignore[type-arg]
+
+        class Recording:
+            def send(self, kind: str, batch: list[dict]) -> SendResult:  # type: ignore[type-arg]
+                sent.append(batch)
+                return store.send(kind, batch)
+
+        assert outbox.flush(Recording()).sent["slot"] == 36  # type: ignore[arg-type]
+        assert [len(b) for b in sent] == [36] and outbox.status().depth == {}
+        assert sorted(d["interval_s"] for d in store.query("slot")) == [12.5] * 3 + [300.0] * 33
 
 
 def test_ids_come_from_the_facts() -> None:
@@ -189,10 +204,10 @@ def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
             return fn(writer)
 
         result = reader.flush(_HalfSink(), batch_size=100, writer=write)  # type: ignore[arg-type]
-        # items r0-r3: r0, r1 taken, r2 refused, r3 to retry (taken by the next batch); parcel r4-r9 taken
-        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (9, 1, 1)
-        assert writes == ["partial"] * 3
-        assert writer.status().depth == {} and [d["id"] for d in writer.dead_letters()] == ["r2"]
+        # r0-r9 in one batch: r0-r4 taken, r5 refused, r6-r9 to retry (taken by the next batch)
+        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (9, 1, 4)
+        assert writes == ["partial"] * 2
+        assert writer.status().depth == {} and [d["id"] for d in writer.dead_letters()] == ["r5"]
 
         class Down:
             def send(self, kind: str, docs: Any) -> SendResult:
@@ -200,5 +215,94 @@ def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
 
         writer.commit({"job": docs[:1]}, {})
         assert reader.flush(Down(), writer=write).retried["job"] == 1  # type: ignore[arg-type]
-        assert len(writes) == 4
-        assert writer._db.execute("SELECT id, attempts, last_error FROM item").fetchall() == [("r0", 1, "connection refused")]
+        assert len(writes) == 3
+        assert writer._db.execute("SELECT count, attempts, last_error FROM parcel").fetchall() == [(1, 1, "connection refused")]
+
+
+def test_an_outbox_of_the_previous_version_is_read_and_sent(tmp_path: Path) -> None:
+    """A file written before cycles committed parcels: a row per record in ``item`` (with its
+    index by kind and seq), no parcel table. Its checkpoints are read, its items are sent
+    before what is committed after, and its dead letters can be put back."""
+    path = tmp_path / "outbox.sqlite"
+    docs = slot_docs()
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE item (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, id TEXT NOT NULL,
+                doc TEXT NOT NULL, enqueued_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
+                UNIQUE (kind, id));
+            CREATE INDEX item_kind_seq ON item(kind, seq);
+            CREATE TABLE dead_letter (kind TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, error TEXT NOT NULL,
+                failed_at REAL NOT NULL, PRIMARY KEY (kind, id));
+            CREATE TABLE checkpoint (source TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
+            """
+        )
+        db.executemany(
+            "INSERT INTO item(kind, id, doc, enqueued_at, attempts, last_error) VALUES (?, ?, ?, 1795300000.0, 2, 'timeout')",
+            [("slot", d["id"], orjson.dumps(d).decode()) for d in docs[:30]],
+        )
+        db.execute(
+            "INSERT INTO dead_letter VALUES ('slot', ?, ?, 'mapping conflict', 1795300100.0)",
+            (docs[30]["id"], orjson.dumps(docs[30]).decode()),
+        )
+        db.execute("""INSERT INTO checkpoint VALUES ('history:x', '{"end": 5, "ids": []}', 1795300000.0)""")
+    db.close()
+    newer = dict(docs[0], interval_s=12.5)
+    with Outbox(path) as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        assert outbox.checkpoint("history:x") == {"end": 5, "ids": []}
+        assert outbox._db.execute("PRAGMA page_size").fetchone() == (4096,)  # an existing file keeps its pages
+        status = outbox.status()
+        assert (status.depth, status.oldest, status.dead_letters) == ({"slot": 30}, 1795300000.0, {"slot": 1})
+        outbox.commit({"slot": [newer, *docs[31:]]}, {"history:x": {"end": 6, "ids": []}})
+        assert outbox.retry_dead_letters() == {"slot": 1}
+        assert [d["id"] for d in outbox.waiting("slot")] == [d["id"] for d in docs[:31]] + [newer["id"], *(d["id"] for d in docs[31:])]
+        result = outbox.flush(store, batch_size=10)
+        assert result.sent["slot"] == 37 and outbox.status().depth == {} and outbox.status().dead_letters == {}
+        assert store.count("slot") == 36 and outbox.checkpoint("history:x") == {"end": 6, "ids": []}
+        assert [d["interval_s"] for d in store.query("slot") if d["id"] == newer["id"]] == [12.5]  # the newer copy, stored last
+
+
+def test_the_store_indexes_the_time_only(tmp_path: Path) -> None:
+    """Every query bounds the time; an index of a label only slowed the writes. A store made by
+    an earlier version loses its label indexes when first touched, and its queries still run."""
+    path = tmp_path / "store.sqlite"
+    docs = slot_docs()
+    with sqlite3.connect(path) as db:  # as the previous version made it
+        db.execute(
+            'CREATE TABLE slot (id TEXT PRIMARY KEY, timestamp TEXT, "site" TEXT, "partition" TEXT, doc TEXT NOT NULL)'
+        )
+        for c in ("timestamp", "site", "partition"):
+            db.execute(f'CREATE INDEX "slot_{c}" ON slot("{c}")')
+        db.executemany(
+            "INSERT INTO slot VALUES (?, ?, ?, ?, ?)",
+            [(d["id"], d["timestamp"], d["site"], d["partition"], orjson.dumps(d).decode()) for d in docs],
+        )
+    db.close()
+    with EmbeddedStore(path) as store:
+        assert store.count("slot") == 36
+        indexes = {r[1] for r in store._db.execute("PRAGMA index_list(slot)")}
+        assert indexes == {"sqlite_autoindex_slot_1", "slot_timestamp"}
+        assert len(store.query("slot", since=docs[0]["timestamp"])) == 36
+        plan = store._db.execute("EXPLAIN QUERY PLAN SELECT doc FROM slot WHERE timestamp >= ? AND timestamp < ?", ("a", "b")).fetchall()
+        assert "USING INDEX slot_timestamp" in plan[0][3]
+
+
+def test_a_parcel_larger_than_a_batch_is_sent_in_slices(tmp_path: Path) -> None:
+    """A batch takes the first ``batch_size`` records of a parcel; the rest waits in it, and an
+    attempt is counted only when a record that was sent is left."""
+    docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        outbox.commit({"job": docs}, {})
+        result = outbox.flush(_HalfSink(), batch_size=4, max_batches=1)  # type: ignore[arg-type]
+        assert (result.sent["job"], result.dead["job"], result.retried["job"]) == (2, 1, 1)  # r0, r1; r2; r3
+        row = "SELECT count, attempts, last_error FROM parcel"
+        assert outbox._db.execute(row).fetchall() == [(7, 1, "429")]
+        assert [d["id"] for d in outbox.waiting("job")] == ["r3", *(f"r{i}" for i in range(4, 10))]
+
+        class Taking:
+            def send(self, kind: str, batch: Any) -> SendResult:
+                return SendResult(acked=[d["id"] for d in batch])
+
+        assert outbox.flush(Taking(), batch_size=4, max_batches=1).sent["job"] == 4  # type: ignore[arg-type]
+        assert outbox._db.execute(row).fetchall() == [(3, 1, "429")]
+        assert outbox.flush(Taking(), batch_size=4).sent["job"] == 3 and outbox.status().depth == {}  # type: ignore[arg-type]

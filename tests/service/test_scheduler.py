@@ -85,8 +85,8 @@ def service(
 
 
 def outbox_docs(state: Path, kind: str) -> list[dict[str, Any]]:
-    with sqlite3.connect(state / "outbox.sqlite") as db:
-        return [json.loads(d) for (d,) in db.execute("SELECT doc FROM item WHERE kind = ? ORDER BY seq", (kind,))]
+    with Outbox(state / "outbox.sqlite") as outbox:
+        return outbox.waiting(kind)
 
 
 def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(

@@ -188,7 +188,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(start_
     for p, docs in sent.items():
         assert acked[p] <= set(stored), f"{p}: acknowledged but not stored"
         with Outbox(tmp_path / f"{p}.sqlite") as outbox:
-            waiting = {r[0] for r in outbox._db.execute("SELECT id FROM item")}
+            waiting = {d["id"] for d in outbox.waiting("job")}
         assert waiting == {d["id"] for d in docs} - acked[p], p
     assert kills >= 20 and sum(map(len, acked.values())) > 0
     # and once the probes have flushed the rest, everything is there, once
