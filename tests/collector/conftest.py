@@ -60,3 +60,19 @@ def generated_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     sink.close()
     if clone is not None:
         clone.close()
+
+
+@pytest.fixture(params=["sqlite", "osmem"])
+def empty_store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """An empty store of each flavour, its templates installed: the embedded SQLite store, and
+    an Elasticsearch sink on a per-test clone of the session's osmem server."""
+    from collector.sinks.elasticsearch import ElasticsearchSink
+    from collector.sinks.sqlite import EmbeddedStore
+
+    if request.param == "sqlite":
+        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
+    else:
+        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+        sink.install_templates()
+    yield sink
+    sink.close()

@@ -18,7 +18,6 @@ and job efficiency fast 10800/21600 then 1, slow 1 both days.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -26,7 +25,6 @@ import pytest
 
 from collector.records import table_docs
 from collector.sinks.elasticsearch import ElasticsearchSink
-from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig
 from probes.pipeline.analytics import efficiency_report
 from probes.pipeline.stored_efficiency import store_efficiency
@@ -72,15 +70,9 @@ def job_docs(with_set: bool) -> list[dict[str, Any]]:
     return table_docs("job", frame if with_set else frame.drop(columns=["cpu_model"]), probe="test")
 
 
-@pytest.fixture(params=["sqlite", "osmem"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
-    if request.param == "sqlite":
-        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
-    yield sink
-    sink.close()
+@pytest.fixture
+def store(empty_store: Any) -> Any:
+    return empty_store
 
 
 @pytest.mark.parametrize("with_set", [True, False], ids=["jobs-carry-the-set", "set-of-the-jobs-machine"])

@@ -9,7 +9,6 @@ import shutil
 import struct
 import subprocess
 import zlib
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -70,19 +69,10 @@ def fairness_docs() -> list[dict[str, Any]]:
     return docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"]
 
 
-@pytest.fixture(params=["sqlite", "osmem"])
-def fairness_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
-    from collector.sinks.elasticsearch import ElasticsearchSink
-    from collector.sinks.sqlite import EmbeddedStore
-
-    if request.param == "sqlite":
-        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
-    sink.send("fairness", fairness_docs())
-    yield sink
-    sink.close()
+@pytest.fixture
+def fairness_store(empty_store: Sink) -> Sink:
+    empty_store.send("fairness", fairness_docs())
+    return empty_store
 
 
 def test_jain_and_starvation_from_the_fairness_records(fairness_store: Sink) -> None:

@@ -3,7 +3,6 @@ composite aggregation in osmem-server, equal to pandas' sums of the raw records.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import pytest
 from collector.records import SUMMARY_DIMENSIONS
 from collector.sinks import Sink
 from collector.sinks.base import Aggregation, Total
-from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 from collector.summaries import SOURCES, summarize
 from collector.summaries.spec import COLUMNS, EXPORTED, GRATIA_DIMENSIONS
@@ -29,18 +27,12 @@ def store(generated_store: Sink) -> Sink:
     return generated_store
 
 
-@pytest.fixture(params=["sqlite", "osmem"])
-def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
-    sink: Sink
-    if request.param == "sqlite":
-        sink = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
+@pytest.fixture
+def fresh_store(empty_store: Sink) -> Sink:
+    sink = empty_store
     for kind, docs in generated_docs().items():
         sink.send(kind, docs)
-    yield sink
-    sink.close()
+    return sink
 
 
 def expected_daily(kind: str) -> pd.DataFrame:
@@ -98,20 +90,14 @@ def test_resummarizing_overwrites_and_counts_late_records(fresh_store: Sink) -> 
     assert store.count("summary") == before  # the late job joined an existing day and group
 
 
-@pytest.fixture(params=["sqlite", "osmem"])
-def one_day_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+@pytest.fixture
+def one_day_store(empty_store: Sink) -> Sink:
     """A store holding the job and slot records of the first generated job's day only."""
-    sink: Sink
-    if request.param == "sqlite":
-        sink = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
+    sink = empty_store
     day = generated_docs()["job"][0]["timestamp"][:10]
     for kind in ("job", "slot"):
         sink.send(kind, [d for d in generated_docs()[kind] if d["timestamp"].startswith(day)])
-    yield sink
-    sink.close()
+    return sink
 
 
 def test_resummarizing_deletes_the_groups_that_vanished(one_day_store: Sink) -> None:

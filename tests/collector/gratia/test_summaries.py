@@ -5,7 +5,6 @@ numbers, added up by hand below."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,6 @@ import pytest
 
 from collector.gratia import envelope_docs
 from collector.sinks import Sink
-from collector.sinks.elasticsearch import ElasticsearchSink
-from collector.sinks.sqlite import EmbeddedStore
 from collector.summaries import summarize
 from collector.summaries.spec import GRATIA_DIMENSIONS
 
@@ -31,19 +28,13 @@ CORE_S = 3600 + 1 * 4 + 2748 * 32 + 21 + 5 + 617 + 60 + 61 + 62
 CPU_S, USER_S, SYSTEM_S = 65.32 + 15 + 0.81 + 18, 65.32 + 0.55, 0.26 + 18
 
 
-@pytest.fixture(params=["sqlite", "osmem"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, gracc: Path) -> Iterator[Sink]:
+@pytest.fixture
+def store(empty_store: Sink, gracc: Path) -> Sink:
     records = [pair(gracc, name)[0] for name in PAIRS]
     docs = envelope_docs(envelope([*records, *copies(records[4], 3)]), probe="gratia-test").docs
-    sink: Sink
-    if request.param == "sqlite":
-        sink = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
+    sink = empty_store
     assert sink.send("gratia", docs).acked and len(docs) == 9
-    yield sink
-    sink.close()
+    return sink
 
 
 def summaries(sink: Sink) -> list[dict[str, Any]]:
