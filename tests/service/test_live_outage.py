@@ -91,6 +91,10 @@ def test_a_stopped_collector_does_not_stall_the_service(
     assert len(flushed) >= PAUSED_S - 2, f"{len(flushed)} flushes in {PAUSED_S:g} s at a 1 s cadence"
     failed = [r for r in runs if r[1] == "snapshot" and not r[2]]
     assert failed, "the snapshot never failed with the collector stopped"
-    for _, _, _, duration, error in failed:  # the worker killed at the deadline, not HTCondor's own timeout
+    # at pool.timeout_s: the worker killed at the deadline, or HTCondor's own QUERY_TIMEOUT (set to
+    # the same seconds) giving up a moment before it; whichever comes first, never later
+    for _, _, _, duration, error in failed:
         assert TIMEOUT_S - 0.1 <= duration < TIMEOUT_S + 1.5, f"the snapshot failed after {duration:.2f} s: {error}"
-    assert f"no answer within {TIMEOUT_S:g} s (pool.timeout_s)" in caplog.text
+        assert error is not None and (
+            f"no answer within {TIMEOUT_S:g} s (pool.timeout_s)" in error or "Failed communication with collector" in error
+        ), error
