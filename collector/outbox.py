@@ -38,7 +38,7 @@ import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ import orjson
 from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.sinks.base import SendResult, Sink
+from collector.transaction import write_transaction
 
 __all__ = ["PARCEL_RECORDS", "FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
 
@@ -216,18 +217,8 @@ class Outbox:
             faults.point("during-commit")
         return sum(r[1] for r in rows)
 
-    @contextlib.contextmanager
-    def _transaction(self, what: str) -> Iterator[None]:
-        """A write transaction (``BEGIN IMMEDIATE``): committed at the end, rolled back and
-        raised as :class:`StoreError` (``what`` says what failed) on any SQLite error."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            yield
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: {what} ({exc})") from exc
+    def _transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return write_transaction(self._db, self.path, what)
 
     def wal_checkpoint(self) -> None:
         """Copy the committed WAL into the database without blocking writers (a passive

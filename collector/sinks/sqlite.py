@@ -26,6 +26,7 @@ import orjson
 from collector.errors import ConfigError, StoreError
 from collector.records import KINDS
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.transaction import write_transaction
 
 __all__ = ["EmbeddedStore"]
 
@@ -73,9 +74,8 @@ class EmbeddedStore:
         if kind not in self._ready:
             spec = KINDS[kind]
             cols = "".join(f', "{c}" TEXT' for c in spec.labels)
-            try:
-                # one writer: another process (the service's flush, a summary) may be making it too
-                self._db.execute("BEGIN IMMEDIATE")
+            # one writer: another process (the service's flush, a summary) may be making it too
+            with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
                 self._db.execute(f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)')
                 # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
                 # a store of an earlier version has them, and every write paid for them)
@@ -87,11 +87,6 @@ class EmbeddedStore:
                     if c not in have:  # untyped: numbers stay numbers, names stay text
                         self._db.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}"')
                         self._db.execute(f"""UPDATE "{kind}" SET "{c}" = json_extract(doc, '$."{c}"')""")
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: cannot create the {kind} table ({exc})") from exc
             self._ready.add(kind)
         return f'"{kind}"'
 
@@ -106,14 +101,8 @@ class EmbeddedStore:
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
         marks = ", ".join("?" * (len(fields) + 2))
         updates = ", ".join(f'"{c}" = excluded."{c}"' for c in (*fields, "doc"))
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with write_transaction(self._db, self.path, f"cannot store {kind} records"):
             self._db.executemany(f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}", rows)
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot store {kind} records ({exc})") from exc
         return SendResult(acked=[r[0] for r in rows])
 
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
@@ -181,19 +170,13 @@ class EmbeddedStore:
         name = prefix + hashlib.sha256(",".join(parts).encode()).hexdigest()[:8]
         if name in self._indexes:
             return
-        try:
+        with write_transaction(self._db, self.path, f"cannot index the {query.kind} table for summaries"):
             have = {row[1] for row in self._db.execute(f"PRAGMA index_list({table})")}
             if name not in have:
-                self._db.execute("BEGIN IMMEDIATE")
                 for old in have:
                     if old.startswith(prefix):
                         self._db.execute(f'DROP INDEX IF EXISTS "{old}"')
                 self._db.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON {table}({", ".join(parts)})')
-                self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot index the {query.kind} table for summaries ({exc})") from exc
         self._indexes.add(name)
 
     def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
@@ -205,14 +188,8 @@ class EmbeddedStore:
             f"DELETE FROM {table} WHERE timestamp >= ? AND timestamp < ? AND {column} = ? "
             "AND id NOT IN (SELECT value FROM json_each(?))"
         )
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+        with write_transaction(self._db, self.path, f"cannot delete stale {kind} records"):
             deleted = self._db.execute(sql, (since, until, value, orjson.dumps(list(keep)).decode())).rowcount
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot delete stale {kind} records ({exc})") from exc
         return int(deleted)
 
     def check_templates(self) -> TemplateCheck:
