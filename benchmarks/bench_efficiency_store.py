@@ -27,6 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._osmem import osmem_server  # noqa: E402
 from benchmarks._verdict import verdict  # noqa: E402
 from collector.records import table_docs  # noqa: E402
 from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
@@ -108,12 +109,9 @@ def main() -> int:
             (cpu_store < cpu_memory, f"the store path costs less CPU: {cpu_store:.2f} s against {cpu_memory:.2f} s")
         )
     if n_osmem:
-        from osmem_server import OsmemServer
-
         from collector.sinks.elasticsearch import ElasticsearchSink
 
-        server = OsmemServer.start(japanese=False)
-        try:
+        with osmem_server() as server:
             small = docs(n_osmem, seed=17)
             with ElasticsearchSink(server.url) as sink:
                 sink.install_templates()
@@ -127,10 +125,6 @@ def main() -> int:
                     lambda: store_efficiency(sink, CONFIG, by="cpu_model"),
                 )
                 print(f"  {sink.requests - before} requests")
-        finally:
-            server.close()
-            if server.process.stdout is not None:
-                server.process.stdout.close()
     return verdict(checks)
 
 

@@ -31,8 +31,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from collector.sinks.elasticsearch import ElasticsearchSink  # noqa: E402
+from benchmarks._osmem import osmem_server  # noqa: E402
 from collector.records import table_docs  # noqa: E402
+from collector.sinks.elasticsearch import ElasticsearchSink  # noqa: E402
 from probes.config import load_config  # noqa: E402
 from probes.pipeline.overhead import overhead_report  # noqa: E402
 from probes.sources.status import read_status  # noqa: E402
@@ -76,15 +77,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
     args = parser.parse_args()
 
-    from osmem_server import OsmemServer
-
     docs = slot_documents(args.docs)
     sample = docs[:1000]
     size = sum(len(json.dumps(d, separators=(",", ":"))) for d in sample) / len(sample)  # as the sink sends them
     print(f"{len(docs):,} slot documents of about {size:.0f} bytes of JSON, best of {args.repeat}")
     print(f"{'client':<15}{'batch':>7}{'seconds':>10}{'documents/s':>14}{'MB/s':>8}{'client CPU us/doc':>20}")
-    server = OsmemServer.start(japanese=False)
-    try:
+    with osmem_server() as server:
         for flavour, scheme in FLAVOURS.items():
             for batch in args.batch:
                 best, cpu = float("inf"), float("inf")
@@ -95,10 +93,6 @@ def main() -> int:
                 rate = len(docs) / best
                 per_doc = 1e6 * cpu / len(docs)
                 print(f"{flavour:<15}{batch:>7}{best:>10.2f}{rate:>14,.0f}{rate * size / 1e6:>8.1f}{per_doc:>20.0f}")
-    finally:
-        server.close()
-        if server.process.stdout is not None:
-            server.process.stdout.close()
     return 0
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._osmem import osmem_server  # noqa: E402
 from benchmarks._verdict import verdict  # noqa: E402
 from collector.records import table_docs  # noqa: E402
 from collector.sinks.base import Aggregation  # noqa: E402
@@ -111,12 +112,9 @@ def main() -> int:
             store.index_aggregation(Aggregation("job", SOURCES["job"].dimensions, SOURCES["job"].totals, "day"))
             print(f"  (making the covering index on a store already holding them, once: {time.process_time() - cpu:.2f} s of CPU)")
     if n_osmem:
-        from osmem_server import OsmemServer
-
         from collector.sinks.elasticsearch import ElasticsearchSink
 
-        server = OsmemServer.start(japanese=False)
-        try:
+        with osmem_server() as server:
             with ElasticsearchSink(server.url, batch_size=1000, timeout_s=300) as sink:
                 sink.install_templates()
                 some = docs[:n_osmem]
@@ -130,10 +128,6 @@ def main() -> int:
                     f"osmem-server:   {len(some):,} job records -> {done.total:,} daily summaries in {took:.2f} s, "
                     f"{sink.requests} aggregation requests (and {-(-done.total // 1000)} bulk writes of the summaries)"
                 )
-        finally:
-            server.close()
-            if server.process.stdout is not None:
-                server.process.stdout.close()
     return verdict(checks)
 
 
