@@ -103,7 +103,10 @@ def node_values(hosts: np.ndarray, slots: pd.DataFrame, columns: list[str]) -> p
     them): the slot of the same startd first (a host may run several startds, as the condor25
     pool does), else of the same ``machine`` (the part after the last '@'); NaN where
     neither is known. One row per host, in order."""
-    startd = _startds(hosts)
+    return _startd_values(_startds(hosts), slots, columns)
+
+
+def _startd_values(startd: np.ndarray, slots: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     by_startd = slots.assign(key=_startds(slots["name"].to_numpy(dtype=object))).dropna(subset=["key"])
     found = pd.DataFrame({"key": startd}).join(by_startd.drop_duplicates("key").set_index("key")[columns], on="key")
     unmatched = pd.notna(startd) & ~pd.Series(startd, dtype=object).isin(by_startd["key"]).to_numpy()
@@ -149,7 +152,7 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     host = np.concatenate([text[single], split.str.strip().to_numpy(dtype=object)])
     startd = _startds(host)
     columns = list(dict.fromkeys(["speed", *([by] if by is not None else [])]))
-    found = node_values(host, slots, columns)
+    found = _startd_values(startd, slots, columns)
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
     if by is not None:
