@@ -11,6 +11,7 @@ accounting name it; the priority bridge maps it back to the negotiator's submitt
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 __all__ = ["account_name", "account_names", "group_of"]
 
@@ -40,12 +41,13 @@ def account_names(names: np.ndarray, accounting_groups: np.ndarray | None = None
     """The account of each of ``names`` (``Owner``, ``User``, ``RemoteOwner`` or ``RemoteUser``
     values): the part before ``@``, without the accounting group's prefix where the matching
     ``accounting_groups`` value names one; None where a name is missing."""
-    if accounting_groups is None:
-        accounts = {n: account_name(n) for n in set(names.tolist())}  # a pool has a few hundred users
-        keys: list = names.tolist()
-    else:
-        keys = list(zip(names.tolist(), accounting_groups.tolist(), strict=True))
-        accounts = {k: account_name(*k) for k in set(keys)}
-    out = np.empty(len(keys), dtype=object)
-    out[:] = [accounts[k] for k in keys]
-    return out
+    if accounting_groups is None:  # a job history: one name a job, a few hundred users
+        codes, uniques = pd.factorize(names)
+        accounts = np.array([*(account_name(u) for u in uniques), None], dtype=object)
+        out: np.ndarray = accounts[codes]  # a missing name has code -1: the None at the end
+        return out
+    pairs = list(zip(names.tolist(), accounting_groups.tolist(), strict=True))
+    seen = {p: account_name(*p) for p in set(pairs)}
+    found = np.empty(len(pairs), dtype=object)
+    found[:] = [seen[p] for p in pairs]
+    return found
