@@ -251,9 +251,11 @@ def main() -> int:
             if args.profile:
                 fmt = "raw" if args.profile.endswith(".txt") else "flamegraph"
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(server.pid), "-o", args.profile, "-f", fmt, "--nonblocking", "--idle", "--threads"])
-            cpu0, client0 = _cpu_seconds(server.pid), time.process_time()
+            cpu0, client0, threads0 = _cpu_seconds(server.pid), time.process_time(), _thread_cpu_seconds(server.pid)
             acked, wall, latencies = asyncio.run(drive(port, tokens, payloads, args.batch, args.rate, args.gratia))
             cpu, client_cpu = _cpu_seconds(server.pid) - cpu0, time.process_time() - client0
+            threads = _thread_cpu_seconds(server.pid)
+            threads = {name: seconds - threads0.get(name, 0.0) for name, seconds in threads.items()}
             stats = httpx.get(f"{url}/metrics").text
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -278,6 +280,7 @@ def main() -> int:
     what = f"Gratia senders {args.probes} ({GRATIA_PATH}), envelopes" if args.gratia else f"probes {args.probes} ({RECORDS_PATH}), batches"
     print(f"{what} of {args.batch}, {offered}, {len(latencies)} requests, {acked} records acknowledged ({'200 OK' if args.gratia else '202'})")
     print(f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), {cpu / acked * 1e6:.1f} us CPU/record; probes' CPU {client_cpu:.2f} s")
+    print("collector CPU by thread: " + ", ".join(f"{name} {seconds / acked * 1e6:.1f} us/record" for name, seconds in sorted(threads.items(), key=lambda t: -t[1]) if seconds > 0))
     print(f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms")
     print(f"group commits {commits} (of {len(latencies)} requests); after the run: {stored} in the store, {waiting} in the outbox")
     return verdict(
@@ -292,6 +295,19 @@ def main() -> int:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of each of the process's threads: the main one (the event loop) and the others by id."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = "main" if task.name == str(pid) else f"thread {task.name}"
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def _count(path: Path, sql: str) -> int:

@@ -113,7 +113,7 @@ def test_attributes_keep_their_namespace_and_their_order() -> None:
     assert [(split_name(k), v) for k, v in x.attrib.items()] == [
         (("urn:u", "b"), "1"), (("", "a"), "2"), (("urn:u", "a"), "3"),
     ]  # fmt: skip
-    assert local_name("urn:u b") == "b" and local_name("plain") == "plain" and split_name("plain") == ("", "plain")
+    assert local_name("{urn:u}b") == "b" and local_name("plain") == "plain" and split_name("plain") == ("", "plain")
 
 
 def test_chardata_is_the_text_directly_inside_verbatim() -> None:

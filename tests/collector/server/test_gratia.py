@@ -187,12 +187,12 @@ def test_records_that_cannot_be_made_durable_get_503(start_collector: Any, fixtu
 
 
 def test_other_requests_are_answered_while_an_envelope_is_converted(start_collector: Any, fixtures: Path) -> None:
-    # Converting 1,200 records takes the CPU for a while (~0.2 s at best); it is done off the
+    # Converting 3,000 records takes the CPU for a while (~0.4 s at best); it is done off the
     # event loop, so /healthz is answered meanwhile, each in a moment. On the loop, one of them
     # would wait for the whole conversion.
     c = start_collector(gratia_senders=[SENDER], max_body_size="16 MiB")
     records = [(fixtures / "gracc" / f"{name}.xml").read_bytes() for name in PAIRS]
-    body = form(envelope([r for record in records for r in copies(record, 200)]))
+    body = form(envelope([r for record in records for r in copies(record, 500)]))
     waits: list[float] = []
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         begin = time.perf_counter()

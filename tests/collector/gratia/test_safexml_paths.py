@@ -1,0 +1,142 @@
+"""The two parsers of safexml give one document: the C parser's plain path (what gratia-probe
+sends) and the exact expat path (anything else), the same tree, offsets and verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree.ElementTree import Element
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.errors import RecordError
+from collector.gratia import safexml
+from collector.gratia.safexml import XmlDocument, XmlLimits, inner_xml, parse_xml
+
+from .conftest import PAIRS, copies, envelope, jur
+from .test_safexml import ATTACKS, nested
+
+
+def shape(document: XmlDocument) -> list[tuple[object, ...]]:
+    """Every element in document order: tag, attributes in order, text, tail, children, and
+    its offsets (root and children only)."""
+    return [
+        (e.tag, list(e.attrib.items()), e.text, e.tail, len(e), document.spans.get(e))
+        for e in document.root.iter()
+    ]
+
+
+def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDocument | None, XmlDocument | str]:
+    """What the plain path gives (None: not taken) and what the exact path gives (or its refusal)."""
+    plain = safexml._parse_plain(data, limits)
+    try:
+        exact: XmlDocument | str = safexml._parse_exact(data, limits)
+    except RecordError as exc:
+        exact = exc.reason
+    return plain, exact
+
+
+def assert_same(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> XmlDocument | None:
+    plain, exact = both(data, limits)
+    if plain is not None:
+        assert isinstance(exact, XmlDocument), f"the plain path read what the exact one refuses: {exact}"
+        assert shape(plain) == shape(exact)
+        for element in (plain.root, *plain.root):
+            assert inner_xml(plain, element) == inner_xml(exact, exact.root if element is plain.root else
+                                                          exact.root[list(plain.root).index(element)])  # fmt: skip
+    return plain
+
+
+def test_gratia_probes_envelopes_take_the_plain_path(gracc: Path) -> None:
+    records = [(gracc / f"{name}.xml").read_bytes() for name in PAIRS]
+    document = assert_same(envelope([copy for record in records for copy in copies(record, 5)]))
+    assert document is not None and len(document.root) == 30
+    for record in records:  # a bare record, with its own XML declaration
+        assert assert_same(record) is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "plain"),
+    [
+        pytest.param(b'<R a="x>y"><J/><J >t</J ><J\n\tb="1"\n>u</J\n></R>', True, id="empty, spaced and attributed tags"),
+        pytest.param(b"\xef\xbb\xbf<?xml version='1.0'?>\n<R>\n <u:J xmlns:u='urn:u' u:a='1'>x<u:K/>y</u:J>\n</R>\n", True, id="bom, prefixes"),
+        pytest.param(b"<R/>", True, id="empty root"),
+        pytest.param(b"<R>text only</R>", True, id="no children"),
+        pytest.param(b"<R><J><J>inner</J></J></R>", False, id="a child holds an element of its own name"),
+        pytest.param(b"<R><J><JX>inner</JX></J></R>", False, id="a child holds a longer name"),
+        pytest.param(b"<R><J>x</J><!-- c --></R>", False, id="comment"),
+        pytest.param(b"<R><J><![CDATA[</J>]]></J></R>", False, id="cdata"),
+        pytest.param(b"<R><?pi x?><J/></R>", False, id="processing instruction"),
+        pytest.param(b'<?xml version="1.0" encoding="ISO-8859-1"?><a>\xe9</a>', False, id="latin-1 refused"),
+        pytest.param(b"<a><b></a></b>", False, id="mismatched"),
+        pytest.param(b"<R><J>" + nested(30) + b"</J></R>", True, id="as deep as the limit"),
+        pytest.param(b"<R><J>" + nested(31) + b"</J></R>", False, id="deeper than the limit"),
+        *(pytest.param(attack, False, id=f"attack {n}") for n, attack in enumerate(ATTACKS)),
+    ],
+)  # fmt: skip
+def test_each_document_is_read_alike_or_left_to_the_exact_parser(data: bytes, plain: bool) -> None:
+    assert (assert_same(data) is not None) is plain
+
+
+def test_the_plain_path_counts_each_tag_as_an_element_at_most() -> None:
+    # '<' bounds the elements from above (end tags count too): within the limit of 10, 9
+    # children and the root's two tags are plain, 9 children within 11 '<' are left to the
+    # exact parser, which counts the elements themselves and reads them.
+    limits = XmlLimits(max_elements=10)
+    assert assert_same(b"<a>" + b"<b/>" * 8 + b"</a>", limits) is not None
+    assert assert_same(b"<a>" + b"<b/>" * 9 + b"</a>", limits) is None
+    assert len(parse_xml(b"<a>" + b"<b/>" * 9 + b"</a>", limits).root) == 9
+
+
+def test_the_plain_path_never_decides_a_refusal() -> None:
+    # Too deep, too many elements, malformed: the plain path declines, and parse_xml's message
+    # is the exact parser's, the one a refused document always got.
+    with pytest.raises(RecordError, match=r"nested deeper than the limit of 4 levels"):
+        parse_xml(nested(5), XmlLimits(max_depth=4))
+    with pytest.raises(RecordError, match=r"more than the limit of 10 elements"):
+        parse_xml(b"<a>" + b"<b/>" * 10 + b"</a>", XmlLimits(max_elements=10))
+
+
+def test_a_tree_is_freed_when_dropped_not_by_the_garbage_collector() -> None:
+    # The exact parser's handlers and the parser held each other: every tree waited for a
+    # collection of the garbage collector, which then walked hundreds of thousands of objects.
+    import gc
+    import weakref
+
+    for data in (jur("<ProbeName>p</ProbeName>"), jur("<!-- exact path --><ProbeName>p</ProbeName>")):
+        gc.disable()
+        try:
+            root = parse_xml(data).root
+            ref = weakref.ref(root[0])
+            del root
+            assert ref() is None
+        finally:
+            gc.enable()
+
+
+_NAME = st.sampled_from(["J", "K", "u:J", "u:K", "JX"])
+_TEXT = st.sampled_from(["", "x", " ", "\n", "a&amp;b", "&lt;/J&gt;", "é", "/>"])
+
+
+@st.composite
+def documents(draw: st.DrawFn, depth: int = 0) -> str:
+    """A small document of elements, text, attributes and now and then a comment or CDATA."""
+    name = draw(_NAME) if depth else "R"
+    attrs = draw(st.sampled_from(["", ' a="1"', " u:a='&gt;'", ' b="x>y" u:b="2"']))
+    if depth > 3 or draw(st.integers(0, 4)) == 0:
+        return f"<{name}{attrs}/>"
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        parts.append(draw(_TEXT))
+        kind = draw(st.integers(0, 9))
+        parts.append("<!--c-->" if kind == 0 else "<![CDATA[<J>]]>" if kind == 1 else draw(documents(depth + 1)))
+    spaced = draw(st.sampled_from(["", " ", "\n"]))
+    xmlns = ' xmlns:u="urn:u"' if depth == 0 else ""
+    return f"<{name}{xmlns}{attrs}>{''.join(parts)}</{name}{spaced}>"
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(documents(), st.sampled_from(["", '<?xml version="1.0" encoding="UTF-8"?>\n']))
+def test_generated_documents_are_read_alike(body: str, declaration: str) -> None:
+    assert_same((declaration + body).encode())
