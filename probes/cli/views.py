@@ -7,7 +7,7 @@ never renamed or removed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import numpy as np
@@ -19,6 +19,7 @@ from collector.records import iso_utc
 from probes.accounting import RESOURCES, CanonicalUnit
 from probes.pipeline.cycle import CycleResult
 from probes.pipeline.overhead import OverheadReport
+from probes.sources.report import ReadReport
 
 __all__ = [
     "JOB_STATUS",
@@ -38,6 +39,7 @@ __all__ = [
     "table",
     "units_text",
     "write_read_json",
+    "write_tables_json",
 ]
 
 Section = tuple[str, str]
@@ -120,26 +122,45 @@ def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = No
     """The tables a read gave (each of at most ``limit`` rows; None: all) and what was read, as
     one JSON document; :func:`write_read_json` writes the same document without holding it."""
     out: dict[str, Any] = {name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()}
-    return out | {"read": _read_counts(result)}
+    return out | {"read": _read_counts(result.reports)}
 
 
 def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, limit: int | None = None) -> None:
-    """:func:`read_json`'s document, written to ``out`` a few thousand rows at a time, one row per
-    line: a 200,000-job history never becomes one string or a list of 200,000 dicts. The rows
-    are encoded as :func:`records` encodes them (pandas' encoder, 15 significant digits), so
-    the values are the same."""
+    """:func:`read_json`'s document, written to ``out`` a few thousand rows at a time (see
+    :func:`write_tables_json`): a 200,000-job history never becomes one string or a list of
+    200,000 dicts."""
+    tables = {name: [frame] for name, frame in _read_tables(result, slots=slots).items()}
+    write_tables_json(out, tables, result.reports, limit=limit)
+
+
+def write_tables_json(
+    out: TextIO, tables: Mapping[str, Iterable[pd.DataFrame]], reports: Mapping[str, ReadReport], *, limit: int | None = None
+) -> None:
+    """:func:`read_json`'s document of ``tables``, each given as its parts (frames of the same
+    columns, in order), written to ``out`` as they come, one row per line; at most ``limit``
+    rows of each (None: all), though every part is taken, for the counts. The counts of
+    ``reports`` are written last, once every part was taken: parts read as they are taken
+    (:func:`~probes.sources.history.iter_history`) complete them only then.
+
+    The rows are encoded as :func:`records` encodes them (pandas' encoder, 15 significant
+    digits), so the values are the same, and a row's text does not depend on the part it is in."""
     out.write("{")
-    for name, frame in _read_tables(result, slots=slots).items():
-        frame = _first(frame, limit)
+    for name, parts in tables.items():
         out.write(f"{json.dumps(name)}: [")
-        for first in range(0, len(frame), _JSON_SLICE):
-            part = frame.iloc[first : first + _JSON_SLICE].to_json(orient="records", lines=True, double_precision=15)
-            # pandas escapes every "/" as "\/" (a path reads "\/home\/..."); each "/" of its output
-            # is preceded by that backslash, so this undoes exactly those escapes
-            part = part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/")
-            out.write(("," if first else "") + "\n" + part)
+        left = limit
+        before = "\n"
+        for frame in parts:
+            if left is not None:
+                frame = frame.head(left)
+                left -= len(frame)
+            for first in range(0, len(frame), _JSON_SLICE):
+                part = frame.iloc[first : first + _JSON_SLICE].to_json(orient="records", lines=True, double_precision=15)
+                # pandas escapes every "/" as "\/" (a path reads "\/home\/..."); each "/" of its output
+                # is preceded by that backslash, so this undoes exactly those escapes
+                out.write(before + part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/"))
+                before = ",\n"
         out.write("\n],\n")
-    out.write(f'"read": {orjson.dumps(_read_counts(result)).decode()}}}\n')
+    out.write(f'"read": {orjson.dumps(_read_counts(reports)).decode()}}}\n')
 
 
 _JSON_SLICE = 2_000  # rows encoded at once: 1 MB of a jobs table's text, 15 MB of pandas' work space (50 at 10,000)
@@ -161,10 +182,10 @@ def _read_tables(result: CycleResult, *, slots: bool) -> dict[str, pd.DataFrame]
     return tables
 
 
-def _read_counts(result: CycleResult) -> dict[str, Any]:
+def _read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
-        for what, r in result.reports.items()
+        for what, r in reports.items()
     }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
 
-__all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "job_attrs", "job_columns", "jobs_table", "odd_integers", "read_history"]
+__all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "iter_history", "job_attrs", "job_columns", "jobs_table", "odd_integers", "read_history"]
 
 _PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
@@ -100,9 +100,42 @@ def read_history(
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
     are never held whole beside the table made of them.
     """
-    attrs = unique_attrs([*job_attrs(reading), MY_TYPE])
+    inputs, size = _inputs(paths)
     report = ReadReport()
-    inputs: list[tuple[str | os.PathLike[str], list[Path] | None]] = []
+    builder = ColumnBuilder(size)
+    for columns, done in _job_parts(inputs, reading, report, strict):
+        builder.append(columns, done)
+    columns = builder.result() or job_columns(collect((), _attrs(reading)), reading)
+    return _frame(columns), report
+
+
+def iter_history(
+    paths: Sequence[str | os.PathLike[str]],
+    reading: JobReading,
+    report: ReadReport,
+    *,
+    strict: bool = False,
+) -> Iterator[pd.DataFrame]:
+    """:func:`read_history` a chunk at a time: yield each chunk's rows of the jobs table (none
+    empty), and add what was found besides values to ``report``, which is complete once the
+    last is yielded. A caller that writes each chunk out never holds the history's table.
+
+    The rows and their values are :func:`read_history`'s; a column's dtype is inferred per
+    chunk (a str column without a value in a chunk is object there).
+    """
+    inputs, _ = _inputs(paths)
+    for columns, _ in _job_parts(inputs, reading, report, strict):
+        if len(columns["job_id"]):
+            yield _frame(columns)
+
+
+_Input = tuple[str | os.PathLike[str], list[Path] | None]  # a path, and its per-job files if a directory
+
+
+def _inputs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[_Input], int | None]:
+    """The inputs of ``paths``, each directory listed (refused when it holds no history file),
+    and their length in bytes (None when unknown: a directory's files are not stat'ed twice)."""
+    inputs: list[_Input] = []
     size: int | None = 0
     for path in paths:
         if os.path.isdir(path):
@@ -110,12 +143,21 @@ def read_history(
             if not files:
                 raise SourceError(f"{os.fspath(path)}: no history.<cluster>.<proc> files in this directory")
             inputs.append((path, files))
-            size = None  # a directory's files are not stat'ed twice to know it
+            size = None
         else:
             inputs.append((path, None))
             if size is not None and os.path.isfile(path):
                 size += os.path.getsize(path)
-    builder = ColumnBuilder(size or None)
+    return inputs, size or None
+
+
+def _job_parts(
+    inputs: Sequence[_Input], reading: JobReading, report: ReadReport, strict: bool
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted),
+    and the bytes of all ``inputs`` read so far; each input's verdict
+    (:meth:`~probes.sources.kinds.KindCheck.verdict`) once its last chunk was yielded."""
+    attrs = _attrs(reading)
     offset = 0
     for path, listed in inputs:
         parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
@@ -125,13 +167,13 @@ def read_history(
         for part, done in parts:
             columns = job_columns(check.keep(part, report), reading)
             odd_integers(columns, report)
-            builder.append(columns, offset + done)
+            yield columns, offset + done
         check.verdict(path, len(report.malformed) - malformed)
         offset += done
-    columns = builder.result()
-    if not columns:
-        columns = job_columns(collect((), attrs), reading)
-    return _frame(columns), report
+
+
+def _attrs(reading: JobReading) -> list[Attr]:
+    return unique_attrs([*job_attrs(reading), MY_TYPE])
 
 
 def jobs_table(ads: AdColumns, reading: JobReading) -> pd.DataFrame:
