@@ -124,9 +124,28 @@ def iter_history(
     chunk (a str column without a value in a chunk is object there).
     """
     inputs, _ = _inputs(paths)
+    batch: list[dict[str, np.ndarray]] = []
+    rows = 0
     for columns, _ in _job_parts(inputs, reading, report, strict):
         if len(columns["job_id"]):
-            yield _frame(columns)
+            batch.append(columns)
+            rows += len(columns["job_id"])
+        if rows >= _FRAME_ROWS:
+            yield _frame(_joined(batch))
+            batch, rows = [], 0
+    if rows:
+        yield _frame(_joined(batch))
+
+
+# Chunks are joined up to this many rows before they become a table: a table costs a few
+# milliseconds whatever its length (pandas' checks of 35 columns), a chunk holds ~500 jobs.
+_FRAME_ROWS = 2_000
+
+
+def _joined(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
 _Input = tuple[str | os.PathLike[str], list[Path] | None]  # a path, and its per-job files if a directory
