@@ -6,8 +6,11 @@ when it is absent; the files are never copied into the project.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,32 @@ def metacentrum() -> Path:
     if not folder.is_dir():
         pytest.skip(f"needs the real workloads in {folder} (../shared beside the project), which is absent")
     return folder
+
+
+@pytest.fixture(scope="session")
+def generated_history(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``make(n, malformed=i)``: a ``condor_history -long`` file of ``n`` realistic job ads
+    (benchmarks/generate_history.py, seed 0; about 3.7 KB an ad, so 2,000 ads span several of
+    the reader's 2 MiB chunks), with ad ``i`` (0-based) malformed if given (its ``Owner``, an unterminated string).
+    Made once per session for each (n, i)."""
+    spec = importlib.util.spec_from_file_location("generate_history", ROOT / "benchmarks" / "generate_history.py")
+    assert spec is not None and spec.loader is not None
+    generator = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # its dataclasses look it up
+    spec.loader.exec_module(generator)
+    folder = tmp_path_factory.mktemp("generated")
+
+    def make(n: int, malformed: int | None = None) -> Path:
+        path = folder / f"history-{n}-{malformed}.ads"
+        if not path.exists():
+            generator.generate(path, n)
+            if malformed is not None:
+                ads = path.read_text(encoding="ascii").split("\n\n")
+                ads[malformed], cut = re.subn(r'(?m)^Owner = "(\w+)"$', r'Owner = "\1', ads[malformed])
+                assert cut == 1, f"ad {malformed} of the generated history has no Owner to cut"
+                path.write_text("\n\n".join(ads), encoding="ascii")
+        return path
+
+    return make
 
 
 # -- the checkout stays clean -------------------------------------------------------------------

@@ -5,17 +5,24 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import sqlite3
 import sys
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from collector.errors import ClassAdError
 from probes.cli import main, views
 from probes.cli.compiling import announce_compiling
 from probes.config import SourceSettings, load_config
 from probes.pipeline.cycle import CycleResult, read_sources
+from probes.sources.history import iter_history, read_history
+from probes.sources.report import ReadReport
+from probes.sources.settings import JobReading
 
 from ..conftest import ROOT
 
@@ -251,6 +258,83 @@ def test_jobs_json_is_streamed_with_the_values_it_had(capsys: pytest.CaptureFixt
     first = doc["jobs"][0]
     assert first["source"] == str(history) and "\\/" not in out  # pandas writes "\/"; undone
     assert first["project"] is None and first["cpus"] == 1.0 and first["status"] == 4
+
+
+@pytest.mark.parametrize("limit", [None, "0", "3", "2500"])
+def test_jobs_streamed_is_what_the_whole_table_gave(
+    capsys: pytest.CaptureFixture[str], condor25: Path, generated_history: Callable[..., Path], limit: str | None
+) -> None:
+    """Issue 12, item 12: `jobs --json` writes each chunk of the history as soon as it is read
+    (memory no longer grows with the history). Its output is, byte for byte, what writing the
+    whole table gave: on real histories (-long, -json, per-job files) and on a generated one
+    of several chunks with a malformed ad in the middle (skipped, counted in "read", said on
+    stderr), followed by a second file; with --limit too (2500 rows end inside a part). So is
+    the table's, which keeps only the rows it shows."""
+    histories = {
+        "long": [condor25 / "history.ads"],
+        "json": [condor25 / "history.json"],
+        "per-job": [condor25 / "per_job_history"],
+        "generated": [generated_history(3000, malformed=1500), condor25 / "history.ads"],
+    }
+    for name, paths in histories.items():
+        options = [o for p in paths for o in ("--history", str(p))] + (["--limit", limit] if limit else [])
+        code, out, err = run(capsys, "jobs", *options, "--json")
+        config = load_config(None).model_copy(update={"sources": SourceSettings(history=paths)})
+        result = read_sources(config, only=("history",))
+        whole = io.StringIO()
+        views.write_read_json(whole, result, slots=False, limit=int(limit) or None if limit else None)
+        assert code == 0 and out == whole.getvalue(), name
+        # the table keeps its first rows and counts the others
+        code, table, _ = run(capsys, "jobs", *options)
+        assert result.jobs is not None
+        shown = views.table(result.jobs, views.JOB_VIEW, limit=50 if limit is None else int(limit) or None, what="jobs")
+        assert code == 0 and table == f"== {len(result.jobs)} jobs\n{shown}\n", name
+        if name == "generated":
+            read = json.loads(out)["read"]["history"]
+            assert (read["ads"], read["malformed"]) == (2999 + 42, 1)
+            assert err.startswith("fairacct: 1 malformed history ad(s) skipped, the first: ") and "unterminated string in attribute 'Owner'" in err
+        else:
+            assert err == "", name
+
+
+def test_jobs_json_quarantines_or_stops_at_a_malformed_ad(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, generated_history: Callable[..., Path]
+) -> None:
+    """A malformed ad met in the stream is quarantined where --quarantine says once the document
+    is written; with --strict it is an error, as when the whole table was read first: exit 1
+    and the same one line on stderr. The rows of the parts read before it were written
+    already: the output is the start of the document, not a whole one."""
+    history = generated_history(3000, malformed=2500)
+    code, full, err = run(capsys, "jobs", "--history", str(history), "--json", "--quarantine", str(tmp_path))
+    (quarantined,) = tmp_path.iterdir()
+    assert code == 0 and err.endswith(f"; quarantined in {quarantined}\n") and json.loads(full)["read"]["history"]["malformed"] == 1
+    assert quarantined.read_text().startswith(f"# from {history} line ")
+    code, out, err = run(capsys, "jobs", "--history", str(history), "--json", "--strict")
+    with pytest.raises(ClassAdError) as raised:
+        read_history([history], strict=True)
+    assert (code, err) == (1, f"fairacct: {raised.value}\n")
+    assert full.startswith(out) and out.count("\n") >= 2000 and out.endswith("}")  # whole rows, then nothing
+
+
+def test_jobs_json_memory_does_not_grow_with_the_history(generated_history: Callable[..., Path]) -> None:
+    """What `jobs --json` allocates at its peak (tracemalloc: Python objects and numpy arrays)
+    is a few chunks' worth, whatever the length of the history: four times the jobs grow it
+    by less than a quarter of what their table grows (about 8 MB here)."""
+
+    def streamed_peak(path: Path) -> int:
+        report = ReadReport()
+        with open(os.devnull, "w") as null:
+            tracemalloc.start()
+            try:
+                views.write_tables_json(null, {"jobs": iter_history([path], JobReading(), report)}, {"history": report})
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    small, large = generated_history(3000), generated_history(12000)
+    tables = [int(read_history([p])[0].memory_usage(deep=True).sum()) for p in (small, large)]  # and the scanner is loaded
+    peaks = [streamed_peak(p) for p in (small, large)]
+    assert peaks[1] - peaks[0] < (tables[1] - tables[0]) / 4, f"peaks {peaks}, tables {tables} (bytes)"
 
 
 def test_json_rows_keep_every_character() -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import probes.sources.classad.model as classad_module
-from collector.errors import SourceError
+from collector.errors import ClassAdError, SourceError
 from probes.config import parse_config
-from probes.sources.history import read_history
+from probes.sources.history import iter_history, read_history
+from probes.sources.report import ReadReport
+from probes.sources.settings import JobReading
 
 from ..conftest import DEMO
 
@@ -104,3 +108,35 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(condor25: Path,
         "provisioned": "bool",
         "line": "int64",
     }
+
+
+def test_a_history_streamed_gives_the_table_in_parts(condor25: Path, generated_history: Callable[..., Path]) -> None:
+    """iter_history is read_history a few chunks at a time: its parts, one after another, are
+    the table, and its report is read_history's once the last part is taken; a malformed ad in
+    the middle is skipped and counted the same way."""
+    inputs = [generated_history(3000, malformed=1500), condor25 / "history.ads"]
+    whole, report = read_history(inputs)
+    streamed = ReadReport()
+    parts = list(iter_history(inputs, JobReading(), streamed))
+    assert len(parts) > 1 and all(len(p) for p in parts)
+    pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), whole)
+    assert (streamed.ads, streamed.evaluated, streamed.rejects) == (report.ads, report.evaluated, report.rejects)
+    assert report.ads == len(whole) == 2999 + 42
+    assert streamed.malformed == report.malformed and [m.reason for m in report.malformed] == ["unterminated string in attribute 'Owner'"]
+
+
+def test_a_history_streamed_is_checked_as_it_is_read(condor25: Path, generated_history: Callable[..., Path]) -> None:
+    """The checks of read_history, where the stream meets them: a file of another kind is refused
+    once it is read, a malformed ad raises in strict mode after the parts before it."""
+    streamed = iter_history([generated_history(3000), condor25 / "status.ads"], JobReading(), ReadReport())
+    assert sum(map(len, itertools.islice(streamed, 1))) >= 2000
+    with pytest.raises(SourceError, match="status.ads: this looks like startd ads"):
+        list(streamed)
+    broken = generated_history(3000, malformed=2500)
+    with pytest.raises(ClassAdError) as raised:
+        read_history([broken], strict=True)
+    streamed = iter_history([broken], JobReading(), ReadReport(), strict=True)
+    assert len(next(streamed)) >= 2000
+    with pytest.raises(ClassAdError) as at:
+        list(streamed)
+    assert str(at.value) == str(raised.value) and "line" in str(at.value)
