@@ -113,11 +113,11 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
     else:
         key, option = _INPUT[args.command]
         _require(getattr(config.sources, key), f"sources.{key}", option)
-        if args.command == "jobs" and args.json:
-            return _stream_jobs(args, config)
+        if args.command == "jobs":
+            return _print_jobs(args, config)
         result = read_sources(config, strict=args.strict, only=_READS[args.command])
     _report_problems(result, config, args)
-    if args.command in ("slots", "idle", "jobs"):
+    if args.command in ("slots", "idle"):
         _print_read(args, result)
         return EXIT_OK
     doc, sections = _show(args, result, config)
@@ -158,7 +158,7 @@ def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) ->
 
 
 def _print_read(args: argparse.Namespace, result: CycleResult) -> None:
-    """slots, idle, jobs: every row as JSON, streamed, or the first TABLE_ROWS of each table
+    """slots, idle: every row as JSON, streamed, or the first TABLE_ROWS of each table
     (``--limit`` says otherwise in both; 0 is every row)."""
     limit = _rows(args)
     if args.json:
@@ -167,16 +167,21 @@ def _print_read(args: argparse.Namespace, result: CycleResult) -> None:
         print(views.render(views.read_sections(result, slots=args.command == "slots", limit=limit)), end="")
 
 
-def _stream_jobs(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """jobs --json: each chunk of the history is written as soon as it is read, so memory does
-    not grow with the history (its whole table was 150 MB at 200,000 jobs). The document is
-    :func:`_print_read`'s; its read counts come last, and the problems after it on stderr, as
-    both are complete only then. With ``--strict`` a malformed ad ends the output where it
-    was met: the rows before it were written, the document is not closed, the exit code is 1."""
+def _print_jobs(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """jobs: :func:`_print_read`'s output, from the history read a few chunks at a time, so
+    memory does not grow with the history (the whole table of 200,000 jobs held 90 MB more):
+    as JSON each part is written as soon as it is read; a table keeps its first rows and counts
+    the others. The JSON's read counts come last, and the problems after the output on
+    stderr, as both are complete only then. With ``--strict`` a malformed ad ends the JSON
+    where it was met: the parts read before it are written already, the document is left
+    open, and the exit code and message are those of any strict read (1)."""
     strict = config.sources.strict if args.strict is None else args.strict
     result = CycleResult(reports={"history": ReadReport()})
     parts = iter_history(config.sources.history, config.job_reading(), result.reports["history"], strict=strict)
-    views.write_tables_json(sys.stdout, {"jobs": parts}, result.reports, limit=_rows(args))
+    if args.json:
+        views.write_tables_json(sys.stdout, {"jobs": parts}, result.reports, limit=_rows(args))
+    else:
+        print(views.render([views.jobs_section(parts, limit=_rows(args))]), end="")
     _report_problems(result, config, args)
     return EXIT_OK
 
@@ -317,7 +322,6 @@ _INPUT = {
 _READS = {
     "slots": ("status_files",),
     "idle": ("idle_files", "status_files"),
-    "jobs": ("history",),
     "overhead": ("status_files", "idle_files"),
     "bill": ("status_files",),
 }

@@ -19,6 +19,7 @@ from collector.records import iso_utc
 from probes.accounting import RESOURCES, CanonicalUnit
 from probes.pipeline.cycle import CycleResult
 from probes.pipeline.overhead import OverheadReport
+from probes.sources.frames import stack
 from probes.sources.report import ReadReport
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "bill_json",
     "bill_sections",
     "docs_table",
+    "jobs_section",
     "outbox_view",
     "overhead_json",
     "overhead_sections",
@@ -71,12 +73,22 @@ def render(sections: Sequence[Section]) -> str:
     return "\n".join(f"== {title}\n{body}\n" for title, body in sections)
 
 
-def table(frame: pd.DataFrame, columns: Sequence[str], *, digits: int = 3, limit: int | None = None, what: str = "rows") -> str:
+def table(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    *,
+    digits: int = 3,
+    limit: int | None = None,
+    what: str = "rows",
+    rows: int | None = None,
+) -> str:
     """An aligned table of ``columns``; whole floats print as integers. With ``limit``, its
-    first ``limit`` rows and a line saying how many ``what`` more there are."""
+    first ``limit`` rows and a line saying how many ``what`` more there are, of ``rows`` when
+    ``frame`` holds only the first rows of a table (default: ``len(frame)``)."""
     if not len(frame):
         return "(none)"
-    more = len(frame) - limit if limit and len(frame) > limit else 0
+    rows = len(frame) if rows is None else rows
+    more = rows - limit if limit and rows > limit else 0
     view = (frame.head(limit) if more else frame).reindex(columns=list(columns))
     for col in view.columns:
         if pd.api.types.is_float_dtype(view[col]) and view[col].notna().any():
@@ -109,8 +121,22 @@ def read_sections(result: CycleResult, *, slots: bool = True, limit: int | None 
     if result.idle is not None:
         sections.append((_idle_title(result.idle), table(result.idle, IDLE_VIEW, limit=limit, what="autoclusters")))
     if result.jobs is not None:
-        sections.append((f"{len(result.jobs)} jobs", table(result.jobs, JOB_VIEW, limit=limit, what="jobs")))
+        sections.append(jobs_section([result.jobs], limit=limit))
     return sections
+
+
+def jobs_section(parts: Iterable[pd.DataFrame], *, limit: int | None = None) -> Section:
+    """The jobs table of ``parts`` (frames of the same columns, in order), of at most ``limit``
+    rows (None: all): only those rows are kept while the others are counted, so a history read
+    a part at a time (:func:`~probes.sources.history.iter_history`) is never held whole."""
+    kept: list[pd.DataFrame] = []
+    rows = 0
+    for frame in parts:
+        if limit is None or rows < limit:
+            kept.append(frame if limit is None else frame.head(limit - rows))
+        rows += len(frame)
+    shown = kept[0] if len(kept) == 1 else stack(kept, JOB_VIEW)
+    return f"{rows} jobs", table(shown, JOB_VIEW, limit=limit, what="jobs", rows=rows)
 
 
 def _idle_title(idle: pd.DataFrame) -> str:
