@@ -116,12 +116,13 @@ def iter_history(
     *,
     strict: bool = False,
 ) -> Iterator[pd.DataFrame]:
-    """:func:`read_history` a chunk at a time: yield each chunk's rows of the jobs table (none
-    empty), and add what was found besides values to ``report``, which is complete once the
-    last is yielded. A caller that writes each chunk out never holds the history's table.
+    """:func:`read_history` a few chunks at a time: yield the jobs table in parts (of at least
+    2,000 rows, the last maybe fewer, none empty), and add what was found besides values to
+    ``report``, which is complete once the generator is exhausted (the last input's kind is
+    checked after its last part). A caller that writes each part out never holds the table.
 
-    The rows and their values are :func:`read_history`'s; a column's dtype is inferred per
-    chunk (a str column without a value in a chunk is object there).
+    The parts, one after another, are :func:`read_history`'s rows and values; a column's dtype
+    is inferred per part (a str column without a value in a part is object there).
     """
     inputs, _ = _inputs(paths)
     batch: list[dict[str, np.ndarray]] = []
