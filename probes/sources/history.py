@@ -138,8 +138,9 @@ def iter_history(
         yield _frame(_joined(batch))
 
 
-# Chunks are joined up to this many rows before they become a table: a table costs a few
-# milliseconds whatever its length (pandas' checks of 35 columns), a chunk holds ~500 jobs.
+# Chunks (~570 jobs each) are joined up to this many rows before they become a table: a table
+# costs milliseconds whatever its length (pandas' checks of 35 columns). Larger parts trade
+# memory for CPU: 8,000 rows took ~8 % less CPU for 200,000 jobs and ~12 MB more at the peak.
 _FRAME_ROWS = 2_000
 
 
