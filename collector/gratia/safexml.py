@@ -54,8 +54,9 @@ through the pure-Python ElementTree, which is slower, and it gives no byte offse
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, TypeVar
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder, XMLParser
 from xml.parsers import expat
 
@@ -107,6 +108,7 @@ class XmlDocument(NamedTuple):
     spans: dict[Element, list[int]]
 
 
+_T = TypeVar("_T")
 _NAMES: dict[str, tuple[str, str]] = {}
 _LOCAL_NAMES: dict[str, str] = {}
 _CACHED = 10_000  # names kept in each cache: a hostile document may invent any number
@@ -115,23 +117,28 @@ _CACHED = 10_000  # names kept in each cache: a hostile document may invent any 
 def split_name(name: str) -> tuple[str, str]:
     """``('URI', 'local')`` of an ElementTree name, ``('', 'local')`` without a namespace
     (cached: documents repeat a few dozen names)."""
-    split = _NAMES.get(name)
-    if split is None:
-        ns, _, local = name[1:].partition("}") if name[:1] == "{" else ("", "", name)
-        split = (ns, local)
-        if len(_NAMES) < _CACHED:
-            _NAMES[name] = split
-    return split
+    return _cached(_NAMES, name, _split)
 
 
 def local_name(name: str) -> str:
-    """The local name in an ElementTree name (``'{URI}local'`` or ``'local'``)."""
-    local = _LOCAL_NAMES.get(name)
-    if local is None:
-        local = split_name(name)[1]
-        if len(_LOCAL_NAMES) < _CACHED:
-            _LOCAL_NAMES[name] = local
-    return local
+    """The local name in an ElementTree name (``'{URI}local'`` or ``'local'``), cached."""
+    return _cached(_LOCAL_NAMES, name, lambda qualified: _split(qualified)[1])
+
+
+def _split(name: str) -> tuple[str, str]:
+    ns, _, local = name[1:].partition("}") if name[:1] == "{" else ("", "", name)
+    return ns, local
+
+
+def _cached(cache: dict[str, _T], key: str, make: Callable[[str], _T]) -> _T:
+    """``cache[key]``, made by ``make`` the first time and kept while the cache holds fewer than
+    :data:`_CACHED` keys."""
+    value = cache.get(key)
+    if value is None:
+        value = make(key)
+        if len(cache) < _CACHED:
+            cache[key] = value
+    return value
 
 
 def chardata(element: Element) -> str:
@@ -299,21 +306,17 @@ _EXPAT_NAMES: dict[str, str] = {}
 
 def _expat_local_name(name: str) -> str:
     """The local name in an expat name (``'URI local'`` or ``'local'``), cached."""
-    local = name.rpartition(_SEP)[2]
-    if len(_EXPAT_LOCAL_NAMES) < _CACHED:
-        _EXPAT_LOCAL_NAMES[name] = local
-    return local
+    return _cached(_EXPAT_LOCAL_NAMES, name, lambda expat_name: expat_name.rpartition(_SEP)[2])
 
 
 def _element_tree_name(name: str) -> str:
     """An expat name as ElementTree writes it: ``'URI local'`` -> ``'{URI}local'``, cached."""
-    qualified = _EXPAT_NAMES.get(name)
-    if qualified is None:
-        ns, _, local = name.rpartition(_SEP)
-        qualified = f"{{{ns}}}{local}" if ns else local
-        if len(_EXPAT_NAMES) < _CACHED:
-            _EXPAT_NAMES[name] = qualified
-    return qualified
+    return _cached(_EXPAT_NAMES, name, _universal)
+
+
+def _universal(name: str) -> str:
+    ns, _, local = name.rpartition(_SEP)
+    return f"{{{ns}}}{local}" if ns else local
 
 
 def inner_xml(document: XmlDocument, element: Element) -> bytes:

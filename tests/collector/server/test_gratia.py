@@ -204,4 +204,7 @@ def test_other_requests_are_answered_while_an_envelope_is_converted(start_collec
             time.sleep(0.02)  # a monitor, not a second load on the collector's core
         reply, took = sent.result(), time.perf_counter() - begin
     assert (reply.status_code, reply.text) == (200, "OK"), c.log
-    assert len(waits) >= 5 and max(waits) < took / 4, (took, sorted(waits)[-3:])
+    # On the loop, one /healthz would wait for nearly the whole conversion; off it, none waits
+    # more than a moment, save what a busy machine adds (one wait of 0.17 s in 0.6 s was seen
+    # with another process on the cores), hence half, not less.
+    assert len(waits) >= 5 and max(waits) < took / 2, (took, sorted(waits)[-3:])
