@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._verdict import verdict
-from benchmarks.bench_gratia import GRACC, distinct_records
+from benchmarks.bench_gratia import GRACC, distinct_records, envelope
 from collector.records import table_docs
 from probes.config import load_config
 from probes.pipeline.overhead import overhead_report
@@ -102,8 +102,7 @@ def gratia_bodies(probes: list[str], batches: int, batch: int) -> dict[str, list
     for probe in probes:
         out[probe] = []
         for _ in range(batches):
-            xml = b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n'
-            xml += b"".join(next(records) + b"\n" for _ in range(batch)) + b"</RecordEnvelope>"
+            xml = envelope([next(records) for _ in range(batch)])
             fields = [("command", "multiupdate"), ("arg1", xml.decode()), ("from", probe), ("xmlfiles", 0),
                       ("tarfiles", 0), ("maxpendingfiles", 100000), ("backlog", 0), ("bundlesize", batch)]  # fmt: skip
             out[probe].append(urlencode(fields).encode())
@@ -293,8 +292,7 @@ def main() -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 def _thread_cpu_seconds(pid: int) -> dict[str, float]:
@@ -302,12 +300,16 @@ def _thread_cpu_seconds(pid: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            name = "main" if task.name == str(pid) else f"thread {task.name}"
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out["main" if task.name == str(pid) else f"thread {task.name}"] = _stat_cpu_seconds(task / "stat")
         except OSError:  # the thread ended meanwhile
             continue
-        out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
+
+
+def _stat_cpu_seconds(stat: Path) -> float:
+    """User + system CPU seconds in a /proc ``stat`` file."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _count(path: Path, sql: str) -> int:

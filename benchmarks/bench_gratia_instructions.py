@@ -35,7 +35,7 @@ MORE, FEWER = 6, 2
 
 
 def worker(stage: str, envelopes: int) -> None:
-    from benchmarks.bench_gratia import distinct_records
+    from benchmarks.bench_gratia import distinct_records, envelope
     from collector.gratia import envelope_docs
     from collector.gratia.rawdoc import raw_doc
     from collector.gratia.safexml import inner_xml, parse_xml
@@ -46,8 +46,8 @@ def worker(stage: str, envelopes: int) -> None:
     records = distinct_records(RECORDS * (MORE + 1))
     bodies = []
     for k in range(MORE + 1):
-        xml = b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n' + b"\n".join(records[k * RECORDS : (k + 1) * RECORDS])
-        fields = [("command", "multiupdate"), ("arg1", (xml + b"\n</RecordEnvelope>").decode()), ("from", "condor:bench")]
+        xml = envelope(records[k * RECORDS : (k + 1) * RECORDS])
+        fields = [("command", "multiupdate"), ("arg1", xml.decode()), ("from", "condor:bench")]
         bodies.append(urlencode(fields).encode())
     xmls = [decode_rmi(body).xml.encode() for body in bodies]
     documents = [parse_xml(xml) for xml in xmls]

@@ -39,7 +39,7 @@ build that same document:
 * **any other document**, and any document that the first path does not take to the end (not
   well-formed, too deep, offsets not found: it never raises): expat with a Python handler on the
   start and end of each element, which counts elements and depth as they come, stops at the
-  first excess, and keeps the offsets from ``CurrentByteIndex``. Its messages are the ones a
+  first excess, and takes the offsets from ``CurrentByteIndex``. Its messages are the ones a
   refused document gets.
 
 A test parses every fixture and generated document both ways and finds the same tree, offsets
@@ -99,12 +99,12 @@ DEFAULT_LIMITS = XmlLimits()
 
 class XmlDocument(NamedTuple):
     """A parsed document: its ``root``, the ``source`` bytes it was parsed from, and ``spans``:
-    for the root and each of its children, the byte offsets ``[start, end]`` of its start tag and
-    of its end tag (for an empty-element tag, ``end`` is the byte after it)."""
+    for the root and each of its children, the byte offsets ``(start, end)`` of what lies
+    between its start and end tags (an empty-element tag: ``start == end``)."""
 
     root: Element
     source: bytes
-    spans: dict[Element, list[int]]
+    spans: dict[Element, tuple[int, int]]
 
 
 _T = TypeVar("_T")
@@ -207,23 +207,24 @@ def _deeper_than(root: Element, max_depth: int) -> bool:
     return False
 
 
-def _plain_spans(data: bytes, root_start: int, root: Element) -> dict[Element, list[int]] | None:
-    """The offsets :func:`_parse_exact` keeps, found in a plain document's bytes; None where
+def _plain_spans(data: bytes, root_start: int, root: Element) -> dict[Element, tuple[int, int]] | None:
+    """The offsets :func:`_parse_exact` gives, found in a plain document's bytes; None where
     they cannot be told for sure."""
     start_tag = _START_TAG.match(data, root_start)
     if start_tag is None:
         return None
-    if start_tag.group().endswith(b"/>"):
-        return {root: [root_start, start_tag.end()]}
-    spans = {root: [root_start, -1]}
-    position = start_tag.end()
+    if _empty(start_tag):
+        return {root: (start_tag.end(), start_tag.end())}
+    inner = start_tag.end()
+    spans = {}
+    position = inner
     for child in root:
         start = data.find(b"<", position)  # in a plain document, the next tag
         start_tag = _START_TAG.match(data, start) if start >= 0 else None
         if start_tag is None:
             return None
-        if start_tag.group().endswith(b"/>"):
-            spans[child] = [start, start_tag.end()]
+        if _empty(start_tag):
+            spans[child] = (start_tag.end(), start_tag.end())
             position = start_tag.end()
             continue
         name = start_tag.group(1)
@@ -232,13 +233,18 @@ def _plain_spans(data: bytes, root_start: int, root: Element) -> dict[Element, l
             return None
         if data.find(b"<" + name, start_tag.end(), end) >= 0:  # perhaps an element of the same name inside
             return None
-        spans[child] = [start, end]
+        spans[child] = (start_tag.end(), end)
         position = data.find(b">", end) + 1
     end = data.find(b"</", position)
     if end < 0 or data.find(b"<", position) != end:
         return None
-    spans[root][1] = end
+    spans[root] = (inner, end)
     return spans
+
+
+def _empty(start_tag: re.Match[bytes]) -> bool:
+    """Whether a start tag matched by :data:`_START_TAG` is an empty-element tag (``<a/>``)."""
+    return start_tag.string[start_tag.end() - 2] == 0x2F  # '/'
 
 
 def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
@@ -254,10 +260,11 @@ def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
 
     builder = TreeBuilder()
     build_start, build_end = builder.start, builder.end
-    spans: dict[Element, list[int]] = {}
+    starts: dict[Element, int] = {}  # where the start tags of the root and its children are
+    ends: dict[Element, int] = {}  # and their end tags (the byte after an empty-element tag)
     depth = elements = 0
     max_depth, max_elements = limits.max_depth, limits.max_elements
-    locals_ = _EXPAT_LOCAL_NAMES
+    names = _EXPAT_NAMES
 
     # Called for every element: kept to the bare minimum.
     def start(name: str, attrs: dict[str, str]) -> None:
@@ -268,21 +275,21 @@ def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
             raise RecordError(f"elements are nested deeper than the limit of {max_depth} levels")
         if elements > max_elements:
             raise RecordError(f"the document holds more than the limit of {max_elements:,} elements")
-        tag = locals_.get(name) or _expat_local_name(name)
+        tag = local_name(names.get(name) or _element_tree_name(name))
         if attrs:
             attrs = {_element_tree_name(key): value for key, value in attrs.items()}
         if depth > 2:
             build_start(tag, attrs)
         else:
-            spans[build_start(tag, attrs)] = [parser.CurrentByteIndex, -1]
+            starts[build_start(tag, attrs)] = parser.CurrentByteIndex
 
     def end(name: str) -> None:
         nonlocal depth
-        tag = locals_.get(name) or _expat_local_name(name)
+        tag = local_name(names.get(name) or _element_tree_name(name))
         if depth > 2:
             build_end(tag)
         else:
-            spans[build_end(tag)][1] = parser.CurrentByteIndex
+            ends[build_end(tag)] = parser.CurrentByteIndex
         depth -= 1
 
     parser.StartElementHandler = start
@@ -297,16 +304,16 @@ def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
         # only the garbage collector breaks, keeping the whole tree alive until it runs (on a
         # collector's heap, 100-190 ms every two seconds, and the slowest replies waited for it).
         parser.StartElementHandler = parser.EndElementHandler = None
+    spans = {}
+    for element, start in starts.items():
+        start_tag = _START_TAG.match(data, start)
+        assert start_tag is not None  # expat read a start tag there
+        inner = start_tag.end()
+        spans[element] = (inner, inner if _empty(start_tag) else ends[element])
     return XmlDocument(builder.close(), data, spans)
 
 
-_EXPAT_LOCAL_NAMES: dict[str, str] = {}
 _EXPAT_NAMES: dict[str, str] = {}
-
-
-def _expat_local_name(name: str) -> str:
-    """The local name in an expat name (``'URI local'`` or ``'local'``), cached."""
-    return _cached(_EXPAT_LOCAL_NAMES, name, lambda expat_name: expat_name.rpartition(_SEP)[2])
 
 
 def _element_tree_name(name: str) -> str:
@@ -325,10 +332,7 @@ def inner_xml(document: XmlDocument, element: Element) -> bytes:
     span = document.spans.get(element)
     if span is None:
         raise ValueError(f"<{element.tag}> is not the root nor one of its children: no offsets kept")
-    match = _START_TAG.match(document.source, span[0])
-    if match is None or match.group().endswith(b"/>"):
-        return b""
-    return document.source[match.end() : span[1]]
+    return document.source[span[0] : span[1]]
 
 
 def _screen(data: bytes, limits: XmlLimits) -> None:
