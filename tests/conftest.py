@@ -137,7 +137,14 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
             done = pool.tool("condor_history", "-af", "GlobalJobId").split()
             status = pool.tool("condor_q", "-allusers", "-af", "JobStatus").split()
             dynamic = pool.tool("condor_status", "-const", 'SlotType == "Dynamic"', "-af", "Name").split()
-            return len(done) == 2 and status.count("2") == 3 and status.count("1") == 1 and len(dynamic) == 3
+            # and the p-slots list those three children alone: a startd advertises a p-slot later
+            # than its dynamic slots, and until then its ChildName still holds the finished jobs'
+            # (the reader then bills the node from those lists: 5 allocations, not 3)
+            listed = pool.tool("condor_status", "-const", 'SlotType == "Partitionable"', "-af", "size(ChildName)").split()
+            return (
+                len(done) == 2 and status.count("2") == 3 and status.count("1") == 1
+                and len(dynamic) == 3 and sum(int(n) for n in listed if n.isdigit()) == 3
+            )  # fmt: skip
 
         pool.wait_for("2 jobs finished, 3 running in dynamic slots, 1 idle", settled)
         yield pool
