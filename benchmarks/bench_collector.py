@@ -116,7 +116,8 @@ def free_port() -> int:
 
 
 async def probe_client(
-    port: int, token: str, payloads: list[bytes], latencies: list[float], batch: int, every_s: float, phase: float,
+    port: int, token: str, payloads: list[bytes], latencies: list[tuple[float, float, int]], batch: int, every_s: float,
+    phase: float,
     gratia: bool = False,
 ) -> int:
     """Post the batches over one keep-alive connection, one every ``every_s`` seconds from
@@ -153,7 +154,7 @@ async def probe_client(
                 if name.lower() == "content-length":
                     length = int(value)
             reply = await reader.readexactly(length)
-            latencies.append(time.perf_counter() - start)
+            latencies.append((time.perf_counter() - start, start, n))
             if status_line.split()[1] != expected[0] or expected[1] not in (None, reply):
                 raise SystemExit(f"{status_line.decode().strip()}: {reply[:300]!r}")
             acked += batch
@@ -164,9 +165,9 @@ async def probe_client(
 
 async def drive(
     port: int, tokens: dict[str, str], payloads: dict[str, list[bytes]], batch: int, rate: float, gratia: bool = False
-) -> tuple[int, float, list[float]]:
+) -> tuple[int, float, list[tuple[float, float, int]]]:
     """All probes at once; ``rate``: records/s offered by all of them together (0: as fast as replies come)."""
-    latencies: list[float] = []
+    latencies: list[tuple[float, float, int]] = []  # (seconds, when sent, the probe's batch number)
     every_s = len(tokens) * batch / rate if rate else 0.0
     start = time.perf_counter()
     counts = await asyncio.gather(
@@ -175,7 +176,7 @@ async def drive(
             for i, p in enumerate(tokens)
         )
     )
-    return sum(counts), time.perf_counter() - start, latencies
+    return sum(counts), time.perf_counter() - start, [(s, at - start, n) for s, at, n in latencies]
 
 
 def main() -> int:
@@ -190,6 +191,7 @@ def main() -> int:
         "--flush-every", type=float, default=600.0,
         help="the collector's flush_every_s (600: the flusher waits out the run; 1: flushing all along)",
     )  # fmt: skip
+    parser.add_argument("--latencies", metavar="CSV", help="write each request's latency, send time and batch number")
     parser.add_argument("--profile", metavar="SVG", help="record the collector with py-spy into this flame graph")
     parser.add_argument(
         "--rate", type=float, default=None,
@@ -271,7 +273,12 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    latencies.sort()
+    if args.latencies:
+        with open(args.latencies, "w") as out:
+            out.write("seconds,sent_at_s,batch\n")
+            out.writelines(f"{seconds:.6f},{at:.6f},{n}\n" for seconds, at, n in sorted(latencies, key=lambda t: t[1]))
+    slowest = sorted(latencies, reverse=True)[:3]
+    latencies = sorted(seconds for seconds, _, _ in latencies)
     p50 = latencies[len(latencies) // 2]
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     rate = acked / wall
@@ -281,6 +288,7 @@ def main() -> int:
     print(f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), {cpu / acked * 1e6:.1f} us CPU/record; probes' CPU {client_cpu:.2f} s")
     print("collector CPU by thread: " + ", ".join(f"{name} {seconds / acked * 1e6:.1f} us/record" for name, seconds in sorted(threads.items(), key=lambda t: -t[1]) if seconds > 0))
     print(f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms")
+    print("slowest: " + ", ".join(f"{s * 1e3:.0f} ms (sent at {at:.2f} s, batch {n})" for s, at, n in slowest))
     print(f"group commits {commits} (of {len(latencies)} requests); after the run: {stored} in the store, {waiting} in the outbox")
     return verdict(
         [

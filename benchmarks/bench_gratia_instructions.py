@@ -42,6 +42,7 @@ def worker(stage: str, envelopes: int) -> None:
     from collector.gratia.usagerecord import record_fields
     from collector.gratia.wire import decode_rmi
     from collector.server import app  # noqa: F401  the collector's heap
+    from collector.server.serve import GC_THRESHOLDS
 
     records = distinct_records(RECORDS * (MORE + 1))
     bodies = []
@@ -55,7 +56,7 @@ def worker(stage: str, envelopes: int) -> None:
     made = [[record_fields(e, r) for e, r in zip(d.root, rs)] for d, rs in zip(documents, raws)]
     gc.collect()
     gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    gc.set_threshold(*GC_THRESHOLDS)
 
     def run(k: int) -> None:
         if stage == "all":

@@ -26,7 +26,7 @@ from typing import Any
 
 from collector.errors import RecordError
 from collector.gratia.rawdoc import raw_doc
-from collector.gratia.safexml import DEFAULT_LIMITS, XmlLimits, inner_xml, parse_xml
+from collector.gratia.safexml import DEFAULT_LIMITS, XmlLimits, inner_xml, parse_xml, stream_children
 from collector.gratia.usagerecord import RECORD_TAGS, record_fields
 
 __all__ = ["ENVELOPE_TAG", "OTHER_TAGS", "EnvelopeResult", "envelope_docs"]
@@ -62,25 +62,25 @@ def envelope_docs(xml: bytes | str, *, probe: str | None = None, limits: XmlLimi
     sender's name (the form's ``from``), stored in each document's ``probe``. ``limits``: what
     the XML may hold (collector/gratia/safexml.py). RecordError when the XML cannot be read.
     """
-    document = parse_xml(xml, limits)
-    root = document.root
+    root, children = stream_children(xml, limits)  # an envelope's records, one at a time
     root_tag = root.tag
     result = EnvelopeResult()
     if root_tag == ENVELOPE_TAG:
-        elements = list(root)
+        elements = children
     elif root_tag in RECORD_TAGS or root_tag in OTHER_TAGS:
-        elements = [root]
+        document = parse_xml(xml, limits)  # a bare record: its fields are the root's children
+        elements = iter([(document.root, inner_xml(document, document.root))])
     else:
         raise RecordError(
             f"expected <{ENVELOPE_TAG}> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <{root_tag}>"
         )
-    for index, element in enumerate(elements):
+    for index, (element, inner) in enumerate(elements):
         tag = element.tag
         if tag not in RECORD_TAGS:
             result.skipped[tag] += 1
             continue
         try:
-            raw = f"<{tag}>{inner_xml(document, element).decode('utf-8')}</{tag}>"  # GRACC's RawXML
+            raw = f"<{tag}>{inner.decode('utf-8')}</{tag}>"  # GRACC's RawXML
             result.docs.append(raw_doc(record_fields(element, raw), probe=probe))
         except RecordError as exc:
             result.errors.append((index, exc.reason))

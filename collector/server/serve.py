@@ -24,6 +24,14 @@ __all__ = ["serve"]
 
 _log = logging.getLogger("fairacct.collector")
 
+# A young collection runs when the objects the collector tracks, allocated less freed, pass
+# the first threshold (Python's is 700). A Gratia envelope of 500 records is a tree of ~15,000
+# elements alive at once and freed whole after its conversion: at 20,000, one collection every
+# envelope walked the tree under way for nothing (~4.5 ms each, none collected anything: ~8 us
+# of CPU a record, bench_collector.py --gratia with gc.callbacks); at 100,000 a tree comes and
+# goes between two collections, which now come only from what outlives requests.
+GC_THRESHOLDS = (100_000, 20, 20)
+
 
 def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = None) -> None:
     """Serve until SIGTERM or SIGINT (uvicorn's graceful shutdown: requests under way are answered,
@@ -57,11 +65,9 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     # the process; every full garbage collection would walk it again, and parsing a Gratia
     # envelope (tens of thousands of elements) sets off many: envelope_docs took 108 ms instead
     # of 63 ms for 500 records with this heap (measured). Frozen, the collector never looks at it.
-    # Young collections every 20,000 allocations rather than 700: an envelope's elements and
-    # documents are garbage by the reply anyway (the Gratia benchmark: ~240 -> ~215 us of CPU a record).
     gc.collect()
     gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    gc.set_threshold(*GC_THRESHOLDS)
     server = uvicorn.Server(config)
     _log.info("collector listening on %s://%s:%d", settings.scheme, settings.host, sock.getsockname()[1])
     try:

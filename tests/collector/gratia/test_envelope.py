@@ -97,6 +97,27 @@ def test_the_same_records_in_an_envelope_or_bare_give_the_same_documents(gracc: 
     assert bundled == [envelope_docs(r, probe="p").docs[0] for r in records]
 
 
+def test_records_read_one_at_a_time_or_by_the_exact_parser_part_way_give_the_same_documents(gracc: Path) -> None:
+    # An envelope is streamed; a record holding an element of its own name makes the plain path
+    # give up there, and the exact parser reads the rest: the same documents either way.
+    records = [copy for record in conformance_records(gracc) for copy in copies(record, 20)]
+    odd = records[70].replace(b"</JobUsageRecord>", b"<Note><JobUsageRecord/></Note></JobUsageRecord>")
+    assert odd != records[70]
+    records[70] = odd
+    bundled = envelope_docs(envelope(records), probe="p")
+    assert len(bundled.docs) == 120 and bundled.docs == [envelope_docs(r, probe="p").docs[0] for r in records]
+
+
+def test_an_envelope_found_bad_after_records_were_read_gives_none_of_them(gracc: Path) -> None:
+    xml = envelope(copies(conformance_records(gracc)[0], 100))
+    assert xml.endswith(b"</RecordEnvelope>")
+    with pytest.raises(RecordError, match=r"not well-formed XML"):
+        envelope_docs(xml[: -len(b"</RecordEnvelope>")] + b"</RecordEnvelop>")
+    deep = envelope([*copies(conformance_records(gracc)[0], 50), jur("<a>" * 40 + "</a>" * 40)])
+    with pytest.raises(RecordError, match=r"nested deeper than the limit of 32 levels"):
+        envelope_docs(deep)
+
+
 @pytest.mark.parametrize(
     ("xml", "match"),
     [
