@@ -5,6 +5,7 @@ followed by an exit deep inside the server.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import socket
@@ -24,13 +25,10 @@ __all__ = ["serve"]
 
 _log = logging.getLogger("fairacct.collector")
 
-# A young collection runs when the objects the collector tracks, allocated less freed, pass
-# the first threshold (Python's is 700). A Gratia envelope of 500 records is a tree of ~15,000
-# elements alive at once and freed whole after its conversion: at 20,000, one collection every
-# envelope walked the tree under way for nothing (~4.5 ms each, none collected anything: ~8 us
-# of CPU a record, bench_collector.py --gratia with gc.callbacks); at 100,000 a tree comes and
-# goes between two collections, which now come only from what outlives requests.
-GC_THRESHOLDS = (100_000, 20, 20)
+# Young collections every 20,000 allocations rather than 700: what a request allocates is
+# garbage by its reply anyway (the Gratia benchmark: ~240 -> ~215 us of CPU a record, when an
+# envelope's whole tree was built at once).
+GC_THRESHOLDS = (20_000, 20, 20)
 
 
 def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = None) -> None:
@@ -68,6 +66,8 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    if not _keep_freed_memory():
+        _log.debug("malloc keeps its own thresholds (not glibc's)")
     server = uvicorn.Server(config)
     _log.info("collector listening on %s://%s:%d", settings.scheme, settings.host, sock.getsockname()[1])
     try:
@@ -76,6 +76,28 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
         sock.close()
     if not server.started:
         raise FairacctError("the collector did not start; the log above says why")
+
+
+# glibc's malloc maps a block of 128 KiB or more on its own and unmaps it when freed, and trims
+# the top of an arena back to the kernel once enough of it is free: each envelope's form,
+# decoded in the conversion thread, found its megabytes given back and faulted them in again,
+# ~1,700 page faults a request (costly in a virtual machine). Kept up to these sizes, freed
+# memory is reused (bench_collector.py --gratia: 14 page faults a decoded form, and 118 -> 100
+# us of CPU a record). The process keeps what its largest requests needed.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+_MMAP_THRESHOLD = 32 * 2**20  # glibc's largest: blocks below are taken from and freed to the arenas
+_TRIM_THRESHOLD = 128 * 2**20  # free memory an arena keeps at its top
+
+
+def _keep_freed_memory() -> bool:
+    """Have glibc keep freed memory for reuse (see above); whether it took the settings (not
+    where malloc is not glibc's)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # no C library to ask, or one without mallopt
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
 
 
 def _listen(host: str, port: int) -> socket.socket:

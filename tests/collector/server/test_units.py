@@ -7,6 +7,9 @@ import ast
 import asyncio
 import gzip
 import inspect
+import platform
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -147,3 +150,12 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
         committer.stop()
     with pytest.raises(StoreError, match="the outbox writer has stopped"):
         committer.write(depth)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings are glibc malloc's")
+def test_glibc_takes_the_collectors_malloc_settings() -> None:
+    # serve() has glibc keep freed memory for the next request (benchmarks/README.md measures
+    # why); in a process of its own, as they hold for the process's life
+    code = "import importlib; print(importlib.import_module('collector.server.serve')._keep_freed_memory())"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True", done.stderr
