@@ -50,6 +50,7 @@ DEDUP_EXCLUDED = frozenset(
         *META_FIELDS,
     }
 )  # fmt: skip
+_EXCLUDED = tuple(sorted(DEDUP_EXCLUDED))
 _LEADING_INTEGER = re.compile(r"\s*([+-]?[0-9]+)", re.ASCII)  # Ruby's String#to_i, as Logstash converts
 
 
@@ -64,7 +65,9 @@ def core_hours(fields: dict[str, Any]) -> float:
 
 def content_id(doc: dict[str, Any]) -> str:
     """The id of a Gratia document: a hash of its content without :data:`DEDUP_EXCLUDED`."""
-    content = {k: v for k, v in doc.items() if k not in DEDUP_EXCLUDED}
+    content = dict(doc)
+    for name in _EXCLUDED:  # a third of the cost of a comprehension over every field
+        content.pop(name, None)
     return hashlib.sha256(b"gratia\n" + orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
