@@ -53,6 +53,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_gratia.py
 	-$(BIN)/python benchmarks/bench_summaries.py
 	-$(BIN)/python benchmarks/bench_collector.py
+	-$(BIN)/python benchmarks/bench_collector.py --gratia
 
 clean:
 	rm -rf $(VENV) .demo
