@@ -75,7 +75,8 @@ def problem_lines(
 ) -> list[str]:
     """One line per problem of a read: each source that was skipped (a live schedd that did not
     answer), the malformed ads of each input (written to the directory ``quarantine`` first, so
-    the line can say where; None: not kept), and each kind of value that was ignored."""
+    the line can say where; None: not kept; a directory that cannot be written: the line says
+    so), and each kind of value that was ignored."""
     lines = [f"{source} skipped: {' '.join(why.split())}" for source, why in sorted(failures.items())]
     for what, report in reports.items():
         if report.malformed:
@@ -84,6 +85,9 @@ def problem_lines(
             if quarantine is None:
                 lines.append(f"{line} (--quarantine DIR keeps them)")
             else:
-                lines.append(f"{line}; quarantined in {write_quarantine(report.malformed, quarantine, now)}")
+                try:
+                    lines.append(f"{line}; quarantined in {write_quarantine(report.malformed, quarantine, now)}")
+                except OSError as exc:  # the ads are still in their input; say why no copy was kept
+                    lines.append(f"{line}; NOT quarantined: cannot write in {quarantine} ({exc.strerror or exc})")
         lines += [f"{what}: {count} value(s) ignored: {reason}" for reason, count in sorted(report.rejects.items())]
     return lines
