@@ -48,13 +48,14 @@ import orjson
 from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.sinks.base import SendResult, Sink
-from collector.transaction import write_transaction
+from collector.transaction import use_wal, write_transaction
 
 __all__ = ["PARCEL_RECORDS", "FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
 
 PARCEL_RECORDS = 1000
 """Records per outbox row of a cycle's commit: about 1 MB of slot records; a batch sent reads whole rows."""
 
+_TIMEOUT_S = 60.0  # how long an open or a write waits for another connection to the file
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -148,12 +149,12 @@ class Outbox:
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=_TIMEOUT_S)
             # a parcel is ~1 MB in a chain of overflow pages, written, read and freed whole:
             # 64 KiB pages make that 16 page operations instead of 256 (a third of the CPU of
             # a commit, measured); a file that exists keeps its page size
             self._db.execute("PRAGMA page_size=65536")
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db, _TIMEOUT_S)
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
             # records pass through: zeroing the pages a flush frees (SQLite's default here)
             # would write them once more; FAST zeroes only what costs no extra write

@@ -26,7 +26,7 @@ import orjson
 from collector.errors import ConfigError, StoreError
 from collector.records import KINDS
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
-from collector.transaction import write_transaction
+from collector.transaction import use_wal, write_transaction
 
 __all__ = ["EmbeddedStore"]
 
@@ -45,7 +45,7 @@ class EmbeddedStore:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db, timeout)
             # FULL: a send is acknowledged only once its commit is on disk, because the outbox
             # deletes what was acknowledged. WAL with NORMAL syncs only at checkpoints, so a power
             # cut may take back the last commits, records the outbox no longer holds. FULL costs

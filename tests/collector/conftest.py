@@ -8,7 +8,9 @@ their own with :func:`start_server` and end it with :func:`stop_server`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,33 @@ from osmem_server import OsmemServer
 def start_server(addr: str | None = None) -> OsmemServer:
     """A fresh osmem server on loopback (on ``addr`` 'HOST:PORT' if given)."""
     return OsmemServer.start(japanese=False, addr=addr)
+
+
+def opened_at_once(
+    use: Callable[[Path], None], directory: Path, attempts: int = 50, threads: int = 4
+) -> list[BaseException]:
+    """What went wrong when ``threads`` threads opened and used one new SQLite file at the same
+    moment (``use(path)``), ``attempts`` times, each with a file of its own."""
+    errors: list[BaseException] = []
+    for attempt in range(attempts):
+        barrier = threading.Barrier(threads, timeout=60)
+        path = directory / f"shared-{attempt}.sqlite"
+
+        def run(barrier: threading.Barrier = barrier, path: Path = path) -> None:
+            try:
+                barrier.wait()  # then all open at once
+                use(path)
+            except threading.BrokenBarrierError:
+                pass
+            except BaseException as exc:  # noqa: BLE001 (the caller asserts on them)
+                errors.append(exc)
+
+        workers = [threading.Thread(target=run) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    return errors
 
 
 def stop_server(server: OsmemServer) -> None:
