@@ -14,6 +14,20 @@ from typing import Any
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """Peak RSS of a process (this one by default) in MB (10^6 bytes), from ``VmHWM``.
+
+    Not ``ru_maxrss``: Linux carries the pre-exec peak of the forked parent over into the child's
+    ``ru_maxrss``, so it can report the benchmark driver's memory instead of the measured one's.
+    VmHWM belongs to the process's own address space, which exec starts afresh.
+    """
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
+
+
 class Unmeasured(Exception):
     """A measurement could not be made at all."""
 

@@ -72,6 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._verdict import verdict
+from benchmarks._worker import peak_rss_mb
 from benchmarks.bench_gratia import GRACC, distinct_records, envelope
 from collector.records import table_docs
 from probes.config import load_config
@@ -269,7 +270,7 @@ def main() -> int:
             threads = _thread_cpu_seconds(server.pid)
             threads = {name: seconds - threads0.get(name, 0.0) for name, seconds in threads.items()}
             stats = httpx.get(f"{url}/metrics").text
-            peak_rss_mb = _peak_rss_mb(server.pid)
+            peak_mb = peak_rss_mb(server.pid)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
@@ -302,7 +303,7 @@ def main() -> int:
     )
     print(
         f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), {cpu / acked * 1e6:.1f} us CPU/record, "
-        f"peak RSS {peak_rss_mb:.0f} MB; probes' CPU {client_cpu:.2f} s"
+        f"peak RSS {peak_mb:.0f} MB; probes' CPU {client_cpu:.2f} s"
     )
     print("collector CPU by thread: " + ", ".join(f"{name} {seconds / acked * 1e6:.1f} us/record" for name, seconds in sorted(threads.items(), key=lambda t: -t[1]) if seconds > 0))
     print(f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms")
@@ -319,14 +320,6 @@ def main() -> int:
 
 def _cpu_seconds(pid: int) -> float:
     return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
-
-
-def _peak_rss_mb(pid: int) -> float:
-    """The collector's peak resident memory (``VmHWM``), in 10^6 bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024 / 1e6
-    return float("nan")
 
 
 def _thread_cpu_seconds(pid: int) -> dict[str, float]:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
-from _worker import Unmeasured, run_worker
+from _worker import Unmeasured, peak_rss_mb, run_worker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -75,20 +75,6 @@ def _pin(cpu: int | None) -> int:
     return chosen
 
 
-def _peak_rss_mb() -> float:
-    """Peak RSS of this process in MB, from VmHWM.
-
-    Not ``ru_maxrss``: Linux carries the pre-exec peak of the forked parent over into the child's
-    ``ru_maxrss``, so it can report the benchmark driver's memory instead of the reader's.
-    VmHWM belongs to the process's own address space, which exec starts afresh.
-    """
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def _head(path: Path, n_ads: int) -> str:
     """The text of the first ``n_ads`` ads of a ``-long`` file (ads end at a blank line)."""
     lines: list[str] = []
@@ -117,7 +103,7 @@ def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[s
         if kind == "check":
             return result
         assert path is not None
-        result["rss_before_mb"] = _peak_rss_mb()
+        result["rss_before_mb"] = peak_rss_mb()
         # The reader's one-time start in a process (numba loading its compiled scanner: about
         # 0.3 s, whatever the input) is timed apart, on the file's first ad, as a JIT is warmed
         # before its throughput is measured. Its memory stays in the peak.
@@ -131,7 +117,7 @@ def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[s
         out = read([path])
         result["seconds"] = time.perf_counter() - began
         result["cpu_seconds"] = time.process_time() - cpu_began
-        result["peak_rss_mb"] = _peak_rss_mb()
+        result["peak_rss_mb"] = peak_rss_mb()
         if not (isinstance(out, tuple) and len(out) == 2):
             return {"error": f"read_history returned {type(out).__name__}, expected (DataFrame, ReadReport)"}
         table, report = out
@@ -144,12 +130,12 @@ def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[s
 
         assert path is not None
         text = _head(path, n_ads)  # read before timing: the file read is not parseAds' work
-        result["rss_before_mb"] = _peak_rss_mb()
+        result["rss_before_mb"] = peak_rss_mb()
         began, cpu_began = time.perf_counter(), time.process_time()
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
         result["seconds"] = time.perf_counter() - began
         result["cpu_seconds"] = time.process_time() - cpu_began
-        result["peak_rss_mb"] = _peak_rss_mb()
+        result["peak_rss_mb"] = peak_rss_mb()
         result["rows"] = len(ads)
     else:
         raise SystemExit(f"unknown worker kind {kind!r}")

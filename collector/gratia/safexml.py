@@ -174,9 +174,9 @@ def stream_children(
 
     A plain document is read :data:`_FEED_BYTES` at a time, and a child is given, then dropped
     from the tree, once the parser is past its end tag: the tree in memory is a few dozen
-    records whatever the envelope's size, and it stays in the CPU's caches (converting an envelope
-    of 500 records took a sixth less CPU than from its whole tree, benchmarks/README.md). The root comes
-    with its tag and attributes; its children only through the iterator. Any other document,
+    records whatever the envelope's size, and it stays in the CPU's caches (converting an
+    envelope of 500 records took a sixth less CPU than from its whole tree, benchmarks/README.md).
+    The root comes with its tag and attributes; its children only through the iterator. Any other document,
     and a plain one given up part-way (then its children already given are exactly the exact
     parser's), is read whole by the exact parser, and the iterator goes on with its children.
     RecordError as from :func:`parse_xml`, raised by this call or by the iterator: a consumer
@@ -248,9 +248,9 @@ class _PlainReader:
         self.data = data
         self.max_depth = limits.max_depth
         self.keep = keep  # whether the tree keeps the children given (parse_xml) or drops them (streams)
-        self.builder = TreeBuilder()
-        self.holder = self.builder.start("document", {})
-        self.parser = XMLParser(target=self.builder, encoding="UTF-8")  # the declared encoding is ignored, as below
+        builder = TreeBuilder()
+        self.holder = builder.start("document", {})
+        self.parser = XMLParser(target=builder, encoding="UTF-8")  # the declared encoding is ignored, as below
         self.fed = 0  # bytes of data fed to the parser
         self.closed = False  # whether the parser was told the document ended (and found it well-formed)
         self.root_start = root_start
@@ -269,7 +269,7 @@ class _PlainReader:
             if reader.closed or not reader._feed():
                 return None
         reader.root = reader.holder[0]
-        reader.root.tag = _local_tag(reader.root.tag)
+        reader.root.tag = local_name(reader.root.tag)
         return reader
 
     def _feed(self) -> bool:
@@ -288,7 +288,7 @@ class _PlainReader:
     def children(self) -> Iterator[tuple[Element, int, int]]:
         """Each child of the root, whole, its tags made local, and the offsets of what lies
         between its tags; ends early with :attr:`failed` set when the reader gives up."""
-        data, root, max_depth, keep = self.data, self.root, self.max_depth - 1, self.keep
+        data, root, max_depth, keep, names = self.data, self.root, self.max_depth - 1, self.keep, _LOCAL_NAMES
         start_tag = _START_TAG.match(data, self.root_start)
         if start_tag is None:
             self.failed = True
@@ -301,13 +301,13 @@ class _PlainReader:
             while len(root) - index > 1 or (ended and len(root) > index):
                 child = root[index]
                 span = None if _empty(start_tag) else _child_span(data, position)
-                if span is None or max_depth < 1 or _deeper_than(child, max_depth):
+                if span is None or _deeper_than(child, max_depth):
                     self.failed = True
                     return
                 for element in child.iter():
                     tag = element.tag
                     if tag[:1] == "{":
-                        element.tag = _local_tag(tag)
+                        element.tag = names.get(tag) or local_name(tag)
                 if not keep:
                     del root[0]
                 given += 1
@@ -371,13 +371,11 @@ def _child_span(data: bytes, position: int) -> tuple[int, int, int] | None:
     return start_tag.end(), end, data.find(b">", end) + 1
 
 
-def _local_tag(tag: str) -> str:
-    return _LOCAL_NAMES.get(tag) or local_name(tag)
-
-
 def _deeper_than(root: Element, max_depth: int) -> bool:
     """Whether ``root`` has elements nested deeper than ``max_depth`` levels (the root is 1);
     level by level, looking into an element only when it has children."""
+    if max_depth < 1:
+        return True
     parents = [root] if len(root) else []
     depth = 1
     while parents:

@@ -20,13 +20,15 @@ from .conftest import PAIRS, copies, envelope, jur
 from .test_safexml import ATTACKS, nested
 
 
+def subtree(element: Element) -> list[tuple[object, ...]]:
+    """Every element under ``element`` and itself, in document order: tag, attributes in order,
+    text, tail, children."""
+    return [(e.tag, list(e.attrib.items()), e.text, e.tail, len(e)) for e in element.iter()]
+
+
 def shape(document: XmlDocument) -> list[tuple[object, ...]]:
-    """Every element in document order: tag, attributes in order, text, tail, children, and
-    its offsets (root and children only)."""
-    return [
-        (e.tag, list(e.attrib.items()), e.text, e.tail, len(e), document.spans.get(e))
-        for e in document.root.iter()
-    ]
+    """:func:`subtree` of the root, each element with its offsets (root and children only)."""
+    return [(*row, document.spans.get(e)) for row, e in zip(subtree(document.root), document.root.iter())]
 
 
 def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDocument | None, XmlDocument | str]:
@@ -37,10 +39,6 @@ def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDo
     except RecordError as exc:
         exact = exc.reason
     return plain, exact
-
-
-def subtree(element: Element) -> list[tuple[object, ...]]:
-    return [(e.tag, list(e.attrib.items()), e.text, e.tail, len(e)) for e in element.iter()]
 
 
 def streamed(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[str, list[object]] | str:
