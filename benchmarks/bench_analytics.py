@@ -65,12 +65,17 @@ def drift(rng: np.random.Generator, sets: np.ndarray) -> bool:
     single = np.char.add(np.char.add("slot1_", rng.integers(1, 33, DRIFT_JOBS).astype(str)), "@")
     hosts = pd.Series(np.char.add(single, startds[node[:, 0]].astype(str)), dtype=object)
     parallel = rng.random(DRIFT_JOBS) < DRIFT_PARALLEL
-    listed = ["slot1@" + startds[n[0]] + ",slot1@" + startds[n[1]] + ",slot1@" + startds[n[2]] + ",slot1@" + startds[n[3]] for n in node[parallel]]
+    listed = [
+        "slot1@" + startds[n[0]] + ",slot1@" + startds[n[1]] + ",slot1@" + startds[n[2]] + ",slot1@" + startds[n[3]]
+        for n in node[parallel]
+    ]
     hosts[parallel] = listed
     jobs = pd.DataFrame(
         {
             "hosts": hosts.astype(pd.StringDtype("python", na_value=np.nan)),
-            "user": pd.Series(rng.choice([f"user{i}" for i in range(300)], DRIFT_JOBS)).astype(pd.StringDtype("python", na_value=np.nan)),
+            "user": pd.Series(rng.choice([f"user{i}" for i in range(300)], DRIFT_JOBS)).astype(
+                pd.StringDtype("python", na_value=np.nan)
+            ),
             "cpus": rng.integers(1, 9, DRIFT_JOBS).astype(float),
             "walltime_s": rng.exponential(3600.0, DRIFT_JOBS),
         }
@@ -127,13 +132,17 @@ def main() -> int:
     runs = run_lab()
     lab_s = time.perf_counter() - t
     ok_lab = lab_s <= LAB_TARGET_S
-    print(f"lab: {len(runs)} runs (6 cases x 3 policies) in {lab_s:.1f} s: {'PASS' if ok_lab else 'FAIL'} (<= {LAB_TARGET_S:.0f} s)")
+    print(
+        f"lab: {len(runs)} runs (6 cases x 3 policies) in {lab_s:.1f} s: {'PASS' if ok_lab else 'FAIL'} (<= {LAB_TARGET_S:.0f} s)"
+    )
 
     cluster = generate_cluster(seed=1)
     workload = generate_workload(cluster, 3000, seed=1)
     t = time.perf_counter()
     frame = whatif(cluster, workload)
-    print(f"what-if: 3,000 jobs on {int(cluster['cores'].sum())} cores under {len(frame)} policies in {time.perf_counter() - t:.1f} s")
+    print(
+        f"what-if: 3,000 jobs on {int(cluster['cores'].sum())} cores under {len(frame)} policies in {time.perf_counter() - t:.1f} s"
+    )
     print(frame[["policy", "scheduling", "job", "system", "mixed_share"]].round(3).to_string(index=False))
     ok_drift = drift(rng, sets)
     return 0 if ok and ok_lab and ok_drift else 1

@@ -74,7 +74,9 @@ def _history(data: Path, n: int, escaped: float, python: str) -> Path:
     path = data / name
     if not path.exists():
         data.mkdir(parents=True, exist_ok=True)
-        cmd = [python, str(HERE / "generate_history.py"), str(path), str(n)] + (["--escaped-share", str(escaped)] if escaped else [])
+        cmd = [python, str(HERE / "generate_history.py"), str(path), str(n)] + (
+            ["--escaped-share", str(escaped)] if escaped else []
+        )
         subprocess.run(cmd, check=True, timeout=TIMEOUT_S)
     return path
 
@@ -116,8 +118,12 @@ def _run(label: str, cmd: Sequence[str], repeat: int, cwd: Path, ads: int | None
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", default=sys.executable, help="the interpreter whose fairacct is measured (default: this one)")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"where the generated files are kept (default {DEFAULT_DATA})")
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter whose fairacct is measured (default: this one)"
+    )
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help=f"where the generated files are kept (default {DEFAULT_DATA})"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command; the least CPU counts (default 3)")
     parser.add_argument("--cpu", type=int, help="the core to pin to (default: the first allowed)")
     parser.add_argument("--small-only", action="store_true", help="skip the 200,000-ad file (its memory target)")
@@ -146,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     version = _run("fairacct --version", [*fairacct, "--version"], args.repeat, repo)
     # the first jobs run after a change may compile the scanner (a minute): not what is measured
     _measure([*fairacct, "jobs", "--history", str(small), "--json"], cwd=repo)
-    plain = _run(f"jobs --json, {SMALL:,} ads", [*fairacct, "jobs", "--history", str(small), "--json"], args.repeat, repo, SMALL)
+    plain = _run(
+        f"jobs --json, {SMALL:,} ads", [*fairacct, "jobs", "--history", str(small), "--json"], args.repeat, repo, SMALL
+    )
     esc = _run(
         f"jobs --json, {SMALL:,} ads, escapes ({ESCAPED_SHARE:.0%} clusters)",
         [*fairacct, "jobs", "--history", str(escaped), "--json"], args.repeat, repo, SMALL,
@@ -156,17 +164,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.small_only:
         big = _history(args.data, LARGE, 0.0, python)
         _cache(big)
-        large = _run(f"jobs --json, {LARGE:,} ads", [*fairacct, "jobs", "--history", str(big), "--json"], 1, repo, LARGE)
+        large = _run(
+            f"jobs --json, {LARGE:,} ads", [*fairacct, "jobs", "--history", str(big), "--json"], 1, repo, LARGE
+        )
 
     checks = [
         (start.cpu_s <= MAX_START_CPU_S, f"import probes.cli: {start.cpu_s:.2f} CPU-s (at most {MAX_START_CPU_S})"),
-        (version.cpu_s <= MAX_START_CPU_S, f"fairacct --version: {version.cpu_s:.2f} CPU-s (at most {MAX_START_CPU_S})"),
+        (
+            version.cpu_s <= MAX_START_CPU_S,
+            f"fairacct --version: {version.cpu_s:.2f} CPU-s (at most {MAX_START_CPU_S})",
+        ),
     ]
     for run in (plain, esc):
         assert run.rate is not None
-        checks.append((run.rate >= MIN_ADS_PER_CPU_S, f"{run.label}: {run.rate:,.0f} ads/CPU-s (at least {MIN_ADS_PER_CPU_S:,})"))
+        checks.append(
+            (run.rate >= MIN_ADS_PER_CPU_S, f"{run.label}: {run.rate:,.0f} ads/CPU-s (at least {MIN_ADS_PER_CPU_S:,})")
+        )
     if large is not None:
-        checks.append((large.peak_mb < MAX_PEAK_MB, f"{large.label}: peak RSS {large.peak_mb:.0f} MB (under {MAX_PEAK_MB})"))
+        checks.append(
+            (large.peak_mb < MAX_PEAK_MB, f"{large.label}: peak RSS {large.peak_mb:.0f} MB (under {MAX_PEAK_MB})")
+        )
     return verdict(checks)
 
 

@@ -95,9 +95,7 @@ def demo_docs() -> list[dict[str, Any]]:
 def bodies(probe: str, template: list[dict[str, Any]], batches: int, batch: int) -> list[bytes]:
     out = []
     for b in range(batches):
-        docs = [
-            dict(template[i % len(template)], id=f"{probe}-{b}-{i}", probe=probe) for i in range(batch)
-        ]
+        docs = [dict(template[i % len(template)], id=f"{probe}-{b}-{i}", probe=probe) for i in range(batch)]
         out.append(gzip.compress(orjson.dumps(docs), compresslevel=1))
     return out
 
@@ -123,7 +121,12 @@ def free_port() -> int:
 
 
 async def probe_client(
-    port: int, token: str, payloads: list[bytes], latencies: list[tuple[float, float, int]], batch: int, every_s: float,
+    port: int,
+    token: str,
+    payloads: list[bytes],
+    latencies: list[tuple[float, float, int]],
+    batch: int,
+    every_s: float,
     phase: float,
     gratia: bool = False,
     warmup: int = 0,
@@ -173,7 +176,12 @@ async def probe_client(
 
 
 async def drive(
-    port: int, tokens: dict[str, str], payloads: dict[str, list[bytes]], batch: int, rate: float, gratia: bool = False,
+    port: int,
+    tokens: dict[str, str],
+    payloads: dict[str, list[bytes]],
+    batch: int,
+    rate: float,
+    gratia: bool = False,
     warmup: int = 0,
 ) -> tuple[int, float, list[tuple[float, float, int]]]:
     """All probes at once; ``rate``: records/s offered by all of them together (0: as fast as
@@ -183,7 +191,9 @@ async def drive(
     start = time.perf_counter()
     counts = await asyncio.gather(
         *(
-            probe_client(port, tokens[p], payloads[p], latencies, batch, every_s, every_s * i / len(tokens), gratia, warmup)
+            probe_client(
+                port, tokens[p], payloads[p], latencies, batch, every_s, every_s * i / len(tokens), gratia, warmup
+            )
             for i, p in enumerate(tokens)
         )
     )
@@ -194,7 +204,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--gratia", action="store_true", help="Gratia probes' envelopes to /gratia-servlets/rmi instead")
+    parser.add_argument(
+        "--gratia", action="store_true", help="Gratia probes' envelopes to /gratia-servlets/rmi instead"
+    )
     parser.add_argument("--batches", type=int, default=None, help="batches per probe, timed (default 20; --gratia: 8)")
     parser.add_argument("--warmup", type=int, default=1, help="batches per probe first posted and not timed")
     parser.add_argument("--core", type=int, default=0, help="the core the collector is pinned to")
@@ -215,7 +227,9 @@ def main() -> int:
     args.rate = 1.1 * target if args.rate is None else args.rate
     args.batches = (8 if args.gratia else 20) if args.batches is None else args.batches
     if args.gratia and not GRACC.is_dir():
-        print(f"cannot measure: --gratia needs GRACC's records in {GRACC} (../shared beside the project)", file=sys.stderr)
+        print(
+            f"cannot measure: --gratia needs GRACC's records in {GRACC} (../shared beside the project)", file=sys.stderr
+        )
         return 2
 
     work = Path(tempfile.mkdtemp(prefix="bench-collector-"))
@@ -263,9 +277,25 @@ def main() -> int:
             spy = None
             if args.profile:
                 fmt = "raw" if args.profile.endswith(".txt") else "flamegraph"
-                spy = subprocess.Popen(["py-spy", "record", "-p", str(server.pid), "-o", args.profile, "-f", fmt, "--nonblocking", "--idle", "--threads"])
+                spy = subprocess.Popen(
+                    [
+                        "py-spy",
+                        "record",
+                        "-p",
+                        str(server.pid),
+                        "-o",
+                        args.profile,
+                        "-f",
+                        fmt,
+                        "--nonblocking",
+                        "--idle",
+                        "--threads",
+                    ]
+                )
             cpu0, client0, threads0 = _cpu_seconds(server.pid), time.process_time(), _thread_cpu_seconds(server.pid)
-            acked, wall, latencies = asyncio.run(drive(port, tokens, payloads, args.batch, args.rate, args.gratia, args.warmup))
+            acked, wall, latencies = asyncio.run(
+                drive(port, tokens, payloads, args.batch, args.rate, args.gratia, args.warmup)
+            )
             cpu, client_cpu = _cpu_seconds(server.pid) - cpu0, time.process_time() - client0
             threads = _thread_cpu_seconds(server.pid)
             threads = {name: seconds - threads0.get(name, 0.0) for name, seconds in threads.items()}
@@ -277,12 +307,21 @@ def main() -> int:
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(60)
-        stored = _count(work / "collector" / "store.sqlite", f"SELECT count(*) FROM {'gratia' if args.gratia else 'slot'}")
+        stored = _count(
+            work / "collector" / "store.sqlite", f"SELECT count(*) FROM {'gratia' if args.gratia else 'slot'}"
+        )
         waiting = _count(
             work / "collector" / "outbox.sqlite",
             "SELECT (SELECT count(*) FROM item) + (SELECT coalesce(sum(count), 0) FROM parcel)",
         )
-        commits = next((line.split()[-1] for line in stats.splitlines() if line.startswith("fairacct_collector_group_commits_total")), "?")
+        commits = next(
+            (
+                line.split()[-1]
+                for line in stats.splitlines()
+                if line.startswith("fairacct_collector_group_commits_total")
+            ),
+            "?",
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -296,7 +335,11 @@ def main() -> int:
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     rate = acked / wall
     offered = f"{args.rate:,.0f} records/s offered" if args.rate else "back to back"
-    what = f"Gratia senders {args.probes} ({GRATIA_PATH}), envelopes" if args.gratia else f"probes {args.probes} ({RECORDS_PATH}), batches"
+    what = (
+        f"Gratia senders {args.probes} ({GRATIA_PATH}), envelopes"
+        if args.gratia
+        else f"probes {args.probes} ({RECORDS_PATH}), batches"
+    )
     print(
         f"{what} of {args.batch}, {offered}, {len(latencies)} requests timed after {args.warmup * args.probes} not, "
         f"{acked} records acknowledged ({'200 OK' if args.gratia else '202'})"
@@ -305,13 +348,27 @@ def main() -> int:
         f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), {cpu / acked * 1e6:.1f} us CPU/record, "
         f"peak RSS {peak_mb:.0f} MB; probes' CPU {client_cpu:.2f} s"
     )
-    print("collector CPU by thread: " + ", ".join(f"{name} {seconds / acked * 1e6:.1f} us/record" for name, seconds in sorted(threads.items(), key=lambda t: -t[1]) if seconds > 0))
-    print(f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms")
+    print(
+        "collector CPU by thread: "
+        + ", ".join(
+            f"{name} {seconds / acked * 1e6:.1f} us/record"
+            for name, seconds in sorted(threads.items(), key=lambda t: -t[1])
+            if seconds > 0
+        )
+    )
+    print(
+        f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms"
+    )
     print("slowest: " + ", ".join(f"{s * 1e3:.0f} ms (sent at {at:.2f} s, batch {n})" for s, at, n in slowest))
-    print(f"group commits {commits} (of {len(latencies) + args.warmup * args.probes} requests); after the run: {stored} in the store, {waiting} in the outbox")
+    print(
+        f"group commits {commits} (of {len(latencies) + args.warmup * args.probes} requests); after the run: {stored} in the store, {waiting} in the outbox"
+    )
     return verdict(
         [
-            (stored + waiting >= acked, f"every acknowledged record is in the store or the outbox ({stored} + {waiting} >= {acked})"),
+            (
+                stored + waiting >= acked,
+                f"every acknowledged record is in the store or the outbox ({stored} + {waiting} >= {acked})",
+            ),
             (rate >= target, f"records/s {rate:,.0f} >= {target:,}"),
             (p99 < TARGET_P99_S, f"p99 latency {p99 * 1e3:.1f} ms < {TARGET_P99_S * 1e3:.0f} ms"),
         ]

@@ -68,7 +68,11 @@ def distinct_records(n: int) -> list[bytes]:
 def envelope(records: list[bytes]) -> bytes:
     """``records`` in a ``<RecordEnvelope>`` as gratia-probe's ProcessBundle builds it: an XML
     declaration, then one record a line."""
-    return b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n' + b"".join(r + b"\n" for r in records) + b"</RecordEnvelope>"
+    return (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n'
+        + b"".join(r + b"\n" for r in records)
+        + b"</RecordEnvelope>"
+    )
 
 
 def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, float]:

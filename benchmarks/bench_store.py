@@ -67,14 +67,21 @@ def main() -> int:
             assert flushed.sent["slot"] == n and store.count("slot") == n and outbox.status().depth == {}
     store_rate, outbox_rate = n / store_cpu, n / outbox_cpu
     print(f"{n:,} slot documents of about {size:.0f} bytes, batches of {BATCH:,}")
-    print(f"embedded store:         {store_rate:10,.0f} documents/CPU-s  ({store_cpu / n * 1e6:5.1f} us CPU each; "
-          f"wall {n / store_wall:,.0f}/s)")
-    print(f"outbox commit + flush:  {outbox_rate:10,.0f} documents/CPU-s  ({outbox_cpu / n * 1e6:5.1f} us CPU each, "
-          f"{commit_cpu / n * 1e6:.1f} of them the commit; wall {n / outbox_wall:,.0f}/s)")
+    print(
+        f"embedded store:         {store_rate:10,.0f} documents/CPU-s  ({store_cpu / n * 1e6:5.1f} us CPU each; "
+        f"wall {n / store_wall:,.0f}/s)"
+    )
+    print(
+        f"outbox commit + flush:  {outbox_rate:10,.0f} documents/CPU-s  ({outbox_cpu / n * 1e6:5.1f} us CPU each, "
+        f"{commit_cpu / n * 1e6:.1f} of them the commit; wall {n / outbox_wall:,.0f}/s)"
+    )
     return verdict(
         [
             (store_rate >= TARGET_STORE, f"embedded store {store_rate:,.0f} >= {TARGET_STORE:,} documents/CPU-s"),
-            (outbox_rate >= TARGET_OUTBOX, f"outbox commit + flush {outbox_rate:,.0f} >= {TARGET_OUTBOX:,} documents/CPU-s"),
+            (
+                outbox_rate >= TARGET_OUTBOX,
+                f"outbox commit + flush {outbox_rate:,.0f} >= {TARGET_OUTBOX:,} documents/CPU-s",
+            ),
         ]
     )
 

@@ -105,12 +105,16 @@ def main() -> int:
         path = Path(tmp) / "store.sqlite"
         checks.append(embedded(docs, path))
         with sqlite3.connect(path) as db:  # as a store made by an earlier version: no covering index
-            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'job_day_sums_%'"):
+            for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'job_day_sums_%'"
+            ):
                 db.execute(f'DROP INDEX "{name}"')
         with EmbeddedStore(path) as store:
             cpu = time.process_time()
             store.index_aggregation(Aggregation("job", SOURCES["job"].dimensions, SOURCES["job"].totals, "day"))
-            print(f"  (making the covering index on a store already holding them, once: {time.process_time() - cpu:.2f} s of CPU)")
+            print(
+                f"  (making the covering index on a store already holding them, once: {time.process_time() - cpu:.2f} s of CPU)"
+            )
     if n_osmem:
         from collector.sinks.elasticsearch import ElasticsearchSink
 

@@ -236,7 +236,11 @@ def _command(cpu: int) -> dict[str, Any]:
         seconds = time.perf_counter() - began
         if proc.returncode != 0:
             raise Unmeasured(f"fairacct fairshare failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-        return {"seconds": seconds, "report_lines": proc.stdout.count("\n"), "fs_files": len(list((Path(tmp) / "fs").iterdir()))}
+        return {
+            "seconds": seconds,
+            "report_lines": proc.stdout.count("\n"),
+            "fs_files": len(list((Path(tmp) / "fs").iterdir())),
+        }
 
 
 def _best(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -247,7 +251,9 @@ def _best(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest counts (default: %(default)s)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per measurement; the fastest counts (default: %(default)s)"
+    )
     parser.add_argument("--cpu", type=int, default=None, help="core to pin the measurements to (default: 0)")
     parser.add_argument("--worker", metavar="KIND", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -267,9 +273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     run["seconds"] <= MAX_MILLION_S and run["jobs"] == N_JOBS,
-                    (f"{label}: penalties and fairshare in <= {MAX_MILLION_S:g} s: {run['seconds']:.2f} s "
-                    f"(penalties {run['penalties_s']:.2f} s, fairshare {run['fairshare_s']:.2f} s; "
-                    f"{run['distinct_requests']:,} distinct requests, {run['jobs']:,} jobs priced)"),
+                    (
+                        f"{label}: penalties and fairshare in <= {MAX_MILLION_S:g} s: {run['seconds']:.2f} s "
+                        f"(penalties {run['penalties_s']:.2f} s, fairshare {run['fairshare_s']:.2f} s; "
+                        f"{run['distinct_requests']:,} distinct requests, {run['jobs']:,} jobs priced)"
+                    ),
                 )
             )
             checks.append(
@@ -293,8 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     command["seconds"] <= MAX_WAGAP_S,
-                    (f"wagap-2013 `fairacct fairshare` command (interpreter and imports included) in <= "
-                    f"{MAX_WAGAP_S:g} s: {command['seconds']:.2f} s"),
+                    (
+                        f"wagap-2013 `fairacct fairshare` command (interpreter and imports included) in <= "
+                        f"{MAX_WAGAP_S:g} s: {command['seconds']:.2f} s"
+                    ),
                 )
             )
         else:

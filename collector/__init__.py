@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(("ClassAdError", "ConfigError", "FairacctError", "SinkError", "SourceError", "StoreError"), "collector.errors"),
+    **dict.fromkeys(
+        ("ClassAdError", "ConfigError", "FairacctError", "SinkError", "SourceError", "StoreError"), "collector.errors"
+    ),
     "Outbox": "collector.outbox",
     "record_id": "collector.records",
     "table_docs": "collector.records",

@@ -58,13 +58,15 @@ def _body(objects: list[dict[str, Any]]) -> tuple[bytes, str]:
     boundary = f"fairacct-{uuid.uuid4().hex}"
     ndjson = "".join(json.dumps(o, separators=(",", ":"), sort_keys=True) + "\n" for o in objects)
     body = (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"fairacct.ndjson\"\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="fairacct.ndjson"\r\n'
         f"Content-Type: application/ndjson\r\n\r\n{ndjson}\r\n--{boundary}--\r\n"
     )
     return body.encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def install_dashboards(url: str, *, flavour: str = "kibana", auth: Auth | None = None, timeout_s: float = 60.0) -> Imported:
+def install_dashboards(
+    url: str, *, flavour: str = "kibana", auth: Auth | None = None, timeout_s: float = 60.0
+) -> Imported:
     """Import every saved object into the Kibana or OpenSearch Dashboards at ``url``
     (``http(s)://HOST:PORT[/BASEPATH]``). A refusal or an unreachable server raises
     :class:`SinkError` naming the URL and the reason."""

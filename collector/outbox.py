@@ -140,7 +140,9 @@ class OutboxStatus:
 class Outbox:
     """The outbox in one SQLite file (WAL, one writer at a time)."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time, autocheckpoint: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, clock: Callable[[], float] = time.time, autocheckpoint: bool = True
+    ) -> None:
         """``autocheckpoint=False``: commits never copy the WAL back into the database (SQLite does
         it by default every 1000 pages, inside the commit that crosses the mark); whoever opens
         it so calls :meth:`wal_checkpoint` from another connection instead, off the commit path."""
@@ -195,7 +197,9 @@ class Outbox:
         ]
         marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
         with self._transaction("cannot commit the cycle to the outbox"):
-            self._db.executemany("INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.executemany(
+                "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows
+            )
             self._db.executemany(
                 "INSERT INTO checkpoint(source, value, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(source) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
@@ -209,12 +213,19 @@ class Outbox:
         records enqueued. Each document needs a string ``id``."""
         now = self._clock()
         rows = [
-            (p.kind, len(p.docs), *((p.gzip_json, "gzip") if p.gzip_json is not None else (orjson.dumps(p.docs), "json")), now)
+            (
+                p.kind,
+                len(p.docs),
+                *((p.gzip_json, "gzip") if p.gzip_json is not None else (orjson.dumps(p.docs), "json")),
+                now,
+            )
             for p in parcels
             if p.docs
         ]
         with self._transaction("cannot commit records to the outbox"):
-            self._db.executemany("INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.executemany(
+                "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows
+            )
             faults.point("during-commit")
         return sum(r[1] for r in rows)
 
@@ -268,7 +279,9 @@ class Outbox:
             result.dead[kind] += len(sent.rejected)
             result.retried[kind] += len(sent.retry)
             if sent.retry:
-                result.errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
+                result.errors.append(
+                    f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}"
+                )
             if not sent.acked and not sent.rejected:
                 break
         return result
@@ -311,11 +324,14 @@ class Outbox:
             batch if len(newest) == len(batch) else list(newest.values()),
             lambda outbox, sent: outbox._settle_parcels(kind, parcels, sent),
             lambda outbox, error: outbox._db.executemany(
-                "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, seq) for seq, _, _ in parcels]
+                "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
+                [(error, seq) for seq, _, _ in parcels],
             ),
         )
 
-    def _settle_parcels(self, kind: str, parcels: Sequence[tuple[int, list[dict[str, Any]], int]], sent: SendResult) -> None:
+    def _settle_parcels(
+        self, kind: str, parcels: Sequence[tuple[int, list[dict[str, Any]], int]], sent: SendResult
+    ) -> None:
         """Delete the parcels the sink took whole; rewrite the others with the records it did not
         take (or that were not sent: past ``batch_size``), counting an attempt when one that was
         sent is left; move the refused records to the dead letters. Every copy of a record in
@@ -326,7 +342,11 @@ class Outbox:
         deleted, rewritten, touched, dead = [], [], [], []
         for seq, docs, n in parcels:
             failed = [d for d in docs[:n] if d.get("id") not in done]
-            dead += [(kind, d["id"], orjson.dumps(d).decode(), sent.rejected[d["id"]], now) for d in docs[:n] if d.get("id") in sent.rejected]
+            dead += [
+                (kind, d["id"], orjson.dumps(d).decode(), sent.rejected[d["id"]], now)
+                for d in docs[:n]
+                if d.get("id") in sent.rejected
+            ]
             left = failed + docs[n:]
             if not left:
                 deleted.append((seq,))
@@ -374,12 +394,16 @@ class Outbox:
             )
 
     def _note_failure(self, seqs: Sequence[int], error: str) -> None:
-        self._db.executemany("UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, s) for s in seqs])
+        self._db.executemany(
+            "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, s) for s in seqs]
+        )
 
     # -- looking ---------------------------------------------------------------------------------
 
     def status(self) -> OutboxStatus:
-        depth: Counter[str] = Counter(dict(self._db.execute("SELECT kind, count(*) FROM item GROUP BY kind").fetchall()))
+        depth: Counter[str] = Counter(
+            dict(self._db.execute("SELECT kind, count(*) FROM item GROUP BY kind").fetchall())
+        )
         depth.update(dict(self._db.execute("SELECT kind, sum(count) FROM parcel GROUP BY kind").fetchall()))
         (oldest,) = self._db.execute(
             "SELECT min(t) FROM (SELECT min(enqueued_at) AS t FROM item UNION ALL SELECT min(enqueued_at) FROM parcel)"

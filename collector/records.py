@@ -108,7 +108,9 @@ def _plain(value: object) -> object:
     return value
 
 
-def table_docs(kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")) -> list[dict[str, Any]]:
+def table_docs(
+    kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")
+) -> list[dict[str, Any]]:
     """Documents for the rows of a table (see the module docstring)."""
     spec = KINDS[kind]
     if not spec.id_fields:
@@ -135,4 +137,3 @@ def iso_utc(seconds: Sequence[float] | pd.Series) -> list[str | None]:
         None if np.isnan(v) or v <= 0 else datetime.fromtimestamp(float(v), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for v in values
     ]
-

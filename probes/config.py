@@ -91,7 +91,9 @@ def _size(unit: int, what: str) -> BeforeValidator:
 
 
 Expression = Annotated[str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) else v)]
-OptionalExpression = Annotated[str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) and v.strip() else v)]
+OptionalExpression = Annotated[
+    str, BeforeValidator(lambda v: _expression(v) if isinstance(v, str) and v.strip() else v)
+]
 
 
 def _standard_job(value: Any) -> Any:
@@ -145,6 +147,8 @@ def _fairshare_targets(value: Any) -> Any:
             except ValueError as exc:
                 raise ValueError(f"{kind}.{name}: {exc}") from None
     return out
+
+
 LaxPath = Annotated[Path, Strict(False)]  # a TOML string becomes a Path
 MemorySize = Annotated[float | None, _size(MIB, "memory")]
 DiskSize = Annotated[float | None, _size(KIB, "disk")]
@@ -156,9 +160,7 @@ class _Section(BaseModel):
 
 class PoolSettings(_Section):
     name: str = Field("default", description="Name of the pool, written on every record.")
-    interval_s: float = Field(
-        300.0, gt=0, description="Seconds one slot snapshot stands for (the snapshot cadence)."
-    )
+    interval_s: float = Field(300.0, gt=0, description="Seconds one slot snapshot stands for (the snapshot cadence).")
     max_interval_s: float = Field(
         900.0,
         gt=0,
@@ -171,10 +173,12 @@ class PoolSettings(_Section):
         "tried in order. Every entry is queried and ads seen twice are kept once. Empty: COLLECTOR_HOST.",
     )
     slot_constraint: OptionalExpression = Field(
-        "", description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). Empty: all."
+        "",
+        description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). Empty: all.",
     )
     schedds: list[str] = Field(
-        default_factory=list, description="Names of the schedds to read (idle jobs, history). Empty: every schedd the collectors know."
+        default_factory=list,
+        description="Names of the schedds to read (idle jobs, history). Empty: every schedd the collectors know.",
     )
     job_constraint: OptionalExpression = Field(
         "", description="ClassAd constraint added to the queue and history queries of every schedd. Empty: none."
@@ -192,9 +196,12 @@ class PoolSettings(_Section):
         60.0, gt=0, description="Seconds a collector or schedd has to answer one query (also HTCondor's QUERY_TIMEOUT)."
     )
     token_file: str = Field(
-        "", description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). Empty: HTCondor's own."
+        "",
+        description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). Empty: HTCondor's own.",
     )
-    condor_config: str = Field("", description="HTCondor configuration file to read instead of CONDOR_CONFIG. Empty: CONDOR_CONFIG.")
+    condor_config: str = Field(
+        "", description="HTCondor configuration file to read instead of CONDOR_CONFIG. Empty: CONDOR_CONFIG."
+    )
 
     @model_validator(mode="after")
     def _cap_covers_the_cadence(self) -> PoolSettings:
@@ -272,7 +279,7 @@ class MachineSettings(_Section):
     speed_expression: OptionalExpression = Field(
         "",
         description="ClassAd expression giving a machine's speed, evaluated in each slot ad or machines-file "
-        "class (e.g. \"HEPSPEC / TotalSlotCpus\"); it takes precedence over speed_attribute. Empty: none.",
+        'class (e.g. "HEPSPEC / TotalSlotCpus"); it takes precedence over speed_attribute. Empty: none.',
     )
     cost_expression: OptionalExpression = Field(
         "", description="ClassAd expression giving a machine's node cost; precedence over cost_attribute. Empty: none."
@@ -329,7 +336,8 @@ class PrioritySettings(_Section):
         "priority factor from its usage against its fairshare target.",
     )
     credential: Literal["user", "group", "account", "class", "qos"] = Field(
-        "user", description="The fairshare credential type whose names are the negotiator's submitters (name or name@domain)."
+        "user",
+        description="The fairshare credential type whose names are the negotiator's submitters (name or name@domain).",
     )
     pattern: str = Field(".*@.*", description="Regular expression a submitter's whole name must match to be touched.")
     factor_min: float = Field(1.0, ge=1, description="Lowest priority factor set (HTCondor requires >= 1).")
@@ -357,7 +365,9 @@ class PrioritySettings(_Section):
 
 class Partition(_Section):
     name: str = Field(description="Name of the partition, e.g. cpu or gpu.")
-    match: Expression = Field("true", description="ClassAd expression over the slot ad; the first partition that matches wins.")
+    match: Expression = Field(
+        "true", description="ClassAd expression over the slot ad; the first partition that matches wins."
+    )
     cpus: float | None = Field(None, ge=0, description="Cores in one canonical unit.")
     memory: MemorySize = Field(None, description='Memory in one canonical unit, e.g. "2 GiB" (a number is MiB).')
     disk: DiskSize = Field(None, description='Disk in one canonical unit, e.g. "10 GB" (a number is KiB).')
@@ -394,7 +404,8 @@ class StoreSettings(_Section):
     password_env: str = Field("", description="Environment variable holding the basic-auth password.")
     ca_file: str = Field("", description="CA bundle to verify the cluster's (or the collector's) certificate.")
     token_file: str = Field(
-        "", description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself)."
+        "",
+        description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself).",
     )
     install_templates: bool = Field(
         False,
@@ -435,7 +446,9 @@ class ProbeSettings(_Section):
     history_every_s: float = Field(900.0, gt=0, description="Seconds between history reads of the service (probe run).")
     flush_every_s: float = Field(60.0, gt=0, description="Seconds between outbox flushes to the store.")
     misfire_grace_s: float = Field(
-        60.0, gt=0, description="A run of the service that is late by more than this is skipped (coalesced) rather than run late."
+        60.0,
+        gt=0,
+        description="A run of the service that is late by more than this is skipped (coalesced) rather than run late.",
     )
     health_address: str = Field("127.0.0.1", description="Address the /healthz and /metrics endpoint listens on.")
     health_port: int = Field(0, ge=0, le=65535, description="Port of the /healthz and /metrics endpoint; 0: off.")
@@ -449,10 +462,15 @@ class ProbeSettings(_Section):
 
 class FairnessSettings(_Section):
     bucket_s: float = Field(
-        3600.0, gt=0, description="Seconds per fairness bucket (seed 002); buckets start at multiples of it (UNIX time)."
+        3600.0,
+        gt=0,
+        description="Seconds per fairness bucket (seed 002); buckets start at multiples of it (UNIX time).",
     )
     fraction: float = Field(
-        0.0, ge=0, le=1, description="A credential with idle demand is starved at or below this fraction of an equal share; 0: got nothing."
+        0.0,
+        ge=0,
+        le=1,
+        description="A credential with idle demand is starved at or below this fraction of an equal share; 0: got nothing.",
     )
 
 
@@ -462,42 +480,59 @@ class SummarySettings(_Section):
     )
     every_s: float = Field(900.0, gt=0, description="Seconds between re-summaries of the last recent_days days.")
     nightly_days: int = Field(
-        365, ge=0, description="Once a day the service re-summarizes this many last days, for very late records; 0: never."
+        365,
+        ge=0,
+        description="Once a day the service re-summarizes this many last days, for very late records; 0: never.",
     )
 
 
 class CollectorSettings(_Section):
     listen_address: str = Field("127.0.0.1", description="Address the collector service listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the collector service listens on (0: any free port).")
-    tls_cert_file: str = Field("", description="TLS certificate (PEM) to serve https itself. Empty: plain http (behind a proxy).")
+    tls_cert_file: str = Field(
+        "", description="TLS certificate (PEM) to serve https itself. Empty: plain http (behind a proxy)."
+    )
     tls_key_file: str = Field("", description="TLS private key (PEM) of tls_cert_file.")
     token_dir: LaxPath = Field(
-        Path("tokens"), description="Directory of probe tokens: one file per probe, named after the probe, holding its token."
+        Path("tokens"),
+        description="Directory of probe tokens: one file per probe, named after the probe, holding its token.",
     )
     gratia_senders: list[str] = Field(
-        default_factory=list, description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none."
+        default_factory=list,
+        description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
     )
     max_body_size: Annotated[float, _size(1, "body")] = Field(
-        64.0 * MIB, gt=0, description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).'
+        64.0 * MIB,
+        gt=0,
+        description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
     )
     max_outbox_depth: int = Field(
         2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
     )
     state_dir: LaxPath = Field(
-        Path("collector"), description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path)."
+        Path("collector"),
+        description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path).",
     )
-    flush_every_s: float = Field(5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle.")
+    flush_every_s: float = Field(
+        5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle."
+    )
     flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store.")
     store_stale_s: float = Field(
         900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
     )
     summaries_recent_days: int = Field(
-        7, ge=0, description="The collector re-summarizes this many last days (today included) in its store every "
-        "summaries_every_s; 0: never (GRACC: 7 days every 15 minutes)."
+        7,
+        ge=0,
+        description="The collector re-summarizes this many last days (today included) in its store every "
+        "summaries_every_s; 0: never (GRACC: 7 days every 15 minutes).",
     )
-    summaries_every_s: float = Field(900.0, gt=0, description="Seconds between re-summaries of the last summaries_recent_days days.")
+    summaries_every_s: float = Field(
+        900.0, gt=0, description="Seconds between re-summaries of the last summaries_recent_days days."
+    )
     summaries_nightly_days: int = Field(
-        365, ge=0, description="Once a day the collector re-summarizes this many last days, for very late records; 0: never."
+        365,
+        ge=0,
+        description="Once a day the collector re-summarizes this many last days, for very late records; 0: never.",
     )
 
     @model_validator(mode="after")
@@ -523,8 +558,12 @@ class ProbeConfig(_Section):
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
     priority: PrioritySettings = Field(default_factory=PrioritySettings, description="HTCondor priority sync.")
-    summaries: SummarySettings = Field(default_factory=SummarySettings, description="Daily summaries computed in the store.")
-    fairness: FairnessSettings = Field(default_factory=FairnessSettings, description="The fairness of the share, per bucket (seed 002).")
+    summaries: SummarySettings = Field(
+        default_factory=SummarySettings, description="Daily summaries computed in the store."
+    )
+    fairness: FairnessSettings = Field(
+        default_factory=FairnessSettings, description="The fairness of the share, per bucket (seed 002)."
+    )
     collector: CollectorSettings = Field(
         default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
     )
@@ -641,7 +680,9 @@ class Override:
 OVERRIDES = (
     Override("--status-file", "sources", "status_files", "FILE", "condor_status -long/-json dump (repeatable)"),
     Override("--idle-file", "sources", "idle_files", "FILE", "condor_q -long dump of the queue (repeatable)"),
-    Override("--history", "sources", "history", "FILE|DIR", "condor_history dump, history file or directory (repeatable)"),
+    Override(
+        "--history", "sources", "history", "FILE|DIR", "condor_history dump, history file or directory (repeatable)"
+    ),
     Override("--store", "store", "url", "URL", "sqlite:///PATH, http(s)://... or opensearch+http(s)://...", many=False),
 )
 

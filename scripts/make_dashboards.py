@@ -22,7 +22,12 @@ PATTERNS = {
 
 
 def pattern(id_: str, title: str, name: str) -> dict[str, Any]:
-    return {"id": id_, "type": "index-pattern", "attributes": {"title": title, "name": name, "timeFieldName": "timestamp"}, "references": []}
+    return {
+        "id": id_,
+        "type": "index-pattern",
+        "attributes": {"title": title, "name": name, "timeFieldName": "timestamp"},
+        "references": [],
+    }
 
 
 def metric(id_: str, kind: str, field: str | None, label: str) -> dict[str, Any]:
@@ -78,7 +83,14 @@ def vis(id_: str, title: str, description: str, chart: str, index: str, aggs: li
 
 
 def two_sums(
-    id_: str, title: str, description: str, index: str, first: tuple[str, str], second: tuple[str, str], by: str, how: str = "sum"
+    id_: str,
+    title: str,
+    description: str,
+    index: str,
+    first: tuple[str, str],
+    second: tuple[str, str],
+    by: str,
+    how: str = "sum",
 ) -> dict[str, Any]:
     """Bars of two metrics (field, label) side by side, one pair per value of ``by``."""
     aggs = [metric("1", how, *first), metric("2", how, *second), terms("3", by, "segment")]
@@ -143,5 +155,7 @@ def objects() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    OUT.write_text("".join(json.dumps(o, separators=(",", ":"), sort_keys=True) + "\n" for o in objects()), encoding="utf-8")
+    OUT.write_text(
+        "".join(json.dumps(o, separators=(",", ":"), sort_keys=True) + "\n" for o in objects()), encoding="utf-8"
+    )
     print(f"wrote {OUT}")

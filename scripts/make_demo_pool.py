@@ -93,9 +93,7 @@ def quantize(value: int, step: int) -> int:
 # The catalogue: users, workflows, sites, nodes
 # --------------------------------------------------------------------------
 
-DEFAULT_REQUEST_MEMORY = Expr(
-    "ifthenelse(MemoryUsage =!= undefined,MemoryUsage,(ImageSize + 1023) / 1024)"
-)
+DEFAULT_REQUEST_MEMORY = Expr("ifthenelse(MemoryUsage =!= undefined,MemoryUsage,(ImageSize + 1023) / 1024)")
 MEMORY_USAGE = Expr("((ResidentSetSize + 1023) / 1024)")
 
 
@@ -181,33 +179,113 @@ WORKFLOWS: dict[str, Workflow] = {
     wf.key: wf
     for wf in (
         # CMS production: 8-core multithreaded jobs, the bread and butter of glideins
-        Workflow("A", ALICE, 8, 16384, 0, 20000000, 2500000, 1800000, (2 * HOUR, 12 * HOUR),
-                 "/srv/job_wrapper.sh", CMS_SITES, arguments="-t 8 --pset step1.py"),
-        Workflow("B", ALICE, 1, 2048, 0, None, 250000, 1500000, (HOUR, 4 * HOUR),
-                 "/srv/job_wrapper.sh", CMS_SITES),
-        Workflow("C", BOB, 4, 16384, 0, None, 1500000, 9000000, (HOUR, 8 * HOUR),
-                 "runAthena.sh"),
-        Workflow("M", BOB, 1, 8192, 0, None, 3000000, 6000000, (HOUR // 2, 3 * HOUR),
-                 "runMerge.sh", cpu_efficiency=(0.3, 0.6)),
-        Workflow("W", BOB, 16, 98304, 0, None, 8000000, 60000000, (2 * HOUR, 6 * HOUR),
-                 "runAthena.sh", arguments="--highmem", backfills_gpu_nodes=True),
+        Workflow(
+            "A",
+            ALICE,
+            8,
+            16384,
+            0,
+            20000000,
+            2500000,
+            1800000,
+            (2 * HOUR, 12 * HOUR),
+            "/srv/job_wrapper.sh",
+            CMS_SITES,
+            arguments="-t 8 --pset step1.py",
+        ),
+        Workflow("B", ALICE, 1, 2048, 0, None, 250000, 1500000, (HOUR, 4 * HOUR), "/srv/job_wrapper.sh", CMS_SITES),
+        Workflow("C", BOB, 4, 16384, 0, None, 1500000, 9000000, (HOUR, 8 * HOUR), "runAthena.sh"),
+        Workflow(
+            "M",
+            BOB,
+            1,
+            8192,
+            0,
+            None,
+            3000000,
+            6000000,
+            (HOUR // 2, 3 * HOUR),
+            "runMerge.sh",
+            cpu_efficiency=(0.3, 0.6),
+        ),
+        Workflow(
+            "W",
+            BOB,
+            16,
+            98304,
+            0,
+            None,
+            8000000,
+            60000000,
+            (2 * HOUR, 6 * HOUR),
+            "runAthena.sh",
+            arguments="--highmem",
+            backfills_gpu_nodes=True,
+        ),
         # OSG users submit with a quoted argument: exercises \" inside job ads
-        Workflow("K", CAROL, 1, 3072, 0, None, 50000, 2000000, (HOUR // 2, 5 * HOUR),
-                 "run_md.sh", arguments='--input mol_17.xyz --label "run 17"'),
-        Workflow("F", CAROL, 1, None, 0, None, 12000, 1800000, (HOUR // 4, 2 * HOUR),
-                 "analyze.py", publish_request_gpus=False),
-        Workflow("G", DAVE, 8, 32768, 1, None, 5000000, 12000000, (2 * HOUR, 10 * HOUR),
-                 "train.sh", arguments="--epochs 40"),
-        Workflow("H", DAVE, 16, 65536, 2, 40000000, 9000000, 30000000, (4 * HOUR, 12 * HOUR),
-                 "train.sh", arguments="--epochs 80 --ddp"),
-        Workflow("J", CAROL, 1, 4096, 1, None, 1000000, 3000000, (HOUR // 2, 3 * HOUR),
-                 "run_gromacs.sh", cpu_efficiency=(0.1, 0.3)),
+        Workflow(
+            "K",
+            CAROL,
+            1,
+            3072,
+            0,
+            None,
+            50000,
+            2000000,
+            (HOUR // 2, 5 * HOUR),
+            "run_md.sh",
+            arguments='--input mol_17.xyz --label "run 17"',
+        ),
+        Workflow(
+            "F",
+            CAROL,
+            1,
+            None,
+            0,
+            None,
+            12000,
+            1800000,
+            (HOUR // 4, 2 * HOUR),
+            "analyze.py",
+            publish_request_gpus=False,
+        ),
+        Workflow(
+            "G", DAVE, 8, 32768, 1, None, 5000000, 12000000, (2 * HOUR, 10 * HOUR), "train.sh", arguments="--epochs 40"
+        ),
+        Workflow(
+            "H",
+            DAVE,
+            16,
+            65536,
+            2,
+            40000000,
+            9000000,
+            30000000,
+            (4 * HOUR, 12 * HOUR),
+            "train.sh",
+            arguments="--epochs 80 --ddp",
+        ),
+        Workflow(
+            "J",
+            CAROL,
+            1,
+            4096,
+            1,
+            None,
+            1000000,
+            3000000,
+            (HOUR // 2, 3 * HOUR),
+            "run_gromacs.sh",
+            cpu_efficiency=(0.1, 0.3),
+        ),
         # idle only: fits nowhere by resources (no slot has 16 cores AND 384 GiB free)
-        Workflow("X", BOB, 16, 393216, 0, None, 2000000, 3000000, (4 * HOUR, 8 * HOUR),
-                 "runAthena.sh", arguments="--highmem"),
+        Workflow(
+            "X", BOB, 16, 393216, 0, None, 2000000, 3000000, (4 * HOUR, 8 * HOUR), "runAthena.sh", arguments="--highmem"
+        ),
         # idle only: small enough for any leftover, but pinned to a site not in the pool
-        Workflow("R", ALICE, 1, 2048, 0, None, 250000, 1500000, (HOUR, 2 * HOUR),
-                 "/srv/job_wrapper.sh", ("T2_CH_CERN",)),
+        Workflow(
+            "R", ALICE, 1, 2048, 0, None, 250000, 1500000, (HOUR, 2 * HOUR), "/srv/job_wrapper.sh", ("T2_CH_CERN",)
+        ),
     )
 }
 
@@ -251,39 +329,153 @@ class Resource:
 RESOURCES: dict[str, Resource] = {
     r.name: r
     for r in (
-        Resource("Purdue-Hammer", "Purdue", "CMSHTPC_T2_US_Purdue_Hammer",
-                 "hammer-a{n:03d}.rcac.purdue.edu", "128.211.146", 40,
-                 11.2, 24481, 86400, 172800, True),
-        Resource("Purdue-Bell", "Purdue", "CMSHTPC_T2_US_Purdue_Bell",
-                 "bell-a{n:03d}.rcac.purdue.edu", "128.211.148", 128,
-                 14.8, 30120, 86400, 172800, False),
-        Resource("UCSD-CMS-T2", "UCSD", "CMSHTPC_T2_US_UCSD_gw6",
-                 "cabinet-7-7-{n}.t2.ucsd.edu", "169.228.130", 64,
-                 12.5, 27214, 86400, 172800, True),
-        Resource("Nebraska-Red", "Nebraska", "CMSHTPC_T2_US_Nebraska_Red",
-                 "red-c{n:04d}.unl.edu", "129.93.239", 64,
-                 10.1, 21877, 172800, 259200, False),
-        Resource("CIT_CMS_T2", "CIT_CMS_T2", "CMSHTPC_T2_US_Caltech_cit2",
-                 "compute-2-{n}.ultralight.org", "192.84.86", 48,
-                 13.3, 28730, 79200, 165600, False),
-        Resource("FNAL-CMS-T1", "FNAL", "CMSHTPC_T1_US_FNAL_cmsgwms1",
-                 "cmswn{n:04d}.fnal.gov", "131.225.188", 32,
-                 12.0, 25990, 345600, 432000, True),
-        Resource("FNAL-LPC", "FNAL", "CMS_T3_US_FNAL_LPC_fixed",
-                 "cmslpc{n:03d}.fnal.gov", "131.225.191", 4,
-                 9.6, 20118, 604800, 691200, False),
-        Resource("UCSD-PRP-GPU", "UCSD", "OSG_US_UCSD_PRP_gpu",
-                 "gpu-{n:02d}.nautilus.optiputer.net", "67.58.53", 64,
-                 16.4, 33810, 259200, 345600, True, A100_40),
-        Resource("Nebraska-GPU", "Nebraska", "OSG_US_Nebraska_gpu",
-                 "red-gpu{n:02d}.unl.edu", "129.93.244", 32,
-                 11.9, 24880, 259200, 345600, False, V100),
-        Resource("Purdue-Gilbreth", "Purdue", "OSG_US_Purdue_Gilbreth_gpu",
-                 "gilbreth-k{n:03d}.rcac.purdue.edu", "128.211.133", 64,
-                 15.7, 32406, 259200, 345600, False, A100_80),
-        Resource("CIT-GPU", "CIT_CMS_T2", "CMSHTPC_T2_US_Caltech_gpu",
-                 "gpu-1-{n}.ultralight.org", "192.84.87", 32,
-                 14.1, 29520, 172800, 259200, True, A40),
+        Resource(
+            "Purdue-Hammer",
+            "Purdue",
+            "CMSHTPC_T2_US_Purdue_Hammer",
+            "hammer-a{n:03d}.rcac.purdue.edu",
+            "128.211.146",
+            40,
+            11.2,
+            24481,
+            86400,
+            172800,
+            True,
+        ),
+        Resource(
+            "Purdue-Bell",
+            "Purdue",
+            "CMSHTPC_T2_US_Purdue_Bell",
+            "bell-a{n:03d}.rcac.purdue.edu",
+            "128.211.148",
+            128,
+            14.8,
+            30120,
+            86400,
+            172800,
+            False,
+        ),
+        Resource(
+            "UCSD-CMS-T2",
+            "UCSD",
+            "CMSHTPC_T2_US_UCSD_gw6",
+            "cabinet-7-7-{n}.t2.ucsd.edu",
+            "169.228.130",
+            64,
+            12.5,
+            27214,
+            86400,
+            172800,
+            True,
+        ),
+        Resource(
+            "Nebraska-Red",
+            "Nebraska",
+            "CMSHTPC_T2_US_Nebraska_Red",
+            "red-c{n:04d}.unl.edu",
+            "129.93.239",
+            64,
+            10.1,
+            21877,
+            172800,
+            259200,
+            False,
+        ),
+        Resource(
+            "CIT_CMS_T2",
+            "CIT_CMS_T2",
+            "CMSHTPC_T2_US_Caltech_cit2",
+            "compute-2-{n}.ultralight.org",
+            "192.84.86",
+            48,
+            13.3,
+            28730,
+            79200,
+            165600,
+            False,
+        ),
+        Resource(
+            "FNAL-CMS-T1",
+            "FNAL",
+            "CMSHTPC_T1_US_FNAL_cmsgwms1",
+            "cmswn{n:04d}.fnal.gov",
+            "131.225.188",
+            32,
+            12.0,
+            25990,
+            345600,
+            432000,
+            True,
+        ),
+        Resource(
+            "FNAL-LPC",
+            "FNAL",
+            "CMS_T3_US_FNAL_LPC_fixed",
+            "cmslpc{n:03d}.fnal.gov",
+            "131.225.191",
+            4,
+            9.6,
+            20118,
+            604800,
+            691200,
+            False,
+        ),
+        Resource(
+            "UCSD-PRP-GPU",
+            "UCSD",
+            "OSG_US_UCSD_PRP_gpu",
+            "gpu-{n:02d}.nautilus.optiputer.net",
+            "67.58.53",
+            64,
+            16.4,
+            33810,
+            259200,
+            345600,
+            True,
+            A100_40,
+        ),
+        Resource(
+            "Nebraska-GPU",
+            "Nebraska",
+            "OSG_US_Nebraska_gpu",
+            "red-gpu{n:02d}.unl.edu",
+            "129.93.244",
+            32,
+            11.9,
+            24880,
+            259200,
+            345600,
+            False,
+            V100,
+        ),
+        Resource(
+            "Purdue-Gilbreth",
+            "Purdue",
+            "OSG_US_Purdue_Gilbreth_gpu",
+            "gilbreth-k{n:03d}.rcac.purdue.edu",
+            "128.211.133",
+            64,
+            15.7,
+            32406,
+            259200,
+            345600,
+            False,
+            A100_80,
+        ),
+        Resource(
+            "CIT-GPU",
+            "CIT_CMS_T2",
+            "CMSHTPC_T2_US_Caltech_gpu",
+            "gpu-1-{n}.ultralight.org",
+            "192.84.87",
+            32,
+            14.1,
+            29520,
+            172800,
+            259200,
+            True,
+            A40,
+        ),
     )
 }
 GLIDEIN_FACTORY = "OSG"
@@ -355,8 +547,16 @@ IDLE_JOBS: tuple[tuple[str, int], ...] = (
 )
 
 HISTORY_MIX: tuple[tuple[str, int], ...] = (
-    ("A", 12), ("B", 8), ("C", 8), ("M", 5), ("K", 8),
-    ("F", 4), ("W", 2), ("G", 5), ("H", 4), ("J", 4),
+    ("A", 12),
+    ("B", 8),
+    ("C", 8),
+    ("M", 5),
+    ("K", 8),
+    ("F", 4),
+    ("W", 2),
+    ("G", 5),
+    ("H", 4),
+    ("J", 4),
 )
 
 
@@ -489,11 +689,17 @@ def add_running_jobs(node: Node, rng: random.Random) -> None:
         # a pilot stops matching at GLIDEIN_ToRetire, so its jobs started before that
         earliest_run = max(600, NOW - node.to_retire + 300)
         start = NOW - rng.randint(earliest_run, max(earliest_run, latest_run))  # a young pilot: earliest
-        node.running.append(Job(
-            workflow=wf, status=2, qdate=start - rng.randint(120, 4 * HOUR), start=start,
-            node=node, cpu_efficiency=rng.uniform(*wf.cpu_efficiency),
-            rss_fraction=rng.uniform(0.4, 0.9),
-        ))
+        node.running.append(
+            Job(
+                workflow=wf,
+                status=2,
+                qdate=start - rng.randint(120, 4 * HOUR),
+                start=start,
+                node=node,
+                cpu_efficiency=rng.uniform(*wf.cpu_efficiency),
+                rss_fraction=rng.uniform(0.4, 0.9),
+            )
+        )
 
 
 def fits_on(wf: Workflow, node: Node) -> bool:
@@ -520,9 +726,15 @@ def make_history_job(wf: Workflow, nodes: Sequence[Node], rng: random.Random) ->
             break
     node = rng.choice(hosts)
     job = Job(
-        workflow=wf, status=4, qdate=start - rng.randint(60, 6 * HOUR), start=start, end=end,
-        node=node, exit_code=rng.choice((1, 3, 137)) if rng.random() < 0.1 else 0,
-        cpu_efficiency=rng.uniform(*wf.cpu_efficiency), rss_fraction=rng.uniform(0.4, 0.9),
+        workflow=wf,
+        status=4,
+        qdate=start - rng.randint(60, 6 * HOUR),
+        start=start,
+        end=end,
+        node=node,
+        exit_code=rng.choice((1, 3, 137)) if rng.random() < 0.1 else 0,
+        cpu_efficiency=rng.uniform(*wf.cpu_efficiency),
+        rss_fraction=rng.uniform(0.4, 0.9),
     )
     node.history.append(job)
     return job
@@ -559,7 +771,7 @@ def name_slots(node: Node, rng: random.Random) -> None:
         for job in node.history:
             job.slot = f"slot{rng.randint(1, node.plan.cpus)}"
         return
-    ordered = sorted(node.history, key=lambda j: (j.start or 0)) + node.running
+    ordered = sorted(node.history, key=lambda j: j.start or 0) + node.running
     for number, job in enumerate(ordered, start=1):
         job.slot = f"slot1_{number}"
 
@@ -614,8 +826,12 @@ def check_pool(nodes: Sequence[Node]) -> None:
     for node in nodes:
         if node.is_static:
             continue
-        for resource, total in (("cpus", node.plan.cpus), ("memory", node.plan.memory),
-                                ("gpus", node.plan.gpus), ("disk", node.disk)):
+        for resource, total in (
+            ("cpus", node.plan.cpus),
+            ("memory", node.plan.memory),
+            ("gpus", node.plan.gpus),
+            ("disk", node.disk),
+        ):
             used = sum(getattr(job, resource) for job in node.running)
             if used > total:
                 raise ValueError(f"node {node.plan.key}: {resource} allocated {used} > total {total}")
@@ -635,8 +851,10 @@ WITHIN_RESOURCE_LIMITS = Expr(
 def lifetime_attrs(node: Node) -> Ad:
     res = node.resource
     if res.lifetime_as_expression:
-        return {"GLIDEIN_ToRetire": Expr(f"DaemonStartTime + {res.retire_after}"),
-                "GLIDEIN_ToDie": Expr(f"DaemonStartTime + {res.die_after}")}
+        return {
+            "GLIDEIN_ToRetire": Expr(f"DaemonStartTime + {res.retire_after}"),
+            "GLIDEIN_ToDie": Expr(f"DaemonStartTime + {res.die_after}"),
+        }
     return {"GLIDEIN_ToRetire": node.to_retire, "GLIDEIN_ToDie": node.to_die}
 
 
@@ -666,13 +884,15 @@ def machine_attrs(node: Node) -> Ad:
         **lifetime_attrs(node),
     }
     if res.gpu is not None:
-        ad.update({
-            "DetectedGPUs": node.plan.gpus,
-            "CUDADeviceName": res.gpu.name,
-            "CUDACapability": res.gpu.capability,
-            "CUDAGlobalMemoryMb": res.gpu.memory_mb,
-            "CUDADriverVersion": 12.4,
-        })
+        ad.update(
+            {
+                "DetectedGPUs": node.plan.gpus,
+                "CUDADeviceName": res.gpu.name,
+                "CUDACapability": res.gpu.capability,
+                "CUDAGlobalMemoryMb": res.gpu.memory_mb,
+                "CUDADriverVersion": 12.4,
+            }
+        )
     return ad
 
 
@@ -681,8 +901,7 @@ def address_attrs(node: Node) -> Ad:
     to keep the demo small). AddressV1 nests quotes: readers must unescape it."""
     return {
         "StartdIpAddr": f"<{node.ip}:9618?addrs={node.ip}-9618&noUDP&sock={node.sock}>",
-        "AddressV1": (f'{{[ p="primary"; a="{node.ip}"; port=9618; n="Internet"; '
-                      f'spid="{node.sock}"; noUDP=true; ]}}'),
+        "AddressV1": (f'{{[ p="primary"; a="{node.ip}"; port=9618; n="Internet"; spid="{node.sock}"; noUDP=true; ]}}'),
     }
 
 
@@ -690,7 +909,8 @@ def gpu_list(ids: Iterable[int]) -> tuple[str, Expr]:
     """AssignedGPUs (a string) and AvailableGPUs (a list of references) for these devices."""
     ids = list(ids)
     return ",".join(f"CUDA{i}" for i in ids), Expr(
-        "{ " + ",".join(f"GPUs_CUDA{i}" for i in ids) + " }" if ids else "{  }")
+        "{ " + ",".join(f"GPUs_CUDA{i}" for i in ids) + " }" if ids else "{  }"
+    )
 
 
 def claim_attrs(job: Job) -> Ad:
@@ -712,44 +932,48 @@ def claim_attrs(job: Job) -> Ad:
 def partitionable_slot_ad(node: Node) -> Ad:
     plan, jobs = node.plan, node.running
     ad = machine_attrs(node)
-    ad.update({
-        "Name": node.slot_name("slot1"),
-        "SlotID": 1,
-        "SlotType": "Partitionable",
-        "PartitionableSlot": True,
-        "State": "Unclaimed",  # a partitionable slot stays Unclaimed however full it is
-        "Activity": "Idle",
-        **address_attrs(node),
-        "Start": True,
-        "Requirements": Expr("Start && (WithinResourceLimits)"),
-        "WithinResourceLimits": WITHIN_RESOURCE_LIMITS,
-        # the slot's own Cpus/Memory/Disk/GPUs are what is still unallocated
-        "Cpus": plan.cpus - sum(j.cpus for j in jobs),
-        "Memory": plan.memory - sum(j.memory for j in jobs),
-        "Disk": node.disk - sum(j.disk for j in jobs),
-        "GPUs": plan.gpus - sum(j.gpus for j in jobs),
-        "TotalSlotCpus": plan.cpus,
-        "TotalSlotMemory": plan.memory,
-        "TotalSlotDisk": float(node.disk),
-        "TotalSlotGPUs": plan.gpus,
-        "NumDynamicSlots": len(jobs),
-    })
+    ad.update(
+        {
+            "Name": node.slot_name("slot1"),
+            "SlotID": 1,
+            "SlotType": "Partitionable",
+            "PartitionableSlot": True,
+            "State": "Unclaimed",  # a partitionable slot stays Unclaimed however full it is
+            "Activity": "Idle",
+            **address_attrs(node),
+            "Start": True,
+            "Requirements": Expr("Start && (WithinResourceLimits)"),
+            "WithinResourceLimits": WITHIN_RESOURCE_LIMITS,
+            # the slot's own Cpus/Memory/Disk/GPUs are what is still unallocated
+            "Cpus": plan.cpus - sum(j.cpus for j in jobs),
+            "Memory": plan.memory - sum(j.memory for j in jobs),
+            "Disk": node.disk - sum(j.disk for j in jobs),
+            "GPUs": plan.gpus - sum(j.gpus for j in jobs),
+            "TotalSlotCpus": plan.cpus,
+            "TotalSlotMemory": plan.memory,
+            "TotalSlotDisk": float(node.disk),
+            "TotalSlotGPUs": plan.gpus,
+            "NumDynamicSlots": len(jobs),
+        }
+    )
     if node.resource.gpu is not None:
         claimed = {i for j in jobs for i in j.gpu_ids}
         ad["AssignedGPUs"] = gpu_list(range(plan.gpus))[0]
         ad["AvailableGPUs"] = gpu_list(i for i in range(plan.gpus) if i not in claimed)[1]
     if jobs:  # an empty pilot publishes no Child* rollup at all
-        ad.update({
-            "ChildName": [j.slot_name for j in jobs],
-            "ChildCpus": [j.cpus for j in jobs],
-            "ChildMemory": [j.memory for j in jobs],
-            "ChildDisk": [j.disk for j in jobs],
-            "ChildGPUs": [j.gpus for j in jobs],
-            "ChildRemoteUser": [j.workflow.user.user for j in jobs],
-            "ChildAccountingGroup": [f"{j.workflow.user.accounting_group}@{UID_DOMAIN}" for j in jobs],
-            "ChildState": ["Claimed"] * len(jobs),
-            "ChildActivity": ["Busy"] * len(jobs),
-        })
+        ad.update(
+            {
+                "ChildName": [j.slot_name for j in jobs],
+                "ChildCpus": [j.cpus for j in jobs],
+                "ChildMemory": [j.memory for j in jobs],
+                "ChildDisk": [j.disk for j in jobs],
+                "ChildGPUs": [j.gpus for j in jobs],
+                "ChildRemoteUser": [j.workflow.user.user for j in jobs],
+                "ChildAccountingGroup": [f"{j.workflow.user.accounting_group}@{UID_DOMAIN}" for j in jobs],
+                "ChildState": ["Claimed"] * len(jobs),
+                "ChildActivity": ["Busy"] * len(jobs),
+            }
+        )
     return ad
 
 
@@ -757,23 +981,25 @@ def dynamic_slot_ad(node: Node, job: Job) -> Ad:
     assert job.slot is not None
     ad = machine_attrs(node)
     ad.update(claim_attrs(job))
-    ad.update({
-        "Name": job.slot_name,
-        "SlotID": 1,
-        "DSlotId": int(job.slot.split("_")[1]),
-        "ParentSlotId": 1,
-        "SlotType": "Dynamic",
-        "DynamicSlot": True,
-        "Cpus": job.cpus,
-        "Memory": job.memory,
-        "Disk": job.disk,
-        "GPUs": job.gpus,
-        # a dynamic slot's TotalSlot* are its own size, not the node's
-        "TotalSlotCpus": job.cpus,
-        "TotalSlotMemory": job.memory,
-        "TotalSlotDisk": float(job.disk),
-        "TotalSlotGPUs": job.gpus,
-    })
+    ad.update(
+        {
+            "Name": job.slot_name,
+            "SlotID": 1,
+            "DSlotId": int(job.slot.split("_")[1]),
+            "ParentSlotId": 1,
+            "SlotType": "Dynamic",
+            "DynamicSlot": True,
+            "Cpus": job.cpus,
+            "Memory": job.memory,
+            "Disk": job.disk,
+            "GPUs": job.gpus,
+            # a dynamic slot's TotalSlot* are its own size, not the node's
+            "TotalSlotCpus": job.cpus,
+            "TotalSlotMemory": job.memory,
+            "TotalSlotDisk": float(job.disk),
+            "TotalSlotGPUs": job.gpus,
+        }
+    )
     if job.gpu_ids:
         ad["AssignedGPUs"], ad["AvailableGPUs"] = gpu_list(job.gpu_ids)
     return ad
@@ -786,26 +1012,28 @@ def static_slot_ads(node: Node) -> list[Ad]:
     ads = []
     for number in range(1, plan.cpus + 1):
         ad = machine_attrs(node)
-        ad.update({
-            "Name": node.slot_name(f"slot{number}"),
-            "SlotID": number,
-            "SlotType": "Static",
-            "State": "Unclaimed",
-            "Activity": "Idle",
+        ad.update(
+            {
+                "Name": node.slot_name(f"slot{number}"),
+                "SlotID": number,
+                "SlotType": "Static",
+                "State": "Unclaimed",
+                "Activity": "Idle",
                 **address_attrs(node),
-            "Start": True,
-            "Requirements": Expr("Start && (WithinResourceLimits)"),
-            "WithinResourceLimits": WITHIN_RESOURCE_LIMITS,
-            # a static slot keeps its whole size whether claimed or not
-            "Cpus": 1,
-            "Memory": per_slot[0],
-            "Disk": per_slot[1],
-            "GPUs": 0,
-            "TotalSlotCpus": 1,
-            "TotalSlotMemory": per_slot[0],
-            "TotalSlotDisk": float(per_slot[1]),
-            "TotalSlotGPUs": 0,
-        })
+                "Start": True,
+                "Requirements": Expr("Start && (WithinResourceLimits)"),
+                "WithinResourceLimits": WITHIN_RESOURCE_LIMITS,
+                # a static slot keeps its whole size whether claimed or not
+                "Cpus": 1,
+                "Memory": per_slot[0],
+                "Disk": per_slot[1],
+                "GPUs": 0,
+                "TotalSlotCpus": 1,
+                "TotalSlotMemory": per_slot[0],
+                "TotalSlotDisk": float(per_slot[1]),
+                "TotalSlotGPUs": 0,
+            }
+        )
         job = by_slot.get(f"slot{number}")
         if job is not None:
             ad.update(claim_attrs(job))
@@ -900,23 +1128,27 @@ def queue_ad(job: Job, autocluster: int) -> Ad:
     ad = job_base_attrs(job)
     ad.update({"JobStatus": job.status, "AutoClusterId": autocluster, "ServerTime": NOW})
     if job.status == 1:
-        ad.update({
-            "EnteredCurrentStatus": job.qdate,
-            "LastRejMatchReason": "no match found",
-            "LastRejMatchTime": NOW - 47,
-        })
+        ad.update(
+            {
+                "EnteredCurrentStatus": job.qdate,
+                "LastRejMatchReason": "no match found",
+                "LastRejMatchTime": NOW - 47,
+            }
+        )
         return ad
     assert job.start is not None
     ad.update(match_attrs(job))
     ad.update(cpu_times(job, NOW - job.start))
-    ad.update({
-        "EnteredCurrentStatus": job.start,
-        "LastJobStatus": 1,
-        "RemoteHost": job.slot_name,
-        "RemoteSlotID": 1,
-        "RemoteWallClockTime": 0.0,  # only counts finished runs
-        "ShadowBday": job.start,
-    })
+    ad.update(
+        {
+            "EnteredCurrentStatus": job.start,
+            "LastJobStatus": 1,
+            "RemoteHost": job.slot_name,
+            "RemoteSlotID": 1,
+            "RemoteWallClockTime": 0.0,  # only counts finished runs
+            "ShadowBday": job.start,
+        }
+    )
     return ad
 
 
@@ -934,25 +1166,29 @@ def history_ad(job: Job) -> Ad:
     ad.update({"JobStatus": job.status, "LastJobStatus": 2, "ExitBySignal": False})
     assert job.end is not None
     if job.node is None:  # removed before it ever ran
-        ad.update({
-            "LastJobStatus": 1,
-            "EnteredCurrentStatus": job.end,
-            "RemoteWallClockTime": 0.0,
-            "RemoteUserCpu": 0.0,
-            "RemoteSysCpu": 0.0,
-            "RemoveReason": f"via condor_rm (by user {job.workflow.user.owner})",
-        })
+        ad.update(
+            {
+                "LastJobStatus": 1,
+                "EnteredCurrentStatus": job.end,
+                "RemoteWallClockTime": 0.0,
+                "RemoteUserCpu": 0.0,
+                "RemoteSysCpu": 0.0,
+                "RemoveReason": f"via condor_rm (by user {job.workflow.user.owner})",
+            }
+        )
         return ad
     assert job.start is not None
     wall = job.end - job.start
     ad.update(match_attrs(job))
     ad.update(cpu_times(job, wall))
-    ad.update({
-        "EnteredCurrentStatus": job.end,
-        "LastRemoteHost": job.slot_name,
-        "RemoteWallClockTime": float(wall),
-        "CumulativeSlotTime": float(wall * job.cpus),
-    })
+    ad.update(
+        {
+            "EnteredCurrentStatus": job.end,
+            "LastRemoteHost": job.slot_name,
+            "RemoteWallClockTime": float(wall),
+            "CumulativeSlotTime": float(wall * job.cpus),
+        }
+    )
     if job.status == 4:
         ad.update({"CompletionDate": job.end, "ExitCode": job.exit_code})
     else:
@@ -976,8 +1212,11 @@ def write_dumps(out: Path, seed: int = SEED) -> dict[str, Path]:
     pool = build_pool(seed)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, ads in (("status.ads", status_ads(pool)), ("queue.ads", queue_ads(pool)),
-                      ("history.ads", history_ads(pool))):
+    for name, ads in (
+        ("status.ads", status_ads(pool)),
+        ("queue.ads", queue_ads(pool)),
+        ("history.ads", history_ads(pool)),
+    ):
         path = out / name
         path.write_text(render_dump(ads), encoding="ascii", newline="\n")
         written[name] = path
@@ -987,8 +1226,12 @@ def write_dumps(out: Path, seed: int = SEED) -> dict[str, Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     repo_root = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description="Write the bundled demo pool that `make demo` reads.")
-    parser.add_argument("--out", type=Path, default=repo_root / "config" / "demo",
-                        help="directory to write status.ads, queue.ads and history.ads into")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=repo_root / "config" / "demo",
+        help="directory to write status.ads, queue.ads and history.ads into",
+    )
     args = parser.parse_args(argv)
     for name, path in write_dumps(args.out).items():
         print(f"wrote {path} ({path.stat().st_size} bytes)")

@@ -83,7 +83,11 @@ def _stray_paths() -> set[str] | None:
     try:
         out = subprocess.run(
             ["git", "status", "--porcelain", "--ignored=matching", "--untracked-files=normal"],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None  # not a git checkout: nothing to compare
@@ -140,7 +144,9 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
             # and the p-slots list those three children alone: a startd advertises a p-slot later
             # than its dynamic slots, and until then its ChildName still holds the finished jobs'
             # (the reader then bills the node from those lists: 5 allocations, not 3)
-            listed = pool.tool("condor_status", "-const", 'SlotType == "Partitionable"', "-af", "size(ChildName)").split()
+            listed = pool.tool(
+                "condor_status", "-const", 'SlotType == "Partitionable"', "-af", "size(ChildName)"
+            ).split()
             return (
                 len(done) == 2 and status.count("2") == 3 and status.count("1") == 1
                 and len(dynamic) == 3 and sum(int(n) for n in listed if n.isdigit()) == 3

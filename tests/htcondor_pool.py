@@ -93,7 +93,9 @@ class HTCondorPool:
             shutil.chown(folder, POOL_USER)
             shutil.chown(path, POOL_USER)
             command = ["runuser", "-u", POOL_USER, "--", "env", f"CONDOR_CONFIG={self.condor_config}", *command]
-        done = subprocess.run(command, cwd=folder, env=self.env(), capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            command, cwd=folder, env=self.env(), capture_output=True, text=True, timeout=60, check=False
+        )
         if done.returncode != 0:
             raise RuntimeError(f"condor_submit {path}: exit {done.returncode}: {done.stderr.strip()}")
         return int(done.stdout.split(".")[0])  # -terse prints "cluster.first - cluster.last"

@@ -27,7 +27,7 @@ from .conftest import ROOT
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},
-            "partitions[0].memory: expected a size like \"2 GiB\", \"512 MiB\" or \"4 GB\", got '2 gigs'",
+            'partitions[0].memory: expected a size like "2 GiB", "512 MiB" or "4 GB", got \'2 gigs\'',
         ),
         (
             {"partitions": [{"name": "cpu", "match": "TotalSlotGPUs >", "cpus": 1}]},

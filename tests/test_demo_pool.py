@@ -70,7 +70,9 @@ def children(status: list[classad2.ClassAd]) -> dict[str, list[classad2.ClassAd]
 def test_script_reproduces_the_committed_dumps_byte_for_byte(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     for name in DUMPS:
@@ -112,7 +114,9 @@ def test_some_strings_carry_escaped_quotes(status: list[classad2.ClassAd]) -> No
 
 
 def test_pool_has_the_documented_size(
-    status: list[classad2.ClassAd], pslots: list[classad2.ClassAd], queue: list[classad2.ClassAd],
+    status: list[classad2.ClassAd],
+    pslots: list[classad2.ClassAd],
+    queue: list[classad2.ClassAd],
     history: list[classad2.ClassAd],
 ) -> None:
     kinds = [ad["SlotType"] for ad in status]
@@ -124,7 +128,8 @@ def test_pool_has_the_documented_size(
 
 
 def test_unallocated_plus_dynamic_slots_is_the_total(
-    pslots: list[classad2.ClassAd], children: dict[str, list[classad2.ClassAd]],
+    pslots: list[classad2.ClassAd],
+    children: dict[str, list[classad2.ClassAd]],
 ) -> None:
     for pslot in pslots:
         kids = children.get(host_part(pslot["Name"]), [])
@@ -136,18 +141,25 @@ def test_unallocated_plus_dynamic_slots_is_the_total(
 
 
 def test_every_dynamic_slot_has_a_parent(
-    pslots: list[classad2.ClassAd], children: dict[str, list[classad2.ClassAd]],
+    pslots: list[classad2.ClassAd],
+    children: dict[str, list[classad2.ClassAd]],
 ) -> None:
     assert set(children) <= {host_part(ad["Name"]) for ad in pslots}
 
 
 def test_child_lists_describe_the_dynamic_slots(
-    pslots: list[classad2.ClassAd], children: dict[str, list[classad2.ClassAd]],
+    pslots: list[classad2.ClassAd],
+    children: dict[str, list[classad2.ClassAd]],
 ) -> None:
     rollup = {
-        "ChildName": "Name", "ChildCpus": "Cpus", "ChildMemory": "Memory", "ChildDisk": "Disk",
-        "ChildGPUs": "GPUs", "ChildRemoteUser": "RemoteUser",
-        "ChildAccountingGroup": "AccountingGroup", "ChildState": "State",
+        "ChildName": "Name",
+        "ChildCpus": "Cpus",
+        "ChildMemory": "Memory",
+        "ChildDisk": "Disk",
+        "ChildGPUs": "GPUs",
+        "ChildRemoteUser": "RemoteUser",
+        "ChildAccountingGroup": "AccountingGroup",
+        "ChildState": "State",
     }
     for pslot in pslots:
         kids = children.get(host_part(pslot["Name"]), [])
@@ -159,10 +171,19 @@ def test_child_lists_describe_the_dynamic_slots(
 
 
 def test_dynamic_slots_describe_themselves_and_inherit_the_glidein(
-    pslots: list[classad2.ClassAd], children: dict[str, list[classad2.ClassAd]],
+    pslots: list[classad2.ClassAd],
+    children: dict[str, list[classad2.ClassAd]],
 ) -> None:
-    inherited = ("Machine", "GLIDEIN_Site", "GLIDEIN_ResourceName", "GLIDEIN_Entry_Name",
-                 "GLIDEIN_Factory", "GLIDEIN_Name", "DaemonStartTime", "HEPSPEC")
+    inherited = (
+        "Machine",
+        "GLIDEIN_Site",
+        "GLIDEIN_ResourceName",
+        "GLIDEIN_Entry_Name",
+        "GLIDEIN_Factory",
+        "GLIDEIN_Name",
+        "DaemonStartTime",
+        "HEPSPEC",
+    )
     for pslot in pslots:
         for kid in children.get(host_part(pslot["Name"]), []):
             assert (kid["DynamicSlot"], kid["ParentSlotId"], kid["State"]) == (True, 1, "Claimed")
@@ -176,7 +197,8 @@ def test_dynamic_slots_describe_themselves_and_inherit_the_glidein(
 
 
 def test_running_jobs_are_the_claimed_slots(
-    status: list[classad2.ClassAd], queue: list[classad2.ClassAd],
+    status: list[classad2.ClassAd],
+    queue: list[classad2.ClassAd],
 ) -> None:
     claimed = {ad["GlobalJobId"]: ad for ad in status if ad.get("State") == "Claimed"}
     running = {ad["GlobalJobId"]: ad for ad in queue if ad["JobStatus"] == 2}
@@ -184,9 +206,12 @@ def test_running_jobs_are_the_claimed_slots(
     for job_id, job in running.items():
         slot = claimed[job_id]
         assert job["RemoteHost"] == slot["Name"]
-        assert f'{job["ClusterId"]}.{job["ProcId"]}' == slot["JobId"]
+        assert f"{job['ClusterId']}.{job['ProcId']}" == slot["JobId"]
         assert (job["CpusProvisioned"], job["MemoryProvisioned"], job["GPUsProvisioned"]) == (
-            slot["Cpus"], slot["Memory"], slot["GPUs"])
+            slot["Cpus"],
+            slot["Memory"],
+            slot["GPUs"],
+        )
         assert slot["AccountingGroup"] == job["AccountingGroup"] + "@" + job["User"].split("@")[1]
 
 
@@ -230,16 +255,24 @@ def test_there_are_static_slots_claimed_and_unclaimed(status: list[classad2.Clas
 
 
 def test_idle_jobs_fit_somewhere_and_nowhere(
-    status: list[classad2.ClassAd], queue: list[classad2.ClassAd],
+    status: list[classad2.ClassAd],
+    queue: list[classad2.ClassAd],
 ) -> None:
-    matchable = [ad for ad in status if ad["SlotType"] == "Partitionable"
-                 or (ad["SlotType"] == "Static" and ad["State"] == "Unclaimed")]
+    matchable = [
+        ad
+        for ad in status
+        if ad["SlotType"] == "Partitionable" or (ad["SlotType"] == "Static" and ad["State"] == "Unclaimed")
+    ]
     idle = [ad for ad in queue if ad["JobStatus"] == 1]
     assert len({ad["AutoClusterId"] for ad in idle}) >= 5
 
     def fits(job: classad2.ClassAd, slot: classad2.ClassAd) -> bool:
-        return (job["RequestCpus"] <= slot["Cpus"] and job.eval("RequestMemory") <= slot["Memory"]
-                and job.eval("RequestDisk") <= slot["Disk"] and job.get("RequestGPUs", 0) <= slot["GPUs"])
+        return (
+            job["RequestCpus"] <= slot["Cpus"]
+            and job.eval("RequestMemory") <= slot["Memory"]
+            and job.eval("RequestDisk") <= slot["Disk"]
+            and job.get("RequestGPUs", 0) <= slot["GPUs"]
+        )
 
     by_resources = {ad["GlobalJobId"]: any(fits(ad, slot) for slot in matchable) for ad in idle}
     by_matchmaking = {ad["GlobalJobId"]: any(slot.symmetricMatch(ad) for slot in matchable) for ad in idle}
@@ -257,7 +290,8 @@ def test_idle_jobs_use_both_memory_request_forms(queue: list[classad2.ClassAd]) 
 
 
 def test_history_is_recent_newest_first_and_ran_on_demo_slots(
-    status: list[classad2.ClassAd], history: list[classad2.ClassAd],
+    status: list[classad2.ClassAd],
+    history: list[classad2.ClassAd],
 ) -> None:
     left_queue = [ad["EnteredCurrentStatus"] for ad in history]
     assert left_queue == sorted(left_queue, reverse=True)

@@ -30,7 +30,12 @@ MODULES = _modules()
 
 def test_every_module_is_found() -> None:
     # a module left out by the walk would escape every check below
-    assert {"probes.accounting.ledger", "probes.sources.classad.kernel", "collector.sinks.elasticsearch.auth", "collector.gratia.wire"} <= set(MODULES)
+    assert {
+        "probes.accounting.ledger",
+        "probes.sources.classad.kernel",
+        "collector.sinks.elasticsearch.auth",
+        "collector.gratia.wire",
+    } <= set(MODULES)
     assert len(MODULES) > 50
 
 
@@ -48,7 +53,9 @@ def _defined(mod: object, module: str) -> set[str]:
     return {
         name
         for name, value in vars(mod).items()
-        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and value.__module__ == module
     }
 
 

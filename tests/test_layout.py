@@ -54,7 +54,9 @@ GRAPH = _graph()
 
 
 def test_collector_never_imports_probes() -> None:
-    wrong = sorted((m, t) for m, ts in GRAPH.items() for t in ts if m.startswith("collector") and t.startswith("probes"))
+    wrong = sorted(
+        (m, t) for m, ts in GRAPH.items() for t in ts if m.startswith("collector") and t.startswith("probes")
+    )
     assert not wrong
 
 
@@ -96,7 +98,12 @@ def test_import_probes_accounting_stays_light() -> None:
 
 
 def test_readers_take_their_few_settings_not_the_configuration() -> None:
-    for module in ("probes.sources.status", "probes.sources.history", "probes.sources.queue", "probes.sources.classad.long"):
+    for module in (
+        "probes.sources.status",
+        "probes.sources.history",
+        "probes.sources.queue",
+        "probes.sources.classad.long",
+    ):
         assert "probes.config" not in GRAPH[module], module
 
 
@@ -130,7 +137,6 @@ def test_every_checkpoint_is_named_in_one_module() -> None:
         and node.value.startswith(("history:", "snapshot:", "fairshare:", "fairness:"))
     }
     assert spelled == {"probes.sources.checkpoints"}
-
 
 
 _HEAVY = ("pandas", "numpy", "numba", "pydantic", "elasticsearch")

@@ -34,8 +34,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ".git", ".venv", "build", "*.egg-info", "__pycache__", ".hypothesis", ".*_cache", "state", ".demo"
     ))  # fmt: skip
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(where / "dist"), str(source)],
-        capture_output=True, text=True, cwd=where,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(where / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=where,
     )
     if build.returncode != 0 and "setuptools" in build.stderr and "No module named" in build.stderr:
         pytest.skip(f"cannot build a wheel without build isolation here: {build.stderr[-300:]}")
@@ -47,7 +60,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install", "-q", "--no-deps", str(wheel)],
-        check=True, capture_output=True, cwd=where,
+        check=True,
+        capture_output=True,
+        cwd=where,
     )
     assert (site / "mappings" / "slot.json").is_file()
     return venv
@@ -55,11 +70,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _fairacct(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(venv / "bin/fairacct"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    return subprocess.run(
+        [str(venv / "bin/fairacct"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
 
 
 def test_the_installed_probe_installs_templates_and_runs_a_cycle(
-    installed: Path, tmp_path: Path, osmem_server: OsmemServer,  # noqa: F811 - the fixture
+    installed: Path,
+    tmp_path: Path,
+    osmem_server: OsmemServer,  # noqa: F811 - the fixture
 ) -> None:
     url = osmem_server.url
     done = _fairacct(installed, tmp_path, "mappings", "install", "--store", url)
@@ -73,7 +92,14 @@ def test_the_installed_probe_installs_templates_and_runs_a_cycle(
     assert cycle.returncode == 0, cycle.stderr
     assert f"slot: 36 new, 36 sent to {url}" in cycle.stdout
     probe_path = subprocess.run(
-        [str(installed / "bin/python"), "-c", "import probes, mappings; print(probes.__file__, list(mappings.__path__))"],
-        capture_output=True, text=True, cwd=tmp_path, check=True,
+        [
+            str(installed / "bin/python"),
+            "-c",
+            "import probes, mappings; print(probes.__file__, list(mappings.__path__))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
     ).stdout
     assert str(ROOT) not in probe_path  # the installed copy ran, not the checkout

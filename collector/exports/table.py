@@ -69,7 +69,9 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
         for source in (SOURCES[k] for k in EXPORTED):
             grouped = tuple(d for d in dims if d in source.dimensions)
             rows = sink.aggregate(Aggregation(source.kind, grouped, source.totals, when, period.since, period.until))
-            frames.append(pd.DataFrame(rows, columns=[*(["period"] if when else []), *grouped, *(t.name for t in source.totals)]))
+            frames.append(
+                pd.DataFrame(rows, columns=[*(["period"] if when else []), *grouped, *(t.name for t in source.totals)])
+            )
         table = pd.concat([f.reindex(columns=[*keys, *(t.name for t in SUMMED)]) for f in frames], ignore_index=True)
     else:
         totals = tuple(Total(t.name, (t.name,)) for t in SUMMED)
@@ -78,13 +80,21 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
     table[keys] = table[keys].astype(object).where(table[keys].notna(), None)
     sums = [t.name for t in SUMMED]
     # a group seen by several source kinds is one row; a missing dimension is its own group
-    table = table.fillna({s: 0.0 for s in sums}).groupby(keys, dropna=False, sort=False)[sums].sum().reset_index() if keys else table[sums].sum().to_frame().T
+    table = (
+        table.fillna({s: 0.0 for s in sums}).groupby(keys, dropna=False, sort=False)[sums].sum().reset_index()
+        if keys
+        else table[sums].sum().to_frame().T
+    )
     table[COUNTS] = table[COUNTS].round().astype(np.int64)
     table = _derived(table, "period" if when else None)
     if when:
         table = table.rename(columns={"period": when})
     order = ([when] if when else []) + dims
-    return table.sort_values(order, na_position="last", key=lambda c: c.astype(str)).reset_index(drop=True) if order else table
+    return (
+        table.sort_values(order, na_position="last", key=lambda c: c.astype(str)).reset_index(drop=True)
+        if order
+        else table
+    )
 
 
 def _derived(table: pd.DataFrame, period: str | None) -> pd.DataFrame:

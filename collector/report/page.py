@@ -32,6 +32,7 @@ class Figure:
     plot: str
     table: pd.DataFrame
 
+
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #222; background: #fff; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 36px; border-bottom: 1px solid #ddd; }
@@ -48,7 +49,9 @@ p.note { color: #666; } details { margin: 8px 0; }
 def _table(frame: pd.DataFrame) -> str:
     if frame.empty:
         return '<p class="note">No records in this period.</p>'
-    head = "".join(f'<th title="{escape(COLUMNS[c].help) if c in COLUMNS else ""}">{escape(str(c))}</th>' for c in frame.columns)
+    head = "".join(
+        f'<th title="{escape(COLUMNS[c].help) if c in COLUMNS else ""}">{escape(str(c))}</th>' for c in frame.columns
+    )
     rows = []
     for row in frame.itertuples(index=False):
         cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
@@ -80,7 +83,13 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     h = t.histogram
     parts = sorted(h["partition"].astype(str).unique()) if not h.empty else []
     cus = sorted(h["overhead_cu"].unique()) if not h.empty else []
-    counts = {p: [float(h.loc[(h["partition"].astype(str) == p) & (h["overhead_cu"] == c), "slot_snapshots"].sum()) for c in cus] for p in parts}
+    counts = {
+        p: [
+            float(h.loc[(h["partition"].astype(str) == p) & (h["overhead_cu"] == c), "slot_snapshots"].sum())
+            for c in cus
+        ]
+        for p in parts
+    }
     sections.append(_section(
         "True overhead per partition",
         "Slot snapshots by their true overhead: whole canonical units idle in every resource at once (seed 003).",
@@ -88,10 +97,16 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     ))  # fmt: skip
     o = t.overhead
     days = sorted(o["day"].unique()) if not o.empty else []
-    wide = o.pivot_table(index="day", columns="site", values="overhead_cu_hours", aggfunc="sum").reindex(days).fillna(0.0) if not o.empty else pd.DataFrame()
+    wide = (
+        o.pivot_table(index="day", columns="site", values="overhead_cu_hours", aggfunc="sum").reindex(days).fillna(0.0)
+        if not o.empty
+        else pd.DataFrame()
+    )
     series = {str(s): wide[s].tolist() for s in wide.columns}
     if not o.empty:
-        series["idle fit, all sites"] = o.groupby("day")["overhead_cu_hours_fitting_idle"].sum().reindex(days).fillna(0.0).tolist()
+        series["idle fit, all sites"] = (
+            o.groupby("day")["overhead_cu_hours_fitting_idle"].sum().reindex(days).fillna(0.0).tolist()
+        )
     sections.append(_section(
         "Overhead over time per site",
         "CU-hours of true overhead per day and site, and the part of it beside idle jobs that would have fit.",

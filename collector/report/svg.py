@@ -46,7 +46,9 @@ def _frame(title: str, unit: str, ticks: Sequence[float], low: float) -> tuple[l
         y = TOP + (high - t) * scale
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{_label(t)}</text>')
-    parts.append(f'<text transform="translate(14 {TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" class="tick">{escape(unit)}</text>')
+    parts.append(
+        f'<text transform="translate(14 {TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" class="tick">{escape(unit)}</text>'
+    )
     return parts, zero, scale
 
 
@@ -54,7 +56,9 @@ def _legend(names: Sequence[str]) -> list[str]:
     parts = []
     for i, name in enumerate(names):
         y = TOP + 6 + i * 18
-        parts.append(f'<rect x="{WIDTH - RIGHT + 12}" y="{y - 9}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>')
+        parts.append(
+            f'<rect x="{WIDTH - RIGHT + 12}" y="{y - 9}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
+        )
         parts.append(f'<text x="{WIDTH - RIGHT + 28}" y="{y}" class="tick">{escape(name[:20])}</text>')
     return parts
 
@@ -111,10 +115,14 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for (x, y), v, label in zip(points, vs, xs):
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"><title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>')
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"><title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>'
+            )
     every = max(1, len(xs) // 10)
     for i, label in enumerate(xs):
         if i % every == 0:
-            parts.append(f'<text transform="translate({LEFT + i * step:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">{escape(label)}</text>')
+            parts.append(
+                f'<text transform="translate({LEFT + i * step:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">{escape(label)}</text>'
+            )
     parts += _legend(list(series))
     return _svg(parts, title)

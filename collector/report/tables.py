@@ -45,13 +45,19 @@ def report_tables(sink: Sink, period: Period) -> ReportTables:
         )
     )  # fmt: skip
     histogram = pd.DataFrame(rows, columns=["partition", "overhead_cu", "slot_snapshots", "overhead_cu_hours"])
-    histogram = histogram.sort_values(["partition", "overhead_cu"], key=lambda c: c.astype(str) if c.name == "partition" else c)
+    histogram = histogram.sort_values(
+        ["partition", "overhead_cu"], key=lambda c: c.astype(str) if c.name == "partition" else c
+    )
     by_site = usage_table(sink, period, ["site", "day"])
     overhead = by_site[["day", "site", "overhead_cu_hours", "overhead_cu_hours_fitting_idle"]]
     projects = usage_table(sink, period, ["project"])
-    projects = projects.loc[projects["n_bills"] > 0, ["project", "held_core_hours", "billed_core_hours", "billed_over_held"]]
+    projects = projects.loc[
+        projects["n_bills"] > 0, ["project", "held_core_hours", "billed_core_hours", "billed_over_held"]
+    ]
     users = usage_table(sink, period, ["user"])
-    users = users.loc[users["cpu_only_hours"] > 0, ["user", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"]]
+    users = users.loc[
+        users["cpu_only_hours"] > 0, ["user", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"]
+    ]
     users = users.assign(change=users["penalty_share"] - users["cpu_only_share"]).sort_values("change", ascending=False)
     return ReportTables(
         period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True), users.reset_index(drop=True),
@@ -68,7 +74,9 @@ def _fairness(sink: Sink, period: Period) -> tuple[pd.DataFrame, pd.DataFrame]:
          Total("starved", where="starved")),
         None, period.since, period.until,
     )  # fmt: skip
-    buckets = pd.DataFrame(sink.aggregate(per_bucket), columns=["bucket_start", "credentials", "jain_served", "jain_allocation", "starved"])
+    buckets = pd.DataFrame(
+        sink.aggregate(per_bucket), columns=["bucket_start", "credentials", "jain_served", "jain_allocation", "starved"]
+    )
     buckets = buckets.sort_values("bucket_start").reset_index(drop=True)
     n = buckets["credentials"].to_numpy(dtype=float)
     buckets["jain_served"] = buckets["jain_served"].to_numpy(dtype=float) / n
@@ -80,7 +88,9 @@ def _fairness(sink: Sink, period: Period) -> tuple[pd.DataFrame, pd.DataFrame]:
          Total("start", ("bucket_start",), where="starved")),
         None, period.since, period.until,
     )  # fmt: skip
-    names = pd.DataFrame(sink.aggregate(per_name), columns=["type", "name", "buckets", "starved_buckets", "end", "start"])
+    names = pd.DataFrame(
+        sink.aggregate(per_name), columns=["type", "name", "buckets", "starved_buckets", "end", "start"]
+    )
     names["starved_hours"] = (names["end"].to_numpy(dtype=float) - names["start"].to_numpy(dtype=float)) / 3600.0
     names = names.drop(columns=["end", "start"]).sort_values(["starved_hours", "name"], ascending=[False, True])
     return buckets.drop(columns="bucket_start"), names.reset_index(drop=True)
@@ -95,5 +105,7 @@ def _fairshare(sink: Sink, period: Period) -> pd.DataFrame:
     frame = pd.DataFrame(docs)
     last = frame.sort_values("window_start").groupby(["type", "name"], sort=True).tail(1)
     target = pd.to_numeric(last.get("target", pd.Series(index=last.index, dtype=float)), errors="coerce")
-    out = last.assign(effective_percent=100.0 * pd.to_numeric(last["effective"], errors="coerce"), target_percent=target)
+    out = last.assign(
+        effective_percent=100.0 * pd.to_numeric(last["effective"], errors="coerce"), target_percent=target
+    )
     return out[columns].sort_values(["type", "name"]).reset_index(drop=True)

@@ -71,7 +71,9 @@ def create_app(
     application starts (StoreError then).
     """
     metrics = ServerMetrics(ingest=tuple(e.name for e in endpoints))
-    committer = GroupCommitter(settings.outbox_path, max_depth=settings.max_outbox_depth, max_records=settings.max_group_records)
+    committer = GroupCommitter(
+        settings.outbox_path, max_depth=settings.max_outbox_depth, max_records=settings.max_group_records
+    )
     ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics)
     flusher = Flusher(
         settings.outbox_path,
@@ -95,7 +97,9 @@ def create_app(
 
     def gauges() -> OutboxGauges:
         state = flusher.state
-        return OutboxGauges(committer.depth, state.oldest, state.dead_letters, state.last_store_success, committer.commits)
+        return OutboxGauges(
+            committer.depth, state.oldest, state.dead_letters, state.last_store_success, committer.commits
+        )
 
     async def healthz(request: Request) -> Response:
         now = time.time()

@@ -44,6 +44,7 @@ __all__ = ["GroupCommitter"]
 
 _log = logging.getLogger("fairacct.collector")
 
+
 @dataclass
 class _Job:
     parcels: Sequence[Parcel]

@@ -16,7 +16,10 @@ __all__ = ["openapi_document"]
 
 
 def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
 
 
 def _text(description: str) -> dict[str, Any]:
@@ -42,9 +45,18 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
                             "required": ["command", "arg1", "from"],
                             "properties": {
                                 "command": {"type": "string", "enum": ["multiupdate", "update"]},
-                                "arg1": {"type": "string", "description": "A <RecordEnvelope> (multiupdate) or 'xxx' (update: a ping)."},
-                                "from": {"type": "string", "description": "The probe's name, one of collector.gratia_senders."},
-                                **{k: integer for k in ("bundlesize", "xmlfiles", "tarfiles", "maxpendingfiles", "backlog")},
+                                "arg1": {
+                                    "type": "string",
+                                    "description": "A <RecordEnvelope> (multiupdate) or 'xxx' (update: a ping).",
+                                },
+                                "from": {
+                                    "type": "string",
+                                    "description": "The probe's name, one of collector.gratia_senders.",
+                                },
+                                **{
+                                    k: integer
+                                    for k in ("bundlesize", "xmlfiles", "tarfiles", "maxpendingfiles", "backlog")
+                                },
                             },
                         }
                     }
@@ -52,8 +64,10 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
             },
             "responses": {
                 "200": _text("'OK': a ping, or every record is durable in the collector's outbox."),
-                "400": _text("'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
-                             "'Error processing record: ...' (the envelope refused whole); nothing was stored."),  # fmt: skip
+                "400": _text(
+                    "'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
+                    "'Error processing record: ...' (the envelope refused whole); nothing was stored."
+                ),  # fmt: skip
                 "413": _text("'Error: java.lang.IllegalStateException: Post too large': send smaller bundles."),
                 "415": _text("'Error handling request: ...': the body is not a form."),
                 "503": _text("'Service unavailable right now': nothing was stored; send again later."),
@@ -62,7 +76,9 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
     }
 
 
-def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, ...] = ("/v1/records",)) -> dict[str, Any]:
+def openapi_document(
+    settings: ServerSettings, version: str, ingest: tuple[str, ...] = ("/v1/records",)
+) -> dict[str, Any]:
     """The document served at /openapi.json; ``ingest``: the ingest paths the application serves."""
     record = {
         "type": "object",
@@ -84,14 +100,19 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
             "description": "Takes fairacct records from probes and answers only once they are durable.",
         },
         "components": {
-            "securitySchemes": {"probeToken": {"type": "http", "scheme": "bearer", "description": "The probe's own token."}},
+            "securitySchemes": {
+                "probeToken": {"type": "http", "scheme": "bearer", "description": "The probe's own token."}
+            },
             "schemas": {
                 "Record": record,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
                 "Accepted": {
                     "type": "object",
                     "required": ["accepted", "rejected"],
-                    "properties": {"accepted": {"type": "integer", "minimum": 0}, "rejected": {"type": "array", "maxItems": 0}},
+                    "properties": {
+                        "accepted": {"type": "integer", "minimum": 0},
+                        "rejected": {"type": "array", "maxItems": 0},
+                    },
                 },
                 "PartlyRefused": {
                     "type": "object",
@@ -134,8 +155,12 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
                         "required": True,
                         "description": f"At most {settings.max_body_bytes} bytes, as sent and decompressed.",
                         "content": {
-                            "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Record"}}},
-                            "application/x-ndjson": {"schema": {"type": "string", "description": "One record per line."}},
+                            "application/json": {
+                                "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Record"}}
+                            },
+                            "application/x-ndjson": {
+                                "schema": {"type": "string", "description": "One record per line."}
+                            },
                         },
                     },
                     "responses": {
@@ -148,7 +173,12 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
                             "other one is durable. Without: the request was refused whole, nothing was stored.",
                             "content": {
                                 "application/json": {
-                                    "schema": {"anyOf": [{"$ref": "#/components/schemas/PartlyRefused"}, {"$ref": "#/components/schemas/Error"}]}
+                                    "schema": {
+                                        "anyOf": [
+                                            {"$ref": "#/components/schemas/PartlyRefused"},
+                                            {"$ref": "#/components/schemas/Error"},
+                                        ]
+                                    }
                                 }
                             },
                         },
@@ -166,8 +196,14 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
                     "summary": "Health: outbox depth, last flush; 503 when the store has not taken records for too long",
                     "operationId": "health",
                     "responses": {
-                        "200": {"description": "Healthy.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                        "503": {"description": "Unhealthy.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                        "200": {
+                            "description": "Healthy.",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        "503": {
+                            "description": "Unhealthy.",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
                     },
                 }
             },
@@ -175,7 +211,12 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
                 "get": {
                     "summary": "Prometheus metrics (text format 0.0.4)",
                     "operationId": "metrics",
-                    "responses": {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+                    "responses": {
+                        "200": {
+                            "description": "The metrics.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
                 }
             },
             "/stats": {
@@ -205,7 +246,12 @@ def openapi_document(settings: ServerSettings, version: str, ingest: tuple[str, 
                 "get": {
                     "summary": "This document",
                     "operationId": "openapi",
-                    "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}},
+                    "responses": {
+                        "200": {
+                            "description": "The OpenAPI document.",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                    },
                 }
             },
         },

@@ -89,7 +89,9 @@ class TokenRing:
         except FileNotFoundError:
             raise ConfigError(f"collector token_dir: {self.directory}: no such directory") from None
         except NotADirectoryError:
-            raise ConfigError(f"collector token_dir: {self.directory}: expected a directory of token files, got a file") from None
+            raise ConfigError(
+                f"collector token_dir: {self.directory}: expected a directory of token files, got a file"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"collector token_dir: {self.directory}: cannot be read ({exc.strerror})") from None
         out = []

@@ -16,7 +16,17 @@ from urllib.parse import urlsplit, urlunsplit
 from collector.errors import ConfigError, SinkError
 from collector.sinks.base import SendResult, Sink, TemplateCheck
 
-__all__ = ["SCHEMES", "SendResult", "Sink", "TemplateCheck", "check_url", "describe_url", "ensure_templates", "open_sink", "sqlite_path"]
+__all__ = [
+    "SCHEMES",
+    "SendResult",
+    "Sink",
+    "TemplateCheck",
+    "check_url",
+    "describe_url",
+    "ensure_templates",
+    "open_sink",
+    "sqlite_path",
+]
 
 
 def ensure_templates(sink: Sink, url: str, *, install: bool) -> list[str]:

@@ -60,7 +60,9 @@ class CollectorSink:
         if parts.username or parts.password:
             raise ConfigError("store.url: no credentials in a collector URL; put the probe's token in store.token_file")
         self.url = url
-        self.endpoint = urlunsplit((_SCHEMES[parts.scheme], parts.netloc, parts.path.rstrip("/") + "/v1/records", "", ""))
+        self.endpoint = urlunsplit(
+            (_SCHEMES[parts.scheme], parts.netloc, parts.path.rstrip("/") + "/v1/records", "", "")
+        )
         self.token_file = Path(token_file) if token_file else None
         token = _read_token(self.token_file)
         self._client = httpx.Client(
@@ -104,13 +106,17 @@ class CollectorSink:
         raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
 
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
-        raise SinkError(f"{self}: summaries are computed by the collector service in its store, not through the collector")
+        raise SinkError(
+            f"{self}: summaries are computed by the collector service in its store, not through the collector"
+        )
 
     def index_aggregation(self, query: Aggregation) -> None:
         """Nothing to do: the collector's store is not reached through it."""
 
     def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
-        raise SinkError(f"{self}: summaries are computed by the collector service in its store, not through the collector")
+        raise SinkError(
+            f"{self}: summaries are computed by the collector service in its store, not through the collector"
+        )
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Send documents of one kind; say what became of each (see the module docstring)."""
@@ -137,7 +143,9 @@ class CollectorSink:
             self._send(docs[half:], result)
             return
         if status == 413:
-            result.rejected[str(docs[0]["id"])] = f"{self.endpoint}: the record alone is over the collector's size limit"
+            result.rejected[str(docs[0]["id"])] = (
+                f"{self.endpoint}: the record alone is over the collector's size limit"
+            )
             return
         answer = _json(reply)
         refused = answer.get("rejected") if status == 400 and "accepted" in answer else None
@@ -177,7 +185,9 @@ def _read_token(path: Path | None) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"store.token_file: {path}: cannot be read ({exc})") from None
     if not token or any(c.isspace() for c in token):
-        raise ConfigError(f"store.token_file: {path}: expected one token (no spaces), got {'nothing' if not token else 'spaces'}")
+        raise ConfigError(
+            f"store.token_file: {path}: expected one token (no spaces), got {'nothing' if not token else 'spaces'}"
+        )
     return token
 
 

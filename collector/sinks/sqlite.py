@@ -40,7 +40,9 @@ class EmbeddedStore:
         path (reading an empty store that a typo created would say "0 records")."""
         self.path = str(path)
         if not create and self.path != ":memory:" and not Path(self.path).is_file():
-            raise StoreError(f"{self.path}: no embedded store here (nothing stored yet, or another store.url or state_dir?)")
+            raise StoreError(
+                f"{self.path}: no embedded store here (nothing stored yet, or another store.url or state_dir?)"
+            )
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +78,9 @@ class EmbeddedStore:
             cols = "".join(f', "{c}" TEXT' for c in spec.labels)
             # one writer: another process (the service's flush, a summary) may be making it too
             with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
-                self._db.execute(f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)')
+                self._db.execute(
+                    f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)'
+                )
                 # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
                 # a store of an earlier version has them, and every write paid for them)
                 self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_timestamp" ON "{kind}"(timestamp)')
@@ -102,7 +106,9 @@ class EmbeddedStore:
         marks = ", ".join("?" * (len(fields) + 2))
         updates = ", ".join(f'"{c}" = excluded."{c}"' for c in (*fields, "doc"))
         with write_transaction(self._db, self.path, f"cannot store {kind} records"):
-            self._db.executemany(f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}", rows)
+            self._db.executemany(
+                f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}", rows
+            )
         return SendResult(acked=[r[0] for r in rows])
 
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
@@ -131,9 +137,15 @@ class EmbeddedStore:
         if query.period:  # implied by the bounds below; they let the covering index (see index_aggregation) be used
             period = keys[0]
             if query.since is not None:
-                sql, params = sql + f" AND {period} >= substr(?, 1, {_PERIOD_CHARS[query.period]})", [*params, query.since]
+                sql, params = (
+                    sql + f" AND {period} >= substr(?, 1, {_PERIOD_CHARS[query.period]})",
+                    [*params, query.since],
+                )
             if query.until is not None:
-                sql, params = sql + f" AND {period} <= substr(?, 1, {_PERIOD_CHARS[query.period]})", [*params, query.until]
+                sql, params = (
+                    sql + f" AND {period} <= substr(?, 1, {_PERIOD_CHARS[query.period]})",
+                    [*params, query.until],
+                )
         if query.since is not None:
             sql, params = sql + " AND timestamp >= ?", [*params, query.since]
         if query.until is not None:
@@ -183,7 +195,9 @@ class EmbeddedStore:
         """One ``DELETE`` of the documents of ``kind`` in [since, until) whose ``field`` is
         ``value`` and whose id is not in ``keep`` (see :meth:`Sink.delete_stale`)."""
         table = self._table(kind)
-        column = f'"{field}"' if field in {*KINDS[kind].labels, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
+        column = (
+            f'"{field}"' if field in {*KINDS[kind].labels, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
+        )
         sql = (
             f"DELETE FROM {table} WHERE timestamp >= ? AND timestamp < ? AND {column} = ? "
             "AND id NOT IN (SELECT value FROM json_each(?))"

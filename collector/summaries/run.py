@@ -62,7 +62,14 @@ def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> li
             day = datetime.strptime(period, "%Y-%m-%d").replace(tzinfo=UTC)
             days[period] = int(day.timestamp()), day.strftime("%Y-%m-%dT%H:%M:%SZ")
         day_s, stamp = days[period]
-        doc = {**row, **absent, **meta, "timestamp": stamp, "day": day_s, "day_iso": stamp}  # the row's dimensions and sums
+        doc = {
+            **row,
+            **absent,
+            **meta,
+            "timestamp": stamp,
+            "day": day_s,
+            "day_iso": stamp,
+        }  # the row's dimensions and sums
         del doc["period"]
         doc["id"] = record_id("summary", day_s, kind, *(doc[d] for d in keyed))
         docs.append(doc)
@@ -94,7 +101,11 @@ def summarize(
         sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
         for start, end in day_range(first, last, chunk_days):
             since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
-            docs = summary_docs(kind, sink.aggregate(Aggregation(kind, source.dimensions, source.totals, "day", since, until)), probe=probe)
+            docs = summary_docs(
+                kind,
+                sink.aggregate(Aggregation(kind, source.dimensions, source.totals, "day", since, until)),
+                probe=probe,
+            )
             if docs:
                 result = sink.send("summary", docs)
                 failed = {**result.retry, **result.rejected}

@@ -128,7 +128,11 @@ COLUMNS: dict[str, Column] = {
     c.name: c
     for c in (
         Column("period", "UTC", "The day (YYYY-MM-DD) or month (YYYY-MM) summed; the whole range when absent."),
-        Column("record_kind", "", "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), gratia (Gratia job usage records)."),
+        Column(
+            "record_kind",
+            "",
+            "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), gratia (Gratia job usage records).",
+        ),
         Column("pool", "", "HTCondor pool the probe watched."),
         Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Column("resource_name", "", "Resource (compute element or cluster) within the site."),
@@ -143,22 +147,56 @@ COLUMNS: dict[str, Column] = {
         Column("gpu_hours", "GPU-hours", "GPUs allocated x wall hours of the completed jobs."),
         Column("memory_gib_hours", "GiB-hours", "Memory allocated (GiB) x wall hours of the completed jobs."),
         Column("cpu_hours", "hours", "CPU time used (user + system) of the completed jobs."),
-        Column("penalty_hours", "PE-hours", "Multi-resource penalty usage (seed 000): processor equivalents x normalized wall hours, where priced."),
-        Column("cpu_only_hours", "PE-hours", "The same jobs counted by cores only (the metric the penalty replaces), where priced."),
+        Column(
+            "penalty_hours",
+            "PE-hours",
+            "Multi-resource penalty usage (seed 000): processor equivalents x normalized wall hours, where priced.",
+        ),
+        Column(
+            "cpu_only_hours",
+            "PE-hours",
+            "The same jobs counted by cores only (the metric the penalty replaces), where priced.",
+        ),
         Column("n_bills", "snapshots", "Running-job snapshots billed (allocation records)."),
         Column("held_core_hours", "core-hours", "Cores held by running jobs x hours between snapshots."),
         Column("held_memory_gib_hours", "GiB-hours", "Memory held by running jobs (GiB) x hours between snapshots."),
         Column("held_gpu_hours", "GPU-hours", "GPUs held by running jobs x hours between snapshots."),
-        Column("billed_core_hours", "core-hours", "Cores billed (held plus the node's shared idle cores, seed 003) x hours."),
-        Column("billed_memory_gib_hours", "GiB-hours", "Memory billed (held plus the node's shared idle memory) x hours."),
+        Column(
+            "billed_core_hours",
+            "core-hours",
+            "Cores billed (held plus the node's shared idle cores, seed 003) x hours.",
+        ),
+        Column(
+            "billed_memory_gib_hours", "GiB-hours", "Memory billed (held plus the node's shared idle memory) x hours."
+        ),
         Column("billed_gpu_hours", "GPU-hours", "GPUs billed x hours."),
         Column("n_slot_snapshots", "snapshots", "Slot snapshots summed."),
         Column("slot_core_hours", "core-hours", "Cores of the slots x hours between snapshots (capacity watched)."),
-        Column("overhead_cu_hours", "CU-hours", "True overhead: canonical units idle in every resource at once x hours (seed 003)."),
-        Column("overhead_cu_hours_fitting_idle", "CU-hours", "True overhead while some idle job would have fit in it (a scheduling loss)."),
-        Column("billed_over_held", "ratio", "Billed core-hours / held core-hours: the rate paid over what was held (1 = no shared idle cores)."),
-        Column("penalty_share", "%", "Share of the pool's penalty usage (in the same month or day when the rows are per month or day)."),
-        Column("cpu_only_share", "%", "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day)."),
+        Column(
+            "overhead_cu_hours",
+            "CU-hours",
+            "True overhead: canonical units idle in every resource at once x hours (seed 003).",
+        ),
+        Column(
+            "overhead_cu_hours_fitting_idle",
+            "CU-hours",
+            "True overhead while some idle job would have fit in it (a scheduling loss).",
+        ),
+        Column(
+            "billed_over_held",
+            "ratio",
+            "Billed core-hours / held core-hours: the rate paid over what was held (1 = no shared idle cores).",
+        ),
+        Column(
+            "penalty_share",
+            "%",
+            "Share of the pool's penalty usage (in the same month or day when the rows are per month or day).",
+        ),
+        Column(
+            "cpu_only_share",
+            "%",
+            "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day).",
+        ),
         Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
         Column("VOName", "", "Gratia: the virtual organization of the job (its VOMS FQAN when the probe sent one)."),
         Column("ReportableVOName", "", "Gratia: the VO name as reported (the probe's mapping of VOName)."),

@@ -84,7 +84,9 @@ def capacity_cu(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.S
     """How many canonical units each slot holds when empty: its true overhead with nothing
     allocated (seed 003's formula on the totals). ``slots`` needs what
     :func:`~probes.accounting.canonical.true_overhead` needs."""
-    empty = slots.assign(**{f"unallocated_{r}": slots[f"total_{r}"] for r in RESOURCES if f"total_{r}" in slots.columns})
+    empty = slots.assign(
+        **{f"unallocated_{r}": slots[f"total_{r}"] for r in RESOURCES if f"total_{r}" in slots.columns}
+    )
     return true_overhead(empty, units)["overhead_cu"]
 
 
@@ -152,7 +154,9 @@ def efficiency_table(slots: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     :func:`job_sums`'. A set with no slots or no jobs has NaN where it lacks the numbers.
     Returns :data:`EFFICIENCY_COLUMNS`.
     """
-    require_columns(slots, ["set", "available_core_s", "dedicated_core_s", "available_cu_s", "dedicated_cu_s"], "slot sums")
+    require_columns(
+        slots, ["set", "available_core_s", "dedicated_core_s", "available_cu_s", "dedicated_cu_s"], "slot sums"
+    )
     require_columns(jobs, ["set", "jobs", "job_core_s", "used_core_s"], "job sums")
     merged = slots.merge(jobs, on="set", how="outer").sort_values("set", kind="stable")
     if not (merged["set"] == ALL).all():
@@ -193,7 +197,9 @@ def drift_loss(nodes: pd.DataFrame, by: str = "set") -> pd.DataFrame:
     mixed = pd.Series(sets, index=nodes.index).groupby(job.to_numpy(), sort=False).transform("nunique").to_numpy() > 1
     dedicated = np.nan_to_num(floats(nodes["cpus"])) * np.nan_to_num(floats(nodes["walltime_s"]))
     useful = dedicated * pace / speed
-    return nodes.assign(pace=pace, mixed=mixed, dedicated_core_s=dedicated, useful_core_s=useful, lost_core_s=dedicated - useful)
+    return nodes.assign(
+        pace=pace, mixed=mixed, dedicated_core_s=dedicated, useful_core_s=useful, lost_core_s=dedicated - useful
+    )
 
 
 def drift_by(losses: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -206,7 +212,9 @@ def drift_by(losses: pd.DataFrame, key: str) -> pd.DataFrame:
     require_columns(losses, ["job", key, "mixed", "dedicated_core_s", "lost_core_s"], "drift table")
     g = losses.groupby(key, sort=True)
     jobs = g["job"].nunique()
-    mixed = losses.loc[losses["mixed"].to_numpy(dtype=bool)].groupby(key)["job"].nunique().reindex(jobs.index, fill_value=0)
+    mixed = (
+        losses.loc[losses["mixed"].to_numpy(dtype=bool)].groupby(key)["job"].nunique().reindex(jobs.index, fill_value=0)
+    )
     dedicated = g["dedicated_core_s"].sum()
     lost = g["lost_core_s"].sum()
     return pd.DataFrame(
@@ -217,6 +225,8 @@ def drift_by(losses: pd.DataFrame, key: str) -> pd.DataFrame:
             "mixed_share": mixed.to_numpy(dtype=np.float64) / jobs.to_numpy(dtype=np.float64),
             "dedicated_core_s": dedicated.to_numpy(),
             "lost_core_s": lost.to_numpy(),
-            "lost_share": np.where(dedicated.to_numpy() > 0, lost.to_numpy() / np.where(dedicated > 0, dedicated, 1.0), np.nan),
+            "lost_share": np.where(
+                dedicated.to_numpy() > 0, lost.to_numpy() / np.where(dedicated > 0, dedicated, 1.0), np.nan
+            ),
         }
     )

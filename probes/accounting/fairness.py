@@ -65,7 +65,9 @@ def _per_bucket(table: pd.DataFrame, by: str, bucket_s: float, input_name: str) 
     at = floats(table["observed_at"])
     cpus = floats(table["cpus"])
     if np.isnan(at).any():
-        raise ValueError(f"{input_name}: every row needs observed_at (UNIX seconds), got {int(np.isnan(at).sum())} without")
+        raise ValueError(
+            f"{input_name}: every row needs observed_at (UNIX seconds), got {int(np.isnan(at).sum())} without"
+        )
     return pd.DataFrame(
         {
             "bucket_start": np.floor(at / bucket_s) * bucket_s,
@@ -213,7 +215,11 @@ def starvation_intervals(shares: pd.DataFrame, *, bucket_s: float) -> pd.DataFra
     new[1:] = (name[1:] != name[:-1]) | (start[1:] - start[:-1] > bucket_s * (1 + 1e-9))
     frame["run"] = np.cumsum(new)
     runs = frame.groupby("run", sort=True).agg(
-        type=("type", "first"), name=("name", "first"), start=("start", "min"), last=("start", "max"), buckets=("start", "size")
+        type=("type", "first"),
+        name=("name", "first"),
+        start=("start", "min"),
+        last=("start", "max"),
+        buckets=("start", "size"),
     )
     end = runs["last"].to_numpy(dtype=np.float64) + bucket_s
     return pd.DataFrame(

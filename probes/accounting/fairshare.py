@@ -313,7 +313,6 @@ def fairshare(jobs: pd.DataFrame, usage: npt.ArrayLike, policy: FairsharePolicy,
     )
 
 
-
 def _priorities(creds: pd.DataFrame, percent: bool) -> None:
     """Maui's fairshare priority component, over-cap and off-target flags, in place."""
     pct = 100.0 * creds["effective"].to_numpy(dtype=np.float64)

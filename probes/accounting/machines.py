@@ -39,7 +39,9 @@ MACHINE_COLUMNS = ("name", "count", *RESOURCES, "node_cost", "speed", "propertie
 _SLOT_NEEDS = ("name", "machine", *(f"total_{r}" for r in RESOURCES), "speed", "node_cost")
 
 
-def machines_table(rows: pd.DataFrame | Sequence[Mapping[str, Any]], input_name: str = "machines table") -> pd.DataFrame:
+def machines_table(
+    rows: pd.DataFrame | Sequence[Mapping[str, Any]], input_name: str = "machines table"
+) -> pd.DataFrame:
     """Check a machines table (or build one from records) and fill what is optional.
 
     Needs ``name`` and ``cpus`` (cores per node); ``count`` defaults to 1, ``memory``/``disk``
@@ -91,7 +93,9 @@ def _check(names: pd.Series, values: np.ndarray, ok: np.ndarray, input_name: str
     bad = np.flatnonzero(~ok)
     if len(bad):
         i = int(bad[0])
-        raise ValueError(f"{input_name}: class {names.iloc[i]!r}: {column} must be {expected}, got {float(values[i])!r}")
+        raise ValueError(
+            f"{input_name}: class {names.iloc[i]!r}: {column} must be {expected}, got {float(values[i])!r}"
+        )
 
 
 def _objects(frame: pd.DataFrame, name: str, n: int, kind: type) -> np.ndarray:

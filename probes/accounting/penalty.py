@@ -145,7 +145,9 @@ def node_requests(jobs: pd.DataFrame) -> pd.DataFrame:
     require_columns(jobs, [*RESOURCES, "n_hosts"], "jobs table")
     n = len(jobs)
     hosts = floats(jobs["n_hosts"])
-    out = pd.DataFrame({"job": np.arange(n, dtype=np.int64), "count": np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)})
+    out = pd.DataFrame(
+        {"job": np.arange(n, dtype=np.int64), "count": np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)}
+    )
     for r in RESOURCES:
         out[r] = floats(jobs[r])
     out["exclusive"] = False
@@ -246,7 +248,9 @@ def price_requests(
         raise ValueError("requests table has negative resource amounts; a request asks for 0 or more of each resource")
     exclusive = requests["exclusive"].fillna(False).to_numpy(dtype=bool)
     if "properties" in requests.columns:
-        pin_codes, pin_sets = pd.factorize(pd.Series([tuple(p) if p else () for p in requests["properties"]], dtype=object))
+        pin_codes, pin_sets = pd.factorize(
+            pd.Series([tuple(p) if p else () for p in requests["properties"]], dtype=object)
+        )
     else:  # nothing pinned: one set of pins, the empty one
         pin_codes, pin_sets = np.zeros(k, dtype=np.int64), [()]
     masks: list[npt.NDArray[np.bool_]] = []
@@ -259,10 +263,15 @@ def price_requests(
     pin_matrix = np.array(masks, dtype=bool).reshape(len(masks), len(machines))
 
     # price each distinct request once: workloads repeat a few shapes many times
-    key_columns = [req[:, i] for i in range(len(RESOURCES))] + [exclusive.astype(np.float64), pin_codes.astype(np.float64)]
+    key_columns = [req[:, i] for i in range(len(RESOURCES))] + [
+        exclusive.astype(np.float64),
+        pin_codes.astype(np.float64),
+    ]
     codes, first = _distinct_rows(key_columns)
     ureq, uexcl, upin = req[first], exclusive[first], pin_codes[first]
-    price, best, n_fit = _cheapest(ureq, uexcl, pin_matrix[upin] if len(first) else np.zeros((0, len(machines)), bool), machines, policy)
+    price, best, n_fit = _cheapest(
+        ureq, uexcl, pin_matrix[upin] if len(first) else np.zeros((0, len(machines)), bool), machines, policy
+    )
     price, best, n_fit = price[codes], best[codes], n_fit[codes]
 
     priced_as = np.where(n_fit > 0, 0, -1).astype(np.int8)  # codes of _PRICED_AS
@@ -280,7 +289,6 @@ def price_requests(
     out["fits"] = n_fit > 0
     out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=_PRICED_AS)
     return out, dict(sorted(unchecked.items()))
-
 
 
 def _numbers(values: pd.Series) -> npt.NDArray[np.float64]:
@@ -313,7 +321,9 @@ def _node_prices(machines: pd.DataFrame) -> npt.NDArray[np.float64]:
     return machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
 
 
-def _coefficients(machines: pd.DataFrame, policy: PenaltyPolicy, *, relaxed: bool) -> list[tuple[int, npt.NDArray[np.float64]]]:
+def _coefficients(
+    machines: pd.DataFrame, policy: PenaltyPolicy, *, relaxed: bool
+) -> list[tuple[int, npt.NDArray[np.float64]]]:
     """Per resource in the max: ``w_r * avail_cpus * node_cost / avail_r`` for each class.
 
     A class with none of a resource cannot host a request for it: its coefficient is huge, so
@@ -428,7 +438,9 @@ def job_penalties(
     n = len(jobs)
     job = requests["job"].to_numpy(dtype=np.int64)
     if len(job) and (job.min() < 0 or job.max() >= n):
-        raise ValueError(f"requests table: job must be a row position in the jobs table (0..{n - 1}), got {job.min()}..{job.max()}")
+        raise ValueError(
+            f"requests table: job must be a row position in the jobs table (0..{n - 1}), got {job.min()}..{job.max()}"
+        )
     missing = np.flatnonzero(np.bincount(job, minlength=n) == 0)
     if len(missing):
         raise ValueError(f"jobs table: {len(missing)} job(s) have no node request, e.g. row {int(missing[0])}")
@@ -443,7 +455,9 @@ def job_penalties(
 
     # on an object array: several times faster than on pandas' string columns
     queue_codes, queues = pd.factorize(jobs["queue"].to_numpy(dtype=object), use_na_sentinel=True)
-    costs = np.array([policy.queue_costs.get(str(q), policy.default_queue_cost) for q in queues] + [policy.default_queue_cost])
+    costs = np.array(
+        [policy.queue_costs.get(str(q), policy.default_queue_cost) for q in queues] + [policy.default_queue_cost]
+    )
     queue_cost = costs[queue_codes]  # code -1 (no queue) takes the last: the default
     penalty = queue_cost * per_job(count * priced["price"].to_numpy(dtype=np.float64))
     cpu_only = per_job(count * req["cpus"])
@@ -479,7 +493,6 @@ def job_penalties(
     return Penalties(jobs=out, requests=priced, unchecked=unchecked)
 
 
-
 def compare_metrics(jobs: pd.DataFrame, by: str = "user") -> pd.DataFrame:
     """Usage per ``by`` under the penalty and under each metric it replaces: who gains, who loses.
 
@@ -492,7 +505,9 @@ def compare_metrics(jobs: pd.DataFrame, by: str = "user") -> pd.DataFrame:
     (``share``, ``cpu_only_share``, ...), ``ratio`` (usage / cpu_only_usage) and ``change``
     (share - cpu_only_share, in percentage points: > 0 pays more of the pool than before).
     """
-    require_columns(jobs, [by, "walltime_s", "speed_used", "usage", "cpu_only", "standard_job", "global_pe"], "jobs table")
+    require_columns(
+        jobs, [by, "walltime_s", "speed_used", "usage", "cpu_only", "standard_job", "global_pe"], "jobs table"
+    )
     time = _numbers(jobs["walltime_s"]) * jobs["speed_used"].to_numpy(dtype=np.float64)
     frame = pd.DataFrame(
         {
@@ -505,7 +520,12 @@ def compare_metrics(jobs: pd.DataFrame, by: str = "user") -> pd.DataFrame:
         }
     )
     out = frame.groupby(by, dropna=False, sort=False).sum().reset_index()
-    for metric, share in (("usage", "share"), ("cpu_only_usage", "cpu_only_share"), ("standard_job_usage", "standard_job_share"), ("global_pe_usage", "global_pe_share")):
+    for metric, share in (
+        ("usage", "share"),
+        ("cpu_only_usage", "cpu_only_share"),
+        ("standard_job_usage", "standard_job_share"),
+        ("global_pe_usage", "global_pe_share"),
+    ):
         total = out[metric].sum()
         out[share] = 100.0 * out[metric] / total if total > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):

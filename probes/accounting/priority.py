@@ -99,7 +99,13 @@ def plan_priorities(credentials: pd.DataFrame, negotiator: pd.DataFrame, policy:
     for name, decayed, effective, target in creds[["name", "decayed", "effective", "target"]].itertuples(index=False):
         submitter = _submitter_of(str(name), known)
         row = dict.fromkeys(PLAN_COLUMNS)
-        row.update(submitter=submitter, credential=str(name), mode=policy.mode, effective=float(effective), target=float(target))
+        row.update(
+            submitter=submitter,
+            credential=str(name),
+            mode=policy.mode,
+            effective=float(effective),
+            target=float(target),
+        )
         if submitter is None:
             rows.append({**row, "status": "unknown"})
             continue
@@ -112,7 +118,9 @@ def plan_priorities(credentials: pd.DataFrame, negotiator: pd.DataFrame, policy:
             if not (target > 0):
                 rows.append({**row, "status": "no target"})
                 continue
-            wanted = float(np.clip(policy.factor_at_target * 100.0 * effective / target, policy.factor_min, policy.factor_max))
+            wanted = float(
+                np.clip(policy.factor_at_target * 100.0 * effective / target, policy.factor_min, policy.factor_max)
+            )
             low, high = before / policy.max_factor_ratio, before * policy.max_factor_ratio
             after = float(np.clip(np.clip(wanted, low, high), policy.factor_min, policy.factor_max))
         else:
@@ -130,7 +138,10 @@ def userprio_commands(plan: pd.DataFrame, *, restore: bool = False) -> list[str]
     option = {"factor": "-setfactor", "usage": "-setaccum"}
     value = "before" if restore else "after"
     todo = plan[plan["status"] == "set"]
-    return [f"condor_userprio {option[m]} {s} {v:.6g}" for s, m, v in todo[["submitter", "mode", value]].itertuples(index=False)]
+    return [
+        f"condor_userprio {option[m]} {s} {v:.6g}"
+        for s, m, v in todo[["submitter", "mode", value]].itertuples(index=False)
+    ]
 
 
 def compare_usage(negotiator: pd.DataFrame, usage: pd.DataFrame) -> pd.DataFrame:
@@ -149,13 +160,19 @@ def compare_usage(negotiator: pd.DataFrame, usage: pd.DataFrame) -> pd.DataFrame
     hours = [f"{m}_h" for m in USAGE_METRICS]
     known = [str(s) for s in negotiator["submitter"]]
     names = [str(n) for n in usage["name"]]
-    values = usage[hours].apply(pd.to_numeric).fillna(0.0).to_numpy(dtype=np.float64) if len(usage) else np.zeros((0, len(hours)))
+    values = (
+        usage[hours].apply(pd.to_numeric).fillna(0.0).to_numpy(dtype=np.float64)
+        if len(usage)
+        else np.zeros((0, len(hours)))
+    )
     ours = pd.DataFrame(values, columns=hours)
     ours.insert(0, "credential", names)
     ours.insert(0, "submitter", [_submitter_of(n, known) for n in names])
     totals = ours[hours].sum()
-    mapped = ours[ours["submitter"].notna()].groupby("submitter", sort=False).agg(
-        {"credential": ",".join, **dict.fromkeys(hours, "sum")}
+    mapped = (
+        ours[ours["submitter"].notna()]
+        .groupby("submitter", sort=False)
+        .agg({"credential": ",".join, **dict.fromkeys(hours, "sum")})
     )
     out = pd.DataFrame({"submitter": known})
     used = pd.to_numeric(negotiator["usage_s"], errors="coerce").fillna(0.0).to_numpy(dtype=np.float64)
@@ -169,5 +186,10 @@ def compare_usage(negotiator: pd.DataFrame, usage: pd.DataFrame) -> pd.DataFrame
     for m, h in zip(USAGE_METRICS, hours, strict=True):
         out[f"{m}_share"] = 100.0 * out[h] / totals[h] if totals[h] > 0 else 0.0
     out["submitter"] = out["submitter"].astype(object).where(out["submitter"].notna(), None)
-    order = ["submitter", "credential", "negotiator_share", *(c for m in USAGE_METRICS for c in (f"{m}_h", f"{m}_share"))]
+    order = [
+        "submitter",
+        "credential",
+        "negotiator_share",
+        *(c for m in USAGE_METRICS for c in (f"{m}_h", f"{m}_share")),
+    ]
     return out[order]

@@ -179,7 +179,9 @@ def slot_samples(penalties: Penalties, metric: str, *, policy: PenaltyPolicy) ->
     return out
 
 
-def billed_samples(nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")) -> pd.DataFrame:
+def billed_samples(
+    nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")
+) -> pd.DataFrame:
     """The samples of billed allocations (seed 003): one per allocation, ``job`` its row
     position in ``bills``, ``walltime_s`` its ``interval_s`` and ``rate`` the share of its node
     it was billed, in cores, ``max over r in resources of billed_r / total_r x total_cpus``
@@ -191,7 +193,11 @@ def billed_samples(nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Seque
     ``interval_s``). Allocations left unbilled (NaN bills: orphans, unknown overhead) are left out.
     """
     require_columns(nodes, ["name", *(f"total_{r}" for r in SLOT_RESOURCES)], "nodes table")
-    require_columns(bills, ["parent", "user", "interval_s", *SLOT_RESOURCES, *(f"billed_{r}" for r in SLOT_RESOURCES)], "bills table")
+    require_columns(
+        bills,
+        ["parent", "user", "interval_s", *SLOT_RESOURCES, *(f"billed_{r}" for r in SLOT_RESOURCES)],
+        "bills table",
+    )
     at = pd.Index(nodes["name"]).get_indexer(bills["parent"])
     known = at >= 0
     total = {r: np.where(known, floats(nodes[f"total_{r}"])[np.maximum(at, 0)], np.nan) for r in SLOT_RESOURCES}
@@ -222,7 +228,9 @@ def _check_samples(samples: pd.DataFrame) -> None:
     require_columns(samples, SAMPLE_COLUMNS, "samples table")
 
 
-def _loss(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64], c: npt.NDArray[np.float64]) -> float:
+def _loss(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64], c: npt.NDArray[np.float64]
+) -> float:
     return float(np.sum(w * np.abs(np.max(x * c, axis=1) - y)))
 
 
@@ -351,9 +359,13 @@ def slot_weight_error(samples: pd.DataFrame, weight: SlotWeight) -> SlotWeightEr
         s = users[col].sum()
         users[share] = 100.0 * users[col] / s if s > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        users["error_pct"] = np.where(users["metric_usage"] > 0, 100.0 * (users["weight_usage"] / users["metric_usage"] - 1.0), np.nan)
+        users["error_pct"] = np.where(
+            users["metric_usage"] > 0, 100.0 * (users["weight_usage"] / users["metric_usage"] - 1.0), np.nan
+        )
     users["user"] = users["user"].astype(object).where(users["user"].notna(), None)
-    order = np.lexsort((users["user"].astype(str).to_numpy(), -np.nan_to_num(np.abs(users["error_pct"].to_numpy()), nan=-1.0)))
+    order = np.lexsort(
+        (users["user"].astype(str).to_numpy(), -np.nan_to_num(np.abs(users["error_pct"].to_numpy()), nan=-1.0))
+    )
     return SlotWeightError(
         jobs=int(priced.sum()),
         mean_abs_rel_error=float(rel.mean()) if len(rel) else float("nan"),

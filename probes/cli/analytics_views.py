@@ -84,7 +84,10 @@ def whatif_json(frame: pd.DataFrame, cluster: pd.DataFrame) -> dict[str, Any]:
 def whatif_sections(frame: pd.DataFrame, cluster: pd.DataFrame) -> list[Section]:
     return [
         ("cluster (resource sets)", table(cluster, ("set", "speed", "cores"))),
-        ("node-allocation policies (seed 001; run times scaled by the slowest allocated set)", table(frame, WHATIF_VIEW)),
+        (
+            "node-allocation policies (seed 001; run times scaled by the slowest allocated set)",
+            table(frame, WHATIF_VIEW),
+        ),
     ]
 
 
@@ -104,10 +107,18 @@ def fairness_json(report: FairnessReport) -> dict[str, Any]:
 def fairness_sections(report: FairnessReport) -> list[Section]:
     sections: list[Section] = [
         ("demand and allocation per bucket and credential (cores)", table(_with_bucket(report.shares), SHARES_VIEW)),
-        ("Jain's index per bucket (of the served part, and of the allocation)", table(_with_bucket(report.buckets), BUCKETS_VIEW)),
+        (
+            "Jain's index per bucket (of the served part, and of the allocation)",
+            table(_with_bucket(report.buckets), BUCKETS_VIEW),
+        ),
     ]
     if len(report.summary):
-        sections.append(("starvation per credential (seconds)", table(report.summary, ("name", "intervals", "starved_s", "longest_s"))))
+        sections.append(
+            (
+                "starvation per credential (seconds)",
+                table(report.summary, ("name", "intervals", "starved_s", "longest_s")),
+            )
+        )
     else:
         sections.append(("starvation", "nobody with demand went without while others were served"))
     return sections
@@ -148,7 +159,13 @@ def lab_sections(runs: Sequence[LabRun], table_21: pd.DataFrame) -> list[Section
         every = slots[(slots.index - 1) % _EVERY == 0].reset_index()
         sections += [
             (f"case {case}: {first.title}", table(cases[cases["case"] == case], LAB_CASE_VIEW)),
-            (f"case {case}: each user's completion slot and starvation ({starved})", table(users[users["case"] == case], LAB_USERS_VIEW)),
-            (f"case {case}: nodes per user every {_EVERY} slots under {first.policy}", table(every, list(every.columns))),
+            (
+                f"case {case}: each user's completion slot and starvation ({starved})",
+                table(users[users["case"] == case], LAB_USERS_VIEW),
+            ),
+            (
+                f"case {case}: nodes per user every {_EVERY} slots under {first.policy}",
+                table(every, list(every.columns)),
+            ),
         ]
     return sections

@@ -125,7 +125,9 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
     return EXIT_OK
 
 
-def _show(args: argparse.Namespace, result: CycleResult, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
+def _show(
+    args: argparse.Namespace, result: CycleResult, config: ProbeConfig
+) -> tuple[dict[str, Any], list[views.Section]]:
     """The JSON document and the tables a command prints."""
     command = args.command
     if command == "overhead" and args.exact:  # the exact cross-check is the command's own
@@ -216,7 +218,10 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
         at = parse_time(args.at, "--at") if args.at else None
         fs = usage.fairshare_report(inputs, config, at=at)
         written = [str(p) for p in usage.write_fs_files(fs.result, args.fs_dir)] if args.fs_dir else []
-        doc, sections = usage_views.fairshare_json(fs) | {"fs_files": written}, usage_views.fairshare_sections(fs, written=written)
+        doc, sections = (
+            usage_views.fairshare_json(fs) | {"fs_files": written},
+            usage_views.fairshare_sections(fs, written=written),
+        )
     if args.json:
         for note in doc.get("notes", []):
             print(f"fairacct: note: {note}", file=sys.stderr)
@@ -264,7 +269,9 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
         frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
         doc, sections = analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
         if result.jobs is not None and len(result.jobs):  # a history: what drift cost its jobs
-            drift = analytics.history_drift(result.jobs, report.slots, args.by, speed_attribute=config.machines.speed_attribute)
+            drift = analytics.history_drift(
+                result.jobs, report.slots, args.by, speed_attribute=config.machines.speed_attribute
+            )
             doc["drift"] = analytics_views.drift_json(drift)
             sections += analytics_views.drift_sections(drift, args.by)
         return doc, sections
@@ -302,7 +309,9 @@ def _read_summary(result: CycleResult) -> str:
     lines = []
     if result.snapshot is not None:
         s, a = result.snapshot.slots, result.snapshot.allocations
-        lines.append(f"{len(s)} slots ({', '.join(f'{n} {k.lower()}' for k, n in s['slot_type'].value_counts().items())}), {len(a)} allocations")
+        lines.append(
+            f"{len(s)} slots ({', '.join(f'{n} {k.lower()}' for k, n in s['slot_type'].value_counts().items())}), {len(a)} allocations"
+        )
     if result.idle is not None:
         lines.append(f"{int(result.idle['count'].sum())} idle jobs in {len(result.idle)} autoclusters")
     if result.jobs is not None:
@@ -409,7 +418,9 @@ def _collector_serve(config: ProbeConfig) -> int:
     from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
 
     if config.store.url.startswith("collector+"):
-        raise ConfigError(f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}")
+        raise ConfigError(
+            f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
+        )
     c = config.collector
     settings = ServerSettings(
         token_dir=c.token_dir,

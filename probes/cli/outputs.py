@@ -51,7 +51,12 @@ def add_output_arguments(
         cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
     elif name == "report":
         cmd.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
-        cmd.add_argument("--efficiency-by", default="site", metavar="ATTR", help="resource set of the efficiency plot: a slot record field (default site)")
+        cmd.add_argument(
+            "--efficiency-by",
+            default="site",
+            metavar="ATTR",
+            help="resource set of the efficiency plot: a slot record field (default site)",
+        )
 
 
 @contextmanager
@@ -80,10 +85,17 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
     with _store(config) as sink:
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
-                done = summarize(sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance)
+                done = summarize(
+                    sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance
+                )
             counts = ", ".join(f"{n} of {k} records" for k, n in done.records.items())
             stale = sum(done.deleted.values())
-            return {"from": str(period.first), "to": str(period.last), "summaries": done.records, "deleted": done.deleted}, (
+            return {
+                "from": str(period.first),
+                "to": str(period.last),
+                "summaries": done.records,
+                "deleted": done.deleted,
+            }, (
                 f"summarized {period.first} to {period.last}: {done.total} summaries ({counts})"
                 + (f"; {stale} of groups that no longer exist deleted" if stale else "")
             )

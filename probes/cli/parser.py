@@ -109,7 +109,11 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
     if name in _READERS:
         _options(cmd, *_READERS[name])
         if name == "overhead":
-            cmd.add_argument("--exact", action="store_true", help="also evaluate idle jobs' Requirements against the slots (classad2)")
+            cmd.add_argument(
+                "--exact",
+                action="store_true",
+                help="also evaluate idle jobs' Requirements against the slots (classad2)",
+            )
         elif name != "bill":
             cmd.add_argument(
                 "--limit", type=_rows, metavar="N",
@@ -117,31 +121,54 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
                 "0: all); --json prints every row unless --limit is given",
             )  # fmt: skip
     elif name in ("penalty", "fairshare", "efficiency"):
-        _options(cmd, *("--history", "--status-file", "--store") if name == "efficiency" else ("--history", "--status-file"))
-        cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
+        _options(
+            cmd, *("--history", "--status-file", "--store") if name == "efficiency" else ("--history", "--status-file")
+        )
+        cmd.add_argument(
+            "--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history"
+        )
         cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
-        cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
+        cmd.add_argument(
+            "--ram-unit",
+            choices=("auto", "KB", "MB", "GB"),
+            help="unit of RAM in the machines file (default: machines.ram_unit)",
+        )
         if name == "fairshare":
-            cmd.add_argument("--at", metavar="TIME", help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)")
+            cmd.add_argument(
+                "--at",
+                metavar="TIME",
+                help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)",
+            )
             cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
         if name == "efficiency":
             _analytics_options(cmd)
     elif name == "fairness":
         _options(cmd, "--status-file", "--idle-file", "--store")
         cmd.add_argument("--bucket", type=float, metavar="SECONDS", help="time bucket (default: fairness.bucket_s)")
-        cmd.add_argument("--fraction", type=float, help="starved at or below this fraction of an equal share (default: fairness.fraction)")
+        cmd.add_argument(
+            "--fraction",
+            type=float,
+            help="starved at or below this fraction of an equal share (default: fairness.fraction)",
+        )
         cmd.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
     elif name == "lab":
         from probes.accounting.lab import CASES
 
         _options(cmd)
         cmd.add_argument("--case", choices=list(CASES), help="one case (default: all)")
-        cmd.add_argument("--fraction", type=float, default=0.1, help="starved at or below this fraction of an equal share (default 0.1)")
+        cmd.add_argument(
+            "--fraction",
+            type=float,
+            default=0.1,
+            help="starved at or below this fraction of an equal share (default 0.1)",
+        )
     elif name == "probe":
         action = _actions(cmd)
         _options(action("once", help="run one cycle into the store and print what it found"), *_ALL)
         run = _options(action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"), *_ALL)
-        run.add_argument("--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)")
+        run.add_argument(
+            "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
+        )
     elif name in ("records", "outbox"):
         from collector.records import KINDS
 
@@ -152,13 +179,25 @@ def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
             cmd.add_argument("--until", metavar="TIME", help="records before TIME")
             cmd.add_argument("--limit", type=int, metavar="N", help="at most N records")
         else:
-            cmd.add_argument("action", nargs="?", choices=["retry"], help="retry: put the dead letters back in the outbox, to be sent again")
-            cmd.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
+            cmd.add_argument(
+                "action",
+                nargs="?",
+                choices=["retry"],
+                help="retry: put the dead letters back in the outbox, to be sent again",
+            )
+            cmd.add_argument(
+                "--dead-letters", action="store_true", help="list every dead letter with the store's reason"
+            )
             cmd.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
     elif name == "mappings":
         _options(_actions(cmd)("install", help="install (or update) the index templates of every kind"), "--store")
     elif name == "collector":
-        _options(_actions(cmd)("serve", help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT"), "--store")
+        _options(
+            _actions(cmd)(
+                "serve", help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT"
+            ),
+            "--store",
+        )
     elif name == "config":
         _options(_actions(cmd)("check", help="validate the configuration and print it"), *_ALL)
     elif name in ("summarize", "export", "report", "dashboards"):
@@ -188,10 +227,24 @@ def _rows(text: str) -> int:
 def _analytics_options(cmd: argparse.ArgumentParser) -> None:
     from probes.accounting.lab import WHATIF_POLICIES
 
-    cmd.add_argument("mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies")
-    cmd.add_argument("--by", metavar="ATTR", help="resource set attribute: a slot column such as site, resource_name, speed")
-    cmd.add_argument("--policy", action="append", choices=WHATIF_POLICIES, help="what-if policy (repeatable; default: all)")
-    cmd.add_argument("--speed", action="append", default=[], metavar="CLASS=SPEED", help="what-if speed of a machine class (repeatable)")
+    cmd.add_argument(
+        "mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies"
+    )
+    cmd.add_argument(
+        "--by", metavar="ATTR", help="resource set attribute: a slot column such as site, resource_name, speed"
+    )
+    cmd.add_argument(
+        "--policy", action="append", choices=WHATIF_POLICIES, help="what-if policy (repeatable; default: all)"
+    )
+    cmd.add_argument(
+        "--speed",
+        action="append",
+        default=[],
+        metavar="CLASS=SPEED",
+        help="what-if speed of a machine class (repeatable)",
+    )
     cmd.add_argument("--since", metavar="TIME", help="without --status-file: stored records at or after TIME")
     cmd.add_argument("--until", metavar="TIME", help="without --status-file: stored records before TIME")
-    cmd.add_argument("--period", choices=("day", "month"), help="without --status-file: per day or month of the records (UTC)")
+    cmd.add_argument(
+        "--period", choices=("day", "month"), help="without --status-file: per day or month of the records (UTC)"
+    )

@@ -51,7 +51,9 @@ def add_priority_arguments(
     restore.add_argument("--from", dest="records", required=True, metavar="RECORD",
                          help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)")  # fmt: skip
     for action in (sync, restore):
-        action.add_argument("--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing")
+        action.add_argument(
+            "--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing"
+        )
     options(actions.add_parser(
         "compare",
         help="the negotiator's priorities and share of usage beside fairacct's cpu-only, penalty and billed shares per submitter",
@@ -120,7 +122,11 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.json:
         print(json.dumps({"commands": result.commands, "applied": result.applied, "records": result.docs}, indent=1))
         return 0
-    print("\n".join(result.commands) if args.dry_run else views.render([("priority " + args.action, views.table(result.plan, _PLAN))]))
+    print(
+        "\n".join(result.commands)
+        if args.dry_run
+        else views.render([("priority " + args.action, views.table(result.plan, _PLAN))])
+    )
     skipped = result.plan[result.plan["status"] == "unknown"]["credential"].tolist()
     if skipped:
         print(f"fairacct: not known to the negotiator, skipped: {', '.join(skipped)}")

@@ -30,10 +30,18 @@ def add_slot_weight_arguments(
 ) -> None:
     """``slot-weight``'s options on its parser ``cmd``; ``options`` adds those every command has."""
     options(cmd)
-    cmd.add_argument("--metric", choices=SLOT_METRICS, default="penalty", help="the metric to approximate (default: penalty)")
-    cmd.add_argument("--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history")
+    cmd.add_argument(
+        "--metric", choices=SLOT_METRICS, default="penalty", help="the metric to approximate (default: penalty)"
+    )
+    cmd.add_argument(
+        "--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history"
+    )
     cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
-    cmd.add_argument("--ram-unit", choices=("auto", "KB", "MB", "GB"), help="unit of RAM in the machines file (default: machines.ram_unit)")
+    cmd.add_argument(
+        "--ram-unit",
+        choices=("auto", "KB", "MB", "GB"),
+        help="unit of RAM in the machines file (default: machines.ram_unit)",
+    )
 
 
 def slot_weight_json(report: SlotWeightReport) -> dict[str, Any]:
@@ -77,7 +85,10 @@ def slot_weight_text(report: SlotWeightReport) -> str:
     )
     sections = [
         (f"slot-weight ({report.metric})", head),
-        (f"the worst users (of {len(e.users)}): usage under the metric and under the weight, hours", views.table(users, _USER_VIEW, digits=2)),
+        (
+            f"the worst users (of {len(e.users)}): usage under the metric and under the weight, hours",
+            views.table(users, _USER_VIEW, digits=2),
+        ),
     ]
     if report.notes:
         sections.append(("notes", "\n".join(report.notes)))
@@ -88,5 +99,8 @@ def run_slot_weight_command(args: argparse.Namespace, config: ProbeConfig) -> in
     report = slot_weight_report(
         config, args.metric, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict
     )
-    print(json.dumps(slot_weight_json(report), indent=1) if args.json else slot_weight_text(report), end="\n" if args.json else "")
+    print(
+        json.dumps(slot_weight_json(report), indent=1) if args.json else slot_weight_text(report),
+        end="\n" if args.json else "",
+    )
     return 0

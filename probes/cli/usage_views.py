@@ -34,7 +34,12 @@ USER_VIEW = (
     "share", "cpu_only_share", "standard_job_share", "global_pe_share", "change", "ratio",
 )  # fmt: skip
 UNKNOWN_USER = "(unknown)"
-_POLICY_NAMES = {"dedicated_ps": "DEDICATEDPS", "dedicated_pes": "DEDICATEDPES", "utilized_ps": "UTILIZEDPS", "mrpe": "MRPE"}
+_POLICY_NAMES = {
+    "dedicated_ps": "DEDICATEDPS",
+    "dedicated_pes": "DEDICATEDPES",
+    "utilized_ps": "UTILIZEDPS",
+    "mrpe": "MRPE",
+}
 _MAUI_HEADERS = {"user": "USER", "group": "GROUP", "account": "ACCT", "class": "CLASS", "qos": "QOS"}
 
 
@@ -117,13 +122,19 @@ def _penalty_summary(report: PenaltyReport) -> dict[str, Any]:
 def penalty_sections(report: PenaltyReport) -> list[Section]:
     jobs = report.penalties.jobs
     machines = report.machines
-    sections: list[Section] = [(f"{len(machines)} machine classes (memory MiB, disk KiB)", table(machines, MACHINE_VIEW))]
+    sections: list[Section] = [
+        (f"{len(machines)} machine classes (memory MiB, disk KiB)", table(machines, MACHINE_VIEW))
+    ]
     if len(jobs) <= JOBS_SHOWN:
-        shown = jobs.assign(priced_on=_priced_on(report).reindex(range(len(jobs))).map(lambda v: ",".join(v)).to_numpy())
+        shown = jobs.assign(
+            priced_on=_priced_on(report).reindex(range(len(jobs))).map(lambda v: ",".join(v)).to_numpy()
+        )
         title = f"penalties of {len(jobs)} jobs (processor equivalents; usage = walltime x speed x penalty, PE-seconds)"
         sections.append((title, table(shown, JOB_VIEW)))
     else:
-        sections.append((f"penalties of {len(jobs)} jobs", f"({len(jobs)} jobs: more than {JOBS_SHOWN}; --json gives each one)"))
+        sections.append(
+            (f"penalties of {len(jobs)} jobs", f"({len(jobs)} jobs: more than {JOBS_SHOWN}; --json gives each one)")
+        )
     users = _hours(report.users)
     title = "usage by user under the penalty and the metrics it replaces (PE-hours; shares of each total in %)"
     sections.append((title, table(users, USER_VIEW, digits=2)))
@@ -133,12 +144,31 @@ def penalty_sections(report: PenaltyReport) -> list[Section]:
         requests = report.penalties.requests
         who = jobs[["job_id", "user"]].reset_index(drop=True)  # requests point at row positions
         bad = requests[~requests["fits"]].merge(who, left_on="job", right_index=True)
-        view = ("job_id", "user", "count", "cpus", "memory", "gpus", "exclusive", "properties", "priced_on", "priced_as", "price")
-        sections.append((f"{len(lost)} job(s) fit no machine class: priced on the class they ran on, else the nearest", table(bad, view)))
+        view = (
+            "job_id",
+            "user",
+            "count",
+            "cpus",
+            "memory",
+            "gpus",
+            "exclusive",
+            "properties",
+            "priced_on",
+            "priced_as",
+            "price",
+        )
+        sections.append(
+            (
+                f"{len(lost)} job(s) fit no machine class: priced on the class they ran on, else the nearest",
+                table(bad, view),
+            )
+        )
     unknown = int((~jobs["speed_known"]).sum())
     notes = [*report.notes]
     if unknown:
-        notes.append(f"{unknown} of {len(jobs)} jobs ran on hosts of unknown speed: their walltime is taken at speed 1.0")
+        notes.append(
+            f"{unknown} of {len(jobs)} jobs ran on hosts of unknown speed: their walltime is taken at speed 1.0"
+        )
     if notes:
         sections.append(("notes", "\n".join(notes)))
     return sections
@@ -256,7 +286,8 @@ def diagnose_f(result: FairshareResult) -> str:
         "",
         f"{'FSInterval':<14} {'  %   ':>7} {'Target':>7}" + "".join(f" {n:>7d}" for n in shown),
         f"{'FSWeight':<14} {'-------':>7} {'-------':>7}" + "".join(f" {windows['weight'][n]:7.4f}" for n in shown),
-        f"{'TotalUsage':<14} {100.0:7.2f} {'-------':>7}" + "".join(f" {windows['total'][n] / 3600.0:7.1f}" for n in shown),
+        f"{'TotalUsage':<14} {100.0:7.2f} {'-------':>7}"
+        + "".join(f" {windows['total'][n] / 3600.0:7.1f}" for n in shown),
     ]
     creds = result.credentials
     totals = windows["total"].to_numpy()
@@ -271,23 +302,34 @@ def diagnose_f(result: FairshareResult) -> str:
             for n in shown:
                 u = getattr(row, f"usage_{n}")
                 cells.append(f" {100.0 * u / totals[n]:7.2f}" if u > 0 else " -------")
-            lines.append(f"{name:<14} {100.0 * row.effective:7.2f} {_target_text(row.target, row.target_mode):>7}" + "".join(cells))
+            lines.append(
+                f"{name:<14} {100.0 * row.effective:7.2f} {_target_text(row.target, row.target_mode):>7}"
+                + "".join(cells)
+            )
     return "\n".join(lines)
 
 
 def fairshare_sections(report: FairshareReport, *, written: list[str] | None = None) -> list[Section]:
     result = report.result
-    sections: list[Section] = [("diagnose -f (usage in % of the delivered total; TotalUsage in hours)", diagnose_f(result))]
+    sections: list[Section] = [
+        ("diagnose -f (usage in % of the delivered total; TotalUsage in hours)", diagnose_f(result))
+    ]
     creds = result.credentials
     targeted = creds[creds["target_mode"].notna()]
     # from the selection, not from ``creds``: assigning a Series to an empty frame adopts its index
     targeted = targeted.assign(percent=100.0 * targeted["effective"])
     if len(targeted):
         view = ("type", "name", "percent", "target", "target_mode", "priority", "over_cap", "off_target")
-        title = "fairshare priority of credentials with targets (" + ("1 - usage/target" if result.policy.percent else "target - usage, in points") + ")"
+        title = (
+            "fairshare priority of credentials with targets ("
+            + ("1 - usage/target" if result.policy.percent else "target - usage, in points")
+            + ")"
+        )
         sections.append((title, table(targeted, view, digits=2)))
     at = iso_utc([result.at])[0]
-    sections.append(("evaluated at", f"{at} ({result.at:.0f}); window 0 started {iso_utc([result.windows['start'][0]])[0]}"))
+    sections.append(
+        ("evaluated at", f"{at} ({result.at:.0f}); window 0 started {iso_utc([result.windows['start'][0]])[0]}")
+    )
     notes = list(report.notes)
     if written:
         notes.append(f"Maui fairshare window files written: {', '.join(written)}")

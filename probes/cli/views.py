@@ -51,8 +51,29 @@ SLOT_VIEW = (
     "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "n_dynamic",
 )  # fmt: skip
 ALLOCATION_VIEW = ("name", "parent", "job_id", "user", "group", "cpus", "memory", "gpus")
-IDLE_VIEW = ("schedd", "autocluster_id", "request_cpus", "request_memory", "request_disk", "request_gpus", "count", "users")
-JOB_VIEW = ("job_id", "user", "group", "project", "cpus", "memory", "gpus", "status", "walltime_s", "cpu_time_s", "site")
+IDLE_VIEW = (
+    "schedd",
+    "autocluster_id",
+    "request_cpus",
+    "request_memory",
+    "request_disk",
+    "request_gpus",
+    "count",
+    "users",
+)
+JOB_VIEW = (
+    "job_id",
+    "user",
+    "group",
+    "project",
+    "cpus",
+    "memory",
+    "gpus",
+    "status",
+    "walltime_s",
+    "cpu_time_s",
+    "site",
+)
 OVERHEAD_VIEW = (
     "name", "partition", "site", "phase", "overhead_cu", "fits_idle",
     "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "overhead_cu_hours",
@@ -117,7 +138,9 @@ def read_sections(result: CycleResult, *, slots: bool = True, limit: int | None 
     if result.snapshot is not None and slots:
         s, a = result.snapshot.slots, result.snapshot.allocations
         sections.append((f"{len(s)} slots (partitionable and static)", table(s, SLOT_VIEW, limit=limit, what="slots")))
-        sections.append((f"{len(a)} allocations (dynamic slots)", table(a, ALLOCATION_VIEW, limit=limit, what="allocations")))
+        sections.append(
+            (f"{len(a)} allocations (dynamic slots)", table(a, ALLOCATION_VIEW, limit=limit, what="allocations"))
+        )
     if result.idle is not None:
         sections.append((_idle_title(result.idle), table(result.idle, IDLE_VIEW, limit=limit, what="autoclusters")))
     if result.jobs is not None:
@@ -147,7 +170,9 @@ def _idle_title(idle: pd.DataFrame) -> str:
 def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> dict[str, Any]:
     """The tables a read gave (each of at most ``limit`` rows; None: all) and what was read, as
     one JSON document; :func:`write_read_json` writes the same document without holding it."""
-    out: dict[str, Any] = {name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()}
+    out: dict[str, Any] = {
+        name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()
+    }
     return out | {"read": _read_counts(result.reports)}
 
 
@@ -160,7 +185,11 @@ def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, lim
 
 
 def write_tables_json(
-    out: TextIO, tables: Mapping[str, Iterable[pd.DataFrame]], reports: Mapping[str, ReadReport], *, limit: int | None = None
+    out: TextIO,
+    tables: Mapping[str, Iterable[pd.DataFrame]],
+    reports: Mapping[str, ReadReport],
+    *,
+    limit: int | None = None,
 ) -> None:
     """:func:`read_json`'s document of ``tables``, each given as its parts (frames of the same
     columns, in order), written to ``out`` as they come, one row per line; at most ``limit``
@@ -180,7 +209,9 @@ def write_tables_json(
                 frame = frame.head(left)
                 left -= len(frame)
             for first in range(0, len(frame), _JSON_SLICE):
-                part = frame.iloc[first : first + _JSON_SLICE].to_json(orient="records", lines=True, double_precision=15)
+                part = frame.iloc[first : first + _JSON_SLICE].to_json(
+                    orient="records", lines=True, double_precision=15
+                )
                 # pandas escapes every "/" as "\/" (a path reads "\/home\/..."); each "/" of its output
                 # is preceded by that backslash, so this undoes exactly those escapes
                 out.write(before + part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/"))
@@ -262,7 +293,8 @@ _UNIT_NAMES = {"cpus": "core(s)", "memory": "MiB", "disk": "KiB", "gpus": "GPU(s
 def units_text(units: Mapping[str, CanonicalUnit]) -> str:
     """``cpu: 1 core(s) and 2048 MiB`` per partition, in match order."""
     return "\n".join(
-        f"{name}: " + " and ".join(f"{amount:g} {_UNIT_NAMES[r]}" for r, amount in unit.thresholds.items() if amount > 0)
+        f"{name}: "
+        + " and ".join(f"{amount:g} {_UNIT_NAMES[r]}" for r, amount in unit.thresholds.items() if amount > 0)
         for name, unit in units.items()
     )
 
@@ -271,12 +303,16 @@ def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[
     s = report.slots
     sections: list[Section] = []
     if report.units:
-        sections.append(("canonical units (true overhead is counted in whole units idle in every resource at once)", units_text(report.units)))
+        sections.append(
+            (
+                "canonical units (true overhead is counted in whole units idle in every resource at once)",
+                units_text(report.units),
+            )
+        )
     if per_slot:
         sections.append((f"true overhead of {len(s)} slots, in canonical units (CU)", table(s, OVERHEAD_VIEW)))
-    hist = (
-        s.assign(overhead_cu=s["overhead_cu"].astype("Int64"))
-        .pivot_table(index=["partition", "phase"], columns="overhead_cu", values="name", aggfunc="size", fill_value=0, observed=True)
+    hist = s.assign(overhead_cu=s["overhead_cu"].astype("Int64")).pivot_table(
+        index=["partition", "phase"], columns="overhead_cu", values="name", aggfunc="size", fill_value=0, observed=True
     )
     hist.columns = [f"{c} CU" for c in hist.columns]
     sections.append(("slots by true overhead (columns: CU of overhead)", hist.to_string()))
@@ -355,7 +391,12 @@ def records_summary(result: CycleResult, url: str) -> str:
 
 def outbox_view(status: OutboxStatus, dead: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str]:
     oldest = iso_utc([status.oldest])[0] if status.oldest else None
-    doc = {"depth": status.depth, "oldest": oldest, "dead_letters": status.dead_letters, "recent_dead_letters": list(dead)}
+    doc = {
+        "depth": status.depth,
+        "oldest": oldest,
+        "dead_letters": status.dead_letters,
+        "recent_dead_letters": list(dead),
+    }
     lines = [
         f"waiting: {sum(status.depth.values())} ({', '.join(f'{k} {n}' for k, n in status.depth.items()) or 'none'})",
         f"oldest waiting since: {oldest or '-'}",
@@ -366,8 +407,29 @@ def outbox_view(status: OutboxStatus, dead: Sequence[dict[str, Any]]) -> tuple[d
 
 
 RECORD_VIEWS = {
-    "slot": ("timestamp", "name", "site", "partition", "phase", "overhead_cu", "unallocated_cpus", "unallocated_memory", "unallocated_gpus"),
-    "allocation": ("timestamp", "name", "user", "group", "cpus", "memory", "gpus", "billed_cpus", "billed_memory", "billed_gpus"),
+    "slot": (
+        "timestamp",
+        "name",
+        "site",
+        "partition",
+        "phase",
+        "overhead_cu",
+        "unallocated_cpus",
+        "unallocated_memory",
+        "unallocated_gpus",
+    ),
+    "allocation": (
+        "timestamp",
+        "name",
+        "user",
+        "group",
+        "cpus",
+        "memory",
+        "gpus",
+        "billed_cpus",
+        "billed_memory",
+        "billed_gpus",
+    ),
     "job": ("timestamp", "job_id", "user", "group", "project", "site", "cpus", "memory", "gpus", "walltime_s"),
 }
 

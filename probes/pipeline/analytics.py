@@ -42,12 +42,16 @@ def job_sets(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.Series:
     if by in jobs.columns:
         return jobs[by]
     if by not in slots.columns:
-        raise ConfigError(f"--by {by!r}: neither the slots nor the jobs have that attribute; add it to sources' extra attributes")
+        raise ConfigError(
+            f"--by {by!r}: neither the slots nor the jobs have that attribute; add it to sources' extra attributes"
+        )
     found = node_values(jobs["host"].to_numpy(dtype=object), slots, [by])
     return pd.Series(found[by].to_numpy(dtype=object), index=jobs.index, name=by)
 
 
-def efficiency_report(slots: pd.DataFrame, jobs: pd.DataFrame | None, config: ProbeConfig, *, by: str | None) -> pd.DataFrame:
+def efficiency_report(
+    slots: pd.DataFrame, jobs: pd.DataFrame | None, config: ProbeConfig, *, by: str | None
+) -> pd.DataFrame:
     """Scheduling, job and system efficiency (cores and canonical units) per set ``by`` of
     slots with their true overhead (a snapshot's accounting, or slot records) and the
     completed jobs (seed 001), summed in memory; a store's records are summed by the store
@@ -113,7 +117,11 @@ def _startd_values(startd: np.ndarray, slots: pd.DataFrame, columns: list[str]) 
     if unmatched.any():  # a startd the slots' names do not give: its host's machine
         by_machine = slots.assign(key=slots["machine"].astype(object).str.lower()).dropna(subset=["key"])
         machine = pd.Series(startd[unmatched], dtype=object).str.rpartition("@")[2]
-        found.loc[unmatched, columns] = pd.DataFrame({"key": machine}).join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns].to_numpy()
+        found.loc[unmatched, columns] = (
+            pd.DataFrame({"key": machine})
+            .join(by_machine.drop_duplicates("key").set_index("key")[columns], on="key")[columns]
+            .to_numpy()
+        )
     return found[columns]
 
 
@@ -130,7 +138,10 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     runs at its job's pace (nothing is known of it: it neither slows the job nor loses). Without
     a ``speed_attribute`` every node has speed 1.0: mixed jobs are counted, nothing is lost.
     """
-    for name, table, needed in (("jobs table", jobs, ("user", "cpus", "walltime_s")), ("slots table", slots, ("name", "machine", "speed"))):
+    for name, table, needed in (
+        ("jobs table", jobs, ("user", "cpus", "walltime_s")),
+        ("slots table", slots, ("name", "machine", "speed")),
+    ):
         missing = [c for c in needed if c not in table.columns]
         if missing:
             raise ValueError(f"{name} is missing columns {missing}")
@@ -139,7 +150,9 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     notes: list[str] = []
     none = pd.Series(None, index=jobs.index, dtype=object)
     lists = jobs["hosts"].astype(object) if "hosts" in jobs.columns else none
-    text = lists.where(lists.notna(), jobs["host"].astype(object) if "host" in jobs.columns else none).to_numpy(dtype=object)
+    text = lists.where(lists.notna(), jobs["host"].astype(object) if "host" in jobs.columns else none).to_numpy(
+        dtype=object
+    )
     ran = pd.notna(text)
     if not ran.all():
         notes.append(f"{int((~ran).sum())} of {len(jobs)} jobs name no host (they never ran): left out")
@@ -243,7 +256,9 @@ def whatif_cluster(machines: pd.DataFrame, speeds: Mapping[str, float]) -> pd.Da
     ``speeds`` (class name -> speed) where given."""
     unknown = sorted(set(speeds) - set(machines["name"]))
     if unknown:
-        raise ConfigError(f"--speed names classes {unknown} that the machines file does not have; it has {machines['name'].tolist()}")
+        raise ConfigError(
+            f"--speed names classes {unknown} that the machines file does not have; it has {machines['name'].tolist()}"
+        )
     speed = machines["name"].map(lambda n: speeds.get(n)).astype("float64").fillna(machines["speed"].astype("float64"))
     cores = (machines["count"] * machines["cpus"]).to_numpy()
     return pd.DataFrame({"set": machines["name"].to_numpy(), "speed": speed.to_numpy(), "cores": cores})

@@ -190,7 +190,9 @@ def account(result: CycleResult, config: ProbeConfig) -> OverheadReport | None:
     return result.overhead
 
 
-def cycle_records(result: CycleResult, config: ProbeConfig, *, probe: str, machines: pd.DataFrame | None = None) -> Records:
+def cycle_records(
+    result: CycleResult, config: ProbeConfig, *, probe: str, machines: pd.DataFrame | None = None
+) -> Records:
     """The cycle's documents, by kind: the snapshot's slots and bills (unless it is a replay),
     the jobs read, with their penalty and CPU-only usage when the pool's ``machines`` (classes)
     are known (see :func:`~probes.pipeline.usage.priced_usage`)."""
@@ -235,8 +237,7 @@ def time_snapshot(result: CycleResult, last: Mapping[str, Any] | None, config: P
         assert last is not None
         at, before = iso_utc([observed, float(last["at"])])
         result.replayed = (
-            f"the snapshot observed at {at} is not after the last one accounted ({before}): "
-            "accounted already, skipped"
+            f"the snapshot observed at {at} is not after the last one accounted ({before}): accounted already, skipped"
         )
         return {}
     interval, result.unobserved_s = timed

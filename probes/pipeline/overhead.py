@@ -95,7 +95,9 @@ def account_snapshot(
     else:
         slots["fits_idle"] = None
     histogram = overhead_histogram(slots, by=("partition", "site", "phase"))
-    return OverheadReport(slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills, units=dict(units))
+    return OverheadReport(
+        slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills, units=dict(units)
+    )
 
 
 def overhead_report(

@@ -18,7 +18,16 @@ from probes.config import ProbeConfig
 from probes.pipeline.records import priority_docs
 from probes.sources.negotiator import NegotiatorLike, apply_plan, read_negotiator
 
-__all__ = ["SyncResult", "compare", "fairshare_horizon", "fairshare_state", "restore", "restore_plan", "stored_usage", "sync"]
+__all__ = [
+    "SyncResult",
+    "compare",
+    "fairshare_horizon",
+    "fairshare_state",
+    "restore",
+    "restore_plan",
+    "stored_usage",
+    "sync",
+]
 
 _HOUR = 1.0 / 3600.0
 # the store's records -> hours per user under each of USAGE_METRICS

@@ -63,7 +63,8 @@ def with_penalty_usage(jobs: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame
         return jobs
     time_s = pd.to_numeric(priced["walltime_s"]).fillna(0.0).to_numpy() * priced["speed_used"].to_numpy(dtype=float)
     return jobs.assign(
-        penalty_usage=priced["usage"].to_numpy(dtype=float), cpu_only_usage=time_s * priced["cpu_only"].to_numpy(dtype=float)
+        penalty_usage=priced["usage"].to_numpy(dtype=float),
+        cpu_only_usage=time_s * priced["cpu_only"].to_numpy(dtype=float),
     )
 
 

@@ -67,7 +67,9 @@ def slot_weight_report(
     priced = tuple(r for r in policy.resources if r in SLOT_RESOURCES)
     if metric == "billed":
         if swf is not None or machines_file is not None:
-            raise ConfigError("--metric billed fits the bills of slot snapshots: give --status-file, not --swf or --machines")
+            raise ConfigError(
+                "--metric billed fits the bills of slot snapshots: give --status-file, not --swf or --machines"
+            )
         if not config.sources.status_files:
             raise ConfigError("--metric billed needs slot snapshots: give --status-file (or set sources.status_files)")
         snapshot = account(read_sources(config, strict=strict, only=("status_files",)), config)
@@ -80,7 +82,9 @@ def slot_weight_report(
         nodes = snapshot.nodes
         shapes = pd.DataFrame({r: nodes[f"total_{r}"].to_numpy() for r in SLOT_RESOURCES}).assign(node_cost=1.0)
         weight = fit_slot_weight(samples, class_weights(shapes.drop_duplicates(), policy), resources=priced)
-        notes = [f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, each weighted by the time its snapshot stands for"]
+        notes = [
+            f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, each weighted by the time its snapshot stands for"
+        ]
         return SlotWeightReport(metric, weight, slot_weight_error(samples, weight), samples, [], notes)
 
     inputs = read_usage_inputs(config, swf=swf, machines_file=machines_file, ram_unit=ram_unit, strict=strict)

@@ -103,7 +103,9 @@ def _slot_sums(groups: pd.DataFrame, by: str | None, config: ProbeConfig, period
 
 def _node_sets(sink: Sink, by: str, since: str | None, until: str | None) -> pd.DataFrame:
     """Each slot's ``name``, ``machine`` and set: the value of ``by`` most of its snapshots had."""
-    query = Aggregation("slot", tuple(dict.fromkeys(["name", "machine", by])), (Total("snapshots"),), None, since, until)
+    query = Aggregation(
+        "slot", tuple(dict.fromkeys(["name", "machine", by])), (Total("snapshots"),), None, since, until
+    )
     rows = _frame(sink.aggregate(query), query)
     return rows.sort_values(["name", "snapshots"], ascending=[True, False], kind="stable").drop_duplicates("name")
 

@@ -107,7 +107,9 @@ def read_usage_inputs(
         snapshot, reports["status"] = read_status(config.sources.status_files, reading, strict=strict)
         machines = slot_machines(snapshot.slots, snapshot.ads, config)
     elif need_machines:
-        raise ConfigError("no machines: give --machines (an Alea machines file) or --status-file, or set sources.status_files")
+        raise ConfigError(
+            "no machines: give --machines (an Alea machines file) or --status-file, or set sources.status_files"
+        )
     if machines is not None and not len(machines):
         raise SourceError("no machine classes in the machines given: nothing to price the jobs against")
     return UsageInputs(jobs=jobs, requests=requests, machines=machines, reports=reports, notes=notes)
@@ -120,18 +122,25 @@ def slot_machines(slots: pd.DataFrame, ads: np.ndarray | None, config: ProbeConf
     for column, expression in (("speed", m.speed_expression), ("node_cost", m.cost_expression)):
         if expression.strip():
             if ads is None:
-                raise ConfigError(f"machines.{column.replace('node_', '')}_expression needs the slot ads, which this source did not keep")
+                raise ConfigError(
+                    f"machines.{column.replace('node_', '')}_expression needs the slot ads, which this source did not keep"
+                )
             values = _evaluate(expression, [to_classad(a) for a in ads])
             slots[column] = np.where(np.isnan(values), slots[column], values)
     return machine_classes(slots, attributes=m.class_attributes)
 
 
-def alea_machines(path: str | os.PathLike[str], config: ProbeConfig, *, ram_unit: str | None = None) -> tuple[pd.DataFrame, str]:
+def alea_machines(
+    path: str | os.PathLike[str], config: ProbeConfig, *, ram_unit: str | None = None
+) -> tuple[pd.DataFrame, str]:
     """An Alea machines file as machine classes, with speed and node cost from the configured
     rules (expression, else attribute; a class where the rule is undefined keeps its own)."""
     table, reading = read_alea_machines(path, ram_unit=ram_unit or config.machines.ram_unit)
     m = config.machines
-    rules = {"speed": m.speed_expression.strip() or m.speed_attribute, "node_cost": m.cost_expression.strip() or m.cost_attribute}
+    rules = {
+        "speed": m.speed_expression.strip() or m.speed_attribute,
+        "node_cost": m.cost_expression.strip() or m.cost_attribute,
+    }
     if any(rules.values()):
         ads = [
             classad2.ClassAd(
@@ -231,12 +240,16 @@ def penalty_report(inputs: UsageInputs, config: ProbeConfig) -> PenaltyReport:
     penalties = price_jobs(inputs.jobs, inputs.machines, config, requests=inputs.requests)
     notes = list(inputs.notes)
     if penalties.unchecked:
-        pins = ", ".join(f"{p} ({n})" for p, n in sorted(penalties.unchecked.items(), key=lambda kv: (-kv[1], kv[0]))[:8])
+        pins = ", ".join(
+            f"{p} ({n})" for p, n in sorted(penalties.unchecked.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
+        )
         notes.append(
             f"{sum(penalties.unchecked.values())} pinned properties name nothing any machine class lists, "
             f"so they could not be checked and were ignored: {pins}"
         )
-    return PenaltyReport(penalties=penalties, machines=inputs.machines, users=compare_metrics(penalties.jobs, "user"), notes=notes)
+    return PenaltyReport(
+        penalties=penalties, machines=inputs.machines, users=compare_metrics(penalties.jobs, "user"), notes=notes
+    )
 
 
 @dataclass

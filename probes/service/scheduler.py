@@ -106,7 +106,6 @@ __all__ = ["ProbeService"]
 log = logging.getLogger("fairacct.service")
 
 
-
 class ProbeService:
     """The scheduler, its jobs, the health server. ``clock`` gives UNIX seconds (the snapshot
     time and interval, the fairshare windows); ``pool`` is the live pool to read (by default
@@ -377,7 +376,9 @@ class ProbeService:
                 result = read_live(self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True)
             else:
                 keys = [history_key(p) for p in self.config.sources.history]
-                result = read_sources(self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",))
+                result = read_sources(
+                    self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",)
+                )
         self._problems(result)
         jobs = result.jobs if result.jobs is not None else pd.DataFrame()
         priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
@@ -484,7 +485,9 @@ class ProbeService:
         for command in done.commands:
             log.info("priority sync: %s", command)
         skipped = done.plan.loc[done.plan["status"] == "unknown", "credential"].tolist()
-        return f"set {len(done.applied)} submitter(s)" + (f"; not known to the negotiator: {', '.join(skipped)}" if skipped else "")
+        return f"set {len(done.applied)} submitter(s)" + (
+            f"; not known to the negotiator: {', '.join(skipped)}" if skipped else ""
+        )
 
     # -- helpers ------------------------------------------------------------------------------------
 

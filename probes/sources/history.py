@@ -30,9 +30,24 @@ from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
 
-__all__ = ["JOB_ADS", "JOB_COLUMNS", "history_files", "iter_history", "job_attrs", "job_columns", "jobs_table", "odd_integers", "read_history"]
+__all__ = [
+    "JOB_ADS",
+    "JOB_COLUMNS",
+    "history_files",
+    "iter_history",
+    "job_attrs",
+    "job_columns",
+    "jobs_table",
+    "odd_integers",
+    "read_history",
+]
 
-_PROVISIONED = {"cpus": "CpusProvisioned", "memory": "MemoryProvisioned", "disk": "DiskProvisioned", "gpus": "GPUsProvisioned"}
+_PROVISIONED = {
+    "cpus": "CpusProvisioned",
+    "memory": "MemoryProvisioned",
+    "disk": "DiskProvisioned",
+    "gpus": "GPUsProvisioned",
+}
 _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
 # The slots a parallel-universe job ran on. The schedd's dedicated scheduler writes two lists
 # of the slots' Name (slot1@host) when it starts the job (addReconnectAttributes in
@@ -181,7 +196,11 @@ def _job_parts(
     attrs = _attrs(reading)
     offset = 0
     for path, listed in inputs:
-        parts = iter_ad_files(listed, attrs, report, strict=strict) if listed is not None else iter_ads(path, attrs, report, strict=strict)
+        parts = (
+            iter_ad_files(listed, attrs, report, strict=strict)
+            if listed is not None
+            else iter_ads(path, attrs, report, strict=strict)
+        )
         done = 0
         check = KindCheck(JOB_ADS)
         malformed = len(report.malformed)
@@ -311,11 +330,12 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
     return out
 
 
-
 def _schedds(global_ids: np.ndarray) -> np.ndarray:
     """The schedd of each GlobalJobId ("schedd#cluster.proc#qdate"), one str per schedd."""
     try:  # one regex pass over the chunk's ids rather than a Python step per job
-        names: Sequence[str | None] = _AFTER_SCHEDD.sub("", "\n".join(global_ids)).split("\n") if len(global_ids) else []
+        names: Sequence[str | None] = (
+            _AFTER_SCHEDD.sub("", "\n".join(global_ids)).split("\n") if len(global_ids) else []
+        )
     except TypeError:  # a job without a GlobalJobId
         names = [g.partition("#")[0] if isinstance(g, str) else None for g in global_ids]
     seen: dict[str | None, str | None] = {}
@@ -334,5 +354,3 @@ def _or(values: np.ndarray, default: float) -> np.ndarray:
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a) | (a <= 0), b, a)
-
-

@@ -408,7 +408,9 @@ class LivePool:
                 answered.append(address)
                 return ads
 
-            ads = self._projected("startd", "startd ads", slot_projection(self.slots, self.slot_expressions, self.slot_attributes), ask)
+            ads = self._projected(
+                "startd", "startd ads", slot_projection(self.slots, self.slot_expressions, self.slot_attributes), ask
+            )
             address = answered[-1]
             for ad in ads:
                 name = ad.get("Name")

@@ -63,10 +63,14 @@ def apply_plan(client: NegotiatorLike, plan: pd.DataFrame) -> list[str]:
     """Set the ``after`` value of each ``set`` row of ``plan``; the submitters set. A failure
     stops at the submitter it happened on (those before it are set) and raises SourceError."""
     done: list[str] = []
-    for submitter, mode, value in plan.loc[plan["status"] == "set", ["submitter", "mode", "after"]].itertuples(index=False):
+    for submitter, mode, value in plan.loc[plan["status"] == "set", ["submitter", "mode", "after"]].itertuples(
+        index=False
+    ):
         try:
             (client.setFactor if mode == "factor" else client.setUsage)(str(submitter), float(value))
         except BindingsError as exc:
-            raise SourceError(f"the negotiator: setting {submitter} ({', '.join(done) or 'none'} set before): {exc}") from None
+            raise SourceError(
+                f"the negotiator: setting {submitter} ({', '.join(done) or 'none'} set before): {exc}"
+            ) from None
         done.append(str(submitter))
     return done

@@ -50,7 +50,9 @@ QUEUE_ATTRS = [
     Attr("JobIds", Kind.STRING),
 ]
 
-QUEUE_ADS = AdKind("Job", ("JobStatus", "JobCount"), "job ads (condor_q -long) or autoclusters (condor_q -autocluster -long)")
+QUEUE_ADS = AdKind(
+    "Job", ("JobStatus", "JobCount"), "job ads (condor_q -long) or autoclusters (condor_q -autocluster -long)"
+)
 
 
 def read_idle(

@@ -65,7 +65,9 @@ def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datet
     written whole (see :func:`~probes.files.atomic_write`) so a reader never sees half of it.
     """
     path = directory / f"malformed-{now.strftime('%Y%m%dT%H%M%S.%fZ')}.ads"
-    text = "".join(f"# from {m.path} line {m.line}\n# reason: {m.reason}\n{m.text.rstrip(chr(10))}\n\n" for m in malformed)
+    text = "".join(
+        f"# from {m.path} line {m.line}\n# reason: {m.reason}\n{m.text.rstrip(chr(10))}\n\n" for m in malformed
+    )
     atomic_write(path, text)
     return path
 

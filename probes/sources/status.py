@@ -83,7 +83,6 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
     return unique_attrs(attrs)
 
 
-
 def read_status(
     paths: Sequence[str | os.PathLike[str]],
     reading: SlotReading = SlotReading(),
@@ -220,7 +219,12 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tup
 
 
 def _held(
-    ads: AdColumns, rows: np.ndarray, parent: np.ndarray, amounts: dict[str, np.ndarray], observed: np.ndarray, pool: str
+    ads: AdColumns,
+    rows: np.ndarray,
+    parent: np.ndarray,
+    amounts: dict[str, np.ndarray],
+    observed: np.ndarray,
+    pool: str,
 ) -> pd.DataFrame:
     """Allocations of the slots ``rows`` (dynamic slots, or claimed static slots held whole),
     each under its ``parent`` and holding ``amounts`` of each resource."""
@@ -261,7 +265,8 @@ def _children_known(
         listed = ads["ChildName"][i]
         have = children.get(names[i], [])
         whole = all(
-            isinstance(ads[_CHILD[r]][i], list) and (not isinstance(listed, list) or len(ads[_CHILD[r]][i]) == len(listed))
+            isinstance(ads[_CHILD[r]][i], list)
+            and (not isinstance(listed, list) or len(ads[_CHILD[r]][i]) == len(listed))
             for r in ("cpus", "memory")
         )
         if not have:
@@ -304,7 +309,9 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
                     "name": item("ChildName", k),
                     "parent": ads["Name"][i],
                     "job_id": None,
-                    "user": account_name(item("ChildRemoteOwner", k) or item("ChildRemoteUser", k), item("ChildAccountingGroup", k)),
+                    "user": account_name(
+                        item("ChildRemoteOwner", k) or item("ChildRemoteUser", k), item("ChildAccountingGroup", k)
+                    ),
                     "accounting_group": item("ChildAccountingGroup", k),
                     **{r: float(item(_CHILD[r], k) or 0) for r in RESOURCES},
                     "from_child_lists": True,

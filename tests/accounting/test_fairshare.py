@@ -125,7 +125,9 @@ def test_every_credential_type_and_the_total() -> None:
         ("USERC", "GROUPB", "ACCTB", "1", 150 * k),
         ("USERD", "GROUPB", "ACCTC", "2", 100 * k),
     ]
-    work = jobs([{"user": u, "group": g, "project": a, "qos": q, "end": in_window(0), "u": x} for u, g, a, q, x in rows])
+    work = jobs(
+        [{"user": u, "group": g, "project": a, "qos": q, "end": in_window(0), "u": x} for u, g, a, q, x in rows]
+    )
     creds = fairshare(work, work["u"], FairsharePolicy(interval_s=INTERVAL, depth=1), at=AT).credentials
     by = creds.set_index(["type", "name"])["usage_0"]
     assert by["user"].to_dict() == {"USERA": 150 * k, "USERB": 150 * k, "USERC": 200 * k, "USERD": 100 * k}

@@ -90,7 +90,12 @@ def test_the_demo_pool_collapses_36_slots_into_24_classes() -> None:
 
 
 def test_pool_totals_of_seed_000_example_3() -> None:
-    pool = machines_table([{"name": "small", "count": 10, "cpus": 8, "memory": 16 * GIB}, {"name": "large", "cpus": 80, "memory": 512 * GIB}])
+    pool = machines_table(
+        [
+            {"name": "small", "count": 10, "cpus": 8, "memory": 16 * GIB},
+            {"name": "large", "cpus": 80, "memory": 512 * GIB},
+        ]
+    )
     totals = pool_totals(pool)
     # "Together, the system has 160 CPUs and 672 GB of RAM"
     assert (totals["cpus"], totals["memory"] / GIB, totals["gpus"]) == (160.0, 672.0, 0.0)
@@ -104,7 +109,13 @@ def test_class_of_hosts() -> None:
             {"name": "b", "cpus": 8, "hosts": ("slot1@glidein_1@gpu-1-26.ultralight.org", "gpu-1-26.ultralight.org")},
         ]
     )
-    hosts = ["slot1_3@cpu-node1", "slot1_1@glidein_1@gpu-1-26.ultralight.org", "gpu-1-26.ultralight.org", "elsewhere", None]
+    hosts = [
+        "slot1_3@cpu-node1",
+        "slot1_1@glidein_1@gpu-1-26.ultralight.org",
+        "gpu-1-26.ultralight.org",
+        "elsewhere",
+        None,
+    ]
     assert class_of_hosts(pool, hosts).tolist() == [0, 1, 1, -1, -1]
 
 
@@ -115,7 +126,10 @@ def test_class_of_hosts() -> None:
         ([{"name": "a", "cpus": 8, "count": 1.5}], r"class 'a': count must be a whole number of nodes >= 1, got 1.5"),
         ([{"name": "a", "cpus": 8, "memory": -1}], r"class 'a': memory must be 0 or more \(NaN: unknown\), got -1.0"),
         ([{"name": "a", "cpus": 8, "speed": -2}], r"class 'a': speed must be a number greater than 0, got -2.0"),
-        ([{"name": "a", "cpus": 8}, {"name": "a", "cpus": 4}], r"class names must be unique, got \['a'\] more than once"),
+        (
+            [{"name": "a", "cpus": 8}, {"name": "a", "cpus": 4}],
+            r"class names must be unique, got \['a'\] more than once",
+        ),
         ([{"name": "", "cpus": 8}], r"every class needs a non-empty string name"),
         ([{"cpus": 8}], r"machines table is missing columns \['name'\]"),
     ],

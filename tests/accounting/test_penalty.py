@@ -292,7 +292,9 @@ def _reference_price(r: Any, pool: pd.DataFrame) -> tuple[float, bool]:
         max_size=30,
     )
 )
-def test_a_fitting_request_pays_at_least_its_cores_and_at_most_a_whole_node(rows: list[tuple[int, float, float]]) -> None:
+def test_a_fitting_request_pays_at_least_its_cores_and_at_most_a_whole_node(
+    rows: list[tuple[int, float, float]],
+) -> None:
     pool = machines_table([{**SMALL, "node_cost": 1.0}, {**LARGE, "node_cost": 1.0}])
     out = job_penalties(jobs_table([{"cpus": c, "memory": m} for c, m, _ in rows]), pool)
     jobs, requests = out.jobs, out.requests
@@ -312,7 +314,10 @@ def test_a_fitting_request_pays_at_least_its_cores_and_at_most_a_whole_node(rows
         (lambda: PenaltyPolicy(resources=("cpu",)), r"penalty resources must be some of"),
         (lambda: PenaltyPolicy(gpu_weight=-1), r"gpu_weight must be a number >= 0, got -1"),
         (lambda: PenaltyPolicy(standard_job={"cpus": 0}), r"at least one > 0"),
-        (lambda: PenaltyPolicy(queue_costs={"q": 0}), r"the cost of queue 'q' must be a number greater than 0, got 0.0"),
+        (
+            lambda: PenaltyPolicy(queue_costs={"q": 0}),
+            r"the cost of queue 'q' must be a number greater than 0, got 0.0",
+        ),
         (
             lambda: price_requests(node_requests(jobs_table([{}])), pd.DataFrame({"name": [], "cpus": []})),
             r"machines table is empty",
@@ -322,7 +327,10 @@ def test_a_fitting_request_pays_at_least_its_cores_and_at_most_a_whole_node(rows
             lambda: job_penalties(jobs_table([{}, {}]), SEED_POOL, requests=node_requests(jobs_table([{}]))),
             r"jobs table: 1 job\(s\) have no node request, e.g. row 1",
         ),
-        (lambda: job_penalties(jobs_table([{}]).drop(columns=["host"]), SEED_POOL), r"jobs table is missing columns \['host'\]"),
+        (
+            lambda: job_penalties(jobs_table([{}]).drop(columns=["host"]), SEED_POOL),
+            r"jobs table is missing columns \['host'\]",
+        ),
     ],
 )
 def test_errors_name_the_input_and_what_was_expected(call: Any, match: str) -> None:

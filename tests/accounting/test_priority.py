@@ -88,7 +88,10 @@ def test_priority_section_errors_word_for_word() -> None:
     from probes.config import parse_config
 
     for raw, message in (
-        ({"pattern": "("}, "pattern '(' is not a regular expression (missing ), unterminated subpattern at position 0)"),
+        (
+            {"pattern": "("},
+            "pattern '(' is not a regular expression (missing ), unterminated subpattern at position 0)",
+        ),
         ({"factor_min": 5.0, "factor_max": 2.0}, "need 1 <= factor_min <= factor_max, got 5.0, 2.0"),
     ):
         with pytest.raises(ConfigError) as info:

@@ -45,7 +45,9 @@ def classad_rates(expression: str, samples: pd.DataFrame) -> list[float]:
 def test_one_class_is_exact_and_classad2_agrees() -> None:
     # 16 cores and 64 GiB per node, cost 1: PE = max(cores x 1, MiB x 16 / 65536)
     machines = machines_table([{"name": "c16", "cpus": 16, "memory": 65536, "disk": 1e8}])
-    priced = job_penalties(jobs([("a", 4, 8192, 100), ("a", 1, 16384, 50), ("b", 2, 65536, 10), ("b", 8, 0, 10)]), machines, POLICY)
+    priced = job_penalties(
+        jobs([("a", 4, 8192, 100), ("a", 1, 16384, 50), ("b", 2, 65536, 10), ("b", 8, 0, 10)]), machines, POLICY
+    )
     assert priced.jobs["penalty"].tolist() == [4.0, 4.0, 16.0, 8.0]
     samples = slot_samples(priced, "penalty", policy=POLICY)
     weight = fit_slot_weight(samples, class_weights(machines, POLICY), resources=("cpus", "memory"))
@@ -53,7 +55,13 @@ def test_one_class_is_exact_and_classad2_agrees() -> None:
     assert weight.expression() == "max({Cpus * 1, Memory * 0.000244140625})"
     assert classad_rates(weight.expression(), samples) == weight.rates(samples).tolist() == [4.0, 4.0, 16.0, 8.0]
     error = slot_weight_error(samples, weight)
-    assert (error.jobs, error.mean_abs_rel_error, error.within, error.usage_error, error.total_error) == (4, 0.0, 1.0, 0.0, 0.0)
+    assert (error.jobs, error.mean_abs_rel_error, error.within, error.usage_error, error.total_error) == (
+        4,
+        0.0,
+        1.0,
+        0.0,
+        0.0,
+    )
     assert error.users["error_pct"].tolist() == [0.0, 0.0]
     # with only the class's own weight to start from, the fit finds it too (no start at all)
     assert fit_slot_weight(samples, resources=("cpus", "memory")) == weight
@@ -94,7 +102,9 @@ def test_two_classes_the_best_weight_and_its_error() -> None:
     assert users.index.tolist() == ["u1", "u2"]  # the worst first
     assert users.loc["u1", ["metric_usage", "weight_usage", "error_pct"]].tolist() == [100.0, 200.0, 100.0]
     assert users.loc["u2", ["metric_usage", "weight_usage", "error_pct"]].tolist() == [1200.0, 1200.0, 0.0]
-    assert users.loc["u1", "metric_share"] == pytest.approx(100 / 13) and users.loc["u1", "weight_share"] == pytest.approx(100 / 7)
+    assert users.loc["u1", "metric_share"] == pytest.approx(100 / 13) and users.loc[
+        "u1", "weight_share"
+    ] == pytest.approx(100 / 7)
 
 
 def test_the_standard_job_is_its_own_weight() -> None:
@@ -120,7 +130,9 @@ def test_billed_samples_price_the_bill_as_a_share_of_the_node() -> None:
     assert samples["rate"].tolist() == pytest.approx([4.0, 12.8])
     assert samples["walltime_s"].tolist() == [300.0, 300.0]
     # the disk is billed half to each, but the penalty does not price disk unless asked
-    assert billed_samples(nodes, bills, resources=("cpus", "memory", "disk"))["rate"].tolist() == pytest.approx([8.0, 12.8])
+    assert billed_samples(nodes, bills, resources=("cpus", "memory", "disk"))["rate"].tolist() == pytest.approx(
+        [8.0, 12.8]
+    )
 
 
 @pytest.mark.parametrize(

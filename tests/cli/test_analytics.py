@@ -19,7 +19,12 @@ def test_lab_json_reproduces_table_2_1(capsys: pytest.CaptureFixture[str]) -> No
     code, out, err = run(capsys, "lab", "--case", "3", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert [(r["user"], r["t"], r["nodes"]) for r in doc["table_2_1"]] == [("c1", 1, 0), ("c2", 1, 5), ("c1", 2, 0), ("c2", 2, 5)]
+    assert [(r["user"], r["t"], r["nodes"]) for r in doc["table_2_1"]] == [
+        ("c1", 1, 0),
+        ("c2", 1, 5),
+        ("c1", 2, 0),
+        ("c2", 2, 5),
+    ]
     assert {c["policy"] for c in doc["cases"]} == {"queue_proportional", "fairshare", "fairshare_mrpe"}
     c2 = {u["policy"]: u for u in doc["users"] if u["user"] == "c2"}
     assert c2["fairshare"]["completion"] < c2["queue_proportional"]["completion"]
@@ -57,7 +62,12 @@ def test_fairness_of_the_demo_pool(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_fairness_records_reach_the_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "demo.toml"
-    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     code, _, err = run(capsys, "fairness", "--config", str(config), "--store-records")
     assert code == 0, err
     code, out, err = run(capsys, "records", "fairness", "--config", str(config), "--json")
@@ -93,9 +103,16 @@ def test_a_bad_speed(capsys: pytest.CaptureFixture[str], metacentrum: Path) -> N
     assert code == 2 and "--speed must be CLASS=SPEED with a speed greater than 0, got 'zewura=fast'" in err
 
 
-def test_efficiency_of_the_stored_records_is_that_of_the_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_efficiency_of_the_stored_records_is_that_of_the_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     config = tmp_path / "demo.toml"
-    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     code, _, err = run(capsys, "probe", "once", "--config", str(config))
     assert code == 0, err
     code, out, err = run(capsys, "efficiency", "--config", str(config), "--by", "site", "--json")
@@ -124,8 +141,20 @@ def test_efficiency_of_a_history_carries_its_drift(capsys: pytest.CaptureFixture
 
     history, status = write_pool(tmp_path)
     config = tmp_path / "pool.toml"
-    config.write_text(f'[sources]\nslot_attributes = ["CPUModel"]\n[machines]\nspeed_attribute = "HEPSPEC"\n[probe]\nstate_dir = "{tmp_path}"\n')
-    args = ("efficiency", "--config", str(config), "--history", str(history), "--status-file", str(status), "--by", "CPUModel")
+    config.write_text(
+        f'[sources]\nslot_attributes = ["CPUModel"]\n[machines]\nspeed_attribute = "HEPSPEC"\n[probe]\nstate_dir = "{tmp_path}"\n'
+    )
+    args = (
+        "efficiency",
+        "--config",
+        str(config),
+        "--history",
+        str(history),
+        "--status-file",
+        str(status),
+        "--by",
+        "CPUModel",
+    )
     code, out, err = run(capsys, *args, "--json")
     assert code == 0, err
     drift = json.loads(out)["drift"]

@@ -55,7 +55,19 @@ def test_slots_table(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None
     assert code == 0, err
     assert "== 1 slots (partitionable and static)" in out
     row = next(line for line in out.splitlines() if line.startswith("slot1@ingwe"))
-    assert row.split() == ["slot1@ingwe.cs.wisc.edu", "Partitionable", "unknown", "cpu", "8", "15940", "0", "4", "15428", "0", "4"]
+    assert row.split() == [
+        "slot1@ingwe.cs.wisc.edu",
+        "Partitionable",
+        "unknown",
+        "cpu",
+        "8",
+        "15940",
+        "0",
+        "4",
+        "15428",
+        "0",
+        "4",
+    ]
 
 
 def test_jobs_from_a_per_job_directory(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
@@ -67,7 +79,13 @@ def test_jobs_from_a_per_job_directory(capsys: pytest.CaptureFixture[str], condo
 
 def test_idle_from_an_autocluster_dump_and_the_status(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
     code, out, err = run(
-        capsys, "idle", "--idle-file", str(condor25 / "queue-autocluster.ads"), "--status-file", str(condor25 / "status.ads"), "--json"
+        capsys,
+        "idle",
+        "--idle-file",
+        str(condor25 / "queue-autocluster.ads"),
+        "--status-file",
+        str(condor25 / "status.ads"),
+        "--json",
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -80,18 +98,32 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
     dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
     config = tmp_path / "probe.toml"
     config.write_text('[probe]\nstate_dir = "state"\n')
-    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--quarantine", str(tmp_path / "state/quarantine"))
+    code, out, err = run(
+        capsys,
+        "slots",
+        "--config",
+        str(config),
+        "--status-file",
+        str(dump),
+        "--quarantine",
+        str(tmp_path / "state/quarantine"),
+    )
     assert code == 0
     assert f"1 malformed status ad(s) skipped, the first: {dump} line 6: unterminated string in attribute 'Cpus'" in err
     quarantined = Path(err.rsplit("quarantined in ", 1)[1].strip())
     assert quarantined.parent == tmp_path / "state/quarantine"
-    assert quarantined.read_text() == f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
+    assert (
+        quarantined.read_text()
+        == f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
+    )
     assert "== 1 slots" in out
     code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--strict")
     assert code == 1 and err == f"fairacct: {dump} line 6: unterminated string in attribute 'Cpus'\n"
     # a quarantine that cannot be written (here under a file: root may write anywhere else) is
     # said on the problem's line, not a traceback; the slots are read all the same
-    code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--quarantine", str(dump / "q"))
+    code, out, err = run(
+        capsys, "slots", "--config", str(config), "--status-file", str(dump), "--quarantine", str(dump / "q")
+    )
     assert code == 0 and "== 1 slots" in out
     assert err.strip().endswith(f"'Cpus'; NOT quarantined: cannot write in {dump / 'q'} (Not a directory)"), err
 
@@ -119,25 +151,32 @@ def test_errors_are_one_line_and_an_exit_code(
 
 def test_a_bad_config_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "probe.toml"
-    config.write_text("[[partitions]]\nname = \"cpu\"\nmemory = \"2 gigs\"\n")
+    config.write_text('[[partitions]]\nname = "cpu"\nmemory = "2 gigs"\n')
     code, _, err = run(capsys, "config", "check", "--config", str(config))
     assert code == 2
     assert err == (
         f"fairacct: configuration error: {config}: partitions[0].memory: "
-        "expected a size like \"2 GiB\", \"512 MiB\" or \"4 GB\", got '2 gigs'\n"
+        'expected a size like "2 GiB", "512 MiB" or "4 GB", got \'2 gigs\'\n'
     )
 
 
 def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "probe.toml"
-    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     outs, errs = [], []
     for _ in range(2):  # the same dump twice is stored once: ids come from the facts
         code, out, err = run(capsys, "probe", "once", "--config", str(config))
         assert code == 0, err
         outs.append(out)
         errs.append(err)
-    assert f"slot: 36 new, 36 sent to sqlite:///{tmp_path}/state/fairacct.sqlite" in outs[0] and "\njob: 60 new" in outs[0]
+    assert (
+        f"slot: 36 new, 36 sent to sqlite:///{tmp_path}/state/fairacct.sqlite" in outs[0] and "\njob: 60 new" in outs[0]
+    )
     # the second time the snapshot is a replay (reported, skipped) and the history is read once
     assert "== records\nno records" in out and "accounted already, skipped" in errs[1]
     assert "0 jobs from the history" in out
@@ -146,7 +185,11 @@ def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixtur
     store = tmp_path / "state/fairacct.sqlite"
     with sqlite3.connect(store) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [36, 72, 60]
+        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [
+            36,
+            72,
+            60,
+        ]
     code, out, err = run(capsys, "records", "job", "--config", str(config), "--since", "2026-11-21T14:00:00Z", "--json")
     jobs = json.loads(out)
     assert code == 0 and jobs and all(j["timestamp"] >= "2026-11-21T14:00:00Z" for j in jobs)
@@ -169,7 +212,12 @@ def test_probe_once_computes_true_overhead_once_per_snapshot(
     real = overhead.true_overhead
     monkeypatch.setattr(overhead, "true_overhead", lambda *a, **k: calls.append(1) or real(*a, **k))
     config = tmp_path / "probe.toml"
-    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     code, out, err = run(capsys, "probe", "once", "--config", str(config))
     assert code == 0, err
     assert "slot: 36 new" in out and len(calls) == 1
@@ -210,7 +258,11 @@ def test_read_only_commands_write_nothing_unless_asked(
 def test_reading_a_store_that_does_not_exist_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "no/such/dir/x.sqlite"
     code, out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
-    assert code == 1 and err == f"fairacct: {missing}: no embedded store here (nothing stored yet, or another store.url or state_dir?)\n"
+    assert (
+        code == 1
+        and err
+        == f"fairacct: {missing}: no embedded store here (nothing stored yet, or another store.url or state_dir?)\n"
+    )
     assert not (tmp_path / "no").exists()
 
 
@@ -227,7 +279,9 @@ def test_tables_people_read(capsys: pytest.CaptureFixture[str], condor25: Path) 
     assert "<NA>" not in out and "None" not in out
 
 
-def test_a_long_table_shows_its_first_rows_and_says_how_many_more(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+def test_a_long_table_shows_its_first_rows_and_says_how_many_more(
+    capsys: pytest.CaptureFixture[str], condor25: Path
+) -> None:
     """Issue 12, item 12: `jobs` printed every row of a 40,000-job history (seconds of pandas
     formatting); a table shows --limit rows (default 50) and says what it left out."""
     history = str(condor25 / "history.ads")  # 42 jobs
@@ -244,7 +298,9 @@ def test_a_long_table_shows_its_first_rows_and_says_how_many_more(capsys: pytest
     assert doc["read"]["history"]["ads"] == 42
     with pytest.raises(SystemExit) as exit_:
         main(["jobs", "--history", history, "--limit", "-2"])
-    assert exit_.value.code == 2 and "--limit: expected a number of rows, 0 or more, got '-2'" in capsys.readouterr().err
+    assert (
+        exit_.value.code == 2 and "--limit: expected a number of rows, 0 or more, got '-2'" in capsys.readouterr().err
+    )
 
 
 def test_jobs_json_is_streamed_with_the_values_it_had(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
@@ -297,7 +353,10 @@ def test_jobs_streamed_is_what_the_whole_table_gave(
         if name == "generated":
             read = json.loads(out)["read"]["history"]
             assert (read["ads"], read["malformed"]) == (2999 + 42, 1)
-            assert err.startswith("fairacct: 1 malformed history ad(s) skipped, the first: ") and "unterminated string in attribute 'Owner'" in err
+            assert (
+                err.startswith("fairacct: 1 malformed history ad(s) skipped, the first: ")
+                and "unterminated string in attribute 'Owner'" in err
+            )
         else:
             assert err == "", name
 
@@ -312,7 +371,11 @@ def test_jobs_json_quarantines_or_stops_at_a_malformed_ad(
     history = generated_history(3000, malformed=2500)
     code, full, err = run(capsys, "jobs", "--history", str(history), "--json", "--quarantine", str(tmp_path))
     (quarantined,) = tmp_path.iterdir()
-    assert code == 0 and err.endswith(f"; quarantined in {quarantined}\n") and json.loads(full)["read"]["history"]["malformed"] == 1
+    assert (
+        code == 0
+        and err.endswith(f"; quarantined in {quarantined}\n")
+        and json.loads(full)["read"]["history"]["malformed"] == 1
+    )
     assert quarantined.read_text().startswith(f"# from {history} line ")
     code, out, err = run(capsys, "jobs", "--history", str(history), "--json", "--strict")
     with pytest.raises(ClassAdError) as raised:
@@ -337,7 +400,9 @@ def test_jobs_json_memory_does_not_grow_with_the_history(generated_history: Call
                 tracemalloc.stop()
 
     small, large = generated_history(3000), generated_history(12000)
-    tables = [int(read_history([p])[0].memory_usage(deep=True).sum()) for p in (small, large)]  # and the scanner is loaded
+    tables = [
+        int(read_history([p])[0].memory_usage(deep=True).sum()) for p in (small, large)
+    ]  # and the scanner is loaded
     peaks = [streamed_peak(p) for p in (small, large)]
     assert peaks[1] - peaks[0] < (tables[1] - tables[0]) / 4, f"peaks {peaks}, tables {tables} (bytes)"
 

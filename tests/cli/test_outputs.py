@@ -20,7 +20,12 @@ def demo_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo pool stored by one probe cycle, and its configuration."""
     folder = tmp_path_factory.mktemp("demo")
     config = folder / "demo.toml"
-    config.write_text((ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"'))
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     assert main(["probe", "once", "--config", str(config), "--json"]) == 0
     return config
 
@@ -39,10 +44,14 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     assert err == ""  # no progress bar when stderr is not a terminal
     made = json.loads(out)["summaries"]
-    assert set(made) == {"job", "allocation", "slot", "gratia"} and all(made[k] > 0 for k in ("job", "allocation", "slot"))
+    assert set(made) == {"job", "allocation", "slot", "gratia"} and all(
+        made[k] > 0 for k in ("job", "allocation", "slot")
+    )
     assert made["gratia"] == 0 and json.loads(out)["deleted"] == dict.fromkeys(made, 0)  # no Gratia records in the demo
     path = tmp_path / "usage.csv"
-    code, out, err = run(capsys, "export", "--config", str(demo_config), *DAYS, "--by", "site,month", "--out", str(path))
+    code, out, err = run(
+        capsys, "export", "--config", str(demo_config), *DAYS, "--by", "site,month", "--out", str(path)
+    )
     assert code == 0, err
     assert out.startswith("wrote ") and str(path) in out
     table = pd.read_csv(path, encoding="utf-8-sig")
@@ -64,9 +73,15 @@ def test_summarize_export_and_report_the_demo_pool(
     ("argv", "message"),
     [
         (["summarize", "--from", "2026-11-30", "--to", "2026-11-01"], "--to (2026-11-01) is before --from"),
-        (["export", "--from", "2026-11-30", "--to", "2026-11-01", "--out", "x.csv"], "--to (2026-11-01) is before --from"),
+        (
+            ["export", "--from", "2026-11-30", "--to", "2026-11-01", "--out", "x.csv"],
+            "--to (2026-11-01) is before --from",
+        ),
         (["export", *DAYS, "--by", "planet", "--out", "x.csv"], "--by: expected some of"),
-        (["report", "--from", "yesterday", "--to", "2026-11-01", "--out", "r"], "--from: expected UNIX seconds or an ISO-8601 time"),
+        (
+            ["report", "--from", "yesterday", "--to", "2026-11-01", "--out", "r"],
+            "--from: expected UNIX seconds or an ISO-8601 time",
+        ),
         (["dashboards", "install", "--url", "ftp://kibana"], "--url: expected http(s)://HOST:PORT"),
     ],
 )

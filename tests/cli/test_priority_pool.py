@@ -83,7 +83,7 @@ live = true
 [credentials]
 user = ["AcctGroupUser", "Owner"]
 [probe]
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 [fairshare]
 interval_s = 86400
 depth = 2

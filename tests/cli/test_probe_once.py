@@ -30,7 +30,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def demo(tmp_path: Path) -> Path:
     """The demo pool's configuration, its state in tmp_path, fairshare windows that hold its jobs."""
     config = tmp_path / "probe.toml"
-    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    text = (
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     config.write_text(text + "\n[fairshare]\ninterval_s = 86400\ndepth = 3650\n")
     return config
 
@@ -54,10 +59,16 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
     code, out, err = run(capsys, "probe", "once", "--config", str(demo))
     assert code == 0, err
     with sqlite3.connect(demo.parent / "state/fairacct.sqlite") as db:
-        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [36, 72, 60]
+        assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [
+            36,
+            72,
+            60,
+        ]
 
 
-def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
+def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
     config = load_config(demo)
     jobs, _ = read_history(config.sources.history, config.job_reading())
     expected = float(job_usage(jobs, config.fairshare.metric).sum())

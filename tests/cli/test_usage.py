@@ -174,7 +174,10 @@ def test_the_seed_004_fairshare_data_file() -> None:
         ("USERC", "GROUPB", "ACCTB", "1", 150 * k), ("USERD", "GROUPB", "ACCTC", "2", 100 * k),
     ]  # fmt: skip
     jobs = pd.DataFrame(
-        [{"user": u, "group": g, "project": a, "queue": None, "qos": q, "end": start + 60.0, "walltime_s": 1.0} for u, g, a, q, _ in rows]
+        [
+            {"user": u, "group": g, "project": a, "queue": None, "qos": q, "end": start + 60.0, "walltime_s": 1.0}
+            for u, g, a, q, _ in rows
+        ]
     )
     result = fairshare(jobs, [r[4] for r in rows], FairsharePolicy(interval_s=172800, depth=1), at=start + 3600)
     assert fs_files(result) == {
@@ -327,5 +330,3 @@ def test_a_tiny_workload_by_hand(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_times(text: str, seconds: float) -> None:
     assert parse_time(text) == seconds
-
-

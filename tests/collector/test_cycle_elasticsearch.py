@@ -26,12 +26,17 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     url = osmem_url.replace("http", scheme, 1)
     config = tmp_path / "probe.toml"
     config.write_text(
-        (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
     )
     common = ["--config", str(config), "--store", url]
     # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
-    assert code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, priority, summary" in err
+    assert (
+        code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, priority, summary" in err
+    )
     assert "172 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
@@ -82,10 +87,15 @@ def test_a_rejected_record_goes_to_the_dead_letters_and_its_batch_is_delivered(
     assert code == 0 and "dead letters: 1" in out and docs[5]["id"] in out
 
 
-def test_fairness_records_land_with_their_template(capsys: pytest.CaptureFixture[str], tmp_path: Path, osmem_url: str) -> None:
+def test_fairness_records_land_with_their_template(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, osmem_url: str
+) -> None:
     config = tmp_path / "probe.toml"
     config.write_text(
-        (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
     )
     common = ["--config", str(config), "--store", osmem_url]
     code, _, err = run(capsys, "mappings", "install", *common)

@@ -31,7 +31,9 @@ BY_KEY = {(o["type"], o["id"]): o for o in OBJECTS}
 def test_every_reference_resolves() -> None:
     for obj in OBJECTS:
         for ref in obj["references"]:
-            assert (ref["type"], ref["id"]) in BY_KEY, f"{obj['type']} {obj['id']} refers to a missing {ref['type']} {ref['id']}"
+            assert (ref["type"], ref["id"]) in BY_KEY, (
+                f"{obj['type']} {obj['id']} refers to a missing {ref['type']} {ref['id']}"
+            )
         meta = obj["attributes"].get("kibanaSavedObjectMeta", {})
         source = json.loads(meta.get("searchSourceJSON", "{}"))
         if "indexRefName" in source:
@@ -64,7 +66,9 @@ def test_every_field_a_visualization_uses_is_mapped_and_aggregatable(vis: dict[s
             continue
         for types in _template_fields(pattern["title"]):
             kind = types.get(field)
-            assert kind in AGGREGATABLE, f"{vis['id']}: {field} is {kind or 'not mapped'} in a template of {pattern['title']}"
+            assert kind in AGGREGATABLE, (
+                f"{vis['id']}: {field} is {kind or 'not mapped'} in a template of {pattern['title']}"
+            )
             if agg["type"] in ("sum", "avg", "max", "min", "histogram"):
                 assert kind in NUMERIC, f"{vis['id']}: {agg['type']} of {field}, a {kind}"
     assert _template_fields(pattern["title"])[0].get(pattern["timeFieldName"]) == "date"
@@ -92,7 +96,11 @@ class _Recorder(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (the http.server API)
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        answer = {"success": True, "successCount": body.count(b"\n{"), "errors": []} if self.status == 200 else {"message": "no"}
+        answer = (
+            {"success": True, "successCount": body.count(b"\n{"), "errors": []}
+            if self.status == 200
+            else {"message": "no"}
+        )
         data = json.dumps(answer).encode()
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
@@ -156,6 +164,10 @@ def test_mappings_ship_in_the_wheel() -> None:
     setuptools = project["tool"]["setuptools"]
     assert "mappings*" in setuptools["packages"]["find"]["include"]
     globs = setuptools["package-data"]["mappings"]
-    files = [p.relative_to(ROOT / "mappings").as_posix() for p in (ROOT / "mappings").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(ROOT / "mappings").as_posix()
+        for p in (ROOT / "mappings").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     unshipped = [f for f in files if f != "__init__.py" and not any(fnmatch.fnmatch(f, g) for g in globs)]
     assert unshipped == []

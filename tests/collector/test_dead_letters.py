@@ -41,7 +41,10 @@ def test_dead_letters_are_listed_with_the_reason_and_sent_again_once_fixed(
 ) -> None:
     config = tmp_path / "probe.toml"
     config.write_text(
-        (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
     )
     common = ["--config", str(config), "--store", osmem_url]
     assert run(capsys, "mappings", "install", *common)[0] == 0

@@ -69,7 +69,9 @@ def test_an_export_by_project_equals_the_raw_sums(store: Sink, tmp_path: Path, f
     # the slots have no project: their overhead is one row of its own, the whole pool's
     slots = _in_period(generated_frames()["slot"], "observed_at")
     rest = _read(path, fmt)
-    assert rest.loc[rest["project"].isna(), "overhead_cu_hours"].sum() == pytest.approx(slots["overhead_cu_hours"].sum(), rel=1e-5)
+    assert rest.loc[rest["project"].isna(), "overhead_cu_hours"].sum() == pytest.approx(
+        slots["overhead_cu_hours"].sum(), rel=1e-5
+    )
 
 
 def test_summaries_and_raw_records_give_the_same_export(store: Sink) -> None:

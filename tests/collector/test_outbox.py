@@ -137,7 +137,9 @@ class _HalfSink:
         if self.calls > 1:
             return SendResult(acked=ids)
         half = len(ids) // 2
-        return SendResult(acked=ids[:half], rejected={ids[half]: "mapping conflict"}, retry=dict.fromkeys(ids[half + 1 :], "429"))
+        return SendResult(
+            acked=ids[:half], rejected={ids[half]: "mapping conflict"}, retry=dict.fromkeys(ids[half + 1 :], "429")
+        )
 
     def close(self) -> None: ...
 
@@ -145,7 +147,12 @@ class _HalfSink:
 def test_parcels_are_sent_and_rewritten_with_what_is_left(tmp_path: Path) -> None:
     docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
     with Outbox(tmp_path / "outbox.sqlite") as outbox:
-        assert outbox.commit_parcels([Parcel("job", docs[:6]), Parcel("job", docs[6:], gzip.compress(orjson.dumps(docs[6:])))]) == 10
+        assert (
+            outbox.commit_parcels(
+                [Parcel("job", docs[:6]), Parcel("job", docs[6:], gzip.compress(orjson.dumps(docs[6:])))]
+            )
+            == 10
+        )
         assert outbox.status().depth == {"job": 10}
         sink = _HalfSink()
         result = outbox.flush(sink, batch_size=100, max_batches=1)  # type: ignore[arg-type]
@@ -217,7 +224,9 @@ def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
         writer.commit({"job": docs[:1]}, {})
         assert reader.flush(Down(), writer=write).retried["job"] == 1  # type: ignore[arg-type]
         assert len(writes) == 3
-        assert writer._db.execute("SELECT count, attempts, last_error FROM parcel").fetchall() == [(1, 1, "connection refused")]
+        assert writer._db.execute("SELECT count, attempts, last_error FROM parcel").fetchall() == [
+            (1, 1, "connection refused")
+        ]
 
 
 def test_an_outbox_of_the_previous_version_is_read_and_sent(tmp_path: Path) -> None:
@@ -256,11 +265,16 @@ def test_an_outbox_of_the_previous_version_is_read_and_sent(tmp_path: Path) -> N
         assert (status.depth, status.oldest, status.dead_letters) == ({"slot": 30}, 1795300000.0, {"slot": 1})
         outbox.commit({"slot": [newer, *docs[31:]]}, {"history:x": {"end": 6, "ids": []}})
         assert outbox.retry_dead_letters() == {"slot": 1}
-        assert [d["id"] for d in outbox.waiting("slot")] == [d["id"] for d in docs[:31]] + [newer["id"], *(d["id"] for d in docs[31:])]
+        assert [d["id"] for d in outbox.waiting("slot")] == [d["id"] for d in docs[:31]] + [
+            newer["id"],
+            *(d["id"] for d in docs[31:]),
+        ]
         result = outbox.flush(store, batch_size=10)
         assert result.sent["slot"] == 37 and outbox.status().depth == {} and outbox.status().dead_letters == {}
         assert store.count("slot") == 36 and outbox.checkpoint("history:x") == {"end": 6, "ids": []}
-        assert [d["interval_s"] for d in store.query("slot") if d["id"] == newer["id"]] == [12.5]  # the newer copy, stored last
+        assert [d["interval_s"] for d in store.query("slot") if d["id"] == newer["id"]] == [
+            12.5
+        ]  # the newer copy, stored last
 
 
 def test_the_store_indexes_the_time_only(tmp_path: Path) -> None:
@@ -284,7 +298,9 @@ def test_the_store_indexes_the_time_only(tmp_path: Path) -> None:
         indexes = {r[1] for r in store._db.execute("PRAGMA index_list(slot)")}
         assert indexes == {"sqlite_autoindex_slot_1", "slot_timestamp"}
         assert len(store.query("slot", since=docs[0]["timestamp"])) == 36
-        plan = store._db.execute("EXPLAIN QUERY PLAN SELECT doc FROM slot WHERE timestamp >= ? AND timestamp < ?", ("a", "b")).fetchall()
+        plan = store._db.execute(
+            "EXPLAIN QUERY PLAN SELECT doc FROM slot WHERE timestamp >= ? AND timestamp < ?", ("a", "b")
+        ).fetchall()
         assert "USING INDEX slot_timestamp" in plan[0][3]
 
 

@@ -39,7 +39,9 @@ def test_the_report_tables_are_the_sums_of_the_records(generated_store: Sink) ->
     assert tables.overhead["overhead_cu_hours"].sum() == pytest.approx(slots["overhead_cu_hours"].sum())
     bills = frames["allocation"]
     held = (bills["cpus"] * bills["interval_s"] / 3600).groupby(bills["project"]).sum()
-    assert tables.projects.set_index("project")["held_core_hours"].sort_index().tolist() == pytest.approx(held.sort_index().tolist())
+    assert tables.projects.set_index("project")["held_core_hours"].sort_index().tolist() == pytest.approx(
+        held.sort_index().tolist()
+    )
     assert tables.users["change"].sum() == pytest.approx(0.0, abs=1e-9)  # shares move, they do not appear
     assert set(tables.fairshare["name"]) == set(frames["fairshare"]["name"])
     assert tables.fairshare.set_index("name").loc["alice", "target_percent"] == 30.0
@@ -63,7 +65,9 @@ def fairness_docs() -> list[dict[str, Any]]:
     from probes.pipeline.records import fairness_docs as docs
 
     t0 = 1767312000.0  # 2026-01-02T00:00:00Z
-    allocations = pd.DataFrame({"observed_at": [t0, t0 + 3600, t0 + 3600], "user": ["a", "a", "b"], "cpus": [4.0, 2.0, 2.0]})
+    allocations = pd.DataFrame(
+        {"observed_at": [t0, t0 + 3600, t0 + 3600], "user": ["a", "a", "b"], "cpus": [4.0, 2.0, 2.0]}
+    )
     demand = pd.DataFrame({"observed_at": [t0], "user": ["b"], "cpus": [4.0]})
     shares = bucket_shares(allocations, demand, bucket_s=3600)
     return docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"]
@@ -82,7 +86,10 @@ def test_jain_and_starvation_from_the_fairness_records(fairness_store: Sink) -> 
     assert f["jain_served"].tolist() == [0.5, 1.0] and f["jain_allocation"].tolist() == [0.5, 1.0]
     assert f["credentials"].tolist() == [2, 2] and f["starved"].tolist() == [1, 0]
     v = tables.starvation
-    assert v[["name", "buckets", "starved_buckets", "starved_hours"]].values.tolist() == [["b", 2, 1, 1.0], ["a", 2, 0, 0.0]]
+    assert v[["name", "buckets", "starved_buckets", "starved_hours"]].values.tolist() == [
+        ["b", 2, 1, 1.0],
+        ["a", 2, 0, 0.0],
+    ]
     page = render_page(tables)
     assert "Fairness of the share over time" in page and "Starvation per credential" in page
 
@@ -137,7 +144,12 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
         figures = report_figures(store, ProbeConfig(), PERIOD, run_lab(["1"], fraction=0.1))
         page = write_report(report_tables(store, PERIOD), tmp_path / "report", figures)
     html = page.read_text()
-    for title in ("Fairness of the share over time", "Starvation per credential", "Efficiency by site", "Lab case 1: burst"):
+    for title in (
+        "Fairness of the share over time",
+        "Starvation per credential",
+        "Efficiency by site",
+        "Lab case 1: burst",
+    ):
         assert f"<h2>{title}" in html
     assert html.count("<svg") == 9 and html.count("<table>") == 9  # every section drawn, with its table
     shot = tmp_path / "report.png"

@@ -72,7 +72,9 @@ def test_summaries_equal_the_sums_of_the_raw_records(store: Sink, kind: str) -> 
     merged = want.merge(got, on=keys, suffixes=("", "_got"), validate="one_to_one")
     assert len(merged) == len(want)
     for t in SOURCES[kind].totals:
-        assert merged[f"{t.name}_got"].to_numpy() == pytest.approx(merged[t.name].to_numpy(), rel=1e-9, abs=1e-9), t.name
+        assert merged[f"{t.name}_got"].to_numpy() == pytest.approx(merged[t.name].to_numpy(), rel=1e-9, abs=1e-9), (
+            t.name
+        )
     assert set(got.columns) >= {*SUMMARY_DIMENSIONS, "day", "record_kind", "id", "timestamp"}
 
 
@@ -168,10 +170,25 @@ def test_a_store_made_before_the_measured_columns_gets_them(tmp_path: Path) -> N
     path = tmp_path / "old.sqlite"
     doc = generated_docs()["job"][0]
     with sqlite3.connect(path) as db:
-        db.execute('CREATE TABLE "job" (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, "site" TEXT, doc TEXT NOT NULL)')
-        db.execute('INSERT INTO "job" VALUES (?, ?, ?, ?, ?, ?, ?)', (doc["id"], doc["timestamp"], doc["user"], doc["group"], doc["project"], doc["site"], orjson.dumps(doc).decode()))
+        db.execute(
+            'CREATE TABLE "job" (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, "site" TEXT, doc TEXT NOT NULL)'
+        )
+        db.execute(
+            'INSERT INTO "job" VALUES (?, ?, ?, ?, ?, ?, ?)',
+            (
+                doc["id"],
+                doc["timestamp"],
+                doc["user"],
+                doc["group"],
+                doc["project"],
+                doc["site"],
+                orjson.dumps(doc).decode(),
+            ),
+        )
     with EmbeddedStore(path) as store:
-        [row] = store.aggregate(Aggregation("job", ("pool",), (Total("n"), Total("wall", ("walltime_s",))), period=None))
+        [row] = store.aggregate(
+            Aggregation("job", ("pool",), (Total("n"), Total("wall", ("walltime_s",))), period=None)
+        )
         assert row == {"pool": doc["pool"], "n": 1, "wall": pytest.approx(doc["walltime_s"])}
         cols = [r[1] for r in store._db.execute('PRAGMA table_info("job")')]
         assert {"pool", "walltime_s", "penalty_usage"} <= set(cols)

@@ -34,13 +34,21 @@ def test_fairness_records_carry_their_bucket_and_jain() -> None:
 def test_whatif_inputs_from_a_workload() -> None:
     jobs = pd.DataFrame({"qdate": [10.0, 20.0], "walltime_s": [100.0, 50.0]})
     requests = pd.DataFrame(
-        {"job": [0, 0, 1], "count": [2.0, 1.0, 1.0], "cpus": [4.0, 2.0, 8.0], "properties": [("cluster=big", "x86_64"), ("cluster=big",), ()]}
+        {
+            "job": [0, 0, 1],
+            "count": [2.0, 1.0, 1.0],
+            "cpus": [4.0, 2.0, 8.0],
+            "properties": [("cluster=big", "x86_64"), ("cluster=big",), ()],
+        }
     )
     machines = pd.DataFrame({"name": ["big", "small"], "count": [2, 4], "cpus": [16.0, 4.0], "speed": [1.0, 1.0]})
     cluster = whatif_cluster(machines, {"small": 2.0})
     assert cluster.values.tolist() == [["big", 1.0, 32.0], ["small", 2.0, 16.0]]
     out = whatif_jobs(Workload(jobs=jobs, requests=requests, variant="metacentrum"), cluster["set"])
-    assert out[["submit", "cores", "runtime_s", "pinned"]].values.tolist() == [[10.0, 10.0, 100.0, "big"], [20.0, 8.0, 50.0, None]]
+    assert out[["submit", "cores", "runtime_s", "pinned"]].values.tolist() == [
+        [10.0, 10.0, 100.0, "big"],
+        [20.0, 8.0, 50.0, None],
+    ]
 
 
 def test_a_speed_for_an_unknown_class() -> None:

@@ -28,9 +28,9 @@ def demo_config(tmp_path: Path, history: str | None = None) -> Path:
 [pool]
 name = "demo"
 [sources]
-status_files = ["{DEMO / 'status.ads'}"]
-idle_files = ["{DEMO / 'queue.ads'}"]
-history = ["{history or DEMO / 'history.ads'}"]
+status_files = ["{DEMO / "status.ads"}"]
+idle_files = ["{DEMO / "queue.ads"}"]
+history = ["{history or DEMO / "history.ads"}"]
 [probe]
 state_dir = "state"
 """
@@ -132,7 +132,11 @@ def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Pat
         result = run_once(config, outbox, store, probe="test")
         docs = [d for d in store.query("job") if d["walltime_s"]]
     assert len(docs) == 59 and len(result.jobs) == 60  # one removed job never ran
-    priced = price_jobs(read_history([DEMO / "history.ads"])[0], slot_machines(result.snapshot.slots, result.snapshot.ads, config), config).jobs
+    priced = price_jobs(
+        read_history([DEMO / "history.ads"])[0],
+        slot_machines(result.snapshot.slots, result.snapshot.ads, config),
+        config,
+    ).jobs
     want = dict(zip(priced["job_id"], priced["usage"], strict=True))
     assert all(d["penalty_usage"] == pytest.approx(want[d["job_id"]], rel=1e-12) for d in docs)
     # the demo's jobs ask no more memory per core than their nodes have (and node costs are 1):

@@ -146,7 +146,12 @@ def test_drift_of_a_parallel_job_on_two_speeds(pool: tuple[pd.DataFrame, pd.Data
     assert summary["lost_core_s"] == 7200.0 and summary["lost_core_h"] == 2.0
     assert summary["unknown_nodes"] == 0
     sets = drift.sets.set_index("set")
-    assert sets.loc["EPYC", ["jobs", "mixed_jobs", "dedicated_core_s", "lost_core_s"]].tolist() == [2, 1, 4 * 3600 + 2 * 1800, 7200.0]
+    assert sets.loc["EPYC", ["jobs", "mixed_jobs", "dedicated_core_s", "lost_core_s"]].tolist() == [
+        2,
+        1,
+        4 * 3600 + 2 * 1800,
+        7200.0,
+    ]
     assert sets.loc["XEON", ["jobs", "mixed_jobs", "dedicated_core_s", "lost_core_s"]].tolist() == [1, 1, 4 * 3600, 0.0]
     users = drift.users.set_index("user")
     assert users.loc["alice", ["mixed_jobs", "lost_core_s", "lost_share"]].tolist() == [1, 7200.0, 0.25]
@@ -160,7 +165,9 @@ def test_without_a_speed_attribute_nothing_is_lost_but_the_mix_is_counted(tmp_pa
     snapshot, _ = read_status([status], SlotReading(extra_attributes=("CPUModel",)))
     drift = history_drift(jobs, snapshot.slots, "CPUModel")
     assert drift.summary[["mixed_jobs", "lost_core_s"]].iloc[0].tolist() == [1, 0.0]
-    assert drift.notes == ["machines.speed_attribute is not set: every node counts at speed 1.0, so nothing is lost to drift"]
+    assert drift.notes == [
+        "machines.speed_attribute is not set: every node counts at speed 1.0, so nothing is lost to drift"
+    ]
 
 
 def test_a_machine_the_status_does_not_show(pool: tuple[pd.DataFrame, pd.DataFrame]) -> None:
@@ -187,7 +194,13 @@ def test_the_real_pool_runs_vanilla_jobs_only(fixtures: Path) -> None:
     assert jobs["hosts"].equals(jobs["host"])  # no RemoteHosts: each ran on its LastRemoteHost
     drift = history_drift(jobs, snapshot.slots, "speed", speed_attribute="HEPSPEC")
     summary = drift.summary.iloc[0]
-    assert (len(jobs), summary["jobs"], summary["mixed_jobs"], summary["lost_core_s"], summary["unknown_nodes"]) == (42, 39, 0, 0.0, 0)
+    assert (len(jobs), summary["jobs"], summary["mixed_jobs"], summary["lost_core_s"], summary["unknown_nodes"]) == (
+        42,
+        39,
+        0,
+        0.0,
+        0,
+    )
     assert drift.notes == ["3 of 42 jobs name no host (they never ran): left out"]
     # two startds on one host ("vm"): each node takes its own startd's speed, not the host's first
     assert drift.sets.set_index("set")["jobs"].to_dict() == {10.5: 9, 15.0: 30}
@@ -199,7 +212,9 @@ def test_a_node_known_by_its_machine_only() -> None:
         {"name": ["slot1@glidein_1@wn1.example.org", "slot1@wn2.example.org"], "machine": ["WN1.example.org", "wn2.example.org"],
          "speed": [10.0, 20.0], "model": ["old", "new"]}
     )  # fmt: skip
-    jobs = pd.DataFrame({"hosts": ["slot1@wn1.example.org,slot2@wn2.example.org"], "user": ["u"], "cpus": [1.0], "walltime_s": [100.0]})
+    jobs = pd.DataFrame(
+        {"hosts": ["slot1@wn1.example.org,slot2@wn2.example.org"], "user": ["u"], "cpus": [1.0], "walltime_s": [100.0]}
+    )
     drift = history_drift(jobs, slots, "model", speed_attribute="HEPSPEC")
     assert drift.nodes[["startd", "set", "speed", "lost_core_s"]].values.tolist() == [
         ["wn1.example.org", "old", 10.0, 0.0], ["wn2.example.org", "new", 20.0, 50.0],

@@ -50,11 +50,18 @@ def test_jobs_are_priced_by_hand() -> None:
 
 def test_job_records_carry_them_and_summaries_sum_them(tmp_path: Path) -> None:
     records = cycle_records(CycleResult(jobs=jobs()), ProbeConfig(), probe="test", machines=MACHINES)
-    assert [(d["penalty_usage"], d["cpu_only_usage"]) for d in records["job"]] == [(10_800.0, 7_200.0), (86_400.0, 7_200.0)]
+    assert [(d["penalty_usage"], d["cpu_only_usage"]) for d in records["job"]] == [
+        (10_800.0, 7_200.0),
+        (86_400.0, 7_200.0),
+    ]
     unpriced = cycle_records(CycleResult(jobs=jobs()), ProbeConfig(), probe="test")
     assert not any("penalty_usage" in d for d in unpriced["job"])
     with EmbeddedStore(tmp_path / "store.sqlite") as store:
         store.send("job", records["job"])
         summarize(store, date(2026, 1, 10), date(2026, 1, 10), probe="test", kinds=["job"])
         [summary] = store.query("summary")
-    assert (summary["user"], summary["penalty_hours"], summary["cpu_only_hours"]) == ("alice", 27.0, 4.0)  # (10,800 + 86,400) / 3600
+    assert (summary["user"], summary["penalty_hours"], summary["cpu_only_hours"]) == (
+        "alice",
+        27.0,
+        4.0,
+    )  # (10,800 + 86,400) / 3600

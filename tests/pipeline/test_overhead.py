@@ -63,7 +63,13 @@ def test_the_htcondor_25_pool_and_its_idle_jobs(capsys: pytest.CaptureFixture[st
     """GPU node: 3 GPUs free but no memory -> 3 CU under {1 GPU}; none of the idle jobs
     (11.4 wants 4096 MiB) fits in 0 MiB, so the overhead is not 'suspicious'."""
     out = cli_json(
-        capsys, "overhead", "--status-file", str(condor25 / "status.ads"), "--idle-file", str(condor25 / "queue.ads"), "--exact"
+        capsys,
+        "overhead",
+        "--status-file",
+        str(condor25 / "status.ads"),
+        "--idle-file",
+        str(condor25 / "queue.ads"),
+        "--exact",
     )
     by_name = {s["name"]: s for s in out["slots"]}
     assert by_name["slot1@gpu-node1@vm"]["overhead_cu"] == 3 and by_name["slot1@cpu-node1@vm"]["overhead_cu"] == 0
@@ -91,7 +97,10 @@ def test_slots_matching_no_partition_are_reported(condor25: Path) -> None:
     config = ProbeConfig.model_validate({"partitions": [{"name": "gpu", "match": "TotalSlotGPUs > 0", "gpus": 1}]})
     snapshot, _ = read_status([condor25 / "status.ads"], config.slot_reading())
     report = overhead_report(snapshot, config)
-    assert report.slots.set_index("name")["unmatched"].to_dict() == {"slot1@cpu-node1@vm": True, "slot1@gpu-node1@vm": False}
+    assert report.slots.set_index("name")["unmatched"].to_dict() == {
+        "slot1@cpu-node1@vm": True,
+        "slot1@gpu-node1@vm": False,
+    }
     nodes, bills = snapshot_bills(snapshot, config)
     assert len(bills) == 6 and not bills["orphan"].any()
 
@@ -124,7 +133,15 @@ def test_the_cross_check_asks_for_jobs_within_the_true_overhead(tmp_path: Path) 
     snapshot, _ = read_status([dump], config.slot_reading())
 
     def idle(cpus: float, memory: float) -> pd.DataFrame:
-        return pd.DataFrame({"request_cpus": [cpus], "request_memory": [memory], "request_disk": [1.0], "request_gpus": [0.0], "count": [1]})
+        return pd.DataFrame(
+            {
+                "request_cpus": [cpus],
+                "request_memory": [memory],
+                "request_disk": [1.0],
+                "request_gpus": [0.0],
+                "count": [1],
+            }
+        )
 
     three_cores = overhead_report(snapshot, config, idle(3, 1024))
     assert three_cores.slots["overhead_cu"].tolist() == [2]
@@ -187,7 +204,10 @@ def test_bill_says_how_many_nodes_were_left_unbilled(
 def _later(dump: Path, tmp_path: Path, seconds: int) -> Path:
     """``dump`` as if taken ``seconds`` later."""
     text = re.sub(
-        r"^(MyCurrentTime|LastHeardFrom) = (\d+)", lambda m: f"{m[1]} = {int(m[2]) + seconds}", dump.read_text(), flags=re.M
+        r"^(MyCurrentTime|LastHeardFrom) = (\d+)",
+        lambda m: f"{m[1]} = {int(m[2]) + seconds}",
+        dump.read_text(),
+        flags=re.M,
     )
     later = tmp_path / f"later-{seconds}.ads"
     later.write_text(text)
@@ -209,7 +229,9 @@ def test_dumps_of_several_instants_are_accounted_instant_by_instant(tmp_path: Pa
     snapshot, report = read_status([DEMO / "status.ads", _later(DEMO / "status.ads", tmp_path, 300)])
     assert not report.rejects and snapshot.slots["observed_at"].nunique() == 2
     accounting = overhead_report(snapshot, ProbeConfig())
-    first, second = (accounting.bills[accounting.bills["observed_at"] == t] for t in sorted(snapshot.slots["observed_at"].unique()))
+    first, second = (
+        accounting.bills[accounting.bills["observed_at"] == t] for t in sorted(snapshot.slots["observed_at"].unique())
+    )
     assert len(first) == len(second) == 72
     assert second["billed_cpus"].tolist() == pytest.approx(first["billed_cpus"].tolist())
     assert accounting.slots["n_dynamic"].sum() == 2 * 72

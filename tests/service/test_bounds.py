@@ -45,11 +45,16 @@ def test_a_read_only_state_directory_is_refused_at_start(
     code = main(["probe", "run", "--config", str(config_file(tmp_path, state)), "--for", "30"])
     err = capsys.readouterr().err
     assert code == 2 and time.monotonic() - started < 5, err
-    assert f"fairacct: configuration error: probe.state_dir: cannot write in {state} (it is on a read-only file system)" in err
+    assert (
+        f"fairacct: configuration error: probe.state_dir: cannot write in {state} (it is on a read-only file system)"
+        in err
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a directory of mode 0555")
-def test_a_state_directory_without_write_permission_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_state_directory_without_write_permission_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o555)
     code = main(["probe", "run", "--config", str(config_file(tmp_path, state)), "--for", "30"])
@@ -70,7 +75,9 @@ def test_the_health_server_closes_idle_connections(monkeypatch: pytest.MonkeyPat
         server.stop()
 
 
-def test_a_stop_with_a_hung_store_takes_at_most_stop_timeout_s(store: OsmemServer, tmp_path: Path, condor25: Path) -> None:
+def test_a_stop_with_a_hung_store_takes_at_most_stop_timeout_s(
+    store: OsmemServer, tmp_path: Path, condor25: Path
+) -> None:
     service = fake_service(
         tmp_path / "state", condor25, store.url,
         pool={"interval_s": 1}, probe={"flush_every_s": 1, "history_every_s": 3600, "stop_timeout_s": 2},

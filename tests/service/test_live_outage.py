@@ -96,5 +96,6 @@ def test_a_stopped_collector_does_not_stall_the_service(
     for _, _, _, duration, error in failed:
         assert TIMEOUT_S - 0.1 <= duration < TIMEOUT_S + 1.5, f"the snapshot failed after {duration:.2f} s: {error}"
         assert error is not None and (
-            f"no answer within {TIMEOUT_S:g} s (pool.timeout_s)" in error or "Failed communication with collector" in error
+            f"no answer within {TIMEOUT_S:g} s (pool.timeout_s)" in error
+            or "Failed communication with collector" in error
         ), error

@@ -200,6 +200,7 @@ def test_a_slow_cycle_is_never_run_twice_at_once(
 
 # -- the fairshare ledger and window roll ---------------------------------------------------------------------
 
+
 def test_windows_roll_once_each_as_they_close(
     tmp_path: Path, daemons: tuple[FakeCollector, FakeSchedd, FakeSchedd], condor25: Path
 ) -> None:
@@ -284,7 +285,14 @@ def test_healthz_and_metrics(tmp_path: Path) -> None:
         status, body = get(f"http://127.0.0.1:{port}/healthz")
         assert status == 200, body
         doc = json.loads(body)
-        assert doc["status"] == "ok" and set(doc["jobs"]) == {"snapshot", "history", "flush", "fairshare", "summaries", "summaries_nightly"}
+        assert doc["status"] == "ok" and set(doc["jobs"]) == {
+            "snapshot",
+            "history",
+            "flush",
+            "fairshare",
+            "summaries",
+            "summaries_nightly",
+        }
         assert doc["jobs"]["snapshot"]["last_success"].endswith("Z") and doc["jobs"]["snapshot"]["every_s"] == 1
         assert isinstance(doc["outbox"]["depth"], int)
         status, text = get(f"http://127.0.0.1:{port}/metrics")
@@ -447,7 +455,12 @@ def test_probe_run_on_the_demo_configuration_works_out_of_the_box(tmp_path: Path
     assert code == 0, text
     assert "snapshot: 36 slots, 72 allocations, 15 idle jobs in 6 autoclusters, 108 records standing for 300 s" in text
     assert "history: 60 new jobs" in text and "final flush: sent" in text
-    assert {k: len(v) for k, v in stored_ids(tmp_path / ".demo").items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
+    assert {k: len(v) for k, v in stored_ids(tmp_path / ".demo").items()} == {
+        "slot": 36,
+        "allocation": 72,
+        "job": 60,
+        "fairness": 4,
+    }
 
 
 def test_the_systemd_unit_runs_the_service_unprivileged() -> None:
@@ -471,7 +484,10 @@ def test_fairshare_windows_roll_on_their_boundaries_whenever_the_service_started
     from datetime import UTC, datetime, timedelta
 
     config = live_config(
-        tmp_path, fairshare={"interval_s": 7}, pool={"interval_s": 3600, "max_interval_s": 3600}, probe={"history_every_s": 3600}
+        tmp_path,
+        fairshare={"interval_s": 7},
+        pool={"interval_s": 3600, "max_interval_s": 3600},
+        probe={"history_every_s": 3600},
     )
     svc = service(config, daemons)
     svc.start()

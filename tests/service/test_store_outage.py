@@ -58,5 +58,7 @@ def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, 
     committed = service.metrics.records
     with ElasticsearchSink.from_url(store.url) as sink:  # each record once
         assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (
-            committed["slot"], committed["allocation"], committed["job"]
+            committed["slot"],
+            committed["allocation"],
+            committed["job"],
         )

@@ -28,7 +28,9 @@ def indices(url: str) -> list[str]:
 
 
 @pytest.mark.parametrize("install", [False, True])
-def test_templates_are_checked_again_when_the_store_comes_back_empty(tmp_path: Path, condor25: Path, install: bool) -> None:
+def test_templates_are_checked_again_when_the_store_comes_back_empty(
+    tmp_path: Path, condor25: Path, install: bool
+) -> None:
     first = start_server()
     address = first.url.removeprefix("http://")
     with ElasticsearchSink.from_url(first.url) as sink:

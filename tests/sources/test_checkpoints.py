@@ -18,7 +18,12 @@ from probes.sources.checkpoints import checkpoint_key, history_key, new_jobs, sn
 def test_snapshot_interval(last: dict[str, float] | None, now: float, expected: tuple[float, float] | None) -> None:
     """(what it stands for, unobserved before it); after a gap longer than max_interval_s the
     nominal interval and the rest unobserved; a replay: None, the caller skips it."""
-    assert snapshot_interval(last, now, interval_s=ProbeConfig().pool.interval_s, max_interval_s=ProbeConfig().pool.max_interval_s) == expected
+    assert (
+        snapshot_interval(
+            last, now, interval_s=ProbeConfig().pool.interval_s, max_interval_s=ProbeConfig().pool.max_interval_s
+        )
+        == expected
+    )
 
 
 def test_new_jobs_at_the_same_second_are_neither_skipped_nor_doubled() -> None:

@@ -90,12 +90,18 @@ def test_a_number_out_of_range_is_a_malformed_value(condor25: Path, tmp_path: Pa
     from probes.sources.status import read_status
 
     history = tmp_path / "history.ads"
-    history.write_text(re.sub(r"^ClusterId = \d+", 'ClusterId = real("INF")', (condor25 / "history.ads").read_text(), count=1, flags=re.M))
+    history.write_text(
+        re.sub(
+            r"^ClusterId = \d+", 'ClusterId = real("INF")', (condor25 / "history.ads").read_text(), count=1, flags=re.M
+        )
+    )
     jobs, report = read_history([history])
     assert len(jobs) == 42 and jobs["cluster"].isna().sum() == 1
     assert report.rejects == {"ClusterId: not a finite number, ignored": 1}
     status = tmp_path / "status.ads"
-    status.write_text(re.sub(r"^Memory = \d+", "Memory = 1e400", (condor25 / "status.ads").read_text(), count=1, flags=re.M))
+    status.write_text(
+        re.sub(r"^Memory = \d+", "Memory = 1e400", (condor25 / "status.ads").read_text(), count=1, flags=re.M)
+    )
     snapshot, report = read_status([status])
     assert len(snapshot.slots) == 2 and report.rejects == {"Memory: not a finite number, ignored": 1}
 

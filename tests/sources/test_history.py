@@ -67,7 +67,12 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
     config = parse_config(
         {
             "machines": {"speed_attribute": "HEPSPEC"},
-            "credentials": {"user": ["User"], "group": ["AccountingGroup"], "project": ["ProjectName"], "qos": ["JobPrio"]},
+            "credentials": {
+                "user": ["User"],
+                "group": ["AccountingGroup"],
+                "project": ["ProjectName"],
+                "qos": ["JobPrio"],
+            },
         }
     )
     jobs, report = read_history([condor25 / "per_job_history"], config.job_reading())
@@ -90,7 +95,9 @@ def test_the_demo_history() -> None:
     assert jobs["site"].ne("unknown").sum() == 59  # all but the job that never ran
 
 
-def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(condor25: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(
+    condor25: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each chunk becomes its rows of the table as it is read: the table of a history cut into
     chunks of one or two ads, from several inputs, is the table of the whole."""
     inputs = [condor25 / "history.ads", condor25 / "per_job_history", DEMO / "history.ads"]
@@ -99,12 +106,21 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(condor25: Path,
     chunked, chunked_report = read_history(inputs)
     assert len(whole) == 42 + 12 + 60 and report.ads == chunked_report.ads == len(whole)
     pd.testing.assert_frame_equal(whole, chunked)
-    assert whole["source"].tolist() == [str(condor25 / "history.ads")] * 42 + whole["source"].iloc[42:54].tolist() + [str(DEMO / "history.ads")] * 60
+    assert (
+        whole["source"].tolist()
+        == [str(condor25 / "history.ads")] * 42
+        + whole["source"].iloc[42:54].tolist()
+        + [str(DEMO / "history.ads")] * 60
+    )
     assert whole.dtypes.astype(str).to_dict() == {
-        **dict.fromkeys(["job_id", "schedd", "user", "group", "project", "host", "hosts", "site", "resource_name", "source"], "str"),
+        **dict.fromkeys(
+            ["job_id", "schedd", "user", "group", "project", "host", "hosts", "site", "resource_name", "source"], "str"
+        ),
         **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
         **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts"], "Int64"),
-        **dict.fromkeys(["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"),
+        **dict.fromkeys(
+            ["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"
+        ),
         "provisioned": "bool",
         "line": "int64",
     }
@@ -122,7 +138,9 @@ def test_a_history_streamed_gives_the_table_in_parts(condor25: Path, generated_h
     pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), whole)
     assert (streamed.ads, streamed.evaluated, streamed.rejects) == (report.ads, report.evaluated, report.rejects)
     assert report.ads == len(whole) == 2999 + 42
-    assert streamed.malformed == report.malformed and [m.reason for m in report.malformed] == ["unterminated string in attribute 'Owner'"]
+    assert streamed.malformed == report.malformed and [m.reason for m in report.malformed] == [
+        "unterminated string in attribute 'Owner'"
+    ]
 
 
 def test_a_history_streamed_is_checked_as_it_is_read(condor25: Path, generated_history: Callable[..., Path]) -> None:

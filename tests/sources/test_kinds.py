@@ -20,7 +20,12 @@ STARTD = "startd ads (condor_status -long)"
         ("slots", "--status-file", "history.ads", f"history.ads: this looks like {HISTORY}, expected startd ads"),
         ("slots", "--status-file", "history.json", f"history.json: this looks like {HISTORY}, expected startd ads"),
         ("jobs", "--history", "status.ads", f"status.ads: this looks like {STARTD}, expected job ads"),
-        ("idle", "--idle-file", "status.ads", f"status.ads: this looks like {STARTD}, expected job ads (condor_q -long)"),
+        (
+            "idle",
+            "--idle-file",
+            "status.ads",
+            f"status.ads: this looks like {STARTD}, expected job ads (condor_q -long)",
+        ),
         ("bill", "--status-file", "queue.ads", f"queue.ads: this looks like {HISTORY}, expected startd ads"),
     ],
 )
@@ -32,7 +37,9 @@ def test_a_dump_of_another_kind_is_refused(
     assert out == "" and message in err
 
 
-@pytest.mark.parametrize(("command", "option", "needed"), [("slots", "--status-file", "Name"), ("jobs", "--history", "GlobalJobId")])
+@pytest.mark.parametrize(
+    ("command", "option", "needed"), [("slots", "--status-file", "Name"), ("jobs", "--history", "GlobalJobId")]
+)
 def test_a_file_that_is_not_ads_at_all_is_refused(
     capsys: pytest.CaptureFixture[str], command: str, option: str, needed: str
 ) -> None:

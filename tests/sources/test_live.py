@@ -259,7 +259,9 @@ def test_the_job_projections_hold_what_default_request_expressions_refer_to() ->
     } <= set(idle)
     assert {"MemoryUsage", "ResidentSetSize", "ImageSize", "DiskUsage"} <= set(idle)
     assert not {"JobCount", "JobIds"} & set(idle)  # autocluster ads only
-    history = history_projection(config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}).job_reading())
+    history = history_projection(
+        config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}).job_reading()
+    )
     assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0", "JobQOS",
             "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
 

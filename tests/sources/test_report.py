@@ -12,7 +12,9 @@ NOW = datetime(2026, 11, 21, 14, 0, tzinfo=UTC)
 
 
 def test_problem_lines_say_each_problem_once_and_quarantine_the_ads(tmp_path: Path) -> None:
-    bad = Malformed("status.ads", 17, "attribute 'Cpus': cannot parse the value '4 +* 2'", "Name = \"x\"\nCpus = 4 +* 2\n")
+    bad = Malformed(
+        "status.ads", 17, "attribute 'Cpus': cannot parse the value '4 +* 2'", 'Name = "x"\nCpus = 4 +* 2\n'
+    )
     reports = {
         "status": ReadReport(ads=3, malformed=[bad]),
         "history": ReadReport(ads=2, rejects=Counter({"Memory: expected a number, got str": 2})),

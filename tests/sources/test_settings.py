@@ -31,5 +31,9 @@ def test_the_configuration_hands_each_reader_its_part() -> None:
     assert slots.partitions == (("all", "Cpus > 0"),)
     assert config.slot_reading(with_class_attributes=True).extra_attributes == ("Arch", "CPUModel")
     jobs = config.job_reading()
-    assert (jobs.user, jobs.qos, jobs.group) == (("x509UserProxyVOName",), ("JobQOS",), ("AcctGroup", "AccountingGroup"))
+    assert (jobs.user, jobs.qos, jobs.group) == (
+        ("x509UserProxyVOName",),
+        ("JobQOS",),
+        ("AcctGroup", "AccountingGroup"),
+    )
     assert (jobs.speed_attribute, jobs.extra_attributes, jobs.site_default) == ("HEPSPEC", ("ExitBySignal",), "T2_XX")

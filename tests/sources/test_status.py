@@ -46,7 +46,9 @@ def test_the_purdue_glidein_from_its_child_lists(fixtures: Path) -> None:
     allocs = snap.allocations
     assert allocs["from_child_lists"].all() and allocs["job_id"].isna().all()
     assert allocs["cpus"].sum() == 10 and allocs["memory"].sum() == 30000 - 11056
-    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["user", "group"]].values.tolist() == [["cmst1", "production"]]
+    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["user", "group"]].values.tolist() == [
+        ["cmst1", "production"]
+    ]
 
 
 def test_the_htcondor_25_pool(condor25: Path) -> None:
@@ -61,7 +63,12 @@ def test_the_htcondor_25_pool(condor25: Path) -> None:
     assert cpu["glidein_to_retire"] == 1795269281 + 86400  # DaemonStartTime + 86400
     assert cpu["site"] == "LoopbackSite" and report.evaluated == 8
     gpu_jobs = snap.allocations[snap.allocations["parent"] == "slot1@gpu-node1@vm"].sort_values("name")
-    assert gpu_jobs[["cpus", "memory", "gpus"]].values.tolist() == [[4, 2048, 0], [4, 2048, 0], [2, 4096, 1], [1, 24576, 0]]
+    assert gpu_jobs[["cpus", "memory", "gpus"]].values.tolist() == [
+        [4, 2048, 0],
+        [4, 2048, 0],
+        [2, 4096, 1],
+        [1, 24576, 0],
+    ]
     assert set(snap.allocations["group"]) == {"group_atlas", "group_cms", "group_osg"}
 
 

@@ -137,4 +137,3 @@ def tls_options(url: str, verify_certs: bool, auth: Auth) -> dict[str, Any]:
     if auth.ca_certs is not None:
         options["ca_certs"] = auth.ca_certs
     return options
-

@@ -33,7 +33,9 @@ def _metrics(total: Total, n: int) -> dict[str, Any]:
     else:
         value, weight = total.fields
         inner = {
-            f"t{n}": {"weighted_avg": {"value": {"field": value, "missing": 0}, "weight": {"field": weight, "missing": 0}}},
+            f"t{n}": {
+                "weighted_avg": {"value": {"field": value, "missing": 0}, "weight": {"field": weight, "missing": 0}}
+            },
             f"t{n}w": {"sum": {"field": weight, "missing": 0}},
         }
     if total.where is None:
@@ -46,8 +48,12 @@ def composite_body(query: Aggregation, after: Mapping[str, Any] | None = None) -
     sources: list[dict[str, Any]] = []
     if query.period is not None:
         interval = _PERIOD[query.period][0]
-        sources.append({"period": {"date_histogram": {"field": "timestamp", "calendar_interval": interval, "time_zone": "UTC"}}})
-    sources += [{f"g{i}": {"terms": {"field": field, "missing_bucket": True}}} for i, field in enumerate(query.group_by)]
+        sources.append(
+            {"period": {"date_histogram": {"field": "timestamp", "calendar_interval": interval, "time_zone": "UTC"}}}
+        )
+    sources += [
+        {f"g{i}": {"terms": {"field": field, "missing_bucket": True}}} for i, field in enumerate(query.group_by)
+    ]
     if not sources:  # the whole range in one bucket: group by nothing but the kind itself
         sources.append({"all": {"terms": {"field": "kind", "missing_bucket": True}}})
     composite: dict[str, Any] = {"size": PAGE_SIZE, "sources": sources}
@@ -80,7 +86,9 @@ def page_rows(query: Aggregation, answer: Mapping[str, Any]) -> tuple[list[dict[
             row[field] = key.get(f"g{i}")
         for n, total in enumerate(query.totals):
             scope = bucket[f"t{n}f"] if total.where is not None else bucket
-            row[total.name] = int(scope.get("doc_count", 0)) if not total.fields else _value(total, n, scope) * total.scale
+            row[total.name] = (
+                int(scope.get("doc_count", 0)) if not total.fields else _value(total, n, scope) * total.scale
+            )
         rows.append(row)
     after = groups.get("after_key") if len(buckets) >= PAGE_SIZE else None
     return rows, after

@@ -68,7 +68,6 @@ class StoredDocument:
     source: dict[str, Any]
 
 
-
 class ElasticsearchSink:
     """Records in Elasticsearch or OpenSearch (see the module docstring).
 
@@ -404,7 +403,6 @@ class ElasticsearchSink:
     def _check_kind(self, kind: str) -> None:
         if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
             raise ValueError(f"record kind must be a lowercase word, got {kind!r}")
-
 
 
 def _plain(value: object) -> object:

@@ -15,7 +15,16 @@ from collector.errors import ConfigError
 from collector.records import KINDS
 from mappings import DIRECTORY
 
-__all__ = ["DIGEST_KEY", "INDEX_PREFIX", "KIND_NAME", "MAPPINGS", "field_types_of", "load_templates", "monthly_index", "template_difference"]
+__all__ = [
+    "DIGEST_KEY",
+    "INDEX_PREFIX",
+    "KIND_NAME",
+    "MAPPINGS",
+    "field_types_of",
+    "load_templates",
+    "monthly_index",
+    "template_difference",
+]
 
 MAPPINGS = DIRECTORY  # package data: the files of mappings/, installed or not
 # An index name part: lowercase, and none of the characters index names or patterns reserve.
@@ -87,4 +96,3 @@ def template_difference(installed: Mapping[str, Any], expected: Mapping[str, Any
         if have.get(name) != want:
             found.append(f"field {name} is {have.get(name, 'not mapped')}, expected {want}")
     return "; ".join(found)
-

@@ -20,7 +20,16 @@ from collector.sinks.tls import tls_reason
 if TYPE_CHECKING:
     from elastic_transport._node import NodeApiResponse
 
-__all__ = ["FLAVOURS", "Client", "ElasticsearchClient", "OpenSearchClient", "PlainJsonNode", "body_reason", "error_text", "is_transient"]
+__all__ = [
+    "FLAVOURS",
+    "Client",
+    "ElasticsearchClient",
+    "OpenSearchClient",
+    "PlainJsonNode",
+    "body_reason",
+    "error_text",
+    "is_transient",
+]
 
 FLAVOURS = {
     "http": "elasticsearch",
@@ -202,5 +211,3 @@ class OpenSearchClient:
 
     def close(self) -> None:
         self._os.close()
-
-

@@ -42,6 +42,7 @@ T_MAX = 100_000
 SLOTS = 100
 """Time slots in which users submit (section 6: t = 1 .. 100)."""
 
+
 def _exponential(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     # L(t) = L(t-1) ** 1.01 from L(0) = 1000 is 1000 ** (1.01 ** t)
     return np.asarray(L1 ** (1.01**t), dtype=np.float64)

@@ -82,7 +82,13 @@ def table_2_1() -> pd.DataFrame:
         shares = proportional_shares(queues[:, t], 6)
         for i, user in enumerate(("c1", "c2")):
             rows.append(
-                {"user": user, "t": t + 1, "queue": int(queues[i, t]), "share": float(shares[i]), "nodes": int(allocated[i, t])}
+                {
+                    "user": user,
+                    "t": t + 1,
+                    "queue": int(queues[i, t]),
+                    "share": float(shares[i]),
+                    "nodes": int(allocated[i, t]),
+                }
             )
     return pd.DataFrame(rows)
 
@@ -115,7 +121,9 @@ POLICIES: Mapping[str, PolicyFactory] = MappingProxyType(
     {
         "queue_proportional": lambda users, shapes: QueueProportional(),
         "fairshare": lambda users, shapes: MauiFairshare(users),
-        "fairshare_mrpe": lambda users, shapes: MauiFairshare(users, costs=task_penalties(shapes, _NODE), name="fairshare_mrpe"),
+        "fairshare_mrpe": lambda users, shapes: MauiFairshare(
+            users, costs=task_penalties(shapes, _NODE), name="fairshare_mrpe"
+        ),
     }
 )
 """Policy name -> allocator for a case's users and task shapes: formula 2.1; Maui's
@@ -234,4 +242,3 @@ def run_lab(
     if unknown:
         raise ValueError(f"cases must be some of {', '.join(CASES)}, got {unknown}")
     return [run_case(CASES[c], p, fraction=fraction) for c in names for p in (policies or list(POLICIES))]
-

@@ -76,7 +76,9 @@ def _take_any(free: list[int], order: Sequence[int], need: int) -> list[int]:
     return got
 
 
-def _place(policy: str, free: list[int], need: int, pinned: int, speeds: Sequence[float], size: Sequence[int]) -> list[int] | None:
+def _place(
+    policy: str, free: list[int], need: int, pinned: int, speeds: Sequence[float], size: Sequence[int]
+) -> list[int] | None:
     """Cores per set for a job of ``need`` cores, or None when the policy cannot place it now."""
     n = len(free)
     listed = range(n)
@@ -133,7 +135,9 @@ def emulate(
     speeds = floats(cluster["speed"]).tolist()
     size = [int(c) for c in floats(cluster["cores"])]
     if not all(s > 0 for s in speeds) or not all(c > 0 for c in size):
-        raise ValueError(f"cluster table: every set needs a speed > 0 and cores > 0, got {list(zip(names, speeds, size))}")
+        raise ValueError(
+            f"cluster table: every set needs a speed > 0 and cores > 0, got {list(zip(names, speeds, size))}"
+        )
     reference = float(reference_speed) if reference_speed else float(np.dot(speeds, size) / sum(size))
     order = np.argsort(floats(jobs["submit"]), kind="stable")
     submit = floats(jobs["submit"])[order]
@@ -142,7 +146,9 @@ def emulate(
     if need.max(initial=0) > sum(size):
         raise ValueError(f"jobs table: a job asks for {int(need.max())} cores, more than the cluster's {sum(size)}")
     index = {name: i for i, name in enumerate(names)}
-    pinned_names = jobs["pinned"].to_numpy(dtype=object)[order] if "pinned" in jobs.columns else np.full(len(jobs), None)
+    pinned_names = (
+        jobs["pinned"].to_numpy(dtype=object)[order] if "pinned" in jobs.columns else np.full(len(jobs), None)
+    )
     pinned = np.array([index.get(p, -1) if isinstance(p, str) else -1 for p in pinned_names], dtype=np.int64)
     # a pin to a set too small for the job could never be honoured: the job runs unpinned
     pinned[(pinned >= 0) & (need > np.asarray(size)[np.maximum(pinned, 0)])] = -1
@@ -215,7 +221,9 @@ def _summary(
     mixed = losses.groupby("job")["mixed"].first()
     scheduling = dedicated / available if available > 0 else float("nan")
     job_eff = (dedicated - lost) / dedicated if dedicated > 0 else float("nan")
-    jobs = pd.DataFrame({"submit": submit, "cores": need, "start": start, "end": end, "wait_s": start - submit, "pace": pace})
+    jobs = pd.DataFrame(
+        {"submit": submit, "cores": need, "start": start, "end": end, "wait_s": start - submit, "pace": pace}
+    )
     jobs["mixed"] = mixed.reindex(np.arange(len(jobs)), fill_value=False).to_numpy(dtype=bool)
     summary: dict[str, float | int | str] = {
         "policy": policy,
@@ -235,7 +243,9 @@ def _summary(
     return WhatIf(policy=policy, summary=summary, jobs=jobs)
 
 
-def whatif(cluster: pd.DataFrame, jobs: pd.DataFrame, policies: Sequence[str] = WHATIF_POLICIES, **kwargs: float) -> pd.DataFrame:
+def whatif(
+    cluster: pd.DataFrame, jobs: pd.DataFrame, policies: Sequence[str] = WHATIF_POLICIES, **kwargs: float
+) -> pd.DataFrame:
     """:func:`emulate` under each of ``policies``: one summary row per policy."""
     return pd.DataFrame([emulate(cluster, jobs, p, **kwargs).summary for p in policies])  # type: ignore[arg-type]
 

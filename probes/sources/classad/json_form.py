@@ -47,7 +47,9 @@ def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]
         if buf[pos] == "]":
             return
         if not started or buf[pos] != "{":
-            raise SourceError(f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), got {buf[pos:pos + 20]!r}")
+            raise SourceError(
+                f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), got {buf[pos : pos + 20]!r}"
+            )
         while True:
             try:
                 obj, end = decoder.raw_decode(buf, pos)
@@ -65,7 +67,9 @@ def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]
             buf, pos = buf[pos:], 0
 
 
-def read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False) -> tuple[AdColumns, ReadReport]:
+def read_json(
+    text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False
+) -> tuple[AdColumns, ReadReport]:
     report = ReadReport()
     columns: dict[str, list[Any]] = {a.name: [] for a in attrs}
     lines: list[int] = []
@@ -126,8 +130,6 @@ def read_json(text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep
     return AdColumns(out, repeat(path, n), np.array(lines, dtype=np.int64), raw), report
 
 
-
-
 def needs_classad2(raw: Any) -> bool:
     """An expression, or a list or nested ad holding one: only classad2 can evaluate it."""
     if isinstance(raw, list):
@@ -153,6 +155,3 @@ def from_json(raw: Any) -> Any:
     if isinstance(raw, dict):
         return json_to_classad(raw)
     return raw  # None stands for undefined, as null does in HTCondor's JSON
-
-
-

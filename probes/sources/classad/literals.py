@@ -46,8 +46,6 @@ __all__ = [
 ]
 
 
-
-
 KIND_CODE = {Kind.NUMBER: 0, Kind.STRING: 1, Kind.BOOL: 2, Kind.LIST: 3, Kind.ANY: 4}
 
 
@@ -170,7 +168,10 @@ _STRINGS: dict[str, str] = {}
 _MAX_CACHED = 20_000
 
 
-_LIST_ITEM = re.compile(r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)', re.IGNORECASE)
+_LIST_ITEM = re.compile(
+    r'\s*(?:"([^"\\]*)"|(-?(?:0|[1-9]\d{0,17})(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|undefined))\s*(,|$)',
+    re.IGNORECASE,
+)
 
 
 def list_literal(text: str) -> list[Any] | None:
@@ -197,7 +198,9 @@ def list_literal(text: str) -> list[Any] | None:
     return items if pos >= len(inner) else None
 
 
-def store_value(numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, report: ReadReport) -> None:
+def store_value(
+    numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, report: ReadReport
+) -> None:
     """Put a classad2 value into its typed column, counting values of the wrong type."""
     if attr.kind is Kind.NUMBER:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -47,7 +47,6 @@ from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_gu
 __all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
 
 
-
 _PAD = b"\0" * 8  # the scan reads a few bytes past a line's end without checking
 
 
@@ -282,7 +281,10 @@ class _Scanner:
         self.name_of = np.array([names.setdefault(a.name.lower(), len(names)) for a in self.attrs], dtype=np.int64)
         self.table = NameTable.build(list(names))
         # per attribute, the attributes that shadow it (see Attr.unless), as name columns
-        self._shadows = [np.array(sorted({names[u.lower()] for u in a.shadows if u.lower() in names}), dtype=np.int64) for a in self.attrs]
+        self._shadows = [
+            np.array(sorted({names[u.lower()] for u in a.shadows if u.lower() in names}), dtype=np.int64)
+            for a in self.attrs
+        ]
         self.kinds = np.array([KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
         self.ads_per_byte = 0.0  # of the last chunk: how many ads to make room for in the next
 
@@ -346,7 +348,10 @@ class _Scanner:
         report.ads += int(keep.sum())
         raw = None
         if self.keep_raw:
-            raw = np.array([data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None], dtype=object)[:-1]
+            raw = np.array(
+                [data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None],
+                dtype=object,
+            )[:-1]
         rows = slice(None) if keep.all() else keep  # views, not copies, in the usual case
         return AdColumns(
             {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(self.attrs)},
@@ -391,7 +396,6 @@ class _Scanner:
             return {int(j): evaluate(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
         # every attribute, as classad2 sees the ad: one behind a present attribute is not read
         return {j: None if any(u in ad for u in a.shadows) else evaluate(ad, a.name) for j, a in enumerate(self.attrs)}
-
 
     def _evaluate_guarded(
         self, text: str, path: str, line: int, deferred: np.ndarray, whole: bool, report: ReadReport

@@ -176,6 +176,7 @@ def empty_column(kind: Kind, n: int = 0) -> np.ndarray:
         return np.full(n, np.nan)
     return np.full(n, None, dtype=object)
 
+
 def is_expr(raw: Any) -> bool:
     return isinstance(raw, str) and raw.startswith("/Expr(") and raw.endswith(")/")
 

@@ -47,7 +47,9 @@ class AleaReading:
     note: str
 
 
-def read_alea_machines(path: str | os.PathLike[str], *, ram_unit: RamUnit | str = "auto") -> tuple[pd.DataFrame, AleaReading]:
+def read_alea_machines(
+    path: str | os.PathLike[str], *, ram_unit: RamUnit | str = "auto"
+) -> tuple[pd.DataFrame, AleaReading]:
     """Read an Alea machines file into a machines table; see the module's docstring.
 
     Raises ``SourceError`` naming the file, the line and the column for a line that cannot be
@@ -72,7 +74,14 @@ def read_alea_machines(path: str | os.PathLike[str], *, ram_unit: RamUnit | str 
         row: dict[str, object] = {"alea_id": fields[0], "name": fields[1], "source": name, "line": i}
         if not fields[1]:
             raise SourceError(f"{name} line {i}: column 2 (name): expected a cluster name, got ''")
-        for col, key, low in ((3, "count", 1), (4, "cpus", 1e-9), (5, "speed", 1e-9), (6, "ram", 0), (7, "column7", None), (8, "gpus", 0)):
+        for col, key, low in (
+            (3, "count", 1),
+            (4, "cpus", 1e-9),
+            (5, "speed", 1e-9),
+            (6, "ram", 0),
+            (7, "column7", None),
+            (8, "gpus", 0),
+        ):
             if col > len(fields):
                 continue
             text_value = fields[col - 1]
@@ -88,7 +97,9 @@ def read_alea_machines(path: str | os.PathLike[str], *, ram_unit: RamUnit | str 
                     f"{name} line {i}: column {col} ({ALEA_COLUMNS[col - 1]}): expected a number {need}, got {text_value!r}"
                 )
             if key == "count" and value != int(value):
-                raise SourceError(f"{name} line {i}: column 3 (nodes): expected a whole number of nodes, got {text_value!r}")
+                raise SourceError(
+                    f"{name} line {i}: column 3 (nodes): expected a whole number of nodes, got {text_value!r}"
+                )
             row[key] = value
         rows.append(row)
     if not rows:
@@ -115,7 +126,9 @@ def _ram_unit(frame: pd.DataFrame, unit: str, name: str) -> AleaReading:
     per_core = float(np.median(frame["ram"] / frame["cpus"]))  # in the file's unit
     if unit != "auto":
         mib = per_core * RAM_UNITS[unit]
-        return AleaReading(unit, False, f"{name}: RAM per node read as {unit} (as told): {_size(mib)} per core at the median")
+        return AleaReading(
+            unit, False, f"{name}: RAM per node read as {unit} (as told): {_size(mib)} per core at the median"
+        )
     low, high = _PLAUSIBLE_MIB_PER_CORE
     fits = [u for u, mib in RAM_UNITS.items() if low <= per_core * mib <= high]
     if len(fits) != 1:

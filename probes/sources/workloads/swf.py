@@ -148,7 +148,9 @@ def read_swf(path: str | os.PathLike[str], *, variant: Variant = "auto") -> tupl
     first = requests.drop_duplicates("job")
     for r in ("cpus", "memory", "disk", "gpus"):
         jobs[r] = first[r].to_numpy()
-    jobs["n_hosts"] = pd.array(np.bincount(requests["job"], weights=requests["count"], minlength=len(jobs)), dtype="Int64")
+    jobs["n_hosts"] = pd.array(
+        np.bincount(requests["job"], weights=requests["count"], minlength=len(jobs)), dtype="Int64"
+    )
     return Workload(jobs=jobs, requests=requests, variant=variant), report
 
 
@@ -169,15 +171,21 @@ def _numeric(rows: list[list[str]], line: np.ndarray, name: str) -> np.ndarray:
     bad = ~np.isfinite(values)
     if bad.any():
         k, f = np.argwhere(bad)[0]
-        raise SourceError(f"{name} line {line[k]}: field {f + 1} ({SWF_FIELDS[f]}): expected a number, got {rows[k][f]!r}")
+        raise SourceError(
+            f"{name} line {line[k]}: field {f + 1} ({SWF_FIELDS[f]}): expected a number, got {rows[k][f]!r}"
+        )
     return np.where(values < 0, np.nan, values)
 
 
-def _jobs(values: np.ndarray, rows: list[list[str]], line: np.ndarray, name: str, unix_start: float, variant: str) -> pd.DataFrame:
+def _jobs(
+    values: np.ndarray, rows: list[list[str]], line: np.ndarray, name: str, unix_start: float, variant: str
+) -> pd.DataFrame:
     col = {f: values[:, f - 1] for f in range(1, 19)}
     if np.isnan(col[1]).any():
         k = int(np.flatnonzero(np.isnan(col[1]))[0])
-        raise SourceError(f"{name} line {line[k]}: field 1 (job number): expected a job number >= 0, got {rows[k][0]!r}")
+        raise SourceError(
+            f"{name} line {line[k]}: field 1 (job number): expected a job number >= 0, got {rows[k][0]!r}"
+        )
     n = len(rows)
     qdate = col[2] + unix_start
     start = qdate + col[3]
@@ -399,4 +407,3 @@ def _memory_mib(value: str, spec: str) -> float:
     if not m or unit not in _MEM_UNITS:
         raise ValueError(f"mem={value!r} in {spec!r}, expected a size like 3gb, 500mb or 1024kb")
     return float(m.group(1)) * _MEM_UNITS[unit] / _MIB
-

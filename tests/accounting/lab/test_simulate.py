@@ -104,7 +104,9 @@ def test_fairshare_follows_its_targets() -> None:
 
 def test_penalty_metric_charges_the_task_shape() -> None:
     # on 1-core 4 GiB nodes: 1 core + 2 GiB costs a node's core share (1), 1 core + 8 GiB two nodes' worth
-    costs = task_penalties({"small": {"cpus": 1, "memory": 2048}, "fat": {"cpus": 1, "memory": 8192}}, {"cpus": 1, "memory": 4096})
+    costs = task_penalties(
+        {"small": {"cpus": 1, "memory": 2048}, "fat": {"cpus": 1, "memory": 8192}}, {"cpus": 1, "memory": 4096}
+    )
     assert costs == {"small": 1.0, "fat": 2.0}
 
 

@@ -61,9 +61,17 @@ def test_gratia_records_are_summarized_by_day_and_gracc_dimensions(store: Sink) 
     }  # fmt: skip
     assert chtc["WallHours"] == pytest.approx((5 + 60 + 61 + 62) / 3600)
     assert chtc["CoreHours"] == pytest.approx((5 + 60 + 61 + 62) / 3600)
-    assert (ucsd["SiteName"], ucsd["VOName"], ucsd["CpuSystemHours"]) == ("UCSDT2-D", "/cms/Role=production/Capability=NULL", pytest.approx(18 / 3600))
+    assert (ucsd["SiteName"], ucsd["VOName"], ucsd["CpuSystemHours"]) == (
+        "UCSDT2-D",
+        "/cms/Role=production/Capability=NULL",
+        pytest.approx(18 / 3600),
+    )
     [lomax] = [d for d in got if d["day_iso"].startswith("2003-06-16")]
-    assert (lomax["ProjectName"], lomax["Processors"], lomax["CoreHours"]) == ("g13563", "32", pytest.approx(2748 * 32 / 3600))
+    assert (lomax["ProjectName"], lomax["Processors"], lomax["CoreHours"]) == (
+        "g13563",
+        "32",
+        pytest.approx(2748 * 32 / 3600),
+    )
     assert all(d["pool"] is None and d["user"] is None for d in got)  # fairacct's dimensions are not Gratia's
     again = summarize(store, date(2003, 6, 16), date(2016, 5, 27), probe="test", kinds=["gratia"], chunk_days=5000)
     assert again.deleted == {"gratia": 0} and sorted(d["id"] for d in summaries(store)) == sorted(d["id"] for d in got)

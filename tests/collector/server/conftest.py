@@ -82,7 +82,9 @@ class Collector:
         lines += [f"{k} = {_toml(v)}" for k, v in self.settings.items()]
         self.config.write_text("\n".join(lines) + "\n")
         with open(self.root / "collector.log", "ab") as log:
-            self.process = subprocess.Popen([FAIRACCT, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log)
+            self.process = subprocess.Popen(
+                [FAIRACCT, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log
+            )
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process.poll() is not None:

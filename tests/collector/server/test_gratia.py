@@ -138,7 +138,9 @@ def test_other_record_types_are_counted_and_acknowledged(gratia_collector: Colle
     ],
     ids=["sender", "ping-sender", "no-from", "command", "malformed", "billion-laughs", "not-gratia", "bad-record", "deep"],
 )  # fmt: skip
-def test_bad_requests_and_records_get_400_and_store_nothing(gratia_collector: Collector, body: bytes, text: str) -> None:
+def test_bad_requests_and_records_get_400_and_store_nothing(
+    gratia_collector: Collector, body: bytes, text: str
+) -> None:
     c = gratia_collector
     before = len(stored(c))
     reply = post(c, body)
@@ -150,7 +152,14 @@ def test_bad_requests_and_records_get_400_and_store_nothing(gratia_collector: Co
 
 def test_bodies_over_the_limit_get_413_with_the_text_gratia_probe_knows(gratia_collector: Collector) -> None:
     c = gratia_collector
-    big = form(envelope([jur(f"<EndTime>2016-05-27T22:44:08Z</EndTime><Note>{'x' * 1000}</Note>", record_id=str(i)) for i in range(300)]))
+    big = form(
+        envelope(
+            [
+                jur(f"<EndTime>2016-05-27T22:44:08Z</EndTime><Note>{'x' * 1000}</Note>", record_id=str(i))
+                for i in range(300)
+            ]
+        )
+    )
     assert len(big) > 256 * 1024
     reply = post(c, big)
     assert (reply.status_code, reply.text) == (413, POST_TOO_LARGE)
@@ -158,7 +167,9 @@ def test_bodies_over_the_limit_get_413_with_the_text_gratia_probe_knows(gratia_c
     assert (reply.status_code, reply.text) == (413, POST_TOO_LARGE)
     assert "the body decompresses to over the limit of 262144 bytes" in c.log
     reply = post(c, b"command=update&arg1=xxx", **{"Content-Type": "text/xml"})
-    assert reply.status_code == 415 and reply.text.startswith("Error handling request: Content-Type must be application/x-www-form-urlencoded")
+    assert reply.status_code == 415 and reply.text.startswith(
+        "Error handling request: Content-Type must be application/x-www-form-urlencoded"
+    )
     text = httpx.get(f"{c.url}/metrics").text
     assert 'fairacct_collector_request_errors_total{endpoint="gratia",reason="too_large"} 2' in text
 

@@ -72,9 +72,17 @@ def test_records_are_refused_one_by_one_with_their_index_and_reason(shared_colle
     reply = post(c, orjson.dumps(docs))
     body = reply.json()
     assert reply.status_code == 400 and body["accepted"] == 2
-    assert [(r["index"], r["id"]) for r in body["rejected"]] == [(1, "p1-job-r1"), (3, "p1-job-r3"), (4, None), (5, "p1-job-r5")]
+    assert [(r["index"], r["id"]) for r in body["rejected"]] == [
+        (1, "p1-job-r1"),
+        (3, "p1-job-r3"),
+        (4, None),
+        (5, "p1-job-r5"),
+    ]
     reasons = [r["reason"] for r in body["rejected"]]
-    assert reasons[0] == "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, summary, gratia, got 'jobs'"
+    assert (
+        reasons[0]
+        == "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, summary, gratia, got 'jobs'"
+    )
     assert reasons[1] == "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday'"
     assert reasons[2] == "expected a JSON object (a record), got 'not a record'"
     assert reasons[3] == "'schema_version' must be 1 (this collector's), got 2"
@@ -165,7 +173,12 @@ def test_metrics_stats_and_openapi(start_collector: Any) -> None:
     assert "token-one" not in c.log and "token-two" not in c.log
     document = httpx.get(f"{c.url}/openapi.json").json()
     assert document["openapi"] == "3.1.0" and set(document["paths"]) == {
-        "/v1/records", "/gratia-servlets/rmi", "/healthz", "/metrics", "/stats", "/openapi.json"
+        "/v1/records",
+        "/gratia-servlets/rmi",
+        "/healthz",
+        "/metrics",
+        "/stats",
+        "/openapi.json",
     }
 
 
@@ -185,9 +198,21 @@ def test_the_process_refuses_a_bad_start(tmp_path: Any) -> None:
 
     config = tmp_path / "c.toml"
     config.write_text(f'[collector]\ntoken_dir = "{tmp_path}/none"\n')
-    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [FAIRACCT, "collector", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().endswith(f"collector token_dir: {tmp_path}/none: no such directory")
     config.write_text('[store]\nurl = "collector+http://127.0.0.1:1"\n')
-    proc = subprocess.run([FAIRACCT, "collector", "serve", "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [FAIRACCT, "collector", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and "the collector needs a store of its own" in proc.stderr

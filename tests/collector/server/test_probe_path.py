@@ -50,7 +50,10 @@ def test_a_probe_outbox_flushes_through_the_collector_into_elasticsearch(
     c = start_collector(store=osmem_url)
     docs = [record(i, "p1") for i in range(120)] + [dict(record("bad", "p1"), timestamp="never")]
     auth = {"token_file": str(token_file(tmp_path, c, "p1"))}
-    with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, open_sink(f"collector+{c.url}", base=tmp_path, auth=auth) as sink:  # type: ignore[attr-defined]
+    with (
+        Outbox(tmp_path / "probe-outbox.sqlite") as outbox,
+        open_sink(f"collector+{c.url}", base=tmp_path, auth=auth) as sink,
+    ):  # type: ignore[attr-defined]
         assert isinstance(sink, CollectorSink) and "token-one" not in repr(sink)
         outbox.commit({"job": docs}, {"history:x": 1})
         result = outbox.flush(sink, batch_size=50)
@@ -70,7 +73,10 @@ def test_a_wrong_token_keeps_the_records_at_the_probe(start_collector: Any, tmp_
         outbox.commit({"job": [record(1, "p1")]}, {})
         result = outbox.flush(sink)
         assert result.retried["job"] == 1 and outbox.status().depth == {"job": 1}
-        assert "the collector answered 401: the bearer token is not one this collector knows; check store.token_file" in result.errors[0]
+        assert (
+            "the collector answered 401: the bearer token is not one this collector knows; check store.token_file"
+            in result.errors[0]
+        )
     with pytest.raises(ConfigError, match=r"store.token_file: .*/none: no such file"):
         CollectorSink(f"collector+{c.url}", token_file=tmp_path / "none")
     with pytest.raises(ConfigError, match="no credentials in a collector URL"):
@@ -99,7 +105,10 @@ def test_the_collector_serves_https_and_the_probe_checks_its_certificate(start_c
     token = token_file(tmp_path, c, "p1")
     with CollectorSink(f"collector+{c.url}", token_file=token, ca_file=cert) as sink:
         assert sink.send("job", [record(1, "p1")]).acked == ["p1-job-1"]
-    with CollectorSink(f"collector+{c.url}", token_file=token) as sink, pytest.raises(SinkError, match="no answer from the collector"):
+    with (
+        CollectorSink(f"collector+{c.url}", token_file=token) as sink,
+        pytest.raises(SinkError, match="no answer from the collector"),
+    ):
         sink.send("job", [record(2, "p1")])  # the system's CAs do not know a self-signed certificate
 
 
@@ -161,7 +170,10 @@ def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(start_
 
     def stream(probe: str) -> None:
         with Outbox(tmp_path / f"{probe}.sqlite") as outbox:
-            sink = _Recording(CollectorSink(f"collector+{c.url}", token_file=token_file(tmp_path, c, probe), timeout_s=5), acked[probe])
+            sink = _Recording(
+                CollectorSink(f"collector+{c.url}", token_file=token_file(tmp_path, c, probe), timeout_s=5),
+                acked[probe],
+            )
             while not stop.is_set() and outbox.status().depth:
                 outbox.flush(sink, batch_size=25, max_batches=1)  # type: ignore[arg-type]
                 time.sleep(0.01)
@@ -193,7 +205,10 @@ def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(start_
     assert kills >= 20 and sum(map(len, acked.values())) > 0
     # and once the probes have flushed the rest, everything is there, once
     for p in probes:
-        with Outbox(tmp_path / f"{p}.sqlite") as outbox, CollectorSink(f"collector+{c.url}", token_file=tmp_path / f"{p}.token") as sink:
+        with (
+            Outbox(tmp_path / f"{p}.sqlite") as outbox,
+            CollectorSink(f"collector+{c.url}", token_file=tmp_path / f"{p}.token") as sink,
+        ):
             outbox.flush(sink)
             assert outbox.status().depth == {}
     drain(c)
@@ -214,12 +229,20 @@ def test_a_site_points_its_probe_at_the_collector_and_changes_nothing_else(
     c = start_collector(tokens={probe: "site-token"})
     (tmp_path / "probe.token").write_text("site-token\n")
     config = tmp_path / "probe.toml"
-    demo = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/').replace('"../.demo"', '"state"')
+    demo = (
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
     config.write_text(demo + f'\n[store]\nurl = "collector+{c.url}"\ntoken_file = "probe.token"\n')
     code = main(["probe", "once", "--config", str(config), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)["sent"] == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4} and json.loads(out)["dead"] == {}
+    assert (
+        json.loads(out)["sent"] == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
+        and json.loads(out)["dead"] == {}
+    )
     drain(c)
     store = EmbeddedStore(c.root / "collector" / "store.sqlite")
     assert (store.count("slot"), store.count("allocation"), store.count("job")) == (36, 72, 60)

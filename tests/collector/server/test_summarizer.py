@@ -22,7 +22,9 @@ T0 = 1_768_046_400.0  # 2026-01-10T12:00:00Z: the generated jobs end 2026-01-01 
 def test_the_cadence_is_configured_in_the_collector_section() -> None:
     c = ProbeConfig().collector
     assert (c.summaries_recent_days, c.summaries_every_s, c.summaries_nightly_days) == (7, 900.0, 365)  # GRACC's
-    c = ProbeConfig.model_validate({"collector": {"summaries_recent_days": 3, "summaries_every_s": 60, "summaries_nightly_days": 0}}).collector
+    c = ProbeConfig.model_validate(
+        {"collector": {"summaries_recent_days": 3, "summaries_every_s": 60, "summaries_nightly_days": 0}}
+    ).collector
     assert (c.summaries_recent_days, c.summaries_every_s, c.summaries_nightly_days) == (3, 60.0, 0)
     with pytest.raises(ValueError, match="summaries_recent_days"):
         ProbeConfig.model_validate({"collector": {"summaries_recent_days": -1}})

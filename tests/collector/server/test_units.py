@@ -52,7 +52,7 @@ async def gratia_like(request: Request, ingest: Ingest) -> Response:
     """An endpoint like Gratia's: GRACC's text replies, the same body limits and durable path."""
     body = (await ingest.body(request)).data.decode()
     if body == "bad":
-        raise BadRequestError("missing key \"arg1\"")
+        raise BadRequestError('missing key "arg1"')
     if body == "boom":
         raise RuntimeError("a bug")
     await ingest.make_durable("gratia", "sender", [Parcel("job", [{"id": body, "timestamp": "2026-11-21T14:00:00Z"}])])
@@ -70,9 +70,10 @@ def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch
         raise StoreError(f"{self.path}: cannot commit records to the outbox (database or disk is full)")
 
     async def exercise() -> None:
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://collector"
-        ) as client:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://collector") as client,
+        ):
             url = "/gratia-servlets/rmi"
             reply = await client.post(url, content=b"r1")
             assert (reply.status_code, reply.text) == (200, "OK")
@@ -140,6 +141,7 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
             return threading.current_thread().name, outbox.status().depth
 
         assert committer.write(depth) == ("fairacct: outbox writer", {"job": 1})
+
         def fail(outbox: Outbox) -> None:
             raise StoreError("disk I/O error")
 

@@ -18,7 +18,9 @@ from collector.errors import ElasticsearchError, SinkError
 from collector.sinks import open_sink
 from collector.sinks.tls import tls_reason
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make certificates")
+pytestmark = pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl command to make certificates"
+)
 
 
 def _certificate(where: Path, name: str, *extra: str) -> tuple[Path, Path]:
@@ -52,7 +54,9 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
 def test_a_self_signed_certificate_is_named(tls_server: tuple[Path, str], tmp_path: Path, scheme: str) -> None:
     _, port = tls_server
     sink = open_sink(f"{scheme}://localhost:{port}", base=tmp_path, auth={"max_retries": 0})
-    with pytest.raises(ElasticsearchError, match=r"TLS: the server's certificate is self-signed .*give its CA with ca_file"):
+    with pytest.raises(
+        ElasticsearchError, match=r"TLS: the server's certificate is self-signed .*give its CA with ca_file"
+    ):
         sink.install_templates()
     sink.close()
 
@@ -60,7 +64,9 @@ def test_a_self_signed_certificate_is_named(tls_server: tuple[Path, str], tmp_pa
 def test_a_certificate_for_another_name_is_named(tls_server: tuple[Path, str], tmp_path: Path) -> None:
     cert, port = tls_server
     sink = open_sink(f"https://127.0.0.1:{port}", base=tmp_path, auth={"ca_certs_file": str(cert), "max_retries": 0})
-    with pytest.raises(ElasticsearchError, match=r"TLS: the server's certificate is not for this (IP address|host name or address)"):
+    with pytest.raises(
+        ElasticsearchError, match=r"TLS: the server's certificate is not for this (IP address|host name or address)"
+    ):
         sink.install_templates()
     sink.close()
 

@@ -13,7 +13,11 @@ from probes.sources.classad.columns import ColumnBuilder
 def part(start: int, n: int) -> dict[str, np.ndarray]:
     ids = np.empty(n, dtype=object)
     ids[:] = [f"job{i}" for i in range(start, start + n)]
-    return {"id": ids, "cpus": np.arange(start, start + n, dtype=np.float64), "ran": np.arange(start, start + n) % 2 == 0}
+    return {
+        "id": ids,
+        "cpus": np.arange(start, start + n, dtype=np.float64),
+        "ran": np.arange(start, start + n) % 2 == 0,
+    }
 
 
 def test_parts_become_one_table_allocated_from_the_input_size() -> None:

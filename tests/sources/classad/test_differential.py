@@ -63,7 +63,9 @@ def assert_same_as_classad2(path: Path, text: str | None = None) -> int:
     for i in range(len(ads)):
         for k, name in enumerate(names):
             got = columns[name][i]
-            assert _same(before[i][k], got) or _same(after[i][k], got), f"{path} ad {i} {name}: classad2 {before[i][k]!r}, reader {got!r}"
+            assert _same(before[i][k], got) or _same(after[i][k], got), (
+                f"{path} ad {i} {name}: classad2 {before[i][k]!r}, reader {got!r}"
+            )
     return len(ads)
 
 
@@ -80,7 +82,9 @@ def assert_same_as_classad2(path: Path, text: str | None = None) -> int:
     ],
 )
 @pytest.mark.parametrize("slots_per_name", [4, 1])
-def test_every_attribute_of_every_fixture(fixtures: Path, relative: str, slots_per_name: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_attribute_of_every_fixture(
+    fixtures: Path, relative: str, slots_per_name: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the name table as roomy as the reader makes it, and as full as it can be, so that
     lookups probe past many other names (hundreds of names, as here)."""
     monkeypatch.setattr(classad_lines, "SLOTS_PER_NAME", slots_per_name)
@@ -117,7 +121,9 @@ def test_json_dump_gives_the_long_dump_values(condor25: Path) -> None:
         assert len(js) == len(long) > 0 and not report.malformed
         for name in names:
             for i in range(len(long)):
-                assert _same(long[name][i], js[name][i]), f"{stem} ad {i} {name}: -long {long[name][i]!r}, -json {js[name][i]!r}"
+                assert _same(long[name][i], js[name][i]), (
+                    f"{stem} ad {i} {name}: -long {long[name][i]!r}, -json {js[name][i]!r}"
+                )
 
 
 # -- generated ads ---------------------------------------------------------------------------
@@ -134,7 +140,8 @@ def _string_literal(body: str) -> str:
 # string bodies in old ClassAd syntax: a backslash before each quote, other backslashes anywhere
 # (before n, t, digits, another backslash, the closing quote), non-ASCII text
 _escaped_bodies = st.lists(
-    st.sampled_from(["a", " ", "\t", "\\", '\\"', "n", "t", "0", "101", "x41", "u00e9", "é", "€", "'", "/"]), max_size=12
+    st.sampled_from(["a", " ", "\t", "\\", '\\"', "n", "t", "0", "101", "x41", "u00e9", "é", "€", "'", "/"]),
+    max_size=12,
 ).map("".join)
 
 
@@ -248,7 +255,12 @@ def test_typed_columns_follow_classad2_too(condor25: Path) -> None:
     """NUMBER columns are float64 (NaN for missing or undefined), STRING columns str or None."""
     columns, report = read_ads(
         condor25 / "history.ads",
-        [Attr("RequestMemory", Kind.NUMBER), Attr("Owner", Kind.STRING), Attr("ExitBySignal", Kind.BOOL), Attr("Nope", Kind.NUMBER)],
+        [
+            Attr("RequestMemory", Kind.NUMBER),
+            Attr("Owner", Kind.STRING),
+            Attr("ExitBySignal", Kind.BOOL),
+            Attr("Nope", Kind.NUMBER),
+        ],
     )
     ads = list(classad2.parseAds((condor25 / "history.ads").read_text(), classad2.ParserType.Old))
     assert columns["RequestMemory"].dtype.kind == "f"
@@ -290,8 +302,26 @@ def _bodies(alphabet: list[str], longest: int) -> list[str]:
 # before the closing one; every other backslash is itself (no \n, \t, octal, \x or \u in
 # old syntax), \\ too; a quote after no backslash ends the string early (classad2's to read).
 _SPELLINGS = [
-    'Proj\\"0\\"-x', "a\\nb", "a\\tb", "\\101", "\\0", "\\x41", "\\u00e9", "\\q", "\\'", "a\\\\b", "a\\",
-    "a\\\\", '\\"', '\\\\"', 'a\\"\\', 'é\\"€', "\u00ff\\", 'a"b', 'a" "b', '"',
+    'Proj\\"0\\"-x',
+    "a\\nb",
+    "a\\tb",
+    "\\101",
+    "\\0",
+    "\\x41",
+    "\\u00e9",
+    "\\q",
+    "\\'",
+    "a\\\\b",
+    "a\\",
+    "a\\\\",
+    '\\"',
+    '\\\\"',
+    'a\\"\\',
+    'é\\"€',
+    "\u00ff\\",
+    'a"b',
+    'a" "b',
+    '"',
 ]
 
 
@@ -310,13 +340,15 @@ def test_every_short_string_over_quotes_and_backslashes(tmp_path: Path) -> None:
     assert columns["B"].tolist() == list(range(len(bodies)))
     for i, body in enumerate(bodies):
         ad = classad2.parseOne(f'A = "{body}"\nB = {i}\n', classad2.ParserType.Old)
-        assert _same(_oracle(ad.eval("A")) if "A" in ad else None, columns["A"][i]), f"body {body!r}: classad2 {ad.get('A')!r}, reader {columns['A'][i]!r}"
+        assert _same(_oracle(ad.eval("A")) if "A" in ad else None, columns["A"][i]), (
+            f"body {body!r}: classad2 {ad.get('A')!r}, reader {columns['A'][i]!r}"
+        )
 
 
 def test_escaped_strings_invalid_utf8_decodes_as_the_whole_ad_would(tmp_path: Path) -> None:
     """Bytes that are not UTF-8 around an escape become U+FFFD, as the whole ad decoded for
     classad2 gives them (a backslash-quote is ASCII, so removing it joins no sequence)."""
-    bodies = [b'\xff\\"', b'\xc3\\"\xa9', b'\xe2\x82\\"', b'a\\\xff\\', b'\xf0\\"\\"\x9f']
+    bodies = [b'\xff\\"', b'\xc3\\"\xa9', b'\xe2\x82\\"', b"a\\\xff\\", b'\xf0\\"\\"\x9f']
     path = tmp_path / "bytes.ads"
     path.write_bytes(b"".join(b'A = "' + b + b'"\n\n' for b in bodies))
     columns, report = read_ads(path, [Attr("A", Kind.STRING)])
@@ -333,7 +365,9 @@ def test_the_issue_s_escaped_project_name_is_read_without_classad2(tmp_path: Pat
         'GlobalJobId = "ap#1.0#1"\nProjectName = "Proj\\"0\\"-x"\nOwner = "a\\\\b"\n\n'
         'GlobalJobId = "ap#1.1#1"\nProjectName = "C:\\\\x\\"\nOwner = "plain"\n'
     )
-    columns, report = read_ads(path, [Attr("GlobalJobId", Kind.STRING), Attr("ProjectName", Kind.STRING), Attr("Owner", Kind.STRING)])
+    columns, report = read_ads(
+        path, [Attr("GlobalJobId", Kind.STRING), Attr("ProjectName", Kind.STRING), Attr("Owner", Kind.STRING)]
+    )
     assert columns["ProjectName"].tolist() == ['Proj"0"-x', "C:\\\\x\\"]
     assert columns["Owner"].tolist() == ["a\\\\b", "plain"]
     assert report.evaluated == 0

@@ -22,7 +22,10 @@ def test_ads_lines_and_values() -> None:
     assert found.n_lines == 7
     assert found.first_line.tolist() == [0, 4] and not found.odd.any()
     assert [text[b:e] for b, e in zip(found.begin, found.end)] == [text[:31], text[43:]]
-    assert found.literal.tolist() == [[cl.STRING, cl.INT, cl.ABSENT, cl.ABSENT], [cl.STRING, cl.ABSENT, cl.NUMBER_TEXT, cl.REAL]]
+    assert found.literal.tolist() == [
+        [cl.STRING, cl.INT, cl.ABSENT, cl.ABSENT],
+        [cl.STRING, cl.ABSENT, cl.NUMBER_TEXT, cl.REAL],
+    ]
     assert found.integer[0, 1] == 12 and found.number[1, 3] == 1.5
     s, e = found.value_start[1, 0], found.value_end[1, 0]
     assert text[s:e] == b'"bob"'
@@ -30,7 +33,17 @@ def test_ads_lines_and_values() -> None:
 
 @pytest.mark.parametrize(
     "line",
-    [b"Foo-Bar = 1", b"Foo  = 1", b"Foo =  1", b"Foo=1", b" Foo = 1", b"9Foo = 1", b"A\x7fB = 1", b"Caf\xc3\xa9 = 1", b"Foo"],
+    [
+        b"Foo-Bar = 1",
+        b"Foo  = 1",
+        b"Foo =  1",
+        b"Foo=1",
+        b" Foo = 1",
+        b"9Foo = 1",
+        b"A\x7fB = 1",
+        b"Caf\xc3\xa9 = 1",
+        b"Foo",
+    ],
 )
 def test_a_line_not_in_canonical_form_makes_its_ad_classad2s(line: bytes) -> None:
     found = scan(b"A_B = 1\n" + line + b"\n\nA_B = 2\n", ["A_B"])
@@ -115,7 +128,11 @@ def test_texts_decode_as_each_slice_would(parts: list[bytes]) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([b"", b"a", b"group_cms", b"group_cmS", b"x" * 8, b"x" * 9, b"x" * 17, b"y" * 17]), max_size=60))
+@given(
+    st.lists(
+        st.sampled_from([b"", b"a", b"group_cms", b"group_cmS", b"x" * 8, b"x" * 9, b"x" * 17, b"y" * 17]), max_size=60
+    )
+)
 def test_first_equal_finds_the_first_of_each_text(parts: list[bytes]) -> None:
     data = b"".join(parts) + PAD
     ends = np.cumsum([len(p) for p in parts]).astype(np.int64)

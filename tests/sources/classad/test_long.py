@@ -53,14 +53,20 @@ def test_a_nul_byte_far_in_a_big_file_is_located(tmp_path: Path) -> None:
     path = write(tmp_path, (GOOD + "\n") * 1000 + "Cpus = \x00\n")  # 38 bytes an ad, then 7
     columns, report = read_ads(path, WANTED)
     assert len(columns) == 1000 and len(report.malformed) == 1
-    assert list(report.rejects) == ["binary data: NUL bytes from offset 38007 to 38007, the ads they are in are quarantined"]
+    assert list(report.rejects) == [
+        "binary data: NUL bytes from offset 38007 to 38007, the ads they are in are quarantined"
+    ]
 
 
 @pytest.mark.parametrize(
     ("bad_ad", "line", "reason"),
     [
         ('Name = "slot2@a"\nCpus = 4\nArgs = "unterminated\n', 7, "unterminated string in attribute 'Args'"),
-        ('Name = "slot2@a"\nthis is not an attribute\nCpus = 4\n', 6, "expected 'Name = value', got 'this is not an attribute'"),
+        (
+            'Name = "slot2@a"\nthis is not an attribute\nCpus = 4\n',
+            6,
+            "expected 'Name = value', got 'this is not an attribute'",
+        ),
         ('Name = "slot2@a"\nCpus = \nArgs = "x"\n', 6, "attribute 'Cpus' has no value"),
         ('Name = "slot2@a"\nCpus = 4 +* 2\n', 6, "attribute 'Cpus': cannot parse the value '4 +* 2'"),
     ],

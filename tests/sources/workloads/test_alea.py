@@ -32,7 +32,13 @@ def test_ngi_cz_gives_ram_in_gb_and_gpus_in_column_8(metacentrum: Path) -> None:
     assert (machines["count"] * machines["gpus"]).sum() == 290
     adan = machines.set_index("name").loc["adan"]
     # 15 adan 61 32 1 192 5.9 2: 192 GB = 196608 MiB, 2 GPUs, column 7 kept as it is
-    assert (adan["count"], adan["cpus"], adan["memory"], adan["gpus"], adan["column7"]) == (61, 32.0, 196608.0, 2.0, 5.9)
+    assert (adan["count"], adan["cpus"], adan["memory"], adan["gpus"], adan["column7"]) == (
+        61,
+        32.0,
+        196608.0,
+        2.0,
+        5.9,
+    )
 
 
 def test_an_explicit_unit_overrides_the_guess(metacentrum: Path) -> None:

@@ -36,7 +36,13 @@ def test_a_plain_swf_log(tmp_path: Path) -> None:
     jobs = workload.jobs
     assert list(jobs.columns[: len(JOB_COLUMNS)]) == list(JOB_COLUMNS)
     first = jobs.iloc[0]
-    assert (first["job_id"], first["user"], first["group"], first["queue"], first["partition"]) == ("1", "3", "1", "2", "1")
+    assert (first["job_id"], first["user"], first["group"], first["queue"], first["partition"]) == (
+        "1",
+        "3",
+        "1",
+        "2",
+        "1",
+    )
     # submit 1000000000 + 10, start + 5, end + 100
     assert (first["qdate"], first["start"], first["end"]) == (1_000_000_010, 1_000_000_015, 1_000_000_115)
     assert (first["walltime_s"], first["cpu_time_s"]) == (100.0, 160.0)  # 40 s x 4 processors
@@ -141,6 +147,9 @@ def test_the_wagap_2013_workload(metacentrum: Path) -> None:
     assert report.rejects == {"field 21: ppn=1.5 is not a whole number: read as 1, as TORQUE does": 20}
     # node specs agree with field 8 on every job: each job's cores are its requests' cores
     cores = np.bincount(requests["job"], weights=requests["count"] * requests["cpus"])
-    assert (cores == np.array([float(line.split()[7]) for line in (metacentrum / "wagap-2013.swf").read_text().splitlines()])).all()
+    assert (
+        cores
+        == np.array([float(line.split()[7]) for line in (metacentrum / "wagap-2013.swf").read_text().splitlines()])
+    ).all()
     # 2012-12-31 .. 2013-03-30 (submit times)
     assert jobs["qdate"].min() == 1356996147 and jobs["qdate"].max() < 1364688000
