@@ -32,8 +32,9 @@ from probes.cli.compiling import announce_compiling
 from probes.cli.parser import TABLE_ROWS
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig, apply_overrides, load_config
-from probes.pipeline.cycle import CycleResult, account, check_sources, read_sources, run_once
-from probes.pipeline.overhead import overhead_report
+from probes.pipeline.cycle import Cycle, Delivery, run_once
+from probes.pipeline.overhead import OverheadReport, overhead_report
+from probes.pipeline.reading import Reading, check_sources, read_sources
 from probes.sources import sandbox
 from probes.sources.history import iter_history
 from probes.sources.report import ReadReport, problem_lines
@@ -97,19 +98,19 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
             "sources",
             "--status-file, --idle-file or --history (or set sources.live = true)",
         )
-        result, status, last_dead = _store_cycle(config, args.strict)
-        _report_problems(result, config, args)
-        if result.replayed:
-            print(f"fairacct: {result.replayed}", file=sys.stderr)
-        if result.unobserved_s:
+        cycle, delivery, status, last_dead = _store_cycle(config, args.strict)
+        _report_problems(cycle.reading, config, args)
+        if cycle.snapshot.replayed:
+            print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
+        if cycle.snapshot.unobserved_s:
             print(
-                f"fairacct: note: {result.unobserved_s:.0f} s before this snapshot were not observed (a gap longer "
-                f"than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
+                f"fairacct: note: {cycle.snapshot.unobserved_s:.0f} s before this snapshot were not observed (a gap "
+                f"longer than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
                 file=sys.stderr,
             )
-        doc, sections = _show(args, result, config)
+        doc, sections = _show_cycle(cycle, delivery, config)
         print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
-        return _delivery(result, status, last_dead)
+        return _delivery(delivery, status, last_dead)
     else:
         key, option = _INPUT[args.command]
         _require(getattr(config.sources, key), f"sources.{key}", option)
@@ -126,40 +127,42 @@ def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
 
 
 def _show(
-    args: argparse.Namespace, result: CycleResult, config: ProbeConfig
+    args: argparse.Namespace, reading: Reading, config: ProbeConfig
 ) -> tuple[dict[str, Any], list[views.Section]]:
-    """The JSON document and the tables a command prints."""
-    command = args.command
-    if command == "overhead" and args.exact:  # the exact cross-check is the command's own
-        assert result.snapshot is not None
-        result.overhead = overhead_report(result.snapshot, config, result.idle, exact=True)
-    report = account(result, config)  # once per snapshot; a probe cycle has computed it already
-    if command == "overhead":
-        assert report is not None
+    """overhead, bill: the JSON document and the tables they print."""
+    assert reading.snapshot is not None
+    exact = args.command == "overhead" and args.exact  # the exact cross-check is the command's own
+    report = overhead_report(reading.snapshot, config, reading.idle, exact=exact)
+    if args.command == "overhead":
         return views.overhead_json(report), views.overhead_sections(report)
-    if command == "bill":
-        assert report is not None
-        return views.bill_json(report.nodes, report.bills), views.bill_sections(report.nodes, report.bills)
-    # probe once: what was read, the snapshot's accounting, and what became of the records
-    flushed = result.flushed
+    return views.bill_json(report.nodes, report.bills), views.bill_sections(report.nodes, report.bills)
+
+
+def _show_cycle(cycle: Cycle, delivery: Delivery, config: ProbeConfig) -> tuple[dict[str, Any], list[views.Section]]:
+    """probe once: what was read, the snapshot's accounting, and what became of the records."""
+    reading, flushed = cycle.reading, delivery.flushed
     doc: dict[str, Any] = {
-        "read": views.read_json(result, slots=False)["read"],
-        "enqueued": result.enqueued,
+        "read": views.read_json(reading, slots=False)["read"],
+        "enqueued": cycle.enqueued,
         "sent": _nonzero(flushed.sent) if flushed else {},
         "retry": _nonzero(flushed.retried) if flushed else {},
         "dead": _nonzero(flushed.dead) if flushed else {},
-        "unsent": result.unsent,
+        "unsent": delivery.unsent,
     }
-    sections: list[views.Section] = [("read", _read_summary(result))]
+    sections: list[views.Section] = [("read", _read_summary(reading))]
+    report: OverheadReport | None = cycle.snapshot.overhead
+    if report is None and reading.snapshot is not None:  # a replay: shown, though not recorded again
+        report = overhead_report(reading.snapshot, config, reading.idle)
     if report is not None:
         doc |= {"overhead": views.overhead_json(report), "bill": views.bill_json(report.nodes, report.bills)}
         sections += views.overhead_sections(report, per_slot=False)
         sections += views.bill_sections(report.nodes, report.bills, per_job=False)
-    sections.append(("records", views.records_summary(result, describe_url(config.store.url, config.probe.state_dir))))
+    where = describe_url(config.store.url, config.probe.state_dir)
+    sections.append(("records", views.records_summary(cycle.enqueued, delivery, where)))
     return doc, sections
 
 
-def _print_read(args: argparse.Namespace, result: CycleResult) -> None:
+def _print_read(args: argparse.Namespace, result: Reading) -> None:
     """slots, idle: every row as JSON, streamed, or the first TABLE_ROWS of each table
     (``--limit`` says otherwise in both; 0 is every row)."""
     limit = _rows(args)
@@ -178,13 +181,13 @@ def _print_jobs(args: argparse.Namespace, config: ProbeConfig) -> int:
     where it was met: the parts read before it are written already, the document is left
     open, and the exit code and message are those of any strict read (1)."""
     strict = config.sources.strict if args.strict is None else args.strict
-    result = CycleResult(reports={"history": ReadReport()})
-    parts = iter_history(config.sources.history, config.job_reading(), result.reports["history"], strict=strict)
+    report = ReadReport()  # filled as the history is read
+    parts = iter_history(config.sources.history, config.job_reading(), report, strict=strict)
     if args.json:
-        views.write_tables_json(sys.stdout, {"jobs": parts}, result.reports, limit=_rows(args))
+        views.write_tables_json(sys.stdout, {"jobs": parts}, {"history": report}, limit=_rows(args))
     else:
         print(views.render([views.jobs_section(parts, limit=_rows(args))]), end="")
-    _report_problems(result, config, args)
+    _report_problems(Reading(reports={"history": report}), config, args)
     return EXIT_OK
 
 
@@ -210,7 +213,7 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
         config, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict,
         need_machines=args.command == "penalty",
     )  # fmt: skip
-    _report_problems(CycleResult(reports=inputs.reports), config, args)
+    _report_problems(Reading(reports=inputs.reports), config, args)
     if args.command == "penalty":
         report = usage.penalty_report(inputs, config)
         doc, sections = usage_views.penalty_json(report), usage_views.penalty_sections(report)
@@ -245,7 +248,7 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
         speeds = dict(_speed(text) for text in args.speed)
         machines, _ = usage.alea_machines(args.machines, config, ram_unit=args.ram_unit)
         workload, swf_report = read_swf(args.swf)
-        _report_problems(CycleResult(reports={"swf": swf_report}), config, args)
+        _report_problems(Reading(reports={"swf": swf_report}), config, args)
         cluster = analytics.whatif_cluster(machines, speeds)
         frame = whatif(cluster, analytics.whatif_jobs(workload, cluster["set"]), args.policy or WHATIF_POLICIES)
         return analytics_views.whatif_json(frame, cluster), analytics_views.whatif_sections(frame, cluster)
@@ -263,8 +266,8 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
     _require(config.sources.status_files, "sources.status_files", "--status-file")
     result = read_sources(config, strict=args.strict, only=only)
     _report_problems(result, config, args)
-    report = account(result, config)
-    assert report is not None and result.snapshot is not None
+    assert result.snapshot is not None
+    report = overhead_report(result.snapshot, config, result.idle)
     if args.command == "efficiency":
         frame = analytics.efficiency_report(report.slots, result.jobs, config, by=args.by)
         doc, sections = analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)
@@ -305,7 +308,7 @@ def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def _read_summary(result: CycleResult) -> str:
+def _read_summary(result: Reading) -> str:
     lines = []
     if result.snapshot is not None:
         s, a = result.snapshot.slots, result.snapshot.allocations
@@ -341,7 +344,9 @@ def _require(value: object, key: str, option: str) -> None:
         raise ConfigError(f"no input: set {key} in the configuration or give {option}")
 
 
-def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[CycleResult, OutboxStatus, list[dict[str, Any]]]:
+def _store_cycle(
+    config: ProbeConfig, strict: bool | None
+) -> tuple[Cycle, Delivery, OutboxStatus, list[dict[str, Any]]]:
     """probe once: the cycle, committed to the outbox whatever the store does, then sent if it
     can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
@@ -349,13 +354,13 @@ def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[CycleResult,
     with Outbox(state / "outbox.sqlite") as outbox:
         sink = open_sink(url, base=state, auth=config.store.auth())
         try:
-            result = run_once(
+            cycle, delivery = run_once(
                 config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
                 check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
             )  # fmt: skip
         finally:
             sink.close()
-        return result, outbox.status(), outbox.dead_letters(limit=1)
+        return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
 
 
 def _installed(names: list[str]) -> None:
@@ -363,9 +368,9 @@ def _installed(names: list[str]) -> None:
         print(f"fairacct: installed index templates (store.install_templates): {', '.join(names)}", file=sys.stderr)
 
 
-def _delivery(result: CycleResult, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
+def _delivery(delivery: Delivery, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
     """What became of the cycle's records, on stderr when not everything was sent: the exit code."""
-    dead = _nonzero(result.flushed.dead) if result.flushed else {}
+    dead = _nonzero(delivery.flushed.dead) if delivery.flushed else {}
     if dead:
         print(
             f"fairacct: the store refused {sum(dead.values())} record(s) for good, now dead letters "
@@ -375,10 +380,10 @@ def _delivery(result: CycleResult, status: OutboxStatus, last_dead: list[dict[st
             file=sys.stderr,
         )
         return EXIT_FAILED
-    if result.unsent:
+    if delivery.unsent:
         waiting = sum(status.depth.values())
         print(
-            f"fairacct: {waiting} record(s) queued in the outbox, not sent: {result.unsent}; "
+            f"fairacct: {waiting} record(s) queued in the outbox, not sent: {delivery.unsent}; "
             "the next `probe once` or `probe run` sends them",
             file=sys.stderr,
         )
@@ -510,7 +515,7 @@ def _time_arg(value: str | None, option: str) -> str | None:
     return None if value is None else iso_utc([parse_time(value, option)])[0]
 
 
-def _report_problems(result: CycleResult, config: ProbeConfig, args: argparse.Namespace) -> None:
+def _report_problems(result: Reading, config: ProbeConfig, args: argparse.Namespace) -> None:
     """One line on stderr per problem. The probe keeps malformed ads in its state directory's
     quarantine; a command that only reads keeps them only where ``--quarantine`` says."""
     if args.command == "probe":

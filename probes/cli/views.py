@@ -17,8 +17,9 @@ import pandas as pd
 from collector.outbox import OutboxStatus
 from collector.records import iso_utc
 from probes.accounting import RESOURCES, CanonicalUnit
-from probes.pipeline.cycle import CycleResult
+from probes.pipeline.cycle import Delivery
 from probes.pipeline.overhead import OverheadReport
+from probes.pipeline.reading import Reading
 from probes.sources.frames import stack
 from probes.sources.report import ReadReport
 
@@ -132,7 +133,7 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 # -- the tables a cycle read ---------------------------------------------------------------
 
 
-def read_sections(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> list[Section]:
+def read_sections(result: Reading, *, slots: bool = True, limit: int | None = None) -> list[Section]:
     """The tables a read gave, each of at most ``limit`` rows (None: all)."""
     sections = []
     if result.snapshot is not None and slots:
@@ -167,7 +168,7 @@ def _idle_title(idle: pd.DataFrame) -> str:
     return f"{len(idle)} autoclusters of idle jobs ({jobs} jobs)"
 
 
-def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = None) -> dict[str, Any]:
+def read_json(result: Reading, *, slots: bool = True, limit: int | None = None) -> dict[str, Any]:
     """The tables a read gave (each of at most ``limit`` rows; None: all) and what was read, as
     one JSON document; :func:`write_read_json` writes the same document without holding it."""
     out: dict[str, Any] = {
@@ -176,7 +177,7 @@ def read_json(result: CycleResult, *, slots: bool = True, limit: int | None = No
     return out | {"read": _read_counts(result.reports)}
 
 
-def write_read_json(out: TextIO, result: CycleResult, *, slots: bool = True, limit: int | None = None) -> None:
+def write_read_json(out: TextIO, result: Reading, *, slots: bool = True, limit: int | None = None) -> None:
     """:func:`read_json`'s document, written to ``out`` a few thousand rows at a time (see
     :func:`write_tables_json`): a 200,000-job history never becomes one string or a list of
     200,000 dicts."""
@@ -228,7 +229,7 @@ def _first(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     return frame if limit is None else frame.head(limit)
 
 
-def _read_tables(result: CycleResult, *, slots: bool) -> dict[str, pd.DataFrame]:
+def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
     tables = {}
     if result.snapshot is not None and slots:
         tables["slots"], tables["allocations"] = result.snapshot.slots, result.snapshot.allocations
@@ -369,10 +370,11 @@ def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = T
 # -- records and the outbox ------------------------------------------------------------------
 
 
-def records_summary(result: CycleResult, url: str) -> str:
-    flushed = result.flushed
+def records_summary(enqueued: Mapping[str, int], delivery: Delivery, url: str) -> str:
+    """What became of a cycle's records (``enqueued``, by kind) once delivered to ``url``."""
+    flushed = delivery.flushed
     lines = []
-    for kind, n in result.enqueued.items():
+    for kind, n in enqueued.items():
         sent = flushed.sent.get(kind, 0) if flushed else 0
         line = f"{kind}: {n} new, {sent} sent to {url}"
         if flushed is None:  # not sent at all: the store could not be reached
@@ -384,8 +386,8 @@ def records_summary(result: CycleResult, url: str) -> str:
         lines.append(line)
     if flushed and flushed.errors:
         lines += [f"  {e}" for e in flushed.errors]
-    elif result.unsent:
-        lines.append(f"  not sent: {result.unsent}")
+    elif delivery.unsent:
+        lines.append(f"  not sent: {delivery.unsent}")
     return "\n".join(lines) or "no records"
 
 

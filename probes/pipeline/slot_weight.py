@@ -28,7 +28,8 @@ from probes.accounting.slot_weight import (
     standard_job_weight,
 )
 from probes.config import ProbeConfig
-from probes.pipeline.cycle import account, read_sources
+from probes.pipeline.overhead import overhead_report
+from probes.pipeline.reading import read_sources
 from probes.pipeline.usage import penalty_report, read_usage_inputs
 
 __all__ = ["SLOT_METRICS", "SlotWeightReport", "slot_weight_report"]
@@ -72,7 +73,8 @@ def slot_weight_report(
             )
         if not config.sources.status_files:
             raise ConfigError("--metric billed needs slot snapshots: give --status-file (or set sources.status_files)")
-        snapshot = account(read_sources(config, strict=strict, only=("status_files",)), config)
+        reading = read_sources(config, strict=strict, only=("status_files",))
+        snapshot = None if reading.snapshot is None else overhead_report(reading.snapshot, config, reading.idle)
         if snapshot is None:
             raise SourceError("no slot snapshot could be read from the status files: no bills to fit")
         samples = billed_samples(snapshot.nodes, snapshot.bills, resources=priced)

@@ -9,12 +9,15 @@ job            every                      what it does
 =============  =========================  =================================================
 snapshot       ``pool.interval_s``        slots and allocations (with the idle demand), one
                                           outbox transaction with the time of the snapshot
-history        ``probe.history_every_s``  new jobs of every schedd (or history file), one
+                                          (:func:`~probes.pipeline.cycle.snapshot_step`)
+history        ``probe.history_every_s``  new jobs of every schedd (or history file), priced
+                                          against the latest snapshot's machines, one
                                           transaction with their checkpoints and the
-                                          fairshare usage ledger
+                                          fairshare usage ledger (``history_step``)
 flush          ``probe.flush_every_s``    sends the outbox to the store
 fairshare      each window's end          a ``fairshare`` record per credential for every
                                           window (``fairshare.interval_s``) that closed
+                                          (``fairshare_step``)
 summaries      ``summaries.every_s``      re-summarizes the last ``summaries.recent_days``
                                           days in the store (and ``nightly_days`` daily)
 =============  =========================  =================================================
@@ -27,6 +30,11 @@ unobserved (a WARNING and ``fairacct_unobserved_seconds_total``): a probe that w
 not claim to have watched, and slots are not counted empty for time nobody saw them.
 Fairshare windows are rolled on their boundaries (multiples of ``fairshare.interval_s`` since
 the epoch, UTC), whenever the service started.
+
+The steps are those ``probe once`` runs (:mod:`probes.pipeline.cycle`), so both make the same
+records of the same inputs. With slot sources the history waits for the first snapshot (and
+fails its run without one) rather than record jobs unpriced: its jobs stay past the checkpoint
+for the next run.
 
 A cycle commits its records and its checkpoints in one transaction, so a crash or a stop
 leaves nothing half-written; the commits that read what they change (the fairshare ledger)
@@ -57,18 +65,14 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
 
-import numpy as np
-import pandas as pd
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from collector import faults
 from collector.errors import ConfigError, FairacctError, SinkError, SourceError
 from collector.outbox import Outbox
 from collector.records import iso_utc
@@ -77,27 +81,15 @@ from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.files import check_writable
-from probes.pipeline.cycle import (
-    CycleResult,
-    check_sources,
-    cycle_records,
-    fairness_records,
-    ledger_marks,
-    live_pool,
-    read_live,
-    read_sources,
-    time_snapshot,
-)
-
+from probes.pipeline.cycle import Batch, commit, fairshare_step, history_step, snapshot_step
 from probes.pipeline.priority import sync as priority_sync
-from probes.pipeline.records import fairshare_docs, with_penalty_usage
-from probes.sources.bindings import Bindings
-from probes.sources.negotiator import NegotiatorLike
-from probes.pipeline.usage import PRICED_METRICS, fairshare_usage, slot_machines
+from probes.pipeline.reading import Reading, Sources
 from probes.service.health import HealthServer, Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY, history_key
-from probes.sources.live import LivePool
 from probes.sources import sandbox
+from probes.sources.bindings import Bindings
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
+from probes.sources.live import LivePool
+from probes.sources.negotiator import NegotiatorLike
 from probes.sources.report import problem_lines
 from probes.sources.status import Snapshot
 
@@ -120,24 +112,16 @@ class ProbeService:
         pool: LivePool | None = None,
         negotiator: NegotiatorLike | None = None,
     ) -> None:
-        check_sources(config)
-        src = config.sources
-        if not src.live and not (src.status_files or src.history):
+        self.sources = Sources(config, pool=pool)
+        if not (self.sources.slots or self.sources.jobs):
             raise ConfigError(
                 "no sources: set sources.status_files or sources.history, or sources.live = true to read the pool itself"
-            )
-        if src.live and pool is None:
-            pool = live_pool(config)
-        if config.fairshare.metric in PRICED_METRICS and not (src.live or src.status_files):
-            raise ConfigError(
-                f"fairshare.metric {config.fairshare.metric!r} prices jobs against the pool's machines: "
-                "the service needs slot snapshots (sources.status_files or sources.live)"
             )
         sandbox.configure(config.sources.evaluation_budget_s)
         self.config = config
         self.probe = probe
         self.clock = clock
-        self.pool = pool
+        self.pool = self.sources.pool
         self.outbox_path = config.probe.state_dir / "outbox.sqlite"
         self.metrics = Metrics(clock)
         self._write = threading.Lock()
@@ -146,14 +130,13 @@ class ProbeService:
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
-        self._machines: pd.DataFrame | None = None  # of the latest snapshot, for a priced fairshare metric
-        self._snapshot: Snapshot | None = None  # the latest snapshot
+        self._snapshot: Snapshot | None = None  # the latest snapshot read: its machines price the jobs
         self._scheduler: BackgroundScheduler | None = None
         self._health: HealthServer | None = None
         self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
-        if src.live or src.status_files:
+        if self.sources.slots:
             self.jobs["snapshot"] = (self.snapshot, config.pool.interval_s)
-        if src.live or src.history:
+        if self.sources.jobs:
             self.jobs["history"] = (self.history, config.probe.history_every_s)
         self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
         self.jobs["fairshare"] = (self.roll_fairshare, config.fairshare.interval_s)  # on the windows' boundaries
@@ -328,70 +311,53 @@ class ProbeService:
     # -- the jobs -----------------------------------------------------------------------------------
 
     def snapshot(self) -> str:
-        """One slot snapshot with the idle demand, committed with its time."""
-        now = self.clock()
-        if self.pool is not None:
-            result = read_live(self.pool, now=now, snapshot=True, history=False)
-        else:
-            result = read_sources(self.config, only=("status_files", "idle_files"))
-        self._problems(result)
-        snapshot = result.snapshot
-        if snapshot is None:  # the job exists only with slot sources
+        """One slot snapshot with the idle demand, committed with its time (:func:`snapshot_step`)."""
+        reading = self.sources.snapshot(now=self.clock())
+        self._problems(reading)
+        if reading.snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
-        with Outbox(self.outbox_path) as outbox:
-            mark = time_snapshot(result, outbox.checkpoint(SNAPSHOT_KEY), self.config)
-            fair, fair_marks = fairness_records(result, outbox.checkpoint, self.config, probe=self.probe)
-        if result.replayed:
-            return result.replayed
-        records = cycle_records(result, self.config, probe=self.probe)
-        self._commit(records | fair, mark | fair_marks)
-        interval = float(snapshot.slots["interval_s"].iloc[0])
-        self.metrics.set_snapshot_interval(interval, result.unobserved_s)
-        if result.unobserved_s:
+        with Outbox(self.outbox_path) as outbox:  # the snapshot's checkpoints: written by this job alone
+            step = snapshot_step(reading, outbox.checkpoint, self.config, probe=self.probe)
+        self._snapshot = reading.snapshot  # a replay's too: the pool's machines are what they are
+        self._snapshot_done.set()
+        if step.replayed:
+            return step.replayed
+        done = self._commit([step.batch])
+        if step.interval_s is not None:
+            self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
+        if step.unobserved_s:
             log.warning(
                 "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
                 "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
-                interval + result.unobserved_s, self.config.pool.max_interval_s, interval, result.unobserved_s,
+                step.interval_s + step.unobserved_s, self.config.pool.max_interval_s, step.interval_s,
+                step.unobserved_s,
             )  # fmt: skip
-        self._snapshot = snapshot  # its machine classes price the jobs the history job reads
-        if self.config.fairshare.metric in PRICED_METRICS:
-            self._machines = slot_machines(snapshot.slots, snapshot.ads, self.config)
-        self._snapshot_done.set()
-        idle = result.idle
+        idle = reading.idle
         demand = (
             f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"
             if idle is not None
             else ", idle demand unknown"
         )
+        snapshot = reading.snapshot
+        standing = sum(len(done.records.get(kind, [])) for kind in ("slot", "allocation"))  # not the bucket's
         return (
             f"{len(snapshot.slots)} slots, {len(snapshot.allocations)} allocations{demand}, "
-            f"{sum(map(len, records.values()))} records standing for {interval:.0f} s"
+            f"{standing} records standing for {step.interval_s or 0:.0f} s"
         )
 
     def history(self) -> str:
-        """New jobs past every checkpoint, committed with the checkpoints and the ledger."""
+        """New jobs past every checkpoint, committed with the checkpoints and the ledger
+        (:func:`history_step`), priced against the machines of the latest snapshot."""
+        snapshot = self._latest_snapshot()
         now = self.clock()
-        with Outbox(self.outbox_path) as outbox:
-            if self.pool is not None:
-                result = read_live(self.pool, now=now, checkpoint=outbox.checkpoint, snapshot=False, history=True)
-            else:
-                keys = [history_key(p) for p in self.config.sources.history]
-                result = read_sources(
-                    self.config, checkpoints={k: outbox.checkpoint(k) for k in keys}, only=("history",)
-                )
-        self._problems(result)
-        jobs = result.jobs if result.jobs is not None else pd.DataFrame()
-        priced, usage = self._usage(jobs) if len(jobs) else (jobs, None)
-        if usage is not None:  # the job records carry what was priced
-            result.jobs = with_penalty_usage(jobs, priced)
-        records = cycle_records(result, self.config, probe=self.probe, machines=self._classes() if len(jobs) else None)
-
-        def ledger(outbox: Outbox) -> dict[str, Any]:
-            return {} if usage is None else ledger_marks(outbox.checkpoint, priced, usage, self.config, now=now)
-
-        self._commit(records, result.checkpoints, ledger)
-        failed = len(result.failures)
-        return f"{len(jobs)} new jobs" + (f", {failed} source(s) skipped" if failed else "")
+        with Outbox(self.outbox_path) as outbox:  # the history's checkpoints: written by this job alone
+            reading = self.sources.history(outbox.checkpoint)
+        self._problems(reading)
+        step = history_step(reading, snapshot, self.config, probe=self.probe, now=now)
+        self._commit([step.batch])
+        failed = len(reading.failures)
+        jobs = 0 if step.jobs is None else len(step.jobs)
+        return f"{jobs} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
     def flush(self) -> str | None:
         """Send the outbox to the store; raise SinkError when records are left that the store did
@@ -444,31 +410,16 @@ class ProbeService:
         return f"{done.total} summaries of {first} .. {last}"
 
     def roll_fairshare(self) -> str | None:
-        """Write the fairshare records of every window that closed since the last roll."""
-        cfg = self.config.fairshare
-        width, depth = cfg.interval_s, cfg.depth
-        current = math.floor(self.clock() / width) * width
-        with self._write, Outbox(self.outbox_path) as outbox:
-            mark = outbox.checkpoint(ROLLED_KEY)
-            if mark is None:  # the first start: the current window is the first to roll
-                outbox.commit({}, {ROLLED_KEY: {"window_start": current - width}})
-                return None
-            last = float(mark["window_start"])
-            first = max(last + width, current - depth * width)
-            windows = [first + k * width for k in range(max(0, round((current - first) / width)))]
-            if not windows:
-                return None
-            rows = outbox.checkpoint(LEDGER_KEY) or []
-            docs = [d for w in windows for d in fairshare_docs(rows, w, self.config, probe=self.probe)]
-            kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
-            faults.point("before-commit")
-            outbox.commit(
-                {"fairshare": docs} if docs else {}, {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
-            )
-            status = outbox.status()
-        self.metrics.committed({"fairshare": len(docs)})
-        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
-        names = ", ".join(s for s in iso_utc(windows) if s)
+        """Write the fairshare records of every window that closed since the last roll
+        (:func:`fairshare_step`)."""
+        done = self._commit([fairshare_step(self.config, probe=self.probe, now=self.clock())])
+        if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
+            return None
+        docs = done.records.get("fairshare", [])
+        if not docs:
+            last = float(done.checkpoints[ROLLED_KEY]["window_start"])
+            return f"rolled the windows up to {iso_utc([last])[0]}: no usage in them, 0 records"
+        names = ", ".join(s for s in iso_utc(sorted({float(d["window_start"]) for d in docs})) if s)
         return f"rolled window(s) {names}: {len(docs)} records"
 
     def sync_priority(self) -> str | None:
@@ -481,7 +432,7 @@ class ProbeService:
         with Outbox(self.outbox_path) as outbox:
             ledger = outbox.checkpoint(LEDGER_KEY) or []
         done = priority_sync(self.config, self._negotiator, ledger, now=self.clock(), probe=self.probe)
-        self._commit({"priority": done.docs} if done.docs else {}, {})
+        self._commit([Batch({"priority": done.docs} if done.docs else {})])
         for command in done.commands:
             log.info("priority sync: %s", command)
         skipped = done.plan.loc[done.plan["status"] == "unknown", "credential"].tolist()
@@ -491,44 +442,39 @@ class ProbeService:
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _commit(
-        self,
-        records: Mapping[str, Sequence[Mapping[str, Any]]],
-        checkpoints: Mapping[str, Any],
-        more: Callable[[Outbox], Mapping[str, Any]] | None = None,
-    ) -> None:
-        """Records and checkpoints (and ``more(outbox)``, computed under the lock) in one transaction."""
+    def _commit(self, batches: Sequence[Batch]) -> Batch:
+        """Batches in one outbox transaction, under the lock of the jobs' commits (the fairshare
+        ledger is read and written in it); what was committed."""
         with self._write, Outbox(self.outbox_path) as outbox:
-            marks = {**checkpoints, **(more(outbox) if more else {})}
-            faults.point("before-commit")
-            outbox.commit(records, marks)
-            faults.point("after-commit")
+            done = commit(outbox, batches)
             status = outbox.status()
-        self.metrics.committed({k: len(v) for k, v in records.items()})
+        self.metrics.committed({k: len(v) for k, v in done.records.items()})
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        return done
 
-    def _problems(self, result: CycleResult) -> None:
+    def _problems(self, reading: Reading) -> None:
         """One log line and a metric per source that failed; malformed ads to the quarantine."""
-        for source in result.failures:
+        for source in reading.failures:
             self.metrics.source_failed(source)
         quarantine = self.config.probe.state_dir / "quarantine"
-        for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
+        for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)
 
-    def _classes(self) -> pd.DataFrame | None:
-        """The machine classes of the latest snapshot (None before the first), to price jobs
-        against: made here, once per history run, so that snapshots stay as cheap as before."""
-        if self._machines is not None:
-            return self._machines
-        snapshot = self._snapshot
-        return None if snapshot is None else slot_machines(snapshot.slots, snapshot.ads, self.config)
-
-    def _usage(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-        """Each job's fairshare usage under ``fairshare.metric`` (priced against the machines of
-        the latest snapshot for mrpe and dedicated_pes)."""
-        if self.config.fairshare.metric in PRICED_METRICS:
-            self._snapshot_done.wait(self.config.pool.timeout_s + 5)
-        return fairshare_usage(jobs, self._machines, self.config)
+    def _latest_snapshot(self) -> Snapshot | None:
+        """The latest snapshot, whose machines price the jobs (None: the sources read no slots).
+        With slot sources, the history waits for the first snapshot (up to ``pool.timeout_s``
+        + 5 s) and is not read without one: its jobs would be recorded unpriced, unlike the
+        same jobs read by ``probe once``; they stay past the checkpoint for the next run."""
+        if not self.sources.slots:
+            return None
+        deadline = time.monotonic() + self.config.pool.timeout_s + 5
+        while not self._snapshot_done.wait(0.2):
+            if self._stopping.is_set() or time.monotonic() > deadline:
+                raise SourceError(
+                    "no slot snapshot yet: the history's jobs are priced against the pool's machines, "
+                    "so they are read once a snapshot succeeded"
+                )
+        return self._snapshot
 
 
 def _one_line(text: str) -> str:

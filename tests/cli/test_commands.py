@@ -19,7 +19,7 @@ from collector.errors import ClassAdError
 from probes.cli import main, views
 from probes.cli.compiling import announce_compiling
 from probes.config import SourceSettings, load_config
-from probes.pipeline.cycle import CycleResult, read_sources
+from probes.pipeline.reading import Reading, read_sources
 from probes.sources.history import iter_history, read_history
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
@@ -413,7 +413,7 @@ def test_json_rows_keep_every_character() -> None:
     values = ["a\\/b", "\\", "/", "x\\\\/y", 'say "hi"/\n', "Müller/ß", None, "\\\\"]
     frame = pd.DataFrame({"user": values, "cpus": [1.5, float("nan"), 2.0, 3.0, 4.0, 5.0, 6.0, 1e-7]})
     out = io.StringIO()
-    views.write_read_json(out, CycleResult(jobs=frame))
+    views.write_read_json(out, Reading(jobs=frame))
     assert json.loads(out.getvalue()) == {"jobs": views.records(frame), "read": {}}
     assert [j["user"] for j in json.loads(out.getvalue())["jobs"]] == values
 

@@ -8,13 +8,15 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
-from probes.pipeline.cycle import cycle_records, run_once
+from probes.pipeline.cycle import run_once, snapshot_step
+from probes.pipeline.reading import Reading
 from probes.pipeline.usage import price_jobs, slot_machines
 from probes.sources.history import read_history
 
@@ -91,35 +93,40 @@ def test_history_is_read_once_and_new_jobs_are_added(tmp_path: Path) -> None:
     history.write_text("\n\n".join(lines[30:]))  # the older half (the dump is newest first)
     config = load_config(demo_config(tmp_path, str(history)))
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        first = run_once(config, outbox, store, probe="test")
-        second = run_once(config, outbox, store, probe="test")
+        first, _ = run_once(config, outbox, store, probe="test")
+        second, _ = run_once(config, outbox, store, probe="test")
         history.write_text("\n\n".join(lines))  # the whole history now
-        third = run_once(config, outbox, store, probe="test")
+        third, _ = run_once(config, outbox, store, probe="test")
         assert (first.enqueued["job"], "job" in second.enqueued, third.enqueued["job"]) == (30, False, 30)
         assert store.count("job") == 60
 
 
 def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_observed_at() -> None:
-    from probes.pipeline.cycle import CycleResult, time_snapshot
     from probes.sources.checkpoints import SNAPSHOT_KEY
     from probes.sources.status import read_status
 
     config = load_config(ROOT / "config/demo.toml")
     snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     observed = float(snapshot.slots["observed_at"].max())
+    reading = Reading(snapshot=snapshot)
 
-    first = CycleResult(snapshot=snapshot)
-    assert time_snapshot(first, None, config) == {SNAPSHOT_KEY: {"at": observed}}
+    def step(last: dict[str, float] | None) -> Any:
+        return snapshot_step(reading, {SNAPSHOT_KEY: last}.get, config, probe="test")
+
+    first = step(None)
+    assert first.batch.checkpoints == {SNAPSHOT_KEY: {"at": observed}}
     assert set(first.snapshot.slots["interval_s"]) == {300.0}  # the nominal one, for the first
+    assert set(first.batch.records) == {"slot", "allocation"}  # no idle demand read: no fairness records
 
-    later = CycleResult(snapshot=snapshot)  # observed 120 s after the last one accounted, whenever the probe ran
-    assert time_snapshot(later, {"at": observed - 120}, config) == {SNAPSHOT_KEY: {"at": observed}}
+    later = step({"at": observed - 120})  # observed 120 s after the last one accounted, whenever the probe ran
+    assert later.batch.checkpoints == {SNAPSHOT_KEY: {"at": observed}}
     assert set(later.snapshot.slots["interval_s"]) == {120.0} and later.replayed is None
+    assert {d["interval_s"] for d in later.batch.records["slot"]} == {120.0}
+    assert "interval_s" not in snapshot.slots or set(snapshot.slots["interval_s"]) != {120.0}  # the reading unchanged
 
-    again = CycleResult(snapshot=snapshot)
-    assert time_snapshot(again, {"at": observed}, config) == {}
+    again = step({"at": observed})
+    assert again.batch.checkpoints == {} and again.batch.records == {} and again.overhead is None
     assert again.replayed is not None and "is not after the last one accounted" in again.replayed
-    assert cycle_records(again, config, probe="test") == {}
 
 
 def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Path) -> None:
@@ -129,12 +136,14 @@ def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Pat
     path.write_text(path.read_text() + '[fairshare]\nmetric = "mrpe"\n')
     config = load_config(path)
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        result = run_once(config, outbox, store, probe="test")
+        cycle, _ = run_once(config, outbox, store, probe="test")
         docs = [d for d in store.query("job") if d["walltime_s"]]
-    assert len(docs) == 59 and len(result.jobs) == 60  # one removed job never ran
+    snapshot = cycle.reading.snapshot
+    assert snapshot is not None and cycle.reading.jobs is not None
+    assert len(docs) == 59 and len(cycle.reading.jobs) == 60  # one removed job never ran
     priced = price_jobs(
         read_history([DEMO / "history.ads"])[0],
-        slot_machines(result.snapshot.slots, result.snapshot.ads, config),
+        slot_machines(snapshot.slots, snapshot.ads, config),
         config,
     ).jobs
     want = dict(zip(priced["job_id"], priced["usage"], strict=True))

@@ -15,7 +15,9 @@ from collector.sinks.sqlite import EmbeddedStore
 from collector.summaries import summarize
 from probes.accounting.machines import machines_table
 from probes.config import ProbeConfig
-from probes.pipeline.cycle import CycleResult, cycle_records
+from probes.pipeline.cycle import history_step
+from probes.pipeline.reading import Reading
+from probes.pipeline.records import job_docs
 from probes.pipeline.usage import priced_usage
 
 END = 1_768_046_400.0  # 2026-01-10T12:00:00Z
@@ -49,13 +51,13 @@ def test_jobs_are_priced_by_hand() -> None:
 
 
 def test_job_records_carry_them_and_summaries_sum_them(tmp_path: Path) -> None:
-    records = cycle_records(CycleResult(jobs=jobs()), ProbeConfig(), probe="test", machines=MACHINES)
+    records = job_docs(priced_usage(jobs(), MACHINES, ProbeConfig()), probe="test")
     assert [(d["penalty_usage"], d["cpu_only_usage"]) for d in records["job"]] == [
         (10_800.0, 7_200.0),
         (86_400.0, 7_200.0),
     ]
-    unpriced = cycle_records(CycleResult(jobs=jobs()), ProbeConfig(), probe="test")
-    assert not any("penalty_usage" in d for d in unpriced["job"])
+    unpriced = history_step(Reading(jobs=jobs()), None, ProbeConfig(), probe="test", now=END).batch.records
+    assert not any("penalty_usage" in d for d in unpriced["job"])  # no snapshot: no machines to price against
     with EmbeddedStore(tmp_path / "store.sqlite") as store:
         store.send("job", records["job"])
         summarize(store, date(2026, 1, 10), date(2026, 1, 10), probe="test", kinds=["job"])

@@ -138,8 +138,8 @@ def test_a_schedd_that_fails_costs_only_its_part(
     bad.fail = "Failed to connect to <10.0.0.9:9618>"
     svc = service(config, daemons, clock)
     with caplog.at_level("INFO", logger="fairacct"):
+        svc._run("snapshot", svc.snapshot)  # the history prices its jobs against the snapshot's machines
         svc._run("history", svc.history)
-        svc._run("snapshot", svc.snapshot)
     assert len(outbox_docs(config.probe.state_dir, "job")) == 42 and len(vm.calls) >= 3  # 42 jobs, 15 per call
     assert "schedd:bad skipped: schedd bad: history: Failed to connect to <10.0.0.9:9618>" in caplog.text
     assert "schedd:bad skipped: schedd bad: idle jobs: Failed to connect to <10.0.0.9:9618>" in caplog.text
@@ -208,6 +208,7 @@ def test_windows_roll_once_each_as_they_close(
     config = live_config(tmp_path, fairshare={"interval_s": 3600, "depth": 4})
     svc = service(config, daemons, clock)
     assert svc.roll_fairshare() is None  # the first start: nothing closed yet
+    svc.snapshot()  # the history prices its jobs against the latest snapshot's machines
     svc.history()
     clock.now = 1795269600.0 + 5
     summary = svc.roll_fairshare()

@@ -27,7 +27,9 @@ from collector.errors import ConfigError, SourceError
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
-from probes.pipeline.cycle import check_sources, live_pool, read_live, run_once
+from probes.pipeline.cycle import run_once
+from probes.pipeline.reading import check_sources, live_pool, read_live_history, read_live_snapshot
+from probes.sources.checkpoints import checkpoint_key
 from probes.sources.history import read_history
 from probes.sources.live import (
     END_TIME,
@@ -37,7 +39,6 @@ from probes.sources.live import (
     idle_projection,
     slot_projection,
 )
-from probes.sources.checkpoints import checkpoint_key
 from probes.sources.queue import read_idle
 from probes.sources.status import read_status
 
@@ -631,9 +632,12 @@ def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
     cfg = config(pool={"history_match": 20, "timeout_s": 0.3})
     pool = fake_pool(pools, {None: FakeCollector(status_ads, [good.location(), bad.location()])}, [good, bad])
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        first = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        first, _ = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
         assert first.enqueued == {"slot": 2, "allocation": 6, "job": 42, "fairness": 1}
-        assert set(first.failures) == {"schedd:flaky"} and "no answer within 0.3 s" in first.failures["schedd:flaky"]
+        assert (
+            set(first.reading.failures) == {"schedd:flaky"}
+            and "no answer within 0.3 s" in first.reading.failures["schedd:flaky"]
+        )
         assert (
             outbox.checkpoint(checkpoint_key("vm"))["end"] == 1795269401
             and outbox.checkpoint(checkpoint_key("flaky")) is None
@@ -645,8 +649,8 @@ def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
 
         bad.hang = False  # the flaky schedd answers again: its jobs now, and nothing of vm's twice
         bad.released.set()
-        second = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
-        assert second.enqueued.get("job") == 5 and second.failures == {}
+        second, _ = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        assert second.enqueued.get("job") == 5 and second.reading.failures == {}
         assert store.count("job") == 42  # the same jobs by id: flaky's are vm's history
         assert outbox.checkpoint(checkpoint_key("flaky")) is not None
 
@@ -666,13 +670,13 @@ def test_read_live_without_a_collector_keeps_the_snapshot_and_says_so(
             collector.fail = None
 
     collector.locateAll = locate_fails  # type: ignore[method-assign]
-    result = read_live(pool.live(config()), now=NOW, history=False)
+    result = read_live_snapshot(pool.live(config()), now=NOW)
     assert result.snapshot is not None and len(result.snapshot.slots) == 2 and result.idle is None
     assert result.failures == {
         "collector": "collector COLLECTOR_HOST: locate schedds: Failed communication with collector."
     }
     with pytest.raises(SourceError, match="locate schedds"):
-        read_live(pool.live(config()), now=NOW, snapshot=False)
+        read_live_history(pool.live(config()), lambda key: None)
 
 
 def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:

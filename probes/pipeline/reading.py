@@ -1,0 +1,223 @@
+"""What a probe cycle reads, from files or from a live pool: one immutable :class:`Reading`.
+
+A cycle reads two parts, each its own :class:`Reading`: the pool's *snapshot* (slots and
+allocations, with the idle demand of its schedds) and the *history* (the jobs every schedd or
+history file finished past its checkpoint). :class:`Sources` reads either part from what the
+configuration names, files or (``sources.live``) the pool itself through
+:class:`~probes.sources.live.LivePool`; ``probe once`` reads both, the service reads each on
+its own cadence, and both hand the readings to the steps of :mod:`probes.pipeline.cycle`.
+Commands that only read (``slots``, ``bill``, ``overhead`` ...) use :func:`read_sources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from collector.errors import ConfigError, SourceError
+from probes.config import ProbeConfig
+from probes.pipeline.usage import PRICED_METRICS
+from probes.sources.checkpoints import history_key, new_jobs
+from probes.sources.frames import stack
+from probes.sources.history import JOB_COLUMNS, read_history
+from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
+from probes.sources.queue import read_idle, running_job_ids
+from probes.sources.report import ReadReport
+from probes.sources.status import Snapshot, read_status
+
+__all__ = [
+    "FILE_SOURCES",
+    "Checkpoint",
+    "Reading",
+    "Sources",
+    "check_sources",
+    "live_pool",
+    "read_live_history",
+    "read_live_snapshot",
+    "read_sources",
+]
+
+FILE_SOURCES = ("status_files", "idle_files", "history")
+"""The file sources of ``[sources]``, by key."""
+
+Checkpoint = Callable[[str], Any]
+"""``checkpoint(key)``: the committed value of an outbox checkpoint (None when there is none)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The tables one read gave and what reading them found.
+
+    ``snapshot``: slots and allocations (None: not read); ``idle``: the idle demand by
+    autocluster (None: unknown); ``jobs``: the jobs past their checkpoints (None: not read);
+    ``reports``: per source (``status``, ``idle``, ``history``), the ads read and the malformed
+    ones; ``checkpoints``: the history checkpoints once these jobs are committed;
+    ``failures``: source -> why it was left out (a live schedd that did not answer).
+    """
+
+    snapshot: Snapshot | None = None
+    idle: pd.DataFrame | None = None
+    jobs: pd.DataFrame | None = None
+    reports: Mapping[str, ReadReport] = field(default_factory=dict)
+    checkpoints: Mapping[str, Any] = field(default_factory=dict)
+    failures: Mapping[str, str] = field(default_factory=dict)
+
+    def __or__(self, other: Reading) -> Reading:
+        """Two parts of a cycle as one reading: ``other``'s tables where it read them."""
+        return Reading(
+            snapshot=self.snapshot if other.snapshot is None else other.snapshot,
+            idle=self.idle if other.idle is None else other.idle,
+            jobs=self.jobs if other.jobs is None else other.jobs,
+            reports={**self.reports, **other.reports},
+            checkpoints={**self.checkpoints, **other.checkpoints},
+            failures={**self.failures, **other.failures},
+        )
+
+
+def read_sources(
+    config: ProbeConfig,
+    *,
+    strict: bool | None = None,
+    checkpoints: Mapping[str, Any] | None = None,
+    only: Collection[str] = FILE_SOURCES,
+) -> Reading:
+    """Read the file sources the configuration names (of them, those in ``only``); history
+    only past its checkpoint (``checkpoints``: by :func:`~probes.sources.checkpoints.history_key`)."""
+    strict = config.sources.strict if strict is None else strict
+    src = config.sources
+    snapshot: Snapshot | None = None
+    idle: pd.DataFrame | None = None
+    jobs: pd.DataFrame | None = None
+    reports: dict[str, ReadReport] = {}
+    marks: dict[str, Any] = {}
+    if src.status_files and "status_files" in only:
+        snapshot, reports["status"] = read_status(src.status_files, config.slot_reading(), strict=strict)
+    if src.idle_files and "idle_files" in only:
+        running = running_job_ids(snapshot.allocations) if snapshot is not None else None
+        idle, reports["idle"] = read_idle(src.idle_files, running=running, strict=strict)
+    if src.history and "history" in only:
+        frames, report = [], ReadReport()
+        for path in src.history:
+            read, rep = read_history([path], config.job_reading(), strict=strict)
+            report.merge(rep)
+            key = history_key(path)
+            fresh, marks[key] = new_jobs(read, (checkpoints or {}).get(key))
+            frames.append(fresh)
+        jobs = stack(frames, JOB_COLUMNS) if len(frames) > 1 else frames[0]
+        reports["history"] = report
+    return Reading(snapshot=snapshot, idle=idle, jobs=jobs, reports=reports, checkpoints=marks)
+
+
+def check_sources(config: ProbeConfig) -> None:
+    """Live sources and files are exclusive: say so rather than silently ignore the files."""
+    src = config.sources
+    files = [k for k in FILE_SOURCES if getattr(src, k)]
+    if src.live and files:
+        raise ConfigError(
+            f"sources.live = true reads the pool itself, but sources.{files[0]} names files too; "
+            "remove the files (or their options) or set sources.live = false"
+        )
+
+
+def live_pool(
+    config: ProbeConfig,
+    *,
+    collector_factory: CollectorFactory | None = None,
+    schedd_factory: ScheddFactory | None = None,
+) -> LivePool:
+    """The live pool of the configuration, through the htcondor2 bindings (or the factories'
+    clients, for tests of what the bindings cannot be made to do)."""
+    m = config.machines
+    return LivePool(
+        config.pool,
+        config.slot_reading(),
+        config.job_reading(),
+        slot_expressions=(m.speed_expression, m.cost_expression),
+        slot_attributes=m.class_attributes,
+        collector_factory=collector_factory,
+        schedd_factory=schedd_factory,
+    )
+
+
+def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
+    """A live pool's slot snapshot, observed at ``now``, with the idle demand of its schedds.
+
+    A pool whose collectors all fail raises :class:`SourceError`; when the schedds cannot be
+    located the idle demand is unknown (``failures["collector"]`` says why), and a schedd that
+    fails is left out and listed in ``failures``."""
+    snapshot, status = pool.snapshot(now=now)
+    try:
+        schedds, failures = pool.schedds()
+    except SourceError as exc:
+        return Reading(snapshot=snapshot, reports={"status": status}, failures={"collector": str(exc)})
+    if not schedds:
+        return Reading(snapshot=snapshot, reports={"status": status}, failures=failures)
+    idle = pool.idle(schedds)
+    return Reading(
+        snapshot=snapshot,
+        idle=idle.idle,
+        reports={"status": status, "idle": idle.report},
+        failures=failures | idle.failures,
+    )
+
+
+def read_live_history(pool: LivePool, checkpoint: Checkpoint) -> Reading:
+    """The jobs of every schedd of a live pool past its checkpoint (``checkpoint(key)``: the
+    committed value). A pool whose collectors all fail raises :class:`SourceError`; a schedd
+    that fails is left out and listed in ``failures``, and its checkpoint stays where it was."""
+    schedds, failures = pool.schedds()
+    read = pool.history(schedds, checkpoint)
+    return Reading(
+        jobs=read.jobs,
+        reports={"history": read.report},
+        checkpoints=read.checkpoints,
+        failures=failures | read.failures,
+    )
+
+
+class Sources:
+    """The sources a configuration names, read part by part: files, or the live pool
+    (``sources.live``; ``pool``, or one built from the configuration).
+
+    ``strict`` overrides ``sources.strict`` for the files. A priced fairshare metric
+    (``mrpe``, ``dedicated_pes``) prices jobs against the pool's machines, so sources that read
+    jobs must read slots too: refused here, before anything is read.
+    """
+
+    def __init__(self, config: ProbeConfig, *, pool: LivePool | None = None, strict: bool | None = None) -> None:
+        check_sources(config)
+        src = config.sources
+        self.config = config
+        self.strict = strict
+        self.pool = pool if pool is not None or not src.live else live_pool(config)
+        self.slots = self.pool is not None or bool(src.status_files)
+        """A snapshot can be read."""
+        self.jobs = self.pool is not None or bool(src.history)
+        """A history can be read."""
+        metric = config.fairshare.metric
+        if metric in PRICED_METRICS and self.jobs and not self.slots:
+            raise ConfigError(
+                f"fairshare.metric {metric!r} prices jobs against the pool's machines: sources that read "
+                "jobs need slots too (sources.status_files or sources.live)"
+            )
+
+    def __repr__(self) -> str:
+        return f"Sources(live={self.pool is not None}, slots={self.slots}, jobs={self.jobs})"
+
+    def snapshot(self, *, now: float) -> Reading:
+        """The slots and allocations with the idle demand (a live pool's observed at ``now``);
+        of files, those named (none: nothing read)."""
+        if self.pool is not None:
+            return read_live_snapshot(self.pool, now=now)
+        return read_sources(self.config, strict=self.strict, only=("status_files", "idle_files"))
+
+    def history(self, checkpoint: Checkpoint) -> Reading:
+        """The jobs past their checkpoints (``checkpoint(key)``: the committed value); of
+        files, those named (none: nothing read)."""
+        if self.pool is not None:
+            return read_live_history(self.pool, checkpoint)
+        marks = {key: checkpoint(key) for key in map(history_key, self.config.sources.history)}
+        return read_sources(self.config, strict=self.strict, checkpoints=marks, only=("history",))
