@@ -5,11 +5,13 @@ HTCondor lets ``SLOT_WEIGHT`` use only the slot's ``Cpus`` (cores), ``Memory`` (
 ``Disk`` (KiB). fairacct's metrics charge a node request, per second of its wall time, a
 *rate*:
 
-- ``penalty`` (seed 000): ``queue_cost x speed x PE``, PE being its price on the cheapest class
+- ``penalty`` (Klusáček & Rudová 2015, "Multi-resource aware fairsharing for heterogeneous
+  systems"): ``queue_cost x speed x PE``, PE being its price on the cheapest class
   it fits, ``max over r of w_r x req_r / avail_i,r x avail_i,cpus x node_cost_i``;
 - ``standard-job``: ``speed x max over r of req_r / standard_r``;
-- ``billed`` (seed 003): the share of its node an allocation was billed, priced as the penalty
-  prices a request, ``max over r of billed_r / total_r x total_cpus`` (see :func:`billed_samples`).
+- ``billed`` (Andrijauskas et al. 2023, "Defining a canonical unit for accounting purposes"): the
+  share of its node an allocation was billed, priced as the penalty prices a request,
+  ``max over r of billed_r / total_r x total_cpus`` (see :func:`billed_samples`).
 
 On one machine class these are a max of linear terms, so the weight is sought in that form:
 
@@ -182,7 +184,7 @@ def slot_samples(penalties: Penalties, metric: str, *, policy: PenaltyPolicy) ->
 def billed_samples(
     nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")
 ) -> pd.DataFrame:
-    """The samples of billed allocations (seed 003): one per allocation, ``job`` its row
+    """The samples of billed allocations (Andrijauskas et al. 2023): one per allocation, ``job`` its row
     position in ``bills``, ``walltime_s`` its ``interval_s`` and ``rate`` the share of its node
     it was billed, in cores, ``max over r in resources of billed_r / total_r x total_cpus``
     (``resources``: those the penalty prices, of cpus, memory, disk): what its bill would cost
