@@ -28,9 +28,9 @@ short form before the colon, with the paper's own section, formula, table or exa
   canonical unit for accounting purposes", PEARC '23: Practice and Experience in Advanced
   Research Computing, ACM, 2023, pp. 288-291 (arXiv:2305.10551). Canonical units, true
   overhead, overhead histograms, the idle-job cross-check, proportional billing.
-- Klusáček & Rudová 2015: Dalibor Klusáček and Hana Rudová, "Multi-resource aware fairsharing
-  for heterogeneous systems", Job Scheduling Strategies for Parallel Processing (JSSPP 2014),
-  LNCS 8828, Springer, 2015. The multi-resource penalty: the processor equivalent of a job on
+- Klusáček & Rudová 2015 ("Klusacek & Rudova 2015" where a terminal prints it): Dalibor
+  Klusáček and Hana Rudová, "Multi-resource aware fairsharing for heterogeneous systems", Job
+  Scheduling Strategies for Parallel Processing (JSSPP 2014), LNCS 8828, Springer, 2015. The multi-resource penalty: the processor equivalent of a job on
   one machine, the minimum over the machines that could run it, the sum over a multi-node
   job's nodes, queue and node costs, SPEC walltime normalization (formulas 4-9); the CPU-only,
   standard-job and global processor-equivalent metrics it replaces (formulas 1-3).

@@ -21,7 +21,7 @@ COMMANDS = {
     "jobs": "read job history into the jobs table",
     "overhead": "true overhead of each slot in canonical units, and its histogram",
     "bill": "proportional bills of the running jobs",
-    "penalty": "multi-resource penalty of each job, beside the metrics it replaces (Klusáček & Rudová 2015)",
+    "penalty": "multi-resource penalty of each job, beside the metrics it replaces (Klusacek & Rudova 2015)",
     "fairshare": "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (Maui Admin Guide, 6.3)",
     "efficiency": "efficiency by resource set; `efficiency whatif`: node-allocation policies (Jackson et al. 2001)",
     "fairness": "demand vs allocation, Jain's index and starvation per user (Sedighi et al. 2014)",
