@@ -13,16 +13,16 @@ Records wait as *parcels*: one row holds records of one kind as one JSON array, 
 records in rows of up to :data:`PARCEL_RECORDS` (:meth:`Outbox.commit`), a network request's
 in one row per kind (:meth:`Outbox.commit_parcels`, the collector), kept gzip-compressed as it
 came when the request sent exactly those documents so. The records are as durable, for a
-fraction of the cost of a row, two index entries and a delete per record
-(``benchmarks/bench_store.py``, 200,000 slot records: commit + flush 37-41 us of CPU per record
-into the embedded store, 71-84 us with a row per record, in the same run). The flusher sends the oldest parcels of one kind, at most ``batch_size`` records (the
-rest of a larger parcel waits in it), and rewrites a parcel with what the sink did not take
-yet. A record committed again while an older copy waits (a fairshare window re-priced by the
-next cycle) waits twice, and is never lost by the delete of its older copy: a commit writes
-new rows, and a flush deletes or rewrites only the rows it read. The newer copy wins because
-parcels of a kind are sent oldest first, a parcel the sink did not take whole keeps its place,
-and a batch holding several copies of a record sends only the newest (the sink, keyed by id,
-stores it once). The outbox's depth counts both copies.
+fraction of the cost of a row, two index entries and a delete per record (about half the CPU
+of commit and flush per record into the embedded store: bench_store.py). The flusher sends the
+oldest parcels of one kind, at most ``batch_size`` records (the rest of a larger parcel waits in
+it), and rewrites a parcel with what the sink did not take yet. A record committed again while
+an older copy waits (a fairshare window re-priced by the next cycle) waits twice, and is never
+lost by the delete of its older copy: a commit writes new rows, and a flush deletes or rewrites
+only the rows it read. The newer copy wins because parcels of a kind are sent oldest first, a
+parcel the sink did not take whole keeps its place, and a batch holding several copies of a
+record sends only the newest (the sink, keyed by id, stores it once). The outbox's depth counts
+both copies.
 
 The ``item`` table (a row per record, replaced by id) holds what earlier versions committed
 and the dead letters put back (:meth:`Outbox.retry_dead_letters`); the flusher sends it before
@@ -153,8 +153,8 @@ class Outbox:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=_TIMEOUT_S)
             # a parcel is ~1 MB in a chain of overflow pages, written, read and freed whole:
-            # 64 KiB pages make that 16 page operations instead of 256 (a third of the CPU of
-            # a commit, measured); a file that exists keeps its page size
+            # 64 KiB pages make that 16 page operations instead of 256 (about a third less CPU per
+            # commit: bench_store.py); a file that exists keeps its page size
             self._db.execute("PRAGMA page_size=65536")
             use_wal(self._db, _TIMEOUT_S)
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut

@@ -13,13 +13,16 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | allocation | dynamic slot and snapshot (the bill)   | pool, dynamic slot name, job id, observed_at |
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
-| fairness   | credential and time bucket (seed 002)  | pool, credential type and name, bucket start |
+| fairness   | credential and time bucket             | pool, credential type and name, bucket start |
 | summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
 | gratia     | Gratia JobUsageRecord (GRACC's fields) | its content, less RecordId, CreateTime and what GRACC leaves out |
 
 Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
 probes send, with GRACC's field names; their time field is ``EndTime`` (ISO-8601, as GRACC
 indexes them) and their id a hash of their content (collector/gratia/rawdoc.py).
+
+Fairness records measure the share as Sedighi et al. 2014, "Fairness of task scheduling in high
+performance computing environments", do (the papers are cited in full in :mod:`probes.accounting`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ The flow, one package per stage::
 
 - :mod:`probes.sources`: where ads come from (files, a live pool, workload logs) and the tables
   they become; the checkpoints of what was read;
-- :mod:`probes.accounting`: pure math over tables (no I/O, no HTCondor);
+- :mod:`probes.accounting`: pure math over tables (no I/O, no HTCondor); its References cite the
+  papers the math follows, by the short forms the rest of the code uses;
 - :mod:`probes.pipeline`: a snapshot's accounting, usage pricing, the records, one cycle;
 - :mod:`probes.service`: the scheduler and its health endpoint;
 - :mod:`probes.cli`: the ``fairacct`` command line;

@@ -8,7 +8,8 @@ Errors name the file, the key's path and what was expected::
     demo.toml: partitions[0].memory: expected a size like "2 GiB", "512 MiB" or "4 GB", got '2 gigs'
 
 Relative paths in the file are taken relative to the file's own directory, so a configuration
-means the same thing from wherever it is used.
+means the same thing from wherever it is used. Help texts cite papers by the short forms of
+:mod:`probes.accounting`'s References.
 """
 
 from __future__ import annotations
@@ -296,7 +297,8 @@ class MachineSettings(_Section):
 
 class PenaltySettings(_Section):
     resources: list[Literal["cpus", "memory", "disk", "gpus"]] = Field(
-        ["cpus", "memory"], description="Resources in the max of the multi-resource penalty (seed 000, formula 7)."
+        ["cpus", "memory"],
+        description="Resources in the max of the multi-resource penalty (Klusáček & Rudová 2015, formula 7).",
     )
     gpu_weight: float = Field(
         1.0, ge=0, description="Relaxation weight of the GPU share when gpus is among the resources."
@@ -464,7 +466,7 @@ class FairnessSettings(_Section):
     bucket_s: float = Field(
         3600.0,
         gt=0,
-        description="Seconds per fairness bucket (seed 002); buckets start at multiples of it (UNIX time).",
+        description="Seconds per fairness bucket (Sedighi et al. 2014); buckets start at multiples of it (UNIX time).",
     )
     fraction: float = Field(
         0.0,
@@ -562,7 +564,7 @@ class ProbeConfig(_Section):
         default_factory=SummarySettings, description="Daily summaries computed in the store."
     )
     fairness: FairnessSettings = Field(
-        default_factory=FairnessSettings, description="The fairness of the share, per bucket (seed 002)."
+        default_factory=FairnessSettings, description="The fairness of the share, per bucket (Sedighi et al. 2014)."
     )
     collector: CollectorSettings = Field(
         default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
@@ -612,7 +614,7 @@ class ProbeConfig(_Section):
         )
 
     def penalty_policy(self) -> PenaltyPolicy:
-        """The multi-resource penalty's policy (seed 000) of ``[penalty]``."""
+        """The multi-resource penalty's policy (Klusáček & Rudová 2015) of ``[penalty]``."""
         p = self.penalty
         return PenaltyPolicy(
             resources=tuple(p.resources),
@@ -623,7 +625,7 @@ class ProbeConfig(_Section):
         )
 
     def fairshare_policy(self) -> FairsharePolicy:
-        """Maui's fairshare policy (seed 004) of ``[fairshare]``."""
+        """Maui's fairshare policy (Maui Admin Guide, 6.3) of ``[fairshare]``."""
         f = self.fairshare
         return FairsharePolicy(
             interval_s=f.interval_s,

@@ -126,10 +126,12 @@ def objects() -> list[dict[str, Any]]:
             "line", "fairacct-summary", [metric("1", "sum", "overhead_cu_hours", "overhead CU-hours"),
                                          metric("2", "sum", "overhead_cu_hours_fitting_idle", "with fitting idle demand (CU-hours)"), days("3")]),
         two_sums("fairacct-held-vs-billed-per-project", "fairacct: held against billed core-hours per project",
-                 "Daily summaries: core-hours held by each project's jobs and core-hours billed (held plus a share of idle cores, seed 003).",
+                 "Daily summaries: core-hours held by each project's jobs and core-hours billed "
+                 "(held plus a share of idle cores, Andrijauskas et al. 2023).",
                  "fairacct-summary", ("held_core_hours", "held core-hours"), ("billed_core_hours", "billed core-hours"), "project"),
         two_sums("fairacct-penalty-vs-cpu-only-per-user", "fairacct: penalty against CPU-only usage per user",
-                 "Daily summaries: multi-resource penalty usage (seed 000) beside the CPU-only count, in PE-hours.",
+                 "Daily summaries: multi-resource penalty usage (Klusáček & Rudová 2015) beside the CPU-only count, "
+                 "in PE-hours.",
                  "fairacct-summary", ("penalty_hours", "penalty PE-hours"), ("cpu_only_hours", "CPU-only PE-hours"), "user"),
         two_sums("fairacct-fairshare-vs-target", "fairacct: fairshare usage against targets",
                  "Fairshare windows: each credential's effective (decayed) usage share beside its target.",

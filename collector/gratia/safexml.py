@@ -35,8 +35,8 @@ build that same document:
   ``<`` and four bytes at least); its tags are cut to their local names; and its offsets are
   found in the bytes, where in such a document every ``<`` opens a tag and a child's end tag
   is the first one of its name after its start tag unless it holds an element of that very
-  name (then this path gives up). About a third less CPU than the exact parser (38 against
-  61 us a record here);
+  name (then this path gives up). About a third less CPU a record than the exact parser
+  (bench_gratia.py);
 * **any other document**, and any document that the first path does not take to the end (not
   well-formed, too deep, offsets not found: it never raises): expat with a Python handler on the
   start and end of each element, which counts elements and depth as they come, stops at the
@@ -175,7 +175,7 @@ def stream_children(
     A plain document is read :data:`_FEED_BYTES` at a time, and a child is given, then dropped
     from the tree, once the parser is past its end tag: the tree in memory is a few dozen
     records whatever the envelope's size, and it stays in the CPU's caches (converting an
-    envelope of 500 records took a sixth less CPU than from its whole tree, benchmarks/README.md).
+    envelope of hundreds of records takes a sixth less CPU than from its whole tree: bench_gratia.py).
     The root comes with its tag and attributes; its children only through the iterator. Any other document,
     and a plain one given up part-way (then its children already given are exactly the exact
     parser's), is read whole by the exact parser, and the iterator goes on with its children.
@@ -446,7 +446,8 @@ def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
     finally:
         # The handlers hold the parser in their closure and the parser holds them: a cycle that
         # only the garbage collector breaks, keeping the whole tree alive until it runs (on a
-        # collector's heap, 100-190 ms every two seconds, and the slowest replies waited for it).
+        # collector's heap, a tenth of a second or more every few seconds, and the slowest
+        # replies waited for it).
         parser.StartElementHandler = parser.EndElementHandler = None
     spans = {}
     for element, start in starts.items():

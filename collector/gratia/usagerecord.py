@@ -39,13 +39,13 @@ later one replaces an earlier one of the same name):
                           tag's own attributes, namespace declarations included, are not kept)
 ========================  ================================================================
 
-One deliberate difference from GRACC's Go code, for the reference documents GRACC publishes
-with it (``gracc/test_data``, kept in ``../shared/fixtures/gracc``): on an element that is not
-one of the above, GRACC's ``field`` type reads only the six attribute names listed, so its
-code drops ``urf:type="QOS"`` on ``ServiceLevel`` and ``urf:primary="true"`` on ``Host``, yet
-its reference documents hold ``ServiceLevel_type``, ``Memory_type`` and ``Host_primary``
-(GRACC's own test compares only the fields its code makes, so the two never had to agree).
-The reference documents are what GRACC's users were shown: we keep every other attribute in a
+One deliberate difference from GRACC's Go code, for the reference documents GRACC publishes with
+it (``gracc/test_data`` in opensciencegrid/gracc-collector, which the tests read): on an element
+that is not one of the above, GRACC's ``field`` type reads only the six attribute names listed,
+so its code drops ``urf:type="QOS"`` on ``ServiceLevel`` and ``urf:primary="true"`` on ``Host``,
+yet its reference documents hold ``ServiceLevel_type``, ``Memory_type`` and ``Host_primary``
+(GRACC's own test compares only the fields its code makes, so the two never had to agree). The
+reference documents are what GRACC's users were shown: we keep every other attribute in a
 namespace (schema attributes are written ``urwg:``/``urf:``), except XML Schema instance and
 ``xml:`` attributes, which describe the document and not the usage. An attribute without a
 namespace (``<Host primary="true">``) is not part of the schema and is dropped, as the

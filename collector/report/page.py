@@ -92,7 +92,8 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     }
     sections.append(_section(
         "True overhead per partition",
-        "Slot snapshots by their true overhead: whole canonical units idle in every resource at once (seed 003).",
+        "Slot snapshots by their true overhead: whole canonical units idle in every resource at once "
+        "(Andrijauskas et al. 2023).",
         bar_chart([f"{c:g} CU" for c in cus], counts, title="slot snapshots by overhead (CU)", unit="snapshots"), h,
     ))  # fmt: skip
     o = t.overhead
@@ -115,26 +116,30 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     p = t.projects
     sections.append(_section(
         "Held against billed per project",
-        "Core-hours the jobs of each project held, and what they were billed: held plus a proportional share of the idle cores of their nodes (seed 003).",
+        "Core-hours the jobs of each project held, and what they were billed: held plus a proportional share "
+        "of the idle cores of their nodes (Andrijauskas et al. 2023).",
         bar_chart(_names(p["project"]), {"held": p["held_core_hours"].tolist(), "billed": p["billed_core_hours"].tolist()}, title="core-hours per project", unit="core-hours"), p,
     ))  # fmt: skip
     u = t.users
     sections.append(_section(
         "Who pays more under the penalty",
-        "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only count (seed 000), in percentage points: above 0 pays more.",
+        "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only "
+        "count (Klusáček & Rudová 2015), in percentage points: above 0 pays more.",
         bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
     ))  # fmt: skip
     f = t.fairshare
     labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"])]
     sections.append(_section(
         "Fairshare against targets",
-        "Each credential's decayed effective usage at the last window of the period, beside its target (Maui, seed 004).",
+        "Each credential's decayed effective usage at the last window of the period, beside its target "
+        "(Maui Admin Guide, 6.3).",
         bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(), "target": f["target_percent"].astype(float).fillna(0.0).tolist()}, title="fairshare usage and target", unit="% of the pool"), f,
     ))  # fmt: skip
     b = t.fairness
     sections.append(_section(
         "Fairness of the share over time",
-        "Jain's index per bucket across the users with demand or allocation (seed 002): of the part of what each wanted that it got "
+        "Jain's index per bucket across the users with demand or allocation (Sedighi et al. 2014): "
+        "of the part of what each wanted that it got "
         "(1 when all got the same part, as a queue-proportional share always gives) and of the cores allocated (1/n when one took all).",
         line_chart(b["bucket"].astype(str).tolist(), {"Jain, served part": b["jain_served"].tolist(), "Jain, allocation": b["jain_allocation"].tolist()},
                    title="Jain's index per bucket", unit="index (0..1)"), b,

@@ -21,8 +21,8 @@ class ReportTables:
     ``overhead``: CU-hours of true overhead per day and site (with fitting idle demand);
     ``projects``: held and billed core-hours per project; ``users``: penalty against CPU-only
     usage per user; ``fairshare``: each credential's effective usage (%) and target (%) at
-    the last window of the period; ``fairness``: per bucket of the fairness records (seed
-    002), the credentials, Jain's index of the served part and of the allocation (0 where
+    the last window of the period; ``fairness``: per bucket of the fairness records (Sedighi
+    et al. 2014), the credentials, Jain's index of the served part and of the allocation (0 where
     nobody was allocated anything) and how many were starved; ``starvation``: per credential,
     its buckets, starved buckets and starved hours."""
 

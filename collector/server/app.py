@@ -7,12 +7,12 @@ the outbox's writer thread (group commit, :mod:`collector.server.committer`) and
 (:mod:`collector.server.flusher`) and the summarizer (:mod:`collector.server.summarizer`: the
 store's daily summaries re-made on a cadence), and stops them, in that order reversed, on shutdown.
 
-Why Starlette and not FastAPI: the service's cost is per record, not per request. A batch of
-500 records of ~40 fields, measured on this project's 2-core machine: parsing with orjson
-~6 us a record, checking the few fields the collector relies on by hand ~4 us, committing to
-the SQLite outbox ~10-15 us; validating the same batch with a pydantic model per record (what
-FastAPI's request models do) ~23 us a record, ~32 us with the dump back to dicts, on top of
-the parse. At the 50,000 records/s target on one core that alone would take the whole core.
+Why Starlette and not FastAPI: the service's cost is per record, not per request. Validating
+a batch with a pydantic model per record (what FastAPI's request models do) costs, on top of
+the parse, about as much CPU again as everything else a record needs (parsing with orjson,
+checking by hand the few fields the collector relies on, committing to the SQLite outbox): at
+the collector's throughput target on one core (bench_collector.py) that alone would take the
+whole core. The figures are in benchmarks/README.md.
 FastAPI's other gift, the OpenAPI document, is kept by hand here (:mod:`~collector.server.openapi`)
 and held to the handlers by the fuzzing test. Starlette gives the routing, requests and
 responses, and the lifespan, with nothing per record.

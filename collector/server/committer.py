@@ -16,8 +16,8 @@ The writer thread is the outbox's only writer: the flusher hands it what a flush
 (:meth:`GroupCommitter.write`, the deletes of what the store took), run between two groups,
 so that no commit ever waits on SQLite's write lock: its busy wait sleeps 1, 2, 5, ... up
 to 100 ms at a time, and a flush settling on a connection of its own holds that lock for a
-synced commit (issue 12 measured the requests' p99 at 45.8 ms alone, 853 ms with the flusher
-writing on the same core).
+synced commit (the requests' slowest replies then took many times as long as without the
+flusher writing on the same core: bench_collector.py --flush-every 1).
 
 The committer also keeps the outbox's depth (records waiting), counted up by each request
 admitted and set by the flusher after each flush to what it counted plus what was admitted

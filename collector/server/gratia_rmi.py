@@ -84,8 +84,8 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     body = await ingest.body(request)
     # A ping is decoded here; an envelope's form (a megabyte: milliseconds of percent-decoding)
     # in the conversion's thread, where it interleaves with nothing: on the loop, sharing the
-    # core with the conversion of the previous envelope, it cost three times its own CPU
-    # (bench_collector.py --gratia: the loop's thread 20 -> 4 us a record, the whole 131 -> 120).
+    # core with the conversion of the previous envelope, it cost several times its own CPU
+    # (bench_collector.py --gratia; the figures are in benchmarks/README.md).
     small = len(body.data) <= _DECODED_ON_LOOP
     rmi = decode_rmi(body.data) if small else await ingest.off_loop(decode_rmi, body.data)
     allowed_sender(rmi.probe, ingest.settings.gratia_senders)

@@ -50,13 +50,13 @@ class Ingest:
     tokens: TokenRing
     committer: GroupCommitter
     metrics: ServerMetrics
-    # One thread for the CPU-bound part of a request (a Gratia envelope: ~70 ms for 500
-    # records). On the event loop it would stall every other request for that long (pings,
-    # /healthz, whose load balancer may then drop the instance, /v1/records, replies whose
-    # records are already durable); in this thread the loop still gets the GIL every
-    # sys.getswitchinterval() (collector/server/serve.py). One thread, because under the GIL
-    # more would not convert faster: it keeps envelopes first come, first served, and one tree
-    # in memory at a time.
+    # One thread for the CPU-bound part of a request (a Gratia envelope of hundreds of records
+    # takes tens of milliseconds of CPU: bench_gratia.py). On the event loop it would stall
+    # every other request for that long (pings, /healthz, whose load balancer may then drop the
+    # instance, /v1/records, replies whose records are already durable); in this thread the loop
+    # still gets the GIL every sys.getswitchinterval() (collector/server/serve.py). One thread,
+    # because under the GIL more would not convert faster: it keeps envelopes first come, first
+    # served, and one tree in memory at a time.
     cpu: concurrent.futures.ThreadPoolExecutor = field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fairacct: convert")
     )

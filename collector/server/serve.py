@@ -26,8 +26,8 @@ __all__ = ["serve"]
 _log = logging.getLogger("fairacct.collector")
 
 # Young collections every 20,000 allocations rather than 700: what a request allocates is
-# garbage by its reply anyway (the Gratia benchmark: ~240 -> ~215 us of CPU a record, when an
-# envelope's whole tree was built at once).
+# garbage by its reply anyway (about a tenth less CPU a record in bench_collector.py --gratia,
+# when an envelope's whole tree was built at once).
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
@@ -59,10 +59,11 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     # the next requests; with Python's default 5 ms switch interval each of those waits can
     # cost 5 ms, and group commits (hence replies) slow to a crawl. 0.5 ms keeps them short.
     sys.setswitchinterval(0.0005)
-    # What is alive now (modules, the configuration's models: ~170,000 objects) lives as long as
-    # the process; every full garbage collection would walk it again, and parsing a Gratia
-    # envelope (tens of thousands of elements) sets off many: envelope_docs took 108 ms instead
-    # of 63 ms for 500 records with this heap (measured). Frozen, the collector never looks at it.
+    # What is alive now (modules, the configuration's models: a hundred thousand objects and more)
+    # lives as long as the process; every full garbage collection would walk it again, and parsing
+    # a Gratia envelope (tens of thousands of elements) sets off many: with this heap not frozen,
+    # envelope_docs took over half as long again (bench_gratia.py). Frozen, the collector never
+    # looks at it.
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -81,9 +82,9 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
 # glibc's malloc maps a block of 128 KiB or more on its own and unmaps it when freed, and trims
 # the top of an arena back to the kernel once enough of it is free: each envelope's form,
 # decoded in the conversion thread, found its megabytes given back and faulted them in again,
-# ~1,700 page faults a request (costly in a virtual machine). Kept up to these sizes, freed
-# memory is reused (bench_collector.py --gratia: 14 page faults a decoded form, and 118 -> 100
-# us of CPU a record). The process keeps what its largest requests needed.
+# a thousand page faults and more a request (costly in a virtual machine). Kept up to these
+# sizes, freed memory is reused (bench_collector.py --gratia: a handful of page faults a decoded
+# form, and a sixth less CPU a record). The process keeps what its largest requests needed.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 _MMAP_THRESHOLD = 32 * 2**20  # glibc's largest: blocks below are taken from and freed to the arenas
 _TRIM_THRESHOLD = 128 * 2**20  # free memory an arena keeps at its top

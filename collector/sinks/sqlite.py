@@ -51,7 +51,8 @@ class EmbeddedStore:
             # FULL: a send is acknowledged only once its commit is on disk, because the outbox
             # deletes what was acknowledged. WAL with NORMAL syncs only at checkpoints, so a power
             # cut may take back the last commits, records the outbox no longer holds. FULL costs
-            # one fsync per batch (wall time, no CPU: the same CPU-s per record, measured).
+            # one fsync per batch: wall time, not CPU (bench_store.py counts the same CPU-s per
+            # record as with NORMAL).
             self._db.execute("PRAGMA synchronous=FULL")
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the embedded store ({exc})") from exc
@@ -165,7 +166,8 @@ class EmbeddedStore:
         """A covering index for aggregations of this shape, made once: the period of the
         timestamp, the grouped fields, the timestamp and the summed fields, in that order, so
         that :meth:`aggregate` reads the index alone, in its order, with no sort and no table
-        row (1,000,000 job records by day: ~0.9 s of CPU instead of ~4.4 s, bench_summaries).
+        row (several times less CPU than without it on a million job records by day:
+        bench_summaries.py).
         Every write of ``kind`` then updates one more index. Nothing is made when a field is
         not a column (Gratia's) or the query has no period; an index of an earlier shape of
         the same kind is dropped."""
@@ -246,7 +248,7 @@ def _rows(kind: str, docs: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]
     """The rows of ``docs``: id, the text columns (timestamp, labels), the measured columns,
     the document as JSON. Built a column at a time, with one type check per column in the common
     case (text columns all text, measured all plain), not a function call per value: about
-    three quarters of the Python work per document of the row-by-row way (measured)."""
+    a quarter less Python work per document than the row-by-row way (bench_store.py)."""
     spec = KINDS[kind]
     columns: list[list[Any]] = [[d["id"] for d in docs]]
     for f in ("timestamp", *spec.labels):

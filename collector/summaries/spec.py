@@ -8,7 +8,7 @@ source kind     grouped by (besides the day)                           sums
                                                                        memory and CPU hours,
                                                                        penalty and CPU-only usage
 ``allocation``  pool, site, partition, user, group, project            held and billed
-                                                                       resource-hours (seed 003)
+                                                                       resource-hours (note 1)
 ``slot``        pool, site, resource name, partition, pilot phase      true overhead CU-hours,
                                                                        with fitting idle demand
 ``gratia``      GRACC's summary terms: ``VOName``, ``ReportableVOName``,  records (jobs), wall,
@@ -18,7 +18,11 @@ source kind     grouped by (besides the day)                           sums
                 ``Resource_ExitCode``                                  hours
 ==============  =====================================================  ==========================
 
-Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds, seed 000), priced by
+(1) Bills as Andrijauskas et al. 2023, "Defining a canonical unit for accounting purposes",
+section 3.3, define them. The papers are cited in full in :mod:`probes.accounting`.
+
+Job records carry ``penalty_usage`` and ``cpu_only_usage`` (PE-seconds: Klusáček & Rudová 2015,
+"Multi-resource aware fairsharing for heterogeneous systems"), priced by
 the probe against the machine classes of its latest snapshot; a job read before any snapshot
 carries neither, and counts 0 in those sums.
 
@@ -150,7 +154,8 @@ COLUMNS: dict[str, Column] = {
         Column(
             "penalty_hours",
             "PE-hours",
-            "Multi-resource penalty usage (seed 000): processor equivalents x normalized wall hours, where priced.",
+            "Multi-resource penalty usage (Klusáček & Rudová 2015): processor equivalents x normalized wall hours,"
+            " where priced.",
         ),
         Column(
             "cpu_only_hours",
@@ -164,7 +169,7 @@ COLUMNS: dict[str, Column] = {
         Column(
             "billed_core_hours",
             "core-hours",
-            "Cores billed (held plus the node's shared idle cores, seed 003) x hours.",
+            "Cores billed (held plus the node's shared idle cores, Andrijauskas et al. 2023) x hours.",
         ),
         Column(
             "billed_memory_gib_hours", "GiB-hours", "Memory billed (held plus the node's shared idle memory) x hours."
@@ -175,7 +180,7 @@ COLUMNS: dict[str, Column] = {
         Column(
             "overhead_cu_hours",
             "CU-hours",
-            "True overhead: canonical units idle in every resource at once x hours (seed 003).",
+            "True overhead: canonical units idle in every resource at once x hours (Andrijauskas et al. 2023).",
         ),
         Column(
             "overhead_cu_hours_fitting_idle",

@@ -1,4 +1,5 @@
-"""Proportional billing (seed 003, section 3.3).
+"""Proportional billing (Andrijauskas et al. 2023, "Defining a canonical unit for accounting
+purposes", section 3.3).
 
 The true overhead of a node is the provider's loss: it is never billed. Everything else on
 the node is shared by the jobs running there in proportion to what each was allocated, per

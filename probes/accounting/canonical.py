@@ -1,4 +1,5 @@
-"""Canonical units and the true overhead of a node (seed 003, sections 3 and 4).
+"""Canonical units and the true overhead of a node (Andrijauskas et al. 2023, "Defining a
+canonical unit for accounting purposes", sections 3 and 4).
 
 A *canonical unit* (CU) is a threshold per resource, e.g. ``{cpus: 1, memory: 2048}`` for CPU
 nodes or ``{gpus: 1}`` for GPU nodes. The *true overhead* of a node is the number of whole CUs
@@ -10,7 +11,7 @@ Leftovers idle in one dimension only (all cores busy, memory free) are not overh
 could have used them.
 
 Units are HTCondor's throughout: cpus = cores, memory = MiB, disk = KiB, gpus = devices
-(seed 003's "2 GB" is taken as 2048 MiB, HTCondor's memory unit).
+(the paper's "2 GB" is taken as 2048 MiB, HTCondor's memory unit).
 """
 
 from __future__ import annotations

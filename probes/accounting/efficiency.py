@@ -1,8 +1,9 @@
-"""Efficiency by resource set, and the capacity lost to hardware drift (seed 001).
+"""Efficiency by resource set, and the capacity lost to hardware drift (Jackson et al. 2001,
+"Improving cluster utilization through set based allocation policies").
 
 A *resource set* is the nodes that share a value of an attribute the operator names (CPU
 model, a speed band, site, any startd attribute), as Maui's NODESET groups them. Per set,
-with Maui's definitions (seed 001, section 3, after Experiment 1's setup):
+with Maui's definitions (Jackson et al. 2001, section 3, after Experiment 1's setup):
 
     scheduling efficiency = resources dedicated to jobs / resources available
     job efficiency        = resources used by jobs / resources dedicated to jobs
@@ -10,7 +11,8 @@ with Maui's definitions (seed 001, section 3, after Experiment 1's setup):
 
 Scheduling efficiency comes from the slot snapshots, in cores (core-seconds dedicated over
 core-seconds present) and in canonical units (CU-seconds a node could hold, less its true
-overhead: what nobody could have used is the loss, seed 003). Job efficiency comes from the
+overhead: what nobody could have used is the loss, Andrijauskas et al. 2023, "Defining a canonical
+unit for accounting purposes"). Job efficiency comes from the
 completed jobs, CPU time over cores x walltime, summed before dividing so that it is
 "a job size-duration weighted job efficiency value" as Maui reports it.
 
@@ -18,7 +20,7 @@ Everything is computed in two steps: sums per set (:func:`slot_sums`, :func:`job
 which add up across chunks of a year of records or come straight from a store's
 aggregations, then the ratios (:func:`efficiency_table`).
 
-*Drift* (seed 001, section 1): a parallel job that is not self-balancing runs at the pace of
+*Drift* (Jackson et al. 2001, section 1): a parallel job that is not self-balancing runs at the pace of
 its slowest node, so on a node of speed s_i a job whose slowest node has speed s_min is
 useful for s_min / s_i of its walltime; the rest of the cores x walltime it holds there is
 lost to drift (:func:`drift_loss`). A job is *mixed* when its nodes are in more than one set.
@@ -82,7 +84,7 @@ def _sum_by_set(table: pd.DataFrame, by: str | None, input_name: str, columns: d
 
 def capacity_cu(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.Series:
     """How many canonical units each slot holds when empty: its true overhead with nothing
-    allocated (seed 003's formula on the totals). ``slots`` needs what
+    allocated (Andrijauskas et al. 2023's formula on the totals). ``slots`` needs what
     :func:`~probes.accounting.canonical.true_overhead` needs."""
     empty = slots.assign(
         **{f"unallocated_{r}": slots[f"total_{r}"] for r in RESOURCES if f"total_{r}" in slots.columns}

@@ -1,7 +1,8 @@
 """The fairness of the share itself: demand against allocation per credential and time bucket,
-Jain's index and starvation (seed 002).
+Jain's index and starvation (Sedighi et al. 2014, "Fairness of task scheduling in high
+performance computing environments").
 
-Seed 002 shows that a queue-proportional share (its formula 2.1) can be gamed: a user who
+The paper shows that a queue-proportional share (its formula 2.1) can be gamed: a user who
 bursts tasks into the queue takes the pool, and the others are *temporally starved*: they
 have work waiting and get nothing (or next to nothing) while others are served. This module
 measures that on any pair of tables saying, at instants, who holds how many cores and who
@@ -11,16 +12,16 @@ waits for how many:
   as fairshare windows do) and credential: mean cores allocated and mean idle cores
   requested over the bucket's snapshots;
 - ``served`` = allocation / (allocation + demand): the part of what a credential wanted that
-  it got (1 when nothing waits). Seed 002's "allocation / demand" with the demand counted
+  it got (1 when nothing waits). The paper's "allocation / demand" with the demand counted
   as what was wanted at all, so that a credential with nothing idle is not a division by 0;
 - its equal share of what the pool delivered in the bucket (allocation of all / number of
   active credentials), and ``starved``: demand > 0, allocation <= ``fraction`` x share and
-  some other credential allocated. ``fraction = 0`` is the seed's "got nothing";
+  some other credential allocated. ``fraction = 0`` is the paper's "got nothing";
 - Jain's index (Jain, Chiu, Hawe 1984), ``J(x) = (sum x)^2 / (n sum x^2)``, 1 when all n
   values are equal and 1/n when one takes everything, over the active credentials of a
   bucket, once of ``served`` and once of the allocation itself. A queue-proportional share
   gives every credential the same ``served`` (J = 1) however unequal the allocations are:
-  that is the seed's "false sense of fairness", and why both are reported.
+  that is the paper's "false sense of fairness" (section 7), and why both are reported.
 
 Units: cores (``cpus``), times UNIX seconds (UTC), durations seconds.
 """

@@ -1,4 +1,5 @@
-"""Maui-style fairshare: usage per credential in decaying windows, targets, caps (seed 004, 6.3).
+"""Maui-style fairshare: usage per credential in decaying windows, targets, caps (Maui Admin
+Guide: Adaptive Computing, "Maui Scheduler Administrator's Guide", section 6.3 "Fairshare").
 
 Time is cut into windows of ``interval_s`` seconds that start at multiples of the interval
 (UNIX time), as Maui rolls its windows. Window 0 is the one holding ``at`` and ends there;
@@ -6,7 +7,7 @@ window n started n intervals earlier. ``depth`` windows count, weighted by ``dec
 
     effective(c) = sum_n d^n U_c[n] / sum_n d^n Total[n]
 
-``Total[n]`` is the usage of every job in window n, credentialed or not: as the seed says,
+``Total[n]`` is the usage of every job in window n, credentialed or not: as the guide says (6.3.2.3),
 usage is relative to what the system delivered, not to what it could have. A job is spread
 evenly over ``[end - walltime, end]``: one that spans a window boundary contributes to each
 window in proportion to its time in it, and only its part before ``at`` counts.
@@ -16,8 +17,10 @@ The usage metric is a policy choice (Maui's FSPOLICY):
 - ``dedicated_ps``: cores dedicated x walltime (requested cores, over all nodes);
 - ``dedicated_pes``: processor equivalents (Moab's, against the pool) x walltime;
 - ``utilized_ps``: CPU time used;
-- ``mrpe``: the multi-resource penalty usage of seed 000 (walltime x speed x penalty);
-- ``billed``: canonical billing (seed 003): not available yet, bills are not stored per job.
+- ``mrpe``: the multi-resource penalty usage of Klusáček & Rudová 2015, "Multi-resource aware
+  fairsharing for heterogeneous systems" (walltime x speed x penalty);
+- ``billed``: canonical billing (Andrijauskas et al. 2023, "Defining a canonical unit for
+  accounting purposes"): not available yet, bills are not stored per job.
 
 Targets are percentages of the total, per credential, in Maui's FSTARGET syntax: ``20``
 (target), ``20+`` (floor: only raises priority), ``20-`` (cap: only lowers it), and the hard

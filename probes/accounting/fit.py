@@ -1,4 +1,5 @@
-"""The idle-job cross-check of true overhead (seed 003, section 3.1).
+"""The idle-job cross-check of true overhead (Andrijauskas et al. 2023, "Defining a canonical
+unit for accounting purposes", section 3.1).
 
 Overhead is expected when nothing in the queue could use it. Overhead on a slot where some
 idle job would fit points instead at the scheduler or the provisioner (reservations,

@@ -1,4 +1,5 @@
-"""Overhead histograms (seed 003, section 3.1).
+"""Overhead histograms (Andrijauskas et al. 2023, "Defining a canonical unit for accounting
+purposes", section 3.1).
 
 Aggregates of true overhead hide *how* it is spread: many slots with one CU each is a
 different problem from a few empty glideins. So slots are counted by their overhead in CU,

@@ -1,4 +1,5 @@
-"""The machine inventory that penalties are priced against (seed 000, section 3).
+"""The machine inventory that penalties are priced against (Klusáček & Rudová 2015,
+"Multi-resource aware fairsharing for heterogeneous systems", section 3).
 
 A *machine class* is a set of identical nodes: the resources of one node, how many such nodes
 there are, the node cost and speed of the class, the properties a job can pin (e.g. a cluster

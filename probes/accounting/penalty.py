@@ -1,4 +1,5 @@
-"""The multi-resource fairshare penalty of a job, and the metrics it replaces (seed 000, 3).
+"""The multi-resource fairshare penalty of a job, and the metrics it replaces (Klusáček & Rudová
+2015, "Multi-resource aware fairsharing for heterogeneous systems", section 3).
 
 For the k-th node request of job j and a machine class i (formula 7):
 
@@ -12,7 +13,7 @@ classes on which the request fits, times the cost of the job's queue (formula 8)
 A request *fits* a class when every requested resource (cores, memory, disk, GPUs) is at most
 the class's and every pinned property matches (see :func:`pin_mask`). An exclusive request
 (a whole node) costs ``avail_i,cpus * node_cost_i``. The resources in the max are cores and
-memory by default; GPUs may be added with a relaxation weight ``w_gpus`` (seed 000, section
+memory by default; GPUs may be added with a relaxation weight ``w_gpus`` (the paper's section
 5: a job holding all GPUs of a node does not stop others from using its cores); every other
 weight is 1. Each node of a request is priced on its own, as formula 8 does: the number of
 nodes in a class is not a constraint, which keeps the price independent of what else runs.

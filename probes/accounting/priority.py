@@ -45,8 +45,10 @@ value the fairshare asks for, the value to set (bounded), and ``set``, ``unchang
 
 USAGE_METRICS = ("cpu_only", "penalty", "billed")
 """What ``priority compare`` puts beside the negotiator's usage, per credential, in hours:
-``cpu_only`` (core-hours: what the default ``SLOT_WEIGHT = Cpus`` charges), ``penalty`` (seed
-000's PE-hours) and ``billed`` (seed 003's billed core-hours: held cores plus the node's shared
+``cpu_only`` (core-hours: what the default ``SLOT_WEIGHT = Cpus`` charges), ``penalty`` (the
+PE-hours of Klusáček & Rudová 2015, "Multi-resource aware fairsharing for heterogeneous
+systems") and ``billed`` (the billed core-hours of Andrijauskas et al. 2023, "Defining a canonical
+unit for accounting purposes": held cores plus the node's shared
 idle ones)."""
 
 

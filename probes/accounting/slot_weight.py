@@ -5,11 +5,13 @@ HTCondor lets ``SLOT_WEIGHT`` use only the slot's ``Cpus`` (cores), ``Memory`` (
 ``Disk`` (KiB). fairacct's metrics charge a node request, per second of its wall time, a
 *rate*:
 
-- ``penalty`` (seed 000): ``queue_cost x speed x PE``, PE being its price on the cheapest class
+- ``penalty`` (Klusáček & Rudová 2015, "Multi-resource aware fairsharing for heterogeneous
+  systems"): ``queue_cost x speed x PE``, PE being its price on the cheapest class
   it fits, ``max over r of w_r x req_r / avail_i,r x avail_i,cpus x node_cost_i``;
 - ``standard-job``: ``speed x max over r of req_r / standard_r``;
-- ``billed`` (seed 003): the share of its node an allocation was billed, priced as the penalty
-  prices a request, ``max over r of billed_r / total_r x total_cpus`` (see :func:`billed_samples`).
+- ``billed`` (Andrijauskas et al. 2023, "Defining a canonical unit for accounting purposes"): the
+  share of its node an allocation was billed, priced as the penalty prices a request,
+  ``max over r of billed_r / total_r x total_cpus`` (see :func:`billed_samples`).
 
 On one machine class these are a max of linear terms, so the weight is sought in that form:
 
@@ -22,11 +24,12 @@ see) no weight of that form is exact in general: the coefficients then minimize 
 charged to the wrong requests, ``sum of count x walltime x |weight - rate|`` (node-seconds
 weigh: the long and wide requests that make most of the usage count most; an absolute error,
 not a squared one, so that a few whole-node requests cannot pull every other job's weight
-off: least squares left 97 % of wagap's jobs more than 5 % off, this fit 4.6 %). The fit alternates two
-exact steps (:func:`fit_slot_weight`): with the coefficients fixed, each sample's term in the
-max is known; with the terms fixed, each coefficient is a weighted median. It starts
-from the best three of the candidates given (each class's exact weight) and each resource's own
-fit, and keeps the best weight it met: a local search, good on the few machine classes of a site.
+off: on the MetaCentrum workload, least squares left almost every job more than 5 % off, this
+fit only a few in a hundred). The fit alternates two exact steps (:func:`fit_slot_weight`):
+with the coefficients fixed, each sample's term in the max is known; with the terms fixed, each
+coefficient is a weighted median. It starts from the best three of the candidates given (each
+class's exact weight) and each resource's own fit, and keeps the best weight it met: a local
+search, good on the few machine classes of a site.
 
 A samples table (what the fit and the error take) has one row per node request: ``job``
 (the job's row position), ``user``, ``count`` (nodes), ``cpus``, ``memory``, ``disk`` (one
@@ -182,7 +185,7 @@ def slot_samples(penalties: Penalties, metric: str, *, policy: PenaltyPolicy) ->
 def billed_samples(
     nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")
 ) -> pd.DataFrame:
-    """The samples of billed allocations (seed 003): one per allocation, ``job`` its row
+    """The samples of billed allocations (Andrijauskas et al. 2023): one per allocation, ``job`` its row
     position in ``bills``, ``walltime_s`` its ``interval_s`` and ``rate`` the share of its node
     it was billed, in cores, ``max over r in resources of billed_r / total_r x total_cpus``
     (``resources``: those the penalty prices, of cpus, memory, disk): what its bill would cost
@@ -301,7 +304,8 @@ def fit_slot_weight(
     together = [np.sum(alone, axis=0)] if len(alone) > 1 else []
     candidates = [np.where(used, s.coefficients(), 0.0) for s in starts] + together + alone
     # a descent sorts the samples a few times per round: only from the best few starts (on a
-    # million distinct requests, 50 classes' starts took 29 CPU-s, the best 3 take 2)
+    # million distinct requests, descending from all of 50 classes' starts took over ten times the
+    # CPU, for the same weight: bench_usage.py)
     losses = [_loss(x, y, w, c) for c in candidates]
     for i in sorted(range(len(candidates)), key=lambda i: (losses[i], i))[:_DESCENTS]:
         _, c = _descend(x, y, w, candidates[i])

@@ -1,5 +1,7 @@
-"""The configuration and the sources meet seeds 001 and 002: efficiency by resource set,
-the fairness of a snapshot's share, and the what-if emulator's inputs from a workload log.
+"""The configuration and the sources meet Jackson et al. 2001, "Improving cluster utilization
+through set based allocation policies", and Sedighi et al. 2014, "Fairness of task scheduling in
+high performance computing environments": efficiency by resource set, the fairness of a
+snapshot's share, and the what-if emulator's inputs from a workload log.
 
 The math is in :mod:`probes.accounting.efficiency`, :mod:`probes.accounting.fairness` and
 :mod:`probes.accounting.lab`; here the tables the readers give are shaped for it.
@@ -54,7 +56,7 @@ def efficiency_report(
 ) -> pd.DataFrame:
     """Scheduling, job and system efficiency (cores and canonical units) per set ``by`` of
     slots with their true overhead (a snapshot's accounting, or slot records) and the
-    completed jobs (seed 001), summed in memory; a store's records are summed by the store
+    completed jobs (Jackson et al. 2001), summed in memory; a store's records are summed by the store
     (:mod:`probes.pipeline.stored_efficiency`)."""
     slots = slots.assign(capacity_cu=capacity_cu(slots, canonical_units(config.partitions)))
     if by is not None and by not in slots.columns:
@@ -72,7 +74,7 @@ UNKNOWN = "(unknown)"
 
 @dataclass
 class DriftReport:
-    """Drift (seed 001) in a job history: ``nodes``, one row per job and slot it held (see
+    """Drift (Jackson et al. 2001) in a job history: ``nodes``, one row per job and slot it held (see
     :func:`~probes.accounting.efficiency.drift_loss`, with ``job_id``, ``user``, ``host``
     and ``startd``); ``sets`` and ``users``, :func:`~probes.accounting.efficiency.drift_by` of them;
     ``summary``, one row over all jobs; ``notes``, what was assumed and how often."""
@@ -126,7 +128,7 @@ def _startd_values(startd: np.ndarray, slots: pd.DataFrame, columns: list[str]) 
 
 
 def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, speed_attribute: str = "") -> DriftReport:
-    """What hardware drift cost the jobs of a history (seed 001, section 1).
+    """What hardware drift cost the jobs of a history (Jackson et al. 2001, section 1).
 
     ``jobs``: the jobs table: ``hosts`` (the comma-separated slots a job held; else ``host``),
     ``user``, ``cpus`` (cores per node: HTCondor gives each of a parallel job's nodes its
@@ -236,7 +238,7 @@ class FairnessReport:
 def fairness_report(
     allocations: pd.DataFrame, idle: pd.DataFrame | None, *, bucket_s: float, by: str = "user", fraction: float = 0.0
 ) -> FairnessReport:
-    """Seed 002's measures on a snapshot's allocations and idle autoclusters (every idle job
+    """Sedighi et al. 2014's measures on a snapshot's allocations and idle autoclusters (every idle job
     counts as waiting at the latest ``observed_at`` of the allocations)."""
     if by != "user":
         raise ConfigError(f"fairness by {by!r}: idle autoclusters name users only; use by user")

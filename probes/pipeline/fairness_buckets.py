@@ -1,4 +1,5 @@
-"""The probe's ``fairness`` records: each snapshot with idle demand adds to its bucket (seed 002).
+"""The probe's ``fairness`` records: each snapshot with idle demand adds to its bucket
+(Sedighi et al. 2014, "Fairness of task scheduling in high performance computing environments").
 
 A bucket (``[fairness] bucket_s`` seconds, starting at multiples of it) holds many snapshots,
 and the probe sees them one at a time. The bucket's running sums, per user, of the cores

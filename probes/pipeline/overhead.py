@@ -120,10 +120,11 @@ def _incomplete(slots: pd.DataFrame) -> pd.Series:
 
 
 def _overhead_room(slots: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.DataFrame:
-    """The slots with what an idle job may take for the cross-check: seed 003 asks whether
-    jobs "that request less than 2 CPUs and 4 GB of memory, i.e. 2 canonical units" were
-    waiting, so a resource of the definition offers its true overhead (k units), the others
-    what is unallocated. A slot without a partition offers what is unallocated."""
+    """The slots with what an idle job may take for the cross-check: Andrijauskas et al. 2023,
+    "Defining a canonical unit for accounting purposes" (section 3.1), ask whether jobs "that
+    request less than 2 CPUs and 4 GB of memory, i.e. 2 canonical units" were waiting,
+    so a resource of the definition offers its true overhead (k units), the others what is
+    unallocated. A slot without a partition offers what is unallocated."""
     room = slots.copy()
     for name, unit in units.items():
         rows = (slots["partition"] == name).fillna(False).to_numpy(dtype=bool)

@@ -1,4 +1,5 @@
-"""Efficiency by resource set of the records a store holds, summed by the store (seed 001).
+"""Efficiency by resource set of the records a store holds, summed by the store (Jackson et al.
+2001, "Improving cluster utilization through set based allocation policies").
 
 The efficiency math (:mod:`probes.accounting.efficiency`) needs sums per set, so the store
 computes them with :meth:`~collector.sinks.base.Sink.aggregate` (SQL ``GROUP BY`` in the

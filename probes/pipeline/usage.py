@@ -182,9 +182,9 @@ def _evaluate(expression: str, ads: list[classad2.ClassAd]) -> np.ndarray:
 def price_jobs(
     jobs: pd.DataFrame, machines: pd.DataFrame, config: ProbeConfig, *, requests: pd.DataFrame | None = None
 ) -> Penalties:
-    """Every job priced against the machine classes under ``[penalty]`` (seed 000). A speed
-    expression is evaluated in slot ads, not in job ads: a job's speed is then its host's
-    class's."""
+    """Every job priced against the machine classes under ``[penalty]`` (Klusáček & Rudová 2015,
+    "Multi-resource aware fairsharing for heterogeneous systems"). A speed expression is
+    evaluated in slot ads, not in job ads: a job's speed is then its host's class's."""
     if config.machines.speed_expression.strip():
         jobs = jobs.assign(speed=np.nan)
     return job_penalties(jobs, machines, config.penalty_policy(), requests=requests)
@@ -192,7 +192,7 @@ def price_jobs(
 
 def priced_usage(jobs: pd.DataFrame, machines: pd.DataFrame | None, config: ProbeConfig) -> pd.DataFrame:
     """The jobs with ``penalty_usage`` and ``cpu_only_usage``: their usage under the penalty
-    and under the cores-only metric it replaces (seed 000, formulas 9 and 1), both
+    and under the cores-only metric it replaces (Klusáček & Rudová 2015, formulas 9 and 1), both
     ``walltime x speed x metric`` in PE-seconds, priced against ``machines`` under ``[penalty]``.
     Without machine classes (no snapshot yet) the jobs are returned as they are: their records
     then carry neither, and summaries count 0 for them."""
@@ -290,7 +290,7 @@ def fairshare_report(inputs: UsageInputs, config: ProbeConfig, *, at: float | No
 
 
 def fs_files(result: FairshareResult) -> dict[str, str]:
-    """The text of Maui's ``FS.<epoch>`` file of each window (seed 004, 6.3.2.3): a header,
+    """The text of Maui's ``FS.<epoch>`` file of each window (Maui Admin Guide, 6.3.2.3): a header,
     a line ``<Type> <name> <usage>`` per credential with usage in the window, then ``TOTAL``.
     Names are written without whitespace (spaces become '_'), as Maui reads them."""
     out: dict[str, str] = {}

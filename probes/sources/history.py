@@ -155,7 +155,8 @@ def iter_history(
 
 # Chunks (~570 jobs each) are joined up to this many rows before they become a table: a table
 # costs milliseconds whatever its length (pandas' checks of 35 columns). Larger parts trade
-# memory for CPU: 8,000 rows took ~8 % less CPU for 200,000 jobs and ~12 MB more at the peak.
+# memory for CPU: four times these rows took several percent less CPU on a long history, for
+# some MB more at the peak (bench_cli.py).
 _FRAME_ROWS = 2_000
 
 

@@ -1,9 +1,12 @@
-"""The lab: small, fast simulators of the two papers that have no pool to measure.
+"""The lab: small, fast simulators of the two papers that have no pool to measure (cited in full
+in :mod:`probes.accounting`'s References).
 
-- :mod:`~probes.accounting.lab.loads`: seed 002's submission strategies S1..S8 and cases.
+- :mod:`~probes.accounting.lab.loads`: the submission strategies S1..S8 and cases of Sedighi et al.
+  2014, "Fairness of task scheduling in high performance computing environments".
 - :mod:`~probes.accounting.lab.share`: how a slot's nodes are shared: formula 2.1, Maui's fairshare.
 - :mod:`~probes.accounting.lab.simulate`: the cases under each policy, Table 2.1, starvation.
-- :mod:`~probes.accounting.lab.whatif`: seed 001's node-allocation policies on a heterogeneous cluster.
+- :mod:`~probes.accounting.lab.whatif`: the node-allocation policies of Jackson et al. 2001, "Improving
+  cluster utilization through set based allocation policies", on a heterogeneous cluster.
 """
 
 from __future__ import annotations

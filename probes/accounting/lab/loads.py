@@ -1,4 +1,5 @@
-"""Seed 002's submission strategies S1..S8 and its cases 1, 2, 2a, 3, 4 and 5 (section 5).
+"""The submission strategies S1..S8 and the cases 1, 2, 2a, 3, 4 and 5 (section 5) of
+Sedighi et al. 2014, "Fairness of task scheduling in high performance computing environments".
 
 A strategy is the number of tasks a user submits in each time slot t = 1 .. ``slots``
 (Tables 5.1-5.6), with L_1 = 1000 tasks per slot the normal load and L_0 = 1:
@@ -17,7 +18,7 @@ S8     delayed             L_8(t) = L_1 for t >= b (a <= b), else 0
 Tasks are whole: each slot's load is rounded to the nearest integer (so that sin(pi) = 1e-16
 submits nothing), and no user submits more than T_max = 100,000 tasks in all (section 6).
 
-The seed leaves the burst window (a, b) of cases 1 and 5 open. Case 1 says the burst user
+The paper leaves the burst window (a, b) of cases 1 and 5 open. Case 1 says the burst user
 "submits the same number of tasks [as the normal user] in a much shorter time frame", and
 Figure 6.2 shows the shift within t = 1..20: we take a = 10, b = 21 (t = 11..20, 10 slots
 of 10,000 = 100,000 = T_max). Case 5 says the early riser submits in "1/10 of the total
@@ -80,7 +81,7 @@ def strategy_load(strategy: str, slots: int = SLOTS, *, t_max: int = T_MAX, **pa
 
 @dataclass(frozen=True)
 class Case:
-    """One of seed 002's cases: its users' strategies (user -> (strategy, parameters))."""
+    """One of Sedighi et al. 2014's cases: its users' strategies (user -> (strategy, parameters))."""
 
     name: str
     title: str
@@ -104,7 +105,7 @@ CASES: Mapping[str, Case] = MappingProxyType(
         )
     }
 )
-"""Seed 002's cases by name. The seed says it modeled eight cases and describes these six."""
+"""Sedighi et al. 2014's cases by name. The paper says it modeled eight cases and describes these six."""
 
 
 def case_loads(case: Case, slots: int = SLOTS, *, t_max: int = T_MAX) -> tuple[list[str], npt.NDArray[np.int64]]:

@@ -1,9 +1,12 @@
-"""How the lab's scheduler shares its nodes in a time slot: seed 002's queue-proportional
-allocator (formula 2.1) and Maui's decaying fairshare with targets (seed 004), whose usage
-metric may be the multi-resource penalty (seed 000).
+"""How the lab's scheduler shares its nodes in a time slot: the queue-proportional allocator
+(formula 2.1) of Sedighi et al. 2014, "Fairness of task scheduling in high performance
+computing environments", and Maui's decaying fairshare with targets (Maui Admin Guide: Adaptive
+Computing, "Maui Scheduler Administrator's Guide", 6.3), whose usage metric may be the
+multi-resource penalty (Klusáček & Rudová 2015, "Multi-resource aware fairsharing for
+heterogeneous systems").
 
 An allocator is called once per slot with every user's queue (tasks waiting, whole) and
-returns the nodes each gets; a task takes one node for one slot (seed 002, section 6).
+returns the nodes each gets; a task takes one node for one slot (Sedighi et al. 2014, section 6).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class Allocator:
 
 
 class QueueProportional(Allocator):
-    """Seed 002's scheduler: formula 2.1 rounded down to whole nodes (Table 2.1: 0.60 -> 0,
+    """Sedighi et al. 2014's scheduler: formula 2.1 rounded down to whole nodes (Table 2.1: 0.60 -> 0,
     5.40 -> 5), never more than a user's queue; the remainder stays idle for the slot, and
     nothing but the current queues counts ("the decision is not made based on any
     historical data")."""
@@ -49,7 +52,7 @@ class QueueProportional(Allocator):
 
 @dataclass
 class MauiFairshare(Allocator):
-    """Maui's fairshare (seed 004, 6.3) as a slot scheduler.
+    """Maui's fairshare (Maui Admin Guide, 6.3) as a slot scheduler.
 
     Usage is kept per user in ``depth`` windows of ``interval`` slots, weighted by ``decay
     ** n``; ``effective = sum_n d^n U[n] / sum_n d^n Total[n]`` and the priority is ``target
@@ -58,7 +61,7 @@ class MauiFairshare(Allocator):
     usage is charged at once, as a job's is while it runs: the result is the water-filling
     a priority queue with running usage converges to. ``costs``: usage charged per task
     and slot for each user (1: dedicated processor-slots, Maui's DEDICATEDPS; the penalty
-    of the user's task shape: seed 000's metric).
+    of the user's task shape: Klusáček & Rudová 2015's metric).
     """
 
     users: Sequence[str]

@@ -1,11 +1,12 @@
-"""The lab's simulator: seed 002's loads through an allocator, slot by slot, and what each
-user got (section 5, formula 5.1; section 6's conditions).
+"""The lab's simulator: the loads of Sedighi et al. 2014, "Fairness of task scheduling in high
+performance computing environments", through an allocator, slot by slot, and what each user
+got (section 5, formula 5.1; section 6's conditions).
 
 The queue of user c at the start of slot t holds what it submitted and has not yet run:
 
     Q_c(t) = Q_c(t - 1) - r_c(t - 1) + L_c(t)
 
-Seed 002 prints formula 5.1 as ``Q(t) = L(t - 1) + L(t) - r(t - 1)``, which forgets every
+The paper prints formula 5.1 as ``Q(t) = L(t - 1) + L(t) - r(t - 1)``, which forgets every
 task older than one slot; its own Table 2.1 (queue 90 at t1, 5 run, 85 at t2 with nothing
 submitted) follows the recursion above, so the lab follows the table. Scheduling takes place
 at the start of a slot, every task runs in one slot, and users submit in slots 1..100; the
@@ -34,7 +35,7 @@ from probes.accounting.penalty import job_penalties
 __all__ = ["CAPACITY", "POLICIES", "LabRun", "run_case", "run_lab", "simulate", "table_2_1", "task_penalties"]
 
 CAPACITY = 500
-"""Nodes of the lab's pool (seed 002, section 2, assumption 4)."""
+"""Nodes of the lab's pool (Sedighi et al. 2014, section 2, assumption 4)."""
 _MAX_SLOTS = 1_000_000
 
 
@@ -70,10 +71,11 @@ def simulate(
 
 
 def table_2_1() -> pd.DataFrame:
-    """Seed 002's Table 2.1: c1 and c2 with 10 and 90 tasks waiting, R = 6 nodes, two slots.
+    """Table 2.1 of Sedighi et al. 2014: c1 and c2 with 10 and 90 tasks waiting, R = 6 nodes, two
+    slots.
 
     One row per user and slot: ``user``, ``t``, ``queue``, ``share`` (formula 2.1 before
-    rounding) and ``nodes``. The seed prints the shares cut (not rounded) to two decimals:
+    rounding) and ``nodes``. The paper prints the shares cut (not rounded) to two decimals:
     0.60, 5.40 at t1 and 0.63, 5.36 (5.368...) at t2; the nodes are 0 and 5 both times."""
     loads = np.array([[10, 0], [90, 0]], dtype=np.int64)
     queues, allocated = simulate(loads, QueueProportional(), capacity=6)
@@ -94,7 +96,8 @@ def table_2_1() -> pd.DataFrame:
 
 
 def task_penalties(shapes: Mapping[str, Mapping[str, float]], node: Mapping[str, float]) -> dict[str, float]:
-    """Seed 000's penalty of one task of each user (its ``cpus`` cores and ``memory`` MiB) on
+    """The penalty (Klusáček & Rudová 2015, "Multi-resource aware fairsharing for heterogeneous
+    systems") of one task of each user (its ``cpus`` cores and ``memory`` MiB) on
     the lab's node class (``cpus``, ``memory``), for one slot: the usage a fairshare with the
     multi-resource metric charges per task."""
     users = list(shapes)
@@ -111,7 +114,7 @@ def task_penalties(shapes: Mapping[str, Mapping[str, float]], node: Mapping[str,
     return dict(zip(users, usage.tolist()))
 
 
-# The lab's task: one core and 2 GiB on one-core 4 GiB nodes, for every user as the seed's
+# The lab's task: one core and 2 GiB on one-core 4 GiB nodes, for every user as the paper's
 # tasks are all alike; a case may give users other shapes.
 _TASK = MappingProxyType({"cpus": 1.0, "memory": 2048.0})
 _NODE = MappingProxyType({"cpus": 1.0, "memory": 4096.0})
@@ -128,7 +131,7 @@ POLICIES: Mapping[str, PolicyFactory] = MappingProxyType(
 )
 """Policy name -> allocator for a case's users and task shapes: formula 2.1; Maui's
 fairshare charging dedicated node-slots (equal targets, 8 windows of 10 slots, decay 0.5);
-the same charging seed 000's penalty of each user's task shape."""
+the same charging Klusáček & Rudová 2015's penalty of each user's task shape."""
 
 
 @dataclass

@@ -1,16 +1,17 @@
-"""The what-if emulator of seed 001: a workload replayed on a heterogeneous cluster under
-node-allocation policies, run times scaled by the slowest allocated node.
+"""The what-if emulator of Jackson et al. 2001, "Improving cluster utilization through set based
+allocation policies": a workload replayed on a heterogeneous cluster under node-allocation
+policies, run times scaled by the slowest allocated node.
 
 The cluster is a list of resource sets (``set``, ``speed``, ``cores``); the cores of a set
 are interchangeable (how they are packed into nodes is not modelled). Jobs arrive at
 ``submit`` asking for ``cores`` for ``runtime_s`` seconds *at* ``reference_speed``; on cores
-whose slowest speed is s a job runs ``runtime_s * reference_speed / s`` (seed 001, section 3:
+whose slowest speed is s a job runs ``runtime_s * reference_speed / s`` (the paper's section 3:
 "job run times were linearly scalable with the minimum processor speed of the nodes
 allocated"). The scheduler is first-come first-served with greedy backfill: at each start
 or end it walks the first ``window`` waiting jobs in submission order and starts every one
 the policy can place now.
 
-Policies (seed 001, section 2 and Experiments 2-4):
+Policies (the paper's section 2 and Experiments 2-4):
 
 ==================  ===================================================================
 ``no_sets``         any free cores, sets in the listed order: jobs span sets freely
@@ -28,7 +29,7 @@ once enough cores are free, and is counted in ``oversize``.
 Scheduling efficiency is dedicated / available core-seconds over [first submission, last
 end]; job efficiency is the useful part of the dedicated core-seconds, the rest being lost
 to drift (:func:`probes.accounting.efficiency.drift_loss`); system efficiency their product.
-These are the seed's processor-second measures: a core-second of a slow node counts as
+These are the paper's processor-second measures: a core-second of a slow node counts as
 much as one of a fast node, so when the cluster is lightly loaded (the horizon fixed by the
 workload, not by the policy) a policy that puts jobs on slow cores looks *more* efficient.
 ``delivered`` is the speed-weighted counterpart: the work done (cores x run time at the
@@ -251,7 +252,7 @@ def whatif(
 
 
 def generate_cluster(seed: int = 1) -> pd.DataFrame:
-    """A heterogeneous cluster like seed 001's ICEBox in May 2001: nine processor-speed sets
+    """A heterogeneous cluster like Jackson et al. 2001's ICEBox in May 2001: nine processor-speed sets
     from 350 MHz to 1.33 GHz, 16 to 48 processors each (uniform, ``numpy.random.default_rng(seed)``)."""
     rng = np.random.default_rng(seed)
     speeds = [350, 400, 450, 500, 550, 700, 800, 1000, 1330]
@@ -262,7 +263,7 @@ def generate_cluster(seed: int = 1) -> pd.DataFrame:
 def generate_workload(
     cluster: pd.DataFrame, n_jobs: int = 3000, *, seed: int = 1, days: float = 30.0, pinned_share: float = 0.5
 ) -> pd.DataFrame:
-    """A workload like seed 001's trace (Figure 1): ``n_jobs`` arrivals uniform over ``days``,
+    """A workload like Jackson et al. 2001's trace (Figure 1): ``n_jobs`` arrivals uniform over ``days``,
     sizes log-uniform from 1 to the largest set (the trace's 1-80 processors, capped so that
     every job fits some set, as the paper's mandated runs reach 100 % job efficiency),
     run times log-uniform from 10 minutes to 40 hours at the reference speed, and a share
