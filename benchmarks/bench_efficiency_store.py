@@ -27,13 +27,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._osmem import osmem_server  # noqa: E402
-from benchmarks._verdict import verdict  # noqa: E402
-from collector.records import table_docs  # noqa: E402
-from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
-from probes.config import ProbeConfig  # noqa: E402
-from probes.pipeline.analytics import efficiency_report  # noqa: E402
-from probes.pipeline.stored_efficiency import store_efficiency  # noqa: E402
+from benchmarks._osmem import osmem_server
+from benchmarks._verdict import verdict
+from collector.records import table_docs
+from collector.sinks.sqlite import EmbeddedStore
+from probes.config import ProbeConfig
+from probes.pipeline.analytics import efficiency_report
+from probes.pipeline.stored_efficiency import store_efficiency
 
 START = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 POOL = 2000

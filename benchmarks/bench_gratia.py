@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._verdict import verdict
-
 from collector.gratia import envelope_docs
 from collector.gratia.isotime import duration_seconds, parse_instant
 from collector.gratia.wire import MultiUpdate, decode_rmi

@@ -169,9 +169,9 @@ def _million(distinct: bool) -> dict[str, Any]:
 
 
 def _wagap() -> dict[str, Any]:
+    from probes.cli.usage_views import diagnose_f
     from probes.config import parse_config
     from probes.pipeline.usage import fairshare_report, fs_files, read_usage_inputs
-    from probes.cli.usage_views import diagnose_f
 
     config = parse_config({"fairshare": {"metric": "mrpe", "interval_s": 604800, "depth": 8, "decay": 0.8}})
     began = time.perf_counter()

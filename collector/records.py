@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "record_id", "table_docs", "iso_utc"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "iso_utc", "record_id", "table_docs"]
 
 SCHEMA_VERSION = 1
 

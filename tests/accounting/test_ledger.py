@@ -11,7 +11,6 @@ from probes.accounting.ledger import ledger_add
 from probes.config import parse_config
 from probes.pipeline.records import fairshare_docs
 
-
 W0 = 1795266000.0  # a multiple of 3600
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from probes.accounting import FairsharePolicy, fairshare
 from probes.cli import main
-from probes.config import parse_config
-from probes.sources.history import read_history
-from probes.sources.status import read_status
-from probes.pipeline.usage import alea_machines, fs_files, slot_machines
 from probes.cli.times import parse_time
 from probes.cli.usage_views import diagnose_f
+from probes.config import parse_config
+from probes.pipeline.usage import alea_machines, fs_files, slot_machines
+from probes.sources.history import read_history
+from probes.sources.status import read_status
 
 from ..conftest import DEMO, ROOT
 

@@ -93,7 +93,7 @@ class _Recorder(BaseHTTPRequestHandler):
     requests: list[dict[str, Any]] = []
     status = 200
 
-    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
         answer = (

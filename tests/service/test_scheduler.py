@@ -34,8 +34,8 @@ from probes.accounting.fairshare import job_usage, window_usage
 from probes.cli import main
 from probes.config import ProbeConfig, load_config, parse_config
 from probes.service.health import Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY
 from probes.service.scheduler import ProbeService
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY
 from probes.sources.history import read_history
 
 from ..conftest import DEMO, ROOT

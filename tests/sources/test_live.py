@@ -28,6 +28,7 @@ from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
 from probes.pipeline.cycle import check_sources, live_pool, read_live, run_once
+from probes.sources.checkpoints import checkpoint_key
 from probes.sources.history import read_history
 from probes.sources.live import (
     END_TIME,
@@ -37,7 +38,6 @@ from probes.sources.live import (
     idle_projection,
     slot_projection,
 )
-from probes.sources.checkpoints import checkpoint_key
 from probes.sources.queue import read_idle
 from probes.sources.status import read_status
 

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from osmem_server import OsmemServer
 
-from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.errors import RecordError
 from collector.gratia import envelope_docs
 from collector.gratia.safexml import XmlLimits
+from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 
 from .conftest import PAIRS, copies, envelope, jur, pair

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.errors import ConfigError, SinkError
-from collector.sinks.http import CollectorSink
 from collector.outbox import Outbox
 from collector.sinks import SendResult, open_sink
+from collector.sinks.elasticsearch import ElasticsearchSink
+from collector.sinks.http import CollectorSink
 from collector.sinks.sqlite import EmbeddedStore
 
 from .conftest import Collector, record

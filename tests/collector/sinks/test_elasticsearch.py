@@ -32,12 +32,11 @@ import pandas as pd
 import pytest
 
 import collector.sinks.elasticsearch as es_module
-from collector.sinks.elasticsearch import transport
-from collector.sinks.elasticsearch import ElasticsearchSink, load_templates, monthly_index
 from collector.errors import ConfigError, ElasticsearchError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, table_docs
 from collector.sinks import open_sink
+from collector.sinks.elasticsearch import ElasticsearchSink, load_templates, monthly_index, transport
 
 from ..conftest import start_server, stop_server
 
