@@ -123,7 +123,7 @@ def table_docs(
     iso = {f"{c}_iso": iso_utc(out[c]) for c in spec.time_fields if c in out.columns}
     docs: list[dict[str, Any]] = json.loads(out.to_json(orient="records", double_precision=15))
     stamps = iso[f"{spec.time_field}_iso"]
-    for i, (doc, id_) in enumerate(zip(docs, ids)):
+    for i, (doc, id_) in enumerate(zip(docs, ids, strict=True)):
         for name, values in iso.items():
             doc[name] = values[i]
         doc.update(id=id_, kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps[i])

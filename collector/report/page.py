@@ -125,7 +125,7 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
         bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
     ))  # fmt: skip
     f = t.fairshare
-    labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"])]
+    labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"], strict=True)]
     sections.append(_section(
         "Fairshare against targets",
         "Each credential's decayed effective usage at the last window of the period, beside its target (Maui, seed 004).",

@@ -114,7 +114,7 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
         points = [(LEFT + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        for (x, y), v, label in zip(points, vs, xs):
+        for (x, y), v, label in zip(points, vs, xs, strict=True):
             parts.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"><title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>'
             )

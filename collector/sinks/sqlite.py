@@ -159,7 +159,7 @@ class EmbeddedStore:
             rows = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot aggregate {query.kind} records ({exc})") from exc
-        return [dict(zip(names, row)) for row in rows]
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def index_aggregation(self, query: Aggregation) -> None:
         """A covering index for aggregations of this shape, made once: the period of the

@@ -207,7 +207,7 @@ def _host_hits(host: str, machines: pd.DataFrame) -> npt.NDArray[np.bool_]:
             host in hosts
             or any(h.split(".", 1)[0] == short for h in hosts)
             or str(name).lower() in (stem, short.lower())
-            for name, hosts in zip(machines["name"], machines["hosts"])
+            for name, hosts in zip(machines["name"], machines["hosts"], strict=True)
         ],
         dtype=bool,
     )
@@ -358,7 +358,7 @@ def _cheapest(
     # A share of weight 1 is <= 1 exactly when its term is <= the node's price, so for those
     # resources "fits" is read off the price itself; the others are checked on their own, and
     # only on the requests that ask for more than the smallest class has.
-    in_price = {i for (i, _), w in zip(coefs, policy.weights().values()) if w == 1.0}
+    in_price = {i for (i, _), w in zip(coefs, policy.weights().values(), strict=True) if w == 1.0}
     apart = [i for i in range(len(RESOURCES)) if i not in in_price]
     limit = node * (1 + _FIT_EPS)
     price = np.empty(k)

@@ -123,10 +123,10 @@ def evaluate_ad(ad: classad2.ClassAd, wanted: Wanted, text: str | None = None) -
     without looking further. Raises :class:`EvaluationTimeout` past the budget, ``ValueError``
     if the worker fails."""
     unshadowed = [not any(u in ad for u in shadows) for _, shadows in wanted]
-    names = [name for (name, _), read in zip(wanted, unshadowed) if read]
+    names = [name for (name, _), read in zip(wanted, unshadowed, strict=True) if read]
     if (text is None or needs_guard(text)) and calls_regexp(ad, names):
         return _WORKER.ask(str(ad), True, list(wanted), BUDGET_S)  # str(ad): the new syntax, exactly
-    return [evaluate(ad, name) if read else None for (name, _), read in zip(wanted, unshadowed)]
+    return [evaluate(ad, name) if read else None for (name, _), read in zip(wanted, unshadowed, strict=True)]
 
 
 def evaluate_guarded(text: str, wanted: Wanted) -> list[Any]:

@@ -258,7 +258,7 @@ def _children_known(
     """
     names = ads["Name"]
     children: dict[str, list[int]] = {}
-    for row, name in zip(dynamic.tolist(), parent.tolist()):
+    for row, name in zip(dynamic.tolist(), parent.tolist(), strict=True):
         children.setdefault(name, []).append(row)
     from_lists, incomplete = [], []
     for i in pslots.tolist():

@@ -77,13 +77,15 @@ def test_every_wagap_job_is_priced(wagap: tuple[Path, Path], wagap_penalty: dict
 def test_the_cluster_pins_are_respected(wagap: tuple[Path, Path], wagap_penalty: dict[str, Any]) -> None:
     specs = [line.split()[20] for line in wagap[0].read_text().splitlines()]
     jobs = wagap_penalty["jobs"]
-    zegox = [j for j, spec in zip(jobs, specs) if "cl_zegox" in spec]
-    zewura = [j for j, spec in zip(jobs, specs) if "cl_zewura" in spec and "^cl_zewura" not in spec]
+    zegox = [j for j, spec in zip(jobs, specs, strict=True) if "cl_zegox" in spec]
+    zewura = [j for j, spec in zip(jobs, specs, strict=True) if "cl_zewura" in spec and "^cl_zewura" not in spec]
     assert len(zegox) == 320 and len(zewura) == 575
     assert {tuple(j["priced_on"]) for j in zegox} == {("zegox",)}  # never on zewura, though it may be cheaper
     assert {tuple(j["priced_on"]) for j in zewura} == {("zewura",)}
     # "1:ppn=1:^cl_zewura" and the zegoxNN host pins
-    pinned = [j for j, spec in zip(jobs, specs) if "^cl_zewura" in spec or ":zegox2" in spec or "zegox17" in spec]
+    pinned = [
+        j for j, spec in zip(jobs, specs, strict=True) if "^cl_zewura" in spec or ":zegox2" in spec or "zegox17" in spec
+    ]
     assert pinned and {tuple(j["priced_on"]) for j in pinned} == {("zegox",)}
 
 

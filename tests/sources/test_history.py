@@ -80,7 +80,10 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
     assert set(jobs["group"]) == {"group_cms", "group_atlas", "group_osg"}
     # speed of the host the job ran on, through SYSTEM_JOB_MACHINE_ATTRS: 10.5 CPU node, 15.0 GPU node
     ran = jobs[jobs["host"].notna()]
-    assert set(zip(ran["host"].str.split("@").str[1], ran["speed"])) == {("cpu-node1", 10.5), ("gpu-node1", 15.0)}
+    assert set(zip(ran["host"].str.split("@").str[1], ran["speed"], strict=True)) == {
+        ("cpu-node1", 10.5),
+        ("gpu-node1", 15.0),
+    }
     assert report.rejects == {"JobPrio: expected a string, got number": 12}
 
 

@@ -136,7 +136,8 @@ def emulate(
     size = [int(c) for c in floats(cluster["cores"])]
     if not all(s > 0 for s in speeds) or not all(c > 0 for c in size):
         raise ValueError(
-            f"cluster table: every set needs a speed > 0 and cores > 0, got {list(zip(names, speeds, size))}"
+            "cluster table: every set needs a speed > 0 and cores > 0, "
+            f"got {list(zip(names, speeds, size, strict=True))}"
         )
     reference = float(reference_speed) if reference_speed else float(np.dot(speeds, size) / sum(size))
     order = np.argsort(floats(jobs["submit"]), kind="stable")

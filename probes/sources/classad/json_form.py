@@ -110,9 +110,9 @@ def read_json(
                     raise m.error() from exc
                 report.malformed.append(m)
                 continue
-            for j, value in zip(exprs, got):
+            for j, value in zip(exprs, got, strict=True):
                 values[j] = value
-        for a, v in zip(attrs, values):
+        for a, v in zip(attrs, values, strict=True):
             columns[a.name].append(v)
         lines.append(line)
         if keep_raw:

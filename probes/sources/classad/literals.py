@@ -83,7 +83,7 @@ def convert_literals(
 
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
-            for j, count in zip(*np.unique(attr_j[sel], return_counts=True)):
+            for j, count in zip(*np.unique(attr_j[sel], return_counts=True), strict=True):
                 report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
 
     def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:

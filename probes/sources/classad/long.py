@@ -349,7 +349,8 @@ class _Scanner:
         raw = None
         if self.keep_raw:
             raw = np.array(
-                [data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None],
+                [data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep], strict=True)]
+                + [None],
                 dtype=object,
             )[:-1]
         rows = slice(None) if keep.all() else keep  # views, not copies, in the usual case
@@ -410,7 +411,7 @@ class _Scanner:
             reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
             report.malformed.append(Malformed(path, line, reason, text))
             return None
-        return dict(zip(rows, values))
+        return dict(zip(rows, values, strict=True))
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
         """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines

@@ -28,7 +28,7 @@ def subtree(element: Element) -> list[tuple[object, ...]]:
 
 def shape(document: XmlDocument) -> list[tuple[object, ...]]:
     """:func:`subtree` of the root, each element with its offsets (root and children only)."""
-    return [(*row, document.spans.get(e)) for row, e in zip(subtree(document.root), document.root.iter())]
+    return [(*row, document.spans.get(e)) for row, e in zip(subtree(document.root), document.root.iter(), strict=True)]
 
 
 def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDocument | None, XmlDocument | str]:
@@ -56,7 +56,7 @@ def assert_same(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> XmlD
     if plain is not None:
         assert isinstance(exact, XmlDocument), f"the plain path read what the exact one refuses: {exact}"
         assert shape(plain) == shape(exact)
-        for mine, theirs in zip((plain.root, *plain.root), (exact.root, *exact.root)):
+        for mine, theirs in zip((plain.root, *plain.root), (exact.root, *exact.root), strict=True):
             assert inner_xml(plain, mine) == inner_xml(exact, theirs)
     try:  # the stream gives what parse_xml gives, refusals included
         whole = parse_xml(data, limits)

@@ -40,7 +40,7 @@ def _same(expected: Any, got: Any) -> bool:
     if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected):
         return math.isnan(got)
     if isinstance(expected, list) and isinstance(got, list):
-        return len(expected) == len(got) and all(_same(e, g) for e, g in zip(expected, got))
+        return len(expected) == len(got) and all(_same(e, g) for e, g in zip(expected, got, strict=True))
     return type(expected) is type(got) and expected == got
 
 
@@ -353,7 +353,7 @@ def test_escaped_strings_invalid_utf8_decodes_as_the_whole_ad_would(tmp_path: Pa
     path.write_bytes(b"".join(b'A = "' + b + b'"\n\n' for b in bodies))
     columns, report = read_ads(path, [Attr("A", Kind.STRING)])
     assert report.evaluated == 0 and not report.malformed
-    for body, got in zip(bodies, columns["A"]):
+    for body, got in zip(bodies, columns["A"], strict=True):
         text = (b'A = "' + body + b'"\n').decode("utf-8", "replace")
         assert got == classad2.parseOne(text, classad2.ParserType.Old).eval("A"), body
 

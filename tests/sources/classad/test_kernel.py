@@ -21,7 +21,7 @@ def test_ads_lines_and_values() -> None:
     found = scan(text, ["Owner", "ClusterId", "RequestMemory", "QDate"])
     assert found.n_lines == 7
     assert found.first_line.tolist() == [0, 4] and not found.odd.any()
-    assert [text[b:e] for b, e in zip(found.begin, found.end)] == [text[:31], text[43:]]
+    assert [text[b:e] for b, e in zip(found.begin, found.end, strict=True)] == [text[:31], text[43:]]
     assert found.literal.tolist() == [
         [cl.STRING, cl.INT, cl.ABSENT, cl.ABSENT],
         [cl.STRING, cl.ABSENT, cl.NUMBER_TEXT, cl.REAL],
