@@ -308,7 +308,7 @@ class Outbox:
         )
         parcels: list[tuple[int, list[dict[str, Any]], int]] = []  # seq, its records, how many of them are sent
         size = 0
-        for seq, kind, blob, encoding in cursor:
+        for seq, kind, blob, encoding in cursor:  # noqa: B007 - kind, one for all the parcels, is used after the loop
             docs = orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
             parcels.append((seq, docs, min(len(docs), batch_size - size)))
             size += parcels[-1][2]

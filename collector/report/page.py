@@ -61,7 +61,7 @@ def _table(frame: pd.DataFrame) -> str:
 
 def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
-        return "–"
+        return "\N{EN DASH}"
     if isinstance(value, float):
         return f"{value:,.2f}"
     return escape(str(value))

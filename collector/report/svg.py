@@ -27,7 +27,7 @@ def _ticks(top: float, count: int = 5) -> list[float]:
         if raw <= m * step:
             step *= m
             break
-    return [i * step for i in range(int(math.ceil(top / step)) + 1)]
+    return [i * step for i in range(math.ceil(top / step) + 1)]
 
 
 def _label(value: float) -> str:

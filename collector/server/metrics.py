@@ -68,7 +68,7 @@ class Histogram:
         for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
             running += count
             out.append(("_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, running))
-        return out + [("_sum", labels, self.total), ("_count", labels, self.n)]
+        return [*out, ("_sum", labels, self.total), ("_count", labels, self.n)]
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
                 "400": _text(
                     "'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
                     "'Error processing record: ...' (the envelope refused whole); nothing was stored."
-                ),  # fmt: skip
+                ),
                 "413": _text("'Error: java.lang.IllegalStateException: Post too large': send smaller bundles."),
                 "415": _text("'Error handling request: ...': the body is not a form."),
                 "503": _text("'Service unavailable right now': nothing was stored; send again later."),

@@ -168,10 +168,7 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     found = _startd_values(startd, slots, columns)
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
-    if by is not None:
-        sets = found[by].to_numpy(dtype=object, copy=True)
-    else:
-        sets = np.full(len(found), ALL, dtype=object)
+    sets = found[by].to_numpy(dtype=object, copy=True) if by is not None else np.full(len(found), ALL, dtype=object)
     sets[pd.isna(sets) | unknown] = None  # an unknown set must not make a job mixed
     if unknown.any():
         example = sorted(set(startd[unknown].tolist()) - {None})[:1]

@@ -324,7 +324,7 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
         values = ads[name][missing]
         if name.lower() == "accountinggroup":  # a few distinct values: each parsed once
             groups = {v: group_of(v) for v in set(values.tolist())}
-            values = np.array(list(map(groups.__getitem__, values)) + [None], dtype=object)[:-1]
+            values = np.array([*map(groups.__getitem__, values), None], dtype=object)[:-1]
         out[missing] = values
         missing = missing[pd.isna(values)]
     return out

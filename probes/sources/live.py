@@ -112,7 +112,7 @@ class CollectorLike(Protocol):
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
     ) -> list[classad2.ClassAd]: ...
 
-    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...  # noqa: N802 - the bindings' name
 
 
 class ScheddLike(Protocol):
@@ -429,7 +429,7 @@ class LivePool:
         """The slots and allocations tables of the pool, observed at ``now``."""
         ads, origins, report = self.slot_ads()
         columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
-        columns.path = np.array(origins + [None], dtype=object)[:-1]
+        columns.path = np.array([*origins, None], dtype=object)[:-1]
         report.merge(converted)
         snapshot = snapshot_tables(columns, self.slots)
         snapshot.slots["observed_at"] = float(now)

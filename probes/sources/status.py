@@ -298,7 +298,7 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
     for i in rows:
         n = len(ads["ChildCpus"][i])
 
-        def item(attr: str, k: int) -> object:
+        def item(attr: str, k: int, i: int = i) -> object:  # i bound: the row of this iteration
             values = ads[attr][i]
             return values[k] if isinstance(values, list) and k < len(values) else None
 

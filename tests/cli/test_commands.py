@@ -250,14 +250,14 @@ def test_read_only_commands_write_nothing_unless_asked(
     work.mkdir()
     monkeypatch.chdir(work)
     for command in ("slots", "bill", "overhead"):
-        code, out, err = run(capsys, command, "--status-file", str(dump))
+        code, _out, err = run(capsys, command, "--status-file", str(dump))
         assert code == 0 and "unterminated string in attribute 'Cpus' (--quarantine DIR keeps them)" in err
     assert list(work.iterdir()) == []
 
 
 def test_reading_a_store_that_does_not_exist_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "no/such/dir/x.sqlite"
-    code, out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
+    code, _out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
     assert (
         code == 1
         and err

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -90,7 +90,7 @@ def test_the_ndjson_is_what_the_script_writes(tmp_path: Path) -> None:
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    requests: list[dict[str, Any]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
     status = 200
 
     def do_POST(self) -> None:

@@ -101,7 +101,7 @@ def test_slots_matching_no_partition_are_reported(condor25: Path) -> None:
         "slot1@cpu-node1@vm": True,
         "slot1@gpu-node1@vm": False,
     }
-    nodes, bills = snapshot_bills(snapshot, config)
+    _nodes, bills = snapshot_bills(snapshot, config)
     assert len(bills) == 6 and not bills["orphan"].any()
 
 

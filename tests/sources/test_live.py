@@ -118,7 +118,7 @@ class FakeCollector(Daemon):
         answer = (project(ad, projection) for ad in self.startd if matches(ad, constraint))
         return self._answer("query", answer, ad_type=ad_type, constraint=constraint, projection=projection)
 
-    def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:  # noqa: N802 - the bindings' name
         return self._answer("locateAll", self.schedd_ads, daemon_type=daemon_type)
 
 

@@ -126,7 +126,7 @@ def read_json(
             store_value(numeric, objects, a, i, j, v, report)
     drop_infinities(numeric, attrs, report)
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)}
-    raw = np.array(raws + [None], dtype=object)[:-1] if keep_raw else None
+    raw = np.array([*raws, None], dtype=object)[:-1] if keep_raw else None
     return AdColumns(out, repeat(path, n), np.array(lines, dtype=np.int64), raw), report
 
 

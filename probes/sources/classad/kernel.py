@@ -385,7 +385,7 @@ def _same_bytes(words, a, b, length):  # type: ignore[no-untyped-def]
 
 @numba.njit(cache=True, nogil=True)
 def _grown(a, capacity):  # type: ignore[no-untyped-def]
-    b = np.empty((capacity,) + a.shape[1:], dtype=a.dtype)
+    b = np.empty((capacity, *a.shape[1:]), dtype=a.dtype)
     b[: len(a)] = a
     return b
 
@@ -468,7 +468,7 @@ def _escaped(buf, i, ve):  # type: ignore[no-untyped-def]
 
 @numba.njit(cache=True, nogil=True)
 def _folded_is(buf, at, word):  # type: ignore[no-untyped-def]
-    for i in range(len(word)):
+    for i in range(len(word)):  # noqa: SIM110 - numba's nopython mode compiles no generator expression for all()
         if (buf[at + i] | 0x20) != word[i]:
             return False
     return True

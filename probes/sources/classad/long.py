@@ -386,7 +386,7 @@ class _Scanner:
         # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
         # first bad one: every attribute of the text must be in what it parsed. As many
         # attributes as lines proves it; only an ad that repeats a name needs the names compared.
-        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0].keys()}):
+        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0]}):
             offset, reason = _diagnose(text)
             report.malformed.append(Malformed(path, line + offset, reason, text))
             return None

@@ -191,10 +191,7 @@ def _jobs(
     start = qdate + col[3]
     end = start + col[4]
     status = col[11]
-    if variant == "metacentrum":
-        queue = np.array([r[19] for r in rows], dtype=object)
-    else:
-        queue = _ids(col[15])
+    queue = np.array([r[19] for r in rows], dtype=object) if variant == "metacentrum" else _ids(col[15])
     frame = pd.DataFrame(
         {
             "job_id": _ids(col[1]),

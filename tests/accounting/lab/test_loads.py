@@ -54,5 +54,5 @@ def test_cases_pair_the_strategies_of_their_tables() -> None:
 
 
 def test_unknown_strategy() -> None:
-    with pytest.raises(ValueError, match="strategy must be one of S1, S2, .* got 'S9'"):
+    with pytest.raises(ValueError, match=r"strategy must be one of S1, S2, .* got 'S9'"):
         strategy_load("S9")

@@ -189,7 +189,7 @@ def test_a_stream_given_up_part_way_goes_on_with_the_exact_parser(monkeypatch: p
     # than the plain path looks: both are the exact parser's, the first two the plain path's.
     monkeypatch.setattr(safexml, "_FEED_BYTES", 8)
     data = b"<R><J>1</J><J>2</J><J><J>3</J></J><K>" + nested(3) + b"</K></R>"
-    root, children = stream_children(data)
+    _root, children = stream_children(data)
     given = [(child.tag, inner) for child, inner in children]
     assert given == [("J", b"1"), ("J", b"2"), ("J", b"<J>3</J>"), ("K", nested(3))]
     with pytest.raises(RecordError, match=r"nested deeper than the limit of 3 levels"):

@@ -708,7 +708,7 @@ def test_bad_settings_raise_config_error_naming_them(
 
 def test_an_empty_secret_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "key").write_text("\n")
-    with pytest.raises(ConfigError, match="api_key_file: the api_key in file .*key is empty"):
+    with pytest.raises(ConfigError, match=r"api_key_file: the api_key in file .*key is empty"):
         ElasticsearchSink("http://es:9200", api_key_file=tmp_path / "key")
     monkeypatch.setenv("TEST_ES_EMPTY", "")
     with pytest.raises(ConfigError, match="password_env: the password in env TEST_ES_EMPTY is empty"):
