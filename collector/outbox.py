@@ -15,7 +15,8 @@ in one row per kind (:meth:`Outbox.commit_parcels`, the collector), kept gzip-co
 came when the request sent exactly those documents so. The records are as durable, for a
 fraction of the cost of a row, two index entries and a delete per record
 (``benchmarks/bench_store.py``, 200,000 slot records: commit + flush 37-41 us of CPU per record
-into the embedded store, 71-84 us with a row per record, in the same run). The flusher sends the oldest parcels of one kind, at most ``batch_size`` records (the
+into the embedded store, 71-84 us with a row per record, in the same run). The flusher sends the
+oldest parcels of one kind, at most ``batch_size`` records (the
 rest of a larger parcel waits in it), and rewrites a parcel with what the sink did not take
 yet. A record committed again while an older copy waits (a fairshare window re-priced by the
 next cycle) waits twice, and is never lost by the delete of its older copy: a commit writes
@@ -304,7 +305,8 @@ class Outbox:
                 lambda outbox, error: outbox._note_failure([r[0] for r in rows], error),
             )
         cursor = self._db.execute(
-            "SELECT seq, kind, docs, encoding FROM parcel WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
+            "SELECT seq, kind, docs, encoding FROM parcel "
+            "WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
         )
         parcels: list[tuple[int, list[dict[str, Any]], int]] = []  # seq, its records, how many of them are sent
         size = 0

@@ -20,7 +20,7 @@ harmless, and a corrected fact about the same thing replaces the old document.
 Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
 probes send, with GRACC's field names; their time field is ``EndTime`` (ISO-8601, as GRACC
 indexes them) and their id a hash of their content (collector/gratia/rawdoc.py).
-"""
+"""  # noqa: E501 - a table row wider than a line
 
 from __future__ import annotations
 
@@ -74,12 +74,17 @@ KINDS: dict[str, RecordKind] = {
         ),
         RecordKind(
             "job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site"),
-            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage", "cpu_only_usage"),
+            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage",
+             "cpu_only_usage"),
         ),
-        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
-        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
-        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",), ("submitter", "action")),
-        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",), ("record_kind", "user", "project", "site")),
+        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start",
+                   ("window_start", "window_end"), ("type", "name")),
+        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start",
+                   ("bucket_start", "bucket_end"), ("type", "name")),
+        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",),
+                   ("submitter", "action")),
+        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",),
+                   ("record_kind", "user", "project", "site")),
         RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
     )
 }  # fmt: skip

@@ -4,7 +4,8 @@ A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``
 :data:`collector.records.KINDS`), ``schema_version`` (this collector's
 :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and ``timestamp``
 (ISO-8601, the time sinks index by); the other fields are the probe's columns, passed on
-as they came (the store's index templates type them). A record that breaks a rule is refused by itself, with its index and
+as they came (the store's index templates type them). A record that breaks a rule is refused by
+itself, with its index and
 the reason; the others are accepted. A record in another probe's name refuses the whole
 request (:class:`ForbiddenError`): the token is not that probe's.
 

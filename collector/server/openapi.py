@@ -169,8 +169,9 @@ def openapi_document(
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}},
                         },
                         "400": {
-                            "description": "With 'accepted': the records in 'rejected' were refused one by one and every "
-                            "other one is durable. Without: the request was refused whole, nothing was stored.",
+                            "description": "With 'accepted': the records in 'rejected' were refused one by one "
+                            "and every other one is durable. Without: the request was refused whole, nothing was "
+                            "stored.",
                             "content": {
                                 "application/json": {
                                     "schema": {
@@ -193,7 +194,9 @@ def openapi_document(
             **({"/gratia-servlets/rmi": _gratia_rmi(settings)} if "/gratia-servlets/rmi" in ingest else {}),
             "/healthz": {
                 "get": {
-                    "summary": "Health: outbox depth, last flush; 503 when the store has not taken records for too long",
+                    "summary": (
+                        "Health: outbox depth, last flush; 503 when the store has not taken records for too long"
+                    ),
                     "operationId": "health",
                     "responses": {
                         "200": {

@@ -23,7 +23,7 @@ endpoints (Gratia's ``/gratia-servlets/rmi``) answer with GRACC's collector's te
 text/plain (collector/gratia/wire.py), which gratia-probe reads: only exactly ``OK`` lets it
 delete its records, and :data:`~collector.gratia.wire.POST_TOO_LARGE` makes it send smaller
 bundles. A store failure's details, and a 503's reason, go to the log, not to the sender.
-"""
+"""  # noqa: E501 - the table of replies is wider than a line
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ The protocol is everything the probe, the collector and the command line ask of 
 no caller needs to know which store it has: writing (``send``), reading back (``count``,
 ``query``), sums computed in the store (``aggregate``: SQL ``GROUP BY`` in the embedded store,
 composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
-summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left stale (``delete_stale``: summaries of groups that no
+summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left
+stale (``delete_stale``: summaries of groups that no
 longer exist) and the index templates (``check_templates``, ``install_templates``), which a store
 without templates answers trivially.
 """

@@ -79,7 +79,8 @@ class EmbeddedStore:
             # one writer: another process (the service's flush, a summary) may be making it too
             with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
                 self._db.execute(
-                    f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)'
+                    f'CREATE TABLE IF NOT EXISTS "{kind}" '
+                    f"(id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)"
                 )
                 # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
                 # a store of an earlier version has them, and every write paid for them)

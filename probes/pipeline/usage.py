@@ -123,7 +123,8 @@ def slot_machines(slots: pd.DataFrame, ads: np.ndarray | None, config: ProbeConf
         if expression.strip():
             if ads is None:
                 raise ConfigError(
-                    f"machines.{column.replace('node_', '')}_expression needs the slot ads, which this source did not keep"
+                    f"machines.{column.replace('node_', '')}_expression needs the slot ads, "
+                    "which this source did not keep"
                 )
             values = _evaluate(expression, [to_classad(a) for a in ads])
             slots[column] = np.where(np.isnan(values), slots[column], values)

@@ -81,11 +81,13 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         *(Attr(_PROVISIONED[r], n) for r in RESOURCES),
         *(Attr(_REQUEST[r], n, unless=_PROVISIONED[r]) for r in RESOURCES),
         Attr("JobStatus", n), Attr("ExitCode", n), Attr("QDate", n),
-        Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n), Attr("EnteredCurrentStatus", n),
+        Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n),
+        Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
         # credentials and site: the first attribute present wins, the others are not read
-        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos) for a in fallbacks(names, s)),
+        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos)
+          for a in fallbacks(names, s)),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
     if reading.speed_attribute:

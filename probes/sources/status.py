@@ -72,7 +72,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
         Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
         Attr("GlobalJobId", s), Attr("RemoteOwner", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
-        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
+        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst),
+        Attr("ChildAccountingGroup", lst),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip

@@ -48,7 +48,8 @@ def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]
             return
         if not started or buf[pos] != "{":
             raise SourceError(
-                f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), got {buf[pos : pos + 20]!r}"
+                f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), "
+                f"got {buf[pos : pos + 20]!r}"
             )
         while True:
             try:
