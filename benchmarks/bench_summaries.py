@@ -113,7 +113,8 @@ def main() -> int:
             cpu = time.process_time()
             store.index_aggregation(Aggregation("job", SOURCES["job"].dimensions, SOURCES["job"].totals, "day"))
             print(
-                f"  (making the covering index on a store already holding them, once: {time.process_time() - cpu:.2f} s of CPU)"
+                "  (making the covering index on a store already holding them, once: "
+                f"{time.process_time() - cpu:.2f} s of CPU)"
             )
     if n_osmem:
         from collector.sinks.elasticsearch import ElasticsearchSink
