@@ -284,8 +284,10 @@ def test_speed_and_cost_from_expressions(metacentrum: Path, condor25: Path) -> N
         (["penalty", "--swf", "{swf}", "--history", "{swf}", "--machines", "{machines}"], 2,
          "fairacct: configuration error: give --history or --swf, not both\n"),
         (["penalty", "--machines", "{machines}"], 2,
-         "fairacct: configuration error: no jobs: give --swf or --history, or set sources.history in the configuration\n"),
-        (["penalty", "--swf", "/nonexistent.swf", "--machines", "{machines}"], 1, "fairacct: /nonexistent.swf: no such file\n"),
+         "fairacct: configuration error: no jobs: give --swf or --history, "
+         "or set sources.history in the configuration\n"),
+        (["penalty", "--swf", "/nonexistent.swf", "--machines", "{machines}"], 1,
+         "fairacct: /nonexistent.swf: no such file\n"),
         (["fairshare", "--swf", "{swf}", "--at", "yesterday"], 2,
          ("fairacct: configuration error: --at: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
          "got 'yesterday'\n")),

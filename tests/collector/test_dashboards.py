@@ -76,8 +76,8 @@ def test_every_field_a_visualization_uses_is_mapped_and_aggregatable(vis: dict[s
 
 def test_the_dashboards_cover_what_operators_and_committees_asked_for() -> None:
     titles = " ".join(o["attributes"]["title"] for o in OBJECTS if o["type"] == "visualization")
-    for words in ("by partition", "by site", "by pilot phase", "fitting idle", "held against billed", "penalty against CPU-only",
-                  "fairshare usage against targets", "per probe"):  # fmt: skip
+    for words in ("by partition", "by site", "by pilot phase", "fitting idle", "held against billed",
+                  "penalty against CPU-only", "fairshare usage against targets", "per probe"):  # fmt: skip
         assert words in titles, words
     assert {o["id"] for o in OBJECTS if o["type"] == "dashboard"} == {"fairacct-operators", "fairacct-committee"}
 

@@ -47,7 +47,8 @@ def test_early_riser_and_delayed() -> None:
 def test_cases_pair_the_strategies_of_their_tables() -> None:
     strategies = {name: [s for s, _ in c.users.values()] for name, c in CASES.items()}
     assert strategies == {
-        "1": ["S1", "S5"], "2": ["S3", "S4"], "2a": ["S3", "S4"], "3": ["S2", "S6"], "4": ["S1", "S2"], "5": ["S7", "S8"],
+        "1": ["S1", "S5"], "2": ["S3", "S4"], "2a": ["S3", "S4"], "3": ["S2", "S6"], "4": ["S1", "S2"],
+        "5": ["S7", "S8"],
     }  # fmt: skip
     users, loads = case_loads(CASES["2a"])
     assert users == ["c3", "c4"] and loads[1].sum() == 2 * loads[0].sum()

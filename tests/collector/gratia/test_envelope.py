@@ -121,7 +121,8 @@ def test_an_envelope_found_bad_after_records_were_read_gives_none_of_them(gracc:
 @pytest.mark.parametrize(
     ("xml", "match"),
     [
-        (b"<html><body>502 Bad Gateway</body></html>", r"expected <RecordEnvelope> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <html>"),
+        (b"<html><body>502 Bad Gateway</body></html>",
+         r"expected <RecordEnvelope> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <html>"),
         (b"<Envelope/>", r"got <Envelope>"),
         (b"<RecordEnvelope><JobUsageRecord>", r"not well-formed XML"),
         (b"<!DOCTYPE RecordEnvelope><RecordEnvelope/>", r"DTDs are refused"),

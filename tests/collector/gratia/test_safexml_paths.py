@@ -78,8 +78,10 @@ def test_gratia_probes_envelopes_take_the_plain_path(gracc: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "plain"),
     [
-        pytest.param(b'<R a="x>y"><J/><J >t</J ><J\n\tb="1"\n>u</J\n></R>', True, id="empty, spaced and attributed tags"),
-        pytest.param(b"\xef\xbb\xbf<?xml version='1.0'?>\n<R>\n <u:J xmlns:u='urn:u' u:a='1'>x<u:K/>y</u:J>\n</R>\n", True, id="bom, prefixes"),
+        pytest.param(b'<R a="x>y"><J/><J >t</J ><J\n\tb="1"\n>u</J\n></R>', True,
+                     id="empty, spaced and attributed tags"),
+        pytest.param(b"\xef\xbb\xbf<?xml version='1.0'?>\n<R>\n <u:J xmlns:u='urn:u' u:a='1'>x<u:K/>y</u:J>\n</R>\n",
+                     True, id="bom, prefixes"),
         pytest.param(b"<R/>", True, id="empty root"),
         pytest.param(b"<R>text only</R>", True, id="no children"),
         pytest.param(b"<R><J><J>inner</J></J></R>", False, id="a child holds an element of its own name"),

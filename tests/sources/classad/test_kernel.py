@@ -53,7 +53,10 @@ def test_a_line_not_in_canonical_form_makes_its_ad_classad2s(line: bytes) -> Non
 
 def test_names_are_case_insensitive_and_exact() -> None:
     names = ["A_B", "ab", "Abc", "LongAttributeNameOverEight", "LongAttributeNameOverEightX", "x.y"]
-    text = b"a_b = 1\nAB = 2\nabC = 3\nlongattributenameovereight = 4\nLONGATTRIBUTENAMEOVEREIGHTX = 5\nAbcd = 6\nLongAttributeNameOverEigh = 7\n"
+    text = (
+        b"a_b = 1\nAB = 2\nabC = 3\nlongattributenameovereight = 4\nLONGATTRIBUTENAMEOVEREIGHTX = 5\nAbcd = 6\n"
+        b"LongAttributeNameOverEigh = 7\n"
+    )
     found = scan(text, names)
     assert found.integer[0].tolist() == [1, 2, 3, 4, 5, 0] and not found.odd.any()
     assert found.literal[0, 5] == cl.ABSENT  # no identifier: never looked up
