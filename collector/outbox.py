@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -116,6 +116,18 @@ class Parcel:
     gzip_json: bytes | None = None
 
 
+class _Settle(Protocol):
+    """A batch's write once the sink answered (the keyword names are what flush binds)."""
+
+    def __call__(self, outbox: Outbox, sent: SendResult) -> None: ...
+
+
+class _Fail(Protocol):
+    """A batch's write once the sink failed."""
+
+    def __call__(self, outbox: Outbox, error: str) -> object: ...
+
+
 @dataclass(frozen=True)
 class _Batch:
     """One batch to send: its kind and documents, and what to write, with a given outbox's
@@ -123,8 +135,8 @@ class _Batch:
 
     kind: str
     docs: list[dict[str, Any]]
-    settle: Callable[[Outbox, SendResult], None]
-    failed: Callable[[Outbox, str], object]
+    settle: _Settle
+    failed: _Fail
 
 
 Writer = Callable[[Callable[["Outbox"], object]], object]

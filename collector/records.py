@@ -102,7 +102,7 @@ def record_id(kind: str, *fields: object) -> str:
 
 def _plain(value: object) -> object:
     if hasattr(value, "item"):  # numpy scalars
-        value = value.item()  # type: ignore[attr-defined]
+        value = value.item()
     if value is pd.NA or value is None:
         return None
     if isinstance(value, float):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from collector.errors import ForbiddenError
 from collector.records import KINDS, SCHEMA_VERSION
@@ -57,7 +57,7 @@ def judge_records(items: Sequence[object], probe: str) -> Judgement:
     for index, item in enumerate(items):
         reason = _fault(item, probe, index)
         if reason is None:
-            doc: dict[str, Any] = item  # type: ignore[assignment]  # _fault checked it is a dict
+            doc = cast(dict[str, Any], item)  # _fault checked it is a dict
             out.accepted.setdefault(doc["kind"], []).append(doc)
             out.count += 1
         else:

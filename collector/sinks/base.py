@@ -21,7 +21,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["Aggregation", "SendResult", "Sink", "TemplateCheck", "Total"]
+__all__ = ["Aggregation", "PeriodUnit", "SendResult", "Sink", "TemplateCheck", "Total"]
+
+PeriodUnit = Literal["day", "month"]
+"""What :attr:`Aggregation.period` groups a record's ``timestamp`` by."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Aggregation:
     kind: str
     group_by: tuple[str, ...]
     totals: tuple[Total, ...]
-    period: Literal["day", "month"] | None = "day"
+    period: PeriodUnit | None = "day"
     since: str | None = None
     until: str | None = None
 

@@ -224,7 +224,8 @@ class EmbeddedStore:
         """Documents of one kind, oldest first; ``since``/``until`` are ISO-8601 UTC bounds
         on the record's ``timestamp`` (since inclusive, until exclusive)."""
         table = self._table(kind)
-        sql, params = f"SELECT doc FROM {table} WHERE 1", []
+        sql = f"SELECT doc FROM {table} WHERE 1"
+        params: list[str | int] = []
         if since is not None:
             sql, params = sql + " AND timestamp >= ?", [*params, since]
         if until is not None:
