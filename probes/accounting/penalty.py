@@ -42,7 +42,7 @@ Units are HTCondor's: cores, MiB, KiB, devices; walltime in seconds, so usage is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -247,6 +247,7 @@ def price_requests(
     if (req < 0).any():
         raise ValueError("requests table has negative resource amounts; a request asks for 0 or more of each resource")
     exclusive = requests["exclusive"].fillna(False).to_numpy(dtype=bool)
+    pin_sets: Iterable[tuple[str, ...]]
     if "properties" in requests.columns:
         pin_codes, pin_sets = pd.factorize(
             pd.Series([tuple(p) if p else () for p in requests["properties"]], dtype=object)
@@ -287,7 +288,7 @@ def price_requests(
     out["priced_on"] = pd.Categorical.from_codes(best, categories=names)
     out["n_fit"] = n_fit
     out["fits"] = n_fit > 0
-    out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=_PRICED_AS)
+    out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=pd.Index(_PRICED_AS))
     return out, dict(sorted(unchecked.items()))
 
 
@@ -318,7 +319,9 @@ def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDAr
 
 def _node_prices(machines: pd.DataFrame) -> npt.NDArray[np.float64]:
     """What a whole node of each class costs: its cores times its cost per core."""
-    return machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    cores: npt.NDArray[np.float64] = machines["cpus"].to_numpy(dtype=np.float64)
+    cost: npt.NDArray[np.float64] = machines["node_cost"].to_numpy(dtype=np.float64)
+    return cores * cost
 
 
 def _coefficients(

@@ -148,13 +148,14 @@ def alea_machines(
                 {
                     k: v
                     for k, v in {
-                        "Name": row.name, "Nodes": int(row.count), "Cpus": float(row.cpus), "Speed": float(row.speed),
-                        "Memory": float(row.memory), "GPUs": float(row.gpus), "Column7": float(row.column7),
+                        "Name": row["name"], "Nodes": int(row["count"]), "Cpus": float(row["cpus"]),
+                        "Speed": float(row["speed"]), "Memory": float(row["memory"]), "GPUs": float(row["gpus"]),
+                        "Column7": float(row["column7"]),
                     }.items()
                     if not (isinstance(v, float) and math.isnan(v))
                 }
             )
-            for row in table.itertuples()
+            for row in table.to_dict("records")
         ]  # fmt: skip
         for column, rule in rules.items():
             if rule:

@@ -150,7 +150,7 @@ class Metrics:
             dead = sum(self.outbox.dead.values())
             status = "failing" if not healthy else "degraded" if dead else "ok"
             healthy &= not dead
-            doc = {
+            doc: dict[str, Any] = {
                 "status": status,
                 "started": _iso(self.started),
                 "jobs": jobs,

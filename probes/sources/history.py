@@ -229,7 +229,8 @@ _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts
 def _whole(values: np.ndarray) -> np.ndarray:
     """Which values a nullable Int64 column can hold: whole numbers within its range."""
     with np.errstate(invalid="ignore"):
-        return np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.floor(values) == values)
+        whole: np.ndarray = np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.floor(values) == values)
+    return whole
 
 
 def odd_integers(columns: dict[str, np.ndarray], report: ReadReport) -> None:
@@ -301,11 +302,12 @@ def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     for name in list(columns):
         values = columns.pop(name)
         if name in _INTEGER_COLUMNS:
-            values = pd.array(np.where(_whole(values), values, np.nan), dtype="Int64")
+            arrays[name] = pd.array(np.where(_whole(values), values, np.nan), dtype="Int64")
         elif values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) == "string":
             values[pd.isna(values)] = np.nan  # the missing value of pandas' str dtype
-            values = pd.arrays.StringArray(values, dtype=_STR)
-        arrays[name] = values
+            arrays[name] = pd.arrays.StringArray(values, dtype=_STR)  # type: ignore[call-arg]  # pandas-stubs lack its dtype=
+        else:
+            arrays[name] = values
     return pd.DataFrame(arrays, index=pd.RangeIndex(n), copy=False)
 
 

@@ -284,9 +284,10 @@ class LivePool:
         self.bindings: Bindings | None = None
         if collector_factory is None or schedd_factory is None:
             self.bindings = Bindings(pool.condor_config, pool.timeout_s, pool.token_file)
-        bindings = self.bindings
-        self._collector_factory: CollectorFactory = collector_factory or bindings.collector  # type: ignore[union-attr]
-        self._schedd_factory: ScheddFactory = schedd_factory or bindings.schedd  # type: ignore[union-attr]
+            collector_factory = collector_factory or self.bindings.collector
+            schedd_factory = schedd_factory or self.bindings.schedd
+        self._collector_factory: CollectorFactory = collector_factory
+        self._schedd_factory: ScheddFactory = schedd_factory
         self.timeout_s = pool.timeout_s
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
@@ -336,7 +337,8 @@ class LivePool:
                 text = " ".join(str(error).split()) or type(error).__name__
                 raise SourceError(f"{what}: {text}") from error
             raise error
-        return box["value"]  # type: ignore[no-any-return]
+        value: T = box["value"]
+        return value
 
     def _ads(self, what: str, call: Callable[[], Any]) -> list[classad2.ClassAd]:
         """A call whose answer must be a list of ClassAds."""
@@ -578,8 +580,10 @@ class LivePool:
 
 
 def _names_str(names: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    return [n for n in names if not (n.lower() in seen or seen.add(n.lower()))]  # type: ignore[func-returns-value]
+    first: dict[str, str] = {}
+    for n in names:
+        first.setdefault(n.lower(), n)
+    return list(first.values())
 
 
 def _missing_refs(ads: Sequence[classad2.ClassAd], projection: Sequence[str]) -> set[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import classad2
 import numpy as np
@@ -261,7 +262,8 @@ def _children_known(
     children: dict[str, list[int]] = {}
     for row, name in zip(dynamic.tolist(), parent.tolist(), strict=True):
         children.setdefault(name, []).append(row)
-    from_lists, incomplete = [], []
+    from_lists: list[int] = []
+    incomplete: list[int] = []
     for i in pslots.tolist():
         listed = ads["ChildName"][i]
         have = children.get(names[i], [])
@@ -299,7 +301,7 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
     for i in rows:
         n = len(ads["ChildCpus"][i])
 
-        def item(attr: str, k: int, i: int = i) -> object:  # i bound: the row of this iteration
+        def item(attr: str, k: int, i: int = i) -> Any:  # i bound: the row of this iteration
             values = ads[attr][i]
             return values[k] if isinstance(values, list) and k < len(values) else None
 

@@ -74,7 +74,7 @@ def strategy_load(strategy: str, slots: int = SLOTS, *, t_max: int = T_MAX, **pa
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     t = np.arange(1, slots + 1, dtype=np.float64)
     tasks = np.rint(STRATEGIES[strategy][1](t, **params))
-    cumulative = np.minimum(np.cumsum(tasks), t_max)
+    cumulative: npt.NDArray[np.float64] = np.minimum(np.cumsum(tasks), t_max)
     return np.diff(cumulative, prepend=0.0).astype(np.int64)
 
 

@@ -246,8 +246,8 @@ def iter_ad_files(
             report.malformed[k] = Malformed(str(names[i]), int(m.line - first[i] + 1), m.reason, m.text)
             if strict:
                 raise report.malformed[k].error()
-        i = np.searchsorted(first, part.line, side="right") - 1
-        return AdColumns(part.columns, names[i], part.line - first[i] + 1)
+        rows = np.searchsorted(first, part.line, side="right") - 1
+        return AdColumns(part.columns, names[rows], part.line - first[rows] + 1)
 
     for p in paths:
         name = os.fspath(p)
@@ -331,7 +331,7 @@ class _Scanner:
         slow = odd | deferred.any(axis=1)
 
         keep = np.ones(n_ads, dtype=bool)
-        for ad in np.flatnonzero(slow):
+        for ad in np.flatnonzero(slow).tolist():
             text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
             line = first_line + int(found.first_line[ad])
             values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], report)

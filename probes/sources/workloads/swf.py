@@ -197,7 +197,7 @@ def _jobs(
             "job_id": _ids(col[1]),
             "schedd": None,
             "cluster": pd.array(col[1], dtype="Int64"),
-            "proc": pd.array(np.zeros(n), dtype="Int64"),
+            "proc": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),
             "user": _ids(col[12]),
             "group": _ids(col[13]),
             "project": None,
