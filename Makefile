@@ -1,11 +1,12 @@
-# Two commands on a fresh machine with Python >= 3.11, pip and make:
+# Three commands on a fresh machine with Python >= 3.11, pip and make:
 #   make demo   set up .venv and run one probe cycle on the bundled demo pool
 #   make test   set up .venv with the test extras and run the whole suite
+#   make check  lint, format check and strict type check (the tools are pinned in the test extras)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-usage test bench clean
+.PHONY: demo demo-usage test check bench clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -40,6 +41,13 @@ demo-usage: $(BIN)/.installed
 
 test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# What pyproject.toml configures: ruff's rules and format over the whole tree, mypy --strict
+# over probes/ and collector/ ([tool.mypy] files).
+check: $(BIN)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Speed and memory targets, run on demand (never part of `make test`); each prints PASS/FAIL.
 bench: $(BIN)/.installed-test

@@ -16,7 +16,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes.accounting import CanonicalUnit, bill, fits_idle, overhead_histogram, true_overhead  # noqa: E402
+from probes.accounting import CanonicalUnit, bill, fits_idle, overhead_histogram, true_overhead
 
 TARGET_S = 3.0
 RESOURCES = ("cpus", "memory", "disk", "gpus")

@@ -86,8 +86,9 @@ def drift(rng: np.random.Generator, sets: np.ndarray) -> bool:
     summary = report.summary.iloc[0]
     ok = spent <= DRIFT_TARGET_S
     print(
-        f"drift: {DRIFT_JOBS:,} jobs ({DRIFT_PARALLEL:.0%} on 4 nodes; {len(report.nodes):,} nodes) in {spent:.1f} CPU s; "
-        f"mixed {summary['mixed_share']:.3f}, lost {summary['lost_share']:.3f}: {'PASS' if ok else 'FAIL'} (<= {DRIFT_TARGET_S:.0f} s)"
+        f"drift: {DRIFT_JOBS:,} jobs ({DRIFT_PARALLEL:.0%} on 4 nodes; {len(report.nodes):,} nodes) "
+        f"in {spent:.1f} CPU s; mixed {summary['mixed_share']:.3f}, lost {summary['lost_share']:.3f}: "
+        f"{'PASS' if ok else 'FAIL'} (<= {DRIFT_TARGET_S:.0f} s)"
     )
     return ok
 
@@ -125,7 +126,8 @@ def main() -> int:
     print(
         f"efficiency: {SLOTS * HOURS:,} slot rows and {JOBS:,} jobs in {spent:.1f} s "
         f"({SLOTS * HOURS / spent / 1e6:.1f} M slot rows/s); scheduling {overall['scheduling']:.3f}, "
-        f"job {overall['job']:.3f}, system {overall['system']:.3f}: {'PASS' if ok else 'FAIL'} (<= {EFFICIENCY_TARGET_S:.0f} s)"
+        f"job {overall['job']:.3f}, system {overall['system']:.3f}: "
+        f"{'PASS' if ok else 'FAIL'} (<= {EFFICIENCY_TARGET_S:.0f} s)"
     )
 
     t = time.perf_counter()
@@ -133,7 +135,8 @@ def main() -> int:
     lab_s = time.perf_counter() - t
     ok_lab = lab_s <= LAB_TARGET_S
     print(
-        f"lab: {len(runs)} runs (6 cases x 3 policies) in {lab_s:.1f} s: {'PASS' if ok_lab else 'FAIL'} (<= {LAB_TARGET_S:.0f} s)"
+        f"lab: {len(runs)} runs (6 cases x 3 policies) in {lab_s:.1f} s: "
+        f"{'PASS' if ok_lab else 'FAIL'} (<= {LAB_TARGET_S:.0f} s)"
     )
 
     cluster = generate_cluster(seed=1)
@@ -141,7 +144,8 @@ def main() -> int:
     t = time.perf_counter()
     frame = whatif(cluster, workload)
     print(
-        f"what-if: 3,000 jobs on {int(cluster['cores'].sum())} cores under {len(frame)} policies in {time.perf_counter() - t:.1f} s"
+        f"what-if: 3,000 jobs on {int(cluster['cores'].sum())} cores under {len(frame)} policies "
+        f"in {time.perf_counter() - t:.1f} s"
     )
     print(frame[["policy", "scheduling", "job", "system", "mixed_share"]].round(3).to_string(index=False))
     ok_drift = drift(rng, sets)

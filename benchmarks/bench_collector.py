@@ -138,7 +138,10 @@ async def probe_client(
     acked = 0
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     if gratia:  # ``token``: the sender's name, in the form already
-        head = f"POST {GRATIA_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        head = (
+            f"POST {GRATIA_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+        )
         expected = (b"200", b"OK")
     else:
         head = (
@@ -345,7 +348,8 @@ def main() -> int:
         f"{acked} records acknowledged ({'200 OK' if args.gratia else '202'})"
     )
     print(
-        f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), {cpu / acked * 1e6:.1f} us CPU/record, "
+        f"wall {wall:.2f} s, collector CPU {cpu:.2f} s ({cpu / wall:.0%} of its core), "
+        f"{cpu / acked * 1e6:.1f} us CPU/record, "
         f"peak RSS {peak_mb:.0f} MB; probes' CPU {client_cpu:.2f} s"
     )
     print(
@@ -357,11 +361,13 @@ def main() -> int:
         )
     )
     print(
-        f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms"
+        f"records/s {rate:,.0f}; latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
+        f"max {latencies[-1] * 1e3:.1f} ms"
     )
     print("slowest: " + ", ".join(f"{s * 1e3:.0f} ms (sent at {at:.2f} s, batch {n})" for s, at, n in slowest))
     print(
-        f"group commits {commits} (of {len(latencies) + args.warmup * args.probes} requests); after the run: {stored} in the store, {waiting} in the outbox"
+        f"group commits {commits} (of {len(latencies) + args.warmup * args.probes} requests); "
+        f"after the run: {stored} in the store, {waiting} in the outbox"
     )
     return verdict(
         [

@@ -27,13 +27,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._osmem import osmem_server  # noqa: E402
-from benchmarks._verdict import verdict  # noqa: E402
-from collector.records import table_docs  # noqa: E402
-from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
-from probes.config import ProbeConfig  # noqa: E402
-from probes.pipeline.analytics import efficiency_report  # noqa: E402
-from probes.pipeline.stored_efficiency import store_efficiency  # noqa: E402
+from benchmarks._osmem import osmem_server
+from benchmarks._verdict import verdict
+from collector.records import table_docs
+from collector.sinks.sqlite import EmbeddedStore
+from probes.config import ProbeConfig
+from probes.pipeline.analytics import efficiency_report
+from probes.pipeline.stored_efficiency import store_efficiency
 
 START = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 POOL = 2000
@@ -54,7 +54,8 @@ def docs(n_slots: int, seed: int = 16) -> dict[str, list[dict[str, object]]]:
             "pool": "bench", "name": [f"slot1@node{s}" for s in slot], "machine": [f"node{s}" for s in slot],
             "cpu_model": [f"model{m}" for m in model[slot]], "site": "site", "partition": "cpu",
             "total_cpus": total, "total_memory": total * 2048.0, "total_disk": 1e8, "total_gpus": 0.0,
-            "unallocated_cpus": free, "unallocated_memory": free * 2048.0, "unallocated_disk": 1e8, "unallocated_gpus": 0.0,
+            "unallocated_cpus": free, "unallocated_memory": free * 2048.0, "unallocated_disk": 1e8,
+            "unallocated_gpus": 0.0,
             "observed_at": START + (i // POOL) * 3600.0, "interval_s": 3600.0, "overhead_cu": free,
         }
     )  # fmt: skip
@@ -63,7 +64,8 @@ def docs(n_slots: int, seed: int = 16) -> dict[str, list[dict[str, object]]]:
     cpus = rng.choice([1.0, 2.0, 4.0, 8.0], n_jobs)
     jobs = pd.DataFrame(
         {
-            "job_id": [f"schedd#{j}.0#1" for j in range(n_jobs)], "cpu_model": [f"model{m}" for m in rng.integers(0, 12, n_jobs)],
+            "job_id": [f"schedd#{j}.0#1" for j in range(n_jobs)],
+            "cpu_model": [f"model{m}" for m in rng.integers(0, 12, n_jobs)],
             "host": [f"slot1_1@node{h}" for h in rng.integers(0, POOL, n_jobs)], "cpus": cpus, "n_hosts": 1,
             "walltime_s": walltime, "cpu_time_s": (cpus * walltime * rng.random(n_jobs)).round(0),
             "end": np.sort(START + rng.uniform(0, (n_slots // POOL) * 3600.0, n_jobs)),

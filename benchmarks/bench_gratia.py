@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._verdict import verdict
-
 from collector.gratia import envelope_docs
 from collector.gratia.isotime import duration_seconds, parse_instant
 from collector.gratia.wire import MultiUpdate, decode_rmi
@@ -116,10 +115,12 @@ def main() -> int:
 
     n = args.records
     print(
-        f"{n} distinct records in one envelope, {len(xml):,} bytes ({len(xml) // n:,} a record); {len(body):,} bytes posted"
+        f"{n} distinct records in one envelope, {len(xml):,} bytes ({len(xml) // n:,} a record); "
+        f"{len(body):,} bytes posted"
     )
     print(
-        f"{'measurement':<30}{'wall ms':>9}{'cpu ms':>9}{'records/s (wall)':>18}{'records/s (cpu)':>17}{'cpu µs/record':>15}"
+        f"{'measurement':<30}{'wall ms':>9}{'cpu ms':>9}"
+        f"{'records/s (wall)':>18}{'records/s (cpu)':>17}{'cpu µs/record':>15}"
     )
     rates = {}
     for name, run in (

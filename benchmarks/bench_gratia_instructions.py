@@ -53,7 +53,9 @@ def worker(stage: str, envelopes: int) -> None:
     xmls = [decode_rmi(body).xml.encode() for body in bodies]
     documents = [parse_xml(xml) for xml in xmls]
     raws = [[f"<{e.tag}>{inner_xml(d, e).decode()}</{e.tag}>" for e in d.root] for d in documents]
-    made = [[record_fields(e, r) for e, r in zip(d.root, rs)] for d, rs in zip(documents, raws)]
+    made = [
+        [record_fields(e, r) for e, r in zip(d.root, rs, strict=True)] for d, rs in zip(documents, raws, strict=True)
+    ]
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -69,7 +71,7 @@ def worker(stage: str, envelopes: int) -> None:
         elif stage == "raw":
             [f"<{e.tag}>{inner_xml(documents[k], e).decode()}</{e.tag}>" for e in documents[k].root]
         elif stage == "fields":
-            [record_fields(e, r) for e, r in zip(documents[k].root, raws[k])]
+            [record_fields(e, r) for e, r in zip(documents[k].root, raws[k], strict=True)]
         else:
             [raw_doc(dict(f), probe="p") for f in made[k]]
 

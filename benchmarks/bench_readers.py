@@ -274,7 +274,9 @@ def _table(runs: Sequence[Run]) -> str:
 
     def row(cells: Sequence[str]) -> str:
         first, *rest = cells
-        return " ".join([f"{first:<{columns[0][1]}}", *(f"{c:>{w}}" for c, (_, w, _) in zip(rest, columns[1:]))])
+        return " ".join(
+            [f"{first:<{columns[0][1]}}", *(f"{c:>{w}}" for c, (_, w, _) in zip(rest, columns[1:], strict=True))]
+        )
 
     head = row([title for title, _, _ in columns])
     return "\n".join([head, "-" * len(head), *(row([cell(r) for _, _, cell in columns]) for r in runs)])

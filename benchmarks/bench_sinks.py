@@ -31,12 +31,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._osmem import osmem_server  # noqa: E402
-from collector.records import table_docs  # noqa: E402
-from collector.sinks.elasticsearch import ElasticsearchSink  # noqa: E402
-from probes.config import load_config  # noqa: E402
-from probes.pipeline.overhead import overhead_report  # noqa: E402
-from probes.sources.status import read_status  # noqa: E402
+from benchmarks._osmem import osmem_server
+from collector.records import table_docs
+from collector.sinks.elasticsearch import ElasticsearchSink
+from probes.config import load_config
+from probes.pipeline.overhead import overhead_report
+from probes.sources.status import read_status
 
 FLAVOURS = {"elasticsearch": "http", "opensearch-py": "opensearch+http"}
 

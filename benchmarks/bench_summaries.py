@@ -34,12 +34,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._osmem import osmem_server  # noqa: E402
-from benchmarks._verdict import verdict  # noqa: E402
-from collector.records import table_docs  # noqa: E402
-from collector.sinks.base import Aggregation  # noqa: E402
-from collector.sinks.sqlite import EmbeddedStore  # noqa: E402
-from collector.summaries import SOURCES, summarize  # noqa: E402
+from benchmarks._osmem import osmem_server
+from benchmarks._verdict import verdict
+from collector.records import table_docs
+from collector.sinks.base import Aggregation
+from collector.sinks.sqlite import EmbeddedStore
+from collector.summaries import SOURCES, summarize
 
 TARGET_S = 2.0
 START = 1_735_689_600  # 2025-01-01T00:00:00Z
@@ -113,25 +113,25 @@ def main() -> int:
             cpu = time.process_time()
             store.index_aggregation(Aggregation("job", SOURCES["job"].dimensions, SOURCES["job"].totals, "day"))
             print(
-                f"  (making the covering index on a store already holding them, once: {time.process_time() - cpu:.2f} s of CPU)"
+                "  (making the covering index on a store already holding them, once: "
+                f"{time.process_time() - cpu:.2f} s of CPU)"
             )
     if n_osmem:
         from collector.sinks.elasticsearch import ElasticsearchSink
 
-        with osmem_server() as server:
-            with ElasticsearchSink(server.url, batch_size=1000, timeout_s=300) as sink:
-                sink.install_templates()
-                some = docs[:n_osmem]
-                for start in range(0, len(some), 20_000):
-                    sink.send("job", some[start : start + 20_000])
-                sink.requests = 0
-                t = time.perf_counter()
-                done = summarize(sink, FIRST, LAST, probe="bench", kinds=["job"], chunk_days=366)
-                took = time.perf_counter() - t
-                print(
-                    f"osmem-server:   {len(some):,} job records -> {done.total:,} daily summaries in {took:.2f} s, "
-                    f"{sink.requests} aggregation requests (and {-(-done.total // 1000)} bulk writes of the summaries)"
-                )
+        with osmem_server() as server, ElasticsearchSink(server.url, batch_size=1000, timeout_s=300) as sink:
+            sink.install_templates()
+            some = docs[:n_osmem]
+            for start in range(0, len(some), 20_000):
+                sink.send("job", some[start : start + 20_000])
+            sink.requests = 0
+            t = time.perf_counter()
+            done = summarize(sink, FIRST, LAST, probe="bench", kinds=["job"], chunk_days=366)
+            took = time.perf_counter() - t
+            print(
+                f"osmem-server:   {len(some):,} job records -> {done.total:,} daily summaries in {took:.2f} s, "
+                f"{sink.requests} aggregation requests (and {-(-done.total // 1000)} bulk writes of the summaries)"
+            )
     return verdict(checks)
 
 

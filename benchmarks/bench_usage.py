@@ -169,9 +169,9 @@ def _million(distinct: bool) -> dict[str, Any]:
 
 
 def _wagap() -> dict[str, Any]:
+    from probes.cli.usage_views import diagnose_f
     from probes.config import parse_config
     from probes.pipeline.usage import fairshare_report, fs_files, read_usage_inputs
-    from probes.cli.usage_views import diagnose_f
 
     config = parse_config({"fairshare": {"metric": "mrpe", "interval_s": 604800, "depth": 8, "decay": 0.8}})
     began = time.perf_counter()
@@ -283,7 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     run["slot_weight_s"] <= MAX_SLOT_WEIGHT_S,
-                    f"{label}: slot-weight samples, fit and error in <= {MAX_SLOT_WEIGHT_S:g} CPU s: {run['slot_weight_s']:.2f} s",
+                    f"{label}: slot-weight samples, fit and error in <= {MAX_SLOT_WEIGHT_S:g} CPU s: "
+                    f"{run['slot_weight_s']:.2f} s",
                 )
             )
         if METACENTRUM.is_dir():
@@ -292,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             checks.append(
                 (
                     run["seconds"] <= MAX_WAGAP_S and run["jobs"] == 17_900,
-                    f"wagap-2013 from file to fairshare report in <= {MAX_WAGAP_S:g} s: {run['seconds']:.2f} s in process",
+                    f"wagap-2013 from file to fairshare report in <= {MAX_WAGAP_S:g} s: "
+                    f"{run['seconds']:.2f} s in process",
                 )
             )
             cpu = rows[0][1]["cpu"]

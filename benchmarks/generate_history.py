@@ -446,7 +446,7 @@ def _fill(pattern: str, cols: dict[str, np.ndarray], rows: np.ndarray) -> list[s
     if not names:
         return [pattern] * len(rows)
     fmt = _PLACEHOLDER.sub("%s", pattern.replace("%", "%%"))
-    return [fmt % row for row in zip(*(cols[c][rows].tolist() for c in names))]
+    return [fmt % row for row in zip(*(cols[c][rows].tolist() for c in names), strict=True)]
 
 
 def _batch(
@@ -661,9 +661,9 @@ def _ads(n_ads: int, seed: int, escaped_share: float = 0.0) -> Iterator[str]:
         cols, shape = _batch(rng, 1_000_000 + b * _BATCH, _EPOCH + b * _BATCH_SPAN, n, escapes)
         if templates is None:
             templates = _Templates(list(cols))
-        rows = zip(*(cols[name].tolist() for name in templates.index))
+        rows = zip(*(cols[name].tolist() for name in templates.index), strict=True)
         out = []
-        for s, row in zip(shape.tolist(), rows):
+        for s, row in zip(shape.tolist(), rows, strict=True):
             text, values = templates[s]
             out.append(text % values(row))
         yield ("\n" if first else "") + "\n".join(out)

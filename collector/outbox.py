@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -115,6 +115,18 @@ class Parcel:
     gzip_json: bytes | None = None
 
 
+class _Settle(Protocol):
+    """A batch's write once the sink answered (the keyword names are what flush binds)."""
+
+    def __call__(self, outbox: Outbox, sent: SendResult) -> None: ...
+
+
+class _Fail(Protocol):
+    """A batch's write once the sink failed."""
+
+    def __call__(self, outbox: Outbox, error: str) -> object: ...
+
+
 @dataclass(frozen=True)
 class _Batch:
     """One batch to send: its kind and documents, and what to write, with a given outbox's
@@ -122,8 +134,8 @@ class _Batch:
 
     kind: str
     docs: list[dict[str, Any]]
-    settle: Callable[[Outbox, SendResult], None]
-    failed: Callable[[Outbox, str], object]
+    settle: _Settle
+    failed: _Fail
 
 
 Writer = Callable[[Callable[["Outbox"], object]], object]
@@ -304,11 +316,12 @@ class Outbox:
                 lambda outbox, error: outbox._note_failure([r[0] for r in rows], error),
             )
         cursor = self._db.execute(
-            "SELECT seq, kind, docs, encoding FROM parcel WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
+            "SELECT seq, kind, docs, encoding FROM parcel "
+            "WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
         )
         parcels: list[tuple[int, list[dict[str, Any]], int]] = []  # seq, its records, how many of them are sent
         size = 0
-        for seq, kind, blob, encoding in cursor:
+        for seq, kind, blob, encoding in cursor:  # noqa: B007 - kind, one for all the parcels, is used after the loop
             docs = orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
             parcels.append((seq, docs, min(len(docs), batch_size - size)))
             size += parcels[-1][2]

@@ -23,7 +23,7 @@ indexes them) and their id a hash of their content (collector/gratia/rawdoc.py).
 
 Fairness records measure the share as Sedighi et al. 2014, "Fairness of task scheduling in high
 performance computing environments", do (the papers are cited in full in :mod:`probes.accounting`).
-"""
+"""  # noqa: E501 - a table row wider than a line
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "record_id", "table_docs", "iso_utc"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "iso_utc", "record_id", "table_docs"]
 
 SCHEMA_VERSION = 1
 
@@ -77,12 +77,17 @@ KINDS: dict[str, RecordKind] = {
         ),
         RecordKind(
             "job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site"),
-            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage", "cpu_only_usage"),
+            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage",
+             "cpu_only_usage"),
         ),
-        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start", ("window_start", "window_end"), ("type", "name")),
-        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start", ("bucket_start", "bucket_end"), ("type", "name")),
-        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",), ("submitter", "action")),
-        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",), ("record_kind", "user", "project", "site")),
+        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start",
+                   ("window_start", "window_end"), ("type", "name")),
+        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start",
+                   ("bucket_start", "bucket_end"), ("type", "name")),
+        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",),
+                   ("submitter", "action")),
+        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",),
+                   ("record_kind", "user", "project", "site")),
         RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
     )
 }  # fmt: skip
@@ -100,7 +105,7 @@ def record_id(kind: str, *fields: object) -> str:
 
 def _plain(value: object) -> object:
     if hasattr(value, "item"):  # numpy scalars
-        value = value.item()  # type: ignore[attr-defined]
+        value = value.item()
     if value is pd.NA or value is None:
         return None
     if isinstance(value, float):
@@ -126,7 +131,7 @@ def table_docs(
     iso = {f"{c}_iso": iso_utc(out[c]) for c in spec.time_fields if c in out.columns}
     docs: list[dict[str, Any]] = json.loads(out.to_json(orient="records", double_precision=15))
     stamps = iso[f"{spec.time_field}_iso"]
-    for i, (doc, id_) in enumerate(zip(docs, ids)):
+    for i, (doc, id_) in enumerate(zip(docs, ids, strict=True)):
         for name, values in iso.items():
             doc[name] = values[i]
         doc.update(id=id_, kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps[i])

@@ -47,7 +47,8 @@ def terms(id_: str, field: str, schema: str, size: int = 20) -> dict[str, Any]:
 
 def histogram(id_: str, field: str) -> dict[str, Any]:
     return {"id": id_, "enabled": True, "type": "histogram", "schema": "segment",
-            "params": {"field": field, "interval": 1, "min_doc_count": False, "has_extended_bounds": False, "extended_bounds": {}}}  # fmt: skip
+            "params": {"field": field, "interval": 1, "min_doc_count": False, "has_extended_bounds": False,
+                       "extended_bounds": {}}}  # fmt: skip
 
 
 def days(id_: str) -> dict[str, Any]:
@@ -65,7 +66,8 @@ def vis(id_: str, title: str, description: str, chart: str, index: str, aggs: li
             "categoryAxes": [{"id": "CategoryAxis-1", "type": "category", "position": "bottom", "show": True,
                               "scale": {"type": "linear"}, "labels": {"show": True, "truncate": 100}, "title": {}}],
             "valueAxes": [{"id": "ValueAxis-1", "name": "LeftAxis-1", "type": "value", "position": "left", "show": True,
-                           "scale": {"type": "linear", "mode": "normal"}, "labels": {"show": True, "rotate": 0, "filter": False, "truncate": 100},
+                           "scale": {"type": "linear", "mode": "normal"},
+                           "labels": {"show": True, "rotate": 0, "filter": False, "truncate": 100},
                            "title": {"text": metrics[0]["params"]["customLabel"]}}],
             "seriesParams": [{"show": True, "type": "line" if chart == "line" else "histogram", "mode": "normal",
                               "data": {"label": m["params"]["customLabel"], "id": m["id"]}, "valueAxis": "ValueAxis-1",
@@ -100,14 +102,16 @@ def two_sums(
 def dashboard(id_: str, title: str, description: str, panels: list[str]) -> dict[str, Any]:
     layout = []
     for i, _ in enumerate(panels):
-        layout.append({"version": "8.0.0", "type": "visualization", "gridData": {"x": 24 * (i % 2), "y": 15 * (i // 2), "w": 24, "h": 15, "i": str(i + 1)},
+        layout.append({"version": "8.0.0", "type": "visualization",
+                       "gridData": {"x": 24 * (i % 2), "y": 15 * (i // 2), "w": 24, "h": 15, "i": str(i + 1)},
                        "panelIndex": str(i + 1), "embeddableConfig": {}, "panelRefName": f"panel_{i}"})  # fmt: skip
     return {
         "id": id_, "type": "dashboard",
         "attributes": {"title": title, "description": description, "version": 1, "timeRestore": False,
                        "panelsJSON": json.dumps(layout, separators=(",", ":")),
                        "optionsJSON": json.dumps({"useMargins": True, "hidePanelTitles": False}),
-                       "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps({"query": {"query": "", "language": "kuery"}, "filter": []})}},
+                       "kibanaSavedObjectMeta": {"searchSourceJSON": json.dumps(
+                           {"query": {"query": "", "language": "kuery"}, "filter": []})}},
         "references": [{"id": p, "name": f"panel_{i}", "type": "visualization"} for i, p in enumerate(panels)],
     }  # fmt: skip
 
@@ -117,41 +121,52 @@ def objects() -> list[dict[str, Any]]:
     out += [
         vis("fairacct-overhead-cu-by-site", "fairacct: true overhead (CU) by site",
             "Slot snapshots by whole canonical units idle in every resource at once, stacked by site.",
-            "histogram", "fairacct-slot", [metric("1", "count", None, "slot snapshots"), histogram("2", "overhead_cu"), terms("3", "site", "group")]),
+            "histogram", "fairacct-slot",
+            [metric("1", "count", None, "slot snapshots"), histogram("2", "overhead_cu"), terms("3", "site", "group")]),
         vis("fairacct-overhead-cu-by-phase", "fairacct: true overhead (CU) by pilot phase",
             "Slot snapshots by true overhead, stacked by glideinWMS pilot phase.",
-            "histogram", "fairacct-slot", [metric("1", "count", None, "slot snapshots"), histogram("2", "overhead_cu"), terms("3", "phase", "group")]),
-        vis("fairacct-overhead-cu-hours-over-time", "fairacct: overhead CU-hours per day, with and without fitting idle demand",
+            "histogram", "fairacct-slot",
+            [metric("1", "count", None, "slot snapshots"), histogram("2", "overhead_cu"),
+             terms("3", "phase", "group")]),
+        vis("fairacct-overhead-cu-hours-over-time",
+            "fairacct: overhead CU-hours per day, with and without fitting idle demand",
             "Daily summaries: CU-hours of true overhead, and the part beside idle jobs that would have fit.",
-            "line", "fairacct-summary", [metric("1", "sum", "overhead_cu_hours", "overhead CU-hours"),
-                                         metric("2", "sum", "overhead_cu_hours_fitting_idle", "with fitting idle demand (CU-hours)"), days("3")]),
+            "line", "fairacct-summary",
+            [metric("1", "sum", "overhead_cu_hours", "overhead CU-hours"),
+             metric("2", "sum", "overhead_cu_hours_fitting_idle", "with fitting idle demand (CU-hours)"), days("3")]),
         two_sums("fairacct-held-vs-billed-per-project", "fairacct: held against billed core-hours per project",
                  "Daily summaries: core-hours held by each project's jobs and core-hours billed "
                  "(held plus a share of idle cores, Andrijauskas et al. 2023).",
-                 "fairacct-summary", ("held_core_hours", "held core-hours"), ("billed_core_hours", "billed core-hours"), "project"),
+                 "fairacct-summary", ("held_core_hours", "held core-hours"), ("billed_core_hours", "billed core-hours"),
+                 "project"),
         two_sums("fairacct-penalty-vs-cpu-only-per-user", "fairacct: penalty against CPU-only usage per user",
                  "Daily summaries: multi-resource penalty usage (Klusáček & Rudová 2015) beside the CPU-only count, "
                  "in PE-hours.",
-                 "fairacct-summary", ("penalty_hours", "penalty PE-hours"), ("cpu_only_hours", "CPU-only PE-hours"), "user"),
+                 "fairacct-summary", ("penalty_hours", "penalty PE-hours"), ("cpu_only_hours", "CPU-only PE-hours"),
+                 "user"),
         two_sums("fairacct-fairshare-vs-target", "fairacct: fairshare usage against targets",
                  "Fairshare windows: each credential's effective (decayed) usage share beside its target.",
-                 "fairacct-fairshare", ("effective", "effective usage (fraction)"), ("target", "target (%)"), "name", how="max"),
+                 "fairacct-fairshare", ("effective", "effective usage (fraction)"), ("target", "target (%)"), "name",
+                 how="max"),
         vis("fairacct-ingest-per-probe", "fairacct: records stored per probe",
             "Records of every kind per day and probe: what each probe (and the collector) delivered.",
-            "histogram", "fairacct-all", [metric("1", "count", None, "records"), days("2"), terms("3", "probe", "group")]),
+            "histogram", "fairacct-all",
+            [metric("1", "count", None, "records"), days("2"), terms("3", "probe", "group")]),
         vis("fairacct-jobs-per-site", "fairacct: core-hours of completed jobs per site",
             "Daily summaries: core-hours of completed jobs per site.",
-            "histogram", "fairacct-summary", [metric("1", "sum", "core_hours", "core-hours"), terms("2", "site", "segment")]),
+            "histogram", "fairacct-summary",
+            [metric("1", "sum", "core_hours", "core-hours"), terms("2", "site", "segment")]),
     ]  # fmt: skip
     out += [
         dashboard("fairacct-operators", "fairacct: true overhead (site operators)",
-                  "Where the pool's resources sat idle in every dimension at once, and whether idle jobs would have fit.",
+                  "Where the pool's resources sat idle in every dimension at once, "
+                  "and whether idle jobs would have fit.",
                   ["fairacct-overhead-cu-by-partition", "fairacct-overhead-cu-by-site", "fairacct-overhead-cu-by-phase",
                    "fairacct-overhead-cu-hours-over-time", "fairacct-ingest-per-probe"]),
         dashboard("fairacct-committee", "fairacct: usage, bills and fair share (allocation committees)",
                   "Held against billed per project, penalty against CPU-only per user, fairshare against targets.",
-                  ["fairacct-held-vs-billed-per-project", "fairacct-penalty-vs-cpu-only-per-user", "fairacct-fairshare-vs-target",
-                   "fairacct-jobs-per-site"]),
+                  ["fairacct-held-vs-billed-per-project", "fairacct-penalty-vs-cpu-only-per-user",
+                   "fairacct-fairshare-vs-target", "fairacct-jobs-per-site"]),
     ]  # fmt: skip
     return out
 

@@ -1233,7 +1233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="directory to write status.ads, queue.ads and history.ads into",
     )
     args = parser.parse_args(argv)
-    for name, path in write_dumps(args.out).items():
+    for path in write_dumps(args.out).values():
         print(f"wrote {path} ({path.stat().st_size} bytes)")
     return 0
 

@@ -118,7 +118,8 @@ POOL_JOBS = {
     "finished": "executable = /bin/sleep\narguments = 1\nrequest_cpus = 1\nrequest_memory = 512\nqueue 2\n",
     "running": "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 2\nrequest_memory = 2048\nqueue 1\n",
     "running_gpu": (
-        "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 1\nrequest_memory = 4096\nrequest_gpus = 1\nqueue 1\n"
+        "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 1\nrequest_memory = 4096\nrequest_gpus = 1\n"
+        "queue 1\n"
     ),
     "running_default": "executable = /bin/sleep\narguments = 3600\nrequest_cpus = 3\nqueue 1\n",
     "too_large": "executable = /bin/sleep\narguments = 1\nrequest_cpus = 64\nrequest_memory = 1024\nqueue 1\n",

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HTCondorPool", "POOL_USER", "free_port", "remove", "start_pool", "unavailable"]
+__all__ = ["POOL_USER", "HTCondorPool", "free_port", "remove", "start_pool", "unavailable"]
 
 POOL_USER = "condorpool"
 

@@ -80,7 +80,8 @@ def test_file_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "unit", "expected"),
-    [("2 GiB", 1024**2, 2048), ("2GB", 1024**2, 2048), ("2 gb", 1024**2, 2048), ("2G", 1024**2, 2048), ("512 MiB", 1024**2, 512), (4096, 1024**2, 4096),
+    [("2 GiB", 1024**2, 2048), ("2GB", 1024**2, 2048), ("2 gb", 1024**2, 2048), ("2G", 1024**2, 2048),
+     ("512 MiB", 1024**2, 512), (4096, 1024**2, 4096),
      ("10 GB", 1024, 10485760), ("1 KB", 1024, 1), ("1.5 TiB", 1024**2, 1572864)],
 )  # fmt: skip
 def test_sizes(value: str | int, unit: int, expected: float) -> None:
@@ -144,7 +145,8 @@ def test_the_demo_config_loads() -> None:
 @pytest.mark.parametrize(
     ("store", "message"),
     [
-        ('url = "mysql://db.example.org/acct"', "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "),
+        ('url = "mysql://db.example.org/acct"',
+         "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "),
         ('url = "http://elastic:hunter2@es.example.org:9200"',
          "store.url: credentials in the URL are not accepted (http://es.example.org:9200)"),
         ('url = "https://es.example.org:9200"\nusername = "fairacct"\npassword_file = "/nonexistent/es-password"',

@@ -92,7 +92,7 @@ def test_classad2_parses_every_ad(name: str) -> None:
     assert all(block.strip() for block in blocks), "ads must be separated by exactly one blank line"
     ads = list(classad2.parseAds(text, classad2.ParserType.Old))
     assert len(ads) == len(blocks)
-    assert all(len(ad) == len(block.splitlines()) for ad, block in zip(ads, blocks))
+    assert all(len(ad) == len(block.splitlines()) for ad, block in zip(ads, blocks, strict=True))
 
 
 @pytest.mark.parametrize("name", DUMPS)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from osmem_server import OsmemServer
 
-from .conftest import DEMO, ROOT
 from .collector.conftest import osmem_server  # noqa: F401 - the fixture
+from .conftest import DEMO, ROOT
 
 pytestmark = pytest.mark.slow
 

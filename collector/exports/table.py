@@ -18,7 +18,7 @@ import pandas as pd
 
 from collector.errors import ConfigError
 from collector.records import SUMMARY_DIMENSIONS
-from collector.sinks.base import Aggregation, Sink, Total
+from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
 from collector.summaries.spec import EXPORTED, SOURCES
 
 __all__ = ["BY_CHOICES", "Period", "usage_table"]
@@ -48,13 +48,13 @@ class Period:
         return f"{self.last + timedelta(days=1)}T00:00:00Z"
 
 
-def _split_by(by: Sequence[str]) -> tuple[str | None, list[str]]:
+def _split_by(by: Sequence[str]) -> tuple[PeriodUnit | None, list[str]]:
     wrong = [b for b in by if b not in BY_CHOICES]
     if wrong:
         raise ConfigError(f"--by: expected some of {', '.join(BY_CHOICES)}, got {', '.join(map(repr, wrong))}")
     if "month" in by and "day" in by:
         raise ConfigError("--by: give month or day, not both")
-    period = "month" if "month" in by else "day" if "day" in by else None
+    period: PeriodUnit | None = "month" if "month" in by else "day" if "day" in by else None
     return period, [b for b in by if b not in ("month", "day")]
 
 

@@ -40,6 +40,7 @@ def _csv(table: pd.DataFrame, path: Path, period: Period) -> None:
 def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
     from openpyxl import Workbook
     from openpyxl.styles import Font
+    from openpyxl.utils import get_column_letter
 
     book = Workbook()
     sheet = book.active
@@ -52,7 +53,7 @@ def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
         cell.font = Font(bold=True)
     sheet.freeze_panes = "A2"
     for i, name in enumerate(table.columns, start=1):
-        sheet.column_dimensions[sheet.cell(1, i).column_letter].width = max(10, len(str(name)) + 2)
+        sheet.column_dimensions[get_column_letter(i)].width = max(10, len(str(name)) + 2)
     notes = book.create_sheet("columns")
     notes.append(["column", "unit", "meaning"])
     for cell in notes[1]:

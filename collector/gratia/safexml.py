@@ -450,8 +450,8 @@ def _parse_exact(data: bytes, limits: XmlLimits) -> XmlDocument:
         # replies waited for it).
         parser.StartElementHandler = parser.EndElementHandler = None
     spans = {}
-    for element, start in starts.items():
-        start_tag = _START_TAG.match(data, start)
+    for element, offset in starts.items():
+        start_tag = _START_TAG.match(data, offset)
         assert start_tag is not None  # expat read a start tag there
         inner = start_tag.end()
         spans[element] = (inner, inner if _empty(start_tag) else ends[element])

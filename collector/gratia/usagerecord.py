@@ -218,7 +218,7 @@ def _first_attributes(element: Element) -> dict[str, str]:
         first = (tuple(found), tuple(found.values()))
         if len(_FIRST) < _CACHED:
             _FIRST[names] = first
-    return dict(zip(first[0], map(element.attrib.__getitem__, first[1])))
+    return dict(zip(first[0], map(element.attrib.__getitem__, first[1]), strict=True))
 
 
 def _key(text: str) -> str:

@@ -56,12 +56,15 @@ def _table(frame: pd.DataFrame) -> str:
     for row in frame.itertuples(index=False):
         cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
         rows.append(f"<tr>{cells}</tr>")
-    return f"<details><summary>the table ({len(frame)} rows)</summary><table><tr>{head}</tr>{''.join(rows)}</table></details>"
+    return (
+        f"<details><summary>the table ({len(frame)} rows)</summary>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table></details>"
+    )
 
 
 def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
-        return "–"
+        return "\N{EN DASH}"
     if isinstance(value, float):
         return f"{value:,.2f}"
     return escape(str(value))
@@ -116,39 +119,47 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     p = t.projects
     sections.append(_section(
         "Held against billed per project",
-        "Core-hours the jobs of each project held, and what they were billed: held plus a proportional share "
-        "of the idle cores of their nodes (Andrijauskas et al. 2023).",
-        bar_chart(_names(p["project"]), {"held": p["held_core_hours"].tolist(), "billed": p["billed_core_hours"].tolist()}, title="core-hours per project", unit="core-hours"), p,
+        "Core-hours the jobs of each project held, and what they were billed: held plus a proportional share of "
+        "the idle cores of their nodes (Andrijauskas et al. 2023).",
+        bar_chart(_names(p["project"]),
+                  {"held": p["held_core_hours"].tolist(), "billed": p["billed_core_hours"].tolist()},
+                  title="core-hours per project", unit="core-hours"), p,
     ))  # fmt: skip
     u = t.users
     sections.append(_section(
         "Who pays more under the penalty",
-        "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only "
-        "count (Klusáček & Rudová 2015), in percentage points: above 0 pays more.",
-        bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty", unit="percentage points"), u,
+        "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only count "
+        "(Klusáček & Rudová 2015), in percentage points: above 0 pays more.",
+        bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty",
+                  unit="percentage points"), u,
     ))  # fmt: skip
     f = t.fairshare
-    labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"])]
+    labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"], strict=True)]
     sections.append(_section(
         "Fairshare against targets",
         "Each credential's decayed effective usage at the last window of the period, beside its target "
         "(Maui Admin Guide, 6.3).",
-        bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(), "target": f["target_percent"].astype(float).fillna(0.0).tolist()}, title="fairshare usage and target", unit="% of the pool"), f,
+        bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(),
+                           "target": f["target_percent"].astype(float).fillna(0.0).tolist()},
+                  title="fairshare usage and target", unit="% of the pool"), f,
     ))  # fmt: skip
     b = t.fairness
     sections.append(_section(
         "Fairness of the share over time",
-        "Jain's index per bucket across the users with demand or allocation (Sedighi et al. 2014): "
-        "of the part of what each wanted that it got "
-        "(1 when all got the same part, as a queue-proportional share always gives) and of the cores allocated (1/n when one took all).",
-        line_chart(b["bucket"].astype(str).tolist(), {"Jain, served part": b["jain_served"].tolist(), "Jain, allocation": b["jain_allocation"].tolist()},
+        "Jain's index per bucket across the users with demand or allocation (Sedighi et al. 2014): of the part "
+        "of what each wanted that it got (1 when all got the same part, as a queue-proportional share always "
+        "gives) and of the cores allocated (1/n when one took all).",
+        line_chart(b["bucket"].astype(str).tolist(),
+                   {"Jain, served part": b["jain_served"].tolist(), "Jain, allocation": b["jain_allocation"].tolist()},
                    title="Jain's index per bucket", unit="index (0..1)"), b,
     ))  # fmt: skip
     v = t.starvation
     sections.append(_section(
         "Starvation per credential",
-        "Hours in which a credential had idle jobs waiting and got nothing (or at most the configured fraction of an equal share) while others were served.",
-        bar_chart(_names(v["name"]), {"starved": v["starved_hours"].tolist()}, title="starved hours per credential", unit="hours"), v,
+        "Hours in which a credential had idle jobs waiting and got nothing (or at most the configured fraction of an "
+        "equal share) while others were served.",
+        bar_chart(_names(v["name"]), {"starved": v["starved_hours"].tolist()}, title="starved hours per credential",
+                  unit="hours"), v,
     ))  # fmt: skip
     sections += [_section(f.title, f.what, f.plot, f.table) for f in figures]
     title = f"fairacct report, {t.period.first} to {t.period.last}"

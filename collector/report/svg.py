@@ -27,7 +27,7 @@ def _ticks(top: float, count: int = 5) -> list[float]:
         if raw <= m * step:
             step *= m
             break
-    return [i * step for i in range(int(math.ceil(top / step)) + 1)]
+    return [i * step for i in range(math.ceil(top / step) + 1)]
 
 
 def _label(value: float) -> str:
@@ -47,7 +47,8 @@ def _frame(title: str, unit: str, ticks: Sequence[float], low: float) -> tuple[l
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{_label(t)}</text>')
     parts.append(
-        f'<text transform="translate(14 {TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" class="tick">{escape(unit)}</text>'
+        f'<text transform="translate(14 {TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" class="tick">'
+        f"{escape(unit)}</text>"
     )
     return parts, zero, scale
 
@@ -66,7 +67,8 @@ def _legend(names: Sequence[str]) -> list[str]:
 def _svg(parts: Sequence[str], title: str) -> str:
     body = "\n".join(parts)
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">\n'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}">\n'
         f"{body}\n</svg>"
     )
 
@@ -92,12 +94,14 @@ def bar_chart(categories: Sequence[str], series: Mapping[str, Sequence[float]], 
             y, h = (zero - v * scale, v * scale) if v >= 0 else (zero, -v * scale)
             colour = PALETTE[s % len(PALETTE)]
             parts.append(
-                f'<rect x="{x0 + s * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" height="{max(h, 0):.1f}" fill="{colour}">'
+                f'<rect x="{x0 + s * bar:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" height="{max(h, 0):.1f}" '
+                f'fill="{colour}">'
                 f"<title>{escape(category)} · {escape(name)}: {_label(v)} {escape(unit)}</title></rect>"
             )
         cx = LEFT + c * group + group / 2
         parts.append(
-            f'<text transform="translate({cx:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">{escape(str(category)[:18])}</text>'
+            f'<text transform="translate({cx:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">'
+            f"{escape(str(category)[:18])}</text>"
         )
     parts += _legend(list(series))
     return _svg(parts, title)
@@ -114,15 +118,17 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
         points = [(LEFT + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        for (x, y), v, label in zip(points, vs, xs):
+        for (x, y), v, label in zip(points, vs, xs, strict=True):
             parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"><title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>'
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}">'
+                f"<title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>"
             )
     every = max(1, len(xs) // 10)
     for i, label in enumerate(xs):
         if i % every == 0:
             parts.append(
-                f'<text transform="translate({LEFT + i * step:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">{escape(label)}</text>'
+                f'<text transform="translate({LEFT + i * step:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">'
+                f"{escape(label)}</text>"
             )
     parts += _legend(list(series))
     return _svg(parts, title)

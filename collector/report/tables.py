@@ -40,7 +40,8 @@ def report_tables(sink: Sink, period: Period) -> ReportTables:
     """The report's tables for ``period`` (see :class:`ReportTables`)."""
     rows = sink.aggregate(
         Aggregation(
-            "slot", ("partition", "overhead_cu"), (Total("slot_snapshots"), Total("overhead_cu_hours", ("overhead_cu_hours",))),
+            "slot", ("partition", "overhead_cu"),
+            (Total("slot_snapshots"), Total("overhead_cu_hours", ("overhead_cu_hours",))),
             None, period.since, period.until,
         )
     )  # fmt: skip
@@ -60,7 +61,8 @@ def report_tables(sink: Sink, period: Period) -> ReportTables:
     ]
     users = users.assign(change=users["penalty_share"] - users["cpu_only_share"]).sort_values("change", ascending=False)
     return ReportTables(
-        period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True), users.reset_index(drop=True),
+        period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True),
+        users.reset_index(drop=True),
         _fairshare(sink, period), *_fairness(sink, period),
     )  # fmt: skip
 

@@ -4,7 +4,8 @@ A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``
 :data:`collector.records.KINDS`), ``schema_version`` (this collector's
 :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and ``timestamp``
 (ISO-8601, the time sinks index by); the other fields are the probe's columns, passed on
-as they came (the store's index templates type them). A record that breaks a rule is refused by itself, with its index and
+as they came (the store's index templates type them). A record that breaks a rule is refused by
+itself, with its index and
 the reason; the others are accepted. A record in another probe's name refuses the whole
 request (:class:`ForbiddenError`): the token is not that probe's.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from collector.errors import ForbiddenError
 from collector.records import KINDS, SCHEMA_VERSION
@@ -56,7 +57,7 @@ def judge_records(items: Sequence[object], probe: str) -> Judgement:
     for index, item in enumerate(items):
         reason = _fault(item, probe, index)
         if reason is None:
-            doc: dict[str, Any] = item  # type: ignore[assignment]  # _fault checked it is a dict
+            doc = cast(dict[str, Any], item)  # _fault checked it is a dict
             out.accepted.setdefault(doc["kind"], []).append(doc)
             out.count += 1
         else:

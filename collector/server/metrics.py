@@ -68,7 +68,7 @@ class Histogram:
         for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
             running += count
             out.append(("_bucket", {**labels, "le": "+Inf" if bound == float("inf") else repr(bound)}, running))
-        return out + [("_sum", labels, self.total), ("_count", labels, self.n)]
+        return [*out, ("_sum", labels, self.total), ("_count", labels, self.n)]
 
 
 @dataclass(frozen=True)
@@ -152,23 +152,29 @@ class ServerMetrics:
         p = "fairacct_collector_"
         with self._lock:
             family(f"{p}requests_total", "counter", "Requests answered, by endpoint and status code.",
-                   [("", {"endpoint": e, "code": str(c)}, n) for (e, c), n in sorted(self.requests.items())])  # fmt: skip
+                   [("", {"endpoint": e, "code": str(c)}, n)
+                    for (e, c), n in sorted(self.requests.items())])  # fmt: skip
             family(f"{p}request_errors_total", "counter", "Requests refused, by endpoint and reason.",
-                   [("", {"endpoint": e, "reason": r}, n) for (e, r), n in sorted(self.request_errors.items())])  # fmt: skip
+                   [("", {"endpoint": e, "reason": r}, n)
+                    for (e, r), n in sorted(self.request_errors.items())])  # fmt: skip
             family(f"{p}request_duration_seconds", "histogram", "Time from a request's arrival to its reply.",
                    [s for e, h in sorted(self.latency.items()) for s in h.samples({"endpoint": e})])  # fmt: skip
             family(f"{p}records_total", "counter", "Records made durable in the outbox, by endpoint and probe.",
                    [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.records.items())])  # fmt: skip
             family(f"{p}record_errors_total", "counter", "Records refused one by one, by endpoint and probe.",
-                   [("", {"endpoint": e, "probe": q}, n) for (e, q), n in sorted(self.record_errors.items())])  # fmt: skip
+                   [("", {"endpoint": e, "probe": q}, n)
+                    for (e, q), n in sorted(self.record_errors.items())])  # fmt: skip
             family(f"{p}records_skipped_total", "counter",
-                   "Records acknowledged and not stored (types the collector does not keep), by endpoint, probe and type.",
-                   [("", {"endpoint": e, "probe": q, "type": t}, n) for (e, q, t), n in sorted(self.skipped.items())])  # fmt: skip
+                   "Records acknowledged and not stored (types the collector does not keep), "
+                   "by endpoint, probe and type.",
+                   [("", {"endpoint": e, "probe": q, "type": t}, n)
+                    for (e, q, t), n in sorted(self.skipped.items())])  # fmt: skip
             family(f"{p}records_stored_total", "counter", "Records the store acknowledged, by kind.",
                    [("", {"kind": k}, n) for k, n in sorted(self.stored.items())])  # fmt: skip
             family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",
                    self.flush_latency.samples({}))  # fmt: skip
-        family(f"{p}group_commits_total", "counter", "Outbox transactions (each holds the records of one or more requests).",
+        family(f"{p}group_commits_total", "counter",
+               "Outbox transactions (each holds the records of one or more requests).",
                [("", {}, outbox.commits)])  # fmt: skip
         family(f"{p}outbox_depth", "gauge", "Records waiting in the outbox.", [("", {}, outbox.depth)])
         family(f"{p}outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.",

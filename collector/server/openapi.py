@@ -67,7 +67,7 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
                 "400": _text(
                     "'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
                     "'Error processing record: ...' (the envelope refused whole); nothing was stored."
-                ),  # fmt: skip
+                ),
                 "413": _text("'Error: java.lang.IllegalStateException: Post too large': send smaller bundles."),
                 "415": _text("'Error handling request: ...': the body is not a form."),
                 "503": _text("'Service unavailable right now': nothing was stored; send again later."),
@@ -169,8 +169,9 @@ def openapi_document(
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}},
                         },
                         "400": {
-                            "description": "With 'accepted': the records in 'rejected' were refused one by one and every "
-                            "other one is durable. Without: the request was refused whole, nothing was stored.",
+                            "description": "With 'accepted': the records in 'rejected' were refused one by one "
+                            "and every other one is durable. Without: the request was refused whole, nothing was "
+                            "stored.",
                             "content": {
                                 "application/json": {
                                     "schema": {
@@ -193,7 +194,9 @@ def openapi_document(
             **({"/gratia-servlets/rmi": _gratia_rmi(settings)} if "/gratia-servlets/rmi" in ingest else {}),
             "/healthz": {
                 "get": {
-                    "summary": "Health: outbox depth, last flush; 503 when the store has not taken records for too long",
+                    "summary": (
+                        "Health: outbox depth, last flush; 503 when the store has not taken records for too long"
+                    ),
                     "operationId": "health",
                     "responses": {
                         "200": {

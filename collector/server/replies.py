@@ -23,7 +23,7 @@ endpoints (Gratia's ``/gratia-servlets/rmi``) answer with GRACC's collector's te
 text/plain (collector/gratia/wire.py), which gratia-probe reads: only exactly ``OK`` lets it
 delete its records, and :data:`~collector.gratia.wire.POST_TOO_LARGE` makes it send smaller
 bundles. A store failure's details, and a 503's reason, go to the log, not to the sender.
-"""
+"""  # noqa: E501 - the table of replies is wider than a line
 
 from __future__ import annotations
 
@@ -78,13 +78,9 @@ class Style(enum.Enum):
 
 def error_reply(exc: Exception, style: Style, where: str = "") -> tuple[Response, str]:
     """The reply to ``exc`` and the reason to count it under (see the module docstring)."""
-    for kind, status, reason in _REPLIES:
-        if isinstance(exc, kind):
-            break
-    else:
-        _log.error("%s: internal error", where or "request", exc_info=exc)
-        status, reason = 500, "internal"
+    status, reason = next(((s, r) for kind, s, r in _REPLIES if isinstance(exc, kind)), (500, "internal"))
     if status == 500:
+        _log.error("%s: internal error", where or "request", exc_info=exc)
         message = "internal error"
     elif isinstance(exc, StoreError):
         _log.error("%s: 503: %s", where or "request", exc)

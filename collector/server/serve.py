@@ -52,7 +52,8 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
         config.load()
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(
-            f"collector tls_cert_file/tls_key_file: cannot load {settings.tls_cert_file} and {settings.tls_key_file} ({exc})"
+            "collector tls_cert_file/tls_key_file: "
+            f"cannot load {settings.tls_cert_file} and {settings.tls_key_file} ({exc})"
         ) from exc
     sock = _listen(settings.host, settings.port)
     # The outbox writer needs the GIL back a few times per commit while the event loop parses

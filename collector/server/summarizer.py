@@ -21,7 +21,7 @@ from collector.errors import FairacctError
 from collector.sinks import Sink
 from collector.summaries.run import last_days, summarize
 
-__all__ = ["NIGHTLY_S", "Schedule", "SummaryState", "Summarizer"]
+__all__ = ["NIGHTLY_S", "Schedule", "Summarizer", "SummaryState"]
 
 _log = logging.getLogger("fairacct.collector")
 

@@ -9,7 +9,8 @@ The protocol is everything the probe, the collector and the command line ask of 
 no caller needs to know which store it has: writing (``send``), reading back (``count``,
 ``query``), sums computed in the store (``aggregate``: SQL ``GROUP BY`` in the embedded store,
 composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
-summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left stale (``delete_stale``: summaries of groups that no
+summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left
+stale (``delete_stale``: summaries of groups that no
 longer exist) and the index templates (``check_templates``, ``install_templates``), which a store
 without templates answers trivially.
 """
@@ -20,7 +21,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["Aggregation", "SendResult", "Sink", "TemplateCheck", "Total"]
+__all__ = ["Aggregation", "PeriodUnit", "SendResult", "Sink", "TemplateCheck", "Total"]
+
+PeriodUnit = Literal["day", "month"]
+"""What :attr:`Aggregation.period` groups a record's ``timestamp`` by."""
 
 
 @dataclass
@@ -72,7 +76,7 @@ class Aggregation:
     kind: str
     group_by: tuple[str, ...]
     totals: tuple[Total, ...]
-    period: Literal["day", "month"] | None = "day"
+    period: PeriodUnit | None = "day"
     since: str | None = None
     until: str | None = None
 

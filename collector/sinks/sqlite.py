@@ -80,7 +80,8 @@ class EmbeddedStore:
             # one writer: another process (the service's flush, a summary) may be making it too
             with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
                 self._db.execute(
-                    f'CREATE TABLE IF NOT EXISTS "{kind}" (id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)'
+                    f'CREATE TABLE IF NOT EXISTS "{kind}" '
+                    f"(id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)"
                 )
                 # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
                 # a store of an earlier version has them, and every write paid for them)
@@ -160,7 +161,7 @@ class EmbeddedStore:
             rows = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot aggregate {query.kind} records ({exc})") from exc
-        return [dict(zip(names, row)) for row in rows]
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def index_aggregation(self, query: Aggregation) -> None:
         """A covering index for aggregations of this shape, made once: the period of the
@@ -225,7 +226,8 @@ class EmbeddedStore:
         """Documents of one kind, oldest first; ``since``/``until`` are ISO-8601 UTC bounds
         on the record's ``timestamp`` (since inclusive, until exclusive)."""
         table = self._table(kind)
-        sql, params = f"SELECT doc FROM {table} WHERE 1", []
+        sql = f"SELECT doc FROM {table} WHERE 1"
+        params: list[str | int] = []
         if since is not None:
             sql, params = sql + " AND timestamp >= ?", [*params, since]
         if until is not None:

@@ -14,7 +14,8 @@ __all__ = ["tls_reason"]
 _MEANINGS = (
     ("self-signed", "the server's certificate is self-signed (or signed by a CA that is not trusted): "
                     "give its CA with ca_file"),
-    ("unable to get local issuer", "the server's certificate is signed by a CA that is not trusted: give it with ca_file"),
+    ("unable to get local issuer", "the server's certificate is signed by a CA that is not trusted: "
+                                   "give it with ca_file"),
     ("hostname mismatch", "the server's certificate is not for this host name: use the name it was issued for"),
     ("ip address mismatch", "the server's certificate is not for this IP address: use the name it was issued for"),
     ("doesn't match", "the server's certificate is not for this host name or address: use the name it was issued for"),

@@ -111,8 +111,8 @@ def summarize(
                 failed = {**result.retry, **result.rejected}
                 if failed:
                     raise SinkError(
-                        f"{len(failed)} of {len(docs)} summaries of {kind} records from {start} to {end} were not stored: "
-                        f"{next(iter(failed.values()))}"
+                        f"{len(failed)} of {len(docs)} summaries of {kind} records from {start} to {end} "
+                        f"were not stored: {next(iter(failed.values()))}"
                     )
                 done.records[kind] += len(docs)
             keep = [d["id"] for d in docs]

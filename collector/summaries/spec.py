@@ -135,7 +135,8 @@ COLUMNS: dict[str, Column] = {
         Column(
             "record_kind",
             "",
-            "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), gratia (Gratia job usage records).",
+            "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), "
+            "gratia (Gratia job usage records).",
         ),
         Column("pool", "", "HTCondor pool the probe watched."),
         Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),

@@ -6,13 +6,14 @@ messages can change once, for every function.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["RESOURCES", "floats", "require_columns"]
+__all__ = ["RESOURCES", "cell_float", "floats", "require_columns"]
 
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
 """The resources accounted, in HTCondor's units: cpus = cores, memory = MiB, disk = KiB,
@@ -35,4 +36,11 @@ def floats(values: pd.Series) -> npt.NDArray[np.float64]:
     """A column as float64 (a new array), NaN where missing, also from pandas' nullable types."""
     if values.dtype == np.float64:
         return values.to_numpy(dtype=np.float64, copy=True)
-    return pd.to_numeric(values).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(values).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)  # type: ignore[return-value]  # pandas-stubs: Series[float].to_numpy ignores dtype=
+
+
+def cell_float(table: pd.DataFrame, row: Hashable, column: str) -> float:
+    """``float(table.at[row, column])``, for a numeric column: pandas-stubs type a cell as any
+    scalar (a date, a string, ...), which float() does not take."""
+    value: Any = table.at[row, column]
+    return float(value)

@@ -87,7 +87,7 @@ class Target:
     def parse(cls, text: str | float) -> Target:
         """Read Maui's FSTARGET syntax: ``20``, ``20+``, ``20-``, ``20%``, ``5000^``."""
         if isinstance(text, bool):  # ValueError, not TypeError: it is a bad value in a config file
-            raise ValueError(f"expected a target like 20, 20+, 20-, 20% or 5000^, got {text!r}")  # noqa: TRY004
+            raise ValueError(f"expected a target like 20, 20+, 20-, 20% or 5000^, got {text!r}")
         if isinstance(text, (int, float)):
             text = repr(float(text))
         m = _TARGET.match(text)

@@ -155,7 +155,7 @@ def machine_classes(slots: pd.DataFrame, *, attributes: Sequence[str] = ()) -> p
                 "gpus": first["gpus"],
                 "node_cost": first["node_cost"],
                 "speed": first["speed"],
-                "properties": frozenset(f"{a}={v}" for a, v in zip(attributes, values) if v is not None),
+                "properties": frozenset(f"{a}={v}" for a, v in zip(attributes, values, strict=True) if v is not None),
                 "hosts": hosts,
             }
         )

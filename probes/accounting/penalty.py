@@ -43,7 +43,7 @@ Units are HTCondor's: cores, MiB, KiB, devices; walltime in seconds, so usage is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -208,7 +208,7 @@ def _host_hits(host: str, machines: pd.DataFrame) -> npt.NDArray[np.bool_]:
             host in hosts
             or any(h.split(".", 1)[0] == short for h in hosts)
             or str(name).lower() in (stem, short.lower())
-            for name, hosts in zip(machines["name"], machines["hosts"])
+            for name, hosts in zip(machines["name"], machines["hosts"], strict=True)
         ],
         dtype=bool,
     )
@@ -248,6 +248,7 @@ def price_requests(
     if (req < 0).any():
         raise ValueError("requests table has negative resource amounts; a request asks for 0 or more of each resource")
     exclusive = requests["exclusive"].fillna(False).to_numpy(dtype=bool)
+    pin_sets: Iterable[tuple[str, ...]]
     if "properties" in requests.columns:
         pin_codes, pin_sets = pd.factorize(
             pd.Series([tuple(p) if p else () for p in requests["properties"]], dtype=object)
@@ -288,7 +289,7 @@ def price_requests(
     out["priced_on"] = pd.Categorical.from_codes(best, categories=names)
     out["n_fit"] = n_fit
     out["fits"] = n_fit > 0
-    out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=_PRICED_AS)
+    out["priced_as"] = pd.Categorical.from_codes(priced_as, categories=pd.Index(_PRICED_AS))
     return out, dict(sorted(unchecked.items()))
 
 
@@ -319,7 +320,9 @@ def _distinct_rows(columns: Sequence[npt.NDArray[np.float64]]) -> tuple[npt.NDAr
 
 def _node_prices(machines: pd.DataFrame) -> npt.NDArray[np.float64]:
     """What a whole node of each class costs: its cores times its cost per core."""
-    return machines["cpus"].to_numpy(dtype=np.float64) * machines["node_cost"].to_numpy(dtype=np.float64)
+    cores: npt.NDArray[np.float64] = machines["cpus"].to_numpy(dtype=np.float64)
+    cost: npt.NDArray[np.float64] = machines["node_cost"].to_numpy(dtype=np.float64)
+    return cores * cost
 
 
 def _coefficients(
@@ -359,7 +362,7 @@ def _cheapest(
     # A share of weight 1 is <= 1 exactly when its term is <= the node's price, so for those
     # resources "fits" is read off the price itself; the others are checked on their own, and
     # only on the requests that ask for more than the smallest class has.
-    in_price = {i for (i, _), w in zip(coefs, policy.weights().values()) if w == 1.0}
+    in_price = {i for (i, _), w in zip(coefs, policy.weights().values(), strict=True) if w == 1.0}
     apart = [i for i in range(len(RESOURCES)) if i not in in_price]
     limit = node * (1 + _FIT_EPS)
     price = np.empty(k)

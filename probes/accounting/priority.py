@@ -32,6 +32,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from probes.accounting._tables import cell_float
+
 __all__ = ["PLAN_COLUMNS", "USAGE_METRICS", "PriorityPolicy", "compare_usage", "plan_priorities", "userprio_commands"]
 
 Mode = Literal["usage", "factor"]
@@ -111,7 +113,7 @@ def plan_priorities(credentials: pd.DataFrame, negotiator: pd.DataFrame, policy:
         if submitter is None:
             rows.append({**row, "status": "unknown"})
             continue
-        before = float(current.at[submitter, column])
+        before = cell_float(current, submitter, column)
         row["before"] = before
         if not pattern.fullmatch(submitter):
             rows.append({**row, "status": "not matched"})

@@ -213,7 +213,7 @@ def billed_samples(
         billed_any |= ~np.isnan(billed)
         np.fmax(rate, share, out=rate)
     rate *= total["cpus"]
-    keep = known & billed_any & np.isfinite(rate)
+    keep: npt.NDArray[np.bool_] = known & billed_any & np.isfinite(rate)
     out = pd.DataFrame(
         {
             "job": np.arange(len(bills), dtype=np.int64),

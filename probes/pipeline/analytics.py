@@ -170,15 +170,13 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     found = _startd_values(startd, slots, columns)
     speed = found["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
-    if by is not None:
-        sets = found[by].to_numpy(dtype=object, copy=True)
-    else:
-        sets = np.full(len(found), ALL, dtype=object)
+    sets = found[by].to_numpy(dtype=object, copy=True) if by is not None else np.full(len(found), ALL, dtype=object)
     sets[pd.isna(sets) | unknown] = None  # an unknown set must not make a job mixed
     if unknown.any():
         example = sorted(set(startd[unknown].tolist()) - {None})[:1]
         notes.append(
-            f"{int(unknown.sum())} nodes of {pd.unique(job[unknown]).size} jobs ran on startds the status files do not show "
+            f"{int(unknown.sum())} nodes of {pd.unique(job[unknown]).size} jobs ran on startds the status files "
+            "do not show "
             f"(e.g. {example[0] if example else None!r}): set {UNKNOWN!r}, at their job's pace"
         )
     if not speed_attribute:
@@ -206,7 +204,8 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     summary = pd.DataFrame(
         {
             "jobs": [n_jobs], "mixed_jobs": [mixed], "mixed_share": [mixed / n_jobs if n_jobs else np.nan],
-            "dedicated_core_s": [dedicated], "lost_core_s": [lost_s], "lost_share": [lost_s / dedicated if dedicated > 0 else np.nan],
+            "dedicated_core_s": [dedicated], "lost_core_s": [lost_s],
+            "lost_share": [lost_s / dedicated if dedicated > 0 else np.nan],
             "lost_core_h": [lost_s / 3600.0], "unknown_nodes": [int(unknown.sum())],
         }
     )  # fmt: skip

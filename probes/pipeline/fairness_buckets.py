@@ -5,7 +5,8 @@ A bucket (``[fairness] bucket_s`` seconds, starting at multiples of it) holds ma
 and the probe sees them one at a time. The bucket's running sums, per user, of the cores
 allocated and the idle cores requested, and its number of snapshots, are a checkpoint
 (:data:`~probes.sources.checkpoints.FAIRNESS_KEY`: ``{"bucket_s", "bucket_start",
-"snapshots", "allocation": {user: cores}, "demand": {user: cores}}``) committed with the snapshot's records; every snapshot then writes the
+"snapshots", "allocation": {user: cores}, "demand": {user: cores}}``) committed with the
+snapshot's records; every snapshot then writes the
 bucket's fairness records from the sums so far. Their ids are the bucket's and the user's
 (:func:`collector.records.record_id`), so the last snapshot of a bucket overwrites what the
 earlier ones wrote, and the records of a finished bucket are those of

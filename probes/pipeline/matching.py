@@ -40,7 +40,7 @@ def fits_idle_exact(
     pairs = fitting_pairs(slots, idle)
     slot_cache: dict[int, classad2.ClassAd] = {}
     job_cache: dict[int, classad2.ClassAd | None] = {}
-    for s, j in zip(pairs["slot"].tolist(), pairs["idle"].tolist()):
+    for s, j in zip(pairs["slot"].tolist(), pairs["idle"].tolist(), strict=True):
         if result[s]:
             continue
         if j not in job_cache:

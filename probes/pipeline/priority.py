@@ -12,6 +12,7 @@ import pandas as pd
 
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
+from probes.accounting._tables import cell_float
 from probes.accounting.ledger import ledger_fairshare
 from probes.accounting.priority import PLAN_COLUMNS, USAGE_METRICS, compare_usage, plan_priorities, userprio_commands
 from probes.config import ProbeConfig
@@ -81,7 +82,7 @@ def restore_plan(records: Sequence[Mapping[str, Any]], current: pd.DataFrame) ->
         if submitter not in now.index:
             rows.append(row | {"before": None, "status": "unknown"})
             continue
-        before = float(now.at[submitter, column])
+        before = cell_float(now, submitter, column)
         rows.append(row | {"before": before, "status": "unchanged" if before == r["before"] else "set"})
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 

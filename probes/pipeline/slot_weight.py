@@ -85,7 +85,8 @@ def slot_weight_report(
         shapes = pd.DataFrame({r: nodes[f"total_{r}"].to_numpy() for r in SLOT_RESOURCES}).assign(node_cost=1.0)
         weight = fit_slot_weight(samples, class_weights(shapes.drop_duplicates(), policy), resources=priced)
         notes = [
-            f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, each weighted by the time its snapshot stands for"
+            f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, "
+            "each weighted by the time its snapshot stands for"
         ]
         return SlotWeightReport(metric, weight, slot_weight_error(samples, weight), samples, [], notes)
 

@@ -26,13 +26,13 @@ the readers ensure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from collector.errors import ConfigError, SourceError
-from collector.sinks.base import Aggregation, Sink, Total
+from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
 from probes.accounting._tables import RESOURCES
 from probes.accounting.efficiency import ALL, capacity_cu, efficiency_table
 from probes.config import ProbeConfig
@@ -41,7 +41,7 @@ from probes.pipeline.overhead import canonical_units
 
 __all__ = ["SHAPE", "job_aggregation", "slot_aggregation", "store_efficiency"]
 
-Period = Literal["day", "month"] | None
+Period = PeriodUnit | None
 
 SHAPE = ("partition", *(f"total_{r}" for r in RESOURCES))
 """What a slot's canonical capacity depends on: the slots are summed per shape."""
@@ -85,8 +85,7 @@ def _slot_sums(groups: pd.DataFrame, by: str | None, config: ProbeConfig, period
     shapes = groups[list(SHAPE)].assign(**{f"unallocated_{r}": 0.0 for r in RESOURCES}, interval_s=0.0)
     capacity = capacity_cu(
         shapes.astype({f"total_{r}": np.float64 for r in RESOURCES}), canonical_units(config.partitions)
-    )
-    capacity = capacity.to_numpy(dtype=np.float64)
+    ).to_numpy(dtype=np.float64)
     known = ~np.isnan(capacity)
     available_cu = np.where(known, np.nan_to_num(capacity) * seconds, 0.0)
     sums = pd.DataFrame(

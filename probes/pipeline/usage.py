@@ -123,7 +123,8 @@ def slot_machines(slots: pd.DataFrame, ads: np.ndarray | None, config: ProbeConf
         if expression.strip():
             if ads is None:
                 raise ConfigError(
-                    f"machines.{column.replace('node_', '')}_expression needs the slot ads, which this source did not keep"
+                    f"machines.{column.replace('node_', '')}_expression needs the slot ads, "
+                    "which this source did not keep"
                 )
             values = _evaluate(expression, [to_classad(a) for a in ads])
             slots[column] = np.where(np.isnan(values), slots[column], values)
@@ -147,13 +148,14 @@ def alea_machines(
                 {
                     k: v
                     for k, v in {
-                        "Name": row.name, "Nodes": int(row.count), "Cpus": float(row.cpus), "Speed": float(row.speed),
-                        "Memory": float(row.memory), "GPUs": float(row.gpus), "Column7": float(row.column7),
+                        "Name": row["name"], "Nodes": int(row["count"]), "Cpus": float(row["cpus"]),
+                        "Speed": float(row["speed"]), "Memory": float(row["memory"]), "GPUs": float(row["gpus"]),
+                        "Column7": float(row["column7"]),
                     }.items()
                     if not (isinstance(v, float) and math.isnan(v))
                 }
             )
-            for row in table.itertuples()
+            for row in table.to_dict("records")
         ]  # fmt: skip
         for column, rule in rules.items():
             if rule:

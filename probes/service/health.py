@@ -15,7 +15,8 @@ metric                                                  type      labels
 ``fairacct_cycles_total``                               counter   ``job``, ``outcome`` (ok, failed)
 ``fairacct_records_total``                              counter   ``kind`` (committed to the outbox)
 ``fairacct_records_sent_total``                         counter   ``kind`` (acknowledged by the store)
-``fairacct_source_failures_total``                      counter   ``source`` (``collector``, ``schedd:NAME``, ``sink``, ...)
+``fairacct_source_failures_total``                      counter   ``source`` (``collector``, ``schedd:NAME``,
+                                                                  ``sink``, ...)
 ``fairacct_job_duration_seconds``                       summary   ``job`` (``_sum`` and ``_count``)
 ``fairacct_job_last_duration_seconds``                  gauge     ``job``
 ``fairacct_job_last_success_timestamp_seconds``         gauge     ``job``
@@ -149,7 +150,7 @@ class Metrics:
             dead = sum(self.outbox.dead.values())
             status = "failing" if not healthy else "degraded" if dead else "ok"
             healthy &= not dead
-            doc = {
+            doc: dict[str, Any] = {
                 "status": status,
                 "started": _iso(self.started),
                 "jobs": jobs,
@@ -184,21 +185,25 @@ class Metrics:
             jobs = sorted(self.jobs.items())
             family(
                 "fairacct_cycles_total", "counter", "Runs of each job of the service, by outcome.",
-                [("", {"job": n, "outcome": o}, v) for n, s in jobs for o, v in (("ok", s.runs - s.failures), ("failed", s.failures))],
+                [("", {"job": n, "outcome": o}, v)
+                 for n, s in jobs for o, v in (("ok", s.runs - s.failures), ("failed", s.failures))],
             )  # fmt: skip
             family("fairacct_records_total", "counter", "Records committed to the outbox, by kind.",
                    [("", {"kind": k}, v) for k, v in sorted(self.records.items())])  # fmt: skip
             family("fairacct_records_sent_total", "counter", "Records the store acknowledged, by kind.",
                    [("", {"kind": k}, v) for k, v in sorted(self.sent.items())])  # fmt: skip
-            family("fairacct_source_failures_total", "counter", "Failures of a source (collector, schedd, file) or of the store.",
+            family("fairacct_source_failures_total", "counter",
+                   "Failures of a source (collector, schedd, file) or of the store.",
                    [("", {"source": k}, v) for k, v in sorted(self.source_failures.items())])  # fmt: skip
             family(
                 "fairacct_job_duration_seconds", "summary", "Duration of the runs of each job.",
-                [s for n, st in jobs for s in (("_sum", {"job": n}, st.duration_sum_s), ("_count", {"job": n}, float(st.runs)))],
+                [s for n, st in jobs
+                 for s in (("_sum", {"job": n}, st.duration_sum_s), ("_count", {"job": n}, float(st.runs)))],
             )  # fmt: skip
             family("fairacct_job_last_duration_seconds", "gauge", "Duration of the last run of each job.",
                    [("", {"job": n}, s.last_duration_s) for n, s in jobs if s.last_duration_s is not None])  # fmt: skip
-            family("fairacct_job_last_success_timestamp_seconds", "gauge", "UNIX time of the last successful run of each job.",
+            family("fairacct_job_last_success_timestamp_seconds", "gauge",
+                   "UNIX time of the last successful run of each job.",
                    [("", {"job": n}, s.last_success) for n, s in jobs if s.last_success is not None])  # fmt: skip
             family("fairacct_outbox_depth", "gauge", "Records waiting in the outbox, by kind.",
                    [("", {"kind": k}, v) for k, v in sorted(self.outbox.depth.items())])  # fmt: skip
@@ -247,7 +252,8 @@ class HealthServer:
             self._server = ThreadingHTTPServer((address, port), handler)
         except OSError as exc:
             raise ConfigError(
-                f"probe.health_port: cannot listen on {address}:{port} ({exc.strerror}); choose another port, or 0 to turn it off"
+                f"probe.health_port: cannot listen on {address}:{port} ({exc.strerror}); "
+                "choose another port, or 0 to turn it off"
             ) from None
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fairacct: health", daemon=True)

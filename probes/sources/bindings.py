@@ -23,9 +23,9 @@ test's fakes.
 from __future__ import annotations
 
 import math
-import os
 import multiprocessing
 import multiprocessing.connection
+import os
 import threading
 import weakref
 from multiprocessing.process import BaseProcess

@@ -81,11 +81,13 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         *(Attr(_PROVISIONED[r], n) for r in RESOURCES),
         *(Attr(_REQUEST[r], n, unless=_PROVISIONED[r]) for r in RESOURCES),
         Attr("JobStatus", n), Attr("ExitCode", n), Attr("QDate", n),
-        Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n), Attr("EnteredCurrentStatus", n),
+        Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n),
+        Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
         # credentials and site: the first attribute present wins, the others are not read
-        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos) for a in fallbacks(names, s)),
+        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos)
+          for a in fallbacks(names, s)),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
     if reading.speed_attribute:
@@ -228,7 +230,8 @@ _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts
 def _whole(values: np.ndarray) -> np.ndarray:
     """Which values a nullable Int64 column can hold: whole numbers within its range."""
     with np.errstate(invalid="ignore"):
-        return np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.floor(values) == values)
+        whole: np.ndarray = np.isfinite(values) & (np.abs(values) < 2.0**63) & (np.floor(values) == values)
+    return whole
 
 
 def odd_integers(columns: dict[str, np.ndarray], report: ReadReport) -> None:
@@ -300,11 +303,12 @@ def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     for name in list(columns):
         values = columns.pop(name)
         if name in _INTEGER_COLUMNS:
-            values = pd.array(np.where(_whole(values), values, np.nan), dtype="Int64")
+            arrays[name] = pd.array(np.where(_whole(values), values, np.nan), dtype="Int64")
         elif values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) == "string":
             values[pd.isna(values)] = np.nan  # the missing value of pandas' str dtype
-            values = pd.arrays.StringArray(values, dtype=_STR)
-        arrays[name] = values
+            arrays[name] = pd.arrays.StringArray(values, dtype=_STR)  # type: ignore[call-arg]  # pandas-stubs lack its dtype=
+        else:
+            arrays[name] = values
     return pd.DataFrame(arrays, index=pd.RangeIndex(n), copy=False)
 
 
@@ -325,7 +329,7 @@ def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
         values = ads[name][missing]
         if name.lower() == "accountinggroup":  # a few distinct values: each parsed once
             groups = {v: group_of(v) for v in set(values.tolist())}
-            values = np.array(list(map(groups.__getitem__, values)) + [None], dtype=object)[:-1]
+            values = np.array([*map(groups.__getitem__, values), None], dtype=object)[:-1]
         out[missing] = values
         missing = missing[pd.isna(values)]
     return out

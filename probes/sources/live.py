@@ -112,7 +112,7 @@ class CollectorLike(Protocol):
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
     ) -> list[classad2.ClassAd]: ...
 
-    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...  # noqa: N802 - the bindings' name
 
 
 class ScheddLike(Protocol):
@@ -284,9 +284,10 @@ class LivePool:
         self.bindings: Bindings | None = None
         if collector_factory is None or schedd_factory is None:
             self.bindings = Bindings(pool.condor_config, pool.timeout_s, pool.token_file)
-        bindings = self.bindings
-        self._collector_factory: CollectorFactory = collector_factory or bindings.collector  # type: ignore[union-attr]
-        self._schedd_factory: ScheddFactory = schedd_factory or bindings.schedd  # type: ignore[union-attr]
+            collector_factory = collector_factory or self.bindings.collector
+            schedd_factory = schedd_factory or self.bindings.schedd
+        self._collector_factory: CollectorFactory = collector_factory
+        self._schedd_factory: ScheddFactory = schedd_factory
         self.timeout_s = pool.timeout_s
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
@@ -336,7 +337,8 @@ class LivePool:
                 text = " ".join(str(error).split()) or type(error).__name__
                 raise SourceError(f"{what}: {text}") from error
             raise error
-        return box["value"]  # type: ignore[no-any-return]
+        value: T = box["value"]
+        return value
 
     def _ads(self, what: str, call: Callable[[], Any]) -> list[classad2.ClassAd]:
         """A call whose answer must be a list of ClassAds."""
@@ -429,7 +431,7 @@ class LivePool:
         """The slots and allocations tables of the pool, observed at ``now``."""
         ads, origins, report = self.slot_ads()
         columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
-        columns.path = np.array(origins + [None], dtype=object)[:-1]
+        columns.path = np.array([*origins, None], dtype=object)[:-1]
         report.merge(converted)
         snapshot = snapshot_tables(columns, self.slots)
         snapshot.slots["observed_at"] = float(now)
@@ -578,8 +580,10 @@ class LivePool:
 
 
 def _names_str(names: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    return [n for n in names if not (n.lower() in seen or seen.add(n.lower()))]  # type: ignore[func-returns-value]
+    first: dict[str, str] = {}
+    for n in names:
+        first.setdefault(n.lower(), n)
+    return list(first.values())
 
 
 def _missing_refs(ads: Sequence[classad2.ClassAd], projection: Sequence[str]) -> set[str]:

@@ -122,7 +122,7 @@ def _from_autoclusters(ads: AdColumns, running: Collection[str] | None, origin: 
     ids = [expand_job_ids(text) for text in ads["JobIds"]]
     idle_counts = [
         (count if not isinstance(text, str) else len([j for j in expanded if j not in local]))
-        for count, text, expanded in zip(ads["JobCount"], ads["JobIds"], ids)
+        for count, text, expanded in zip(ads["JobCount"], ads["JobIds"], ids, strict=True)
     ]
     frame = pd.DataFrame(
         {

@@ -15,6 +15,7 @@ objects, from a live pool's answer or a ``-json`` dump (:func:`evaluate_ad`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import pickle
 import re
 import select
@@ -124,10 +125,10 @@ def evaluate_ad(ad: classad2.ClassAd, wanted: Wanted, text: str | None = None) -
     without looking further. Raises :class:`EvaluationTimeout` past the budget, ``ValueError``
     if the worker fails."""
     unshadowed = [not any(u in ad for u in shadows) for _, shadows in wanted]
-    names = [name for (name, _), read in zip(wanted, unshadowed) if read]
+    names = [name for (name, _), read in zip(wanted, unshadowed, strict=True) if read]
     if (text is None or needs_guard(text)) and calls_regexp(ad, names):
         return _WORKER.ask(str(ad), True, list(wanted), BUDGET_S)  # str(ad): the new syntax, exactly
-    return [evaluate(ad, name) if read else None for (name, _), read in zip(wanted, unshadowed)]
+    return [evaluate(ad, name) if read else None for (name, _), read in zip(wanted, unshadowed, strict=True)]
 
 
 def evaluate_guarded(text: str, wanted: Wanted) -> list[Any]:
@@ -152,7 +153,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
             ad = classad2.parseOne(text, classad2.ParserType.New if new else classad2.ParserType.Old)
             values = [None if any(u in ad for u in shadows) else evaluate(ad, n) for n, shadows in wanted]
             pickle.dump(("ok", values), out)
-        except Exception as exc:  # classad2's errors, sent back as text
+        except Exception as exc:  # noqa: BLE001 - classad2's errors, sent back as text
             pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
         out.flush()
 
@@ -197,10 +198,8 @@ class _Worker:
         if self._process is not None and self._process.poll() is None:
             assert self._process.stdin is not None
             self._process.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
         self._kill()
 
     def _kill(self) -> None:

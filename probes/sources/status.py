@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import classad2
 import numpy as np
@@ -72,7 +73,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
         Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
         Attr("GlobalJobId", s), Attr("RemoteOwner", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
-        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst), Attr("ChildAccountingGroup", lst),
+        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst),
+        Attr("ChildAccountingGroup", lst),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
@@ -258,9 +260,10 @@ def _children_known(
     """
     names = ads["Name"]
     children: dict[str, list[int]] = {}
-    for row, name in zip(dynamic.tolist(), parent.tolist()):
+    for row, name in zip(dynamic.tolist(), parent.tolist(), strict=True):
         children.setdefault(name, []).append(row)
-    from_lists, incomplete = [], []
+    from_lists: list[int] = []
+    incomplete: list[int] = []
     for i in pslots.tolist():
         listed = ads["ChildName"][i]
         have = children.get(names[i], [])
@@ -298,7 +301,7 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
     for i in rows:
         n = len(ads["ChildCpus"][i])
 
-        def item(attr: str, k: int) -> object:
+        def item(attr: str, k: int, i: int = i) -> Any:  # i bound: the row of this iteration
             values = ads[attr][i]
             return values[k] if isinstance(values, list) and k < len(values) else None
 

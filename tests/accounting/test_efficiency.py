@@ -55,7 +55,8 @@ def pool() -> pd.DataFrame:
                 {
                     "name": name, "cpu_model": "fast" if name == "fast" else "slow", "partition": "cpu",
                     "total_cpus": total[0], "total_memory": total[1], "total_disk": 1e6, "total_gpus": 0,
-                    "unallocated_cpus": cores, "unallocated_memory": mib, "unallocated_disk": 1e6, "unallocated_gpus": 0,
+                    "unallocated_cpus": cores, "unallocated_memory": mib, "unallocated_disk": 1e6,
+                    "unallocated_gpus": 0,
                     "observed_at": at, "interval_s": 3600.0,
                 }
             )  # fmt: skip

@@ -152,7 +152,7 @@ def test_targets_in_maui_syntax(text: str | int, value: float, mode: str) -> Non
 
 @pytest.mark.parametrize("text", ["", "abc", "20x", "0", "-5", "+20", "120", "20++", True])
 def test_bad_targets(text: Any) -> None:
-    with pytest.raises(ValueError, match="expected a target|at most 100"):
+    with pytest.raises(ValueError, match=r"expected a target|at most 100"):
         Target.parse(text)
 
 

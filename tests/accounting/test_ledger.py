@@ -11,7 +11,6 @@ from probes.accounting.ledger import ledger_add
 from probes.config import parse_config
 from probes.pipeline.records import fairshare_docs
 
-
 W0 = 1795266000.0  # a multiple of 3600
 
 
@@ -19,7 +18,8 @@ def test_the_ledger_and_the_fairshare_records_of_a_window() -> None:
     config = parse_config({"fairshare": {"interval_s": 3600, "depth": 2, "targets": {"user": {"alice": "50"}}}})
     jobs = pd.DataFrame(
         {"user": ["alice", "bob"], "group": ["group_cms", "group_cms"], "project": [None, None], "queue": [None, None],
-         "qos": [None, None], "end": [W0 + 1800, W0 + 600], "walltime_s": [3600.0, 600.0], "cpus": [2.0, 1.0], "n_hosts": [1, 1]}
+         "qos": [None, None], "end": [W0 + 1800, W0 + 600], "walltime_s": [3600.0, 600.0], "cpus": [2.0, 1.0],
+         "n_hosts": [1, 1]}
     )  # fmt: skip
     rows = ledger_add([], jobs, job_usage(jobs, "dedicated_ps"), now=W0 + 3000, interval_s=3600, depth=2)
     assert rows == [

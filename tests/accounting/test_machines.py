@@ -59,7 +59,8 @@ def test_speed_cost_and_attributes_split_classes() -> None:
     assert by_speed["count"].tolist() == [1, 2, 1]
     by_site = machine_classes(slots, attributes=["site"])
     assert by_site["name"].tolist() == [
-        "c8-m16384-g0-UCSD-s10-k1", "c8-m16384-g0-UCSD-s12.5-k1", "c8-m16384-g0-FNAL-s12.5-k1", "c8-m16384-g0-FNAL-s12.5-k2",
+        "c8-m16384-g0-UCSD-s10-k1", "c8-m16384-g0-UCSD-s12.5-k1", "c8-m16384-g0-FNAL-s12.5-k1",
+        "c8-m16384-g0-FNAL-s12.5-k2",
     ]  # fmt: skip
     assert by_site["properties"][0] == frozenset({"site=UCSD"})
 

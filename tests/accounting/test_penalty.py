@@ -273,9 +273,9 @@ def _reference_price(r: Any, pool: pd.DataFrame) -> tuple[float, bool]:
     for m in pool.itertuples():
         if r.cpus > m.cpus or r.memory > m.memory or r.gpus > m.gpus:
             continue
-        if ("cluster=m3",) == r.properties and m.name != "m3":
+        if r.properties == ("cluster=m3",) and m.name != "m3":
             continue
-        if ("^cluster=m1",) == r.properties and m.name == "m1":
+        if r.properties == ("^cluster=m1",) and m.name == "m1":
             continue
         pe = m.cpus * m.node_cost if r.exclusive else max(r.cpus / m.cpus, r.memory / m.memory) * m.cpus * m.node_cost
         best = min(best, pe)

@@ -122,7 +122,8 @@ def test_billed_samples_price_the_bill_as_a_share_of_the_node() -> None:
     bills = pd.DataFrame(
         {"parent": ["n", "n", "gone"], "user": ["a", "b", "c"], "interval_s": [300.0, 300.0, 300.0],
          "cpus": [4.0, 12.0, 1.0], "memory": [2048.0, 8192.0, 1.0], "disk": [1.0, 1.0, 1.0],
-         "billed_cpus": [4.0, 12.0, np.nan], "billed_memory": [6553.6, 26214.4, np.nan], "billed_disk": [5e5, 5e5, np.nan]}
+         "billed_cpus": [4.0, 12.0, np.nan], "billed_memory": [6553.6, 26214.4, np.nan],
+         "billed_disk": [5e5, 5e5, np.nan]}
     )  # fmt: skip
     samples = billed_samples(nodes, bills)
     # a: max(4/16, 6553.6/32768) x 16 = 4; b: max(12/16, 0.8) x 16 = 12.8; c: no node, left out

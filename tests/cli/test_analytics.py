@@ -86,7 +86,8 @@ def test_whatif_on_wagap(capsys: pytest.CaptureFixture[str], metacentrum: Path) 
     (zewura 3.3, zegox 4.1: the wagap machines file gives every class speed 1, and no
     published figure exists for these two; an assumption, stated)."""
     code, out, err = run(
-        capsys, "efficiency", "whatif", "--swf", str(metacentrum / "wagap-2013.swf"), "--machines", str(metacentrum / "wagap-2013.machines"),
+        capsys, "efficiency", "whatif", "--swf", str(metacentrum / "wagap-2013.swf"),
+        "--machines", str(metacentrum / "wagap-2013.machines"),
         "--speed", "zewura=3.3", "--speed", "zegox=4.1", "--policy", "no_sets", "--policy", "bestfit", "--json",
     )  # fmt: skip
     assert code == 0, err
@@ -98,7 +99,8 @@ def test_whatif_on_wagap(capsys: pytest.CaptureFixture[str], metacentrum: Path) 
 
 def test_a_bad_speed(capsys: pytest.CaptureFixture[str], metacentrum: Path) -> None:
     code, _, err = run(
-        capsys, "efficiency", "whatif", "--swf", str(metacentrum / "wagap-2013.swf"), "--machines", str(metacentrum / "wagap-2013.machines"), "--speed", "zewura=fast",
+        capsys, "efficiency", "whatif", "--swf", str(metacentrum / "wagap-2013.swf"),
+        "--machines", str(metacentrum / "wagap-2013.machines"), "--speed", "zewura=fast",
     )  # fmt: skip
     assert code == 2 and "--speed must be CLASS=SPEED with a speed greater than 0, got 'zewura=fast'" in err
 
@@ -142,7 +144,8 @@ def test_efficiency_of_a_history_carries_its_drift(capsys: pytest.CaptureFixture
     history, status = write_pool(tmp_path)
     config = tmp_path / "pool.toml"
     config.write_text(
-        f'[sources]\nslot_attributes = ["CPUModel"]\n[machines]\nspeed_attribute = "HEPSPEC"\n[probe]\nstate_dir = "{tmp_path}"\n'
+        '[sources]\nslot_attributes = ["CPUModel"]\n[machines]\nspeed_attribute = "HEPSPEC"\n'
+        f'[probe]\nstate_dir = "{tmp_path}"\n'
     )
     args = (
         "efficiency",

@@ -112,9 +112,8 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
     assert f"1 malformed status ad(s) skipped, the first: {dump} line 6: unterminated string in attribute 'Cpus'" in err
     quarantined = Path(err.rsplit("quarantined in ", 1)[1].strip())
     assert quarantined.parent == tmp_path / "state/quarantine"
-    assert (
-        quarantined.read_text()
-        == f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
+    assert quarantined.read_text() == (
+        f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
     )
     assert "== 1 slots" in out
     code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--strict")
@@ -131,9 +130,11 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
-        (["jobs"], 2, "fairacct: configuration error: no input: set sources.history in the configuration or give --history\n"),
+        (["jobs"], 2,
+         "fairacct: configuration error: no input: set sources.history in the configuration or give --history\n"),
         (["slots", "--status-file", "/nonexistent.ads"], 1, "fairacct: /nonexistent.ads: no such file\n"),
-        (["slots", "--config", "/nonexistent.toml"], 2, "fairacct: configuration error: /nonexistent.toml: no such configuration file\n"),
+        (["slots", "--config", "/nonexistent.toml"], 2,
+         "fairacct: configuration error: /nonexistent.toml: no such configuration file\n"),
         (["records", "slot", "--store", "ftp://localhost/x"], 2,
          "fairacct: configuration error: store.url: expected sqlite:///PATH, http(s)://HOST:PORT, "
          "opensearch+http(s)://HOST:PORT or collector+http(s)://HOST[:PORT], got 'ftp://localhost/x'\n"),
@@ -250,14 +251,14 @@ def test_read_only_commands_write_nothing_unless_asked(
     work.mkdir()
     monkeypatch.chdir(work)
     for command in ("slots", "bill", "overhead"):
-        code, out, err = run(capsys, command, "--status-file", str(dump))
+        code, _out, err = run(capsys, command, "--status-file", str(dump))
         assert code == 0 and "unterminated string in attribute 'Cpus' (--quarantine DIR keeps them)" in err
     assert list(work.iterdir()) == []
 
 
 def test_reading_a_store_that_does_not_exist_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "no/such/dir/x.sqlite"
-    code, out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
+    code, _out, err = run(capsys, "records", "slot", "--store", f"sqlite:///{missing}")
     assert (
         code == 1
         and err
@@ -273,8 +274,8 @@ def test_tables_people_read(capsys: pytest.CaptureFixture[str], condor25: Path) 
     assert code == 0 and "completed" in out and "removed" in out
     assert "None" not in out and "<NA>" not in out and "nan" not in out.lower().replace("nanosecond", "")
     code, out, _ = run(capsys, "overhead", "--status-file", str(condor25 / "status.ads"))
-    assert out.startswith("== canonical units (true overhead is counted in whole units idle in every resource at once)\n"
-                          "gpu: 1 GPU(s)\ncpu: 1 core(s) and 2048 MiB\n")  # fmt: skip
+    assert out.startswith("== canonical units (true overhead is counted in whole units idle in every resource "
+                          "at once)\ngpu: 1 GPU(s)\ncpu: 1 core(s) and 2048 MiB\n")  # fmt: skip
     code, out, _ = run(capsys, "bill", "--status-file", str(condor25 / "status.ads"))
     assert "<NA>" not in out and "None" not in out
 

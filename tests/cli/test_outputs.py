@@ -88,7 +88,7 @@ def test_summarize_export_and_report_the_demo_pool(
 def test_errors_name_the_option(
     demo_config: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    code, out, err = run(capsys, *argv, "--config", str(demo_config))
+    code, _out, err = run(capsys, *argv, "--config", str(demo_config))
     assert code in (1, 2), err
     assert message in err and "Traceback" not in err
 

@@ -54,7 +54,8 @@ def test_billed_weight_on_a_real_snapshot(condor25: Path) -> None:
     assert out.startswith("== slot-weight (billed)\nSLOT_WEIGHT = max({Cpus * 1.066666667, Memory * 0.00048828125})\n")
     # weights 4.267, 4.267, 12.8, 4.267, 2.133, 12: |error| 6.7 %, 26.7 % x 3, 0, 0 -> mean 14.44 %
     assert ("error on the 6 billed allocations of the snapshots: mean |weight - metric| / metric 14.44 %, "
-            "33.3 % of them within 5 %; usage charged to the wrong jobs 9.56 %, total usage -8.33 %") in out  # fmt: skip
+            "33.3 % of them within 5 %; usage charged to the wrong jobs 9.56 %, "
+            "total usage -8.33 %") in out  # fmt: skip
 
 
 def test_bad_metric_and_inputs_are_refused(condor25: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,12 +14,12 @@ import pytest
 
 from probes.accounting import FairsharePolicy, fairshare
 from probes.cli import main
-from probes.config import parse_config
-from probes.sources.history import read_history
-from probes.sources.status import read_status
-from probes.pipeline.usage import alea_machines, fs_files, slot_machines
 from probes.cli.times import parse_time
 from probes.cli.usage_views import diagnose_f
+from probes.config import parse_config
+from probes.pipeline.usage import alea_machines, fs_files, slot_machines
+from probes.sources.history import read_history
+from probes.sources.status import read_status
 
 from ..conftest import DEMO, ROOT
 
@@ -77,13 +77,15 @@ def test_every_wagap_job_is_priced(wagap: tuple[Path, Path], wagap_penalty: dict
 def test_the_cluster_pins_are_respected(wagap: tuple[Path, Path], wagap_penalty: dict[str, Any]) -> None:
     specs = [line.split()[20] for line in wagap[0].read_text().splitlines()]
     jobs = wagap_penalty["jobs"]
-    zegox = [j for j, spec in zip(jobs, specs) if "cl_zegox" in spec]
-    zewura = [j for j, spec in zip(jobs, specs) if "cl_zewura" in spec and "^cl_zewura" not in spec]
+    zegox = [j for j, spec in zip(jobs, specs, strict=True) if "cl_zegox" in spec]
+    zewura = [j for j, spec in zip(jobs, specs, strict=True) if "cl_zewura" in spec and "^cl_zewura" not in spec]
     assert len(zegox) == 320 and len(zewura) == 575
     assert {tuple(j["priced_on"]) for j in zegox} == {("zegox",)}  # never on zewura, though it may be cheaper
     assert {tuple(j["priced_on"]) for j in zewura} == {("zewura",)}
     # "1:ppn=1:^cl_zewura" and the zegoxNN host pins
-    pinned = [j for j, spec in zip(jobs, specs) if "^cl_zewura" in spec or ":zegox2" in spec or "zegox17" in spec]
+    pinned = [
+        j for j, spec in zip(jobs, specs, strict=True) if "^cl_zewura" in spec or ":zegox2" in spec or "zegox17" in spec
+    ]
     assert pinned and {tuple(j["priced_on"]) for j in pinned} == {("zegox",)}
 
 
@@ -282,8 +284,10 @@ def test_speed_and_cost_from_expressions(metacentrum: Path, condor25: Path) -> N
         (["penalty", "--swf", "{swf}", "--history", "{swf}", "--machines", "{machines}"], 2,
          "fairacct: configuration error: give --history or --swf, not both\n"),
         (["penalty", "--machines", "{machines}"], 2,
-         "fairacct: configuration error: no jobs: give --swf or --history, or set sources.history in the configuration\n"),
-        (["penalty", "--swf", "/nonexistent.swf", "--machines", "{machines}"], 1, "fairacct: /nonexistent.swf: no such file\n"),
+         "fairacct: configuration error: no jobs: give --swf or --history, "
+         "or set sources.history in the configuration\n"),
+        (["penalty", "--swf", "/nonexistent.swf", "--machines", "{machines}"], 1,
+         "fairacct: /nonexistent.swf: no such file\n"),
         (["fairshare", "--swf", "{swf}", "--at", "yesterday"], 2,
          ("fairacct: configuration error: --at: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
          "got 'yesterday'\n")),

@@ -99,7 +99,7 @@ def generated_frames(days: int = 10, per_day: int = 40, seed: int = 7) -> dict[s
                 "usage": float(rng.uniform(0, 100)), "effective": float(rng.uniform(0, 0.5)),
                 "target": float(t), "target_mode": "target",
             }
-            for w in windows for u, t in zip(USERS, [30, 20, 20, 20, 10])
+            for w in windows for u, t in zip(USERS, [30, 20, 20, 20, 10], strict=True)
         ]
     )  # fmt: skip
     return {"job": jobs, "allocation": allocations, "slot": slots, "fairshare": fairshare}

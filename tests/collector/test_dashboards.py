@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -76,8 +76,8 @@ def test_every_field_a_visualization_uses_is_mapped_and_aggregatable(vis: dict[s
 
 def test_the_dashboards_cover_what_operators_and_committees_asked_for() -> None:
     titles = " ".join(o["attributes"]["title"] for o in OBJECTS if o["type"] == "visualization")
-    for words in ("by partition", "by site", "by pilot phase", "fitting idle", "held against billed", "penalty against CPU-only",
-                  "fairshare usage against targets", "per probe"):  # fmt: skip
+    for words in ("by partition", "by site", "by pilot phase", "fitting idle", "held against billed",
+                  "penalty against CPU-only", "fairshare usage against targets", "per probe"):  # fmt: skip
         assert words in titles, words
     assert {o["id"] for o in OBJECTS if o["type"] == "dashboard"} == {"fairacct-operators", "fairacct-committee"}
 
@@ -90,10 +90,10 @@ def test_the_ndjson_is_what_the_script_writes(tmp_path: Path) -> None:
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    requests: list[dict[str, Any]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
     status = 200
 
-    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
         answer = (

@@ -46,7 +46,8 @@ def slot_docs() -> list[dict[str, Any]]:
                 {
                     "pool": "hand", "name": name, "machine": machine, "cpu_model": "fast" if name == "fast" else "slow",
                     "partition": "cpu", "total_cpus": float(cores), "total_memory": cores * 2048.0, "total_disk": 1e6,
-                    "total_gpus": 0.0, "unallocated_cpus": float(free[day][0]), "unallocated_memory": float(free[day][1]),
+                    "total_gpus": 0.0, "unallocated_cpus": float(free[day][0]),
+                    "unallocated_memory": float(free[day][1]),
                     "unallocated_disk": 1e6, "unallocated_gpus": 0.0, "observed_at": DAY0 + day * 86400,
                     "interval_s": 3600.0, "overhead_cu": overhead[day], "overhead_cu_hours": float(overhead[day]),
                 }

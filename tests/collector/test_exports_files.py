@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collector.exports import FORMATS, Period, usage_table, write_export
 from collector.errors import ConfigError
+from collector.exports import FORMATS, Period, usage_table, write_export
 from collector.sinks import Sink
 from collector.sinks.sqlite import EmbeddedStore
 

@@ -248,7 +248,8 @@ def test_an_outbox_of_the_previous_version_is_read_and_sent(tmp_path: Path) -> N
             """
         )
         db.executemany(
-            "INSERT INTO item(kind, id, doc, enqueued_at, attempts, last_error) VALUES (?, ?, ?, 1795300000.0, 2, 'timeout')",
+            "INSERT INTO item(kind, id, doc, enqueued_at, attempts, last_error) "
+            "VALUES (?, ?, ?, 1795300000.0, 2, 'timeout')",
             [("slot", d["id"], orjson.dumps(d).decode()) for d in docs[:30]],
         )
         db.execute(

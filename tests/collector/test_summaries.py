@@ -130,7 +130,9 @@ def test_resummarizing_deletes_the_groups_that_vanished(one_day_store: Sink) -> 
 
 def test_aggregate_by_month_and_filtered_products(store: Sink) -> None:
     query = Aggregation(
-        "slot", ("partition",), (Total("n"), Total("cu", ("overhead_cu_hours",), where="fits_idle"), Total("cap", ("total_cpus", "interval_s"), 1 / 3600)),
+        "slot", ("partition",),
+        (Total("n"), Total("cu", ("overhead_cu_hours",), where="fits_idle"),
+         Total("cap", ("total_cpus", "interval_s"), 1 / 3600)),
         period="month", since="2026-01-01T00:00:00Z", until="2026-02-01T00:00:00Z",
     )  # fmt: skip
     rows = sorted(store.aggregate(query), key=lambda r: r["partition"])
@@ -171,7 +173,8 @@ def test_a_store_made_before_the_measured_columns_gets_them(tmp_path: Path) -> N
     doc = generated_docs()["job"][0]
     with sqlite3.connect(path) as db:
         db.execute(
-            'CREATE TABLE "job" (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, "site" TEXT, doc TEXT NOT NULL)'
+            'CREATE TABLE "job" (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, '
+            '"site" TEXT, doc TEXT NOT NULL)'
         )
         db.execute(
             'INSERT INTO "job" VALUES (?, ?, ?, ?, ?, ?, ?)',

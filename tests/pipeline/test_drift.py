@@ -177,7 +177,8 @@ def test_a_machine_the_status_does_not_show(pool: tuple[pd.DataFrame, pd.DataFra
     assert drift.summary[["mixed_jobs", "lost_core_s", "unknown_nodes"]].iloc[0].tolist() == [0, 0.0, 1]
     assert drift.sets["set"].tolist() == [UNKNOWN, "EPYC"]
     assert drift.notes == [
-        "1 nodes of 1 jobs ran on startds the status files do not show (e.g. 'slow.example.org'): set '(unknown)', at their job's pace"
+        "1 nodes of 1 jobs ran on startds the status files do not show (e.g. 'slow.example.org'): "
+        "set '(unknown)', at their job's pace"
     ]
 
 
@@ -209,7 +210,8 @@ def test_the_real_pool_runs_vanilla_jobs_only(fixtures: Path) -> None:
 def test_a_node_known_by_its_machine_only() -> None:
     # a glidein's slot is "slot1@glidein_1@wn1..."; a job that names the host alone still finds it
     slots = pd.DataFrame(
-        {"name": ["slot1@glidein_1@wn1.example.org", "slot1@wn2.example.org"], "machine": ["WN1.example.org", "wn2.example.org"],
+        {"name": ["slot1@glidein_1@wn1.example.org", "slot1@wn2.example.org"],
+         "machine": ["WN1.example.org", "wn2.example.org"],
          "speed": [10.0, 20.0], "model": ["old", "new"]}
     )  # fmt: skip
     jobs = pd.DataFrame(

@@ -34,7 +34,7 @@ def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
         ),
     ]
     state = None
-    for at, (alloc, idle) in zip((7200.0, 7500.0), snaps):
+    for at, (alloc, idle) in zip((7200.0, 7500.0), snaps, strict=True):
         state = add_snapshot(state, alloc, idle, observed_at=at, bucket_s=3600.0)
     assert state == {
         "bucket_s": 3600.0,
@@ -50,7 +50,7 @@ def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
     ]
     assert [d["served"] for d in docs] == pytest.approx([1.0, 2 / 3], rel=1e-14)
     # the same as the command's bucket_shares over both snapshots at once
-    allocations = pd.concat([a.assign(observed_at=t) for t, (a, _) in zip((7200.0, 7500.0), snaps)])
+    allocations = pd.concat([a.assign(observed_at=t) for t, (a, _) in zip((7200.0, 7500.0), snaps, strict=True)])
     shares = bucket_shares(allocations, demand_table(snaps[0][1], 7200.0), bucket_s=3600.0)
     assert [d["served"] for d in docs] == pytest.approx(shares["served"].tolist(), rel=1e-14)
     # the next bucket starts over

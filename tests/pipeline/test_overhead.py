@@ -101,7 +101,7 @@ def test_slots_matching_no_partition_are_reported(condor25: Path) -> None:
         "slot1@cpu-node1@vm": True,
         "slot1@gpu-node1@vm": False,
     }
-    nodes, bills = snapshot_bills(snapshot, config)
+    _nodes, bills = snapshot_bills(snapshot, config)
     assert len(bills) == 6 and not bills["orphan"].any()
 
 
@@ -127,7 +127,8 @@ def test_the_cross_check_asks_for_jobs_within_the_true_overhead(tmp_path: Path) 
     dump = tmp_path / "status.ads"
     dump.write_text(
         'Name = "slot1@node"\nMachine = "node"\nSlotType = "Partitionable"\nMyCurrentTime = 1795300000\n'
-        "TotalSlotCpus = 8\nTotalSlotMemory = 16384\nTotalSlotDisk = 1000000.0\nCpus = 3\nMemory = 4096\nDisk = 500000\n"
+        "TotalSlotCpus = 8\nTotalSlotMemory = 16384\nTotalSlotDisk = 1000000.0\n"
+        "Cpus = 3\nMemory = 4096\nDisk = 500000\n"
     )
     config = ProbeConfig()
     snapshot, _ = read_status([dump], config.slot_reading())

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ from probes.accounting.fairshare import job_usage, window_usage
 from probes.cli import main
 from probes.config import ProbeConfig, load_config, parse_config
 from probes.service.health import Metrics
-from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY
 from probes.service.scheduler import ProbeService
+from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY, SNAPSHOT_KEY
 from probes.sources.history import read_history
 
 from ..conftest import DEMO, ROOT
@@ -502,4 +503,4 @@ def test_fairshare_windows_roll_on_their_boundaries_whenever_the_service_started
         svc.stop()
     times = [f.timestamp() for f in fires]
     assert all(t % 7 == 0 for t in times), times  # multiples of the window width since the epoch
-    assert 0 < times[0] - now.timestamp() <= 7 and [b - a for a, b in zip(times, times[1:])] == [7, 7, 7]
+    assert 0 < times[0] - now.timestamp() <= 7 and [b - a for a, b in pairwise(times)] == [7, 7, 7]

@@ -80,12 +80,15 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
     assert set(jobs["group"]) == {"group_cms", "group_atlas", "group_osg"}
     # speed of the host the job ran on, through SYSTEM_JOB_MACHINE_ATTRS: 10.5 CPU node, 15.0 GPU node
     ran = jobs[jobs["host"].notna()]
-    assert set(zip(ran["host"].str.split("@").str[1], ran["speed"])) == {("cpu-node1", 10.5), ("gpu-node1", 15.0)}
+    assert set(zip(ran["host"].str.split("@").str[1], ran["speed"], strict=True)) == {
+        ("cpu-node1", 10.5),
+        ("gpu-node1", 15.0),
+    }
     assert report.rejects == {"JobPrio: expected a string, got number": 12}
 
 
 def test_an_empty_history_directory(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="no history.<cluster>.<proc> files in this directory"):
+    with pytest.raises(SourceError, match=r"no history\.<cluster>\.<proc> files in this directory"):
         read_history([tmp_path])
 
 
@@ -148,7 +151,7 @@ def test_a_history_streamed_is_checked_as_it_is_read(condor25: Path, generated_h
     once it is read, a malformed ad raises in strict mode after the parts before it."""
     streamed = iter_history([generated_history(3000), condor25 / "status.ads"], JobReading(), ReadReport())
     assert sum(map(len, itertools.islice(streamed, 1))) >= 2000
-    with pytest.raises(SourceError, match="status.ads: this looks like startd ads"):
+    with pytest.raises(SourceError, match=r"status\.ads: this looks like startd ads"):
         list(streamed)
     broken = generated_history(3000, malformed=2500)
     with pytest.raises(ClassAdError) as raised:

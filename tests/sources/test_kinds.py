@@ -65,5 +65,5 @@ def test_a_file_none_of_whose_ads_can_be_read_is_refused(tmp_path: Path, capsys:
     notes.write_text("# my notes\nthe pool was busy today\n\nand yesterday\n")
     assert main(["slots", "--status-file", str(notes)]) == 1
     err = capsys.readouterr().err
-    assert err.endswith(f"fairacct: {notes}: none of its 2 ad(s) could be read, expected startd ads (condor_status -long or -json); "
-                        "is this the right file?\n")  # fmt: skip
+    assert err.endswith(f"fairacct: {notes}: none of its 2 ad(s) could be read, "
+                        "expected startd ads (condor_status -long or -json); is this the right file?\n")  # fmt: skip

@@ -119,7 +119,7 @@ class FakeCollector(Daemon):
         answer = (project(ad, projection) for ad in self.startd if matches(ad, constraint))
         return self._answer("query", answer, ad_type=ad_type, constraint=constraint, projection=projection)
 
-    def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:
+    def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:  # noqa: N802 - the bindings' name
         return self._answer("locateAll", self.schedd_ads, daemon_type=daemon_type)
 
 
@@ -263,8 +263,8 @@ def test_the_job_projections_hold_what_default_request_expressions_refer_to() ->
     history = history_projection(
         config(credentials={"qos": ["JobQOS"]}, sources={"job_attributes": ["ExitBySignal"]}).job_reading()
     )
-    assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0", "JobQOS",
-            "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
+    assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0",
+            "JobQOS", "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
 
 
 # -- slots ---------------------------------------------------------------------------------------------
@@ -318,7 +318,8 @@ def generated_pool(rng: np.random.Generator, n_nodes: int) -> list[classad2.Clas
             int(rng.choice([0, 0, 4])),
         )
         if rng.random() < 0.2:
-            ads.append(classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Static", "State": rng.choice(["Claimed", "Unclaimed"]),
+            ads.append(classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Static",
+                                         "State": rng.choice(["Claimed", "Unclaimed"]),
                                          "Cpus": 1, "Memory": 2048, "Disk": 1000000, "MyCurrentTime": 1795269000 + node,
                                          "GLIDEIN_Site": "SiteA", "HEPSPEC": 10.0}))  # fmt: skip
             continue
@@ -328,15 +329,21 @@ def generated_pool(rng: np.random.Generator, n_nodes: int) -> list[classad2.Clas
             if used[0] + c > cpus or used[1] + m > memory or used[2] + g > gpus:
                 break
             used = [used[0] + c, used[1] + m, used[2] + g]
-            ads.append(classad2.ClassAd({"Name": f"slot1_{k + 1}@{host}", "Machine": host, "SlotType": "Dynamic", "DynamicSlot": True,
+            ads.append(classad2.ClassAd({"Name": f"slot1_{k + 1}@{host}", "Machine": host, "SlotType": "Dynamic",
+                                         "DynamicSlot": True,
                                          "State": "Claimed", "Cpus": c, "Memory": m, "Disk": 100000, "GPUs": g,
                                          "GlobalJobId": f"schedd#{node}.{k}#1795260000", "RemoteUser": f"u{k}@pool",
-                                         "AccountingGroup": f"group_{k % 3}.u{k}@pool", "MyCurrentTime": 1795269000 + node}))  # fmt: skip
-        p_slot = classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Partitionable", "PartitionableSlot": True,
-                                   "State": "Unclaimed", "Cpus": cpus - used[0], "Memory": memory - used[1], "Disk": 5000000,
+                                         "AccountingGroup": f"group_{k % 3}.u{k}@pool",
+                                         "MyCurrentTime": 1795269000 + node}))  # fmt: skip
+        p_slot = classad2.ClassAd({"Name": f"slot1@{host}", "Machine": host, "SlotType": "Partitionable",
+                                   "PartitionableSlot": True,
+                                   "State": "Unclaimed", "Cpus": cpus - used[0], "Memory": memory - used[1],
+                                   "Disk": 5000000,
                                    "GPUs": gpus - used[2], "TotalSlotCpus": cpus, "TotalSlotMemory": memory,
-                                   "TotalSlotDisk": 5100000.5, "TotalSlotGPUs": gpus, "MyCurrentTime": 1795269000 + node,
-                                   "GLIDEIN_Site": f"Site{node % 3}", "HEPSPEC": float(rng.choice([8.5, 12.0]))})  # fmt: skip
+                                   "TotalSlotDisk": 5100000.5, "TotalSlotGPUs": gpus,
+                                   "MyCurrentTime": 1795269000 + node,
+                                   "GLIDEIN_Site": f"Site{node % 3}",
+                                   "HEPSPEC": float(rng.choice([8.5, 12.0]))})  # fmt: skip
         p_slot["Weird"] = classad2.ExprTree("TotalSlotCpus * 2")  # an expression, evaluated on both paths
         ads.append(p_slot)
     return ads
@@ -497,10 +504,11 @@ def test_idle_demand_is_read_from_the_idle_jobs_of_every_schedd(
     read = live.idle(schedds)
 
     (call,) = vm.calls  # the idle jobs themselves: an autocluster query (QueryOpt.AutoCluster) would count running ones
-    assert call == {"call": "query", "constraint": '(JobStatus == 1) && (Owner =!= "test")', "projection": idle_projection(),
-                    "opts": htcondor2.QueryOpt.Default}  # fmt: skip
+    assert call == {"call": "query", "constraint": '(JobStatus == 1) && (Owner =!= "test")',
+                    "projection": idle_projection(), "opts": htcondor2.QueryOpt.Default}  # fmt: skip
     assert read.failures == {
-        "schedd:down": "schedd down: idle jobs: Failed to fetch ads from schedd, errmsg=CEDAR:6001:Failed to connect to <10.0.0.9:9618>"
+        "schedd:down": "schedd down: idle jobs: Failed to fetch ads from schedd, "
+        "errmsg=CEDAR:6001:Failed to connect to <10.0.0.9:9618>"
     }
     idle = read.idle
     assert idle is not None
@@ -558,7 +566,8 @@ def test_the_history_backlog_is_read_in_pages_and_the_checkpoint_follows(
         call["constraint"]
         == history_constraint(cfg.pool.job_constraint, mark)
         == (
-            f'{END_TIME} > 1795269401 || ({END_TIME} == 1795269401 && !member(GlobalJobId, {{"vm#12.0#1795269388", "vm#12.1#1795269388"}}))'
+            f"{END_TIME} > 1795269401 || ({END_TIME} == 1795269401 && "
+            '!member(GlobalJobId, {"vm#12.0#1795269388", "vm#12.1#1795269388"}))'
         )
     )
     assert again.jobs.empty and again.checkpoints[checkpoint_key("vm")] == mark
@@ -618,13 +627,14 @@ def test_a_schedd_that_ignores_the_constraint_cannot_be_paged(
     read = live.history(live.schedds()[0], lambda key: None)
     assert read.jobs.empty and read.checkpoints == {}
     assert read.failures == {
-        "schedd:vm": "schedd vm: history answered 10 jobs already read; it does not apply the constraint, so the backlog cannot be paged"
+        "schedd:vm": "schedd vm: history answered 10 jobs already read; it does not apply the constraint, "
+        "so the backlog cannot be paged"
     }
 
 
 def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
-    tmp_path: Path, status_ads: list[classad2.ClassAd], queue_ads: list[classad2.ClassAd], history_ads: list[classad2.ClassAd],
-    pools: list[FakePool],
+    tmp_path: Path, status_ads: list[classad2.ClassAd], queue_ads: list[classad2.ClassAd],
+    history_ads: list[classad2.ClassAd], pools: list[FakePool],
 ) -> None:  # fmt: skip
     good = FakeSchedd("vm", queue_ads, history_ads)
     bad = FakeSchedd("flaky", queue_ads, history_ads[:5])

@@ -56,7 +56,10 @@ def test_jobs_without_an_autocluster_are_grouped_by_request(tmp_path: Path) -> N
     path = tmp_path / "q.ads"
     path.write_text(ads + "JobStatus = 2\nClusterId = 4\nRequestCpus = 1\nRequestMemory = 2048\n")
     idle, _ = read_idle([path])
-    assert sorted(zip(idle["request_cpus"], idle["request_memory"], idle["count"])) == [(1, 2048, 2), (4, 8192, 1)]
+    assert sorted(zip(idle["request_cpus"], idle["request_memory"], idle["count"], strict=True)) == [
+        (1, 2048, 2),
+        (4, 8192, 1),
+    ]
 
 
 def test_the_demo_queue() -> None:

@@ -380,7 +380,8 @@ class ElasticsearchSink:
             }
         }
         answer = self._client.request(
-            "POST", f"/{pattern}/_delete_by_query?refresh=true&conflicts=proceed&ignore_unavailable=true&allow_no_indices=true",
+            "POST",
+            f"/{pattern}/_delete_by_query?refresh=true&conflicts=proceed&ignore_unavailable=true&allow_no_indices=true",
             body, what=f"deleting stale {kind} documents",
         )  # fmt: skip
         return int(answer.get("deleted", 0))

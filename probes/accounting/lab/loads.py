@@ -61,7 +61,7 @@ STRATEGIES: Mapping[str, tuple[str, Callable[..., npt.NDArray[np.float64]]]] = M
         "S4": ("cosine", lambda t, k=1.0: np.maximum(k * L1 * np.cos(np.pi * t / 2), 0.0)),
         "S5": ("burst", lambda t, a=10, b=21: _window((a < t) & (t < b), 10 * L1)),
         "S6": ("exponential", _exponential),
-        "S7": ("early riser", lambda t, a=10: _window((0 <= t) & (t <= a), 10 * L1)),
+        "S7": ("early riser", lambda t, a=10: _window((t >= 0) & (t <= a), 10 * L1)),
         "S8": ("delayed", lambda t, b=11: _window(t >= b, L1)),
     }
 )
@@ -75,7 +75,7 @@ def strategy_load(strategy: str, slots: int = SLOTS, *, t_max: int = T_MAX, **pa
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     t = np.arange(1, slots + 1, dtype=np.float64)
     tasks = np.rint(STRATEGIES[strategy][1](t, **params))
-    cumulative = np.minimum(np.cumsum(tasks), t_max)
+    cumulative: npt.NDArray[np.float64] = np.minimum(np.cumsum(tasks), t_max)
     return np.diff(cumulative, prepend=0.0).astype(np.int64)
 
 

@@ -111,7 +111,7 @@ def task_penalties(shapes: Mapping[str, Mapping[str, float]], node: Mapping[str,
     )  # fmt: skip
     machines = machines_table([{"name": "lab", "count": CAPACITY, **node}])
     usage = job_penalties(jobs, machines).jobs["usage"].to_numpy(dtype=np.float64)
-    return dict(zip(users, usage.tolist()))
+    return dict(zip(users, usage.tolist(), strict=True))
 
 
 # The lab's task: one core and 2 GiB on one-core 4 GiB nodes, for every user as the paper's

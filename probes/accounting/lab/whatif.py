@@ -137,7 +137,8 @@ def emulate(
     size = [int(c) for c in floats(cluster["cores"])]
     if not all(s > 0 for s in speeds) or not all(c > 0 for c in size):
         raise ValueError(
-            f"cluster table: every set needs a speed > 0 and cores > 0, got {list(zip(names, speeds, size))}"
+            "cluster table: every set needs a speed > 0 and cores > 0, "
+            f"got {list(zip(names, speeds, size, strict=True))}"
         )
     reference = float(reference_speed) if reference_speed else float(np.dot(speeds, size) / sum(size))
     order = np.argsort(floats(jobs["submit"]), kind="stable")
@@ -170,8 +171,8 @@ def emulate(
         t_end = running[0][0] if running else np.inf
         now = float(min(t_arrival, t_end))
         while running and running[0][0] <= now:
-            _, _, got = heapq.heappop(running)
-            for s, k in enumerate(got):
+            _, _, released = heapq.heappop(running)
+            for s, k in enumerate(released):
                 free[s] += k
         while nxt < n and submit[nxt] <= now:
             waiting.append(nxt)
@@ -245,10 +246,17 @@ def _summary(
 
 
 def whatif(
-    cluster: pd.DataFrame, jobs: pd.DataFrame, policies: Sequence[str] = WHATIF_POLICIES, **kwargs: float
+    cluster: pd.DataFrame,
+    jobs: pd.DataFrame,
+    policies: Sequence[str] = WHATIF_POLICIES,
+    *,
+    reference_speed: float | None = None,
+    window: int = 100,
 ) -> pd.DataFrame:
     """:func:`emulate` under each of ``policies``: one summary row per policy."""
-    return pd.DataFrame([emulate(cluster, jobs, p, **kwargs).summary for p in policies])  # type: ignore[arg-type]
+    return pd.DataFrame(
+        [emulate(cluster, jobs, p, reference_speed=reference_speed, window=window).summary for p in policies]
+    )
 
 
 def generate_cluster(seed: int = 1) -> pd.DataFrame:
@@ -274,6 +282,6 @@ def generate_workload(
     cores = np.floor(np.exp(rng.uniform(0, np.log(min(80, largest) + 1), n_jobs))).astype(np.int64).clip(1, largest)
     runtime = np.exp(rng.uniform(np.log(600), np.log(40 * 3600), n_jobs))
     sets = cluster["set"].astype(str).to_numpy()
-    pinned = np.where(rng.random(n_jobs) < pinned_share, sets[rng.integers(0, len(sets), n_jobs)], None)
+    pinned = np.where(rng.random(n_jobs) < pinned_share, sets[rng.integers(0, len(sets), n_jobs)], None)  # type: ignore[call-overload]  # numpy takes None (an object array), its stubs do not
     submit = np.sort(rng.uniform(0, days * 86400, n_jobs))
     return pd.DataFrame({"submit": submit, "cores": cores, "runtime_s": runtime, "pinned": pinned})

@@ -48,7 +48,8 @@ def _json_objects(fh: TextIO, path: str) -> Iterator[tuple[dict[str, Any], int]]
             return
         if not started or buf[pos] != "{":
             raise SourceError(
-                f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), got {buf[pos : pos + 20]!r}"
+                f"{path} line {line}: expected a JSON array of ads (as condor_status -json writes), "
+                f"got {buf[pos : pos + 20]!r}"
             )
         while True:
             try:
@@ -110,9 +111,9 @@ def read_json(
                     raise m.error() from exc
                 report.malformed.append(m)
                 continue
-            for j, value in zip(exprs, got):
+            for j, value in zip(exprs, got, strict=True):
                 values[j] = value
-        for a, v in zip(attrs, values):
+        for a, v in zip(attrs, values, strict=True):
             columns[a.name].append(v)
         lines.append(line)
         if keep_raw:
@@ -126,7 +127,7 @@ def read_json(
             store_value(numeric, objects, a, i, j, v, report)
     drop_infinities(numeric, attrs, report)
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[:, j] for j, a in enumerate(attrs)}
-    raw = np.array(raws + [None], dtype=object)[:-1] if keep_raw else None
+    raw = np.array([*raws, None], dtype=object)[:-1] if keep_raw else None
     return AdColumns(out, repeat(path, n), np.array(lines, dtype=np.int64), raw), report
 
 

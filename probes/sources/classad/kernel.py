@@ -135,20 +135,20 @@ def scan_lines(data: bytes, n: int, table: NameTable, ads: int = 0) -> Lines:
 
 
 @numba.njit(cache=True, nogil=True)
-def _lowest_lane(t):  # type: ignore[no-untyped-def]
+def _lowest_lane(t):
     """The index of the lowest byte lane whose high bit is set in ``t`` (not 0)."""
     lowest = t & (~t + _ONE)
     return int(((lowest >> np.uint64(7)) * _LANE_INDEX) >> np.uint64(56))
 
 
 @numba.njit(cache=True, nogil=True)
-def _zero_lanes(x):  # type: ignore[no-untyped-def]
+def _zero_lanes(x):
     """The high bit of each zero byte lane of ``x``; no carries between lanes, so exact."""
     return ~(((x & _LOW7) + _LOW7) | x) & _HIGH
 
 
 @numba.njit(cache=True, nogil=True)
-def _newline(words, at):  # type: ignore[no-untyped-def]
+def _newline(words, at):
     """The position of the first newline at or after ``at``."""
     while True:
         x = words[at] ^ _NEWLINES
@@ -159,7 +159,7 @@ def _newline(words, at):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _name_end(words, at):  # type: ignore[no-untyped-def]
+def _name_end(words, at):
     """The position of the first byte at or after ``at`` that is not in [A-Za-z0-9_]."""
     while True:
         w = words[at]
@@ -176,7 +176,7 @@ def _name_end(words, at):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash(words, at, length, mask):  # type: ignore[no-untyped-def]
+def _hash(words, at, length, mask):
     """The folded name of ``length`` bytes at ``at``: its first and last 8 bytes and its length, mixed."""
     if length >= 8:
         first = words[at] | _FOLD
@@ -189,7 +189,7 @@ def _hash(words, at, length, mask):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):  # type: ignore[no-untyped-def]
+def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):
     n_names = len(offsets) - 1
     capacity = max(16, capacity)
     first_line = np.empty(capacity, dtype=np.int64)
@@ -225,7 +225,7 @@ def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):  # ty
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(  # type: ignore[no-untyped-def]
+def _fill(
     buf, words, n, slots, names, offsets, lengths, pow10, pos, line, n_ads,
     first_line, begin, end, odd, value_start, value_end, literal, number, integer,
 ):  # fmt: skip
@@ -294,7 +294,7 @@ def _fill(  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _same_name(words, at, length, names, first):  # type: ignore[no-untyped-def]
+def _same_name(words, at, length, names, first):
     """Whether the folded ``length`` bytes at ``at`` are the name whose words start at ``first``."""
     i = 0
     while length > 8:
@@ -319,7 +319,7 @@ def texts(data: bytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _joined(buf, starts, ends):  # type: ignore[no-untyped-def]
+def _joined(buf, starts, ends):
     out = np.empty(int((ends - starts).sum()) + len(starts) - 1, dtype=np.uint8)
     at = 0
     for i in range(len(starts)):
@@ -342,7 +342,7 @@ def first_equal(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_equal(words, starts, ends):  # type: ignore[no-untyped-def]
+def _first_equal(words, starts, ends):
     size = 1
     while size < 2 * len(starts) + 1:
         size *= 2
@@ -371,7 +371,7 @@ def _first_equal(words, starts, ends):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _same_bytes(words, a, b, length):  # type: ignore[no-untyped-def]
+def _same_bytes(words, a, b, length):
     k = 0
     while length - k >= 8:
         if words[a + k] != words[b + k]:
@@ -384,14 +384,14 @@ def _same_bytes(words, a, b, length):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _grown(a, capacity):  # type: ignore[no-untyped-def]
-    b = np.empty((capacity,) + a.shape[1:], dtype=a.dtype)
+def _grown(a, capacity):
+    b = np.empty((capacity, *a.shape[1:]), dtype=a.dtype)
     b[: len(a)] = a
     return b
 
 
 @numba.njit(cache=True, nogil=True)
-def _literal(buf, words, vs, ve, pow10):  # type: ignore[no-untyped-def]
+def _literal(buf, words, vs, ve, pow10):
     """(kind of literal, its number or NaN, its exact integer or 0) of the value ``buf[vs:ve]``."""
     width = ve - vs
     if width <= 0:
@@ -448,7 +448,7 @@ def _literal(buf, words, vs, ve, pow10):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _escaped(buf, i, ve):  # type: ignore[no-untyped-def]
+def _escaped(buf, i, ve):
     """ESCAPED if every quote in ``buf[i:ve - 1]`` (inside a string literal closed at ``ve - 1``,
     the end of its line) follows a backslash, else OTHER.
 
@@ -467,8 +467,8 @@ def _escaped(buf, i, ve):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True, nogil=True)
-def _folded_is(buf, at, word):  # type: ignore[no-untyped-def]
-    for i in range(len(word)):
+def _folded_is(buf, at, word):
+    for i in range(len(word)):  # noqa: SIM110 - numba's nopython mode compiles no generator expression for all()
         if (buf[at + i] | 0x20) != word[i]:
             return False
     return True

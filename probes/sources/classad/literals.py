@@ -83,7 +83,7 @@ def convert_literals(
 
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
-            for j, count in zip(*np.unique(attr_j[sel], return_counts=True)):
+            for j, count in zip(*np.unique(attr_j[sel], return_counts=True), strict=True):
                 report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
 
     def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:
@@ -122,7 +122,7 @@ def convert_literals(
         if len(s):
             store(s, (BOOL_CODE, ANY_CODE), value, "bool")
     fast[literal == UNDEFINED] = True  # None already
-    for i in np.flatnonzero(literal == LIST):
+    for i in np.flatnonzero(literal == LIST).tolist():
         items = list_literal(data[vs[i] : ve[i]].decode("utf-8", "replace"))
         if items is not None:
             if kind[i] in (LIST_CODE, ANY_CODE):
@@ -156,7 +156,8 @@ def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray, *, unescape: bool 
     decoded[repeated] = list(map(_STRINGS.setdefault, shared, shared))
     rank = np.empty(len(first), dtype=np.int64)
     rank[distinct] = np.arange(len(distinct))
-    return decoded[rank[first]]
+    out: np.ndarray = decoded[rank[first]]
+    return out
 
 
 _NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")

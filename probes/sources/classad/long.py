@@ -246,8 +246,8 @@ def iter_ad_files(
             report.malformed[k] = Malformed(str(names[i]), int(m.line - first[i] + 1), m.reason, m.text)
             if strict:
                 raise report.malformed[k].error()
-        i = np.searchsorted(first, part.line, side="right") - 1
-        return AdColumns(part.columns, names[i], part.line - first[i] + 1)
+        rows = np.searchsorted(first, part.line, side="right") - 1
+        return AdColumns(part.columns, names[rows], part.line - first[rows] + 1)
 
     for p in paths:
         name = os.fspath(p)
@@ -331,7 +331,7 @@ class _Scanner:
         slow = odd | deferred.any(axis=1)
 
         keep = np.ones(n_ads, dtype=bool)
-        for ad in np.flatnonzero(slow):
+        for ad in np.flatnonzero(slow).tolist():
             text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
             line = first_line + int(found.first_line[ad])
             values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], report)
@@ -349,7 +349,8 @@ class _Scanner:
         raw = None
         if self.keep_raw:
             raw = np.array(
-                [data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep])] + [None],
+                [data[b:e].decode("utf-8", "replace") for b, e in zip(found.begin[keep], found.end[keep], strict=True)]
+                + [None],
                 dtype=object,
             )[:-1]
         rows = slice(None) if keep.all() else keep  # views, not copies, in the usual case
@@ -385,7 +386,7 @@ class _Scanner:
         # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
         # first bad one: every attribute of the text must be in what it parsed. As many
         # attributes as lines proves it; only an ad that repeats a name needs the names compared.
-        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0].keys()}):
+        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0]}):
             offset, reason = _diagnose(text)
             report.malformed.append(Malformed(path, line + offset, reason, text))
             return None
@@ -410,7 +411,7 @@ class _Scanner:
             reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
             report.malformed.append(Malformed(path, line, reason, text))
             return None
-        return dict(zip(rows, values))
+        return dict(zip(rows, values, strict=True))
 
     def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
         """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines

@@ -123,6 +123,7 @@ class AdColumns:
         if len(parts) == 1:
             return parts[0]
         raws = [p.raw for p in parts]
+        present = [r for r in raws if r is not None]
         columns = {}
         for a in attrs:
             # one column at a time, releasing the parts' pieces, so that the whole is not held twice
@@ -131,7 +132,7 @@ class AdColumns:
             columns,
             np.concatenate([p.path for p in parts]),
             np.concatenate([p.line for p in parts]),
-            np.concatenate(raws) if all(r is not None for r in raws) else None,  # type: ignore[arg-type]
+            np.concatenate(present) if len(present) == len(raws) else None,
         )
 
     def first(self, names: Sequence[str], default: Any = None) -> np.ndarray:

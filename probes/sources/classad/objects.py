@@ -41,7 +41,7 @@ def columns_from_classads(
             report.malformed.append(Malformed(origin, i + 1, f"{why}; the ad was skipped", raw[i]))
             keep[i] = False
             continue
-        for j, (a, value) in enumerate(zip(attrs, values)):
+        for j, (a, value) in enumerate(zip(attrs, values, strict=True)):
             store_value(numeric, objects, a, i, j, value, report)
     drop_infinities(numeric, attrs, report)
     report.ads = int(keep.sum())

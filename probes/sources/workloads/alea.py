@@ -94,7 +94,8 @@ def read_alea_machines(
             if not np.isfinite(value) or (low is not None and value < low):
                 need = "greater than 0" if low and low < 1 else f"at least {low}"
                 raise SourceError(
-                    f"{name} line {i}: column {col} ({ALEA_COLUMNS[col - 1]}): expected a number {need}, got {text_value!r}"
+                    f"{name} line {i}: column {col} ({ALEA_COLUMNS[col - 1]}): "
+                    f"expected a number {need}, got {text_value!r}"
                 )
             if key == "count" and value != int(value):
                 raise SourceError(
@@ -141,8 +142,8 @@ def _ram_unit(frame: pd.DataFrame, unit: str, name: str) -> AleaReading:
     return AleaReading(
         chosen,
         True,
-        f"{name}: RAM per node read as {chosen}, the only unit giving a plausible {_size(per_core * RAM_UNITS[chosen])} "
-        "per core at the median (--ram-unit overrides)",
+        f"{name}: RAM per node read as {chosen}, the only unit giving a plausible "
+        f"{_size(per_core * RAM_UNITS[chosen])} per core at the median (--ram-unit overrides)",
     )
 
 

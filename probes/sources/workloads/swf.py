@@ -191,16 +191,13 @@ def _jobs(
     start = qdate + col[3]
     end = start + col[4]
     status = col[11]
-    if variant == "metacentrum":
-        queue = np.array([r[19] for r in rows], dtype=object)
-    else:
-        queue = _ids(col[15])
+    queue = np.array([r[19] for r in rows], dtype=object) if variant == "metacentrum" else _ids(col[15])
     frame = pd.DataFrame(
         {
             "job_id": _ids(col[1]),
             "schedd": None,
             "cluster": pd.array(col[1], dtype="Int64"),
-            "proc": pd.array(np.zeros(n), dtype="Int64"),
+            "proc": pd.array(np.zeros(n, dtype=np.int64), dtype="Int64"),
             "user": _ids(col[12]),
             "group": _ids(col[13]),
             "project": None,

@@ -47,12 +47,13 @@ def test_early_riser_and_delayed() -> None:
 def test_cases_pair_the_strategies_of_their_tables() -> None:
     strategies = {name: [s for s, _ in c.users.values()] for name, c in CASES.items()}
     assert strategies == {
-        "1": ["S1", "S5"], "2": ["S3", "S4"], "2a": ["S3", "S4"], "3": ["S2", "S6"], "4": ["S1", "S2"], "5": ["S7", "S8"],
+        "1": ["S1", "S5"], "2": ["S3", "S4"], "2a": ["S3", "S4"], "3": ["S2", "S6"], "4": ["S1", "S2"],
+        "5": ["S7", "S8"],
     }  # fmt: skip
     users, loads = case_loads(CASES["2a"])
     assert users == ["c3", "c4"] and loads[1].sum() == 2 * loads[0].sum()
 
 
 def test_unknown_strategy() -> None:
-    with pytest.raises(ValueError, match="strategy must be one of S1, S2, .* got 'S9'"):
+    with pytest.raises(ValueError, match=r"strategy must be one of S1, S2, .* got 'S9'"):
         strategy_load("S9")

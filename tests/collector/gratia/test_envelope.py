@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from osmem_server import OsmemServer
 
-from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.errors import RecordError
 from collector.gratia import envelope_docs
 from collector.gratia.safexml import XmlLimits
+from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 
 from .conftest import PAIRS, copies, envelope, jur, pair
@@ -121,7 +121,8 @@ def test_an_envelope_found_bad_after_records_were_read_gives_none_of_them(gracc:
 @pytest.mark.parametrize(
     ("xml", "match"),
     [
-        (b"<html><body>502 Bad Gateway</body></html>", r"expected <RecordEnvelope> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <html>"),
+        (b"<html><body>502 Bad Gateway</body></html>",
+         r"expected <RecordEnvelope> or a bare <JobUsageRecord>/<UsageRecord> at the root, got <html>"),
         (b"<Envelope/>", r"got <Envelope>"),
         (b"<RecordEnvelope><JobUsageRecord>", r"not well-formed XML"),
         (b"<!DOCTYPE RecordEnvelope><RecordEnvelope/>", r"DTDs are refused"),

@@ -45,22 +45,31 @@ def nested(depth: int) -> bytes:
 @pytest.mark.parametrize(
     ("document", "limits", "match"),
     [
-        pytest.param(BILLION_LAUGHS, None, r"entity declaration \(<!ENTITY lol \.\.\.>\).*billion laughs", id="billion-laughs"),
-        pytest.param(EXTERNAL_ENTITY, None, r"external entity \(<!ENTITY xxe SYSTEM \.\.\.>\).*files or URLs", id="external-entity"),
-        pytest.param(EXTERNAL_PARAMETER_ENTITY, None, r"external entity \(<!ENTITY remote SYSTEM", id="external-parameter-entity"),
-        pytest.param(EXTERNAL_DTD, None, r"document type declaration \(<!DOCTYPE \.\.\.>\).*DTDs are refused", id="external-dtd"),
+        pytest.param(BILLION_LAUGHS, None, r"entity declaration \(<!ENTITY lol \.\.\.>\).*billion laughs",
+                     id="billion-laughs"),
+        pytest.param(EXTERNAL_ENTITY, None, r"external entity \(<!ENTITY xxe SYSTEM \.\.\.>\).*files or URLs",
+                     id="external-entity"),
+        pytest.param(EXTERNAL_PARAMETER_ENTITY, None, r"external entity \(<!ENTITY remote SYSTEM",
+                     id="external-parameter-entity"),
+        pytest.param(EXTERNAL_DTD, None, r"document type declaration \(<!DOCTYPE \.\.\.>\).*DTDs are refused",
+                     id="external-dtd"),
         pytest.param(BARE_DTD, None, r"document type declaration .* DTDs are refused", id="dtd"),
         pytest.param(nested(33), None, r"nested deeper than the limit of 32 levels", id="too-deep"),
-        pytest.param(nested(5), XmlLimits(max_depth=4), r"nested deeper than the limit of 4 levels", id="too-deep-for-limit"),
-        pytest.param(b"<a>" + b"x" * 2000 + b"</a>", XmlLimits(max_bytes=1000), r"is 2,007 bytes, over the limit of 1,000 bytes", id="too-big"),
-        pytest.param(b"<a>" + b"<b/>" * 10 + b"</a>", XmlLimits(max_elements=10), r"more than the limit of 10 elements", id="too-many-elements"),
+        pytest.param(nested(5), XmlLimits(max_depth=4), r"nested deeper than the limit of 4 levels",
+                     id="too-deep-for-limit"),
+        pytest.param(b"<a>" + b"x" * 2000 + b"</a>", XmlLimits(max_bytes=1000),
+                     r"is 2,007 bytes, over the limit of 1,000 bytes", id="too-big"),
+        pytest.param(b"<a>" + b"<b/>" * 10 + b"</a>", XmlLimits(max_elements=10), r"more than the limit of 10 elements",
+                     id="too-many-elements"),
         pytest.param(b"OK", None, r"not well-formed XML \(syntax error: line 1, column 0\)", id="not-xml"),
         pytest.param(b"", None, r"not well-formed XML \(no element found", id="empty"),
-        pytest.param(b"<RecordEnvelope><JobUsageRecord>", None, r"not well-formed XML \(no element found: line 1", id="truncated"),
+        pytest.param(b"<RecordEnvelope><JobUsageRecord>", None, r"not well-formed XML \(no element found: line 1",
+                     id="truncated"),
         pytest.param(b"<a><b></a></b>", None, r"not well-formed XML \(mismatched tag", id="mismatched"),
         pytest.param(b"<a>&undefined;</a>", None, r"not well-formed XML \(undefined entity", id="undefined-entity"),
         pytest.param("<a>é</a>".encode("utf-16"), None, r"not UTF-8 \(it holds NUL bytes", id="utf-16"),
-        pytest.param(b'<?xml version="1.0" encoding="ISO-8859-1"?><a>\xe9</a>', None, r"not well-formed XML \(not well-formed \(invalid token\)", id="latin-1"),
+        pytest.param(b'<?xml version="1.0" encoding="ISO-8859-1"?><a>\xe9</a>', None,
+                     r"not well-formed XML \(not well-formed \(invalid token\)", id="latin-1"),
         pytest.param(b"<u:a>x</u:a>", None, r"not well-formed XML \(unbound prefix", id="unbound-prefix"),
     ],
 )  # fmt: skip
@@ -125,7 +134,8 @@ def test_chardata_is_the_text_directly_inside_verbatim() -> None:
 def test_inner_xml_is_cut_from_the_source_verbatim() -> None:
     source = (
         b'\xef\xbb\xbf<?xml version="1.0" encoding="UTF-8"?>\n<RecordEnvelope>\n'
-        b'<JobUsageRecord urwg:x="a>b" xmlns:urwg="urn:u">\n <Host >h\xc3\xa9</Host><!-- c --><![CDATA[<x>]]>\n</JobUsageRecord>\n'
+        b'<JobUsageRecord urwg:x="a>b" xmlns:urwg="urn:u">\n'
+        b" <Host >h\xc3\xa9</Host><!-- c --><![CDATA[<x>]]>\n</JobUsageRecord>\n"
         b"<JobUsageRecord/>\n<JobUsageRecord ></JobUsageRecord >\n</RecordEnvelope>"
     )  # fmt: skip
     document = parse_xml(source)

@@ -28,7 +28,7 @@ def subtree(element: Element) -> list[tuple[object, ...]]:
 
 def shape(document: XmlDocument) -> list[tuple[object, ...]]:
     """:func:`subtree` of the root, each element with its offsets (root and children only)."""
-    return [(*row, document.spans.get(e)) for row, e in zip(subtree(document.root), document.root.iter())]
+    return [(*row, document.spans.get(e)) for row, e in zip(subtree(document.root), document.root.iter(), strict=True)]
 
 
 def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDocument | None, XmlDocument | str]:
@@ -56,7 +56,7 @@ def assert_same(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> XmlD
     if plain is not None:
         assert isinstance(exact, XmlDocument), f"the plain path read what the exact one refuses: {exact}"
         assert shape(plain) == shape(exact)
-        for mine, theirs in zip((plain.root, *plain.root), (exact.root, *exact.root)):
+        for mine, theirs in zip((plain.root, *plain.root), (exact.root, *exact.root), strict=True):
             assert inner_xml(plain, mine) == inner_xml(exact, theirs)
     try:  # the stream gives what parse_xml gives, refusals included
         whole = parse_xml(data, limits)
@@ -78,8 +78,10 @@ def test_gratia_probes_envelopes_take_the_plain_path(gracc: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "plain"),
     [
-        pytest.param(b'<R a="x>y"><J/><J >t</J ><J\n\tb="1"\n>u</J\n></R>', True, id="empty, spaced and attributed tags"),
-        pytest.param(b"\xef\xbb\xbf<?xml version='1.0'?>\n<R>\n <u:J xmlns:u='urn:u' u:a='1'>x<u:K/>y</u:J>\n</R>\n", True, id="bom, prefixes"),
+        pytest.param(b'<R a="x>y"><J/><J >t</J ><J\n\tb="1"\n>u</J\n></R>', True,
+                     id="empty, spaced and attributed tags"),
+        pytest.param(b"\xef\xbb\xbf<?xml version='1.0'?>\n<R>\n <u:J xmlns:u='urn:u' u:a='1'>x<u:K/>y</u:J>\n</R>\n",
+                     True, id="bom, prefixes"),
         pytest.param(b"<R/>", True, id="empty root"),
         pytest.param(b"<R>text only</R>", True, id="no children"),
         pytest.param(b"<R><J><J>inner</J></J></R>", False, id="a child holds an element of its own name"),
@@ -189,7 +191,7 @@ def test_a_stream_given_up_part_way_goes_on_with_the_exact_parser(monkeypatch: p
     # than the plain path looks: both are the exact parser's, the first two the plain path's.
     monkeypatch.setattr(safexml, "_FEED_BYTES", 8)
     data = b"<R><J>1</J><J>2</J><J><J>3</J></J><K>" + nested(3) + b"</K></R>"
-    root, children = stream_children(data)
+    _root, children = stream_children(data)
     given = [(child.tag, inner) for child, inner in children]
     assert given == [("J", b"1"), ("J", b"2"), ("J", b"<J>3</J>"), ("K", nested(3))]
     with pytest.raises(RecordError, match=r"nested deeper than the limit of 3 levels"):

@@ -63,7 +63,8 @@ def test_a_usage_record_is_a_job_usage_record() -> None:
 
 @pytest.mark.parametrize(
     ("resource_type", "expected"),
-    [(None, "Batch"), ("", "Batch"), ("Batch", "Batch"), ("BatchPilot", "Payload"), ("AWSVM", "AWSVM"), ("Payload", "Payload")],
+    [(None, "Batch"), ("", "Batch"), ("Batch", "Batch"), ("BatchPilot", "Payload"), ("AWSVM", "AWSVM"),
+     ("Payload", "Payload")],
 )  # fmt: skip
 def test_resource_type_as_gracc_renames_it(resource_type: str | None, expected: str) -> None:
     body = "" if resource_type is None else f'<Resource urwg:description="ResourceType">{resource_type}</Resource>'
@@ -187,7 +188,8 @@ def test_an_element_with_children_keeps_only_its_own_text() -> None:
 @pytest.mark.parametrize(
     ("body", "match"),
     [
-        ("<EndTime>yesterday</EndTime>", r"^EndTime: expected an RFC 3339 time like '2016-05-27T22:44:08Z', got 'yesterday'$"),
+        ("<EndTime>yesterday</EndTime>",
+         r"^EndTime: expected an RFC 3339 time like '2016-05-27T22:44:08Z', got 'yesterday'$"),
         ("<StartTime/>", r"^StartTime: expected an RFC 3339 time"),
         ("<QueueTime>2016-02-30T00:00:00Z</QueueTime>", r"^QueueTime: day 30 out of range for 2016-02"),
         ("<TimeInstant>soon</TimeInstant>", r"^TimeInstant: expected an RFC 3339 time"),

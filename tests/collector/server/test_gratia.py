@@ -67,7 +67,8 @@ def drained(c: Collector, timeout_s: float = 30) -> None:
 def gratia_collector(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A collector taking Gratia records from SENDER, with 256 KiB bodies and an embedded store."""
     c = Collector(tmp_path_factory.mktemp("gratia"), free_port(), {"p1": "token-one"},
-                  {"flush_every_s": 0.2, "max_body_size": "256 KiB", "gratia_senders": [SENDER, "condor:ce02"]})  # fmt: skip
+                  {"flush_every_s": 0.2, "max_body_size": "256 KiB",
+                   "gratia_senders": [SENDER, "condor:ce02"]})  # fmt: skip
     yield c.start()
     c.stop()
 
@@ -125,18 +126,23 @@ def test_other_record_types_are_counted_and_acknowledged(gratia_collector: Colle
         (form(jur("<EndTime>2016-05-27T22:44:08Z</EndTime>"), sender="condor:intruder"),
          "Error handling request: sender 'condor:intruder' is not allowed: ask the collector's operator to add it "
          "to collector.gratia_senders"),
-        (form("xxx", sender="condor:intruder", command="update"), "Error handling request: sender 'condor:intruder' is not allowed"),
+        (form("xxx", sender="condor:intruder", command="update"),
+         "Error handling request: sender 'condor:intruder' is not allowed"),
         (b"command=multiupdate&arg1=%3CRecordEnvelope%2F%3E", 'Error handling request: missing key "from"'),
         (b"command=delete&arg1=x&from=" + SENDER.encode(), "Error handling request: unknown command 'delete'"),
         (form(b"<RecordEnvelope><JobUsageRecord>"), "Error handling request: error unmarshalling xml: "),
         (form(BILLION_LAUGHS), "Error handling request: error unmarshalling xml: "),
-        (form(b"<html><body>502 Bad Gateway</body></html>"), "Error handling request: error unmarshalling xml: expected <RecordEnvelope>"),
-        (form(envelope([jur("<EndTime>2016-05-27T22:44:08Z</EndTime>", record_id="ok"), jur("<EndTime>never</EndTime>")])),
+        (form(b"<html><body>502 Bad Gateway</body></html>"),
+         "Error handling request: error unmarshalling xml: expected <RecordEnvelope>"),
+        (form(envelope([jur("<EndTime>2016-05-27T22:44:08Z</EndTime>", record_id="ok"),
+                        jur("<EndTime>never</EndTime>")])),
          "Error processing record: 1 of 2 records cannot be converted, so the envelope was refused whole and "
          "nothing of it stored (the first, record 1: EndTime: expected an RFC 3339 time"),
-        (form(b"<RecordEnvelope>" + b"<a>" * 40 + b"</a>" * 40 + b"</RecordEnvelope>"), "Error handling request: error unmarshalling xml: "),
+        (form(b"<RecordEnvelope>" + b"<a>" * 40 + b"</a>" * 40 + b"</RecordEnvelope>"),
+         "Error handling request: error unmarshalling xml: "),
     ],
-    ids=["sender", "ping-sender", "no-from", "command", "malformed", "billion-laughs", "not-gratia", "bad-record", "deep"],
+    ids=["sender", "ping-sender", "no-from", "command", "malformed", "billion-laughs", "not-gratia", "bad-record",
+         "deep"],
 )  # fmt: skip
 def test_bad_requests_and_records_get_400_and_store_nothing(
     gratia_collector: Collector, body: bytes, text: str

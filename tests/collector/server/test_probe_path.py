@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.errors import ConfigError, SinkError
-from collector.sinks.http import CollectorSink
 from collector.outbox import Outbox
 from collector.sinks import SendResult, open_sink
+from collector.sinks.elasticsearch import ElasticsearchSink
+from collector.sinks.http import CollectorSink
 from collector.sinks.sqlite import EmbeddedStore
 
 from .conftest import Collector, record
@@ -96,8 +96,8 @@ def test_the_collector_serves_https_and_the_probe_checks_its_certificate(start_c
         pytest.skip("needs the openssl command to make a self-signed certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
         check=True, capture_output=True,
     )  # fmt: skip
     c = start_collector(tls_cert_file=str(cert), tls_key_file=str(key))

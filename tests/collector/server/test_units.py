@@ -64,7 +64,8 @@ def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch
     settings = ServerSettings(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_bytes=100)
     store = tmp_path / "store.sqlite"
     app = create_app(settings, lambda: EmbeddedStore(store),
-                     endpoints=(RECORDS, Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_like)))  # fmt: skip
+                     endpoints=(RECORDS,
+                                Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_like)))  # fmt: skip
 
     def full(self: Outbox, parcels: Any) -> int:
         raise StoreError(f"{self.path}: cannot commit records to the outbox (database or disk is full)")

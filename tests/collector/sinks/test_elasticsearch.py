@@ -32,12 +32,11 @@ import pandas as pd
 import pytest
 
 import collector.sinks.elasticsearch as es_module
-from collector.sinks.elasticsearch import transport
-from collector.sinks.elasticsearch import ElasticsearchSink, load_templates, monthly_index
 from collector.errors import ConfigError, ElasticsearchError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, table_docs
 from collector.sinks import open_sink
+from collector.sinks.elasticsearch import ElasticsearchSink, load_templates, monthly_index, transport
 
 from ..conftest import start_server, stop_server
 
@@ -687,14 +686,17 @@ def test_secrets_come_from_files_or_the_environment_and_never_print(
         ("http://es:9200", {"max_retries": -1}, "max_retries must be a whole number >= 0, got -1"),
         ("http://es:9200", {"backoff_s": 2.0, "backoff_max_s": 1.0}, "backoff_max_s must be a number >= 2.0, got 1.0"),
         ("http://es:9200", {"timeout_s": 0}, "timeout_s must be a number > 0.0, got 0"),
-        ("http://es:9200", {"api_key_env": "TEST_UNSET_VARIABLE"}, "api_key_env: the environment variable TEST_UNSET_VARIABLE is not set"),
+        ("http://es:9200", {"api_key_env": "TEST_UNSET_VARIABLE"},
+         "api_key_env: the environment variable TEST_UNSET_VARIABLE is not set"),
         ("http://es:9200", {"api_key_env": "dGhlIGtleQ=="}, "api_key_env must be the name of an environment variable"),
         ("http://es:9200", {"api_key_env": "A", "api_key_file": "k"}, "give api_key_file or api_key_env, not both"),
-        ("http://es:9200", {"api_key_file": "/nonexistent/key"}, "api_key_file: cannot read '/nonexistent/key' \\(No such file"),
+        ("http://es:9200", {"api_key_file": "/nonexistent/key"},
+         "api_key_file: cannot read '/nonexistent/key' \\(No such file"),
         ("http://es:9200", {"password_env": "TEST_ES_PASSWORD"}, "needs a username"),
         ("http://es:9200", {"username": "alice"}, "username 'alice' needs a password"),
         ("http://es:9200", {"ca_certs_file": __file__}, "is for https:// URLs only"),
-        ("https://es:9200", {"ca_certs_file": "/nonexistent/ca.pem"}, "the CA bundle '/nonexistent/ca.pem' is not a file"),
+        ("https://es:9200", {"ca_certs_file": "/nonexistent/ca.pem"},
+         "the CA bundle '/nonexistent/ca.pem' is not a file"),
     ],
 )  # fmt: skip
 def test_bad_settings_raise_config_error_naming_them(
@@ -709,7 +711,7 @@ def test_bad_settings_raise_config_error_naming_them(
 
 def test_an_empty_secret_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "key").write_text("\n")
-    with pytest.raises(ConfigError, match="api_key_file: the api_key in file .*key is empty"):
+    with pytest.raises(ConfigError, match=r"api_key_file: the api_key in file .*key is empty"):
         ElasticsearchSink("http://es:9200", api_key_file=tmp_path / "key")
     monkeypatch.setenv("TEST_ES_EMPTY", "")
     with pytest.raises(ConfigError, match="password_env: the password in env TEST_ES_EMPTY is empty"):
@@ -807,7 +809,8 @@ def test_every_kind_has_a_template_with_explicit_types() -> None:
         own = {"gratia": [("TimeInstant_*", "string", "date")]}.get(kind, [])  # a kind's own come first
         assert [(d.get("match"), d["match_mapping_type"], d["mapping"]["type"]) for d in dynamic] == [
             *own,
-            ("*_iso", "string", "date"), (None, "string", "keyword"), (None, "long", "double"), (None, "double", "double"),
+            ("*_iso", "string", "date"), (None, "string", "keyword"), (None, "long", "double"),
+            (None, "double", "double"),
         ]  # fmt: skip
     slot = templates["slot"]["template"]["mappings"]["properties"]
     assert slot["overhead_cu"] == {"type": "integer"} and slot["phase"] == {"type": "keyword"}

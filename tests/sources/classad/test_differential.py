@@ -40,7 +40,7 @@ def _same(expected: Any, got: Any) -> bool:
     if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected):
         return math.isnan(got)
     if isinstance(expected, list) and isinstance(got, list):
-        return len(expected) == len(got) and all(_same(e, g) for e, g in zip(expected, got))
+        return len(expected) == len(got) and all(_same(e, g) for e, g in zip(expected, got, strict=True))
     return type(expected) is type(got) and expected == got
 
 
@@ -48,7 +48,7 @@ def assert_same_as_classad2(path: Path, text: str | None = None) -> int:
     """Read every attribute of every ad in ``path`` both ways; return the number of ads."""
     text = path.read_text() if text is None else text
     ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-    names = sorted({k for ad in ads for k in ad.keys()}, key=str.lower)
+    names = sorted({k for ad in ads for k in ad}, key=str.lower)
 
     def evaluated() -> list[list[Any]]:
         return [[_oracle(ad.eval(name)) if name in ad else None for name in names] for ad in ads]
@@ -94,7 +94,7 @@ def test_every_attribute_of_every_fixture(
 def test_per_job_history_files(condor25: Path) -> None:
     files = sorted((condor25 / "per_job_history").iterdir())
     ads = [classad2.parseOne(f.read_text(), classad2.ParserType.Old) for f in files]
-    names = sorted({k for ad in ads for k in ad.keys()}, key=str.lower)
+    names = sorted({k for ad in ads for k in ad}, key=str.lower)
     columns, report = read_ad_files(files, [Attr(n) for n in names])
     assert len(columns) == len(files) == 12 and not report.malformed
     assert [Path(p).name for p in columns.path] == [f.name for f in files]
@@ -114,7 +114,7 @@ def test_json_dump_gives_the_long_dump_values(condor25: Path) -> None:
     of the same instant, already proven equal to classad2 above."""
     for stem in ("status", "history"):
         text = (condor25 / f"{stem}.ads").read_text()
-        names = sorted({k for ad in classad2.parseAds(text, classad2.ParserType.Old) for k in ad.keys()}, key=str.lower)
+        names = sorted({k for ad in classad2.parseAds(text, classad2.ParserType.Old) for k in ad}, key=str.lower)
         attrs = [Attr(n) for n in names]
         long, _ = read_ads(condor25 / f"{stem}.ads", attrs)
         js, report = read_ads(condor25 / f"{stem}.json", attrs)
@@ -174,7 +174,7 @@ expressions = st.sampled_from(
     ]
 )
 values = st.one_of(scalars, lists, expressions)
-names = st.sampled_from(NAMES + ["a0", "MemoryUsage", "ImageSize", "DaemonStartTime"])
+names = st.sampled_from([*NAMES, "a0", "MemoryUsage", "ImageSize", "DaemonStartTime"])
 
 
 def _parses(text: str) -> bool:
@@ -195,7 +195,7 @@ def test_generated_ads(tmp_path: Path, ad_lines: list[tuple[str, str]]) -> None:
     path = tmp_path / "generated.ads"
     path.write_text(text)
     oracle = list(classad2.parseAds(text, classad2.ParserType.Old))
-    wanted = NAMES + ["MemoryUsage"]
+    wanted = [*NAMES, "MemoryUsage"]
     columns, report = read_ads(path, [Attr(n) for n in wanted])
     assert len(columns) == 1 and not report.malformed, text
     for name in wanted:
@@ -353,7 +353,7 @@ def test_escaped_strings_invalid_utf8_decodes_as_the_whole_ad_would(tmp_path: Pa
     path.write_bytes(b"".join(b'A = "' + b + b'"\n\n' for b in bodies))
     columns, report = read_ads(path, [Attr("A", Kind.STRING)])
     assert report.evaluated == 0 and not report.malformed
-    for body, got in zip(bodies, columns["A"]):
+    for body, got in zip(bodies, columns["A"], strict=True):
         text = (b'A = "' + body + b'"\n').decode("utf-8", "replace")
         assert got == classad2.parseOne(text, classad2.ParserType.Old).eval("A"), body
 

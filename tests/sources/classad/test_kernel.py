@@ -21,7 +21,7 @@ def test_ads_lines_and_values() -> None:
     found = scan(text, ["Owner", "ClusterId", "RequestMemory", "QDate"])
     assert found.n_lines == 7
     assert found.first_line.tolist() == [0, 4] and not found.odd.any()
-    assert [text[b:e] for b, e in zip(found.begin, found.end)] == [text[:31], text[43:]]
+    assert [text[b:e] for b, e in zip(found.begin, found.end, strict=True)] == [text[:31], text[43:]]
     assert found.literal.tolist() == [
         [cl.STRING, cl.INT, cl.ABSENT, cl.ABSENT],
         [cl.STRING, cl.ABSENT, cl.NUMBER_TEXT, cl.REAL],
@@ -53,7 +53,10 @@ def test_a_line_not_in_canonical_form_makes_its_ad_classad2s(line: bytes) -> Non
 
 def test_names_are_case_insensitive_and_exact() -> None:
     names = ["A_B", "ab", "Abc", "LongAttributeNameOverEight", "LongAttributeNameOverEightX", "x.y"]
-    text = b"a_b = 1\nAB = 2\nabC = 3\nlongattributenameovereight = 4\nLONGATTRIBUTENAMEOVEREIGHTX = 5\nAbcd = 6\nLongAttributeNameOverEigh = 7\n"
+    text = (
+        b"a_b = 1\nAB = 2\nabC = 3\nlongattributenameovereight = 4\nLONGATTRIBUTENAMEOVEREIGHTX = 5\nAbcd = 6\n"
+        b"LongAttributeNameOverEigh = 7\n"
+    )
     found = scan(text, names)
     assert found.integer[0].tolist() == [1, 2, 3, 4, 5, 0] and not found.odd.any()
     assert found.literal[0, 5] == cl.ABSENT  # no identifier: never looked up

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import ClassAdError, SourceError
 import probes.sources.classad.model as classad_module
+from collector.errors import ClassAdError, SourceError
 from probes.sources.classad import Attr, Kind, read_ad_files, read_ads
 
 WANTED = [Attr("Name", Kind.STRING), Attr("Cpus", Kind.NUMBER), Attr("Args", Kind.STRING)]
@@ -101,7 +101,8 @@ def test_case_insensitive_names_and_the_last_of_repeated_attributes(tmp_path: Pa
 def test_history_file_banners_separate_ads(tmp_path: Path) -> None:
     """A schedd's history file has `*** ...` banners, not blank lines, between ads."""
     text = "".join(
-        f'Name = "job{i}"\nCpus = {i}\n*** Offset = {i * 30} ClusterId = {i} ProcId = 0 Owner = "u" CompletionDate = 1\n'
+        f'Name = "job{i}"\nCpus = {i}\n'
+        f'*** Offset = {i * 30} ClusterId = {i} ProcId = 0 Owner = "u" CompletionDate = 1\n'
         for i in range(3)
     )
     columns, report = read_ads(write(tmp_path, text, "history"), WANTED)

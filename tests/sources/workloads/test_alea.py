@@ -60,12 +60,16 @@ def write(tmp_path: Path, text: str) -> Path:
         ("0\tzewura\t20\t80\t1\n", ("pool.machines line 1: expected 6 to 8 tab-separated columns (id, name, nodes, "
          "CPUs per node, speed, RAM per node, then optionally column 7 and GPUs per node), got 5")),
         ("0\tzewura\ttwenty\t80\t1\t512\n", "pool.machines line 1: column 3 (nodes): expected a number, got 'twenty'"),
-        ("0\tzewura\t20\t0\t1\t512\n", "pool.machines line 1: column 4 (CPUs per node): expected a number greater than 0, got '0'"),
-        ("0\tzewura\t2.5\t8\t1\t512\n", "pool.machines line 1: column 3 (nodes): expected a whole number of nodes, got '2.5'"),
-        ("0\ta\t1\t8\t1\t64\n1\ta\t1\t8\t1\t64\n", "pool.machines line 2: column 2 (name): cluster 'a' is listed twice"),
+        ("0\tzewura\t20\t0\t1\t512\n",
+         "pool.machines line 1: column 4 (CPUs per node): expected a number greater than 0, got '0'"),
+        ("0\tzewura\t2.5\t8\t1\t512\n",
+         "pool.machines line 1: column 3 (nodes): expected a whole number of nodes, got '2.5'"),
+        ("0\ta\t1\t8\t1\t64\n1\ta\t1\t8\t1\t64\n",
+         "pool.machines line 2: column 2 (name): cluster 'a' is listed twice"),
         # 0.5 / 8 = 0.0625 per core: 64 bytes, 64 KiB or 64 MiB, none a plausible RAM per core
-        ("0\ttiny\t1\t8\t1\t0.5\n", ("pool.machines: cannot tell the unit of column 6 (RAM per node): the median node has "
-         "0.0625 per core, which is 64 bytes as KB, 64 KiB as MB and 64 MiB as GB; give the unit (--ram-unit KB|MB|GB)")),
+        ("0\ttiny\t1\t8\t1\t0.5\n", ("pool.machines: cannot tell the unit of column 6 (RAM per node): "
+                                     "the median node has 0.0625 per core, which is 64 bytes as KB, 64 KiB as MB "
+                                     "and 64 MiB as GB; give the unit (--ram-unit KB|MB|GB)")),
         ("# only a comment\n", "pool.machines: no machines, only comments; expected an Alea machines file"),
     ],
 )  # fmt: skip
