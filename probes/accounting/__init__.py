@@ -30,9 +30,9 @@ short form before the colon, with the paper's own section, formula, table or exa
   overhead, overhead histograms, the idle-job cross-check, proportional billing.
 - Klusáček & Rudová 2015 ("Klusacek & Rudova 2015" where a terminal prints it): Dalibor
   Klusáček and Hana Rudová, "Multi-resource aware fairsharing for heterogeneous systems", Job
-  Scheduling Strategies for Parallel Processing (JSSPP 2014), LNCS 8828, Springer, 2015. The multi-resource penalty: the processor equivalent of a job on
-  one machine, the minimum over the machines that could run it, the sum over a multi-node
-  job's nodes, queue and node costs, SPEC walltime normalization (formulas 4-9); the CPU-only,
+  Scheduling Strategies for Parallel Processing (JSSPP 2014), LNCS 8828, Springer, 2015. The
+  multi-resource penalty: the processor equivalent of a job on one machine, the minimum over the
+  machines that could run it, the sum over a multi-node job's nodes, queue and node costs, SPEC walltime normalization (formulas 4-9); the CPU-only,
   standard-job and global processor-equivalent metrics it replaces (formulas 1-3).
 - Maui Admin Guide: Adaptive Computing, "Maui Scheduler Administrator's Guide", section 6.3
   "Fairshare". FSINTERVAL, FSDEPTH, FSDECAY, FSPOLICY, targets, floors and caps, the

@@ -115,7 +115,8 @@ class ProbeService:
         self.sources = Sources(config, pool=pool)
         if not (self.sources.slots or self.sources.jobs):
             raise ConfigError(
-                "no sources: set sources.status_files or sources.history, or sources.live = true to read the pool itself"
+                "no sources: set sources.status_files or sources.history, "
+                "or sources.live = true to read the pool itself"
             )
         sandbox.configure(config.sources.evaluation_budget_s)
         self.config = config
@@ -325,13 +326,13 @@ class ProbeService:
         done = self._commit([step.batch])
         if step.interval_s is not None:
             self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
-        if step.unobserved_s:
-            log.warning(
-                "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
-                "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
-                step.interval_s + step.unobserved_s, self.config.pool.max_interval_s, step.interval_s,
-                step.unobserved_s,
-            )  # fmt: skip
+            if step.unobserved_s:
+                log.warning(
+                    "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
+                    "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
+                    step.interval_s + step.unobserved_s, self.config.pool.max_interval_s, step.interval_s,
+                    step.unobserved_s,
+                )  # fmt: skip
         idle = reading.idle
         demand = (
             f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"

@@ -208,8 +208,8 @@ def demo_docs() -> dict[str, list[dict[str, Any]]]:
     """The records a probe cycle makes of the bundled demo pool: real slots with overhead,
     real bills, real jobs."""
     from probes.config import load_config
-    from probes.pipeline.reading import read_sources
     from probes.pipeline.overhead import overhead_report, snapshot_bills
+    from probes.pipeline.reading import read_sources
 
     config = load_config(ROOT / "config" / "demo.toml")
     sources = read_sources(config)
