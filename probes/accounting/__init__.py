@@ -32,8 +32,9 @@ short form before the colon, with the paper's own section, formula, table or exa
   Klusáček and Hana Rudová, "Multi-resource aware fairsharing for heterogeneous systems", Job
   Scheduling Strategies for Parallel Processing (JSSPP 2014), LNCS 8828, Springer, 2015. The
   multi-resource penalty: the processor equivalent of a job on one machine, the minimum over the
-  machines that could run it, the sum over a multi-node job's nodes, queue and node costs, SPEC walltime normalization (formulas 4-9); the CPU-only,
-  standard-job and global processor-equivalent metrics it replaces (formulas 1-3).
+  machines that could run it, the sum over a multi-node job's nodes, queue and node costs, SPEC
+  walltime normalization (formulas 4-9); the CPU-only, standard-job and global
+  processor-equivalent metrics it replaces (formulas 1-3).
 - Maui Admin Guide: Adaptive Computing, "Maui Scheduler Administrator's Guide", section 6.3
   "Fairshare". FSINTERVAL, FSDEPTH, FSDECAY, FSPOLICY, targets, floors and caps, the
   ``FS.<epoch>`` files, ``diagnose -f``.
