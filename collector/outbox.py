@@ -108,11 +108,20 @@ class FlushResult:
 @dataclass(frozen=True)
 class Parcel:
     """Records of one kind committed as one row. ``gzip_json``, when given, is exactly ``docs``
-    as a gzip-compressed JSON array (as a request brought them), stored as it is."""
+    as a gzip-compressed JSON array (as a request brought them), stored as it is; ``json``,
+    exactly ``docs`` as a JSON array, encoded by the caller (:meth:`encoded`)."""
 
     kind: str
     docs: Sequence[Mapping[str, Any]]
     gzip_json: bytes | None = None
+    json: bytes | None = None
+
+    @classmethod
+    def encoded(cls, kind: str, docs: Sequence[Mapping[str, Any]]) -> Parcel:
+        """A parcel whose documents are encoded now: a collector encodes each request's in that
+        request, so that one that cannot be encoded fails its request alone, never the group
+        committed with it."""
+        return cls(kind, docs, json=orjson.dumps(docs))
 
 
 class _Settle(Protocol):
@@ -228,7 +237,11 @@ class Outbox:
             (
                 p.kind,
                 len(p.docs),
-                *((p.gzip_json, "gzip") if p.gzip_json is not None else (orjson.dumps(p.docs), "json")),
+                *(
+                    (p.gzip_json, "gzip")
+                    if p.gzip_json is not None
+                    else (p.json if p.json is not None else orjson.dumps(p.docs), "json")
+                ),
                 now,
             )
             for p in parcels

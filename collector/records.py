@@ -93,6 +93,10 @@ KINDS: dict[str, RecordKind] = {
 }  # fmt: skip
 
 
+PROBE_KINDS = ("slot", "allocation", "job", "fairshare", "fairness", "priority")
+"""The kinds a fairacct probe makes. A collector takes these from probes; it makes ``summary``
+records itself and takes ``gratia`` records only from Gratia probes, in their own protocol."""
+
 _ID_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=...) makes one per call
 
 
@@ -101,6 +105,14 @@ def record_id(kind: str, *fields: object) -> str:
     # names are the usual fields: they need no conversion (a summary's id has ten of them)
     text = _ID_JSON.encode([kind, *(f if f is None or type(f) is str else _plain(f) for f in fields)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def owned_id(probe: str, id_: str) -> str:
+    """The id a collector stores a probe's record under: its own ``id`` within the probe that
+    sent it. Ids are predictable (a hash of the fact), so a store keyed by the probe's id alone
+    would let any probe overwrite or shadow another's records; keyed by this, a probe reaches
+    only its own, and re-sending stays harmless."""
+    return hashlib.sha256(f"{probe}\0{id_}".encode()).hexdigest()[:32]
 
 
 def _plain(value: object) -> object:

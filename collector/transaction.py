@@ -18,7 +18,7 @@ def write_transaction(db: sqlite3.Connection, path: object, what: str) -> Iterat
     """A write transaction on ``db`` (autocommit mode): ``BEGIN IMMEDIATE``, so that another
     writer (a second process on the same file) waits here rather than failing mid-way;
     committed at the end, rolled back and raised as :class:`StoreError` naming ``path`` and
-    ``what`` failed on any SQLite error."""
+    ``what`` failed on any SQLite error; rolled back and raised as it is on any other."""
     try:
         db.execute("BEGIN IMMEDIATE")
         yield
@@ -27,6 +27,10 @@ def write_transaction(db: sqlite3.Connection, path: object, what: str) -> Iterat
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise StoreError(f"{path}: {what} ({exc})") from exc
+    except BaseException:  # a value SQLite cannot bind (OverflowError), a bug: nothing half-written stays
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 def use_wal(db: sqlite3.Connection, timeout_s: float) -> None:

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from collector.server.committer import GroupCommitter
-from collector.server.flusher import Flusher
+from collector.server.flusher import Flusher, FlushState
 from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import OutboxGauges, ServerMetrics
@@ -107,8 +107,12 @@ def create_app(
         since = state.last_store_success or state.started
         stale = committer.depth > 0 and now - since > settings.store_stale_s
         status = "flusher stopped" if not flusher.alive else "store stale" if stale else "ok"
+        degraded = _degraded(state)
+        if status == "ok" and degraded:
+            status = "degraded"  # taking and delivering records, and something to look at: 200 all the same
         doc = {
             "status": status,
+            "degraded": degraded,
             "outbox": {
                 "depth": committer.depth,
                 "oldest": _iso(state.oldest),
@@ -125,7 +129,7 @@ def create_app(
                 "last_error": summarizer.state.last_error,
             },
         }
-        return JSONResponse(doc, status_code=200 if status == "ok" else 503)
+        return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
 
     async def metrics_text(request: Request) -> Response:
         return PlainTextResponse(metrics.render(gauges()), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -178,6 +182,17 @@ def _version() -> str:
         return version("fairacct")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _degraded(state: FlushState) -> list[str]:
+    """What a running collector's operator should look at, though records are taken and
+    delivered: records the store refused for good, flush rounds that failed unexpectedly."""
+    out = []
+    if dead := sum(state.dead_letters.values()):
+        out.append(f"{dead} record(s) the store refused for good (dead letters in the outbox)")
+    if state.crashed:
+        out.append(f"the last flush round failed unexpectedly ({state.crashes} so far): {state.crashed}")
+    return out
 
 
 def _iso(seconds: float | None) -> str | None:

@@ -18,7 +18,9 @@ After each round it checkpoints the outbox's WAL (passively, never blocking the 
 is opened without automatic checkpoints so that no reply waits for one). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
 /metrics: the depth (handed to the group committer), the oldest waiting record, the dead
-letters, and the last time the store took records or the outbox was found empty.
+letters, and the last time the store took records or the outbox was found empty. A round that
+fails for any other reason (a bug) is logged with its traceback and counted, and the next one
+starts with a new connection to the store: the flusher never stops while the collector runs.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class FlushState:
     depth: int = 0
     oldest: float | None = None
     dead_letters: dict[str, int] = field(default_factory=dict)
+    crashes: int = 0  # rounds ended by an error that is not the store's or the outbox's (a bug)
+    crashed: str | None = None  # the last such error, while the rounds since have not succeeded
 
 
 class Flusher:
@@ -111,9 +115,19 @@ class Flusher:
                         if sink is None:
                             sink = self._sink_factory()
                         busy = self.flush_round(outbox, sink)
+                        self.state.crashed = None
                     except FairacctError as exc:  # the store or the outbox failed: say so, try again later
                         self.state.last_error = str(exc)
                         _log.error("flush: %s", exc)
+                        busy = False
+                    except Exception as exc:  # noqa: BLE001 - a bug must cost a round, never the delivery
+                        self.state.crashes += 1
+                        self.state.crashed = self.state.last_error = f"{type(exc).__name__}: {exc}"
+                        _log.exception("flush: a round failed unexpectedly; the next one starts afresh")
+                        if sink is not None:
+                            with contextlib.suppress(Exception):
+                                sink.close()
+                            sink = None
                         busy = False
                     if not busy:
                         self._stop.wait(self.every_s)

@@ -1,13 +1,17 @@
 """Judging a batch of fairacct records one by one, as :mod:`collector.records` makes them.
 
 A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``kind`` (one of
-:data:`collector.records.KINDS`), ``schema_version`` (this collector's
-:data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and ``timestamp``
-(ISO-8601, the time sinks index by); the other fields are the probe's columns, passed on
-as they came (the store's index templates type them). A record that breaks a rule is refused by
-itself, with its index and
-the reason; the others are accepted. A record in another probe's name refuses the whole
-request (:class:`ForbiddenError`): the token is not that probe's.
+the kinds a probe makes, :data:`collector.records.PROBE_KINDS`), ``schema_version`` (this
+collector's :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and
+``timestamp`` (ISO-8601, the time sinks index by); every other field must be one the store can
+hold (:func:`collector.schema.record_fault`: types, ranges, string sizes, no nesting). A record
+that breaks a rule is refused by itself, with its index and the reason; the others are
+accepted. A record in another probe's name refuses the whole request
+(:class:`ForbiddenError`): the token is not that probe's.
+
+An accepted record is stored under :func:`collector.records.owned_id` of its sender and its
+``id`` (the probe's own id kept as ``source_id``): a probe can neither overwrite nor shadow
+another probe's records, whatever ids it sends, and its own re-sends replace themselves.
 
 This is plain Python on purpose: a per-record pydantic model costs about five times as much
 (see the module docstring of :mod:`collector.server.app`).
@@ -21,12 +25,13 @@ from datetime import datetime
 from typing import Any, cast
 
 from collector.errors import ForbiddenError
-from collector.records import KINDS, SCHEMA_VERSION
+from collector.records import PROBE_KINDS, SCHEMA_VERSION, owned_id
+from collector.schema import record_fault
 from collector.server.body import Unreadable
 
 __all__ = ["Judgement", "Refusal", "judge_records"]
 
-_KIND_NAMES = ", ".join(KINDS)
+_KIND_NAMES = ", ".join(PROBE_KINDS)
 _MAX_ID = 128
 
 
@@ -58,6 +63,8 @@ def judge_records(items: Sequence[object], probe: str) -> Judgement:
         reason = _fault(item, probe, index)
         if reason is None:
             doc = cast(dict[str, Any], item)  # _fault checked it is a dict
+            doc["source_id"] = doc["id"]
+            doc["id"] = owned_id(probe, doc["id"])
             out.accepted.setdefault(doc["kind"], []).append(doc)
             out.count += 1
         else:
@@ -75,8 +82,12 @@ def _fault(item: object, probe: str, index: int) -> str | None:
     id_ = item.get("id")
     if type(id_) is not str or not 0 < len(id_) <= _MAX_ID:
         return f"'id' must be a string of 1 to {_MAX_ID} characters, got {_show(id_)}"
-    if item.get("kind") not in KINDS:
-        return f"'kind' must be one of {_KIND_NAMES}, got {_show(item.get('kind'))}"
+    kind = item.get("kind")
+    if kind not in PROBE_KINDS:
+        return (
+            f"'kind' must be one of {_KIND_NAMES}, got {_show(kind)} (summaries are made by the collector, "
+            "Gratia records come from Gratia probes to /gratia-servlets/rmi)"
+        )
     version = item.get("schema_version")
     if type(version) is not int or version != SCHEMA_VERSION:
         return f"'schema_version' must be {SCHEMA_VERSION} (this collector's), got {_show(version)}"
@@ -91,7 +102,9 @@ def _fault(item: object, probe: str, index: int) -> str | None:
     stamp = item.get("timestamp")
     if type(stamp) is not str or not _is_iso(stamp):
         return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {_show(stamp)}"
-    return None
+    if "source_id" in item:
+        return "'source_id' is the collector's to set (the id the probe sent)"
+    return record_fault(kind, item)
 
 
 def _is_iso(text: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.records import KINDS, SCHEMA_VERSION
+from collector.records import PROBE_KINDS, SCHEMA_VERSION
 from collector.server.settings import ServerSettings
 
 __all__ = ["openapi_document"]
@@ -82,11 +82,15 @@ def openapi_document(
     """The document served at /openapi.json; ``ingest``: the ingest paths the application serves."""
     record = {
         "type": "object",
-        "description": "A fairacct record as collector.records.table_docs makes it (flat).",
+        "description": (
+            "A fairacct record as collector.records.table_docs makes it: flat, every other field a string, "
+            "number, boolean or null the store can hold (collector.schema); stored under an id of the sending "
+            "probe's, the probe's own id kept as source_id."
+        ),
         "required": ["id", "kind", "schema_version", "probe", "timestamp"],
         "properties": {
             "id": {"type": "string", "minLength": 1, "maxLength": 128},
-            "kind": {"type": "string", "enum": list(KINDS)},
+            "kind": {"type": "string", "enum": list(PROBE_KINDS)},
             "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
             "probe": {"type": "string", "description": "The sending probe: the name its token belongs to."},
             "timestamp": {"type": "string", "format": "date-time"},
@@ -200,11 +204,14 @@ def openapi_document(
                     "operationId": "health",
                     "responses": {
                         "200": {
-                            "description": "Healthy.",
+                            "description": (
+                                "Healthy ('ok'), or running with something to look at ('degraded': dead letters, "
+                                "a flush round that failed unexpectedly; listed in 'degraded')."
+                            ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },
                         "503": {
-                            "description": "Unhealthy.",
+                            "description": "Unhealthy: 'store stale' or 'flusher stopped'.",
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },
                     },

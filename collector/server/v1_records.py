@@ -2,7 +2,9 @@
 
 The body is a JSON array of records (``Content-Type: application/json``) or one record per
 line (``application/x-ndjson``), optionally ``Content-Encoding: gzip``. The token names the
-probe; every record must be in that probe's name.
+probe; every record must be in that probe's name and of a kind a probe makes, and is stored
+under an id of that probe's (:mod:`collector.server.judge`): a probe touches only its own
+records.
 
 Replies (the one rule for a probe: **what is not listed in ``rejected`` is durable when the
 reply has an ``accepted`` field**):
@@ -25,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from collector.outbox import Parcel
-from collector.server.body import decode_records, is_ndjson
+from collector.server.body import decode_records
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.judge import judge_records
 from collector.server.replies import Style
@@ -38,10 +40,8 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
     body = await ingest.body(request)
     content_type = request.headers.get("content-type")
     items = decode_records(body.data, content_type)
-    judged = judge_records(items, probe)
-    # the common case, a gzipped array of one kind all accepted, is kept in the outbox as it came
-    as_sent = body.gzip if not judged.refused and len(judged.accepted) == 1 and not is_ndjson(content_type) else None
-    parcels = [Parcel(kind, docs, as_sent) for kind, docs in judged.accepted.items()]
+    judged = judge_records(items, probe)  # accepted records carry their stored (owned) ids
+    parcels = [Parcel.encoded(kind, docs) for kind, docs in judged.accepted.items()]
     await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)

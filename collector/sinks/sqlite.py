@@ -97,21 +97,30 @@ class EmbeddedStore:
         return f'"{kind}"'
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
-        """Upsert documents in one transaction: all are acknowledged, or none (StoreError)."""
+        """Upsert documents in one transaction: all are acknowledged, or none (StoreError);
+        a document the store can never hold (a value that is not JSON, a whole number past 64
+        bits) is refused by itself (``rejected``), never the batch, so it cannot block the
+        ones behind it."""
         table = self._table(kind)
         fields = ("timestamp", *KINDS[kind].labels, *_measured(kind))
+        rejected: dict[str, str] = {}
         try:
             rows = _rows(kind, docs)
-        except (KeyError, TypeError, orjson.JSONEncodeError) as exc:
-            raise StoreError(f"{self.path}: a {kind} record cannot be stored ({exc})") from exc
+        except (KeyError, TypeError, ValueError):  # orjson's JSONEncodeError is a ValueError
+            rows, rejected = _rows_each(kind, docs)
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
         marks = ", ".join("?" * (len(fields) + 2))
         updates = ", ".join(f'"{c}" = excluded."{c}"' for c in (*fields, "doc"))
-        with write_transaction(self._db, self.path, f"cannot store {kind} records"):
-            self._db.executemany(
-                f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}", rows
-            )
-        return SendResult(acked=[r[0] for r in rows])
+        sql = f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}"
+        try:
+            with write_transaction(self._db, self.path, f"cannot store {kind} records"):
+                self._db.executemany(sql, rows)
+        except OverflowError:  # a whole number SQLite cannot bind (rolled back): refuse its rows alone
+            rows, more = _bindable(rows)
+            rejected |= more
+            with write_transaction(self._db, self.path, f"cannot store {kind} records"):
+                self._db.executemany(sql, rows)
+        return SendResult(acked=[r[0] for r in rows], rejected=rejected)
 
     def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
         """The sums of ``query`` by one SQL ``GROUP BY`` (see :meth:`Sink.aggregate`)."""
@@ -265,6 +274,33 @@ def _rows(kind: str, docs: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]
         columns.append(values)
     columns.append([orjson.dumps(d).decode() for d in docs])
     return list(zip(*columns, strict=True))
+
+
+def _rows_each(kind: str, docs: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], dict[str, str]]:
+    """:func:`_rows` document by document: the rows of those that make one, and why each other
+    one cannot be stored (by id)."""
+    rows: list[tuple[Any, ...]] = []
+    rejected: dict[str, str] = {}
+    for doc in docs:
+        try:
+            rows += _rows(kind, [doc])
+        except (KeyError, TypeError, ValueError) as exc:
+            rejected[str(doc.get("id"))] = f"a {kind} record the embedded store cannot hold ({exc})"
+    return rows, rejected
+
+
+def _bindable(rows: Sequence[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], dict[str, str]]:
+    """The rows SQLite can bind, and why each other one cannot (by id): a whole number past
+    64 bits in one of its columns."""
+    good: list[tuple[Any, ...]] = []
+    rejected: dict[str, str] = {}
+    for row in rows:
+        big = next((v for v in row if type(v) is int and not -(2**63) <= v < 2**63), None)
+        if big is None:
+            good.append(row)
+        else:
+            rejected[str(row[0])] = f"a whole number past 64 bits, which the embedded store cannot hold: {big}"
+    return good, rejected
 
 
 _TEXT_TYPES = frozenset({str, type(None)})  # kept as they are by _text

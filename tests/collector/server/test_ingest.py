@@ -79,15 +79,15 @@ def test_records_are_refused_one_by_one_with_their_index_and_reason(shared_colle
         (5, "p1-job-r5"),
     ]
     reasons = [r["reason"] for r in body["rejected"]]
-    assert (
-        reasons[0]
-        == "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, summary, gratia, got 'jobs'"
+    assert reasons[0] == (
+        "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, got 'jobs' (summaries are "
+        "made by the collector, Gratia records come from Gratia probes to /gratia-servlets/rmi)"
     )
     assert reasons[1] == "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday'"
     assert reasons[2] == "expected a JSON object (a record), got 'not a record'"
     assert reasons[3] == "'schema_version' must be 1 (this collector's), got 2"
     drained(c)
-    ids = {d["id"] for d in stored(c)}
+    ids = {d["source_id"] for d in stored(c)}  # stored under p1's ids, its own ids kept
     assert {"p1-job-r0", "p1-job-r2"} <= ids and not {"p1-job-r1", "p1-job-r3", "p1-job-r5"} & ids
     # NDJSON: a line that is not JSON is one refused record, counted among the non-empty lines
     lines = b"\n".join([orjson.dumps(record("r7", "p1")), b"", b"{oops", orjson.dumps(record("r8", "p1"))])

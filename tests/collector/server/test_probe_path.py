@@ -18,6 +18,7 @@ import pytest
 
 from collector.errors import ConfigError, SinkError
 from collector.outbox import Outbox
+from collector.records import owned_id
 from collector.sinks import SendResult, open_sink
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.http import CollectorSink
@@ -138,7 +139,8 @@ def test_two_collectors_share_one_store_and_store_each_record_once(
     drain(a, b)
     with ElasticsearchSink.from_url(osmem_url) as es:
         assert es.count("job") == 1000
-        assert set(es.fetch("job", [d["id"] for d in docs])) == {d["id"] for d in docs}
+        stored_ids = [owned_id("p1", d["id"]) for d in docs]  # each record under its probe's id
+        assert set(es.fetch("job", stored_ids)) == set(stored_ids)
 
 
 class _Recording:
@@ -195,10 +197,10 @@ def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(start_
     # that did not is still in its sender's outbox
     drain(c)
     store = EmbeddedStore(c.root / "collector" / "store.sqlite")
-    stored = [d["id"] for d in store.query("job")]
+    stored = [(d["probe"], d["source_id"]) for d in store.query("job")]
     assert len(stored) == len(set(stored))
     for p, docs in sent.items():
-        assert acked[p] <= set(stored), f"{p}: acknowledged but not stored"
+        assert acked[p] <= {i for q, i in stored if q == p}, f"{p}: acknowledged but not stored"
         with Outbox(tmp_path / f"{p}.sqlite") as outbox:
             waiting = {d["id"] for d in outbox.waiting("job")}
         assert waiting == {d["id"] for d in docs} - acked[p], p
