@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from collector.errors import SinkError, StoreError
+from collector.errors import SinkError
 from collector.outbox import Outbox, Parcel
 from collector.records import KINDS, record_id, table_docs
 from collector.sinks.base import SendResult
