@@ -1,8 +1,11 @@
-"""The ``fairacct`` commands, run once :mod:`~probes.cli.parser` has read the command line.
-Only this module prints and exits.
+"""The ``fairacct`` commands, run once :mod:`~probes.cli.parser` has read the command line: the
+functions :mod:`~probes.cli.registry` names (the ``priority`` and ``slot-weight`` commands'
+are in their own modules), and :func:`run`, which calls them.
 
-Library code raises :class:`~collector.errors.FairacctError`; here it becomes one line on
-stderr and an exit code: 2 for a bad command line or configuration, 1 for a source or store
+Only the command line (:mod:`probes.cli`) prints; the code below it returns or raises. Library
+code raises :class:`~collector.errors.FairacctError`, and :func:`run` alone turns it into one
+line on stderr and an exit code, which the ``fairacct`` script (or ``python -m probes``) exits
+with: 2 for a bad command line (argparse's own exit) or configuration, 1 for a source or store
 that failed (or records the store refused for good: dead letters), 3 for ``probe once`` when
 the cycle was committed to the outbox but not sent (the store did not answer: the next
 ``probe once`` or ``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are

@@ -1,6 +1,6 @@
 """The outputs' commands: ``summarize``, ``export``, ``report`` and ``dashboards install``.
-Each returns the JSON document and the text the command line prints (only
-:mod:`probes.cli.commands` prints); the work is the collector's, in the store."""
+Each returns the JSON document and the text the command line prints
+(:func:`probes.cli.commands.outputs_command`); the work is the collector's, in the store."""
 
 from __future__ import annotations
 
