@@ -439,33 +439,14 @@ def _log_lines() -> Iterator[None]:
 
 
 def collector_command(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """collector serve: the [collector] section and the store become the server's settings."""
+    """collector serve: the [collector] section and the store are the server's settings."""
     from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
 
     if config.store.url.startswith("collector+"):
         raise ConfigError(
             f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
         )
-    c = config.collector
-    settings = ServerSettings(
-        token_dir=c.token_dir,
-        state_dir=c.state_dir,
-        store_url=config.store.url,
-        store_options=config.store.auth(),
-        host=c.listen_address,
-        port=c.port,
-        tls_cert_file=Path(c.tls_cert_file) if c.tls_cert_file else None,
-        tls_key_file=Path(c.tls_key_file) if c.tls_key_file else None,
-        gratia_senders=tuple(c.gratia_senders),
-        max_body_bytes=int(c.max_body_size),
-        max_outbox_depth=c.max_outbox_depth,
-        flush_every_s=c.flush_every_s,
-        flush_batch_size=c.flush_batch_size,
-        store_stale_s=c.store_stale_s,
-        summaries_recent_days=c.summaries_recent_days,
-        summaries_every_s=c.summaries_every_s,
-        summaries_nightly_days=c.summaries_nightly_days,
-    )
+    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
     sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
     try:
         ensure_templates(sink, settings.store_url, install=config.store.install_templates)
