@@ -1,6 +1,7 @@
 """The probe's configuration: one TOML file, described once here and validated on load.
 
-Every setting is a pydantic field with its type, default, constraint and help text; the TOML
+Every setting is a pydantic field with its type, default, constraint and help text (the
+collector service's, the ``[collector]`` section, in :mod:`collector.settings`); the TOML
 validation, the command-line overrides (``OVERRIDES``) and the documented example
 (``config/example.toml``, checked against this module by the tests) all follow from it.
 Errors name the file, the key's path and what was expected::
@@ -35,6 +36,7 @@ from pydantic import (
 )
 
 from collector.errors import ConfigError
+from collector.settings import CollectorSettings
 from collector.sinks import check_url
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
 from probes.accounting.priority import PriorityPolicy
@@ -45,7 +47,7 @@ from probes.units import parse_size
 __all__ = [
     "DEFAULT_PARTITIONS",
     "OVERRIDES",
-    "CollectorSettings",
+    "CollectorSection",
     "CredentialSettings",
     "FairnessSettings",
     "FairshareSettings",
@@ -488,60 +490,14 @@ class SummarySettings(_Section):
     )
 
 
-class CollectorSettings(_Section):
-    listen_address: str = Field("127.0.0.1", description="Address the collector service listens on.")
-    port: int = Field(8080, ge=0, le=65535, description="Port the collector service listens on (0: any free port).")
-    tls_cert_file: str = Field(
-        "", description="TLS certificate (PEM) to serve https itself. Empty: plain http (behind a proxy)."
-    )
-    tls_key_file: str = Field("", description="TLS private key (PEM) of tls_cert_file.")
-    token_dir: LaxPath = Field(
-        Path("tokens"),
-        description="Directory of probe tokens: one file per probe, named after the probe, holding its token.",
-    )
-    gratia_senders: list[str] = Field(
-        default_factory=list,
-        description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
-    )
-    max_body_size: Annotated[float, _size(1, "body")] = Field(
-        64.0 * MIB,
-        gt=0,
-        description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
-    )
-    max_outbox_depth: int = Field(
-        2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
-    )
-    state_dir: LaxPath = Field(
-        Path("collector"),
-        description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path).",
-    )
-    flush_every_s: float = Field(
-        5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle."
-    )
-    flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store.")
-    store_stale_s: float = Field(
-        900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
-    )
-    summaries_recent_days: int = Field(
-        7,
-        ge=0,
-        description="The collector re-summarizes this many last days (today included) in its store every "
-        "summaries_every_s; 0: never (GRACC: 7 days every 15 minutes).",
-    )
-    summaries_every_s: float = Field(
-        900.0, gt=0, description="Seconds between re-summaries of the last summaries_recent_days days."
-    )
-    summaries_nightly_days: int = Field(
-        365,
-        ge=0,
-        description="Once a day the collector re-summarizes this many last days, for very late records; 0: never.",
-    )
+class CollectorSection(CollectorSettings):
+    """The collector service's settings (:class:`collector.settings.CollectorSettings`, where
+    they are described), with the body's size read as operators write it ("64 MiB")."""
 
-    @model_validator(mode="after")
-    def _tls_pair(self) -> CollectorSettings:
-        if bool(self.tls_cert_file) != bool(self.tls_key_file):
-            raise ValueError("give both tls_cert_file and tls_key_file, or neither")
-        return self
+    @field_validator("max_body_size", mode="before")
+    @classmethod
+    def _a_size(cls, value: Any) -> Any:
+        return parse_size(value, 1) if isinstance(value, (int, float, str)) else value
 
 
 class ProbeConfig(_Section):
@@ -566,8 +522,8 @@ class ProbeConfig(_Section):
     fairness: FairnessSettings = Field(
         default_factory=FairnessSettings, description="The fairness of the share, per bucket (Sedighi et al. 2014)."
     )
-    collector: CollectorSettings = Field(
-        default_factory=CollectorSettings, description="The collector service (fairacct collector serve)."
+    collector: CollectorSection = Field(
+        default_factory=CollectorSection, description="The collector service (fairacct collector serve)."
     )
 
     @field_validator("partitions")

@@ -139,6 +139,22 @@ def test_every_checkpoint_is_named_in_one_module() -> None:
     assert spelled == {"probes.sources.checkpoints"}
 
 
+def test_only_the_command_line_prints_and_only_main_exits() -> None:
+    """Library code returns or raises (issue 28, item 6): print() is called in probes.cli only,
+    and the process exits in probes/__main__.py only (argparse aside)."""
+    printing, exiting = set(), set()
+    for name, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                called = getattr(node.func, "id", getattr(node.func, "attr", None))
+                if called == "print":
+                    printing.add(name)
+                elif called in ("exit", "_exit", "quit", "abort"):
+                    exiting.add(name)
+    assert {m for m in printing if not m.startswith("probes.cli.")} == set()
+    assert exiting == {"probes.__main__"}
+
+
 _HEAVY = ("pandas", "numpy", "numba", "pydantic", "elasticsearch")
 _START = f"""
 import contextlib, io, json, sys

@@ -41,10 +41,10 @@ from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import OutboxGauges, ServerMetrics
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer
-from collector.server.settings import ServerSettings
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
+from collector.settings import ServerSettings
 from collector.sinks import Sink, open_sink
 
 __all__ = ["create_app", "store_sink_factory"]

@@ -57,6 +57,7 @@ as for ``/v1/records``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -108,7 +109,7 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     return PlainTextResponse(OK)
 
 
-def allowed_sender(sender: str, senders: tuple[str, ...]) -> None:
+def allowed_sender(sender: str, senders: Sequence[str]) -> None:
     """Nothing when ``sender`` is in ``senders``; SenderNotAllowedError otherwise (see the module docstring)."""
     if sender in senders:
         return

@@ -33,8 +33,8 @@ from collector.server.body import Body, read_body
 from collector.server.committer import GroupCommitter
 from collector.server.metrics import ServerMetrics
 from collector.server.replies import Style
-from collector.server.settings import ServerSettings
 from collector.server.tokens import TokenRing
+from collector.settings import ServerSettings
 
 __all__ = ["Endpoint", "Ingest"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.records import PROBE_KINDS, SCHEMA_VERSION
-from collector.server.settings import ServerSettings
+from collector.settings import ServerSettings
 
 __all__ = ["openapi_document"]
 

@@ -18,7 +18,7 @@ import uvicorn
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox
 from collector.server.app import create_app, store_sink_factory
-from collector.server.settings import ServerSettings
+from collector.settings import ServerSettings
 from collector.sinks import Sink
 
 __all__ = ["serve"]
@@ -40,8 +40,8 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     app = create_app(settings, factory)
     config = uvicorn.Config(
         app,
-        ssl_certfile=settings.tls_cert_file,
-        ssl_keyfile=settings.tls_key_file,
+        ssl_certfile=settings.tls_cert_file or None,
+        ssl_keyfile=settings.tls_key_file or None,
         lifespan="on",
         access_log=False,
         log_config=None,  # the caller's logging (one line per event on stderr)
@@ -55,7 +55,7 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
             "collector tls_cert_file/tls_key_file: "
             f"cannot load {settings.tls_cert_file} and {settings.tls_key_file} ({exc})"
         ) from exc
-    sock = _listen(settings.host, settings.port)
+    sock = _listen(settings.listen_address, settings.port)
     # The outbox writer needs the GIL back a few times per commit while the event loop parses
     # the next requests; with Python's default 5 ms switch interval each of those waits can
     # cost 5 ms, and group commits (hence replies) slow to a crawl. 0.5 ms keeps them short.
@@ -71,7 +71,7 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     if not _keep_freed_memory():
         _log.debug("malloc keeps its own thresholds (not glibc's)")
     server = uvicorn.Server(config)
-    _log.info("collector listening on %s://%s:%d", settings.scheme, settings.host, sock.getsockname()[1])
+    _log.info("collector listening on %s://%s:%d", settings.scheme, settings.listen_address, sock.getsockname()[1])
     try:
         server.run(sockets=[sock])
     finally:

@@ -1,5 +1,6 @@
-"""The ``fairacct`` command line: :mod:`~probes.cli.parser` reads it, :mod:`~probes.cli.commands`
-runs the command (only it prints and exits); :mod:`~probes.cli.views` and
+"""The ``fairacct`` command line: :mod:`~probes.cli.registry` lists its commands,
+:mod:`~probes.cli.parser` reads it, :mod:`~probes.cli.commands` runs the command (the one place
+errors become exit codes; only this package prints); :mod:`~probes.cli.views` and
 :mod:`~probes.cli.usage_views` turn results into tables and JSON; :mod:`~probes.cli.times`
 reads times."""
 

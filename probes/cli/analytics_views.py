@@ -50,7 +50,7 @@ def efficiency_json(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def efficiency_sections(frame: pd.DataFrame, by: str | None) -> list[Section]:
-    title = "efficiency (seed 001; core-seconds; scheduling in cores and canonical units)"
+    title = "efficiency (Jackson et al. 2001; core-seconds; scheduling in cores and canonical units)"
     view = ("period", *EFFICIENCY_VIEW) if "period" in frame.columns else EFFICIENCY_VIEW
     return [(title.replace("efficiency", f"efficiency by {by}", 1) if by else title, table(frame, view))]
 
@@ -66,7 +66,7 @@ def drift_json(report: DriftReport) -> dict[str, Any]:
 
 def drift_sections(report: DriftReport, by: str | None) -> list[Section]:
     """The drift of a history: overall, per set and per user, and what was assumed."""
-    title = "drift (seed 001): jobs on nodes of different sets run at the slowest node's pace; core-seconds"
+    title = "drift (Jackson et al. 2001): jobs on nodes of different sets run at the slowest node's pace; core-seconds"
     sections: list[Section] = [
         (title, table(report.summary, (*DRIFT_VIEW, "lost_core_h", "unknown_nodes"))),
         (f"drift per set ({by or 'no --by: one set'})", table(report.sets, ("set", *DRIFT_VIEW))),
@@ -85,7 +85,7 @@ def whatif_sections(frame: pd.DataFrame, cluster: pd.DataFrame) -> list[Section]
     return [
         ("cluster (resource sets)", table(cluster, ("set", "speed", "cores"))),
         (
-            "node-allocation policies (seed 001; run times scaled by the slowest allocated set)",
+            "node-allocation policies (Jackson et al. 2001; run times scaled by the slowest allocated set)",
             table(frame, WHATIF_VIEW),
         ),
     ]

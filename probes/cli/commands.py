@@ -1,8 +1,11 @@
-"""The ``fairacct`` commands, run once :mod:`~probes.cli.parser` has read the command line.
-Only this module prints and exits.
+"""The ``fairacct`` commands, run once :mod:`~probes.cli.parser` has read the command line: the
+functions :mod:`~probes.cli.registry` names (the ``priority`` and ``slot-weight`` commands'
+are in their own modules), and :func:`run`, which calls them.
 
-Library code raises :class:`~collector.errors.FairacctError`; here it becomes one line on
-stderr and an exit code: 2 for a bad command line or configuration, 1 for a source or store
+Only the command line (:mod:`probes.cli`) prints; the code below it returns or raises. Library
+code raises :class:`~collector.errors.FairacctError`, and :func:`run` alone turns it into one
+line on stderr and an exit code, which the ``fairacct`` script (or ``python -m probes``) exits
+with: 2 for a bad command line (argparse's own exit) or configuration, 1 for a source or store
 that failed (or records the store refused for good: dead letters), 3 for ``probe once`` when
 the cycle was committed to the outbox but not sent (the store did not answer: the next
 ``probe once`` or ``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are
@@ -30,6 +33,7 @@ from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_pa
 from probes.cli import views
 from probes.cli.compiling import announce_compiling
 from probes.cli.parser import TABLE_ROWS
+from probes.cli.registry import COMMANDS
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig, apply_overrides, load_config
 from probes.pipeline.cycle import Cycle, Delivery, run_once
@@ -39,18 +43,32 @@ from probes.sources import sandbox
 from probes.sources.history import iter_history
 from probes.sources.report import ReadReport, problem_lines
 
-__all__ = ["run"]
+__all__ = [
+    "analytics_command",
+    "bill_command",
+    "collector_command",
+    "config_command",
+    "idle_command",
+    "jobs_command",
+    "outputs_command",
+    "overhead_command",
+    "probe_command",
+    "run",
+    "slots_command",
+    "store_command",
+    "usage_command",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_QUEUED = 0, 1, 2, 3
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command :func:`probes.cli.parser.parse` read; its exit code."""
+    """Run the command :func:`probes.cli.parser.parse` read (its function in the registry); its exit code."""
     try:
         config = apply_overrides(load_config(args.config), vars(args))
         sandbox.configure(config.sources.evaluation_budget_s)
         with announce_compiling():  # the first run after an install: 20-60 s of numba, said on stderr
-            return _run(args, config)
+            return COMMANDS[args.command].runner()(args, config)
     except ConfigError as exc:
         print(f"fairacct: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -61,69 +79,93 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _run(args: argparse.Namespace, config: ProbeConfig) -> int:
-    if args.command == "config":
-        _check_config(config)
-        print(json.dumps(config.model_dump(mode="json"), indent=2))
-        return EXIT_OK
-    if args.command in ("penalty", "fairshare"):
-        return _usage(args, config)
-    if args.command in ("efficiency", "fairness", "lab"):
-        doc, sections = _analytics(args, config)
-        print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
-        return EXIT_OK
-    if args.command in ("summarize", "export", "report", "dashboards"):
-        from probes.cli.outputs import run_output_command  # the stores' clients, the exports, the report
+# -- the commands' functions, as the registry names them (probes.cli.registry) -------------------
 
-        doc, text = run_output_command(args, config)
-        print(json.dumps(doc, indent=1) if args.json else text)
-        return EXIT_OK
-    if args.command in ("records", "outbox", "mappings"):
-        return _store_command(args, config)
-    if args.command == "priority":
-        from probes.cli.priority import run_priority_command
 
-        return run_priority_command(args, config)
-    if args.command == "slot-weight":
-        from probes.cli.slot_weight import run_slot_weight_command
-
-        return run_slot_weight_command(args, config)
-    if args.command == "probe" and args.action == "run":
-        return _serve(config, args.duration)
-    if args.command == "collector":
-        return _collector_serve(config)
-    if args.command == "probe":
-        _require(
-            config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
-            "sources",
-            "--status-file, --idle-file or --history (or set sources.live = true)",
-        )
-        cycle, delivery, status, last_dead = _store_cycle(config, args.strict)
-        _report_problems(cycle.reading, config, args)
-        if cycle.snapshot.replayed:
-            print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
-        if cycle.snapshot.unobserved_s:
-            print(
-                f"fairacct: note: {cycle.snapshot.unobserved_s:.0f} s before this snapshot were not observed (a gap "
-                f"longer than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
-                file=sys.stderr,
-            )
-        doc, sections = _show_cycle(cycle, delivery, config)
-        print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
-        return _delivery(delivery, status, last_dead)
-    else:
-        key, option = _INPUT[args.command]
-        _require(getattr(config.sources, key), f"sources.{key}", option)
-        if args.command == "jobs":
-            return _print_jobs(args, config)
-        result = read_sources(config, strict=args.strict, only=_READS[args.command])
-    _report_problems(result, config, args)
-    if args.command in ("slots", "idle"):
-        _print_read(args, result)
-        return EXIT_OK
-    doc, sections = _show(args, result, config)
-    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+def slots_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    _print_read(args, _read(args, config, "status_files", option="--status-file"))
     return EXIT_OK
+
+
+def idle_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    # idle demand from a condor_q -autocluster dump needs the running jobs of a status dump
+    _print_read(args, _read(args, config, "idle_files", "status_files", option="--idle-file"))
+    return EXIT_OK
+
+
+def jobs_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    _require(config.sources.history, "sources.history", "--history")
+    return _print_jobs(args, config)
+
+
+def overhead_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    result = _read(args, config, "status_files", "idle_files", option="--status-file")
+    _print_doc(args, *_show(args, result, config))
+    return EXIT_OK
+
+
+def bill_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    _print_doc(args, *_show(args, _read(args, config, "status_files", option="--status-file"), config))
+    return EXIT_OK
+
+
+def analytics_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """efficiency [whatif], fairness, lab."""
+    _print_doc(args, *_analytics(args, config))
+    return EXIT_OK
+
+
+def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """probe once: one cycle into the store, and what it found; probe run: the service."""
+    if args.action == "run":
+        return _serve(config, args.duration)
+    _require(
+        config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
+        "sources",
+        "--status-file, --idle-file or --history (or set sources.live = true)",
+    )
+    cycle, delivery, status, last_dead = _store_cycle(config, args.strict)
+    _report_problems(cycle.reading, config, args)
+    if cycle.snapshot.replayed:
+        print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
+    if cycle.snapshot.unobserved_s:
+        print(
+            f"fairacct: note: {cycle.snapshot.unobserved_s:.0f} s before this snapshot were not observed (a gap "
+            f"longer than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
+            file=sys.stderr,
+        )
+    _print_doc(args, *_show_cycle(cycle, delivery, config))
+    return _delivery(delivery, status, last_dead)
+
+
+def config_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """config check: the configuration as the commands see it, once checked."""
+    _check_config(config)
+    print(json.dumps(config.model_dump(mode="json"), indent=2))
+    return EXIT_OK
+
+
+def outputs_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """summarize, export, report, dashboards install."""
+    from probes.cli.outputs import run_output_command  # the stores' clients, the exports, the report
+
+    doc, text = run_output_command(args, config)
+    print(json.dumps(doc, indent=1) if args.json else text)
+    return EXIT_OK
+
+
+def _read(args: argparse.Namespace, config: ProbeConfig, *reads: str, option: str) -> Reading:
+    """The sources ``reads`` (settings of ``[sources]``), of which the first must be given (in
+    the configuration or as ``option``); the problems on stderr."""
+    _require(getattr(config.sources, reads[0]), f"sources.{reads[0]}", option)
+    result = read_sources(config, strict=args.strict, only=reads)
+    _report_problems(result, config, args)
+    return result
+
+
+def _print_doc(args: argparse.Namespace, doc: dict[str, Any], sections: list[views.Section]) -> None:
+    """A command's JSON document with ``--json``, else its tables."""
+    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
 
 
 def _show(
@@ -199,7 +241,7 @@ def _rows(args: argparse.Namespace) -> int | None:
     return None if args.json else TABLE_ROWS
 
 
-def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
+def usage_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """The penalty and fairshare commands: jobs from --history or --swf, machines from
     --machines or --status-file."""
     from probes.cli import usage_views
@@ -228,7 +270,7 @@ def _usage(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.json:
         for note in doc.get("notes", []):
             print(f"fairacct: note: {note}", file=sys.stderr)
-    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+    _print_doc(args, doc, sections)
     return EXIT_OK
 
 
@@ -322,23 +364,6 @@ def _read_summary(result: Reading) -> str:
     return "\n".join(lines)
 
 
-# per command: the input it needs, and the sources it reads (idle demand from a
-# condor_q -autocluster dump needs the running jobs of a status dump)
-_INPUT = {
-    "slots": ("status_files", "--status-file"),
-    "idle": ("idle_files", "--idle-file"),
-    "jobs": ("history", "--history"),
-    "overhead": ("status_files", "--status-file"),
-    "bill": ("status_files", "--status-file"),
-}
-_READS = {
-    "slots": ("status_files",),
-    "idle": ("idle_files", "status_files"),
-    "overhead": ("status_files", "idle_files"),
-    "bill": ("status_files",),
-}
-
-
 def _require(value: object, key: str, option: str) -> None:
     if not value:
         raise ConfigError(f"no input: set {key} in the configuration or give {option}")
@@ -418,34 +443,15 @@ def _log_lines() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _collector_serve(config: ProbeConfig) -> int:
-    """collector serve: the [collector] section and the store become the server's settings."""
+def collector_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """collector serve: the [collector] section and the store are the server's settings."""
     from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
 
     if config.store.url.startswith("collector+"):
         raise ConfigError(
             f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
         )
-    c = config.collector
-    settings = ServerSettings(
-        token_dir=c.token_dir,
-        state_dir=c.state_dir,
-        store_url=config.store.url,
-        store_options=config.store.auth(),
-        host=c.listen_address,
-        port=c.port,
-        tls_cert_file=Path(c.tls_cert_file) if c.tls_cert_file else None,
-        tls_key_file=Path(c.tls_key_file) if c.tls_key_file else None,
-        gratia_senders=tuple(c.gratia_senders),
-        max_body_bytes=int(c.max_body_size),
-        max_outbox_depth=c.max_outbox_depth,
-        flush_every_s=c.flush_every_s,
-        flush_batch_size=c.flush_batch_size,
-        store_stale_s=c.store_stale_s,
-        summaries_recent_days=c.summaries_recent_days,
-        summaries_every_s=c.summaries_every_s,
-        summaries_nightly_days=c.summaries_nightly_days,
-    )
+    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
     sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
     try:
         ensure_templates(sink, settings.store_url, install=config.store.install_templates)
@@ -476,7 +482,7 @@ def _check_config(config: ProbeConfig) -> None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 
 
-def _store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """records, outbox, mappings: commands on the store and the outbox, not on sources."""
     state = config.probe.state_dir
     if args.command == "outbox":

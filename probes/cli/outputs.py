@@ -1,12 +1,12 @@
 """The outputs' commands: ``summarize``, ``export``, ``report`` and ``dashboards install``.
-Each returns the JSON document and the text the command line prints (only
-:mod:`probes.cli.commands` prints); the work is the collector's, in the store."""
+Each returns the JSON document and the text the command line prints
+(:func:`probes.cli.commands.outputs_command`); the work is the collector's, in the store."""
 
 from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,47 +16,55 @@ from collector.report import report_tables, write_report
 from collector.sinks import Sink, open_sink
 from collector.sinks.elasticsearch.auth import read_auth
 from collector.summaries.run import steps, summarize
+from probes.cli.parser import add_actions, add_options
 from probes.cli.progress import progress_bar
 from probes.cli.times import parse_day
 from probes.config import ProbeConfig
 
-__all__ = ["add_output_arguments", "run_output_command"]
+__all__ = [
+    "dashboards_arguments",
+    "export_arguments",
+    "report_arguments",
+    "run_output_command",
+    "summarize_arguments",
+]
 
 
-def add_output_arguments(
-    name: str, cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
-) -> None:
-    """The options of the outputs' command ``name`` on its parser ``cmd``; ``options`` adds
-    those every command has."""
+def summarize_arguments(cmd: argparse.ArgumentParser) -> None:
+    _period(add_options(cmd, "--store"))
 
-    def period(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--from", dest="first", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
-        parser.add_argument("--to", dest="last", required=True, metavar="DATE", help="last UTC day, included")
 
-    if name == "dashboards":
-        install = cmd.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
-            "install", help="import the dashboards through the saved-objects API"
-        )
-        options(install)
-        install.add_argument("--url", required=True, help="Kibana or OpenSearch Dashboards, http(s)://HOST:PORT")
-        install.add_argument("--flavour", choices=("kibana", "opensearch"), default="kibana")
-        return
-    options(cmd)
-    period(cmd)
-    if name == "export":
-        cmd.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
-                         help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
-        cmd.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
-        cmd.add_argument("--out", required=True, metavar="FILE", help="the file to write")
-        cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
-    elif name == "report":
-        cmd.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
-        cmd.add_argument(
-            "--efficiency-by",
-            default="site",
-            metavar="ATTR",
-            help="resource set of the efficiency plot: a slot record field (default site)",
-        )
+def export_arguments(cmd: argparse.ArgumentParser) -> None:
+    _period(add_options(cmd, "--store"))
+    cmd.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
+                     help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
+    cmd.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
+    cmd.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
+
+
+def report_arguments(cmd: argparse.ArgumentParser) -> None:
+    _period(add_options(cmd, "--store"))
+    cmd.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
+    cmd.add_argument(
+        "--efficiency-by",
+        default="site",
+        metavar="ATTR",
+        help="resource set of the efficiency plot: a slot record field (default site)",
+    )
+
+
+def dashboards_arguments(cmd: argparse.ArgumentParser) -> None:
+    install = add_options(
+        add_actions(cmd)("install", help="import the dashboards through the saved-objects API"), "--store"
+    )
+    install.add_argument("--url", required=True, help="Kibana or OpenSearch Dashboards, http(s)://HOST:PORT")
+    install.add_argument("--flavour", choices=("kibana", "opensearch"), default="kibana")
+
+
+def _period(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--from", dest="first", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
+    cmd.add_argument("--to", dest="last", required=True, metavar="DATE", help="last UTC day, included")
 
 
 @contextmanager

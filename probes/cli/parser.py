@@ -1,9 +1,11 @@
-"""The ``fairacct`` command line's grammar: its commands, their options and their help.
+"""The ``fairacct`` command line's grammar: its commands' options and their help.
 
-It is read before anything heavy is imported. Every command is listed (``fairacct --help``),
-but only the one being run gets its options: they name the settings' overrides, record kinds,
-lab cases and what-if policies, whose modules import pandas, and ``fairacct --version`` or
-``--help`` should not pay a second for them.
+It is read before anything heavy is imported. Every command of the registry
+(:mod:`probes.cli.registry`) is listed (``fairacct --help``), but only the one being run gets
+its options: they name the settings' overrides, record kinds, lab cases and what-if policies,
+whose modules import pandas, and ``fairacct --version`` or ``--help`` should not pay a second
+for them. The options of the commands :mod:`probes.cli.commands` runs are added here; those of
+the other commands' modules with :func:`add_options` and :func:`add_actions`.
 """
 
 from __future__ import annotations
@@ -13,43 +15,34 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["COMMANDS", "TABLE_ROWS", "parse"]
+from probes.cli.registry import COMMANDS
 
-COMMANDS = {
-    "slots": "read startd ads into the slots and allocations tables",
-    "idle": "read the queue into the idle table (autoclusters)",
-    "jobs": "read job history into the jobs table",
-    "overhead": "true overhead of each slot in canonical units, and its histogram",
-    "bill": "proportional bills of the running jobs",
-    "penalty": "multi-resource penalty of each job, beside the metrics it replaces (Klusacek & Rudova 2015)",
-    "fairshare": "Maui-style fairshare by credential: diagnose -f, FS.<epoch> files, JSON (Maui Admin Guide, 6.3)",
-    "efficiency": "efficiency by resource set; `efficiency whatif`: node-allocation policies (Jackson et al. 2001)",
-    "fairness": "demand vs allocation, Jain's index and starvation per user (Sedighi et al. 2014)",
-    "lab": "fair-share lab of Sedighi et al. 2014: Table 2.1, cases 1-5 under formula 2.1 and Maui fairshare",
-    "probe": "run the probe",
-    "records": "print stored records of one kind",
-    "outbox": "depth, oldest item and dead letters of the outbox",
-    "mappings": "Elasticsearch index templates",
-    "collector": "the collector service",
-    "config": "configuration",
-    "summarize": "compute the daily summaries of a range of days in the store",
-    "export": "usage per project, user, site and month for allocation committees",
-    "report": "a static HTML report (plots and tables) of a range of days",
-    "dashboards": "Kibana / OpenSearch Dashboards saved objects",
-    "priority": "HTCondor priority sync: the fairshare state into the negotiator ([priority])",
-    "slot-weight": "the SLOT_WEIGHT (Cpus, Memory, Disk) that approximates the penalty, standard job or bills, with its error",
-}
-"""Every command, and what ``fairacct --help`` says of it."""
+__all__ = [
+    "TABLE_ROWS",
+    "add_actions",
+    "add_options",
+    "bill_arguments",
+    "build",
+    "collector_arguments",
+    "config_arguments",
+    "efficiency_arguments",
+    "fairness_arguments",
+    "fairshare_arguments",
+    "idle_arguments",
+    "jobs_arguments",
+    "lab_arguments",
+    "mappings_arguments",
+    "outbox_arguments",
+    "overhead_arguments",
+    "parse",
+    "penalty_arguments",
+    "probe_arguments",
+    "records_arguments",
+    "slots_arguments",
+]
 
 _SOURCES = ("--status-file", "--idle-file", "--history")
 _ALL = (*_SOURCES, "--store")
-_READERS = {  # the commands that read sources and print what they read, and the sources each reads
-    "slots": ("--status-file",),
-    "idle": ("--idle-file", "--status-file"),
-    "jobs": ("--history",),
-    "overhead": ("--status-file", "--idle-file"),
-    "bill": ("--status-file",),
-}
 
 TABLE_ROWS = 50
 """Rows of a table ``slots``, ``idle`` and ``jobs`` show unless ``--limit`` says otherwise: a
@@ -61,15 +54,19 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     prints the help, the version or the usage error and exits (2) where it must."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # the top-level parser has no option taking a value, so the first word is the command
-    command = next((a for a in argv if not a.startswith("-")), None)
+    return build(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+
+
+def build(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command of the registry, with the options of ``command`` only."""
     parser = argparse.ArgumentParser(prog="fairacct", description="HTCondor/glideinWMS accounting probe.")
     parser.add_argument("--version", action="version", version=f"fairacct {_package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, text in COMMANDS.items():
-        cmd = sub.add_parser(name, help=text)
+    for name, declared in COMMANDS.items():
+        cmd = sub.add_parser(name, help=declared.help)
         if name == command:
-            _add_arguments(name, cmd)
-    return parser.parse_args(argv)
+            declared.add_arguments(cmd)
+    return parser
 
 
 def _package_version() -> str:
@@ -79,7 +76,7 @@ def _package_version() -> str:
         return "0+unknown"
 
 
-def _options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.ArgumentParser:
+def add_options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.ArgumentParser:
     """Add the options every command has, and of the settings' overrides those in
     ``overrides``: an option a command does not use is refused by the command line, not ignored."""
     from probes.config import OVERRIDES  # pydantic and the accounting: only for the command run
@@ -99,134 +96,68 @@ def _options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.Argument
     return cmd
 
 
-def _actions(cmd: argparse.ArgumentParser) -> Callable[..., argparse.ArgumentParser]:
+def add_actions(cmd: argparse.ArgumentParser) -> Callable[..., argparse.ArgumentParser]:
     """``add_parser`` of a command's own subcommands (``probe once``, ``config check``...)."""
     return cmd.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser  # type: ignore[no-any-return]
 
 
-def _add_arguments(name: str, cmd: argparse.ArgumentParser) -> None:
-    """The options (and subcommands) of the command ``name``, on its parser ``cmd``."""
-    if name in _READERS:
-        _options(cmd, *_READERS[name])
-        if name == "overhead":
-            cmd.add_argument(
-                "--exact",
-                action="store_true",
-                help="also evaluate idle jobs' Requirements against the slots (classad2)",
-            )
-        elif name != "bill":
-            cmd.add_argument(
-                "--limit", type=_rows, metavar="N",
-                help=f"show at most N rows of each table (default {TABLE_ROWS}, then a line says how many more; "
-                "0: all); --json prints every row unless --limit is given",
-            )  # fmt: skip
-    elif name in ("penalty", "fairshare", "efficiency"):
-        _options(
-            cmd, *("--history", "--status-file", "--store") if name == "efficiency" else ("--history", "--status-file")
-        )
-        cmd.add_argument(
-            "--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history"
-        )
-        cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
-        cmd.add_argument(
-            "--ram-unit",
-            choices=("auto", "KB", "MB", "GB"),
-            help="unit of RAM in the machines file (default: machines.ram_unit)",
-        )
-        if name == "fairshare":
-            cmd.add_argument(
-                "--at",
-                metavar="TIME",
-                help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)",
-            )
-            cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
-        if name == "efficiency":
-            _analytics_options(cmd)
-    elif name == "fairness":
-        _options(cmd, "--status-file", "--idle-file", "--store")
-        cmd.add_argument("--bucket", type=float, metavar="SECONDS", help="time bucket (default: fairness.bucket_s)")
-        cmd.add_argument(
-            "--fraction",
-            type=float,
-            help="starved at or below this fraction of an equal share (default: fairness.fraction)",
-        )
-        cmd.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
-    elif name == "lab":
-        from probes.accounting.lab import CASES
-
-        _options(cmd)
-        cmd.add_argument("--case", choices=list(CASES), help="one case (default: all)")
-        cmd.add_argument(
-            "--fraction",
-            type=float,
-            default=0.1,
-            help="starved at or below this fraction of an equal share (default 0.1)",
-        )
-    elif name == "probe":
-        action = _actions(cmd)
-        _options(action("once", help="run one cycle into the store and print what it found"), *_ALL)
-        run = _options(action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"), *_ALL)
-        run.add_argument(
-            "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
-        )
-    elif name in ("records", "outbox"):
-        from collector.records import KINDS
-
-        _options(cmd, "--store")
-        if name == "records":
-            cmd.add_argument("kind", choices=list(KINDS), help="record kind")
-            cmd.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
-            cmd.add_argument("--until", metavar="TIME", help="records before TIME")
-            cmd.add_argument("--limit", type=int, metavar="N", help="at most N records")
-        else:
-            cmd.add_argument(
-                "action",
-                nargs="?",
-                choices=["retry"],
-                help="retry: put the dead letters back in the outbox, to be sent again",
-            )
-            cmd.add_argument(
-                "--dead-letters", action="store_true", help="list every dead letter with the store's reason"
-            )
-            cmd.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
-    elif name == "mappings":
-        _options(_actions(cmd)("install", help="install (or update) the index templates of every kind"), "--store")
-    elif name == "collector":
-        _options(
-            _actions(cmd)(
-                "serve", help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT"
-            ),
-            "--store",
-        )
-    elif name == "config":
-        _options(_actions(cmd)("check", help="validate the configuration and print it"), *_ALL)
-    elif name in ("summarize", "export", "report", "dashboards"):
-        from probes.cli.outputs import add_output_arguments
-
-        add_output_arguments(name, cmd, lambda parser: _options(parser, "--store"))
-    elif name == "priority":
-        from probes.cli.priority import add_priority_arguments
-
-        add_priority_arguments(cmd, lambda parser: _options(parser, "--store"))
-    elif name == "slot-weight":
-        from probes.cli.slot_weight import add_slot_weight_arguments
-
-        add_slot_weight_arguments(cmd, lambda parser: _options(parser, "--history", "--status-file"))
+# -- the commands that read sources and print what they read ------------------------------------
 
 
-def _rows(text: str) -> int:
-    try:
-        rows = int(text)
-    except ValueError:
-        rows = -1
-    if rows < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of rows, 0 or more, got {text!r}")
-    return rows
+def slots_arguments(cmd: argparse.ArgumentParser) -> None:
+    _limit(add_options(cmd, "--status-file"))
 
 
-def _analytics_options(cmd: argparse.ArgumentParser) -> None:
+def idle_arguments(cmd: argparse.ArgumentParser) -> None:
+    _limit(add_options(cmd, "--idle-file", "--status-file"))
+
+
+def jobs_arguments(cmd: argparse.ArgumentParser) -> None:
+    _limit(add_options(cmd, "--history"))
+
+
+def overhead_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(cmd, "--status-file", "--idle-file")
+    cmd.add_argument(
+        "--exact",
+        action="store_true",
+        help="also evaluate idle jobs' Requirements against the slots (classad2)",
+    )
+
+
+def bill_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(cmd, "--status-file")
+
+
+def _limit(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--limit", type=_rows, metavar="N",
+        help=f"show at most N rows of each table (default {TABLE_ROWS}, then a line says how many more; "
+        "0: all); --json prints every row unless --limit is given",
+    )  # fmt: skip
+
+
+# -- fair usage and analytics ---------------------------------------------------------------------
+
+
+def penalty_arguments(cmd: argparse.ArgumentParser) -> None:
+    _workload(cmd, "--history", "--status-file")
+
+
+def fairshare_arguments(cmd: argparse.ArgumentParser) -> None:
+    _workload(cmd, "--history", "--status-file")
+    cmd.add_argument(
+        "--at",
+        metavar="TIME",
+        help="when to evaluate: UNIX seconds or ISO-8601 (default: the end of the last job)",
+    )
+    cmd.add_argument("--fs-dir", metavar="DIR", help="also write Maui's FS.<epoch> window files into DIR")
+
+
+def efficiency_arguments(cmd: argparse.ArgumentParser) -> None:
     from probes.accounting.lab import WHATIF_POLICIES
 
+    _workload(cmd, "--history", "--status-file", "--store")
     cmd.add_argument(
         "mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies"
     )
@@ -248,3 +179,105 @@ def _analytics_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--period", choices=("day", "month"), help="without --status-file: per day or month of the records (UTC)"
     )
+
+
+def _workload(cmd: argparse.ArgumentParser, *overrides: str) -> None:
+    """The options of the commands that read a workload: a history or an SWF log, on machines
+    from a status dump or an Alea machines file."""
+    add_options(cmd, *overrides)
+    cmd.add_argument(
+        "--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history"
+    )
+    cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
+    cmd.add_argument(
+        "--ram-unit",
+        choices=("auto", "KB", "MB", "GB"),
+        help="unit of RAM in the machines file (default: machines.ram_unit)",
+    )
+
+
+def fairness_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(cmd, "--status-file", "--idle-file", "--store")
+    cmd.add_argument("--bucket", type=float, metavar="SECONDS", help="time bucket (default: fairness.bucket_s)")
+    cmd.add_argument(
+        "--fraction",
+        type=float,
+        help="starved at or below this fraction of an equal share (default: fairness.fraction)",
+    )
+    cmd.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
+
+
+def lab_arguments(cmd: argparse.ArgumentParser) -> None:
+    from probes.accounting.lab import CASES
+
+    add_options(cmd)
+    cmd.add_argument("--case", choices=list(CASES), help="one case (default: all)")
+    cmd.add_argument(
+        "--fraction",
+        type=float,
+        default=0.1,
+        help="starved at or below this fraction of an equal share (default 0.1)",
+    )
+
+
+# -- the probe, the store and the outbox, the collector, the configuration -----------------------
+
+
+def probe_arguments(cmd: argparse.ArgumentParser) -> None:
+    action = add_actions(cmd)
+    add_options(action("once", help="run one cycle into the store and print what it found"), *_ALL)
+    run = add_options(action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"), *_ALL)
+    run.add_argument(
+        "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
+    )
+
+
+def records_arguments(cmd: argparse.ArgumentParser) -> None:
+    from collector.records import KINDS
+
+    add_options(cmd, "--store")
+    cmd.add_argument("kind", choices=list(KINDS), help="record kind")
+    cmd.add_argument("--since", metavar="TIME", help="records at or after TIME (ISO-8601 UTC or UNIX seconds)")
+    cmd.add_argument("--until", metavar="TIME", help="records before TIME")
+    cmd.add_argument("--limit", type=int, metavar="N", help="at most N records")
+
+
+def outbox_arguments(cmd: argparse.ArgumentParser) -> None:
+    from collector.records import KINDS
+
+    add_options(cmd, "--store")
+    cmd.add_argument(
+        "action",
+        nargs="?",
+        choices=["retry"],
+        help="retry: put the dead letters back in the outbox, to be sent again",
+    )
+    cmd.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
+    cmd.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
+
+
+def mappings_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(add_actions(cmd)("install", help="install (or update) the index templates of every kind"), "--store")
+
+
+def collector_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(
+        add_actions(cmd)(
+            "serve", help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT"
+        ),
+        "--store",
+    )
+
+
+def config_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(add_actions(cmd)("check", help="validate the configuration and print it"), *_ALL)
+
+
+def _rows(text: str) -> int:
+    try:
+        rows = int(text)
+    except ValueError:
+        rows = -1
+    if rows < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of rows, 0 or more, got {text!r}")
+    return rows

@@ -14,7 +14,6 @@ import json
 import socket
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from collector.outbox import Outbox
 from collector.sinks import open_sink
 from probes.accounting.priority import USAGE_METRICS
 from probes.cli import views
+from probes.cli.parser import add_actions, add_options
 from probes.config import ProbeConfig
 from probes.pipeline import priority
 from probes.sources.bindings import Bindings
@@ -40,24 +40,21 @@ _SHARES_TITLE = (
 _PLAN = ["submitter", "credential", "mode", "effective", "target", "before", "wanted", "after", "status"]
 
 
-def add_priority_arguments(
-    cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
-) -> None:
-    """``priority``'s actions and their options on its parser ``cmd``; ``options`` adds those
-    every command has."""
-    actions = cmd.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sync = options(actions.add_parser("sync", help="set the negotiator's factors or usage from the fairshare state"))
-    restore = options(actions.add_parser("restore", help="put back what a sync changed"))
+def add_priority_arguments(cmd: argparse.ArgumentParser) -> None:
+    """``priority``'s actions and their options on its parser ``cmd``."""
+    add = add_actions(cmd)
+    sync = add_options(add("sync", help="set the negotiator's factors or usage from the fairshare state"), "--store")
+    restore = add_options(add("restore", help="put back what a sync changed"), "--store")
     restore.add_argument("--from", dest="records", required=True, metavar="RECORD",
                          help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)")  # fmt: skip
     for action in (sync, restore):
         action.add_argument(
             "--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing"
         )
-    options(actions.add_parser(
+    add_options(add(
         "compare",
         help="the negotiator's priorities and share of usage beside fairacct's cpu-only, penalty and billed shares per submitter",
-    ))  # fmt: skip
+    ), "--store")  # fmt: skip
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:

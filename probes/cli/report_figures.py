@@ -43,7 +43,7 @@ def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     ]
     return Figure(
         f"Efficiency by {by}",
-        f"Per {by} (seed 001): scheduling efficiency (core-seconds dedicated to jobs over those available, from the slot snapshots), "
+        f"Per {by} (Jackson et al. 2001): scheduling efficiency (core-seconds dedicated to jobs over those available, from the slot snapshots), "
         "job efficiency (CPU time over cores x walltime of the completed jobs) and system efficiency (their product). Summed in the store.",
         bar_chart(names, series, title=f"efficiency by {by}", unit="ratio (0..1)"),
         table,
@@ -51,7 +51,7 @@ def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
 
 
 def lab_figures(runs: Sequence[LabRun]) -> list[Figure]:
-    """Per case of the fair-share lab (seed 002): each user's nodes over time under the first
+    """Per case of the fair-share lab (Sedighi et al. 2014): each user's nodes over time under the first
     policy run, and the measures of every policy."""
     figures = []
     for case in dict.fromkeys(r.case for r in runs):

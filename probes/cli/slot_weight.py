@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
 from probes.cli import views
+from probes.cli.parser import add_options
 from probes.config import ProbeConfig
 from probes.pipeline.slot_weight import SLOT_METRICS, SlotWeightReport, slot_weight_report
 
@@ -25,11 +25,9 @@ WORST_SHOWN = 10  # users in the table; --json has them all
 _USER_VIEW = ("user", "jobs", "metric_h", "weight_h", "metric_share", "weight_share", "error_pct")
 
 
-def add_slot_weight_arguments(
-    cmd: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
-) -> None:
-    """``slot-weight``'s options on its parser ``cmd``; ``options`` adds those every command has."""
-    options(cmd)
+def add_slot_weight_arguments(cmd: argparse.ArgumentParser) -> None:
+    """``slot-weight``'s options on its parser ``cmd``."""
+    add_options(cmd, "--history", "--status-file")
     cmd.add_argument(
         "--metric", choices=SLOT_METRICS, default="penalty", help="the metric to approximate (default: penalty)"
     )
@@ -65,8 +63,8 @@ def slot_weight_json(report: SlotWeightReport) -> dict[str, Any]:
 
 def slot_weight_text(report: SlotWeightReport) -> str:
     e = report.error
-    what = {"penalty": "the multi-resource penalty (seed 000)", "standard-job": "the standard job",
-            "billed": "the bills (seed 003)"}[report.metric]  # fmt: skip
+    what = {"penalty": "the multi-resource penalty (Klusacek & Rudova 2015)", "standard-job": "the standard job",
+            "billed": "the bills (Andrijauskas et al. 2023)"}[report.metric]  # fmt: skip
     head = "\n".join(
         [
             f"SLOT_WEIGHT = {report.weight.expression()}",

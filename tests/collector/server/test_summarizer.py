@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from collector.errors import ConfigError
-from collector.server.settings import ServerSettings
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
+from collector.settings import ServerSettings
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig
 
@@ -33,8 +33,8 @@ def test_the_cadence_is_configured_in_the_collector_section() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"summaries_every_s": 0}, "collector summaries_every_s: expected a number of seconds greater than 0, got 0"),
-        ({"summaries_nightly_days": -1}, "collector summaries_nightly_days: expected an integer of at least 0, got -1"),
+        ({"summaries_every_s": 0}, "collector summaries_every_s: expected more than 0, got 0"),
+        ({"summaries_nightly_days": -1}, "collector summaries_nightly_days: expected at least 0, got -1"),
     ],
 )
 def test_server_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:

@@ -61,7 +61,7 @@ async def gratia_like(request: Request, ingest: Ingest) -> Response:
 
 def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tokens").mkdir()
-    settings = ServerSettings(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_bytes=100)
+    settings = ServerSettings(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_size=100)
     store = tmp_path / "store.sqlite"
     app = create_app(settings, lambda: EmbeddedStore(store),
                      endpoints=(RECORDS,
@@ -118,15 +118,45 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"port": 70000}, "collector port: expected 0 to 65535 (0: any free port), got 70000"),
-        ({"flush_every_s": 0}, "collector flush_every_s: expected a number of seconds greater than 0, got 0"),
-        ({"max_body_bytes": 0}, "collector max_body_bytes: expected an integer of at least 1, got 0"),
-        ({"tls_cert_file": Path("c.pem")}, "collector TLS: give both tls_cert_file and tls_key_file, or neither"),
+        ({"port": 70000}, "collector port: expected at most 65535, got 70000"),
+        ({"flush_every_s": 0}, "collector flush_every_s: expected more than 0, got 0"),
+        ({"max_body_size": 0}, "collector max_body_size: expected more than 0, got 0"),
+        ({"tls_cert_file": "c.pem"}, "collector: give both tls_cert_file and tls_key_file, or neither"),
+        ({"port": "80"}, "collector port: input should be a valid integer, got '80'"),
+        (
+            {"max_group_records": 0, "bogus": 1},
+            "collector max_group_records: expected at least 1, got 0; collector bogus: extra inputs are not permitted, got 1",
+        ),
     ],
 )
 def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
+
+
+def test_the_server_runs_with_what_the_configuration_validates() -> None:
+    """The collector's settings are one list (issue 28, item 4): the [collector] section is
+    CollectorSettings (sizes read as "1 KiB"), and the server's settings are those, whole, and
+    the store's."""
+    from collector.settings import CollectorSettings
+    from probes.config import parse_config
+
+    section = {
+        "listen_address": "0.0.0.0", "port": 0, "tls_cert_file": "c.pem", "tls_key_file": "k.pem",
+        "token_dir": "/t", "gratia_senders": ["condor:ce01"], "max_body_size": "1 KiB", "max_outbox_depth": 9,
+        "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
+        "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
+    }  # fmt: skip
+    config = parse_config({"collector": section, "store": {"url": "https://es.example.org:9200", "username": "u"}})
+    assert isinstance(config.collector, CollectorSettings) and set(section) <= set(CollectorSettings.model_fields)
+    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
+    given = {k: getattr(settings, k) for k in CollectorSettings.model_fields}
+    assert given == config.collector.model_dump() != CollectorSettings().model_dump()
+    assert given["max_body_size"] == 1024 == settings.max_body_bytes and settings.scheme == "https"
+    assert (settings.store_url, settings.store_options) == (config.store.url, config.store.auth())
+    assert set(ServerSettings.model_fields) - set(CollectorSettings.model_fields) == {
+        "store_url", "store_options", "max_group_records"
+    }  # fmt: skip
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:

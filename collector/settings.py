@@ -1,0 +1,152 @@
+"""The collector service's settings (:mod:`collector.server`), described once.
+
+:class:`CollectorSettings` is every setting an operator gives the service, each with its type,
+default, constraint and help: the ``[collector]`` section of fairacct's TOML file is this model
+(the probe's configuration validates the file with it, and only adds the reading of sizes like
+"64 MiB"). :class:`ServerSettings` is what the service runs with: those settings, the store it
+sends to and the bounds no operator sets; tests and embedders build it directly, and a value
+out of bounds is a :class:`~collector.errors.ConfigError` that names the setting. A setting
+added to :class:`CollectorSettings` is a key of the file and a setting of the service at once.
+This module imports pydantic, not the service (Starlette, uvicorn): every command reads it.
+
+Nothing here is secret: tokens stay in their files, and the store's credentials are named by
+file or environment variable, never held by value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+
+from collector.errors import ConfigError
+
+__all__ = ["CollectorSettings", "ServerSettings"]
+
+MIB = 1024**2
+
+_LaxPath = Annotated[Path, Strict(False)]  # a string becomes a Path
+
+
+class CollectorSettings(BaseModel):
+    """The settings of the collector service an operator gives (the ``[collector]`` section)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    listen_address: str = Field("127.0.0.1", description="Address the collector service listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="Port the collector service listens on (0: any free port).")
+    tls_cert_file: str = Field(
+        "", description="TLS certificate (PEM) to serve https itself. Empty: plain http (behind a proxy)."
+    )
+    tls_key_file: str = Field("", description="TLS private key (PEM) of tls_cert_file.")
+    token_dir: _LaxPath = Field(
+        Path("tokens"),
+        description="Directory of probe tokens: one file per probe, named after the probe, holding its token.",
+    )
+    gratia_senders: list[str] = Field(
+        default_factory=list,
+        description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
+    )
+    max_body_size: float = Field(
+        64.0 * MIB,
+        gt=0,
+        description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
+    )
+    max_outbox_depth: int = Field(
+        2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
+    )
+    state_dir: _LaxPath = Field(
+        Path("collector"),
+        description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path).",
+    )
+    flush_every_s: float = Field(
+        5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle."
+    )
+    flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store.")
+    store_stale_s: float = Field(
+        900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
+    )
+    summaries_recent_days: int = Field(
+        7,
+        ge=0,
+        description="The collector re-summarizes this many last days (today included) in its store every "
+        "summaries_every_s; 0: never (GRACC: 7 days every 15 minutes).",
+    )
+    summaries_every_s: float = Field(
+        900.0, gt=0, description="Seconds between re-summaries of the last summaries_recent_days days."
+    )
+    summaries_nightly_days: int = Field(
+        365,
+        ge=0,
+        description="Once a day the collector re-summarizes this many last days, for very late records; 0: never.",
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Self:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("give both tls_cert_file and tls_key_file, or neither")
+        return self
+
+
+class ServerSettings(CollectorSettings):
+    """What the collector service runs with: the operator's :class:`CollectorSettings`, the
+    store, and the bounds no operator sets.
+
+    ``store_url`` and ``store_options`` are what :func:`collector.sinks.open_sink` takes (a
+    relative ``sqlite:///`` path is under ``state_dir``). ``max_group_records`` bounds one group
+    commit (the records of several requests committed in one transaction).
+    """
+
+    store_url: str = "sqlite:///store.sqlite"
+    store_options: Mapping[str, Any] = Field(default_factory=dict)
+    max_group_records: int = Field(50_000, ge=1)
+
+    def __init__(self, **settings: Any) -> None:
+        """A bad value is a ConfigError naming the setting. (Not so for :class:`CollectorSettings`:
+        pydantic would call this when validating the configuration file, whose errors the
+        probe's configuration words with the file and the key's path.)"""
+        try:
+            super().__init__(**settings)
+        except ValidationError as exc:
+            raise ConfigError("; ".join(_problem(e) for e in exc.errors(include_url=False))) from None
+
+    @classmethod
+    def serving(cls, settings: CollectorSettings, store_url: str, store_options: Mapping[str, Any]) -> ServerSettings:
+        """The settings of a service the operator gave ``settings`` that sends to ``store_url``."""
+        return cls(**settings.model_dump(), store_url=store_url, store_options=store_options)
+
+    @property
+    def outbox_path(self) -> Path:
+        return self.state_dir / "outbox.sqlite"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert_file else "http"
+
+    @property
+    def max_body_bytes(self) -> int:
+        """``max_body_size`` in whole bytes (at least one)."""
+        return math.ceil(self.max_body_size)
+
+
+_BOUNDS = {
+    "greater_than": "more than {gt:g}",
+    "greater_than_equal": "at least {ge:g}",
+    "less_than_equal": "at most {le:g}",
+}
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One setting's problem: ``collector port: expected at most 65535, got 70000``."""
+    key = " " + ".".join(map(str, error["loc"])) if error["loc"] else ""
+    if error["type"] == "value_error":
+        return f"collector{key}: {error.get('ctx', {}).get('error', error['msg'])}"
+    if error["type"] in _BOUNDS:
+        what = "expected " + _BOUNDS[error["type"]].format(**error.get("ctx", {}))
+    else:
+        what = error["msg"][:1].lower() + error["msg"][1:]  # pydantic's: "input should be a valid integer"
+    return f"collector{key}: {what}, got {error['input']!r}"
