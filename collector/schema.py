@@ -39,7 +39,7 @@ from typing import Any
 
 from mappings import DIRECTORY
 
-__all__ = ["MAX_FIELDS", "MAX_STRING_BYTES", "field_types", "record_fault"]
+__all__ = ["MAX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault", "show"]
 
 MAX_STRING_BYTES = 32_766
 """Lucene's largest term: a longer keyword makes Elasticsearch refuse the whole document."""
@@ -73,10 +73,10 @@ def record_fault(kind: str, doc: Mapping[str, Any]) -> str | None:
         expected = types.get(name)
         fault = _value_fault(expected, value)
         if fault is not None:
-            return f"field {_show(name)}: expected {fault}, got {_show(value)}"
+            return f"field {show(name)}: expected {fault}, got {show(value)}"
         if expected is None and not _NAME.fullmatch(name):
             return (
-                f"field name {_show(name)}: expected a letter then letters, digits or '_' "
+                f"field name {show(name)}: expected a letter then letters, digits or '_' "
                 "(at most 128; no '.', no leading '_')"
             )
     return None
@@ -92,7 +92,7 @@ def _value_fault(expected: str | None, value: object) -> str | None:
             return f"a {expected}"
         if len(text) > _SURE_FIT and len(text.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES:
             return f"a string of at most {MAX_STRING_BYTES} bytes"
-        if expected == "date" and not _is_time(text):
+        if expected == "date" and not is_iso_time(text):
             return "an ISO-8601 time like '2026-11-21T14:00:00Z'"
         return None
     if t is bool:
@@ -115,7 +115,8 @@ def _value_fault(expected: str | None, value: object) -> str | None:
     return f"a {expected or 'scalar'}"
 
 
-def _is_time(text: str) -> bool:
+def is_iso_time(text: str) -> bool:
+    """Whether ``text`` is an ISO-8601 time (``datetime.fromisoformat``'s reading)."""
     try:
         datetime.fromisoformat(text)
     except ValueError:
@@ -123,7 +124,7 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def _show(value: object) -> str:
+def show(value: object) -> str:
     """A short, safe rendering of a value from the network for a message."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

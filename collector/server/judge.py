@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, cast
 
 from collector.errors import ForbiddenError
 from collector.records import PROBE_KINDS, SCHEMA_VERSION, owned_id
-from collector.schema import record_fault
+from collector.schema import is_iso_time, record_fault, show
 from collector.server.body import Unreadable
 
 __all__ = ["Judgement", "Refusal", "judge_records"]
@@ -78,44 +77,30 @@ def _fault(item: object, probe: str, index: int) -> str | None:
     if type(item) is not dict:
         if isinstance(item, Unreadable):
             return item.reason
-        return f"expected a JSON object (a record), got {_show(item)}"
+        return f"expected a JSON object (a record), got {show(item)}"
     id_ = item.get("id")
     if type(id_) is not str or not 0 < len(id_) <= _MAX_ID:
-        return f"'id' must be a string of 1 to {_MAX_ID} characters, got {_show(id_)}"
+        return f"'id' must be a string of 1 to {_MAX_ID} characters, got {show(id_)}"
     kind = item.get("kind")
     if kind not in PROBE_KINDS:
         return (
-            f"'kind' must be one of {_KIND_NAMES}, got {_show(kind)} (summaries are made by the collector, "
+            f"'kind' must be one of {_KIND_NAMES}, got {show(kind)} (summaries are made by the collector, "
             "Gratia records come from Gratia probes to /gratia-servlets/rmi)"
         )
     version = item.get("schema_version")
     if type(version) is not int or version != SCHEMA_VERSION:
-        return f"'schema_version' must be {SCHEMA_VERSION} (this collector's), got {_show(version)}"
+        return f"'schema_version' must be {SCHEMA_VERSION} (this collector's), got {show(version)}"
     sender = item.get("probe")
     if sender != probe:
         if type(sender) is not str:
-            return f"'probe' must be the sending probe's name, {probe!r}, got {_show(sender)}"
+            return f"'probe' must be the sending probe's name, {probe!r}, got {show(sender)}"
         raise ForbiddenError(
-            f"record {index} is in the name of probe {_show(sender)}, but the token is {probe!r}'s; "
+            f"record {index} is in the name of probe {show(sender)}, but the token is {probe!r}'s; "
             "a probe may send only its own records"
         )
     stamp = item.get("timestamp")
-    if type(stamp) is not str or not _is_iso(stamp):
-        return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {_show(stamp)}"
+    if type(stamp) is not str or not is_iso_time(stamp):
+        return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {show(stamp)}"
     if "source_id" in item:
         return "'source_id' is the collector's to set (the id the probe sent)"
     return record_fault(kind, item)
-
-
-def _is_iso(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _show(value: object) -> str:
-    """A short, safe rendering of a value from the network for a message."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
