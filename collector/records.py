@@ -93,7 +93,7 @@ KINDS: dict[str, RecordKind] = {
 }  # fmt: skip
 
 
-PROBE_KINDS = ("slot", "allocation", "job", "fairshare", "fairness", "priority")
+PROBE_KINDS = tuple(k for k in KINDS if k not in ("summary", "gratia"))
 """The kinds a fairacct probe makes. A collector takes these from probes; it makes ``summary``
 records itself and takes ``gratia`` records only from Gratia probes, in their own protocol."""
 
