@@ -39,8 +39,8 @@ from collector.errors import ConfigError
 from collector.settings import CollectorSettings
 from collector.sinks import check_url
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
-from probes.accounting.priority import PriorityPolicy
 from probes.accounting.penalty import PenaltyPolicy
+from probes.accounting.priority import PriorityPolicy
 from probes.sources.settings import RESOURCE_ATTRIBUTES, SITE_ATTRIBUTES, JobReading, SlotReading
 from probes.units import parse_size
 
@@ -177,7 +177,8 @@ class PoolSettings(_Section):
     )
     slot_constraint: OptionalExpression = Field(
         "",
-        description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). Empty: all.",
+        description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). "
+        "Empty: all.",
     )
     schedds: list[str] = Field(
         default_factory=list,
@@ -200,7 +201,8 @@ class PoolSettings(_Section):
     )
     token_file: str = Field(
         "",
-        description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). Empty: HTCondor's own.",
+        description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). "
+        "Empty: HTCondor's own.",
     )
     condor_config: str = Field(
         "", description="HTCondor configuration file to read instead of CONDOR_CONFIG. Empty: CONDOR_CONFIG."
@@ -242,7 +244,8 @@ class SourceSettings(_Section):
     )
     live: bool = Field(
         False,
-        description="Read the pool itself through htcondor2 (see [pool]) instead of the files above, which must then be empty.",
+        description="Read the pool itself through htcondor2 (see [pool]) instead of the files above, "
+        "which must then be empty.",
     )
 
 
@@ -307,7 +310,8 @@ class PenaltySettings(_Section):
     )
     standard_job: Annotated[dict[str, float], BeforeValidator(_standard_job)] = Field(
         default_factory=lambda: {"cpus": 1.0, "memory": 1024.0},
-        description='The standard job of the standard-job metric (also Slurm\'s MAX_TRES), e.g. {cpus = 1, memory = "1 GiB"}.',
+        description="The standard job of the standard-job metric (also Slurm's MAX_TRES), "
+        'e.g. {cpus = 1, memory = "1 GiB"}.',
     )
     queue_costs: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict, description="Queue (class) name -> queue cost; the penalty is multiplied by it."
@@ -329,7 +333,8 @@ class FairshareSettings(_Section):
     )
     targets: Annotated[dict[str, dict[str, str]], BeforeValidator(_fairshare_targets)] = Field(
         default_factory=dict,
-        description='Credential type -> name -> target: "20", "20+" (floor), "20-" (cap), "20%" or "5000^" (hard caps).',
+        description='Credential type -> name -> target: "20", "20+" (floor), "20-" (cap), "20%" '
+        'or "5000^" (hard caps).',
     )
 
 
@@ -398,7 +403,8 @@ class StoreSettings(_Section):
     url: str = Field(
         "sqlite:///fairacct.sqlite",
         description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch), "
-        "opensearch+http(s)://... (OpenSearch) or collector+https://HOST[:PORT] (a fairacct collector, with token_file).",
+        "opensearch+http(s)://... (OpenSearch) or collector+https://HOST[:PORT] "
+        "(a fairacct collector, with token_file).",
     )
     index_prefix: str = Field("fairacct", description="Elasticsearch indices are <index_prefix>-<kind>-YYYY.MM.")
     api_key_file: str = Field("", description="File holding an Elasticsearch API key (never put the key itself here).")
@@ -474,7 +480,8 @@ class FairnessSettings(_Section):
         0.0,
         ge=0,
         le=1,
-        description="A credential with idle demand is starved at or below this fraction of an equal share; 0: got nothing.",
+        description="A credential with idle demand is starved at or below this fraction of an equal share; "
+        "0: got nothing.",
     )
 
 
@@ -713,10 +720,7 @@ def _describe(err: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
         hint = ""
         if parent is not None:
             close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
-            if close:
-                hint = f"; did you mean '{close[0]}'?"
-            else:
-                hint = f"; expected one of {', '.join(parent.model_fields)}"
+            hint = f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(parent.model_fields)}"
         return f"{key}: unknown key{hint}"
     if kind == "missing":
         return f"{key}: required key is missing"

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["RESOURCES", "cell_float", "floats", "require_columns"]
+__all__ = ["RESOURCES", "cell_float", "floats", "require_columns", "scalar_float"]
 
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
 """The resources accounted, in HTCondor's units: cpus = cores, memory = MiB, disk = KiB,
@@ -40,7 +40,12 @@ def floats(values: pd.Series) -> npt.NDArray[np.float64]:
 
 
 def cell_float(table: pd.DataFrame, row: Hashable, column: str) -> float:
-    """``float(table.at[row, column])``, for a numeric column: pandas-stubs type a cell as any
-    scalar (a date, a string, ...), which float() does not take."""
-    value: Any = table.at[row, column]
+    """``float(table.at[row, column])``, for a numeric column (see :func:`scalar_float`)."""
+    return scalar_float(table.at[row, column])
+
+
+def scalar_float(value: Any) -> float:
+    """``float(value)`` of a cell of a numeric column (``table.at[...]``, an attribute of an
+    ``itertuples()`` row): pandas-stubs type a cell as any scalar (a date, a string, ...),
+    which float() does not take."""
     return float(value)

@@ -33,12 +33,14 @@ EFFICIENCY_VIEW = (
 )  # fmt: skip
 DRIFT_VIEW = ("jobs", "mixed_jobs", "mixed_share", "dedicated_core_s", "lost_core_s", "lost_share")
 WHATIF_VIEW = (
-    "policy", "jobs", "scheduling", "job", "system", "delivered", "mixed_jobs", "mixed_share", "oversize", "mean_wait_s", "makespan_s", "lost_core_s",
+    "policy", "jobs", "scheduling", "job", "system", "delivered", "mixed_jobs", "mixed_share", "oversize",
+    "mean_wait_s", "makespan_s", "lost_core_s",
 )  # fmt: skip
 SHARES_VIEW = ("bucket", "name", "snapshots", "demand_cpus", "allocation_cpus", "served", "share_cpus", "starved")
 BUCKETS_VIEW = ("bucket", "credentials", "allocation_cpus", "demand_cpus", "jain_served", "jain_allocation", "starved")
 LAB_USERS_VIEW = (
-    "policy", "user", "strategy", "submitted", "completion", "starved_slots", "starvation_intervals", "longest_starvation",
+    "policy", "user", "strategy", "submitted", "completion", "starved_slots", "starvation_intervals",
+    "longest_starvation",
 )  # fmt: skip
 LAB_CASE_VIEW = ("policy", "jain_served", "jain_allocation", "starved_slots", "idle_node_slots")
 # the human table of a case's allocation shows every tenth slot; --json has every slot
@@ -92,7 +94,10 @@ def whatif_sections(frame: pd.DataFrame, cluster: pd.DataFrame) -> list[Section]
 
 
 def _with_bucket(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(bucket=iso_utc(frame["bucket_start"]))
+    # what frame.assign(bucket=...) does; pandas-stubs' assign takes no None among a list's values
+    out = frame.copy(deep=False)
+    out["bucket"] = iso_utc(frame["bucket_start"])
+    return out
 
 
 def fairness_json(report: FairnessReport) -> dict[str, Any]:

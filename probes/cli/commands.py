@@ -354,9 +354,8 @@ def _read_summary(result: Reading) -> str:
     lines = []
     if result.snapshot is not None:
         s, a = result.snapshot.slots, result.snapshot.allocations
-        lines.append(
-            f"{len(s)} slots ({', '.join(f'{n} {k.lower()}' for k, n in s['slot_type'].value_counts().items())}), {len(a)} allocations"
-        )
+        types = ", ".join(f"{n} {str(k).lower()}" for k, n in s["slot_type"].value_counts().items())
+        lines.append(f"{len(s)} slots ({types}), {len(a)} allocations")
     if result.idle is not None:
         lines.append(f"{int(result.idle['count'].sum())} idle jobs in {len(result.idle)} autoclusters")
     if result.jobs is not None:

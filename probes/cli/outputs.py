@@ -36,8 +36,12 @@ def summarize_arguments(cmd: argparse.ArgumentParser) -> None:
 
 def export_arguments(cmd: argparse.ArgumentParser) -> None:
     _period(add_options(cmd, "--store"))
-    cmd.add_argument("--by", default="project,user,site,month", metavar="FIELDS",
-                     help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day")  # fmt: skip
+    cmd.add_argument(
+        "--by",
+        default="project,user,site,month",
+        metavar="FIELDS",
+        help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day",
+    )
     cmd.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
     cmd.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
@@ -85,26 +89,26 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             username=s.username or None, password_file=s.password_file or None, password_env=s.password_env or None,
             ca_certs_file=s.ca_file or None, ca_certs_env=None,
         )  # fmt: skip
-        done = install_dashboards(args.url, flavour=args.flavour, auth=auth)
-        doc = {"imported": done.count, "errors": done.errors}
-        text = f"imported {done.count} saved objects into {args.flavour} {args.url}"
-        return doc, text + "".join(f"\n  {k}: {v}" for k, v in done.errors.items())
+        imported = install_dashboards(args.url, flavour=args.flavour, auth=auth)
+        doc = {"imported": imported.count, "errors": imported.errors}
+        text = f"imported {imported.count} saved objects into {args.flavour} {args.url}"
+        return doc, text + "".join(f"\n  {k}: {v}" for k, v in imported.errors.items())
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
     with _store(config) as sink:
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
-                done = summarize(
+                summarized = summarize(
                     sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance
                 )
-            counts = ", ".join(f"{n} of {k} records" for k, n in done.records.items())
-            stale = sum(done.deleted.values())
+            counts = ", ".join(f"{n} of {k} records" for k, n in summarized.records.items())
+            stale = sum(summarized.deleted.values())
             return {
                 "from": str(period.first),
                 "to": str(period.last),
-                "summaries": done.records,
-                "deleted": done.deleted,
+                "summaries": summarized.records,
+                "deleted": summarized.deleted,
             }, (
-                f"summarized {period.first} to {period.last}: {done.total} summaries ({counts})"
+                f"summarized {period.first} to {period.last}: {summarized.total} summaries ({counts})"
                 + (f"; {stale} of groups that no longer exist deleted" if stale else "")
             )
         if args.command == "export":

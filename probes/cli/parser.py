@@ -98,7 +98,7 @@ def add_options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.Argum
 
 def add_actions(cmd: argparse.ArgumentParser) -> Callable[..., argparse.ArgumentParser]:
     """``add_parser`` of a command's own subcommands (``probe once``, ``config check``...)."""
-    return cmd.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser  # type: ignore[no-any-return]
+    return cmd.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser
 
 
 # -- the commands that read sources and print what they read ------------------------------------

@@ -45,16 +45,23 @@ def add_priority_arguments(cmd: argparse.ArgumentParser) -> None:
     add = add_actions(cmd)
     sync = add_options(add("sync", help="set the negotiator's factors or usage from the fairshare state"), "--store")
     restore = add_options(add("restore", help="put back what a sync changed"), "--store")
-    restore.add_argument("--from", dest="records", required=True, metavar="RECORD",
-                         help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)")  # fmt: skip
+    restore.add_argument(
+        "--from",
+        dest="records",
+        required=True,
+        metavar="RECORD",
+        help="JSON file of the sync's priority records (`priority sync --json`, `records priority --json`)",
+    )
     for action in (sync, restore):
         action.add_argument(
             "--dry-run", action="store_true", help="print the equivalent condor_userprio commands, change nothing"
         )
-    add_options(add(
+    compare = add(
         "compare",
-        help="the negotiator's priorities and share of usage beside fairacct's cpu-only, penalty and billed shares per submitter",
-    ), "--store")  # fmt: skip
+        help="the negotiator's priorities and share of usage beside fairacct's cpu-only, penalty and billed shares "
+        "per submitter",
+    )
+    add_options(compare, "--store")
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:
@@ -101,8 +108,9 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
                 print(json.dumps(views.records(frame), indent=1))
                 return 0
             shares = [c for c in frame.columns if c in _SHARES]
+            negotiator = views.table(frame, [c for c in frame.columns if c not in shares[2:]])
             print(views.render([
-                ("the negotiator beside the fairshare", views.table(frame, [c for c in frame.columns if c not in shares[2:]])),
+                ("the negotiator beside the fairshare", negotiator),
                 (_SHARES_TITLE, views.table(frame, shares, digits=2)),
             ]), end="")  # fmt: skip
             return 0

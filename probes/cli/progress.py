@@ -19,4 +19,8 @@ def progress_bar(total: int, what: str, *, stream: TextIO | None = None) -> Iter
     (stderr), drawn only when that is a terminal."""
     out = stream if stream is not None else sys.stderr
     with tqdm(total=total, desc=what, unit="step", file=out, disable=not out.isatty(), leave=False) as bar:
-        yield bar.update
+
+        def advance(n: int) -> None:
+            bar.update(n)
+
+        yield advance

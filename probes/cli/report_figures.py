@@ -4,6 +4,7 @@ The collector's report draws them beside its own (:class:`collector.report.Figur
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import pandas as pd
@@ -43,8 +44,9 @@ def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     ]
     return Figure(
         f"Efficiency by {by}",
-        f"Per {by} (Jackson et al. 2001): scheduling efficiency (core-seconds dedicated to jobs over those available, from the slot snapshots), "
-        "job efficiency (CPU time over cores x walltime of the completed jobs) and system efficiency (their product). Summed in the store.",
+        f"Per {by} (Jackson et al. 2001): scheduling efficiency (core-seconds dedicated to jobs over those available, "
+        "from the slot snapshots), job efficiency (CPU time over cores x walltime of the completed jobs) and system "
+        "efficiency (their product). Summed in the store.",
         bar_chart(names, series, title=f"efficiency by {by}", unit="ratio (0..1)"),
         table,
     )
@@ -81,8 +83,9 @@ def lab_figures(runs: Sequence[LabRun]) -> list[Figure]:
         figures.append(
             Figure(
                 f"Lab case {case}: {first.title}",
-                f"Nodes per user at every {_EVERY}th time slot under {first.policy}; the table gives each user's completion slot and "
-                f"starvation (at most {first.fraction:g} of an equal share) and the case's Jain indices under every policy.",
+                f"Nodes per user at every {_EVERY}th time slot under {first.policy}; the table gives each user's "
+                f"completion slot and starvation (at most {first.fraction:g} of an equal share) and the case's Jain "
+                "indices under every policy.",
                 line_chart(
                     [str(t) for t in wide.index],
                     series,
@@ -101,10 +104,8 @@ def report_figures(
     """The analytics' sections of the report of ``period``: efficiency by ``by`` (left out
     when the store holds no slot records in the period) and the lab's ``runs``."""
     figures = []
-    try:
+    with contextlib.suppress(SourceError):  # no slot records: nothing to say of efficiency
         figures.append(
             efficiency_figure(store_efficiency(sink, config, by=by, since=period.since, until=period.until), by)
         )
-    except SourceError:  # no slot records: nothing to say of efficiency
-        pass
     return figures + lab_figures(runs)

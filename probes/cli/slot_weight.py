@@ -71,7 +71,8 @@ def slot_weight_text(report: SlotWeightReport) -> str:
             "",
             f"approximates {what}" + (f" on the machine classes {', '.join(report.classes)}" if report.classes else ""),
             (
-                f"error on the {e.jobs} {'billed allocations of the snapshots' if report.metric == 'billed' else 'jobs of the history'}: "
+                f"error on the {e.jobs} "
+                f"{'billed allocations of the snapshots' if report.metric == 'billed' else 'jobs of the history'}: "
                 "mean |weight - metric| / metric "
                 f"{100 * e.mean_abs_rel_error:.2f} %, {100 * e.within:.1f} % of them within 5 %; usage charged to the "
                 f"wrong jobs {100 * e.usage_error:.2f} %, total usage {100 * e.total_error:+.2f} %"

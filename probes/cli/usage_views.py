@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from collector.records import iso_utc
+from probes.accounting._tables import scalar_float
 from probes.accounting.fairshare import CREDENTIALS, FairshareResult
 from probes.cli.views import Section, records, table
 from probes.pipeline.usage import FairshareReport, PenaltyReport
@@ -85,17 +86,17 @@ def penalty_json(report: PenaltyReport) -> dict[str, Any]:
     )
     docs = records(view)
     nodes = np.bincount(requests["job"], weights=requests["count"], minlength=len(jobs))
-    for doc, on, n in zip(docs, _priced_on(report).reindex(range(len(jobs))), nodes):
+    for doc, on, n in zip(docs, _priced_on(report).reindex(range(len(jobs))), nodes, strict=True):
         doc["priced_on"] = on
         doc["nodes"] = float(n)
     users = report.users
     machines = report.machines
     machine_docs = records(machines[list(MACHINE_VIEW)])
-    for doc, hosts in zip(machine_docs, machines["hosts"]):
+    for doc, hosts in zip(machine_docs, machines["hosts"], strict=True):
         doc["hosts"] = len(hosts)
     return {
         "jobs": docs,
-        "users": {_user(u): float(v) for u, v in zip(users["user"], users["usage"])},
+        "users": {_user(u): float(v) for u, v in zip(users["user"], users["usage"], strict=True)},
         "by_user": [{**d, "user": _user(d["user"])} for d in records(users)],
         "machines": machine_docs,
         "summary": _penalty_summary(report),
@@ -191,15 +192,17 @@ def _who_pays_more(report: PenaltyReport) -> str:
     lines = [
         f"{len(more)} of {len(users)} users pay more under the penalty than under cpu_only (their jobs hold memory,",
         "GPUs or whole nodes beyond their cores, or run in costlier queues or on costlier nodes);",
-        f"together their share of the pool's usage goes from {more['cpu_only_share'].sum():.2f} % to {more['share'].sum():.2f} %.",
+        f"together their share of the pool's usage goes from {more['cpu_only_share'].sum():.2f} % "
+        f"to {more['share'].sum():.2f} %.",
         "",
     ]
     view = more.assign(user=more["user"].map(_user))
     lines.append(table(view, ("user", "jobs", "ratio", "cpu_only_share", "share", "change"), digits=2))
     gain = users[users["change"] < -1e-9]
     if len(gain):
-        lines += ["", f"{len(gain)} users see their share fall, most: "
-                  + ", ".join(f"{_user(u)} ({c:+.2f} points)" for u, c in zip(gain.sort_values('change')["user"].head(5), gain.sort_values('change')["change"].head(5)))]  # fmt: skip
+        most = gain.sort_values("change").head(5)
+        fall = ", ".join(f"{_user(u)} ({c:+.2f} points)" for u, c in zip(most["user"], most["change"], strict=True))
+        lines += ["", f"{len(gain)} users see their share fall, most: " + fall]
     return "\n".join(lines)
 
 
@@ -210,23 +213,26 @@ def fairshare_json(report: FairshareReport) -> dict[str, Any]:
     result = report.result
     windows = result.windows
     window_docs = [
-        {"window": int(w), "start": float(s), "end": float(e), "total": float(t), "weight": float(wt), "start_iso": si, "end_iso": ei}
+        {
+            "window": int(w), "start": float(s), "end": float(e), "total": float(t), "weight": float(wt),
+            "start_iso": si, "end_iso": ei,
+        }
         for w, s, e, t, wt, si, ei in zip(
             windows["window"], windows["start"], windows["end"], windows["total"], windows["weight"],
-            iso_utc(windows["start"]), iso_utc(windows["end"]),
+            iso_utc(windows["start"]), iso_utc(windows["end"]), strict=True,
         )
     ]  # fmt: skip
     creds = result.credentials
     usage = creds[[f"usage_{n}" for n in range(result.policy.depth)]].to_numpy(dtype=np.float64)
     cred_docs = []
-    for row, u in zip(creds.itertuples(index=False), usage):
+    for row, u in zip(creds.itertuples(index=False), usage, strict=True):
         cred_docs.append(
             {
                 "type": row.type,
                 "name": str(row.name),
                 "usage": [float(x) for x in u],
-                "decayed": float(row.decayed),
-                "effective": float(row.effective),
+                "decayed": scalar_float(row.decayed),
+                "effective": scalar_float(row.effective),
                 "target": _number(row.target),
                 "target_mode": row.target_mode if isinstance(row.target_mode, str) else None,
                 "priority": _number(row.priority),
@@ -276,11 +282,12 @@ def diagnose_f(result: FairshareResult) -> str:
     target. Windows with no usage are left out, as Maui does."""
     policy = result.policy
     windows = result.windows
-    shown = [int(n) for n, t in zip(windows["window"], windows["total"]) if t > 0]
+    shown = [int(n) for n, t in zip(windows["window"], windows["total"], strict=True) if t > 0]
     lines = [
         "FairShare Information",
         "",
-        f"Depth: {policy.depth} intervals   Interval Length: {_duration(policy.interval_s)}   Decay Rate: {policy.decay:.2f}",
+        f"Depth: {policy.depth} intervals   Interval Length: {_duration(policy.interval_s)}   "
+        f"Decay Rate: {policy.decay:.2f}",
         "",
         f"FS Policy: {_POLICY_NAMES.get(policy.metric, policy.metric.upper())}{'%' if policy.percent else ''}",
         "",
@@ -303,8 +310,8 @@ def diagnose_f(result: FairshareResult) -> str:
                 u = getattr(row, f"usage_{n}")
                 cells.append(f" {100.0 * u / totals[n]:7.2f}" if u > 0 else " -------")
             lines.append(
-                f"{name:<14} {100.0 * row.effective:7.2f} {_target_text(row.target, row.target_mode):>7}"
-                + "".join(cells)
+                f"{name:<14} {100.0 * scalar_float(row.effective):7.2f} "
+                f"{_target_text(scalar_float(row.target), row.target_mode):>7}" + "".join(cells)
             )
     return "\n".join(lines)
 

@@ -111,7 +111,7 @@ def table(
         return "(none)"
     rows = len(frame) if rows is None else rows
     more = rows - limit if limit and rows > limit else 0
-    view = (frame.head(limit) if more else frame).reindex(columns=list(columns))
+    view = (frame.head(limit) if limit and more else frame).reindex(columns=list(columns))
     for col in view.columns:
         if pd.api.types.is_float_dtype(view[col]) and view[col].notna().any():
             if (view[col].dropna() % 1 == 0).all():
@@ -266,7 +266,7 @@ def overhead_json(report: OverheadReport) -> dict[str, Any]:
         }
     )
     slots = records(per_slot)
-    for doc, total, free in zip(slots, _resources(s, "total_"), _resources(s, "unallocated_")):
+    for doc, total, free in zip(slots, _resources(s, "total_"), _resources(s, "unallocated_"), strict=True):
         doc["total"], doc["unallocated"] = total, free
     counts = s["overhead_cu"].dropna().astype(int).value_counts().sort_index()
     return {
@@ -285,7 +285,7 @@ def overhead_json(report: OverheadReport) -> dict[str, Any]:
 
 def _resources(frame: pd.DataFrame, prefix: str) -> list[dict[str, float | None]]:
     values = frame[[f"{prefix}{r}" for r in RESOURCES]].to_numpy(dtype=np.float64)
-    return [{r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, row)} for row in values]
+    return [{r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, row, strict=True)} for row in values]
 
 
 _UNIT_NAMES = {"cpus": "core(s)", "memory": "MiB", "disk": "KiB", "gpus": "GPU(s)"}
@@ -328,8 +328,10 @@ def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[
             (
                 "idle-job cross-check",
                 (
-                    f"{o['suspicious_slots']} slots with overhead had idle jobs that fit: {o['suspicious_cu_hours']:.3f} CU-hours\n"
-                    f"{o['other_slots']} slots with overhead and no fitting idle job: {o['other_cu_hours']:.3f} CU-hours"
+                    f"{o['suspicious_slots']} slots with overhead had idle jobs that fit: "
+                    f"{o['suspicious_cu_hours']:.3f} CU-hours\n"
+                    f"{o['other_slots']} slots with overhead and no fitting idle job: "
+                    f"{o['other_cu_hours']:.3f} CU-hours"
                 ),
             )
         )
@@ -341,13 +343,17 @@ def overhead_sections(report: OverheadReport, *, per_slot: bool = True) -> list[
 
 def bill_json(nodes: pd.DataFrame, bills: pd.DataFrame) -> dict[str, Any]:
     node_docs = records(nodes[["name", "partition", "overhead_cu", "n_allocations"]])
-    for doc, rate, unattributed in zip(node_docs, _resources(nodes, "rate_"), _resources(nodes, "unattributed_")):
+    for doc, rate, unattributed in zip(
+        node_docs, _resources(nodes, "rate_"), _resources(nodes, "unattributed_"), strict=True
+    ):
         doc["rate"], doc["unattributed"] = rate, unattributed
     alloc_docs = records(bills[["name", "parent", "job_id", "user", "group", "orphan"]])
     hours = bills[[f"billed_{r}_hours" for r in RESOURCES]].to_numpy(dtype=np.float64)
-    for doc, held, billed, h in zip(alloc_docs, _resources(bills, ""), _resources(bills, "billed_"), hours):
+    for doc, held, billed, h in zip(
+        alloc_docs, _resources(bills, ""), _resources(bills, "billed_"), hours, strict=True
+    ):
         doc["allocated"], doc["billed"] = held, billed
-        doc["billed_hours"] = {r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, h)}
+        doc["billed_hours"] = {r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, h, strict=True)}
     return {"nodes": node_docs, "allocations": alloc_docs, "unbilled_nodes": int(nodes["incomplete"].sum())}
 
 
@@ -363,7 +369,8 @@ def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = T
     held = bills.assign(**{f"held_{r}_hours": bills[r] * bills["interval_s"] / 3600 for r in SHOWN})
     by_user = held.groupby("user", dropna=False)[[f"held_{r}_hours" for r in SHOWN]].sum().join(by_user)
     title = "resource-hours held and billed, by user (core-hours, MiB-hours, GPU-hours)"
-    sections.append((title, table(by_user.reset_index(), by_user.reset_index().columns)))
+    shown = by_user.reset_index()
+    sections.append((title, table(shown, list(shown.columns))))
     return sections
 
 

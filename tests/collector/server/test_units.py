@@ -125,7 +125,8 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
         ({"port": "80"}, "collector port: input should be a valid integer, got '80'"),
         (
             {"max_group_records": 0, "bogus": 1},
-            "collector max_group_records: expected at least 1, got 0; collector bogus: extra inputs are not permitted, got 1",
+            "collector max_group_records: expected at least 1, got 0; "
+            "collector bogus: extra inputs are not permitted, got 1",
         ),
     ],
 )
