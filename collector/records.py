@@ -38,7 +38,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "SUMMARY_DIMENSIONS", "RecordKind", "iso_utc", "record_id", "table_docs"]
+__all__ = [
+    "KINDS",
+    "PROBE_KINDS",
+    "SCHEMA_VERSION",
+    "SUMMARY_DIMENSIONS",
+    "RecordKind",
+    "iso_utc",
+    "owned_id",
+    "record_id",
+    "table_docs",
+]
 
 SCHEMA_VERSION = 1
 

@@ -197,12 +197,12 @@ def history_step(
         jobs = priced_usage(jobs, machines, config)  # a metric that does not price (cores, walltime)
 
     def ledger(checkpoint: Checkpoint) -> tuple[Records, dict[str, Any]]:
-        return {}, ledger_marks(checkpoint, counted, usage, config, now=now)
+        return {}, _ledger_marks(checkpoint, counted, usage, config, now=now)
 
     return HistoryStep(Batch(job_docs(jobs, probe=probe), dict(reading.checkpoints), ledger), jobs)
 
 
-def ledger_marks(
+def _ledger_marks(
     checkpoint: Checkpoint, jobs: pd.DataFrame, usage: np.ndarray, config: ProbeConfig, *, now: float
 ) -> dict[str, Any]:
     """The fairshare ledger's checkpoints with ``jobs`` counted (each job once, by id)."""
