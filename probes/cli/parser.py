@@ -39,6 +39,7 @@ __all__ = [
     "probe_arguments",
     "records_arguments",
     "slots_arguments",
+    "workload_options",
 ]
 
 _SOURCES = ("--status-file", "--idle-file", "--history")
@@ -141,11 +142,11 @@ def _limit(cmd: argparse.ArgumentParser) -> None:
 
 
 def penalty_arguments(cmd: argparse.ArgumentParser) -> None:
-    _workload(cmd, "--history", "--status-file")
+    workload_options(cmd, "--history", "--status-file")
 
 
 def fairshare_arguments(cmd: argparse.ArgumentParser) -> None:
-    _workload(cmd, "--history", "--status-file")
+    workload_options(cmd, "--history", "--status-file")
     cmd.add_argument(
         "--at",
         metavar="TIME",
@@ -157,7 +158,7 @@ def fairshare_arguments(cmd: argparse.ArgumentParser) -> None:
 def efficiency_arguments(cmd: argparse.ArgumentParser) -> None:
     from probes.accounting.lab import WHATIF_POLICIES
 
-    _workload(cmd, "--history", "--status-file", "--store")
+    workload_options(cmd, "--history", "--status-file", "--store")
     cmd.add_argument(
         "mode", nargs="?", choices=["whatif"], help="whatif: replay --swf on --machines under node-allocation policies"
     )
@@ -181,7 +182,7 @@ def efficiency_arguments(cmd: argparse.ArgumentParser) -> None:
     )
 
 
-def _workload(cmd: argparse.ArgumentParser, *overrides: str) -> None:
+def workload_options(cmd: argparse.ArgumentParser, *overrides: str) -> None:
     """The options of the commands that read a workload: a history or an SWF log, on machines
     from a status dump or an Alea machines file."""
     add_options(cmd, *overrides)

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from probes.cli import views
-from probes.cli.parser import add_options
+from probes.cli.parser import workload_options
 from probes.config import ProbeConfig
 from probes.pipeline.slot_weight import SLOT_METRICS, SlotWeightReport, slot_weight_report
 
@@ -27,18 +27,9 @@ _USER_VIEW = ("user", "jobs", "metric_h", "weight_h", "metric_share", "weight_sh
 
 def add_slot_weight_arguments(cmd: argparse.ArgumentParser) -> None:
     """``slot-weight``'s options on its parser ``cmd``."""
-    add_options(cmd, "--history", "--status-file")
+    workload_options(cmd, "--history", "--status-file")
     cmd.add_argument(
         "--metric", choices=SLOT_METRICS, default="penalty", help="the metric to approximate (default: penalty)"
-    )
-    cmd.add_argument(
-        "--swf", metavar="FILE", help="SWF workload log (or MetaCentrum's 21-field variant) instead of --history"
-    )
-    cmd.add_argument("--machines", metavar="FILE", help="Alea machines file instead of --status-file")
-    cmd.add_argument(
-        "--ram-unit",
-        choices=("auto", "KB", "MB", "GB"),
-        help="unit of RAM in the machines file (default: machines.ram_unit)",
     )
 
 
