@@ -144,7 +144,8 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
             dynamic = pool.tool("condor_status", "-const", 'SlotType == "Dynamic"', "-af", "Name").split()
             # and the p-slots list those three children alone: a startd advertises a p-slot later
             # than its dynamic slots, and until then its ChildName still holds the finished jobs'
-            # (the reader then bills the node from those lists: 5 allocations, not 3)
+            # (the reader bills the dynamic-slot ads present, but the tests compare dumps of a
+            # settled pool)
             listed = pool.tool(
                 "condor_status", "-const", 'SlotType == "Partitionable"', "-af", "size(ChildName)"
             ).split()

@@ -428,12 +428,18 @@ class LivePool:
         return [ad for ad, _ in kept.values()], [origin for _, origin in kept.values()], report
 
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
-        """The slots and allocations tables of the pool, observed at ``now``."""
+        """The slots and allocations tables of the pool, observed at ``now``.
+
+        The answers of all its collectors are one query at one instant: a p-slot kept from one
+        collector and its dynamic slots from another (a startd seen by both) are one node, and
+        the Child* lists serve only when no collector held a dynamic-slot ad. Each slot's
+        ``source`` still names the collector its ad came from (``line``: its place in the answer).
+        """
         ads, origins, report = self.slot_ads()
         columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
-        columns.path = np.array([*origins, None], dtype=object)[:-1]
         report.merge(converted)
-        snapshot = snapshot_tables(columns, self.slots)
+        snapshot = snapshot_tables(columns, self.slots, report.malformed)
+        snapshot.slots["source"] = np.array(origins, dtype=object)[snapshot.slots["line"].to_numpy(dtype=np.int64) - 1]
         snapshot.slots["observed_at"] = float(now)
         snapshot.allocations["observed_at"] = float(now)
         return snapshot, report

@@ -1,11 +1,18 @@
 """The slots and allocations tables, from startd ads (``condor_status -long`` / ``-json``).
 
-A partitionable slot's own ``Cpus``/``Memory``/``Disk``/``GPUs`` are what is still
-unallocated; ``TotalSlot*`` are its size. Each running job holds a dynamic slot, named
-``slotN_M@host`` after its parent ``slotN@host``. Where a dump has no dynamic slot ads for a
-partitionable slot (``condor_status -long`` of p-slots only, or an old pool), its allocations
-come from the p-slot's ``Child*`` lists. A static slot is unallocated as a whole unless it is
-claimed, and then its job holds all of it (an allocation whose parent is the slot itself).
+A partitionable slot's own ``Cpus``/``Memory``/``Disk``/``GPUs`` are what its startd last said
+is unallocated; ``TotalSlot*`` are its size. Each running job holds a dynamic slot, named
+``slotN_M@host`` after its parent ``slotN@host``. A static slot is unallocated as a whole unless
+it is claimed, and then its job holds all of it (an allocation whose parent is the slot itself).
+
+A snapshot of a live pool is not one instant: the collector drops a released dynamic slot's ad
+within a second, but its partitionable slot keeps listing it (``ChildName``, ``Child*``, its
+own ``Cpus``) until the p-slot's next update, and a new dynamic slot may be advertised before
+its p-slot lists it. So a node's allocations are the dynamic-slot ads present for it, and its
+unallocated amounts are ``TotalSlot<r>`` minus their sum; a ``ChildName`` entry without an ad
+is a released claim, unless an ad of that node was quarantined (then the node is
+``incomplete``, and left unbilled). The ``Child*`` lists serve only a query or dump that holds
+no dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool).
 
 Units are HTCondor's: cpus in cores, memory in MiB, disk in KiB, gpus in devices, times in
 UNIX seconds (UTC).
@@ -14,6 +21,7 @@ UNIX seconds (UTC).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,13 +34,18 @@ from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
 from probes.sources.credentials import account_name, account_names, group_of
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import ReadReport
+from probes.sources.report import Malformed, ReadReport
 from probes.sources.settings import SlotReading
 
 __all__ = ["Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
 
 _OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
 _CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
+_TOTAL = {"cpus": "TotalSlotCpus", "memory": "TotalSlotMemory", "disk": "TotalSlotDisk", "gpus": "TotalSlotGPUs"}
+# ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
+# that could not be read as a whole
+_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
+_DYNAMIC_NAME = re.compile(r"^(slot\d+)_\d+@")
 
 SLOT_COLUMNS = (
     "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
@@ -100,7 +113,7 @@ def read_status(
         parts.append(check.keep(cols, rep))
         check.verdict(path, len(rep.malformed))
         report.merge(rep)
-    return snapshot_tables(_once(AdColumns.concat(parts, attrs), report), reading), report
+    return snapshot_tables(_once(AdColumns.concat(parts, attrs), report), reading, report.malformed), report
 
 
 def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
@@ -117,8 +130,12 @@ def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
     return ads.take(~repeated)
 
 
-def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
-    """Turn startd ads (from files or a live collector) into the slots and allocations tables."""
+def snapshot_tables(ads: AdColumns, reading: SlotReading, quarantined: Sequence[Malformed] = ()) -> Snapshot:
+    """Turn startd ads (from files or a live collector) into the slots and allocations tables.
+
+    ``quarantined``: the ads of the same read that could not be read (the reader's report), so
+    that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
+    """
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
     dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
     partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
@@ -129,8 +146,7 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
 
     # dynamic slots: one allocation each, under the parent named slotN@host
     d = np.flatnonzero(dynamic)
-    parent = pd.Series(name[d], dtype=object).str.replace(r"^(slot\d+)_\d+@", r"\1@", regex=True).to_numpy()
-    from_ads = _held(ads, d, parent, {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
+    from_ads = _held(ads, d, _parents(name[d]), {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
 
     # partitionable and static slots
     p = np.flatnonzero(~dynamic)
@@ -147,35 +163,33 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading) -> Snapshot:
             "resource_name": resource[p],
         }
     )
+    from_lists = is_part & _without_dynamic_ads(ads, p, dynamic)
+    incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
+    held = _held_sums(from_ads, name[p], observed[p])
     for r in RESOURCES:
         own = _zero(ads[_OWN[r]][p])
-        total_attr = "TotalSlotGPUs" if r == "gpus" else f"TotalSlot{_OWN[r]}"
-        total = ads[total_attr][p]
-        total = np.where(np.isnan(total), own, total)
+        size = ads[_TOTAL[r]][p]
+        total = np.where(np.isnan(size), own, size)
         slots[f"total_{r}"] = total
+        # a p-slot billed from its dynamic-slot ads: its size minus what they hold (its own amounts
+        # may still count a released claim, or not yet a new one), never below nothing; from its
+        # lists, or with an ad lost, or of unknown size: its own amounts, as its startd last said
+        by_ads = np.maximum(size - held[r], 0.0)
+        part = np.where(from_lists | incomplete | np.isnan(size), own, by_ads)
         # a static slot is all unallocated until it is claimed, and then not at all
-        slots[f"unallocated_{r}"] = np.where(is_part, own, np.where(claimed, 0.0, total))
+        slots[f"unallocated_{r}"] = np.where(is_part, part, np.where(claimed, 0.0, total))
 
     # a claimed static slot is held whole by its job
     st = p[~is_part & claimed]
-    held = {r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES}
-    from_static = _held(ads, st, name[st], held, observed, reading.pool)
-
-    # allocations of p-slots that have no dynamic slot ads, from their Child* lists
-    # p-slots whose dynamic slot ads are not all here: billed from their Child* lists when those
-    # are whole, else flagged incomplete (a neighbour's missing slot must not be billed to the jobs
-    # that are there)
-    from_lists_rows, incomplete = _children_known(ads, p[is_part], d, parent)
-    if from_lists_rows:
-        listed = set(name[from_lists_rows].tolist())
-        from_ads = from_ads[~from_ads["parent"].isin(listed)]
-    from_lists = _child_allocations(ads, from_lists_rows, observed, reading.pool)
-    allocations = pd.concat([f for f in (from_ads, from_static, from_lists) if len(f)] or [from_ads], ignore_index=True)
+    whole = {r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES}
+    from_static = _held(ads, st, name[st], whole, observed, reading.pool)
+    listed = _child_allocations(ads, p[from_lists], observed, reading.pool)
+    allocations = pd.concat([f for f in (from_ads, from_static, listed) if len(f)] or [from_ads], ignore_index=True)
     allocations["group"] = [group_of(v) for v in allocations["accounting_group"]]
     allocations["interval_s"] = reading.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
-    slots["incomplete"] = np.isin(p, incomplete)
+    slots["incomplete"] = incomplete
     counts = allocations.groupby(["parent", "observed_at"]).size()
     at = pd.MultiIndex.from_arrays([slots["name"], observed[p]])
     slots["n_dynamic"] = counts.reindex(at).fillna(0).to_numpy(dtype=np.int64)
@@ -245,61 +259,80 @@ def _held(
     )
 
 
-def _children_known(
-    ads: AdColumns, pslots: np.ndarray, dynamic: np.ndarray, parent: np.ndarray
-) -> tuple[list[int], list[int]]:
-    """Of the partitionable slots ``pslots`` (rows of ``ads``), those to bill from their Child*
-    lists and those whose children are not all known (``dynamic``: the rows of the dynamic
-    slots, ``parent``: the name of each one's p-slot).
+def _parents(names: np.ndarray) -> np.ndarray:
+    """The partitionable slot (``slotN@host``) of each dynamic slot name (``slotN_M@host``)."""
+    return pd.Series(names, dtype=object).str.replace(_DYNAMIC_NAME, r"\1@", regex=True).to_numpy()
 
-    A p-slot lists its dynamic slots (``ChildName``): when some listed child has no ad here (it
-    was malformed, or the dump was cut), its Child* lists bill the node if they are whole, and
-    otherwise the node is incomplete. A p-slot without ``ChildName`` (an old startd) is
-    complete when its dynamic slots and what is unallocated add up to its size. A p-slot with
-    no dynamic slot ads at all is billed from its lists, as before.
-    """
-    names = ads["Name"]
-    children: dict[str, list[int]] = {}
-    for row, name in zip(dynamic.tolist(), parent.tolist(), strict=True):
-        children.setdefault(name, []).append(row)
-    from_lists: list[int] = []
-    incomplete: list[int] = []
-    for i in pslots.tolist():
-        listed = ads["ChildName"][i]
-        have = children.get(names[i], [])
-        whole = all(
-            isinstance(ads[_CHILD[r]][i], list)
-            and (not isinstance(listed, list) or len(ads[_CHILD[r]][i]) == len(listed))
-            for r in ("cpus", "memory")
-        )
-        if not have:
-            if isinstance(ads["ChildCpus"][i], list):
-                from_lists.append(i)
-            continue
-        if isinstance(listed, list):
-            known = {str(n).lower() for n in listed} <= {str(names[d]).lower() for d in have}
+
+def _held_sums(allocations: pd.DataFrame, names: np.ndarray, observed: np.ndarray) -> dict[str, np.ndarray]:
+    """What the dynamic slots of each slot (``names``, at ``observed``) hold, per resource."""
+    sums = allocations.groupby(["parent", "observed_at"])[list(RESOURCES)].sum()
+    at = pd.MultiIndex.from_arrays([names, observed])
+    return {r: sums[r].reindex(at).fillna(0.0).to_numpy(dtype=np.float64) for r in RESOURCES}
+
+
+def _without_dynamic_ads(ads: AdColumns, rows: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
+    """Whether each slot of ``rows`` came from a query or dump (its source) that holds no
+    dynamic-slot ads at all: there, and only there, its ``Child*`` lists say what it holds."""
+    source = pd.Series(ads.path, dtype=object).fillna("")
+    with_dynamic = set(source[dynamic])
+    return ~source.iloc[rows].isin(with_dynamic).to_numpy(dtype=bool)
+
+
+def _quarantined_nodes(
+    ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame, quarantined: Sequence[Malformed]
+) -> np.ndarray:
+    """Whether an ad of each slot of ``rows`` (its own dynamic slots') was quarantined.
+
+    A quarantined ad left no columns, and its line does not say whose it was; but its text nearly
+    always still holds its ``Name`` (a parse fails on one line, not on all), and the node is the
+    parent of that name; else its ``Machine``, and every slot of that machine. An ad with neither
+    (a region of garbage) may have been any node's: every node that lists a child without an ad
+    is suspect. Only slots of the quarantined ad's source are touched, when the source names
+    match (a live read names its malformed ads after the query, not after the collector)."""
+    names = pd.Series(ads["Name"][rows], dtype=object).str.lower().to_numpy()
+    machines = pd.Series(ads["Machine"][rows], dtype=object).str.lower().to_numpy()
+    sources = pd.Series(ads.path[rows], dtype=object).to_numpy()
+    known_sources = set(pd.Series(ads.path, dtype=object).dropna())
+    out = np.zeros(len(rows), dtype=bool)
+    for ad in quarantined:
+        name, machine = _identity(ad.text)
+        if name is not None:
+            hit = names == str(_parents(np.array([name.lower()], dtype=object))[0])
+        elif machine is not None:
+            hit = machines == machine.lower()
         else:
-            known = _adds_up(ads, i, np.array(have))
-        if known:
-            continue
-        (from_lists if whole and isinstance(listed, list) else incomplete).append(i)
-    return from_lists, incomplete
+            hit = _unmatched_children(ads, rows, from_ads)
+        out |= hit & ((sources == ad.path) if ad.path in known_sources else True)
+    return out
 
 
-def _adds_up(ads: AdColumns, i: int, rows: np.ndarray) -> bool:
-    """Whether a p-slot's dynamic slots and its unallocated amounts make its size (cores, MiB)."""
-    for r, total in (("cpus", "TotalSlotCpus"), ("memory", "TotalSlotMemory")):
-        size = ads[total][i]
-        held = float(np.nansum(ads[_OWN[r]][rows].astype(np.float64))) + float(np.nan_to_num(ads[_OWN[r]][i]))
-        if np.isfinite(size) and held < size - 1e-6 * max(1.0, size):
-            return False
-    return True
+def _identity(text: str) -> tuple[str | None, str | None]:
+    """The ``Name`` and ``Machine`` an ad's text gives (either None if it cannot be found)."""
+    found: dict[str, str] = {}
+    for m in _IDENTITY.finditer(text):
+        found.setdefault(m[1].lower(), m[2])
+    return found.get("name"), found.get("machine")
+
+
+def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame) -> np.ndarray:
+    """Whether each slot of ``rows`` lists in ``ChildName`` a child that has no ad here."""
+    present = set(pd.Series(from_ads["name"], dtype=object).str.lower())
+    return np.array(
+        [
+            isinstance(listed, list) and any(str(c).lower() not in present for c in listed)
+            for listed in ads["ChildName"][rows]
+        ],
+        dtype=bool,
+    )
 
 
 def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray, pool: str) -> pd.DataFrame:
+    """The allocations the ``Child*`` lists of the p-slots ``rows`` give, one per ``ChildCpus``
+    entry (none for a p-slot without the lists)."""
     records = []
     for i in rows:
-        n = len(ads["ChildCpus"][i])
+        n = len(ads["ChildCpus"][i]) if isinstance(ads["ChildCpus"][i], list) else 0
 
         def item(attr: str, k: int, i: int = i) -> Any:  # i bound: the row of this iteration
             values = ads[attr][i]

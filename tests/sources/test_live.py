@@ -420,7 +420,10 @@ def test_several_pools_are_merged_and_a_slot_seen_twice_is_kept_once(
         and len(snapshot.allocations) == 6
     )
     cpu = snapshot.slots.set_index("name").loc["slot1@cpu-node1@vm"]
-    assert (cpu["unallocated_memory"], cpu["source"]) == (1024, "collector pool-b:9618")
+    # the newer ad is kept, and is one node with its dynamic slots from pool-a: unallocated is its
+    # TotalSlotMemory minus theirs (32768 - 10240), not its own Memory (DESIGN.md, Tables)
+    assert (cpu["unallocated_memory"], cpu["n_dynamic"], cpu["source"]) == (22528, 2, "collector pool-b:9618")
+    assert snapshot.ads is not None and "Memory = 1024\n" in snapshot.ads[snapshot.slots["name"] == cpu.name][0]
     assert report.rejects == {"Name: seen twice (two pools or replicas), kept once": 3}
 
 
