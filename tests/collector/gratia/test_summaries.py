@@ -56,7 +56,7 @@ def test_gratia_records_are_summarized_by_day_and_gracc_dimensions(store: Sink) 
     ucsd, chtc = day
     assert {k: chtc[k] for k in GRATIA_DIMENSIONS} == {
         "VOName": "GLOW", "ReportableVOName": "GLOW", "ProjectName": None, "SiteName": "CHTC",
-        "ProbeName": "condor:submit-3.chtc.wisc.edu", "ResourceType": "Payload", "Processors": "1", "GPUs": None,
+        "ProbeName": "condor:submit-3.chtc.wisc.edu", "ResourceType": "Payload", "Processors": 1, "GPUs": None,
         "Grid": "OSG", "DN": None, "CommonName": None, "Host_description": "wisc.edu", "Resource_ExitCode": "1",
     }  # fmt: skip
     assert chtc["WallHours"] == pytest.approx((5 + 60 + 61 + 62) / 3600)
@@ -69,7 +69,7 @@ def test_gratia_records_are_summarized_by_day_and_gracc_dimensions(store: Sink) 
     [lomax] = [d for d in got if d["day_iso"].startswith("2003-06-16")]
     assert (lomax["ProjectName"], lomax["Processors"], lomax["CoreHours"]) == (
         "g13563",
-        "32",
+        32,
         pytest.approx(2748 * 32 / 3600),
     )
     assert all(d["pool"] is None and d["user"] is None for d in got)  # fairacct's dimensions are not Gratia's
