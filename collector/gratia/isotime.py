@@ -9,9 +9,12 @@ what those give, so this module gives the same:
   anchored), a week form ``P<n>W`` first; years are 365 days and months 30; the value is built
   in whole nanoseconds, the seconds' fraction being cut to milliseconds, then microseconds,
   then nanoseconds as Go's code cuts it, so ``PT0.55S`` is 0.55 and not 0.5500000000000001.
-  Text that does not parse is 0.0, never an error (GRACC ignores the error). One deliberate
-  difference: a duration over Go's ``time.Duration`` range (about 292 years), which Go would
-  silently wrap into a wrong number, is 0.0 here too.
+  Text that does not parse is 0.0, never an error (GRACC ignores the error). A duration over
+  Go's ``time.Duration`` range (an int64 of nanoseconds, about 292 years) wraps as Go's integer
+  arithmetic wraps it, because that wrong number is what GRACC stores: ``PT999999999999S`` is
+  3,875,820,018.684212736 s and ``P300Y`` is negative. A part of 2**63 or more is converted to
+  an integer as Go on amd64 (where GRACC's collector runs) converts an out-of-range float, to
+  the smallest int64, which any unit's multiplication then makes 0.
 * :func:`parse_instant`: Go's strict RFC 3339 (``time.Time.UnmarshalText``): four-digit year,
   valid month, day, hour, minute and second (no leap second), an optional fraction, ``Z`` or
   ``+hh:mm``/``-hh:mm``. It is reformatted as Go's ``time.RFC3339`` formats it: whole seconds
@@ -22,6 +25,7 @@ what those give, so this module gives the same:
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -31,6 +35,7 @@ __all__ = ["Instant", "duration_seconds", "parse_instant", "utc_iso"]
 
 _NS = 1_000_000_000
 _MAX_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
+_INT64 = 2**63
 _UNIT_NS = {
     "year": 365 * 86400 * _NS,
     "month": 30 * 86400 * _NS,
@@ -69,22 +74,27 @@ def duration_seconds(text: str) -> float:
     if plain is None:
         return _duration_seconds(text)
     hours, minutes, seconds, fraction = plain.groups()
-    # In range, int(float(part)) == int(part) (below 2**53); out of range both give 0.0.
+    # In range, int(float(part)) == int(part) (below 2**53); out of range the general reader
+    # does Go's float conversions and wraps.
     total = (int(hours or 0) * 3600 + int(minutes or 0) * 60) * _NS
     if seconds is not None:
         total += _seconds_ns(float(seconds + fraction) if fraction else float(seconds))
     if total > _MAX_NS:
-        return 0.0
+        return _duration_seconds(text)
     return float(total // _NS) + float(total % _NS) / 1e9
+
+
+def _go_int64(value: float) -> int:
+    """``int64(value)`` of a float that is not negative, as Go on amd64 converts it: truncated,
+    and the smallest int64 when it is out of range (the spec leaves that to the platform)."""
+    return int(value) if value < _INT64 else -_INT64
 
 
 def _seconds_ns(value: float) -> int:
     """Nanoseconds of a number of seconds as Go's code makes them: whole seconds, then the
     fraction cut to ms, then us, then ns (so 0.55 s is 550,000,000 ns, not 550,000,000.0000001)."""
-    if value == float("inf"):  # ParseFloat's range error; the caller's range check gives 0.0
-        return _MAX_NS + 1
-    whole = int(value)
-    total = whole * _NS
+    whole = math.trunc(value)
+    total = _go_int64(value) * _NS
     value = (value - whole) * 1000.0
     total += int(value) * 1_000_000
     value = (value - int(value)) * 1000.0
@@ -106,15 +116,23 @@ def _duration_seconds(text: str) -> float:
             value = float(part)
         except ValueError:  # '1.2.3' or '.': Go's ParseFloat fails, and so does the duration
             return 0.0
-        if value == float("inf"):  # ParseFloat's range error
+        if value == math.inf:  # ParseFloat's range error
             return 0.0
         if name == "second":
             total += _seconds_ns(value)
         else:
-            total += int(value) * _UNIT_NS[name]
-    if total > _MAX_NS:
-        return 0.0
-    return float(total // _NS) + float(total % _NS) / 1e9
+            total += _go_int64(value) * _UNIT_NS[name]
+    return _go_seconds(total)
+
+
+def _go_seconds(total: int) -> float:
+    """``time.Duration(total).Seconds()``: ``total`` wrapped to an int64 as Go's arithmetic wraps
+    it, then whole seconds and the rest divided as Go divides (truncating towards zero)."""
+    ns = (total + _INT64) % (2 * _INT64) - _INT64
+    whole, rest = divmod(abs(ns), _NS)
+    if ns < 0:
+        whole, rest = -whole, -rest
+    return float(whole) + float(rest) / 1e9
 
 
 class Instant(NamedTuple):

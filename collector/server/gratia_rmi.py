@@ -14,17 +14,21 @@ status  body                                                   when
 200     ``OK``                                                 a ping; or every record of the envelope is
                                                                durable in the collector's outbox (the same
                                                                group commit as ``/v1/records``, before the
-                                                               reply), other record types acknowledged
+                                                               reply), other record types acknowledged,
+                                                               records GRACC's raw pipeline quarantines (no
+                                                               EndTime nor StartTime, ...: collector/gratia/
+                                                               rawdoc.py) counted as record errors, logged
+                                                               and not stored
 400     ``Error handling request: <reason>``                   the form is wrong (no ``command``, ``from`` or
                                                                ``arg1``, an unknown command, a field not an
                                                                integer); the envelope is not XML this
                                                                collector reads (malformed, a DTD or entity,
                                                                too deep, not UTF-8, not an envelope); or the
                                                                sender is not allowed (below)
-400     ``Error processing record: <n> of <m> records ...``    a record cannot be converted (no EndTime nor
-                                                               StartTime, a time that is not RFC 3339): the
-                                                               envelope is refused whole and nothing of it is
-                                                               stored, as GRACC does
+400     ``Error processing record: <n> of <m> records ...``    a record GRACC's collector cannot read (a time
+                                                               that is not RFC 3339, an Origin hop that is
+                                                               not an integer): the envelope is refused whole
+                                                               and nothing of it is stored, as GRACC does
 413     ``Error: java.lang.IllegalStateException: Post too     the body is over ``collector.max_body_size``
         large``                                                (as sent or decompressed) or the envelope over
                                                                the XML size limit (16 MiB): the text makes
@@ -56,6 +60,8 @@ as for ``/v1/records``.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -74,6 +80,7 @@ from collector.server.replies import Style
 __all__ = ["GRATIA", "allowed_sender", "convert", "post_rmi"]
 
 NAME = "gratia"
+_log = logging.getLogger("fairacct.collector")
 _FORM = "application/x-www-form-urlencoded"
 _DECODED_ON_LOOP = 64 * 1024  # bytes of form; a ping is about 60
 
@@ -100,7 +107,14 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
             f"{len(result.errors)} of {result.total} records cannot be converted, so the envelope was refused "
             f"whole and nothing of it stored (the first, record {index}: {reason})"
         )
-    await ingest.make_durable(NAME, rmi.probe, [Parcel(KIND, result.docs)])
+    quarantined = len(result.quarantined)
+    await ingest.make_durable(NAME, rmi.probe, [Parcel(KIND, result.docs)], refused=quarantined)
+    if quarantined:
+        index, reason = result.quarantined[0]
+        _log.info(
+            "gratia: %s: %d of %d records set aside as GRACC quarantines them, not stored (the first, record %d: %s)",
+            rmi.probe[:200], quarantined, result.total, index, reason[:200],
+        )  # fmt: skip
     if result.skipped:
         types: Counter[str] = Counter()
         for tag, n in result.skipped.items():
@@ -132,7 +146,7 @@ def convert(rmi: MultiUpdate) -> EnvelopeResult:
             f"the envelope is {len(xml)} bytes, over the limit of {DEFAULT_LIMITS.max_bytes}; send smaller bundles"
         )
     try:
-        return envelope_docs(xml, probe=rmi.probe)
+        return envelope_docs(xml, probe=rmi.probe, received=time.time())
     except RecordError as exc:
         raise BadRequestError(f"error unmarshalling xml: {exc}") from None
 

@@ -53,17 +53,21 @@ class TemplateCheck:
 class Total:
     """One sum of an :class:`Aggregation`: ``scale`` x the sum over records of the product of
     ``fields`` (at most two; none: the number of records, an int, unscaled), over the records whose boolean field
-    ``where`` is true when it is given. A missing field counts as 0, so a sum over records that
-    lack a field is 0, in every store."""
+    ``where`` is true when it is given. A missing field counts as ``missing`` (0 unless given,
+    and given only for a sum of one field: GRACC counts a record without ``Njobs`` as one job),
+    so a sum over records that lack a field is 0, in every store."""
 
     name: str
     fields: tuple[str, ...] = ()
     scale: float = 1.0
     where: str | None = None
+    missing: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.fields) > 2:
             raise ValueError(f"total {self.name!r}: a product of at most two fields, got {list(self.fields)}")
+        if self.missing and len(self.fields) != 1:
+            raise ValueError(f"total {self.name!r}: a value for a missing field needs a sum of one field")
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class Aggregation:
     """Sums of records of one ``kind`` grouped by ``period`` of the record's ``timestamp``
     (``day``: 'YYYY-MM-DD', ``month``: 'YYYY-MM', None: the whole range) and the fields of
     ``group_by``; ``since``/``until`` are ISO-8601 UTC bounds on ``timestamp`` (since inclusive,
-    until exclusive)."""
+    until exclusive); only the records that have every field of ``requires`` count."""
 
     kind: str
     group_by: tuple[str, ...]
@@ -79,6 +83,7 @@ class Aggregation:
     period: PeriodUnit | None = "day"
     since: str | None = None
     until: str | None = None
+    requires: tuple[str, ...] = ()
 
 
 class Sink(Protocol):

@@ -140,6 +140,8 @@ class EmbeddedStore:
                 sums.append(f"count(CASE WHEN {value(t.where)} THEN 1 END)" if t.where else "count(*)")
                 continue
             term = " * ".join(value(f) for f in t.fields)
+            if t.missing:
+                term = f"coalesce({term}, {float(t.missing)!r})"
             if t.where is not None:
                 term = f"CASE WHEN {value(t.where)} THEN {term} END"
             sums.append(f"total({term}) * {float(t.scale)!r}")  # total(): 0.0 over no values
@@ -161,6 +163,8 @@ class EmbeddedStore:
             sql, params = sql + " AND timestamp >= ?", [*params, query.since]
         if query.until is not None:
             sql, params = sql + " AND timestamp < ?", [*params, query.until]
+        for f in query.requires:
+            sql += f" AND {value(f)} IS NOT NULL"
         if keys:
             sql += " GROUP BY " + ", ".join(str(i + 1) for i in range(len(keys)))
         else:  # one row for the whole range, none when it holds no record (as a composite aggregation)

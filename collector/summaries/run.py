@@ -8,6 +8,7 @@ a group whose records were deleted or corrected away leaves no summary behind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -16,9 +17,9 @@ from typing import Any
 from collector.errors import SinkError
 from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, record_id
 from collector.sinks.base import Aggregation, Sink
-from collector.summaries.spec import SOURCES
+from collector.summaries.spec import SOURCES, Source
 
-__all__ = ["Progress", "Summarized", "day_range", "last_days", "steps", "summarize", "summary_docs"]
+__all__ = ["Progress", "Summarized", "day_range", "last_days", "source_rows", "steps", "summarize", "summary_docs"]
 
 Progress = Callable[[int], None]
 """Told how many more steps (one per source kind and chunk of days) are done."""
@@ -45,6 +46,49 @@ def day_range(first: date, last: date, chunk_days: int) -> Iterator[tuple[date, 
         end = min(start + timedelta(days=chunk_days), last + timedelta(days=1))
         yield start, end
         start = end
+
+
+def source_rows(source: Source, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of an aggregation of ``source`` as its summaries hold them: a missing dimension
+    given its value, integer dimensions made integers, fallbacks taken (:class:`Source` says
+    which), and the rows that these make equal merged, their sums added."""
+    if not (source.missing or source.integers or source.fallbacks):
+        return list(rows)
+    keys = ("period", *source.dimensions)
+    sums = [t.name for t in source.totals]
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for original in rows:
+        row = dict(original)
+        for name, value in source.missing:
+            if row.get(name) is None:
+                row[name] = value
+        for name in source.integers:
+            row[name] = _integer(row.get(name))
+        for name, other, placeholders in source.fallbacks:
+            value = row.get(name)
+            if value is None or (isinstance(value, str) and value.lower() in placeholders):
+                row[name] = row.get(other)
+        key = tuple((type(row.get(k)), row.get(k)) for k in keys)  # 1 and "1" are two groups
+        if key in merged:
+            into = merged[key]
+            for name in sums:
+                into[name] += row[name]
+        else:
+            merged[key] = row
+    return list(merged.values())
+
+
+def _integer(value: Any) -> Any:
+    """An integer dimension as an integer field of Elasticsearch (GRACC's raw index) indexes it:
+    text that is a number coerced, its fraction cut; anything else as it is."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return int(value.strip().split(".")[0] or "0")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+_NUMBER = re.compile(r"\s*[+-]?[0-9]{1,18}(?:\.[0-9]*)?\s*", re.ASCII)  # longer: over an integer field
 
 
 def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> list[dict[str, Any]]:
@@ -101,11 +145,8 @@ def summarize(
         sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
         for start, end in day_range(first, last, chunk_days):
             since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
-            docs = summary_docs(
-                kind,
-                sink.aggregate(Aggregation(kind, source.dimensions, source.totals, "day", since, until)),
-                probe=probe,
-            )
+            query = Aggregation(kind, source.dimensions, source.totals, "day", since, until, source.requires)
+            docs = summary_docs(kind, source_rows(source, sink.aggregate(query)), probe=probe)
             if docs:
                 result = sink.send("summary", docs)
                 failed = {**result.retry, **result.rejected}

@@ -11,8 +11,8 @@ source kind     grouped by (besides the day)                           sums
                                                                        resource-hours (note 1)
 ``slot``        pool, site, resource name, partition, pilot phase      true overhead CU-hours,
                                                                        with fitting idle demand
-``gratia``      GRACC's summary terms: ``VOName``, ``ReportableVOName``,  records (jobs), wall,
-                ``ProjectName``, ``SiteName``, ``ProbeName``,          core (GRACC's
+``gratia``      GRACC's summary terms: ``VOName``, ``ReportableVOName``,  records, jobs (``Njobs``),
+                ``ProjectName``, ``SiteName``, ``ProbeName``,          wall, core (GRACC's
                 ``ResourceType``, ``Processors``, ``GPUs``, ``Grid``,  ``CoreHours``), CPU,
                 ``DN``, ``CommonName``, ``Host_description``,          user and system CPU
                 ``Resource_ExitCode``                                  hours
@@ -27,11 +27,20 @@ the probe against the machine classes of its latest snapshot; a job read before 
 carries neither, and counts 0 in those sums.
 
 Gratia records (what Gratia probes send, stored with GRACC's field names) are summarized as
-GRACC's summarizer does (gracc-request's summary terms, a day by ``EndTime``), with their sums
-named in GRACC's style and counted in hours, so that they never add into the job records'
-sums: a site may report the same jobs both ways. A Gratia record is one job: GRACC keeps
-``Njobs`` as text, which no store can sum. Dimensions stay as the records give them
-(``Processors`` is the text ``"8"``), so every store groups them alike.
+GRACC's summarizer does (opensciencegrid/gracc-request, ``src/graccreq/summary_replayer.py``),
+with their sums named in GRACC's style and counted in hours, so that they never add into the
+job records' sums: a site may report the same jobs both ways. From that query:
+
+* a day is a day of ``EndTime`` (its range filter): a record without one is not counted
+  (GRACC's raw pipeline gives every record it keeps an ``EndTime``: collector/gratia/rawdoc.py);
+* ``Count`` is the number of records (the bucket's ``doc_count``) and ``Njobs`` the sum of
+  their ``Njobs``, 1 for a record without one (its ``missing``): an aggregated record, such as
+  the dCache probe's, counts all its jobs in ``Njobs`` and once in ``Count``;
+* a record without a term is grouped under GRACC's value for it (:data:`GRATIA_MISSING`:
+  ``"N/A"``, 1 processor, 0 GPUs, exit code 0), ``Processors`` and ``Resource_ExitCode`` are
+  numbers (integer fields of GRACC's raw index), and a ``ProjectName`` that is missing,
+  ``N/A`` or ``unknown`` is the ``VOName`` (its ``addProperties``). Groups that these make
+  equal are one summary.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from dataclasses import dataclass
 
 from collector.sinks.base import Total
 
-__all__ = ["COLUMNS", "EXPORTED", "GRATIA_DIMENSIONS", "SOURCES", "Column", "Source"]
+__all__ = ["COLUMNS", "EXPORTED", "GRATIA_DIMENSIONS", "GRATIA_MISSING", "SOURCES", "Column", "Source"]
 
 HOUR = 1.0 / 3600.0
 GIB_HOUR = 1.0 / (1024.0 * 3600.0)  # MiB-seconds -> GiB-hours
@@ -48,11 +57,19 @@ GIB_HOUR = 1.0 / (1024.0 * 3600.0)  # MiB-seconds -> GiB-hours
 
 @dataclass(frozen=True)
 class Source:
-    """A kind of record that is summarized: what it is grouped by, and its sums."""
+    """A kind of record that is summarized: what it is grouped by, and its sums; the fields a
+    record must have to be counted (``requires``); and how the groups the store gives are made
+    GRACC's (collector/summaries/run.py): the value of a missing dimension (``missing``), the
+    dimensions that are integers (``integers``), and ``fallbacks``: (dimension, the dimension
+    it takes instead when missing or one of these lowercased placeholders)."""
 
     kind: str
     dimensions: tuple[str, ...]
     totals: tuple[Total, ...]
+    requires: tuple[str, ...] = ()
+    missing: tuple[tuple[str, object], ...] = ()
+    integers: tuple[str, ...] = ()
+    fallbacks: tuple[tuple[str, str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,12 @@ GRATIA_DIMENSIONS = (
     "Grid", "DN", "CommonName", "Host_description", "Resource_ExitCode",
 )  # fmt: skip
 """What a summary of Gratia records is a total over, besides its day: GRACC's summary terms and ``GPUs``."""
+
+GRATIA_MISSING: tuple[tuple[str, object], ...] = (
+    *((d, "N/A") for d in GRATIA_DIMENSIONS if d not in ("Processors", "GPUs", "Resource_ExitCode")),
+    ("Processors", 1), ("GPUs", 0), ("Resource_ExitCode", 0),
+)  # fmt: skip
+"""GRACC's value of each summary term a record lacks (``unique_terms`` in gracc-request's summary_replayer.py)."""
 
 SOURCES: dict[str, Source] = {
     s.kind: s
@@ -115,12 +138,17 @@ SOURCES: dict[str, Source] = {
             GRATIA_DIMENSIONS,
             (
                 Total("Count"),
+                Total("Njobs", ("Njobs",), missing=1.0),
                 Total("WallHours", ("WallDuration",), HOUR),
                 Total("CoreHours", ("CoreHours",)),
                 Total("CpuHours", ("CpuDuration",), HOUR),
                 Total("CpuUserHours", ("CpuDuration_user",), HOUR),
                 Total("CpuSystemHours", ("CpuDuration_system",), HOUR),
             ),
+            requires=("EndTime",),
+            missing=GRATIA_MISSING,
+            integers=("Processors", "Resource_ExitCode"),
+            fallbacks=(("ProjectName", "VOName", frozenset({"n/a", "unknown"})),),
         ),
     )
 }
@@ -206,18 +234,23 @@ COLUMNS: dict[str, Column] = {
         Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
         Column("VOName", "", "Gratia: the virtual organization of the job (its VOMS FQAN when the probe sent one)."),
         Column("ReportableVOName", "", "Gratia: the VO name as reported (the probe's mapping of VOName)."),
-        Column("ProjectName", "", "Gratia: the project the job is charged to."),
+        Column("ProjectName", "", "Gratia: the project the job is charged to (its VOName when none, N/A or unknown)."),
         Column("SiteName", "", "Gratia: the site the probe reports for."),
         Column("ProbeName", "", "Gratia: the probe that sent the record (type:host)."),
         Column("ResourceType", "", "Gratia: Batch, Payload, BatchPilot, AWSVM, ..."),
-        Column("Processors", "cores", "Gratia: processors of the job, as the record gives them (text)."),
-        Column("GPUs", "GPUs", "Gratia: GPUs of the job, where the probe sends them."),
+        Column("Processors", "cores", "Gratia: processors of the job (1 when the record has none, as GRACC)."),
+        Column("GPUs", "GPUs", "Gratia: GPUs of the job, where the probe sends them (0 otherwise, as GRACC)."),
         Column("Grid", "", "Gratia: the grid (OSG, Local, ...)."),
         Column("DN", "", "Gratia: the distinguished name of the job's credential."),
         Column("CommonName", "", "Gratia: the common name of the job's credential."),
         Column("Host_description", "", "Gratia: the description of the host the job ran on."),
-        Column("Resource_ExitCode", "", "Gratia: the job's exit code."),
-        Column("Count", "jobs", "Gratia records (one job each) summed."),
+        Column("Resource_ExitCode", "", "Gratia: the job's exit code (0 when the record has none, as GRACC)."),
+        Column("Count", "records", "Gratia records summed (GRACC's Count: one per record, whatever its Njobs)."),
+        Column(
+            "Njobs",
+            "jobs",
+            "Gratia: jobs summed, each record's Njobs (an aggregated record counts several), 1 where it has none.",
+        ),
         Column("WallHours", "hours", "Gratia: WallDuration summed, in hours."),
         Column("CoreHours", "core-hours", "Gratia: WallDuration x Processors / 3600 (GRACC's CoreHours) summed."),
         Column("CpuHours", "hours", "Gratia: CpuDuration (user + system) summed, in hours."),

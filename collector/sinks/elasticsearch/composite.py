@@ -29,7 +29,7 @@ def _metrics(total: Total, n: int) -> dict[str, Any]:
     if not total.fields:
         inner: dict[str, Any] = {}  # the bucket's doc_count
     elif len(total.fields) == 1:
-        inner = {f"t{n}": {"sum": {"field": total.fields[0], "missing": 0}}}
+        inner = {f"t{n}": {"sum": {"field": total.fields[0], "missing": total.missing}}}
     else:
         value, weight = total.fields
         inner = {
@@ -63,10 +63,16 @@ def composite_body(query: Aggregation, after: Mapping[str, Any] | None = None) -
     for n, total in enumerate(query.totals):
         aggs.update(_metrics(total, n))
     bounds = {k: v for k, v in (("gte", query.since), ("lt", query.until)) if v is not None}
+    filters: list[dict[str, Any]] = [{"range": {"timestamp": bounds}}] if bounds else []
+    filters += [{"exists": {"field": f}} for f in query.requires]
+    if len(filters) > 1:
+        where: dict[str, Any] = {"bool": {"filter": filters}}
+    else:
+        where = filters[0] if filters else {"match_all": {}}
     return {
         "size": 0,
         "track_total_hits": False,
-        "query": {"range": {"timestamp": bounds}} if bounds else {"match_all": {}},
+        "query": where,
         "aggs": {"groups": {"composite": composite, **({"aggs": aggs} if aggs else {})}},
     }
 

@@ -48,6 +48,18 @@ def copies(record: bytes, n: int) -> list[bytes]:
     return out
 
 
+def removed_before_it_started(record: bytes) -> bytes:
+    """A job removed from the queue before it ran, as HTCondor's condor-ap probe reports one,
+    made from a condor record (JobUsageRecord06): JobStatus 3, no host, no time used, and
+    neither EndTime nor StartTime (the job has neither)."""
+    removed = re.sub(rb"\s*<(?:\w+:)?(?:End|Start)Time\b[^>]*>[^<]*</(?:\w+:)?(?:End|Start)Time>", b"", record)
+    removed = re.sub(rb"\s*<Host\b[^>]*>[^<]*</Host>", b"", removed)
+    removed = re.sub(rb">P[0-9TDHMS.]+<", b">PT0S<", removed)
+    removed = re.sub(rb'phaseUnit="[^"]*"', b'phaseUnit="PT0S"', removed)
+    removed = removed.replace(b'"condor.JobStatus">4<', b'"condor.JobStatus">3<')
+    return removed.replace(b"35741.2", b"35741.3").replace(b"185777", b"185778")
+
+
 def jur(body: str, *, root: str = "JobUsageRecord", record_id: str = "r-1") -> bytes:
     """A small JobUsageRecord in the urwg namespace, with a RecordIdentity, around ``body``."""
     return (

@@ -21,7 +21,7 @@ from collector.gratia.safexml import XmlLimits
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 
-from .conftest import PAIRS, copies, envelope, jur, pair
+from .conftest import PAIRS, copies, envelope, jur, pair, removed_before_it_started
 
 STORAGE_ELEMENT = (
     b'<StorageElement xmlns:urwg="http://www.gridforum.org/2003/ur-wg"><UniqueID>SE</UniqueID></StorageElement>'
@@ -51,8 +51,20 @@ def test_an_envelope_of_mixed_types(gracc: Path) -> None:
         "submit-3.chtc.wisc.edu:1140965.8929",
     ]
     assert result.skipped == Counter({"StorageElement": 2, "ProbeDetails": 1})
-    assert result.errors == [(5, "the record has neither EndTime nor StartTime: it cannot be dated")]
+    assert (result.quarantined, result.errors) == ([(5, "MissingEndTime")], [])
     assert result.total == 6
+
+
+def test_a_job_removed_before_it_started_is_set_aside_and_the_rest_kept(gracc: Path) -> None:
+    # The real condor-ap probe reports a job removed before it started with neither EndTime nor
+    # StartTime. GRACC's collector takes it (its converter needs neither) and its raw pipeline
+    # quarantines it (MissingEndTime); the other records of the envelope are stored.
+    records = [r for record in conformance_records(gracc) for r in copies(record, 5)]
+    removed = removed_before_it_started(pair(gracc, "JobUsageRecord06")[0])
+    assert b"EndTime" not in removed and b"StartTime" not in removed and b'JobStatus">3<' in removed
+    result = envelope_docs(envelope([*records[:17], removed, *records[17:]]), probe="condor:osg-gw-7")
+    assert (len(result.docs), result.quarantined, result.errors, result.total) == (30, [(17, "MissingEndTime")], [], 31)
+    assert all(d["timestamp"] == d["EndTime"] for d in result.docs)
 
 
 def test_a_hundred_records(gracc: Path) -> None:
@@ -191,7 +203,8 @@ def test_elasticsearch_indexes_them_by_end_time_with_gracc_types(
         "EndTime": "date", "CreateTime": "date", "timestamp": "date", "TimeInstant_submit": "date",
         "WallDuration": "double", "CpuDuration": "double", "CpuDuration_user": "double", "CoreHours": "double",
         "TimeDuration_CommittedTime": "double", "Network_phaseUnit": "double",
-        "VOName": "keyword", "ProbeName": "keyword", "Processors": "keyword", "Resource_ExitCode": "keyword",
+        "VOName": "keyword", "ProbeName": "keyword", "Processors": "integer", "Resource_ExitCode": "keyword",
+        "Njobs": "long", "NodeCount": "integer", "Network": "double",
         "Status_description": "keyword", "id": "keyword", "RawXML": "keyword", "schema_version": "integer",
     }  # fmt: skip
     assert {f: types.get(f) for f in expected} == expected
@@ -212,7 +225,9 @@ def test_any_bytes_give_documents_or_a_record_error(data: bytes) -> None:
         result = envelope_docs(data)
     except RecordError:
         return
-    assert result.total == len(result.docs) + sum(result.skipped.values()) + len(result.errors)
+    assert result.total == len(result.docs) + sum(result.skipped.values()) + len(result.quarantined) + len(
+        result.errors
+    )
 
 
 _VALUE = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=40)
@@ -236,7 +251,7 @@ def test_any_values_give_a_json_document_or_a_reason(
         f'<Resource urwg:description={quoteattr(description)}>{escape(wall)}</Resource><Origin hop={quoteattr(hop)}/>'
     )  # fmt: skip
     result = envelope_docs(envelope([jur(body)]))
-    assert len(result.docs) + len(result.errors) == 1
+    assert len(result.docs) + len(result.quarantined) + len(result.errors) == 1
     for doc in result.docs:
         assert orjson.loads(orjson.dumps(doc)) == doc  # plain JSON: what every sink stores
         assert isinstance(doc["CoreHours"], float) and doc["timestamp"].endswith("Z")

@@ -30,7 +30,11 @@ from collector.gratia.isotime import Instant, duration_seconds, parse_instant, u
         ("PT0.0000000004S", 0.0),  # under a nanosecond
         ("-PT5S", 5.0),  # the pattern is searched for, not anchored
         (" PT5S\n", 5.0),
-        ("P300Y", 0.0),  # over int64 nanoseconds (Go would wrap): 0, not garbage
+        # Over int64 nanoseconds Go's arithmetic wraps, and GRACC stores what it gives:
+        # 999,999,999,999 x 10**9 - 54 x 2**64 = 3,875,820,018,684,212,736 ns.
+        ("PT999999999999S", 3_875_820_018 + 0.684212736),
+        ("P300Y", -(8_985_944_073 + 0.709551616)),  # 300 x 365 x 86,400 x 10**9 - 2**64 ns
+        ("PT99999999999999999999S", 0.0),  # a part over int64: Go on amd64 makes it -2**63, x 10**9 is 0
         ("garbage", 0.0),
         ("", 0.0),
     ],
@@ -124,7 +128,7 @@ _PARTS = {
 @pytest.mark.parametrize("hours", _PARTS["H"])
 def test_the_shortcut_for_plain_durations_agrees_with_the_general_reader(hours: str) -> None:
     # What Gratia probes write goes a shorter way (isotime._PLAIN_DURATION); it must give the
-    # very same float as the general reader, up to Go's range and the cut fractions.
+    # very same float as the general reader, within Go's range and past it (wrapped).
     texts = [f"PT{hours}{minutes}{seconds}" for minutes in _PARTS["M"] for seconds in _PARTS["S"]]
     assert all(isotime._PLAIN_DURATION.fullmatch(t) for t in texts)
     assert [duration_seconds.__wrapped__(t) for t in texts] == [isotime._duration_seconds(t) for t in texts]

@@ -1,5 +1,5 @@
-"""What GRACC's raw pipeline adds (CoreHours, the dedup id, the record's time) and fairacct's
-record fields."""
+"""What GRACC's raw pipeline adds (numbers, CoreHours, the dedup id, the record's times), what
+it quarantines, and fairacct's record fields."""
 
 from __future__ import annotations
 
@@ -9,12 +9,19 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from collector.errors import RecordError
 from collector.gratia.envelope import envelope_docs
-from collector.gratia.rawdoc import DEDUP_EXCLUDED, content_id, core_hours, raw_doc
+from collector.gratia.rawdoc import (
+    DEDUP_EXCLUDED,
+    QUARANTINE,
+    content_id,
+    core_hours,
+    logstash_float,
+    logstash_integer,
+    raw_doc,
+)
 from collector.records import SCHEMA_VERSION, table_docs
 
-from .conftest import PAIRS, jur, pair
+from .conftest import PAIRS, fields, jur, pair
 
 # WallDuration (s) x Processors / 3600 of each conformance record, worked by hand.
 CORE_HOURS = {
@@ -49,7 +56,8 @@ def test_the_added_fields_of_the_conformance_records(gracc: Path, name: str) -> 
     assert doc["CoreHours"] == pytest.approx(CORE_HOURS[name], rel=1e-12)
     assert (doc["kind"], doc["schema_version"], doc["probe"]) == ("gratia", SCHEMA_VERSION, "probe-a")
     assert doc["timestamp"] == END_TIMES[name]
-    assert doc["id"] == content_id(doc) and len(doc["id"]) == 32 and int(doc["id"], 16) >= 0
+    assert doc["id"] == content_id({**fields(xml), "CoreHours": doc["CoreHours"]})
+    assert len(doc["id"]) == 32 and int(doc["id"], 16) >= 0
 
 
 def test_the_conformance_records_have_distinct_ids(gracc: Path) -> None:
@@ -63,12 +71,14 @@ def test_the_conformance_records_have_distinct_ids(gracc: Path) -> None:
         ("8", 1800.0, 4.0),
         (" 8", 1800.0, 4.0),
         ("2.7", 3600.0, 2.0),  # Logstash's integer conversion keeps the leading digits
+        ("1,024", 3600.0, 1024.0),  # and drops commas
         ("four", 3600.0, 0.0),
         ("0", 3600.0, 0.0),
         ("8", 0.0, 0.0),
+        (8, 1800.0, 4.0),  # already converted
     ],
 )
-def test_core_hours(processors: str | None, wall: float, expected: float) -> None:
+def test_core_hours(processors: str | int | None, wall: float, expected: float) -> None:
     record: dict[str, Any] = {"WallDuration": wall}
     if processors is not None:
         record["Processors"] = processors
@@ -121,24 +131,138 @@ def test_another_fact_has_another_id(old: str, new: str) -> None:
 
 def test_the_id_leaves_out_what_gracc_leaves_out() -> None:
     doc = one_doc(jur(RECORD))
-    changed = {**doc, **{k: "changed" for k in DEDUP_EXCLUDED if k in doc}}
-    assert content_id(changed) == doc["id"]
+    sent = {**fields(jur(RECORD)), "CoreHours": doc["CoreHours"], "RawXML": doc["RawXML"]}
+    changed = {**sent, **{k: "changed" for k in DEDUP_EXCLUDED}}
+    assert content_id(sent) == content_id(changed) == doc["id"]
     assert {"RecordId", "CreateTime", "GlobalUsername", "LocalUserId", "VOName", "RawXML", "probe"} <= DEDUP_EXCLUDED
 
 
-def test_the_timestamp_is_end_time_in_utc_else_start_time() -> None:
+def test_the_timestamp_is_end_time_in_utc() -> None:
     offset = jur(RECORD.replace("2016-05-27T22:36:42Z", "2016-05-31T22:36:42-05:00"))
     doc = one_doc(offset)
     assert (doc["EndTime"], doc["timestamp"]) == ("2016-05-31T22:36:42-05:00", "2016-06-01T03:36:42Z")
-    started = one_doc(jur(RECORD.replace("EndTime", "StartTime")))
-    assert "EndTime" not in started and started["timestamp"] == "2016-05-27T22:36:42Z"
+    # GRACC's raw pipeline starts it WallDuration (5 s) earlier, written as Ruby's iso8601(3)
+    assert doc["StartTime"] == "2016-05-31T22:36:37.000-05:00"
 
 
-def test_a_record_that_cannot_be_dated_is_refused() -> None:
-    with pytest.raises(RecordError, match=r"^the record has neither EndTime nor StartTime: it cannot be dated$"):
-        raw_doc({"WallDuration": 5.0}, probe="p")
-    with pytest.raises(RecordError, match=r"^EndTime: '0001-01-01T00:30:00\+01:00' is outside the years 1 to 9999"):
-        raw_doc({"EndTime": "0001-01-01T00:30:00+01:00"}, probe="p")
+def test_without_end_time_it_ends_wall_duration_after_it_started() -> None:
+    # GRACC's raw pipeline (gracc-stash-raw/logstash.conf in opensciencegrid/gracc-docker):
+    # EndTime = StartTime + the whole seconds of WallDuration, and the record is dated by it.
+    started = RECORD.replace("EndTime", "StartTime").replace("2016-05-27T22:36:42Z", "2016-05-27T23:59:58Z")
+    doc = one_doc(jur(started.replace("PT5.0S", "PT5.9S")))
+    assert (doc["StartTime"], doc["EndTime"], doc["timestamp"]) == (
+        "2016-05-27T23:59:58Z",
+        "2016-05-28T00:00:03.000Z",  # 5.9 s is 5 whole seconds, as Ruby's Float#to_i
+        "2016-05-28T00:00:03Z",
+    )
+    offset = one_doc(jur(started.replace("2016-05-27T23:59:58Z", "2016-05-27T23:59:58+02:00")))
+    assert (offset["EndTime"], offset["timestamp"]) == ("2016-05-28T00:00:03.000+02:00", "2016-05-27T22:00:03Z")
+
+
+def test_a_derived_end_time_is_no_later_than_the_arrival() -> None:
+    # It started at 22:36:42 and would end 5 s later, 3 s after it arrived: it ends when it
+    # arrived, and started WallDuration before that (Logstash's @received has milliseconds).
+    started = RECORD.replace("EndTime", "StartTime")
+    arrival = 1464388604.1239  # 2016-05-27T22:36:44.123Z
+    [doc] = envelope_docs(jur(started), probe="p", received=arrival).docs
+    assert (doc["StartTime"], doc["EndTime"], doc["timestamp"]) == (
+        "2016-05-27T22:36:39.123Z",
+        "2016-05-27T22:36:44.123Z",
+        "2016-05-27T22:36:44Z",
+    )
+    [later] = envelope_docs(jur(started), probe="p", received=arrival + 3).docs  # it ended before it arrived
+    assert later["EndTime"] == "2016-05-27T22:36:47.000Z"
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        (RECORD.replace("<EndTime>2016-05-27T22:36:42Z</EndTime>", ""), "MissingEndTime"),
+        (RECORD.replace("EndTime", "StartTime").replace("2016-05-27T22:36:42Z", "1970-01-02T00:00:00Z"),
+         "EpochStartTime"),  # at 86,400 s, the first day of 1970: a time never set
+        (RECORD + "<StartTime>1969-12-31T20:00:00-05:00</StartTime>", "EpochStartTime"),
+        (RECORD + "<StartTime>0001-01-01T00:00:01Z</StartTime>", "EpochStartTime"),
+        (RECORD + "<Quarantine>NoVO</Quarantine>", "NoVO"),  # the record's own, which GRACC keeps
+        (RECORD.replace("<Processors>1</Processors>", "<Processors>2147483648</Processors>"),
+         "Processors 2147483648 is outside the range of GRACC's Processors field"),  # an int32
+        (RECORD + "<Njobs>9223372036854775808</Njobs>",
+         "Njobs 9223372036854775808 is outside the range of GRACC's Njobs field"),  # an int64
+        (RECORD + "<Memory>1e400</Memory>", "Memory '1e400' is not a finite number"),
+        (RECORD.replace("2016-05-27T22:36:42Z", "0001-01-01T00:30:00+01:00"),
+         "a time outside the years 1 to 9999 ('0001-01-01T00:30:00+01:00' is outside the years 1 to 9999 in UTC"),
+    ],
+)  # fmt: skip
+def test_what_gracc_sets_aside_is_quarantined_with_its_reason(record: str, reason: str) -> None:
+    doc = raw_doc(fields(jur(record)), probe="p")
+    assert doc[QUARANTINE].startswith(reason)
+    assert "id" not in doc and "timestamp" not in doc
+    result = envelope_docs(jur(record), probe="p")
+    assert (result.docs, result.errors, [i for i, _ in result.quarantined]) == ([], [], [0])
+
+
+def test_a_start_time_after_the_first_day_of_1970_is_kept() -> None:
+    doc = one_doc(jur(RECORD + "<StartTime>1970-01-02T00:00:01Z</StartTime>"))
+    assert QUARANTINE not in doc and doc["StartTime"] == "1970-01-02T00:00:01Z"
+
+
+def test_gracc_numbers_are_numbers(gracc: Path) -> None:
+    # GRACC's collector sends these as text (its conformance documents); its raw pipeline
+    # converts them (mutate convert): Processors, Njobs, NodeCount integers, Memory, Swap,
+    # Network floats.
+    xml, collector_json = pair(gracc, "JobUsageRecord01")
+    assert (collector_json["Processors"], collector_json["NodeCount"], collector_json["Memory"]) == ("1", "1", "3.75")
+    doc = one_doc(xml)
+    assert (doc["Processors"], doc["NodeCount"], doc["Memory"]) == (1, 1, 3.75)
+    assert all(type(doc[k]) is t for k, t in (("Processors", int), ("NodeCount", int), ("Memory", float)))
+    doc = one_doc(pair(gracc, "JobUsageRecord04")[0])
+    assert (doc["Njobs"], type(doc["Njobs"])) == (1, int)
+    doc = one_doc(pair(gracc, "JobUsageRecord06")[0])
+    assert (doc["Network"], doc["Network_phaseUnit"]) == (0.0, 617.0)
+    three = one_doc(pair(gracc, "JobUsageRecord03")[0])
+    assert (three["Processors"], three["Memory"], "Njobs" in three) == (32, 1060991.0, False)
+
+
+def test_the_ids_are_of_the_fields_as_gracc_sent_them(gracc: Path) -> None:
+    # Records stored before the numbers were converted keep their ids: a re-sent envelope
+    # stores nothing new.
+    xml, _ = pair(gracc, "JobUsageRecord01")
+    doc = one_doc(xml)
+    sent = {**doc, "Processors": "1", "NodeCount": "1", "Memory": "3.75"}
+    assert content_id(sent) == doc["id"] != content_id(doc)
+    started = one_doc(jur(RECORD.replace("EndTime", "StartTime")))  # its EndTime is GRACC's, not the record's
+    sent = {k: v for k, v in started.items() if k != "EndTime"}
+    assert content_id({**sent, "Processors": "1"}) == started["id"]
+
+
+@pytest.mark.parametrize(
+    ("text", "integer", "real"),
+    [
+        ("8", 8, 8.0), (" 8 ", 8, 8.0), ("2.7", 2, 2.7), ("1,024", 1024, 1024.0), ("1_000", 1000, 1000.0),
+        ("-3", -3, -3.0), ("+4", 4, 4.0), ("four", 0, 0.0), ("", 0, 0.0), ("12abc", 12, 12.0),
+        (".5", 0, 0.5), ("1e3", 1, 1000.0), ("1.e3", 1, 1.0), ("0x1A", 0, 0.0), ("1__0", 1, 1.0),
+    ],
+)  # fmt: skip
+def test_logstash_conversions(text: str, integer: int, real: float) -> None:
+    # Logstash 6's lenient mutate convert: commas dropped, then Ruby's String#to_i / #to_f
+    assert (logstash_integer(text), logstash_float(text)) == (integer, real)
+
+
+def test_a_payload_record_names_its_payload_site() -> None:
+    payload = RECORD + '<Resource urwg:description="ResourceType">BatchPilot</Resource>'
+    assert "PayloadSiteName" not in one_doc(jur(RECORD))
+    assert one_doc(jur(payload))["PayloadSiteName"] == "%{Host_description}"  # Logstash's, when it has none
+    described = payload + '<Host urwg:description="wisc.edu">c220g2</Host>'
+    assert one_doc(jur(described))["PayloadSiteName"] == "wisc.edu"
+
+
+def test_a_wrapped_duration_is_stored_as_gracc_stores_it() -> None:
+    started = RECORD + "<StartTime>2016-05-27T22:36:37Z</StartTime>"
+    doc = one_doc(jur(started.replace("PT5.0S", "PT999999999999S")))
+    assert doc["WallDuration"] == 3_875_820_018 + 0.684212736
+    assert doc["CoreHours"] == pytest.approx(3_875_820_018.684212736 / 3600, rel=1e-15)
+    # Without a StartTime it would start 122 years before it ended: GRACC quarantines that.
+    alone = envelope_docs(jur(RECORD.replace("PT5.0S", "PT999999999999S")))
+    assert (alone.docs, alone.quarantined) == ([], [(0, "EpochStartTime")])
 
 
 def test_without_a_sender_the_probe_is_the_records_probe_name() -> None:

@@ -19,7 +19,7 @@ from collector.gratia.wire import POST_TOO_LARGE, UNAVAILABLE
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 
-from ..gratia.conftest import PAIRS, copies, envelope, jur
+from ..gratia.conftest import PAIRS, copies, envelope, jur, removed_before_it_started
 from ..gratia.test_safexml import BILLION_LAUGHS
 from .conftest import Collector, free_port
 
@@ -118,6 +118,25 @@ def test_other_record_types_are_counted_and_acknowledged(gratia_collector: Colle
         'fairacct_collector_records_skipped_total{endpoint="gratia",probe="condor:ce02",type="other"} 1',
     ):
         assert line in text, line
+
+
+def test_a_job_removed_before_it_started_does_not_block_its_bundle(start_collector: Any, fixtures: Path) -> None:
+    # The real condor-ap probe sends a job removed before it started with neither EndTime nor
+    # StartTime. GRACC takes the envelope (its raw pipeline quarantines that one record): the
+    # probe gets OK and deletes its files, the other 30 records are stored, the one is counted.
+    c = start_collector(gratia_senders=[SENDER])
+    records = [r for name in PAIRS for r in copies((fixtures / "gracc" / f"{name}.xml").read_bytes(), 5)]
+    removed = removed_before_it_started((fixtures / "gracc" / "JobUsageRecord06.xml").read_bytes())
+    reply = post(c, form(envelope([*records[:17], removed, *records[17:]])))
+    assert (reply.status_code, reply.text) == (200, "OK"), c.log
+    drained(c)
+    docs = stored(c)
+    assert len(docs) == 30 and "185778" not in {d["LocalJobId"] for d in docs}
+    logged = f"{SENDER}: 1 of 31 records set aside as GRACC quarantines them, not stored (the first, record 17: "
+    assert logged + "MissingEndTime)" in c.log
+    text = httpx.get(f"{c.url}/metrics").text
+    assert f'fairacct_collector_records_total{{endpoint="gratia",probe="{SENDER}"}} 30' in text
+    assert f'fairacct_collector_record_errors_total{{endpoint="gratia",probe="{SENDER}"}} 1' in text
 
 
 @pytest.mark.parametrize(
