@@ -124,16 +124,20 @@ def job_sums(jobs: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Core-seconds dedicated to and used by completed jobs per resource set.
 
     ``jobs`` needs ``cpus`` (cores per node), ``n_hosts`` (nodes; missing is 1),
-    ``walltime_s`` and ``cpu_time_s`` (seconds); ``by``: the set attribute. Returns ``set``,
-    ``jobs``, ``job_core_s`` (cores x nodes x walltime) and ``used_core_s`` (CPU time).
+    ``walltime_s`` and ``cpu_time_s`` (seconds); ``by``: the set attribute. A job whose nodes
+    are in several sets is one row per set, with its ``share`` there (its nodes' part of its
+    cores x walltime; no column: every row is a whole job): the row counts as a job of that
+    set and adds that share of the job's core-seconds and CPU time. Returns ``set``, ``jobs``,
+    ``job_core_s`` (cores x nodes x walltime) and ``used_core_s`` (CPU time).
     """
     require_columns(jobs, ["cpus", "n_hosts", "walltime_s", "cpu_time_s"], "jobs table")
     hosts = floats(jobs["n_hosts"])
     hosts = np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)
+    share = np.nan_to_num(floats(jobs["share"]), nan=1.0) if "share" in jobs.columns else np.ones(len(jobs))
     columns = {
         "jobs": np.ones(len(jobs)),
-        "job_core_s": np.nan_to_num(floats(jobs["cpus"])) * hosts * np.nan_to_num(floats(jobs["walltime_s"])),
-        "used_core_s": np.nan_to_num(floats(jobs["cpu_time_s"])),
+        "job_core_s": np.nan_to_num(floats(jobs["cpus"])) * hosts * np.nan_to_num(floats(jobs["walltime_s"])) * share,
+        "used_core_s": np.nan_to_num(floats(jobs["cpu_time_s"])) * share,
     }
     out = _sum_by_set(jobs, by, "jobs table", columns)
     out["jobs"] = out["jobs"].astype(np.int64)
@@ -148,13 +152,14 @@ def add_sums(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).groupby("set", sort=True, as_index=False).sum(min_count=1)
 
 
-def efficiency_table(slots: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+def efficiency_table(slots: pd.DataFrame, jobs: pd.DataFrame, *, overall_jobs: int | None = None) -> pd.DataFrame:
     """Scheduling, job and system efficiency per set and overall (the last row, set
     :data:`ALL`, unless every row already is).
 
     ``slots`` needs the columns of :func:`slot_sums`' result and ``jobs`` those of
     :func:`job_sums`'. A set with no slots or no jobs has NaN where it lacks the numbers.
-    Returns :data:`EFFICIENCY_COLUMNS`.
+    ``overall_jobs``: the jobs of the overall row when a job split over several sets counts in
+    each of them (default: the sets' sum). Returns :data:`EFFICIENCY_COLUMNS`.
     """
     require_columns(
         slots, ["set", "available_core_s", "dedicated_core_s", "available_cu_s", "dedicated_cu_s"], "slot sums"
@@ -163,6 +168,8 @@ def efficiency_table(slots: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     merged = slots.merge(jobs, on="set", how="outer").sort_values("set", kind="stable")
     if not (merged["set"] == ALL).all():
         overall = merged.drop(columns=["set"]).sum(min_count=1).to_frame().T.assign(set=ALL)
+        if overall_jobs is not None:
+            overall["jobs"] = overall_jobs
         merged = pd.concat([merged, overall], ignore_index=True)
     merged["jobs"] = merged["jobs"].fillna(0).astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):

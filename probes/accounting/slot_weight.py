@@ -48,6 +48,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from probes.accounting._tables import RESOURCES, floats, require_columns
+from probes.accounting.billing import _parent_positions, _slot_index
 from probes.accounting.penalty import Penalties, PenaltyPolicy
 
 __all__ = [
@@ -183,7 +184,11 @@ def slot_samples(penalties: Penalties, metric: str, *, policy: PenaltyPolicy) ->
 
 
 def billed_samples(
-    nodes: pd.DataFrame, bills: pd.DataFrame, *, resources: Sequence[str] = ("cpus", "memory")
+    nodes: pd.DataFrame,
+    bills: pd.DataFrame,
+    *,
+    resources: Sequence[str] = ("cpus", "memory"),
+    keys: Sequence[str] = (),
 ) -> pd.DataFrame:
     """The samples of billed allocations (Andrijauskas et al. 2023): one per allocation, ``job`` its row
     position in ``bills``, ``walltime_s`` its ``interval_s`` and ``rate`` the share of its node
@@ -193,15 +198,18 @@ def billed_samples(
 
     ``nodes`` and ``bills`` are :func:`~probes.accounting.billing.bill`'s output (``nodes``:
     ``name``, ``total_<r>``; ``bills``: ``parent``, ``user``, ``<r>``, ``billed_<r>``,
-    ``interval_s``). Allocations left unbilled (NaN bills: orphans, unknown overhead) are left out.
+    ``interval_s``), and ``keys`` the ones ``bill`` was given: with several snapshots a node is
+    named once per instant, and an allocation's node is the one of its own instant.
+    Allocations left unbilled (NaN bills: orphans, unknown overhead) are left out.
     """
-    require_columns(nodes, ["name", *(f"total_{r}" for r in SLOT_RESOURCES)], "nodes table")
+    key_list = [keys] if isinstance(keys, str) else list(keys)
+    require_columns(nodes, ["name", *(f"total_{r}" for r in SLOT_RESOURCES), *key_list], "nodes table")
     require_columns(
         bills,
-        ["parent", "user", "interval_s", *SLOT_RESOURCES, *(f"billed_{r}" for r in SLOT_RESOURCES)],
+        ["parent", "user", "interval_s", *SLOT_RESOURCES, *(f"billed_{r}" for r in SLOT_RESOURCES), *key_list],
         "bills table",
     )
-    at = pd.Index(nodes["name"]).get_indexer(bills["parent"])
+    at = _parent_positions(bills, _slot_index(nodes, key_list), key_list)
     known = at >= 0
     total = {r: np.where(known, floats(nodes[f"total_{r}"])[np.maximum(at, 0)], np.nan) for r in SLOT_RESOURCES}
     rate = np.zeros(len(bills))

@@ -10,14 +10,14 @@ The math is in :mod:`probes.accounting.efficiency`, :mod:`probes.accounting.fair
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from collector.errors import ConfigError
-from probes.accounting._tables import floats
+from probes.accounting._tables import floats, require_columns
 from probes.accounting.efficiency import ALL, capacity_cu, drift_by, drift_loss, efficiency_table, job_sums, slot_sums
 from probes.accounting.fairness import bucket_shares, fairness_by_bucket, starvation_intervals, starvation_summary
 from probes.config import ProbeConfig
@@ -31,24 +31,11 @@ __all__ = [
     "efficiency_report",
     "fairness_report",
     "history_drift",
-    "job_sets",
+    "job_nodes",
     "node_values",
     "whatif_cluster",
     "whatif_jobs",
 ]
-
-
-def job_sets(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.Series:
-    """Each job's resource set: its own ``by`` column when the jobs table has it, else the
-    ``by`` of the startd it ran on (``host``, as in LastRemoteHost; see :func:`node_values`)."""
-    if by in jobs.columns:
-        return jobs[by]
-    if by not in slots.columns:
-        raise ConfigError(
-            f"--by {by!r}: neither the slots nor the jobs have that attribute; add it to sources' extra attributes"
-        )
-    found = node_values(jobs["host"].to_numpy(dtype=object), slots, [by])
-    return pd.Series(found[by].to_numpy(dtype=object), index=jobs.index, name=by)
 
 
 def efficiency_report(
@@ -57,19 +44,44 @@ def efficiency_report(
     """Scheduling, job and system efficiency (cores and canonical units) per set ``by`` of
     slots with their true overhead (a snapshot's accounting, or slot records) and the
     completed jobs (Jackson et al. 2001), summed in memory; a store's records are summed by the store
-    (:mod:`probes.pipeline.stored_efficiency`)."""
+    (:mod:`probes.pipeline.stored_efficiency`).
+
+    A job's set is that of the nodes it ran on (:func:`job_nodes`, the lookup drift uses): a
+    job whose nodes are in several sets is split between them by its nodes' shares of its
+    cores x walltime, and counts as a job in each of them but once overall. (The store's sums
+    still take a job record's own ``by`` first, else its ``host`` alone: they differ from these
+    for a job split over sets or whose own value the status files contradict.)"""
     slots = slots.assign(capacity_cu=capacity_cu(slots, canonical_units(config.partitions)))
     if by is not None and by not in slots.columns:
         raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
+    if jobs is not None and len(jobs) and by is not None:
+        pieces = _job_pieces(jobs, slots, by)
+        return efficiency_table(slot_sums(slots, by), job_sums(pieces, by), overall_jobs=len(jobs))
     if jobs is None or not len(jobs):
         jobs = pd.DataFrame({c: [] for c in ("cpus", "n_hosts", "walltime_s", "cpu_time_s", by or "set")})
-    elif by is not None:
-        jobs = jobs.assign(**{by: job_sets(jobs, slots, by)})
     return efficiency_table(slot_sums(slots, by), job_sums(jobs, by))
 
 
+def _job_pieces(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The jobs table as one row per job and set it ran in: the set in ``by`` and the job's
+    ``share`` there (the shares of its nodes in that set, :func:`job_nodes`, summed)."""
+    nodes = job_nodes(jobs, slots, by)
+    # one key per (job, set); a missing set is a set of its own, "(unknown)"
+    codes, _ = pd.factorize(nodes["set"].to_numpy(dtype=object), use_na_sentinel=False)
+    key = nodes["job"].to_numpy(dtype=np.int64) * (int(codes.max(initial=0)) + 1) + codes
+    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    share = np.bincount(inverse.ravel(), weights=nodes["share"].to_numpy(dtype=np.float64), minlength=len(keys))
+    # only what job_sums sums (it names any that is missing): a history's other columns stay behind
+    needed = [c for c in ("cpus", "n_hosts", "walltime_s", "cpu_time_s") if c in jobs.columns]
+    pieces = jobs[needed].iloc[nodes["job"].to_numpy(dtype=np.int64)[first]].reset_index(drop=True)
+    pieces[by] = nodes["set"].to_numpy(dtype=object)[first]
+    pieces["share"] = share
+    return pieces
+
+
 UNKNOWN = "(unknown)"
-"""The set of a node whose startd the slots do not show (or whose slot lacks the set attribute)."""
+"""The set of a node whose startd the slots do not show (or whose slot lacks the set attribute),
+when its job has no value of its own."""
 
 
 @dataclass
@@ -127,6 +139,69 @@ def _startd_values(startd: np.ndarray, slots: pd.DataFrame, columns: list[str]) 
     return found[columns]
 
 
+def job_nodes(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Each job's nodes and their sets: one row per slot a job held, in job order. Efficiency
+    by set and drift both take a job's sets from here, so the two sections of ``fairacct
+    efficiency`` place every job alike.
+
+    ``jobs``: ``hosts`` (the comma-separated slots a job held: RemoteHosts, else AllRemoteHosts,
+    else LastRemoteHost, as the history reader gives them), else ``host``; and ``by`` where the
+    jobs carry their own value (``speed`` is MachineAttr<speed_attribute>0). ``slots``: a
+    snapshot's slots (``name``, ``machine``, ``by`` and ``columns``); a node's values are those
+    of the slot of its startd, else of its machine (see :func:`node_values`).
+
+    Returns ``job`` (row position in ``jobs``), ``host`` (the slot's name; missing for a job that
+    names none, which has one row), ``startd``, ``set``, ``own_set``, ``share`` and
+    ``columns`` (the slots' values; NaN where the slots do not show the node). ``set`` is the
+    slots' ``by`` of the node; where they give none (its startd is not in the status files, or
+    its slot lacks ``by``) it is the job's own ``by`` (``own_set`` is True), else None; without
+    ``by``, :data:`~probes.accounting.efficiency.ALL`. A job's own value was taken from the
+    machine it matched (for a parallel job, one of its machines), so the status files, which
+    show each node, come first. ``share`` is the node's part of its job's cores x walltime:
+    HTCondor gives every node of a job the job's RequestCpus for the job's walltime, so each of
+    a job's k nodes holds 1/k.
+    """
+    wanted = list(dict.fromkeys([*columns, *([by] if by is not None else [])]))
+    require_columns(slots, ["name", "machine", *wanted], "slots table")
+    none = pd.Series(None, index=jobs.index, dtype=object)
+    lists = jobs["hosts"].astype(object) if "hosts" in jobs.columns else none
+    last = jobs["host"].astype(object) if "host" in jobs.columns else none
+    text = lists.where(lists.notna(), last).to_numpy(dtype=object)
+    ran = pd.notna(text)
+    # vanilla jobs (one host: most of a history) are taken as they are; only lists are split
+    multi = np.zeros(len(text), dtype=bool)
+    multi[ran] = pd.Series(text[ran], dtype=object).str.contains(",", regex=False).to_numpy(dtype=bool)
+    single = np.flatnonzero(~multi)
+    split = pd.Series(text[multi], index=np.flatnonzero(multi), dtype=object).str.split(",").explode()
+    job = np.concatenate([single, split.index.to_numpy(dtype=np.int64)])
+    alone = text[single]
+    alone[~ran[single]] = None  # a job that never ran: one row, with no host
+    host = np.concatenate([alone, split.str.strip().to_numpy(dtype=object)])
+    order = np.argsort(job, kind="stable")
+    job, host = job[order], host[order]
+    startd = _startds(host)
+    found = _startd_values(startd, slots, wanted)
+    own = np.zeros(len(job), dtype=bool)
+    if by is None:
+        sets = np.full(len(job), ALL, dtype=object)
+    else:
+        sets = found[by].to_numpy(dtype=object, copy=True)
+        if by in jobs.columns:
+            theirs = jobs[by].to_numpy(dtype=object)[job]
+            own = pd.isna(sets) & pd.notna(theirs)
+            sets[own] = theirs[own]
+        sets[pd.isna(sets)] = None  # one missing value, whatever the column's dtype
+    nodes = pd.DataFrame(
+        {
+            "job": job, "host": host, "startd": startd, "set": sets, "own_set": own,
+            "share": 1.0 / np.bincount(job, minlength=len(jobs))[job],
+        }
+    )  # fmt: skip
+    for name in columns:
+        nodes[name] = found[name].to_numpy()
+    return nodes
+
+
 def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, speed_attribute: str = "") -> DriftReport:
     """What hardware drift cost the jobs of a history (Jackson et al. 2001, section 1).
 
@@ -135,10 +210,12 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     RequestCpus) and ``walltime_s``. ``slots``: a snapshot's slots (``name``, ``machine``,
     ``speed`` and ``by``), which give each node its set and speed: the startd of the slot's
     name first (a host may run several startds, as the condor25 pool does), else its
-    ``machine`` (the part after the last '@'). A node the slots do not show, or whose slot
-    lacks ``by``, is in the set "(unknown)", which does not make a job mixed; an unknown node
-    runs at its job's pace (nothing is known of it: it neither slows the job nor loses). Without
-    a ``speed_attribute`` every node has speed 1.0: mixed jobs are counted, nothing is lost.
+    ``machine`` (the part after the last '@'); these are :func:`job_nodes`', as efficiency by
+    set takes them. A node the slots give no ``by`` for is in its job's own ``by`` where the
+    jobs have it, else in the set "(unknown)", which does not make a job mixed; a node the
+    slots do not show runs at its job's pace (nothing is known of it: it neither slows the job
+    nor loses). Without a ``speed_attribute`` every node has speed 1.0: mixed jobs are
+    counted, nothing is lost.
     """
     for name, table, needed in (
         ("jobs table", jobs, ("user", "cpus", "walltime_s")),
@@ -150,40 +227,35 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     if by is not None and by not in slots.columns:
         raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
     notes: list[str] = []
-    none = pd.Series(None, index=jobs.index, dtype=object)
-    lists = jobs["hosts"].astype(object) if "hosts" in jobs.columns else none
-    text = lists.where(lists.notna(), jobs["host"].astype(object) if "host" in jobs.columns else none).to_numpy(
-        dtype=object
-    )
-    ran = pd.notna(text)
-    if not ran.all():
+    nodes = job_nodes(jobs, slots, by, ["speed"])
+    ran = nodes["host"].notna().to_numpy(dtype=bool)
+    if not ran.all():  # a job that names no host has one row, with none
         notes.append(f"{int((~ran).sum())} of {len(jobs)} jobs name no host (they never ran): left out")
-    # vanilla jobs (one host: most of a history) are taken as they are; only lists are split
-    multi = np.zeros(len(text), dtype=bool)
-    multi[ran] = pd.Series(text[ran], dtype=object).str.contains(",", regex=False).to_numpy(dtype=bool)
-    single = np.flatnonzero(ran & ~multi)
-    split = pd.Series(text[multi], index=np.flatnonzero(multi), dtype=object).str.split(",").explode()
-    job = np.concatenate([single, split.index.to_numpy(dtype=np.int64)])
-    host = np.concatenate([text[single], split.str.strip().to_numpy(dtype=object)])
-    startd = _startds(host)
-    columns = list(dict.fromkeys(["speed", *([by] if by is not None else [])]))
-    found = _startd_values(startd, slots, columns)
-    speed = found["speed"].to_numpy(dtype=np.float64)
+    nodes = nodes.loc[ran]
+    job = nodes["job"].to_numpy(dtype=np.int64)
+    host, startd = nodes["host"].to_numpy(dtype=object), nodes["startd"].to_numpy(dtype=object)
+    speed = nodes["speed"].to_numpy(dtype=np.float64)
     unknown = np.isnan(speed)
-    sets = found[by].to_numpy(dtype=object, copy=True) if by is not None else np.full(len(found), ALL, dtype=object)
-    sets[pd.isna(sets) | unknown] = None  # an unknown set must not make a job mixed
+    sets = nodes["set"].to_numpy(dtype=object)  # None (unknown) does not make a job mixed
+    own = nodes["own_set"].to_numpy(dtype=bool)
     if unknown.any():
         example = sorted(set(startd[unknown].tolist()) - {None})[:1]
         notes.append(
             f"{int(unknown.sum())} nodes of {pd.unique(job[unknown]).size} jobs ran on startds the status files "
             "do not show "
-            f"(e.g. {example[0] if example else None!r}): set {UNKNOWN!r}, at their job's pace"
+            f"(e.g. {example[0] if example else None!r}): "
+            f"{'' if own.any() else f'set {UNKNOWN!r}, '}at their job's pace"
+        )
+    if own.any():
+        notes.append(
+            f"{int(own.sum())} nodes of {pd.unique(job[own]).size} jobs are in the set of their job's own {by!r} "
+            "(the status files give none for them)"
         )
     if not speed_attribute:
         notes.append("machines.speed_attribute is not set: every node counts at speed 1.0, so nothing is lost to drift")
     pace = pd.Series(speed).groupby(job).transform("min").to_numpy(dtype=np.float64)  # NaN ignored
     speed = np.where(unknown, np.where(np.isnan(pace), 1.0, pace), speed)
-    nodes = pd.DataFrame(
+    held = pd.DataFrame(
         {
             "job": job,
             "job_id": jobs["job_id"].to_numpy(dtype=object)[job] if "job_id" in jobs.columns else job,
@@ -196,7 +268,7 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
             "walltime_s": floats(jobs["walltime_s"])[job],
         }
     )
-    losses = drift_loss(nodes, by="set")
+    losses = drift_loss(held, by="set")
     losses["set"] = losses["set"].where(losses["set"].notna(), UNKNOWN)
     losses["user"] = losses["user"].where(losses["user"].notna(), UNKNOWN)
     n_jobs, mixed = pd.unique(job).size, pd.unique(job[losses["mixed"].to_numpy(dtype=bool)]).size

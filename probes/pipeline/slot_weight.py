@@ -77,15 +77,19 @@ def slot_weight_report(
         snapshot = None if reading.snapshot is None else overhead_report(reading.snapshot, config, reading.idle)
         if snapshot is None:
             raise SourceError("no slot snapshot could be read from the status files: no bills to fit")
-        samples = billed_samples(snapshot.nodes, snapshot.bills, resources=priced)
+        # several instants were billed instant by instant (the nodes then carry their
+        # observed_at): a node's name repeats, so an allocation finds its node by both
+        keys = ("observed_at",) if "observed_at" in snapshot.nodes.columns else ()
+        samples = billed_samples(snapshot.nodes, snapshot.bills, resources=priced, keys=keys)
         if not len(samples):
             raise SourceError("the snapshots hold no billed allocation (no running job): no bills to fit")
         # the penalty's weight of each node shape: the bills' share of a node is priced that way
         nodes = snapshot.nodes
         shapes = pd.DataFrame({r: nodes[f"total_{r}"].to_numpy() for r in SLOT_RESOURCES}).assign(node_cost=1.0)
         weight = fit_slot_weight(samples, class_weights(shapes.drop_duplicates(), policy), resources=priced)
+        instants = f" at {nodes['observed_at'].nunique()} instants" if keys else ""
         notes = [
-            f"{len(samples)} billed allocations of {snapshot.nodes.shape[0]} nodes, "
+            f"{len(samples)} billed allocations of {nodes['name'].nunique()} nodes{instants}, "
             "each weighted by the time its snapshot stands for"
         ]
         return SlotWeightReport(metric, weight, slot_weight_error(samples, weight), samples, [], notes)

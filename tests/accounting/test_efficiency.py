@@ -113,6 +113,22 @@ def test_without_canonical_units_the_cu_columns_are_unknown() -> None:
     assert np.isnan(table["scheduling_cu"].iloc[0]) and table["scheduling"].iloc[0] == 0.65625
 
 
+def test_a_job_split_over_two_sets_counts_its_share_in_each() -> None:
+    # job x (2 nodes x 2 cores x 1000 s = 4000 core-s, 3000 CPU-s) has one node in each set:
+    # a half of it in each, 2000 core-s and 1500 CPU-s; y (fast) and z (slow) 2 x 1000 s each
+    pieces = pd.DataFrame(
+        {"cpu_model": ["fast", "slow", "fast", "slow"], "cpus": [2, 2, 2, 2], "n_hosts": [2, 2, 1, 1],
+         "walltime_s": [1000.0] * 4, "cpu_time_s": [3000.0, 3000.0, 2000.0, 1000.0], "share": [0.5, 0.5, 1.0, 1.0]}
+    )  # fmt: skip
+    sums = job_sums(pieces, "cpu_model")
+    assert sums.values.tolist() == [["fast", 2, 4000.0, 3500.0], ["slow", 2, 4000.0, 2500.0]]
+    table = efficiency_table(slot_sums(pool(), "cpu_model"), sums, overall_jobs=3).set_index("set")
+    assert table["jobs"].tolist() == [2, 2, 3]  # in each set it ran in, once overall
+    assert table["job_core_s"].tolist() == [4000.0, 4000.0, 8000.0]
+    assert table["job"].tolist() == [0.875, 0.625, 0.75]
+    assert efficiency_table(slot_sums(pool(), "cpu_model"), sums)["jobs"].tolist() == [2, 2, 4]
+
+
 def test_drift_of_a_job_spanning_two_speeds() -> None:
     # job 1 holds 8 cores of a speed-2 node and 4 cores of a speed-1 node for 1000 s; it runs
     # at speed 1, so the fast node is useful half the time: 8*1000/2 = 4000 core-s lost of

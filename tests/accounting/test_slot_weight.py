@@ -136,6 +136,25 @@ def test_billed_samples_price_the_bill_as_a_share_of_the_node() -> None:
     )
 
 
+def test_billed_samples_of_several_instants_find_the_node_of_their_own() -> None:
+    # one node dumped twice, its memory 32768 MiB then 16384 MiB (bill() with keys=observed_at
+    # names it once per instant): b's 4 cores and 8192 MiB are max(4/16, 8192/16384) x 16 = 8
+    # cores of the second node, where the first would make them max(4/16, 8192/32768) x 16 = 4
+    nodes = pd.DataFrame(
+        {"name": ["n", "n"], "observed_at": [100.0, 400.0], "total_cpus": [16.0, 16.0],
+         "total_memory": [32768.0, 16384.0], "total_disk": [1e6, 1e6]}
+    )  # fmt: skip
+    bills = pd.DataFrame(
+        {"parent": ["n", "n"], "observed_at": [100.0, 400.0], "user": ["a", "b"], "interval_s": [300.0, 300.0],
+         "cpus": [4.0, 4.0], "memory": [2048.0, 8192.0], "disk": [1.0, 1.0],
+         "billed_cpus": [4.0, 4.0], "billed_memory": [6553.6, 8192.0], "billed_disk": [5e5, 5e5]}
+    )  # fmt: skip
+    samples = billed_samples(nodes, bills, keys=("observed_at",))
+    assert samples["user"].tolist() == ["a", "b"] and samples["rate"].tolist() == pytest.approx([4.0, 8.0])
+    with pytest.raises(ValueError, match=r"repeated slot keys \['name'\]"):  # named twice, no instant to tell
+        billed_samples(nodes, bills)
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [

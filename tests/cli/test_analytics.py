@@ -168,5 +168,25 @@ def test_efficiency_of_a_history_carries_its_drift(capsys: pytest.CaptureFixture
     assert [(u["user"], u["mixed_jobs"]) for u in drift["users"]] == [("alice", 1), ("bob", 0)]
     code, out, err = run(capsys, *args)
     assert code == 0, err
-    for title in ("== drift (Jackson et al. 2001)", "== drift per set (CPUModel)", "== drift per user"):
-        assert title in out
+    for title in ("drift (Jackson et al. 2001)", "drift per set (CPUModel)", "drift per user"):
+        assert f"== {title}" in out
+
+
+def test_efficiency_and_drift_of_a_real_pool_place_jobs_alike(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, condor25: Path
+) -> None:
+    # 31 of condor25's 42 jobs lack MachineAttrHEPSPEC0: from it alone they were "(unknown)"
+    # (28 ran on the two startds of status.ads); now only the 3 that never ran are
+    config = tmp_path / "pool.toml"
+    config.write_text(f'[machines]\nspeed_attribute = "HEPSPEC"\n[probe]\nstate_dir = "{tmp_path}"\n')
+    code, out, err = run(
+        capsys, "efficiency", "--config", str(config), "--status-file", str(condor25 / "status.ads"),
+        "--history", str(condor25 / "history.ads"), "--by", "speed", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["set"]: (r["jobs"], r["job_core_s"]) for r in doc["efficiency"]}
+    assert rows == {"(unknown)": (3, 0.0), "10.5": (9, 364.0), "15.0": (30, 3815.0), "(all)": (42, 4179.0)}
+    assert [(s["set"], s["jobs"], s["dedicated_core_s"]) for s in doc["drift"]["sets"]] == [
+        (10.5, 9, 364.0), (15.0, 30, 3815.0),
+    ]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import classad2
@@ -56,6 +57,24 @@ def test_billed_weight_on_a_real_snapshot(condor25: Path) -> None:
     assert ("error on the 6 billed allocations of the snapshots: mean |weight - metric| / metric 14.44 %, "
             "33.3 % of them within 5 %; usage charged to the wrong jobs 9.56 %, "
             "total usage -8.33 %") in out  # fmt: skip
+
+
+def test_billed_weight_on_two_instants_of_a_real_pool(condor25: Path, tmp_path: Path) -> None:
+    # the same pool dumped again 300 s later: each slot's name is in both files (this raised
+    # pandas' InvalidIndexError); twice the bills give the one instant's weight and error
+    status = (condor25 / "status.ads").read_text()
+    later = tmp_path / "later.ads"
+    later.write_text(re.sub(r"(?m)^MyCurrentTime = (\d+)$", lambda m: f"MyCurrentTime = {int(m[1]) + 300}", status))
+    assert later.read_text() != status
+    code, out, err = run(
+        "slot-weight", "--metric", "billed", "--status-file", str(condor25 / "status.ads"), "--status-file", str(later)
+    )
+    assert code == 0, err
+    assert out.startswith("== slot-weight (billed)\nSLOT_WEIGHT = max({Cpus * 1.066666667, Memory * 0.00048828125})\n")
+    assert ("error on the 12 billed allocations of the snapshots: mean |weight - metric| / metric 14.44 %, "
+            "33.3 % of them within 5 %; usage charged to the wrong jobs 9.56 %, "
+            "total usage -8.33 %") in out  # fmt: skip
+    assert "12 billed allocations of 2 nodes at 2 instants, each weighted by the time its snapshot stands for" in out
 
 
 def test_bad_metric_and_inputs_are_refused(condor25: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from collector.errors import ConfigError
-from probes.pipeline.analytics import UNKNOWN, history_drift, job_sets
+from probes.pipeline.analytics import UNKNOWN, history_drift, job_nodes
 from probes.sources.history import read_history
 from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import read_status
@@ -230,5 +230,5 @@ def test_efficiency_puts_each_job_in_its_own_startds_set(fixtures: Path) -> None
     jobs, _ = read_history([condor25 / "history.ads"], JobReading(speed_attribute="HEPSPEC"))
     snapshot, _ = read_status([condor25 / "status.ads"], SlotReading(speed_attribute="HEPSPEC"))
     # without the job's own MachineAttrHEPSPEC0, each job takes its node's speed
-    sets = job_sets(jobs.drop(columns="speed"), snapshot.slots, "speed")
+    sets = job_nodes(jobs.drop(columns="speed"), snapshot.slots, "speed")["set"]
     assert sets.value_counts().to_dict() == {15.0: 30, 10.5: 9} and int(sets.isna().sum()) == 3  # 3 never ran
