@@ -56,6 +56,13 @@ PARCEL_RECORDS = 1000
 """Records per outbox row of a cycle's commit: about 1 MB of slot records; a batch sent reads whole rows."""
 
 _TIMEOUT_S = 60.0  # how long an open or a write waits for another connection to the file
+
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+"""The size the outbox's WAL is cut back to after a checkpoint: what a few seconds of a busy
+collector's commits write."""
+
+SHRINK_KEEP_BYTES = 64 * 1024 * 1024
+"""Free space :meth:`Outbox.shrink` keeps in the file, for the next commits to reuse."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -162,11 +169,18 @@ class Outbox:
     """The outbox in one SQLite file (WAL, one writer at a time)."""
 
     def __init__(
-        self, path: str | Path, *, clock: Callable[[], float] = time.time, autocheckpoint: bool = True
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        autocheckpoint: bool = True,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
     ) -> None:
         """``autocheckpoint=False``: commits never copy the WAL back into the database (SQLite does
         it by default every 1000 pages, inside the commit that crosses the mark); whoever opens
-        it so calls :meth:`wal_checkpoint` from another connection instead, off the commit path."""
+        it so calls :meth:`wal_checkpoint` from another connection instead, off the commit path.
+        ``wal_limit_bytes``: what the WAL file is cut back to once a checkpoint has copied it
+        (a backlog's WAL would otherwise keep its largest size for good)."""
         self.path = str(path)
         self._clock = clock
         try:
@@ -177,7 +191,11 @@ class Outbox:
             # 64 KiB pages make that 16 page operations instead of 256 (about a third less CPU per
             # commit: bench_store.py); a file that exists keeps its page size
             self._db.execute("PRAGMA page_size=65536")
+            # a new file gives the pages a drained backlog freed back (shrink()); a file made
+            # before keeps SQLite's default, which only a VACUUM changes
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             use_wal(self._db, _TIMEOUT_S)
+            self._db.execute(f"PRAGMA journal_size_limit={int(wal_limit_bytes)}")
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
             # records pass through: zeroing the pages a flush frees (SQLite's default here)
             # would write them once more; FAST zeroes only what costs no extra write
@@ -264,6 +282,21 @@ class Outbox:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot checkpoint the outbox's WAL ({exc})") from exc
+
+    def shrink(self, *, keep_free_bytes: int = SHRINK_KEEP_BYTES) -> int:
+        """Give the file's free pages beyond ``keep_free_bytes`` back to the file system (after a
+        backlog was sent, the pages it held stay free in the file otherwise); the bytes given
+        back. A file made before the outbox freed pages (``auto_vacuum`` off) gives nothing."""
+        try:
+            page = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+            free = int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
+            extra = free - keep_free_bytes // page
+            if extra <= 0 or int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+                return 0
+            self._db.executescript(f"PRAGMA incremental_vacuum({extra});")  # execute() frees one page a step
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot shrink the outbox ({exc})") from exc
+        return (free - int(self._db.execute("PRAGMA freelist_count").fetchone()[0])) * page
 
     def checkpoint(self, source: str) -> Any:
         """The value last committed for a source, or None."""

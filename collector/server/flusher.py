@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from collector.errors import FairacctError
 from collector.outbox import Outbox, Writer
@@ -130,17 +131,30 @@ class Flusher:
                             sink = None
                         busy = False
                     if not busy:
+                        self._checkpoint(outbox)  # whatever became of the round: the WAL must not grow
                         self._stop.wait(self.every_s)
             finally:
                 if sink is not None:
                     sink.close()
+
+    def _checkpoint(self, outbox: Outbox) -> None:
+        """A passive WAL checkpoint (the writer leaves it to us: no request waits for it); after
+        a drained backlog, the file's free pages given back, through the writer."""
+        try:
+            outbox.wal_checkpoint()
+            if self.state.depth == 0:
+                given = int(cast(int, self._writer(_shrink))) if self._writer is not None else outbox.shrink()
+                if given:
+                    _log.info("outbox: %.0f MiB given back to the file system after a backlog", given / 2**20)
+        except FairacctError as exc:
+            _log.warning("outbox: %s", exc)
 
     def flush_round(self, outbox: Outbox, sink: Sink) -> bool:
         """Flush up to 20 batches; True when the store took records and more are waiting."""
         start = time.perf_counter()
         result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20, writer=self._writer)
         elapsed = time.perf_counter() - start
-        outbox.wal_checkpoint()  # the writer leaves it to us: no request waits for it
+        self._checkpoint(outbox)
         mark = self._depth_mark()  # before counting: what is admitted later is added to the count
         status = outbox.status()
         now = self._clock()
@@ -160,3 +174,7 @@ class Flusher:
         if sum(result.dead.values()):
             _log.error("flush: the store refused %s record(s) for good (dead letters)", dict(result.dead))
         return bool(sent) and depth > 0
+
+
+def _shrink(outbox: Outbox) -> int:
+    return outbox.shrink()

@@ -273,6 +273,8 @@ def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], None] | None 
         return Delivery(unsent=str(exc))
     flushed = outbox.flush(sink)
     faults.point("after-flush")
+    if not outbox.status().depth:
+        outbox.shrink()  # a drained backlog's pages back to the file system
     return Delivery(flushed, flushed.errors[0] if flushed.errors else None)
 
 

@@ -379,6 +379,8 @@ class ProbeService:
             finally:
                 sink.close()
             status = outbox.status()
+            if not status.depth:
+                outbox.shrink()  # a drained backlog's pages back to the file system
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())

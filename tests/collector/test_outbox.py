@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,39 @@ def test_outboxes_opened_at_once_all_open(tmp_path: Path) -> None:
             assert outbox.status().depth == {}
 
     assert opened_at_once(use, tmp_path) == []
+
+
+def test_a_drained_backlog_gives_its_space_back_and_the_wal_is_cut_back(tmp_path: Path) -> None:
+    """A backlog (a store down for an hour) grows the file and its WAL; once it is sent, the
+    file gives its free pages back and a checkpoint cuts the WAL back to its limit, instead
+    of both keeping their largest size for good."""
+    path = tmp_path / "outbox.sqlite"
+    wal = tmp_path / "outbox.sqlite-wal"
+    filler = "x" * 2000
+    docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z", "pad": filler} for i in range(10_000)]
+    with (
+        Outbox(path, autocheckpoint=False, wal_limit_bytes=1 << 20) as writer,
+        Outbox(path, wal_limit_bytes=1 << 20) as flusher,
+    ):
+        for start in range(0, len(docs), 1000):
+            writer.commit({"job": docs[start : start + 1000]}, {})
+        assert wal.stat().st_size > 15 << 20  # ~20 MB committed, none checkpointed (the collector's writer)
+        flusher.wal_checkpoint()
+        writer.commit({"job": docs[:1]}, {})  # the next commit starts the WAL again, cut back to the limit
+        assert wal.stat().st_size <= 1 << 20
+        assert flusher.flush(_TakesAll(), batch_size=5000).sent["job"] == 10_001
+        flusher.wal_checkpoint()
+        grown = path.stat().st_size
+        assert grown > 15 << 20
+        given = flusher.shrink(keep_free_bytes=1 << 20)
+        flusher.wal_checkpoint()  # the file is cut at the checkpoint
+        writer.commit({"job": docs[:1]}, {})
+        assert given > 10 << 20 and path.stat().st_size < grown - (10 << 20)
+        assert wal.stat().st_size <= 1 << 20
+
+
+class _TakesAll:
+    """A store that takes every record."""
+
+    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
+        return SendResult(acked=[d["id"] for d in docs])
