@@ -15,7 +15,8 @@
         │   └── SenderNotAllowedError  a Gratia sender (the form's ``from``) not in collector.gratia_senders
         ├── UnauthorizedError     no bearer token, or one the collector does not know
         ├── ForbiddenError        a known token, but records in another probe's name
-        ├── TooLargeError         the body is over the size limit, as sent or decompressed
+        ├── TooLargeError         the body is over the size limit (as sent or decompressed), or holds
+        │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
         └── OverloadedError       the outbox holds more records than it may; retry later
 
@@ -135,7 +136,8 @@ class ForbiddenError(IngestError):
 
 
 class TooLargeError(IngestError):
-    """The body is over the collector's size limit, as sent or once decompressed."""
+    """The body is over the collector's size limit, as sent or once decompressed, or it holds
+    more records than one request may: the sender should send smaller batches."""
 
 
 class UnsupportedMediaError(IngestError):

@@ -56,6 +56,18 @@ class CollectorSettings(BaseModel):
         gt=0,
         description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
     )
+    max_records_body_size: float = Field(
+        8.0 * MIB,
+        gt=0,
+        description="Largest body of POST /v1/records (a probe's batch), as sent and decompressed, e.g. "
+        '"8 MiB"; the smaller of this and max_body_size holds.',
+    )
+    max_records_per_request: int = Field(
+        5000,
+        ge=1,
+        description="Records one POST /v1/records may hold (a probe sends 2000 at most); over it: 413, "
+        "and the probe sends the batch again in halves.",
+    )
     max_outbox_depth: int = Field(
         2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
     )
@@ -131,6 +143,12 @@ class ServerSettings(CollectorSettings):
     def max_body_bytes(self) -> int:
         """``max_body_size`` in whole bytes (at least one)."""
         return math.ceil(self.max_body_size)
+
+    @property
+    def max_records_body_bytes(self) -> int:
+        """The limit of a ``/v1/records`` body in whole bytes: the smaller of ``max_records_body_size``
+        and ``max_body_size``."""
+        return math.ceil(min(self.max_records_body_size, self.max_body_size))
 
 
 _BOUNDS = {

@@ -65,9 +65,10 @@ class Ingest:
         """The probe whose bearer token the request carries (UnauthorizedError otherwise)."""
         return self.tokens.probe_for(request.headers.get("authorization"))
 
-    async def body(self, request: Request) -> Body:
-        """The body, decompressed, within ``max_body_bytes`` (TooLargeError otherwise)."""
-        return await read_body(request, self.settings.max_body_bytes)
+    async def body(self, request: Request, limit: int | None = None) -> Body:
+        """The body, decompressed, within ``limit`` bytes (default ``max_body_bytes``;
+        TooLargeError over it)."""
+        return await read_body(request, self.settings.max_body_bytes if limit is None else limit)
 
     async def off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``fn(*args, **kwargs)`` in the :attr:`cpu` thread, awaited (its exception raised here)."""

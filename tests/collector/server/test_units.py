@@ -125,7 +125,8 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
         ({"port": "80"}, "collector port: input should be a valid integer, got '80'"),
         (
             {"max_group_records": 0, "bogus": 1},
-            "collector max_group_records: expected at least 1, got 0; collector bogus: extra inputs are not permitted, got 1",
+            "collector max_group_records: expected at least 1, got 0; "
+            "collector bogus: extra inputs are not permitted, got 1",
         ),
     ],
 )
@@ -146,6 +147,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "token_dir": "/t", "gratia_senders": ["condor:ce01"], "max_body_size": "1 KiB", "max_outbox_depth": 9,
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
+        "max_records_body_size": "2 KiB", "max_records_per_request": 10,
     }  # fmt: skip
     config = parse_config({"collector": section, "store": {"url": "https://es.example.org:9200", "username": "u"}})
     assert isinstance(config.collector, CollectorSettings) and set(section) <= set(CollectorSettings.model_fields)
@@ -153,6 +155,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     given = {k: getattr(settings, k) for k in CollectorSettings.model_fields}
     assert given == config.collector.model_dump() != CollectorSettings().model_dump()
     assert given["max_body_size"] == 1024 == settings.max_body_bytes and settings.scheme == "https"
+    assert given["max_records_body_size"] == 2048 and settings.max_records_body_bytes == 1024  # the smaller
     assert (settings.store_url, settings.store_options) == (config.store.url, config.store.auth())
     assert set(ServerSettings.model_fields) - set(CollectorSettings.model_fields) == {
         "store_url", "store_options", "max_group_records"
