@@ -18,7 +18,10 @@
         ├── TooLargeError         the body is over the size limit (as sent or decompressed), or holds
         │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
-        └── OverloadedError       the outbox holds more records than it may; retry later
+        ├── TooManyRequestsError  the probe has as many requests under way as it may; retry later
+        ├── OverloadedError       the outbox holds more records than it may; retry later
+        └── DisconnectedError     the connection closed before the body was whole (the client left,
+                                  or the collector's body deadline passed); nothing was stored
 
 Only the command line turns these into messages and exit codes; library code raises.
 Foreign exceptions (OSError, sqlite3, classad2, htcondor2) are translated where they
@@ -31,6 +34,7 @@ __all__ = [
     "BadRequestError",
     "ClassAdError",
     "ConfigError",
+    "DisconnectedError",
     "ElasticsearchError",
     "FairacctError",
     "ForbiddenError",
@@ -42,6 +46,7 @@ __all__ = [
     "SourceError",
     "StoreError",
     "TooLargeError",
+    "TooManyRequestsError",
     "UnauthorizedError",
     "UnsupportedMediaError",
 ]
@@ -146,3 +151,13 @@ class UnsupportedMediaError(IngestError):
 
 class OverloadedError(IngestError):
     """The collector's outbox holds more records than it may: the store is not keeping up."""
+
+
+class TooManyRequestsError(IngestError):
+    """The probe already has as many requests under way as one probe may
+    (``collector.max_requests_per_probe``); it should send again once they are answered."""
+
+
+class DisconnectedError(IngestError):
+    """The connection closed before the request's body was whole: the client went away, or
+    the collector closed it at its body deadline. Nothing was stored, and no one hears a reply."""

@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from collector.errors import BadRequestError, TooLargeError, UnsupportedMediaError
+from collector.errors import BadRequestError, DisconnectedError, TooLargeError, UnsupportedMediaError
+from collector.server.connections import CLOSED_BY
 
 __all__ = ["NDJSON_TYPES", "Body", "Unreadable", "decode_records", "gunzip", "is_ndjson", "read_body"]
 
@@ -60,11 +61,17 @@ async def read_body(request: Request, limit: int) -> Body:
             raise TooLargeError(f"the body is {int(declared)} bytes, over the limit of {limit}; send smaller batches")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLargeError(f"the body is over the limit of {limit} bytes; send smaller batches")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLargeError(f"the body is over the limit of {limit} bytes; send smaller batches")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        expected = f" of {declared}" if declared is not None else ""
+        by = request.scope.get(CLOSED_BY)
+        who = "the client closed the connection" if by is None else f"the collector closed the connection ({by})"
+        raise DisconnectedError(f"{who} after {size}{expected} bytes of the body") from None
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("gzip", "x-gzip"):

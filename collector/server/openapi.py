@@ -200,6 +200,9 @@ def openapi_document(
                             "a request may; nothing was stored. Send the batch in halves."
                         ),
                         "415": _error("A Content-Type or Content-Encoding the collector does not take."),
+                        "429": _error(
+                            "The probe has as many requests under way as it may; nothing was stored. Retry later."
+                        ),
                         "503": _error("Nothing was stored: the outbox is full or cannot be written. Retry later."),
                     },
                 }

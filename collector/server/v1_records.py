@@ -20,6 +20,8 @@ reply has an ``accepted`` field**):
 * **400/401/403/413/415** ``{"error": "..."}`` (no ``accepted`` field): the request was refused
   whole and nothing was stored. 413: the body is over ``collector.max_records_body_size`` (or
   ``max_body_size``), or holds more than ``max_records_per_request`` records; send it in halves.
+* **429** ``{"error": "..."}`` with ``Retry-After``: the probe has ``max_requests_per_probe``
+  requests under way; nothing was stored; send the batch again later.
 * **503** ``{"error": "..."}`` with ``Retry-After``: nothing was stored (the outbox is over its
   depth, or the disk failed); send the same batch later.
 """
@@ -43,12 +45,12 @@ REASONS_LISTED = 10  # refused records listed with their id and reason; the othe
 
 
 async def post_records(request: Request, ingest: Ingest) -> Response:
-    probe = ingest.probe(request)
-    settings = ingest.settings
-    data = (await ingest.body(request, settings.max_records_body_bytes)).data
-    parcels, judged = _judge(data, request.headers.get("content-type"), probe, settings.max_records_per_request)
-    del data  # the commit waits with the accepted records alone
-    await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
+    with ingest.sender(request) as probe:
+        settings = ingest.settings
+        data = (await ingest.body(request, settings.max_records_body_bytes)).data
+        parcels, judged = _judge(data, request.headers.get("content-type"), probe, settings.max_records_per_request)
+        del data  # the commit waits with the accepted records alone
+        await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)
     first, refused = judged.refused[0], len(judged.refused)
