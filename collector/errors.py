@@ -15,9 +15,13 @@
         │   └── SenderNotAllowedError  a Gratia sender (the form's ``from``) not in collector.gratia_senders
         ├── UnauthorizedError     no bearer token, or one the collector does not know
         ├── ForbiddenError        a known token, but records in another probe's name
-        ├── TooLargeError         the body is over the size limit, as sent or decompressed
+        ├── TooLargeError         the body is over the size limit (as sent or decompressed), or holds
+        │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
-        └── OverloadedError       the outbox holds more records than it may; retry later
+        ├── TooManyRequestsError  the probe has as many requests under way as it may; retry later
+        ├── OverloadedError       the outbox holds more records than it may; retry later
+        └── DisconnectedError     the connection closed before the body was whole (the client left,
+                                  or the collector's body deadline passed); nothing was stored
 
 Only the command line turns these into messages and exit codes; library code raises.
 Foreign exceptions (OSError, sqlite3, classad2, htcondor2) are translated where they
@@ -30,6 +34,7 @@ __all__ = [
     "BadRequestError",
     "ClassAdError",
     "ConfigError",
+    "DisconnectedError",
     "ElasticsearchError",
     "FairacctError",
     "ForbiddenError",
@@ -41,6 +46,7 @@ __all__ = [
     "SourceError",
     "StoreError",
     "TooLargeError",
+    "TooManyRequestsError",
     "UnauthorizedError",
     "UnsupportedMediaError",
 ]
@@ -135,7 +141,8 @@ class ForbiddenError(IngestError):
 
 
 class TooLargeError(IngestError):
-    """The body is over the collector's size limit, as sent or once decompressed."""
+    """The body is over the collector's size limit, as sent or once decompressed, or it holds
+    more records than one request may: the sender should send smaller batches."""
 
 
 class UnsupportedMediaError(IngestError):
@@ -144,3 +151,13 @@ class UnsupportedMediaError(IngestError):
 
 class OverloadedError(IngestError):
     """The collector's outbox holds more records than it may: the store is not keeping up."""
+
+
+class TooManyRequestsError(IngestError):
+    """The probe already has as many requests under way as one probe may
+    (``collector.max_requests_per_probe``); it should send again once they are answered."""
+
+
+class DisconnectedError(IngestError):
+    """The connection closed before the request's body was whole: the client went away, or
+    the collector closed it at its body deadline. Nothing was stored, and no one hears a reply."""

@@ -56,6 +56,36 @@ class CollectorSettings(BaseModel):
         gt=0,
         description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
     )
+    max_records_body_size: float = Field(
+        8.0 * MIB,
+        gt=0,
+        description="Largest body of POST /v1/records (a probe's batch), as sent and decompressed, e.g. "
+        '"8 MiB"; the smaller of this and max_body_size holds.',
+    )
+    max_records_per_request: int = Field(
+        5000,
+        ge=1,
+        description="Records one POST /v1/records may hold (a probe sends 2000 at most); over it: 413, "
+        "and the probe sends the batch again in halves.",
+    )
+    max_requests_per_probe: int = Field(
+        8, ge=1, description="Requests of one probe (its token) under way at once; over it: 429."
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description="Connections open at once; a new one beyond closes the one that has waited longest "
+        "without a request under way, or is closed itself when every one has a request under way.",
+    )
+    idle_timeout_s: float = Field(
+        75.0, gt=0, description="Seconds a connection may wait for a request (new, or after a reply) before it closes."
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a request's line and headers may take from its first byte."
+    )
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="Seconds a request's body may take from the end of its headers."
+    )
     max_outbox_depth: int = Field(
         2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
     )
@@ -98,12 +128,14 @@ class ServerSettings(CollectorSettings):
 
     ``store_url`` and ``store_options`` are what :func:`collector.sinks.open_sink` takes (a
     relative ``sqlite:///`` path is under ``state_dir``). ``max_group_records`` bounds one group
-    commit (the records of several requests committed in one transaction).
+    commit (the records of several requests committed in one transaction); ``max_header_bytes``
+    a request's line and headers (over it: 431 and the connection closed).
     """
 
     store_url: str = "sqlite:///store.sqlite"
     store_options: Mapping[str, Any] = Field(default_factory=dict)
     max_group_records: int = Field(50_000, ge=1)
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
 
     def __init__(self, **settings: Any) -> None:
         """A bad value is a ConfigError naming the setting. (Not so for :class:`CollectorSettings`:
@@ -131,6 +163,12 @@ class ServerSettings(CollectorSettings):
     def max_body_bytes(self) -> int:
         """``max_body_size`` in whole bytes (at least one)."""
         return math.ceil(self.max_body_size)
+
+    @property
+    def max_records_body_bytes(self) -> int:
+        """The limit of a ``/v1/records`` body in whole bytes: the smaller of ``max_records_body_size``
+        and ``max_body_size``."""
+        return math.ceil(min(self.max_records_body_size, self.max_body_size))
 
 
 _BOUNDS = {

@@ -499,9 +499,9 @@ class SummarySettings(_Section):
 
 class CollectorSection(CollectorSettings):
     """The collector service's settings (:class:`collector.settings.CollectorSettings`, where
-    they are described), with the body's size read as operators write it ("64 MiB")."""
+    they are described), with the bodies' sizes read as operators write them ("64 MiB")."""
 
-    @field_validator("max_body_size", mode="before")
+    @field_validator("max_body_size", "max_records_body_size", mode="before")
     @classmethod
     def _a_size(cls, value: Any) -> Any:
         return parse_size(value, 1) if isinstance(value, (int, float, str)) else value

@@ -35,10 +35,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from collector.server.committer import GroupCommitter
+from collector.server.connections import Connections
 from collector.server.flusher import Flusher, FlushState
 from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
-from collector.server.metrics import OutboxGauges, ServerMetrics
+from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
@@ -62,11 +63,13 @@ def create_app(
     sink_factory: Callable[[], Sink] | None = None,
     *,
     endpoints: Sequence[Endpoint] = (RECORDS, GRATIA),
+    connections: Connections | None = None,
 ) -> Starlette:
     """The collector's ASGI application.
 
     ``sink_factory`` opens the store the flusher writes to (default: the settings' store URL);
-    it is called in the flusher's thread. ``endpoints`` are the ingest routes. The token
+    it is called in the flusher's thread. ``endpoints`` are the ingest routes; ``connections``,
+    those the server keeps (:mod:`collector.server.connections`), counted in /metrics. The token
     directory is read now (ConfigError if it cannot be); the outbox is opened when the
     application starts (StoreError then).
     """
@@ -132,7 +135,8 @@ def create_app(
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
 
     async def metrics_text(request: Request) -> Response:
-        return PlainTextResponse(metrics.render(gauges()), media_type="text/plain; version=0.0.4; charset=utf-8")
+        held = None if connections is None else ConnectionGauges(connections.open, dict(connections.closed))
+        return PlainTextResponse(metrics.render(gauges(), held), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def stats(request: Request) -> Response:
         return JSONResponse(metrics.stats())

@@ -4,23 +4,34 @@ The limit holds for the body as sent (``Content-Length`` is checked before anyth
 and the stream is counted as it comes) and for the body decompressed (a gzip bomb stops at
 the limit, never inflated in full). A JSON body must be an array; an NDJSON body
 (``application/x-ndjson``) is one item per non-empty line, and a line that is not JSON is one
-refused item, not a refused request.
+refused item, not a refused request. A batch holds at most so many items.
+
+What a body costs: the body itself (as sent, and decompressed), and its parse. orjson parses
+a JSON array whole, which for a hostile body costs up to about 35 times its size
+(``[{"a":{}},...]``; ``[[],[],...]`` costs an empty list, 56 bytes and a pointer, for every 3
+bytes); an NDJSON body is parsed a line at a time, each line as its item is asked for. Hence
+the small limit of ``/v1/records`` (``collector.max_records_body_size``), and one parse at a
+time (on the event loop), whose refused items are dropped as they are judged.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from collector.errors import BadRequestError, TooLargeError, UnsupportedMediaError
+from collector.errors import BadRequestError, DisconnectedError, TooLargeError, UnsupportedMediaError
+from collector.server.connections import CLOSED_BY
 
 __all__ = ["NDJSON_TYPES", "Body", "Unreadable", "decode_records", "gunzip", "is_ndjson", "read_body"]
 
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
 _JSON_TYPES = frozenset({"application/json", ""})
+_LINE = re.compile(rb"\S[^\n]*")  # an NDJSON line that is not blank (from its first non-space)
 
 
 @dataclass(frozen=True)
@@ -50,11 +61,17 @@ async def read_body(request: Request, limit: int) -> Body:
             raise TooLargeError(f"the body is {int(declared)} bytes, over the limit of {limit}; send smaller batches")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLargeError(f"the body is over the limit of {limit} bytes; send smaller batches")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLargeError(f"the body is over the limit of {limit} bytes; send smaller batches")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        expected = f" of {declared}" if declared is not None else ""
+        by = request.scope.get(CLOSED_BY)
+        who = "the client closed the connection" if by is None else f"the collector closed the connection ({by})"
+        raise DisconnectedError(f"{who} after {size}{expected} bytes of the body") from None
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("gzip", "x-gzip"):
@@ -93,28 +110,35 @@ def is_ndjson(content_type: str | None) -> bool:
     return (content_type or "").split(";", 1)[0].strip().lower() in NDJSON_TYPES
 
 
-def decode_records(body: bytes, content_type: str | None) -> list[object]:
+def decode_records(body: bytes, content_type: str | None, max_items: int) -> Iterator[object]:
     """The items of a batch: parsed JSON values, and :class:`Unreadable` for bad NDJSON lines.
 
     ``application/json`` (or no Content-Type): a JSON array; ``application/x-ndjson``: one JSON
-    value per line. Anything else is :class:`UnsupportedMediaError`; a JSON body that is not an
-    array, or not JSON, is :class:`BadRequestError`.
+    value per line, each parsed as it is asked for. Anything else is :class:`UnsupportedMediaError`
+    (raised now); a JSON body that is not an array, or not JSON, is :class:`BadRequestError`, and
+    more than ``max_items`` items :class:`TooLargeError` (raised as the items are read).
     """
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if is_ndjson(media):
-        items: list[object] = []
-        for line in body.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                items.append(orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                items.append(Unreadable(f"not JSON ({exc})"))
-        return items
+        return _ndjson_items(body, max_items)
     if media not in _JSON_TYPES:
         raise UnsupportedMediaError(
             f"Content-Type must be application/json (an array) or application/x-ndjson, got {media[:60]!r}"
         )
+    return _array_items(body, max_items)
+
+
+def _ndjson_items(body: bytes, max_items: int) -> Iterator[object]:
+    for count, line in enumerate(_LINE.finditer(body), 1):
+        if count > max_items:
+            raise _too_many(max_items)
+        try:
+            yield orjson.loads(line.group())
+        except orjson.JSONDecodeError as exc:
+            yield Unreadable(f"not JSON ({exc})")
+
+
+def _array_items(body: bytes, max_items: int) -> Iterator[object]:
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -124,7 +148,14 @@ def decode_records(body: bytes, content_type: str | None) -> list[object]:
             f"expected a JSON array of records (or NDJSON with Content-Type application/x-ndjson), "
             f"got a JSON {_json_type(value)}"
         )
-    return value
+    if len(value) > max_items:
+        raise _too_many(max_items, len(value))
+    yield from value
+
+
+def _too_many(limit: int, count: int | None = None) -> TooLargeError:
+    what = f"{count} records" if count is not None else f"more than {limit} records"
+    return TooLargeError(f"the batch holds {what}, over the limit of {limit} a request; send smaller batches")
 
 
 def _json_type(value: object) -> str:

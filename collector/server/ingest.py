@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from collector.errors import TooManyRequestsError
 from collector.outbox import Parcel
 from collector.server.body import Body, read_body
 from collector.server.committer import GroupCommitter
@@ -61,13 +64,38 @@ class Ingest:
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fairacct: convert")
     )
 
+    # Requests under way by probe (read and written on the event loop only).
+    under_way: Counter[str] = field(default_factory=Counter)
+
     def probe(self, request: Request) -> str:
         """The probe whose bearer token the request carries (UnauthorizedError otherwise)."""
         return self.tokens.probe_for(request.headers.get("authorization"))
 
-    async def body(self, request: Request) -> Body:
-        """The body, decompressed, within ``max_body_bytes`` (TooLargeError otherwise)."""
-        return await read_body(request, self.settings.max_body_bytes)
+    @contextlib.contextmanager
+    def sender(self, request: Request) -> Iterator[str]:
+        """The probe whose token the request carries (UnauthorizedError otherwise), counted as
+        having this request under way until the block ends; TooManyRequestsError when it already
+        has ``max_requests_per_probe`` (a probe sends one batch at a time: more at once is a
+        misconfigured or hostile sender, whose bodies would hold the collector's memory)."""
+        probe = self.probe(request)
+        limit = self.settings.max_requests_per_probe
+        if self.under_way[probe] >= limit:
+            raise TooManyRequestsError(
+                f"probe {probe!r} has {limit} requests under way, the most one probe may have "
+                "(collector.max_requests_per_probe); send the next once they are answered"
+            )
+        self.under_way[probe] += 1
+        try:
+            yield probe
+        finally:
+            self.under_way[probe] -= 1
+            if not self.under_way[probe]:
+                del self.under_way[probe]
+
+    async def body(self, request: Request, limit: int | None = None) -> Body:
+        """The body, decompressed, within ``limit`` bytes (default ``max_body_bytes``;
+        TooLargeError over it)."""
+        return await read_body(request, self.settings.max_body_bytes if limit is None else limit)
 
     async def off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``fn(*args, **kwargs)`` in the :attr:`cpu` thread, awaited (its exception raised here)."""

@@ -19,7 +19,7 @@ This is plain Python on purpose: a per-record pydantic model costs about five ti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -55,8 +55,9 @@ class Judgement:
     refused: list[Refusal] = field(default_factory=list)
 
 
-def judge_records(items: Sequence[object], probe: str) -> Judgement:
-    """Sort ``items`` (parsed JSON values) into accepted and refused records for ``probe``."""
+def judge_records(items: Iterable[object], probe: str) -> Judgement:
+    """Sort ``items`` (parsed JSON values) into accepted and refused records for ``probe``; a
+    refused item is not kept (only its :class:`Refusal`)."""
     out = Judgement()
     for index, item in enumerate(items):
         reason = _fault(item, probe, index)

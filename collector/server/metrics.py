@@ -18,6 +18,10 @@ metric                                                  type       labels
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
+``fairacct_collector_connections``                      gauge      (open now)
+``fairacct_collector_connections_closed_total``         counter    ``reason`` (by the collector: a
+                                                                   deadline, the cap;
+                                                                   collector/server/connections.py)
 ======================================================  =========  ================================
 
 Label values are endpoint names, status codes, reasons from the error mapping, record kinds
@@ -37,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Histogram", "OutboxGauges", "ServerMetrics"]
+__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -80,6 +84,14 @@ class OutboxGauges:
     dead_letters: Mapping[str, int]
     last_store_success: float | None
     commits: int
+
+
+@dataclass(frozen=True)
+class ConnectionGauges:
+    """The connections open now, and those the collector closed, by reason."""
+
+    open: int
+    closed: Mapping[str, int]
 
 
 class ServerMetrics:
@@ -137,8 +149,8 @@ class ServerMetrics:
                 "RequestErrors": sum(n for (e, code), n in self.requests.items() if e in self._ingest and code >= 400),
             }
 
-    def render(self, outbox: OutboxGauges) -> str:
-        """Every metric in Prometheus' text format."""
+    def render(self, outbox: OutboxGauges, connections: ConnectionGauges | None = None) -> str:
+        """Every metric in Prometheus' text format (those of connections when given)."""
         now = self._clock()
         out: list[str] = []
 
@@ -184,6 +196,11 @@ class ServerMetrics:
         family(f"{p}last_store_success_timestamp_seconds", "gauge",
                "UNIX time the store last took records (or the outbox was found empty).",
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
+        if connections is not None:
+            family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
+            family(f"{p}connections_closed_total", "counter",
+                   "Connections the collector closed, by reason (a deadline, the cap on connections).",
+                   [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip
         return "\n".join(out) + "\n"
 
 

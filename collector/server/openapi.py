@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.records import PROBE_KINDS, SCHEMA_VERSION
+from collector.server.v1_records import REASONS_LISTED
 from collector.settings import ServerSettings
 
 __all__ = ["openapi_document"]
@@ -120,16 +121,20 @@ def openapi_document(
                 },
                 "PartlyRefused": {
                     "type": "object",
-                    "required": ["error", "accepted", "rejected"],
+                    "required": ["error", "accepted", "refused", "rejected"],
                     "properties": {
                         "error": {"type": "string"},
                         "accepted": {"type": "integer", "minimum": 0},
+                        "refused": {"type": "integer", "minimum": 1},
                         "rejected": {
                             "type": "array",
+                            "description": f"Every refused record: the first {REASONS_LISTED} with their id and "
+                            "reason, the others by index alone.",
                             "minItems": 1,
+                            "maxItems": settings.max_records_per_request,
                             "items": {
                                 "type": "object",
-                                "required": ["index", "id", "reason"],
+                                "required": ["index"],
                                 "properties": {
                                     "index": {"type": "integer", "minimum": 0},
                                     "id": {"type": ["string", "null"]},
@@ -157,7 +162,8 @@ def openapi_document(
                     ],
                     "requestBody": {
                         "required": True,
-                        "description": f"At most {settings.max_body_bytes} bytes, as sent and decompressed.",
+                        "description": f"At most {settings.max_records_body_bytes} bytes, as sent and decompressed, "
+                        f"and {settings.max_records_per_request} records.",
                         "content": {
                             "application/json": {
                                 "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Record"}}
@@ -189,8 +195,14 @@ def openapi_document(
                         },
                         "401": _error("No bearer token, or an unknown one."),
                         "403": _error("A record in another probe's name; nothing was stored."),
-                        "413": _error("The body is over the size limit, as sent or decompressed."),
+                        "413": _error(
+                            "The body is over the size limit (as sent or decompressed), or holds more records than "
+                            "a request may; nothing was stored. Send the batch in halves."
+                        ),
                         "415": _error("A Content-Type or Content-Encoding the collector does not take."),
+                        "429": _error(
+                            "The probe has as many requests under way as it may; nothing was stored. Retry later."
+                        ),
                         "503": _error("Nothing was stored: the outbox is full or cannot be written. Retry later."),
                     },
                 }

@@ -13,8 +13,10 @@ UnauthorizedError          401     unauthorized           the message (+ ``WWW-A
 ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
 UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+TooManyRequestsError       429     too_many_requests      the message (+ ``Retry-After``)    ``Service unavailable right now``
 OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
 StoreError                 503     store_unavailable      "cannot make records durable ..."  ``Service unavailable right now``
+DisconnectedError          499     disconnected           none is heard (one INFO line)      none is heard
 anything else (a bug)      500     internal               "internal error" (logged)          ``Internal server error``
 =========================  ======  =====================  =================================  ==============================
 
@@ -23,6 +25,8 @@ endpoints (Gratia's ``/gratia-servlets/rmi``) answer with GRACC's collector's te
 text/plain (collector/gratia/wire.py), which gratia-probe reads: only exactly ``OK`` lets it
 delete its records, and :data:`~collector.gratia.wire.POST_TOO_LARGE` makes it send smaller
 bundles. A store failure's details, and a 503's reason, go to the log, not to the sender.
+A client gone before its body was whole (499, nginx's "client closed request") is one line at
+INFO: a fact about the network, not an error of the collector's.
 """  # noqa: E501 - the table of replies is wider than a line
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from collector.errors import (
     BadRequestError,
+    DisconnectedError,
     ForbiddenError,
     OverloadedError,
     RecordError,
     SenderNotAllowedError,
     StoreError,
     TooLargeError,
+    TooManyRequestsError,
     UnauthorizedError,
     UnsupportedMediaError,
 )
@@ -63,8 +69,10 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (ForbiddenError, 403, "forbidden"),
     (TooLargeError, 413, "too_large"),
     (UnsupportedMediaError, 415, "unsupported_media"),
+    (TooManyRequestsError, 429, "too_many_requests"),
     (OverloadedError, 503, "overloaded"),
     (StoreError, 503, "store_unavailable"),
+    (DisconnectedError, 499, "disconnected"),
 )
 _STORE_MESSAGE = "the collector cannot make records durable right now; retry later"
 
@@ -87,13 +95,15 @@ def error_reply(exc: Exception, style: Style, where: str = "") -> tuple[Response
         message = _STORE_MESSAGE
     else:
         message = str(exc)
+    if status == 499:
+        _log.info("%s: %s; nothing was stored", where or "request", message)
     headers = {}
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="fairacct"'
-    if status == 503:
+    if status in (429, 503):
         headers["Retry-After"] = str(RETRY_AFTER_S)
     if style is Style.TEXT:
-        if status in (413, 503) and not isinstance(exc, StoreError):  # GRACC's text does not say why
+        if status in (413, 429, 503) and not isinstance(exc, StoreError):  # GRACC's text does not say why
             _log.warning("%s: %d: %s", where or "request", status, message)
         return PlainTextResponse(_gracc_text(exc, status, message), status, headers=headers), reason
     return JSONResponse({"error": message}, status, headers=headers), reason
@@ -103,7 +113,7 @@ def _gracc_text(exc: Exception, status: int, message: str) -> str:
     """The body GRACC's collector gives for the same error (see the module docstring)."""
     if status == 500:
         return INTERNAL_ERROR
-    if status == 503:
+    if status in (429, 503):
         return UNAVAILABLE
     if status == 413:
         return POST_TOO_LARGE
@@ -128,7 +138,8 @@ def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics
         try:
             response = await handler(request)
         except Exception as exc:  # noqa: BLE001  every error becomes a reply here, and nowhere else
-            response, reason = error_reply(exc, style, f"{request.method} {request.url.path}")
+            client = f" from {request.client.host}:{request.client.port}" if request.client else ""
+            response, reason = error_reply(exc, style, f"{request.method} {request.url.path}{client}")
         if reason is None and response.status_code >= 400:
             reason = "records_refused"
         metrics.request(endpoint, response.status_code, time.perf_counter() - start, reason)

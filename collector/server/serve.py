@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import math
+import resource
 import socket
 import ssl
 import sys
@@ -18,6 +20,7 @@ import uvicorn
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox
 from collector.server.app import create_app, store_sink_factory
+from collector.server.connections import Connections, guarded_protocol
 from collector.settings import ServerSettings
 from collector.sinks import Sink
 
@@ -37,9 +40,15 @@ def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = No
     factory = sink_factory or store_sink_factory(settings)
     factory().close()  # a store URL that cannot be opened fails here, not in the flusher
     Outbox(settings.outbox_path).close()  # so does an outbox that cannot be created
-    app = create_app(settings, factory)
+    _enough_files(settings.max_connections)
+    connections = Connections.of(settings)
+    app = create_app(settings, factory, connections=connections)
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(connections),  # deadlines, the cap on connections, bounded headers
+        ws="none",
+        # the guard closes idle connections first (and counts them); uvicorn's own timer is a backstop
+        timeout_keep_alive=math.ceil(settings.idle_timeout_s) + 1,
         ssl_certfile=settings.tls_cert_file or None,
         ssl_keyfile=settings.tls_key_file or None,
         lifespan="on",
@@ -100,6 +109,29 @@ def _keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+# Files the collector opens besides its connections: the outbox and the store (SQLite's
+# database, journal and shared memory, per connection), Elasticsearch's connection pool, its
+# logs, the token directory as it is read again.
+_FILES_BESIDES_CONNECTIONS = 100
+
+
+def _enough_files(max_connections: int) -> None:
+    """Have the process allowed to open ``max_connections`` connections and what else it needs:
+    its soft limit raised as far as its hard limit lets it, else a ConfigError. (At the limit,
+    the event loop could accept nothing, probes included; under it, the cap decides.)"""
+    needed = max_connections + _FILES_BESIDES_CONNECTIONS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ConfigError(
+            f"collector max_connections: {max_connections} connections need {needed} open files, but this "
+            f"process may open at most {hard} (its hard limit: systemd's LimitNOFILE, ulimit -Hn); "
+            f"lower max_connections to at most {max(1, hard - _FILES_BESIDES_CONNECTIONS)} or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -11,17 +11,24 @@ reply has an ``accepted`` field**):
 
 * **202** ``{"accepted": N, "rejected": []}``: every record is durable in the collector's
   outbox. Delete them.
-* **400** ``{"error": "...", "accepted": N, "rejected": [{"index", "id", "reason"}, ...]}``:
-  the records listed were refused one by one (``index`` counts from 0 in the batch: array
-  position, or non-empty line); every other record is durable. Delete the accepted ones; the
-  refused ones will never be accepted as they are (dead letters).
+* **400** ``{"error": "...", "accepted": N, "refused": R, "rejected": [...]}``: the R records
+  listed were refused one by one (``index`` counts from 0 in the batch: array position, or
+  non-empty line); every other record is durable. Delete the accepted ones; the refused ones
+  will never be accepted as they are (dead letters). Every refused record is listed, the first
+  :data:`REASONS_LISTED` as ``{"index", "id", "reason"}``, the others as ``{"index"}`` alone:
+  a batch holds at most ``collector.max_records_per_request`` records, so the reply is bounded.
 * **400/401/403/413/415** ``{"error": "..."}`` (no ``accepted`` field): the request was refused
-  whole and nothing was stored.
+  whole and nothing was stored. 413: the body is over ``collector.max_records_body_size`` (or
+  ``max_body_size``), or holds more than ``max_records_per_request`` records; send it in halves.
+* **429** ``{"error": "..."}`` with ``Retry-After``: the probe has ``max_requests_per_probe``
+  requests under way; nothing was stored; send the batch again later.
 * **503** ``{"error": "..."}`` with ``Retry-After``: nothing was stored (the outbox is over its
   depth, or the disk failed); send the same batch later.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,32 +36,45 @@ from starlette.responses import JSONResponse, Response
 from collector.outbox import Parcel
 from collector.server.body import decode_records
 from collector.server.ingest import Endpoint, Ingest
-from collector.server.judge import judge_records
+from collector.server.judge import Judgement, Refusal, judge_records
 from collector.server.replies import Style
 
-__all__ = ["RECORDS", "post_records"]
+__all__ = ["REASONS_LISTED", "RECORDS", "post_records"]
+
+REASONS_LISTED = 10  # refused records listed with their id and reason; the others by index alone
 
 
 async def post_records(request: Request, ingest: Ingest) -> Response:
-    probe = ingest.probe(request)
-    body = await ingest.body(request)
-    content_type = request.headers.get("content-type")
-    items = decode_records(body.data, content_type)
-    judged = judge_records(items, probe)  # accepted records carry their stored (owned) ids
-    parcels = [Parcel.encoded(kind, docs) for kind, docs in judged.accepted.items()]
-    await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
+    with ingest.sender(request) as probe:
+        settings = ingest.settings
+        data = (await ingest.body(request, settings.max_records_body_bytes)).data
+        parcels, judged = _judge(data, request.headers.get("content-type"), probe, settings.max_records_per_request)
+        del data  # the commit waits with the accepted records alone
+        await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)
-    first = judged.refused[0]
+    first, refused = judged.refused[0], len(judged.refused)
     return JSONResponse(
         {
-            "error": f"{len(judged.refused)} of {len(items)} records refused (the first, record {first.index}: "
+            "error": f"{refused} of {judged.count + refused} records refused (the first, record {first.index}: "
             f"{first.reason}); the {judged.count} others are durable",
             "accepted": judged.count,
-            "rejected": [r.as_json() for r in judged.refused],
+            "refused": refused,
+            "rejected": [_listed(r, i) for i, r in enumerate(judged.refused)],
         },
         status_code=400,
     )
+
+
+def _judge(data: bytes, content_type: str | None, probe: str, max_records: int) -> tuple[list[Parcel], Judgement]:
+    """The accepted records in parcels, encoded, and the judgement: of what the request parsed,
+    only the accepted records outlive this call (a refused item is dropped as it is judged)."""
+    judged = judge_records(decode_records(data, content_type, max_records), probe)
+    return [Parcel.encoded(kind, docs) for kind, docs in judged.accepted.items()], judged
+
+
+def _listed(refusal: Refusal, position: int) -> dict[str, Any]:
+    return refusal.as_json() if position < REASONS_LISTED else {"index": refusal.index}
 
 
 RECORDS = Endpoint("/v1/records", "records", Style.JSON, post_records)

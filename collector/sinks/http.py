@@ -7,9 +7,11 @@ tests) with ``token_file``, the file holding this probe's bearer token. A batch 
 
 * 202: every record is durable at the collector: all acknowledged;
 * 400 with ``accepted``: the records listed in ``rejected`` are refused for good (the outbox
-  moves them to its dead letters), every other one is acknowledged;
+  moves them to its dead letters), every other one is acknowledged; the collector lists every
+  refused record but gives the reasons of the first few only (the others get the first's);
 * 413: the batch is split in halves, each sent again (a single record over the limit is
-  refused for good);
+  refused for good); the body is over the collector's size limit, or the batch holds more
+  records than a request may;
 * anything else (401, 403, a 400 without ``accepted``, 415, 429, 5xx, no answer):
   :class:`SinkError`: nothing is acknowledged, the outbox keeps the batch and the flusher
   tries again later. A wrong token is a configuration error that only the site can mend; it
@@ -150,15 +152,22 @@ class CollectorSink:
         answer = _json(reply)
         refused = answer.get("rejected") if status == 400 and "accepted" in answer else None
         if isinstance(refused, list):
-            reasons = {}
+            reasons: dict[int, str | None] = {}
             for item in refused:
                 if isinstance(item, Mapping) and isinstance(item.get("index"), int) and 0 <= item["index"] < len(docs):
-                    reasons[item["index"]] = str(item.get("reason"))
+                    reason = item.get("reason")
+                    reasons[item["index"]] = None if reason is None else str(reason)
+            first = next((r for r in reasons.values() if r is not None), "no reason given")
             for index, doc in enumerate(docs):
-                if index in reasons:
-                    result.rejected[str(doc["id"])] = f"refused by the collector: {reasons[index]}"
-                else:
+                if index not in reasons:
                     result.acked.append(str(doc["id"]))
+                elif (reason := reasons[index]) is not None:
+                    result.rejected[str(doc["id"])] = f"refused by the collector: {reason}"
+                else:  # listed by its index alone: the collector gives the reasons of the first few
+                    result.rejected[str(doc["id"])] = (
+                        f"refused by the collector, one of {len(reasons)} records refused in its batch (the "
+                        f"collector gives the reasons of the first few only; the first's: {first})"
+                    )
             return
         why = answer.get("error") or reply.text[:200]
         hint = ""

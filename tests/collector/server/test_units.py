@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gzip
+import importlib
 import inspect
 import platform
 import subprocess
@@ -147,6 +148,8 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "token_dir": "/t", "gratia_senders": ["condor:ce01"], "max_body_size": "1 KiB", "max_outbox_depth": 9,
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
+        "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
+        "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,
     }  # fmt: skip
     config = parse_config({"collector": section, "store": {"url": "https://es.example.org:9200", "username": "u"}})
     assert isinstance(config.collector, CollectorSettings) and set(section) <= set(CollectorSettings.model_fields)
@@ -154,9 +157,10 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     given = {k: getattr(settings, k) for k in CollectorSettings.model_fields}
     assert given == config.collector.model_dump() != CollectorSettings().model_dump()
     assert given["max_body_size"] == 1024 == settings.max_body_bytes and settings.scheme == "https"
+    assert given["max_records_body_size"] == 2048 and settings.max_records_body_bytes == 1024  # the smaller
     assert (settings.store_url, settings.store_options) == (config.store.url, config.store.auth())
     assert set(ServerSettings.model_fields) - set(CollectorSettings.model_fields) == {
-        "store_url", "store_options", "max_group_records"
+        "store_url", "store_options", "max_group_records", "max_header_bytes"
     }  # fmt: skip
 
 
@@ -184,6 +188,25 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
         committer.stop()
     with pytest.raises(StoreError, match="the outbox writer has stopped"):
         committer.write(depth)
+
+
+def test_the_collector_may_open_the_files_its_connections_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve() raises the soft limit on open files to max_connections and 100 more, as far as the
+    hard limit lets it, and refuses to start beyond (at the limit, no probe could connect)."""
+    serving = importlib.import_module("collector.server.serve")  # (the package's ``serve`` is the function)
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(serving.resource, "getrlimit", lambda _: limits["now"])
+    monkeypatch.setattr(serving.resource, "setrlimit", lambda _, value: limits.update(now=value))
+    serving._enough_files(500)
+    assert limits["now"] == (1024, 4096)
+    serving._enough_files(2000)
+    assert limits["now"] == (2100, 4096)
+    message = (
+        r"collector max_connections: 5000 connections need 5100 open files, but this process may open at most "
+        r"4096 .*; lower max_connections to at most 3996"
+    )
+    with pytest.raises(ConfigError, match=message):
+        serving._enough_files(5000)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings are glibc malloc's")
