@@ -30,16 +30,18 @@ takes (see benchmarks/bench_collector.py for what it costs).
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
 
 from mappings import DIRECTORY
 
-__all__ = ["MAX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault", "show"]
+__all__ = ["MAX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault", "records_faults", "show"]
 
 MAX_STRING_BYTES = 32_766
 """Lucene's largest term: a longer keyword makes Elasticsearch refuse the whole document."""
@@ -59,6 +61,73 @@ def field_types(kind: str) -> Mapping[str, str]:
     template = json.loads((DIRECTORY / f"{kind}.json").read_text())
     properties = template["template"]["mappings"]["properties"]
     return {name: spec.get("type", "object") for name, spec in properties.items()}
+
+
+def records_faults(kind: str, docs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """Why a store could not hold each of ``docs`` that it could not (by position), as
+    :func:`record_fault` says it. Checked a field at a time across the batch: a column's types
+    and ranges in one pass of C-level builtins (a request's records are mostly alike), and only
+    the records of a column that does not pass are looked at one by one."""
+    suspects = {i for i, doc in enumerate(docs) if len(doc) > MAX_FIELDS}
+    types = field_types(kind)
+    names = sorted(set().union(*docs)) if docs else []
+    for name, values in zip(names, _columns(docs, names), strict=True):
+        expected = types.get(name)
+        if (expected is None and not _NAME.fullmatch(name)) or not _column_fits(expected, values):
+            suspects.update(i for i, v in enumerate(values) if v is not None or name in docs[i])
+    faults = {}
+    for i in sorted(suspects):
+        reason = record_fault(kind, docs[i])
+        if reason is not None:
+            faults[i] = reason
+    return faults
+
+
+def _columns(docs: Sequence[Mapping[str, Any]], names: list[str]) -> list[Sequence[Any]]:
+    """The values of each of ``names`` in ``docs`` (None where a record lacks it), transposed
+    in C when every record has every name (the common case), else a name at a time."""
+    try:
+        rows = list(map(operator.itemgetter(*names), docs)) if len(names) > 1 else None
+    except KeyError:
+        rows = None
+    if rows is not None:
+        return list(zip(*rows, strict=True))
+    return [list(map(dict.get, docs, itertools.repeat(name))) for name in names]  # type: ignore[arg-type]
+
+
+_SCALARS = {
+    None: {str, bool, int, float, type(None)},
+    "keyword": {str, type(None)},
+    "text": {str, type(None)},
+    "date": {str, type(None)},
+    "boolean": {bool, type(None)},
+    "long": {int, float, type(None)},
+    "integer": {int, float, type(None)},
+    "double": {int, float, type(None)},
+    "float": {int, float, type(None)},
+}
+
+
+def _column_fits(expected: str | None, values: Sequence[Any]) -> bool:
+    """Whether every value of a column fits a field of type ``expected`` (False: look closer)."""
+    kinds = set(map(type, values))
+    if not kinds <= _SCALARS.get(expected, set()):
+        return False
+    if str in kinds:
+        texts = values if len(kinds) == 1 else [v for v in values if type(v) is str]
+        if max(map(len, texts)) > _SURE_FIT:
+            return False
+        if expected == "date":
+            try:
+                list(map(datetime.fromisoformat, texts))  # in C: a call per value costs more than the parse
+            except ValueError:
+                return False
+    if int in kinds or float in kinds:
+        numbers = values if kinds <= {int, float} else [v for v in values if type(v) in (int, float)]
+        low, high = _INT32 if expected == "integer" else _INT64
+        if (int in kinds or expected in ("long", "integer")) and not low <= min(numbers) <= max(numbers) <= high:
+            return False
+    return True
 
 
 def record_fault(kind: str, doc: Mapping[str, Any]) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from collector.errors import ForbiddenError
 from collector.records import PROBE_KINDS, SCHEMA_VERSION, owned_id
-from collector.schema import is_iso_time, record_fault, show
+from collector.schema import is_iso_time, records_faults, show
 from collector.server.body import Unreadable
 
 __all__ = ["Judgement", "Refusal", "judge_records"]
@@ -57,20 +57,39 @@ class Judgement:
 
 def judge_records(items: Iterable[object], probe: str) -> Judgement:
     """Sort ``items`` (parsed JSON values) into accepted and refused records for ``probe``; a
-    refused item is not kept (only its :class:`Refusal`)."""
+    refused item is not kept (only its :class:`Refusal`). The fields are checked kind by kind
+    over the whole batch (:func:`collector.schema.records_faults`), once the rest of each
+    record passed."""
     out = Judgement()
+    candidates: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, item in enumerate(items):
         reason = _fault(item, probe, index)
         if reason is None:
             doc = cast(dict[str, Any], item)  # _fault checked it is a dict
+            candidates.setdefault(doc["kind"], []).append((index, doc))
+        else:
+            out.refused.append(Refusal(index, _id_of(item), reason))
+    for kind, pairs in candidates.items():
+        docs = [doc for _, doc in pairs]
+        faults = records_faults(kind, docs)
+        accepted = out.accepted.setdefault(kind, [])
+        for position, (index, doc) in enumerate(pairs):
+            if position in faults:
+                out.refused.append(Refusal(index, _id_of(doc), faults[position]))
+                continue
             doc["source_id"] = doc["id"]
             doc["id"] = owned_id(probe, doc["id"])
-            out.accepted.setdefault(doc["kind"], []).append(doc)
-            out.count += 1
-        else:
-            id_ = item.get("id") if type(item) is dict else None
-            out.refused.append(Refusal(index, id_ if isinstance(id_, str) else None, reason))
+            accepted.append(doc)
+        if not accepted:
+            del out.accepted[kind]
+    out.count = sum(map(len, out.accepted.values()))
+    out.refused.sort(key=lambda r: r.index)
     return out
+
+
+def _id_of(item: object) -> str | None:
+    id_ = item.get("id") if type(item) is dict else None
+    return id_ if isinstance(id_, str) else None
 
 
 def _fault(item: object, probe: str, index: int) -> str | None:
@@ -104,4 +123,4 @@ def _fault(item: object, probe: str, index: int) -> str | None:
         return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {show(stamp)}"
     if "source_id" in item:
         return "'source_id' is the collector's to set (the id the probe sent)"
-    return record_fault(kind, item)
+    return None
