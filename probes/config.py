@@ -41,6 +41,7 @@ from collector.sinks import check_url
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, Target
 from probes.accounting.penalty import PenaltyPolicy
 from probes.accounting.priority import PriorityPolicy
+from probes.sources.credentials import JOB_IDENTITY, SLOT_IDENTITY
 from probes.sources.settings import RESOURCE_ATTRIBUTES, SITE_ATTRIBUTES, JobReading, SlotReading
 from probes.units import parse_size
 
@@ -250,17 +251,43 @@ class SourceSettings(_Section):
 
 
 class CredentialSettings(_Section):
-    user: list[str] = Field(["Owner", "User"], description="Job attributes naming the user; the first present wins.")
+    submitter: list[str] = Field(
+        list(JOB_IDENTITY.submitter),
+        description="Job attributes naming the submitter as the negotiator does (condor_userprio); the first "
+        "present wins, and a name without @ gets the uid domain of the job's User.",
+    )
+    user: list[str] = Field(
+        list(JOB_IDENTITY.user),
+        description="Job attributes naming the user; the first present wins. From AccountingGroup the last "
+        "component, from any other '@uid_domain' is dropped.",
+    )
     group: list[str] = Field(
-        ["AcctGroup", "AccountingGroup"],
+        list(JOB_IDENTITY.group),
         description="Job attributes naming the accounting group; from AccountingGroup ('group.user') "
         "the last component, the user, is dropped.",
     )
-    project: list[str] = Field(["ProjectName", "Project"], description="Job attributes naming the project.")
+    project: list[str] = Field(list(JOB_IDENTITY.project), description="Job attributes naming the project.")
     queue: list[str] = Field(
         ["MachineAttrGLIDEIN_SiteWMS_Queue0"], description="Job attributes naming the queue or class."
     )
     qos: list[str] = Field(default_factory=list, description="Job attributes naming the QOS.")
+    slot_submitter: list[str] = Field(
+        list(SLOT_IDENTITY.submitter),
+        description="Slot attributes naming the submitter of a claim's job (AccountingGroup carries it whole "
+        "on HTCondor 25, where RemoteUser is the owner); the p-slot's Child<name> lists too.",
+    )
+    slot_user: list[str] = Field(
+        list(SLOT_IDENTITY.user),
+        description="Slot attributes naming the user of a claim's job, read as the job's user attributes are; "
+        "AcctGroupUser is there when STARTD_JOB_ATTRS copies it.",
+    )
+    slot_group: list[str] = Field(
+        list(SLOT_IDENTITY.group), description="Slot attributes naming the accounting group of a claim's job."
+    )
+    slot_project: list[str] = Field(
+        list(SLOT_IDENTITY.project),
+        description="Slot attributes naming the project of a claim's job (there when STARTD_JOB_ATTRS copies it).",
+    )
 
 
 class SiteSettings(_Section):
@@ -512,7 +539,9 @@ class ProbeConfig(_Section):
 
     pool: PoolSettings = Field(default_factory=PoolSettings, description="The pool.")
     sources: SourceSettings = Field(default_factory=SourceSettings, description="Where ads come from.")
-    credentials: CredentialSettings = Field(default_factory=CredentialSettings, description="Who a job is.")
+    credentials: CredentialSettings = Field(
+        default_factory=CredentialSettings, description="Who a job, or a slot's claim, is billed to."
+    )
     site: SiteSettings = Field(default_factory=SiteSettings, description="Where a job or slot is.")
     machines: MachineSettings = Field(default_factory=MachineSettings, description="Machine speed and cost.")
     partitions: tuple[Partition, ...] = Field(
@@ -546,6 +575,7 @@ class ProbeConfig(_Section):
         """What the startd reader needs of this configuration (with ``with_class_attributes``,
         the machine class attributes are kept as columns too, for pricing)."""
         extra = self.sources.slot_attributes
+        c = self.credentials
         if with_class_attributes:
             extra = list(dict.fromkeys([*extra, *self.machines.class_attributes]))
         return SlotReading(
@@ -558,12 +588,17 @@ class ProbeConfig(_Section):
             cost_attribute=self.machines.cost_attribute,
             extra_attributes=tuple(extra),
             partitions=tuple((p.name, p.match) for p in self.partitions),
+            submitter=tuple(c.slot_submitter),
+            user=tuple(c.slot_user),
+            group=tuple(c.slot_group),
+            project=tuple(c.slot_project),
         )
 
     def job_reading(self) -> JobReading:
         """What the history reader needs of this configuration."""
         c = self.credentials
         return JobReading(
+            submitter=tuple(c.submitter),
             user=tuple(c.user),
             group=tuple(c.group),
             project=tuple(c.project),

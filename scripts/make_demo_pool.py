@@ -926,6 +926,11 @@ def claim_attrs(job: Job) -> Ad:
         "AccountingGroup": f"{user.accounting_group}@{UID_DOMAIN}",  # the slot's form carries the domain
         "GlobalJobId": job.global_job_id,
         "JobId": job.job_id,
+        # copied from the job ad, as the pilots' STARTD_JOB_ATTRS = $(STARTD_JOB_ATTRS) AcctGroup
+        # AcctGroupUser ProjectName asks: who the claim is for, and the project it is charged to
+        "AcctGroup": user.group,
+        "AcctGroupUser": user.owner,
+        "ProjectName": user.project,
     }
 
 

@@ -50,7 +50,7 @@ def metacentrum() -> Path:
 def generated_history(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """``make(n, malformed=i)``: a ``condor_history -long`` file of ``n`` realistic job ads
     (benchmarks/generate_history.py, seed 0; about 3.7 KB an ad, so 2,000 ads span several of
-    the reader's 2 MiB chunks), with ad ``i`` (0-based) malformed if given (its ``Owner``, an unterminated string).
+    the reader's 2 MiB chunks), with ad ``i`` (0-based) malformed if given (its ``User``, an unterminated string).
     Made once per session for each (n, i)."""
     spec = importlib.util.spec_from_file_location("generate_history", ROOT / "benchmarks" / "generate_history.py")
     assert spec is not None and spec.loader is not None
@@ -64,8 +64,9 @@ def generated_history(tmp_path_factory: pytest.TempPathFactory) -> Callable[...,
             generator.generate(path, n)
             if malformed is not None:
                 ads = path.read_text(encoding="ascii").split("\n\n")
-                ads[malformed], cut = re.subn(r'(?m)^Owner = "(\w+)"$', r'Owner = "\1', ads[malformed])
-                assert cut == 1, f"ad {malformed} of the generated history has no Owner to cut"
+                # User: every job has it, and the jobs table always reads it (a submitter's uid domain)
+                ads[malformed], cut = re.subn(r'(?m)^User = "([^"]+)"$', r'User = "\1', ads[malformed])
+                assert cut == 1, f"ad {malformed} of the generated history has no User to cut"
                 path.write_text("\n\n".join(ads), encoding="ascii")
         return path
 

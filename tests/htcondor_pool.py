@@ -82,8 +82,10 @@ class HTCondorPool:
             raise RuntimeError(f"{name} {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
         return done.stdout
 
-    def submit(self, description: str, name: str) -> int:
-        """Submit ``description`` as the pool's user, from a directory it can write; the cluster id."""
+    def submit(self, description: str, name: str, *, user: str = POOL_USER) -> int:
+        """Submit ``description`` as the pool's user (or, run as root, as another existing
+        ``user``: its jobs still run as the pool's user, whom the daemons run as), from a
+        directory the pool's user can write; the cluster id."""
         folder = self.work / "submit"
         folder.mkdir(exist_ok=True)
         path = folder / f"{name}.sub"
@@ -92,13 +94,39 @@ class HTCondorPool:
         if os.geteuid() == 0:  # HTCondor runs no job as root: submit as the user the daemons run as
             shutil.chown(folder, POOL_USER)
             shutil.chown(path, POOL_USER)
-            command = ["runuser", "-u", POOL_USER, "--", "env", f"CONDOR_CONFIG={self.condor_config}", *command]
+            folder.chmod(0o755)
+            path.chmod(0o644)  # another user reads it
+            command = ["runuser", "-u", user, "--", "env", f"CONDOR_CONFIG={self.condor_config}", *command]
+        elif user != POOL_USER:
+            raise PermissionError(f"submitting as {user} needs root (runuser); this runs as uid {os.geteuid()}")
         done = subprocess.run(
             command, cwd=folder, env=self.env(), capture_output=True, text=True, timeout=60, check=False
         )
         if done.returncode != 0:
             raise RuntimeError(f"condor_submit {path}: exit {done.returncode}: {done.stderr.strip()}")
         return int(done.stdout.split(".")[0])  # -terse prints "cluster.first - cluster.last"
+
+    def reconfigure(self, settings: str, timeout: float = 60) -> None:
+        """Add ``settings`` (HTCondor configuration lines) to this pool's configuration and
+        reconfigure its daemons; return once the negotiator, the schedd and every startd say
+        they read it (their ``DaemonLastReconfigTime``)."""
+        time.sleep(1.1)  # a reconfiguration in the second the daemons started would not show
+        before = int(time.time())
+        with self.condor_config.open("a", encoding="utf-8") as config:
+            config.write(f"\n# added by a test\n{settings.strip()}\n")
+        subprocess.run(
+            [str(self.release / "sbin" / "condor_reconfig")],
+            env=self.env(), capture_output=True, timeout=60, check=True,
+        )  # fmt: skip
+
+        def read() -> bool:
+            times = [
+                self.tool("condor_status", *query, "-af", "DaemonLastReconfigTime").split()
+                for query in (["-negotiator"], ["-schedd"], ["-const", "PartitionableSlot =?= true"])
+            ]
+            return all(t and all(v.isdigit() and int(v) >= before for v in t) for t in times)
+
+        self.wait_for("the daemons read the new configuration", read, timeout)
 
     def wait_for(self, what: str, ready: Callable[[], bool], timeout: float = 120) -> None:
         """Poll ``ready`` every half second until it holds; fail naming ``what`` after ``timeout``."""

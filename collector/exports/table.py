@@ -23,7 +23,13 @@ from collector.summaries.spec import EXPORTED, SOURCES
 
 __all__ = ["BY_CHOICES", "Period", "usage_table"]
 
-BY_CHOICES = (*SUMMARY_DIMENSIONS, "month", "day")
+# the summary dimensions, and those of fairacct's own kinds beyond them (the submitter)
+BY_CHOICES = (
+    *SUMMARY_DIMENSIONS,
+    *dict.fromkeys(d for k in EXPORTED for d in SOURCES[k].dimensions if d not in SUMMARY_DIMENSIONS),
+    "month",
+    "day",
+)
 SUMMED = [t for k in EXPORTED for t in SOURCES[k].totals]
 COUNTS = [t.name for t in SUMMED if not t.fields]
 

@@ -4,11 +4,11 @@ the report explain it from here.
 ==============  =====================================================  ==========================
 source kind     grouped by (besides the day)                           sums
 ==============  =====================================================  ==========================
-``job``         pool, site, resource name, user, group, project        jobs, wall, core, GPU,
-                                                                       memory and CPU hours,
+``job``         pool, site, resource name, user, group, project,       jobs, wall, core, GPU,
+                submitter                                              memory and CPU hours,
                                                                        penalty and CPU-only usage
-``allocation``  pool, site, partition, user, group, project            held and billed
-                                                                       resource-hours (note 1)
+``allocation``  pool, site, resource name, partition, user, group,     held and billed
+                project, submitter                                     resource-hours (note 1)
 ``slot``        pool, site, resource name, partition, pilot phase      true overhead CU-hours,
                                                                        with fitting idle demand
 ``gratia``      GRACC's summary terms: ``VOName``, ``ReportableVOName``,  records, jobs (``Njobs``),
@@ -98,7 +98,7 @@ SOURCES: dict[str, Source] = {
     for s in (
         Source(
             "job",
-            ("pool", "site", "resource_name", "user", "group", "project"),
+            ("pool", "site", "resource_name", "user", "group", "project", "submitter"),
             (
                 Total("n_jobs"),
                 Total("walltime_hours", ("walltime_s",), HOUR),
@@ -112,7 +112,7 @@ SOURCES: dict[str, Source] = {
         ),
         Source(
             "allocation",
-            ("pool", "site", "partition", "user", "group", "project"),
+            ("pool", "site", "resource_name", "partition", "user", "group", "project", "submitter"),
             (
                 Total("n_bills"),
                 Total("held_core_hours", ("cpus", "interval_s"), HOUR),
@@ -170,10 +170,15 @@ COLUMNS: dict[str, Column] = {
         Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Column("resource_name", "", "Resource (compute element or cluster) within the site."),
         Column("partition", "", "Canonical-unit partition of the slot (e.g. cpu, gpu)."),
-        Column("user", "", "User the job ran as (Owner or the configured attribute)."),
+        Column("user", "", "User the job was submitted for (AcctGroupUser, else Owner, or the configured attribute)."),
         Column("group", "", "Accounting group of the job."),
         Column("project", "", "Project (allocation) the job is charged to."),
         Column("phase", "", "Pilot phase of the slot (glideinWMS: starting, running, retiring, ...)."),
+        Column(
+            "submitter",
+            "",
+            "Submitter the negotiator charged, as condor_userprio names it: group.user@uid_domain, or user@uid_domain.",
+        ),
         Column("n_jobs", "jobs", "Completed jobs."),
         Column("walltime_hours", "hours", "Wall-clock hours of the completed jobs."),
         Column("core_hours", "core-hours", "Cores allocated x wall hours of the completed jobs."),

@@ -62,10 +62,10 @@ METRICS: tuple[str, ...] = get_args(Metric)
 TargetMode = Literal["target", "floor", "cap", "hard_cap", "hard_cap_absolute"]
 
 CREDENTIALS: Mapping[str, str] = MappingProxyType(
-    {"user": "user", "group": "group", "account": "project", "class": "queue", "qos": "qos"}
+    {"user": "user", "group": "group", "account": "project", "class": "queue", "qos": "qos", "submitter": "submitter"}
 )
 """Credential type -> the jobs-table column that names it (Maui's account is a project, its
-class a queue)."""
+class a queue; HTCondor's submitter is the name its negotiator charges, ``group.user@uid_domain``)."""
 
 _SUFFIX: Mapping[str, TargetMode] = MappingProxyType(
     {"": "target", "+": "floor", "-": "cap", "%": "hard_cap", "^": "hard_cap_absolute"}
@@ -259,7 +259,7 @@ def fairshare(jobs: pd.DataFrame, usage: npt.ArrayLike, policy: FairsharePolicy,
     """The fairshare state of every credential at ``at`` (UNIX seconds).
 
     ``jobs`` needs ``end`` and ``walltime_s`` (see :func:`window_usage`) and the columns of
-    :data:`CREDENTIALS` it has (``user``, ``group``, ``project``, ``queue``, ``qos``; a
+    :data:`CREDENTIALS` it has (``user``, ``group``, ``project``, ``queue``, ``qos``, ``submitter``; a
     missing column or a missing value is no credential of that type). ``usage``: one number
     per job, e.g. from :func:`job_usage`.
     """

@@ -27,6 +27,14 @@ __all__ = ["LEDGER_COLUMNS", "ledger_add", "ledger_count", "ledger_fairshare"]
 LEDGER_COLUMNS = ("window_start", *dict.fromkeys(CREDENTIALS.values()), "usage")
 """A ledger row: the window's start (UNIX seconds), each credential column, the usage."""
 
+_BEFORE_SUBMITTER = len(LEDGER_COLUMNS) - 1  # a row of a ledger written before the submitter credential
+
+
+def _rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The ledger's rows as lists of :data:`LEDGER_COLUMNS`; a row of an earlier probe, without
+    the submitter (the last credential), names none: the usage it counted stays counted."""
+    return [list(r) if len(r) != _BEFORE_SUBMITTER else [*r[:-1], None, r[-1]] for r in rows]
+
 
 def ledger_add(
     rows: Sequence[Sequence[Any]], jobs: pd.DataFrame, usage: np.ndarray, *, now: float, interval_s: float, depth: int
@@ -38,7 +46,7 @@ def ledger_add(
     """
     windows, contrib = window_usage(jobs, usage, at=now, interval_s=interval_s, depth=depth)
     creds = list(LEDGER_COLUMNS[1:-1])
-    parts = [pd.DataFrame([list(r) for r in rows], columns=list(LEDGER_COLUMNS))] if len(rows) else []
+    parts = [pd.DataFrame(_rows(rows), columns=list(LEDGER_COLUMNS))] if len(rows) else []
     for n, start in enumerate(windows["start"]):
         used = contrib[:, n] > 0
         if used.any():
@@ -81,7 +89,7 @@ def ledger_count(
     known = ids.notna().to_numpy()
     fresh = ~(ids.isin(list(counted)).to_numpy() | (ids.duplicated().to_numpy() & known))
     values = np.asarray(usage, dtype=np.float64)
-    out = [list(r) for r in rows]
+    out = _rows(rows)
     if fresh.any():
         fresh_jobs = jobs[fresh].reset_index(drop=True)
         out = ledger_add(rows, fresh_jobs, values[fresh], now=now, interval_s=interval_s, depth=depth)
@@ -97,7 +105,7 @@ def ledger_fairshare(rows: Sequence[Sequence[Any]], window_start: float, policy:
     """The fairshare state at the end of the window starting at ``window_start`` (UNIX
     seconds), from the ledger's rows of the ``policy.depth`` windows up to it, decayed."""
     width = policy.interval_s
-    ledger = pd.DataFrame([list(r) for r in rows], columns=list(LEDGER_COLUMNS))
+    ledger = pd.DataFrame(_rows(rows), columns=list(LEDGER_COLUMNS))
     starts = pd.to_numeric(ledger["window_start"]).to_numpy(dtype=np.float64) if len(ledger) else np.array([])
     ledger = ledger[(starts <= window_start) & (starts > window_start - policy.depth * width)].reset_index(drop=True)
     # each ledger row becomes a job of no walltime in the middle of its window

@@ -41,7 +41,10 @@ _POLICY_NAMES = {
     "utilized_ps": "UTILIZEDPS",
     "mrpe": "MRPE",
 }
-_MAUI_HEADERS = {"user": "USER", "group": "GROUP", "account": "ACCT", "class": "CLASS", "qos": "QOS"}
+_MAUI_HEADERS = {
+    "user": "USER", "group": "GROUP", "account": "ACCT", "class": "CLASS", "qos": "QOS",
+    "submitter": "SUBMITTER",  # HTCondor's: the negotiator's name, after Maui's five
+}  # fmt: skip
 
 
 def _number(value: Any) -> float | None:

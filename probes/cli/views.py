@@ -51,7 +51,7 @@ SLOT_VIEW = (
     "name", "slot_type", "site", "partition", "total_cpus", "total_memory", "total_gpus",
     "unallocated_cpus", "unallocated_memory", "unallocated_gpus", "n_dynamic",
 )  # fmt: skip
-ALLOCATION_VIEW = ("name", "parent", "job_id", "user", "group", "cpus", "memory", "gpus")
+ALLOCATION_VIEW = ("name", "parent", "job_id", "submitter", "user", "project", "cpus", "memory", "gpus")
 IDLE_VIEW = (
     "schedd",
     "autocluster_id",
@@ -60,7 +60,7 @@ IDLE_VIEW = (
     "request_disk",
     "request_gpus",
     "count",
-    "users",
+    "submitter",
 )
 JOB_VIEW = (
     "job_id",

@@ -284,15 +284,16 @@ def history_drift(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None, *, sp
     return DriftReport(losses, drift_by(losses, "set"), drift_by(losses, "user"), summary, notes)
 
 
-def demand_table(idle: pd.DataFrame, observed_at: float) -> pd.DataFrame:
-    """An idle table (autoclusters: ``request_cpus``, ``count``, ``users``) as demand rows
-    ``observed_at``, ``user``, ``cpus`` (idle cores requested). An autocluster shared by
-    several users (``users`` joined by commas) is split evenly among them."""
-    users = idle["users"].astype(object).map(lambda u: u.split(",") if isinstance(u, str) and u else ["(unknown)"])
+def demand_table(idle: pd.DataFrame, observed_at: float, by: str = "submitter") -> pd.DataFrame:
+    """An idle table (``request_cpus``, ``count`` and ``by``, the ``submitter`` or ``user`` of
+    each row) as demand rows ``observed_at``, ``by``, ``cpus`` (idle cores requested); a row
+    that names nobody (an autocluster dump's) is ``(unknown)``'s."""
+    who = idle[by].astype(object).where(idle[by].notna(), "(unknown)")
     cores = pd.to_numeric(idle["request_cpus"], errors="coerce").fillna(1.0)
     cores = cores * pd.to_numeric(idle["count"], errors="coerce").fillna(0.0)
-    frame = pd.DataFrame({"user": users, "cpus": cores / users.map(len)}).explode("user")
-    return frame.assign(observed_at=float(observed_at)).reset_index(drop=True)
+    return pd.DataFrame(
+        {by: who.to_numpy(), "cpus": cores.to_numpy(dtype=np.float64), "observed_at": float(observed_at)}
+    )
 
 
 @dataclass
@@ -307,17 +308,23 @@ class FairnessReport:
 
 
 def fairness_report(
-    allocations: pd.DataFrame, idle: pd.DataFrame | None, *, bucket_s: float, by: str = "user", fraction: float = 0.0
+    allocations: pd.DataFrame,
+    idle: pd.DataFrame | None,
+    *,
+    bucket_s: float,
+    by: str = "submitter",
+    fraction: float = 0.0,
 ) -> FairnessReport:
     """Sedighi et al. 2014's measures on a snapshot's allocations and idle autoclusters (every idle job
-    counts as waiting at the latest ``observed_at`` of the allocations)."""
-    if by != "user":
-        raise ConfigError(f"fairness by {by!r}: idle autoclusters name users only; use by user")
+    counts as waiting at the latest ``observed_at`` of the allocations), per submitter (as the
+    negotiator shares the pool) or per user."""
+    if by not in ("submitter", "user"):
+        raise ConfigError(f"fairness by {by!r}: idle demand names submitters and users only; use by submitter or user")
     if not len(allocations):
         raise ConfigError("no allocations (running jobs) in the status files: nothing to judge the share of")
     at = float(pd.to_numeric(allocations["observed_at"]).max())
-    no_demand = pd.DataFrame({"observed_at": [], "user": [], "cpus": []})
-    demand = demand_table(idle, at) if idle is not None and len(idle) else no_demand
+    no_demand = pd.DataFrame({"observed_at": [], by: [], "cpus": []})
+    demand = demand_table(idle, at, by) if idle is not None and len(idle) else no_demand
     shares = bucket_shares(allocations, demand, bucket_s=bucket_s, by=by, fraction=fraction)
     intervals = starvation_intervals(shares, bucket_s=bucket_s)
     return FairnessReport(shares, fairness_by_bucket(shares), intervals, starvation_summary(intervals))

@@ -97,7 +97,7 @@ def read_sources(
         snapshot, reports["status"] = read_status(src.status_files, config.slot_reading(), strict=strict)
     if src.idle_files and "idle_files" in only:
         running = running_job_ids(snapshot.allocations) if snapshot is not None else None
-        idle, reports["idle"] = read_idle(src.idle_files, running=running, strict=strict)
+        idle, reports["idle"] = read_idle(src.idle_files, config.job_reading(), running=running, strict=strict)
     if src.history and "history" in only:
         frames, report = [], ReadReport()
         for path in src.history:

@@ -25,7 +25,7 @@ from collector.errors import SourceError
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
-from probes.sources.credentials import account_names, group_of
+from probes.sources.credentials import identities, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
@@ -64,7 +64,7 @@ _NODE_LISTS = ("RemoteHosts", "AllRemoteHosts")
 _PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
 
 JOB_COLUMNS = (
-    "job_id", "schedd", "cluster", "proc", "user", "group", "project", "queue", "qos",
+    "job_id", "schedd", "cluster", "proc", "submitter", "user", "group", "project", "queue", "qos",
     *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
     "host", "hosts", "site", "resource_name", "speed", "n_hosts", "source", "line",
 )  # fmt: skip
@@ -85,9 +85,8 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
-        # credentials and site: the first attribute present wins, the others are not read
-        *(a for names in (reading.user, reading.group, reading.project, reading.queue, reading.qos)
-          for a in fallbacks(names, s)),
+        # who is billed, credentials and site: the first attribute present wins, the others are not read
+        *identity_attrs(reading.identity), *fallbacks(reading.queue, s), *fallbacks(reading.qos, s),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
     if reading.speed_attribute:
@@ -247,18 +246,15 @@ def odd_integers(columns: dict[str, np.ndarray], report: ReadReport) -> None:
 def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     """The jobs table's columns for ``ads``, as numpy arrays (the integer columns as float64,
     NaN where missing, until :func:`_frame` makes them nullable integers)."""
-    creds = reading
     global_id = ads["GlobalJobId"]
     columns: dict[str, np.ndarray] = {
         "job_id": global_id,
         "schedd": _schedds(global_id),
         "cluster": ads["ClusterId"],
         "proc": ads["ProcId"],
-        "user": account_names(_credential(ads, creds.user)),
-        "group": _group(ads, creds.group),
-        "project": _credential(ads, creds.project),
-        "queue": _credential(ads, creds.queue),
-        "qos": _credential(ads, creds.qos),
+        **identities(ads.__getitem__, len(ads), reading.identity),
+        "queue": _credential(ads, reading.queue),
+        "qos": _credential(ads, reading.qos),
     }
     provisioned = np.zeros(len(ads), dtype=bool)
     for r in RESOURCES:
@@ -317,22 +313,6 @@ _STR = pd.StringDtype("python", na_value=np.nan)  # what pandas infers for a col
 
 def _credential(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
     return ads.first(names) if names else np.full(len(ads), None, dtype=object)
-
-
-def _group(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
-    """The accounting group; from ``AccountingGroup`` ('group_cms.alice') the user is dropped."""
-    out = np.full(len(ads), None, dtype=object)
-    missing = np.arange(len(ads))
-    for name in names:
-        if not len(missing):
-            break
-        values = ads[name][missing]
-        if name.lower() == "accountinggroup":  # a few distinct values: each parsed once
-            groups = {v: group_of(v) for v in set(values.tolist())}
-            values = np.array([*map(groups.__getitem__, values), None], dtype=object)[:-1]
-        out[missing] = values
-        missing = missing[pd.isna(values)]
-    return out
 
 
 def _schedds(global_ids: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ from probes.sources.checkpoints import checkpoint_key, new_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
-from probes.sources.queue import IDLE_COLUMNS, QUEUE_ATTRS, idle_table
+from probes.sources.queue import IDLE_COLUMNS, idle_table, queue_attrs
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
@@ -170,9 +170,9 @@ def slot_projection(reading: SlotReading, expressions: Sequence[str] = (), attri
     return _names(slot_attrs(reading), *refs, *attributes)
 
 
-def idle_projection() -> list[str]:
-    """The job attributes the idle table needs (AutoClusterId and the requests)."""
-    return _names([a for a in QUEUE_ATTRS if a.name.lower() not in _AUTOCLUSTER_ONLY], *REQUEST_INPUTS)
+def idle_projection(reading: JobReading = JobReading()) -> list[str]:
+    """The job attributes the idle table needs (AutoClusterId, the requests, who waits)."""
+    return _names([a for a in queue_attrs(reading) if a.name.lower() not in _AUTOCLUSTER_ONLY], *REQUEST_INPUTS)
 
 
 def history_projection(reading: JobReading) -> list[str]:
@@ -484,14 +484,17 @@ class LivePool:
             try:
                 schedd = self._schedd(name, location)
                 ads = self._projected(
-                    "idle", what, idle_projection(), functools.partial(self._ask_idle, schedd, what, constraint)
+                    "idle",
+                    what,
+                    idle_projection(self.jobs),
+                    functools.partial(self._ask_idle, schedd, what, constraint),
                 )
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
                 continue
-            columns, rep = columns_from_classads(ads, QUEUE_ATTRS, origin=f"schedd {name}")
+            columns, rep = columns_from_classads(ads, queue_attrs(self.jobs), origin=f"schedd {name}")
             report.merge(rep)
-            frames.append(idle_table(columns, origin=f"schedd {name}"))
+            frames.append(idle_table(columns, self.jobs, origin=f"schedd {name}"))
         if not frames and failures:
             return IdleRead(None, report, failures)  # nobody answered: no demand known, not "none"
         return IdleRead(stack(frames, IDLE_COLUMNS), report, failures)

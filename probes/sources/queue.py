@@ -1,11 +1,14 @@
-"""The idle table: demand waiting in the queue, one row per autocluster.
+"""The idle table: demand waiting in the queue, one row per autocluster and submitter.
 
 Idle demand is read from the idle jobs themselves (``JobStatus == 1`` in a ``condor_q -long``
-dump), grouped by ``AutoClusterId`` or, where a job has none, by its requests. A
+dump), grouped by ``AutoClusterId`` or, where a job has none, by its requests, and by who
+waits: the jobs of an autocluster may belong to several submitters (the schedd's autoclusters
+are not per owner), and the negotiator serves each submitter on its own, so each row names one
+submitter, user, group and project (:mod:`probes.sources.credentials`). A
 ``condor_q -autocluster -long`` dump is accepted as well, but it lists the autoclusters of ALL
 jobs, running ones included, and a status constraint on such a query returns nothing on
 HTCondor 25; so its counts are demand only after the jobs seen running (the dynamic slots of a
-status dump of the same instant) are taken out of them.
+status dump of the same instant) are taken out of them; it names nobody.
 
 Requests are in HTCondor's units (cores, MiB, KiB, devices). ``RequestMemory`` and
 ``RequestDisk`` are often expressions; they are evaluated with classad2 in the job's context.
@@ -21,27 +24,28 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
-from probes.sources.classad import AdColumns, Attr, Kind, read_ads
-from probes.sources.credentials import account_names
+from probes.sources.classad import AdColumns, Attr, Kind, read_ads, unique_attrs
+from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.frames import stack
 from probes.sources.inputs import is_blank
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
+from probes.sources.settings import JobReading
 
-__all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "read_idle", "running_job_ids"]
+__all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "queue_attrs", "read_idle", "running_job_ids"]
 
 IDLE = 1
 REQUESTS = ("request_cpus", "request_memory", "request_disk", "request_gpus")
-IDLE_COLUMNS = ("schedd", "autocluster_id", *REQUESTS, "count", "users", "example_job", "source", "line")
+IDLE_COLUMNS = (
+    "schedd", "autocluster_id", *REQUESTS, "count", *IDENTITY_COLUMNS, "example_job", "source", "line",
+)  # fmt: skip
 
-QUEUE_ATTRS = [
+_QUEUE_ATTRS = [
     Attr("JobStatus", Kind.NUMBER),
     Attr("AutoClusterId", Kind.NUMBER),
     Attr("GlobalJobId", Kind.STRING),
     Attr("ClusterId", Kind.NUMBER),
     Attr("ProcId", Kind.NUMBER),
-    Attr("User", Kind.STRING),
-    Attr("Owner", Kind.STRING),
     Attr("RequestCpus", Kind.NUMBER),
     Attr("RequestMemory", Kind.NUMBER),
     Attr("RequestDisk", Kind.NUMBER),
@@ -50,6 +54,13 @@ QUEUE_ATTRS = [
     Attr("JobIds", Kind.STRING),
 ]
 
+
+def queue_attrs(reading: JobReading = JobReading()) -> list[Attr]:
+    """The job attributes the idle table needs: status, autocluster, requests, and who waits
+    (the identity attributes of ``reading``)."""
+    return unique_attrs([*_QUEUE_ATTRS, *identity_attrs(reading.identity)])
+
+
 QUEUE_ADS = AdKind(
     "Job", ("JobStatus", "JobCount"), "job ads (condor_q -long) or autoclusters (condor_q -autocluster -long)"
 )
@@ -57,11 +68,12 @@ QUEUE_ADS = AdKind(
 
 def read_idle(
     paths: Sequence[str | os.PathLike[str]],
+    reading: JobReading = JobReading(),
     *,
     running: Collection[str] | None = None,
     strict: bool = False,
 ) -> tuple[pd.DataFrame, ReadReport]:
-    """Read queue dumps into the idle table.
+    """Read queue dumps into the idle table; ``reading`` names who waits.
 
     ``running`` holds the ids ("cluster.proc", or GlobalJobIds) of jobs known to be running;
     it is required for ``condor_q -autocluster`` dumps and ignored for job dumps.
@@ -70,17 +82,20 @@ def read_idle(
     for path in paths:
         if is_blank(path):  # condor_q -long of an empty queue writes nothing: no idle job
             continue
-        ads, rep = read_ads(path, [*QUEUE_ATTRS, MY_TYPE], strict=strict, keep_raw=True)
+        ads, rep = read_ads(path, [*queue_attrs(reading), MY_TYPE], strict=strict, keep_raw=True)
         check = KindCheck(QUEUE_ADS)
         ads = check.keep(ads, rep)
         check.verdict(path, len(rep.malformed))
         report.merge(rep)
-        frames.append(idle_table(ads, running=running, origin=os.fspath(path)))
+        frames.append(idle_table(ads, reading, running=running, origin=os.fspath(path)))
     return stack(frames, IDLE_COLUMNS), report
 
 
-def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin: str = "") -> pd.DataFrame:
-    """Group idle jobs (or autoclusters) into the idle table."""
+def idle_table(
+    ads: AdColumns, reading: JobReading = JobReading(), *, running: Collection[str] | None = None, origin: str = ""
+) -> pd.DataFrame:
+    """Group idle jobs (or autoclusters) into the idle table (:data:`IDLE_COLUMNS`); ``ads``
+    holds :func:`queue_attrs` of ``reading``."""
     if not len(ads):
         return pd.DataFrame(columns=list(IDLE_COLUMNS))
     is_autocluster = np.isnan(ads["JobStatus"]) & ~np.isnan(ads["JobCount"])
@@ -92,7 +107,7 @@ def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin
             "schedd": _schedd(ads["GlobalJobId"][jobs]),
             "autocluster_id": ads["AutoClusterId"][jobs],
             **_requests(ads, jobs),
-            "user": pd.Series(account_names(ads.first(["Owner", "User"])[jobs]), dtype=object),
+            **identities(lambda attr: ads[attr][jobs], len(jobs), reading.identity),
             "example_job": ads.raw[jobs] if ads.raw is not None else None,
             "source": ads.path[jobs],
             "line": ads.line[jobs],
@@ -100,10 +115,9 @@ def idle_table(ads: AdColumns, *, running: Collection[str] | None = None, origin
     )
     # Jobs of an autocluster request the same; jobs without one (not yet negotiated) are
     # grouped by what they request.
-    grouped = frame.groupby(["schedd", "autocluster_id", *REQUESTS], sort=True, dropna=False)
+    grouped = frame.groupby(["schedd", "autocluster_id", *REQUESTS, *IDENTITY_COLUMNS], sort=True, dropna=False)
     out = grouped.agg(
         count=("line", "size"),
-        users=("user", lambda u: ",".join(sorted({x for x in u if isinstance(x, str)}))),
         example_job=("example_job", "first"),
         source=("source", "first"),
         line=("line", "first"),
@@ -130,7 +144,7 @@ def _from_autoclusters(ads: AdColumns, running: Collection[str] | None, origin: 
             "autocluster_id": ads["AutoClusterId"],
             **_requests(ads, all_rows),
             "count": np.array(idle_counts, dtype=np.int64),
-            "users": None,
+            **dict.fromkeys(IDENTITY_COLUMNS),
             "example_job": ads.raw if ads.raw is not None else None,
             "source": ads.path,
             "line": ads.line,

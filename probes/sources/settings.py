@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.sources.credentials import JOB_IDENTITY, SLOT_IDENTITY, Identity
+
 __all__ = ["JobReading", "SlotReading"]
 
 SITE_ATTRIBUTES = ("MATCH_EXP_JOB_GLIDEIN_Site", "MachineAttrGLIDEIN_Site0", "GLIDEIN_Site")
@@ -21,8 +23,9 @@ RESOURCE_ATTRIBUTES = (
 @dataclass(frozen=True)
 class SlotReading:
     """What the startd reader needs: the pool's name and snapshot cadence (written on every row),
-    the attributes naming site, resource, speed and cost, the extra attributes kept as columns,
-    and the partitions as ``(name, ClassAd match expression)`` in match order."""
+    the attributes naming site, resource, speed and cost, the slot attributes naming who holds
+    a claim (:class:`~probes.sources.credentials.Identity`), the extra attributes kept as
+    columns, and the partitions as ``(name, ClassAd match expression)`` in match order."""
 
     pool: str = "default"
     interval_s: float = 300.0
@@ -33,17 +36,27 @@ class SlotReading:
     cost_attribute: str = ""
     extra_attributes: tuple[str, ...] = ()
     partitions: tuple[tuple[str, str], ...] = (("gpu", "TotalSlotGPUs > 0"), ("cpu", "true"))
+    submitter: tuple[str, ...] = SLOT_IDENTITY.submitter
+    user: tuple[str, ...] = SLOT_IDENTITY.user
+    group: tuple[str, ...] = SLOT_IDENTITY.group
+    project: tuple[str, ...] = SLOT_IDENTITY.project
+
+    @property
+    def identity(self) -> Identity:
+        """Who holds a claim, from the slot's attributes."""
+        return Identity(self.submitter, self.user, self.group, self.project, SLOT_IDENTITY.domain)
 
 
 @dataclass(frozen=True)
 class JobReading:
-    """What the history reader needs: the job attributes naming each credential (the first
-    present wins), site and resource, the speed attribute of the hosts (read as
-    ``MachineAttr<name>0``) and the extra attributes kept as columns."""
+    """What the history and queue readers need: the job attributes naming the submitter and
+    each credential (the first present wins), site and resource, the speed attribute of the
+    hosts (read as ``MachineAttr<name>0``) and the extra attributes kept as columns."""
 
-    user: tuple[str, ...] = ("Owner", "User")
-    group: tuple[str, ...] = ("AcctGroup", "AccountingGroup")
-    project: tuple[str, ...] = ("ProjectName", "Project")
+    submitter: tuple[str, ...] = JOB_IDENTITY.submitter
+    user: tuple[str, ...] = JOB_IDENTITY.user
+    group: tuple[str, ...] = JOB_IDENTITY.group
+    project: tuple[str, ...] = JOB_IDENTITY.project
     queue: tuple[str, ...] = ("MachineAttrGLIDEIN_SiteWMS_Queue0",)
     qos: tuple[str, ...] = ()
     site_attributes: tuple[str, ...] = SITE_ATTRIBUTES
@@ -51,3 +64,8 @@ class JobReading:
     site_default: str = "unknown"
     speed_attribute: str = ""
     extra_attributes: tuple[str, ...] = ()
+
+    @property
+    def identity(self) -> Identity:
+        """Who a job is, from its own attributes."""
+        return Identity(self.submitter, self.user, self.group, self.project, JOB_IDENTITY.domain)

@@ -32,7 +32,7 @@ import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
-from probes.sources.credentials import account_name, account_names, group_of
+from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport
 from probes.sources.settings import SlotReading
@@ -54,7 +54,7 @@ SLOT_COLUMNS = (
     "source", "line",
 )  # fmt: skip
 ALLOCATION_COLUMNS = (
-    "pool", "name", "parent", "job_id", "user", "accounting_group", "group",
+    "pool", "name", "parent", "job_id", *IDENTITY_COLUMNS, "site", "resource_name",
     *RESOURCES, "from_child_lists", "observed_at", "interval_s",
 )  # fmt: skip
 
@@ -85,9 +85,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         Attr("TotalSlotCpus", n), Attr("TotalSlotMemory", n), Attr("TotalSlotDisk", n), Attr("TotalSlotGPUs", n),
         Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
         Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
-        Attr("GlobalJobId", s), Attr("RemoteOwner", s), Attr("RemoteUser", s), Attr("AccountingGroup", s),
-        Attr("ChildName", lst), Attr("ChildRemoteOwner", lst), Attr("ChildRemoteUser", lst),
-        Attr("ChildAccountingGroup", lst),
+        Attr("GlobalJobId", s), *identity_attrs(reading.identity),
+        Attr("ChildName", lst), *(Attr(f"Child{a.name}", lst) for a in identity_attrs(reading.identity)),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
@@ -185,7 +184,7 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading, quarantined: Sequence[
     from_static = _held(ads, st, name[st], whole, observed, reading.pool)
     listed = _child_allocations(ads, p[from_lists], observed, reading.pool)
     allocations = pd.concat([f for f in (from_ads, from_static, listed) if len(f)] or [from_ads], ignore_index=True)
-    allocations["group"] = [group_of(v) for v in allocations["accounting_group"]]
+    allocations = _named(allocations, ads, reading, site, resource)
     allocations["interval_s"] = reading.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
 
@@ -250,8 +249,7 @@ def _held(
             "name": ads["Name"][rows],
             "parent": parent,
             "job_id": ads["GlobalJobId"][rows],
-            "user": account_names(ads.first(["RemoteOwner", "RemoteUser"])[rows], ads["AccountingGroup"][rows]),
-            "accounting_group": ads["AccountingGroup"][rows],
+            "ad_row": rows,  # who holds it and where: _named
             **amounts,
             "from_child_lists": False,
             "observed_at": observed[rows],
@@ -345,16 +343,46 @@ def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray
                     "name": item("ChildName", k),
                     "parent": ads["Name"][i],
                     "job_id": None,
-                    "user": account_name(
-                        item("ChildRemoteOwner", k) or item("ChildRemoteUser", k), item("ChildAccountingGroup", k)
-                    ),
-                    "accounting_group": item("ChildAccountingGroup", k),
+                    "ad_row": i,  # who holds it and where: _named, from the lists' entry ``child``
+                    "child": k,
                     **{r: float(item(_CHILD[r], k) or 0) for r in RESOURCES},
                     "from_child_lists": True,
                     "observed_at": observed[i],
                 }
             )
     return pd.DataFrame.from_records(records)
+
+
+def _named(
+    allocations: pd.DataFrame, ads: AdColumns, reading: SlotReading, site: np.ndarray, resource: np.ndarray
+) -> pd.DataFrame:
+    """``allocations`` with who holds each claim (:data:`IDENTITY_COLUMNS`, from the slot
+    attributes of ``reading``; for an allocation of a p-slot's ``Child*`` lists, from the same
+    attributes' ``Child<name>`` lists) and where (the ``site`` and ``resource`` of its slot's
+    ad), without the rows of ``ads`` they came from."""
+    rows = allocations["ad_row"].to_numpy(dtype=np.int64)
+    listed = allocations["from_child_lists"].to_numpy(dtype=bool)
+    children = allocations["child"].to_numpy()[listed] if listed.any() else []
+    entries = [(int(r), int(k)) for r, k in zip(rows[listed], children, strict=True)]
+
+    def values(attr: str) -> np.ndarray:
+        out: np.ndarray = ads[attr][rows]
+        if entries:  # a p-slot's own attribute says nothing of its children: their list entries do
+            lists = ads[f"Child{attr}"]
+            out[listed] = [_entry(lists[r], k) for r, k in entries]
+        return out
+
+    names = identities(values, len(allocations), reading.identity)
+    return allocations.drop(columns=["ad_row", "child"], errors="ignore").assign(
+        **names, site=site[rows], resource_name=resource[rows]
+    )
+
+
+def _entry(values: Any, k: int) -> str | None:
+    """The ``k``-th entry of a ``Child*`` list of names, None where the list is missing or
+    shorter or the entry is not a string (``undefined``)."""
+    value = values[k] if isinstance(values, list) and k < len(values) else None
+    return value if isinstance(value, str) else None
 
 
 def _zero(values: np.ndarray) -> np.ndarray:

@@ -356,7 +356,7 @@ def test_jobs_streamed_is_what_the_whole_table_gave(
             assert (read["ads"], read["malformed"]) == (2999 + 42, 1)
             assert (
                 err.startswith("fairacct: 1 malformed history ad(s) skipped, the first: ")
-                and "unterminated string in attribute 'Owner'" in err
+                and "unterminated string in attribute 'User'" in err
             )
         else:
             assert err == "", name

@@ -49,6 +49,7 @@ def generated_frames(days: int = 10, per_day: int = 40, seed: int = 7) -> dict[s
             "cpu_only_usage": np.where(priced, walltime * cpus, np.nan),
         }
     )
+    jobs["submitter"] = jobs["group"] + "." + jobs["user"] + "@gen"  # as the negotiator names them
     m = days * per_day
     observed = START + rng.integers(0, days * DAY // 300, m) * 300
     held = rng.choice([1.0, 2.0, 4.0], m)
@@ -72,6 +73,8 @@ def generated_frames(days: int = 10, per_day: int = 40, seed: int = 7) -> dict[s
             "billed_gpus_hours": 0.0,
         }
     )
+    allocations["submitter"] = allocations["group"] + "." + allocations["user"] + "@gen"
+    allocations["resource_name"] = np.where(np.arange(m) % 2 == 0, "ce1", "ce2")  # not drawn: the rest stays as it was
     s = days * per_day
     slot_observed = START + rng.integers(0, days * DAY // 300, s) * 300
     cu = rng.choice([0, 0, 1, 2, 3, 8], s).astype(float)

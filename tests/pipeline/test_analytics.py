@@ -13,10 +13,16 @@ from probes.pipeline.records import fairness_docs
 from probes.sources.workloads.swf import Workload
 
 
-def test_an_autocluster_of_two_users_is_split_between_them() -> None:
-    idle = pd.DataFrame({"request_cpus": [2.0, 1.0], "count": [3, 4], "users": ["a,b", "c"]})
+def test_idle_demand_is_each_submitters_idle_cores() -> None:
+    """The idle table has a row per autocluster and submitter: an autocluster two submitters
+    share is their two rows, each with its own count; a row that names nobody is (unknown)'s."""
+    idle = pd.DataFrame(
+        {"request_cpus": [2.0, 2.0, 1.0, 1.0], "count": [3, 1, 4, 2], "submitter": ["a@p", "b@p", "c@p", None],
+         "user": ["a", "b", "c", None]}
+    )  # fmt: skip
     demand = demand_table(idle, 100.0)
-    assert demand.groupby("user")["cpus"].sum().to_dict() == {"a": 3.0, "b": 3.0, "c": 4.0}
+    assert demand.groupby("submitter")["cpus"].sum().to_dict() == {"a@p": 6.0, "b@p": 2.0, "c@p": 4.0, "(unknown)": 2.0}
+    assert demand_table(idle, 100.0, by="user").groupby("user")["cpus"].sum().to_dict()["a"] == 6.0
     assert (demand["observed_at"] == 100.0).all()
 
 

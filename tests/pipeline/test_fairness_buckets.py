@@ -21,41 +21,57 @@ from ..conftest import DEMO
 CONFIG = ProbeConfig.model_validate({"pool": {"name": "p"}, "fairness": {"bucket_s": 3600}})
 
 
+def claims(*submitters: str) -> pd.DataFrame:
+    """Running jobs of 2 cores, one per submitter given: ``g.u@p`` is user u of group g."""
+    users = [s.split("@")[0].split(".")[-1] for s in submitters]
+    groups = [s.split(".")[0] if "." in s else None for s in submitters]
+    return pd.DataFrame({"submitter": list(submitters), "user": users, "group": groups, "cpus": 2.0})
+
+
 def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
     # a holds 4 cores then 2 (mean 3); b waits for 2 idle cores of 3 then holds 4 (mean 2 and 1)
+    a, b = "g.a@p", "b@p"
+    second = claims(a, b).assign(cpus=[2.0, 4.0])
     snaps = [
         (
-            pd.DataFrame({"user": ["a", "a"], "cpus": [2.0, 2.0]}),
-            pd.DataFrame({"request_cpus": [2.0], "count": [1], "users": ["b"]}),
+            claims(a, a),
+            pd.DataFrame({"request_cpus": [2.0], "count": [1], "submitter": [b], "user": ["b"], "group": [None]}),
         ),
-        (
-            pd.DataFrame({"user": ["a", "b"], "cpus": [2.0, 4.0]}),
-            pd.DataFrame({"request_cpus": [], "count": [], "users": []}),
-        ),
+        (second, pd.DataFrame({"request_cpus": [], "count": [], "submitter": [], "user": [], "group": []})),
     ]
     state = None
     for at, (alloc, idle) in zip((7200.0, 7500.0), snaps, strict=True):
         state = add_snapshot(state, alloc, idle, observed_at=at, bucket_s=3600.0)
     assert state == {
+        "by": "submitter",
         "bucket_s": 3600.0,
         "bucket_start": 7200.0,
         "snapshots": 2,
-        "allocation": {"a": 6.0, "b": 4.0},
-        "demand": {"b": 2.0},
+        "allocation": {a: 6.0, b: 4.0},
+        "demand": {b: 2.0},
+        "names": {a: ["a", "g"], b: ["b", None]},
     }
     docs = bucket_records(state, CONFIG, probe="test")["fairness"]
-    assert [(d["name"], d["allocation_cpus"], d["demand_cpus"], d["starved"]) for d in docs] == [
-        ("a", 3.0, 0.0, False),
-        ("b", 2.0, 1.0, False),
+    assert [(d["type"], d["name"], d["user"], d["group"]) for d in docs] == [
+        ("submitter", b, "b", None),
+        ("submitter", a, "a", "g"),
     ]
-    assert [d["served"] for d in docs] == pytest.approx([1.0, 2 / 3], rel=1e-14)
+    assert [(d["allocation_cpus"], d["demand_cpus"], d["starved"]) for d in docs] == [
+        (2.0, 1.0, False),
+        (3.0, 0.0, False),
+    ]
+    assert [d["served"] for d in docs] == pytest.approx([2 / 3, 1.0], rel=1e-14)
     # the same as the command's bucket_shares over both snapshots at once
-    allocations = pd.concat([a.assign(observed_at=t) for t, (a, _) in zip((7200.0, 7500.0), snaps, strict=True)])
-    shares = bucket_shares(allocations, demand_table(snaps[0][1], 7200.0), bucket_s=3600.0)
+    allocations = pd.concat([c.assign(observed_at=t) for t, (c, _) in zip((7200.0, 7500.0), snaps, strict=True)])
+    shares = bucket_shares(allocations, demand_table(snaps[0][1], 7200.0), bucket_s=3600.0, by="submitter")
     assert [d["served"] for d in docs] == pytest.approx(shares["served"].tolist(), rel=1e-14)
     # the next bucket starts over
     later = add_snapshot(state, snaps[1][0], snaps[1][1], observed_at=10800.0, bucket_s=3600.0)
-    assert (later["bucket_start"], later["snapshots"], later["allocation"]) == (10800.0, 1, {"a": 2.0, "b": 4.0})
+    assert (later["bucket_start"], later["snapshots"], later["allocation"]) == (10800.0, 1, {a: 2.0, b: 4.0})
+    # a bucket's sums per user (an earlier probe's checkpoint) are not added to: the bucket starts over
+    old = {k: v for k, v in state.items() if k not in ("by", "names")} | {"allocation": {"a": 6.0}}
+    fresh = add_snapshot(old, snaps[1][0], snaps[1][1], observed_at=7600.0, bucket_s=3600.0)
+    assert (fresh["snapshots"], fresh["allocation"]) == (1, {a: 2.0, b: 4.0})
 
 
 def shifted(source: Path, target: Path, seconds: int) -> Path:
@@ -88,9 +104,12 @@ def test_probe_once_writes_the_bucket_and_overwrites_it(capsys: pytest.CaptureFi
     command = sorted(json.loads(capsys.readouterr().out)["shares"], key=lambda d: d["name"])
     keys = ("bucket_start", "name", "snapshots", "demand_cpus", "allocation_cpus", "served", "share_cpus", "starved")
     assert [{k: d[k] for k in keys} for d in first] == [{k: c[k] for k in keys} for c in command]
-    assert [(d["name"], d["allocation_cpus"]) for d in first] == [
-        ("alice", 170), ("bob", 75), ("carol", 16), ("dave", 184),
-    ]  # fmt: skip
+    assert [(d["name"], d["user"], d["group"], d["allocation_cpus"]) for d in first] == [
+        ("group_atlas.bob@demo.fairacct", "bob", "group_atlas", 75),
+        ("group_cms.alice@demo.fairacct", "alice", "group_cms", 170),
+        ("group_cms.dave@demo.fairacct", "dave", "group_cms", 184),
+        ("group_osg.carol@demo.fairacct", "carol", "group_osg", 16),
+    ]
     # the same pool 10 minutes later: the same bucket (1795298400), its records overwritten
     for seconds, path in ((600, "later.ads"), (3600, "next-hour.ads")):
         dump = shifted(DEMO / "status.ads", tmp_path / path, seconds)

@@ -153,7 +153,8 @@ def test_both_roll_the_same_fairshare_windows(tmp_path: Path, condor25: Path) ->
             marks_run = {k: outbox.checkpoint(k) for k in (LEDGER_KEY, ROLLED_KEY)}
         with_run = {k: {d["id"]: d for d in store.query(k)} for k in ("fairshare", "job", "slot", "fairness")}
 
-    assert len(with_once["fairshare"]) == 24  # 8 credentials in each of the three windows that closed
+    # 12 credentials (a user, 3 groups, 4 projects, 4 submitters) in each of the three windows that closed
+    assert len(with_once["fairshare"]) == 36
     assert_same(with_once, with_run)
     last_closed = math.floor(t1 / width) * width - width
     assert marks_once == marks_run and marks_once[ROLLED_KEY] == {"window_start": last_closed}

@@ -213,7 +213,7 @@ def test_windows_roll_once_each_as_they_close(
     svc.history()
     clock.now = 1795269600.0 + 5
     summary = svc.roll_fairshare()
-    assert summary == "rolled window(s) 2026-11-21T13:00:00Z: 8 records"
+    assert summary == "rolled window(s) 2026-11-21T13:00:00Z: 12 records"
     docs = {(d["type"], d["name"]): d for d in outbox_docs(config.probe.state_dir, "fairshare")}
     jobs, _ = read_history([condor25 / "history.ads"], config.job_reading())
     _, contrib = window_usage(jobs, job_usage(jobs, "dedicated_ps"), at=1795269500.0, interval_s=3600, depth=4)
@@ -225,11 +225,18 @@ def test_windows_roll_once_each_as_they_close(
         "group_osg": 33,
     }
     assert docs["account", "CMS-Tier2"]["effective"] == pytest.approx(307 / total)
+    # and per submitter, as the negotiator names them (one account, a submitter per group)
+    assert {n: d["usage"] for (t, n), d in docs.items() if t == "submitter"} == {
+        "group_cms.condoruser@localpool": 307,
+        "group_atlas.condoruser@localpool": 54,
+        "group_osg.condoruser@localpool": 33,
+        "condoruser@localpool": total - 307 - 54 - 33,
+    }
     assert svc.roll_fairshare() is None  # the same window is not rolled twice
     clock.now += 3 * 3600  # three more windows closed while nobody looked
     assert svc.roll_fairshare() == (
-        "rolled window(s) 2026-11-21T14:00:00Z, 2026-11-21T15:00:00Z, 2026-11-21T16:00:00Z: 24 records"
-    )  # the 8 credentials, whose usage still counts (decayed) within the depth of 4 windows
+        "rolled window(s) 2026-11-21T14:00:00Z, 2026-11-21T15:00:00Z, 2026-11-21T16:00:00Z: 36 records"
+    )  # the 12 credentials, whose usage still counts (decayed) within the depth of 4 windows
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
         assert outbox.checkpoint(ROLLED_KEY) == {"window_start": 1795276800.0}
         assert outbox.checkpoint(LEDGER_KEY) == []  # 13:00 is out of the depth of the next window (17:00)

@@ -117,7 +117,20 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(
     )
     assert whole.dtypes.astype(str).to_dict() == {
         **dict.fromkeys(
-            ["job_id", "schedd", "user", "group", "project", "host", "hosts", "site", "resource_name", "source"], "str"
+            [
+                "job_id",
+                "schedd",
+                "submitter",
+                "user",
+                "group",
+                "project",
+                "host",
+                "hosts",
+                "site",
+                "resource_name",
+                "source",
+            ],
+            "str",
         ),
         **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
         **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts"], "Int64"),
@@ -142,7 +155,7 @@ def test_a_history_streamed_gives_the_table_in_parts(condor25: Path, generated_h
     assert (streamed.ads, streamed.evaluated, streamed.rejects) == (report.ads, report.evaluated, report.rejects)
     assert report.ads == len(whole) == 2999 + 42
     assert streamed.malformed == report.malformed and [m.reason for m in report.malformed] == [
-        "unterminated string in attribute 'Owner'"
+        "unterminated string in attribute 'User'"
     ]
 
 

@@ -25,7 +25,13 @@ def test_idle_jobs_of_a_queue_dump(condor25: Path) -> None:
     idle, report = read_idle([condor25 / "queue.ads"])
     assert report.ads == 9  # 6 running and 3 idle jobs
     assert rows(idle) == CONDOR25_IDLE
-    assert set(idle["schedd"]) == {"vm"} and set(idle["users"]) == {"condoruser"}
+    assert set(idle["schedd"]) == {"vm"} and set(idle["user"]) == {"condoruser"}
+    # one row per autocluster and submitter, each naming who waits as the negotiator does
+    assert idle[["submitter", "group", "project"]].values.tolist() == [
+        ["group_osg.condoruser@localpool", "group_osg", "OSG-ML"],  # 11.4
+        ["group_atlas.condoruser@localpool", "group_atlas", "ATLAS-Prod"],  # 11.7
+        ["group_osg.condoruser@localpool", "group_osg", "OSG-Staff"],  # 11.8
+    ]
     # RequestDisk = DiskUsage: evaluated in the job's context
     assert set(idle["request_disk"]) == {45}
 

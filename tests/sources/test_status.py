@@ -50,9 +50,12 @@ def test_the_purdue_glidein_from_its_child_lists(fixtures: Path) -> None:
     allocs = snap.allocations
     assert allocs["from_child_lists"].all() and allocs["job_id"].isna().all()
     assert allocs["cpus"].sum() == 10 and allocs["memory"].sum() == 30000 - 11056
-    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["user", "group"]].values.tolist() == [
-        ["cmst1", "production"]
+    # the Unix account (ChildRemoteOwner "cmst1@cms") is not who the job was for: the accounting
+    # group's user is (ChildAccountingGroup "production.cmsdataops@cms", the negotiator's submitter)
+    assert allocs.loc[allocs["name"].str.startswith("slot1_6@"), ["submitter", "user", "group"]].values.tolist() == [
+        ["production.cmsdataops@cms", "cmsdataops", "production"]
     ]
+    assert set(allocs["site"]) == {"Purdue"} and set(allocs["resource_name"]) == {"Purdue-Hammer"}
 
 
 def test_the_htcondor_25_pool(condor25: Path) -> None:
