@@ -9,7 +9,10 @@ composite aggregations run in the server, one request per 1,000 groups, whatever
 of records (the old path read at most 10,000 records per kind there, silently).
 
 Records: ``N_SLOTS`` slot snapshots of a pool of 2,000 slots in 12 CPU-model sets and 4 shapes,
-hourly, and ``N_SLOTS / 3`` completed jobs carrying their set. Loading them is not timed.
+hourly, and ``N_SLOTS / 3`` completed jobs on random slots, each carrying a random set of its
+own, which the slot records of its node override (as in memory): the jobs come back grouped
+by node and own set (some 24,000 groups; a pool whose jobs carry their node's set gives one
+per node). Loading them is not timed.
 Run: ``python benchmarks/bench_efficiency_store.py [N_SLOTS] [N_OSMEM]`` (default 300,000 and
 30,000; N_OSMEM 0 skips osmem).
 """

@@ -32,6 +32,7 @@ __all__ = [
     "fairness_report",
     "history_drift",
     "job_nodes",
+    "job_sets",
     "node_values",
     "whatif_cluster",
     "whatif_jobs",
@@ -48,9 +49,8 @@ def efficiency_report(
 
     A job's set is that of the nodes it ran on (:func:`job_nodes`, the lookup drift uses): a
     job whose nodes are in several sets is split between them by its nodes' shares of its
-    cores x walltime, and counts as a job in each of them but once overall. (The store's sums
-    still take a job record's own ``by`` first, else its ``host`` alone: they differ from these
-    for a job split over sets or whose own value the status files contradict.)"""
+    cores x walltime, and counts as a job in each of them but once overall. The store's sums
+    place the jobs alike (:func:`job_sets`)."""
     slots = slots.assign(capacity_cu=capacity_cu(slots, canonical_units(config.partitions)))
     if by is not None and by not in slots.columns:
         raise ConfigError(f"--by {by!r}: the slots have no such attribute; known: {', '.join(map(str, slots.columns))}")
@@ -64,19 +64,35 @@ def efficiency_report(
 
 def _job_pieces(jobs: pd.DataFrame, slots: pd.DataFrame, by: str) -> pd.DataFrame:
     """The jobs table as one row per job and set it ran in: the set in ``by`` and the job's
-    ``share`` there (the shares of its nodes in that set, :func:`job_nodes`, summed)."""
+    ``share`` there (:func:`job_sets`)."""
+    sets = job_sets(jobs, slots, by)
+    # only what job_sums sums (it names any that is missing): a history's other columns stay behind
+    needed = [c for c in ("cpus", "n_hosts", "walltime_s", "cpu_time_s") if c in jobs.columns]
+    pieces = jobs[needed].iloc[sets["job"].to_numpy(dtype=np.int64)].reset_index(drop=True)
+    pieces[by] = sets["set"].to_numpy(dtype=object)
+    pieces["share"] = sets["share"].to_numpy(dtype=np.float64)
+    return pieces
+
+
+def job_sets(jobs: pd.DataFrame, slots: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    """One row per job and set it ran in, in job order: ``job`` (row position in ``jobs``),
+    ``set`` (None where neither the slots nor the job give one) and ``share`` (the shares of
+    its nodes in that set, :func:`job_nodes`, summed: 1 for a job in one set). Efficiency by
+    set takes a job's sets from here, in memory and in a store (whose job records are grouped
+    by what decides them: ``hosts``, ``host`` and ``by``; :mod:`~probes.pipeline.stored_efficiency`)."""
     nodes = job_nodes(jobs, slots, by)
     # one key per (job, set); a missing set is a set of its own, "(unknown)"
     codes, _ = pd.factorize(nodes["set"].to_numpy(dtype=object), use_na_sentinel=False)
     key = nodes["job"].to_numpy(dtype=np.int64) * (int(codes.max(initial=0)) + 1) + codes
     keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     share = np.bincount(inverse.ravel(), weights=nodes["share"].to_numpy(dtype=np.float64), minlength=len(keys))
-    # only what job_sums sums (it names any that is missing): a history's other columns stay behind
-    needed = [c for c in ("cpus", "n_hosts", "walltime_s", "cpu_time_s") if c in jobs.columns]
-    pieces = jobs[needed].iloc[nodes["job"].to_numpy(dtype=np.int64)[first]].reset_index(drop=True)
-    pieces[by] = nodes["set"].to_numpy(dtype=object)[first]
-    pieces["share"] = share
-    return pieces
+    return pd.DataFrame(
+        {
+            "job": nodes["job"].to_numpy(dtype=np.int64)[first],
+            "set": nodes["set"].to_numpy(dtype=object)[first],
+            "share": share,
+        }
+    )
 
 
 UNKNOWN = "(unknown)"

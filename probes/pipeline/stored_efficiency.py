@@ -10,18 +10,23 @@ are made) and only the groups come back:
   seconds, free core-seconds and true-overhead CU-seconds. A shape's canonical capacity is
   computed here once per group, since a store cannot compute it (no scripts):
   ``available = capacity x seconds`` and ``dedicated = available - overhead CU-seconds``.
-- jobs, grouped by period, set and ``n_hosts``: their count, cores x walltime and CPU time;
+- jobs, grouped by period, ``n_hosts`` and what decides a job's sets: the slots it held
+  (``hosts``: RemoteHosts, else AllRemoteHosts, else LastRemoteHost; else ``host``) and its
+  own ``by`` (``speed`` is MachineAttr<attr>0): their count, cores x walltime and CPU time;
   cores x nodes x walltime is each group's sum times its ``n_hosts`` (a product of three
   fields is more than a store's sum can take).
 
-A job's set is its own ``by`` field when job records have it (site, resource name, speed);
-otherwise that of the startd it ran on (``host``; else its machine, as
-:func:`probes.pipeline.analytics.node_values` matches them), from the slot records: the jobs
-are then grouped by host, and each slot's set is the one most of its snapshots had.
+A group's sets are then found in Python by the lookup the in-memory path makes
+(:func:`probes.pipeline.analytics.job_sets`, from
+:func:`~probes.pipeline.analytics.job_nodes`): each node's set is that of the slot of its
+startd in the slot records, else of its machine (each slot's set being the one most of its
+snapshots had); the job's own ``by`` only where they give none. A group whose nodes are in
+several sets is split between them, each of its k nodes holding 1/k of its sums; its jobs
+count in each of those sets, but once in ``(all)``.
 
 These sums equal the in-memory ones (:func:`~probes.pipeline.analytics.efficiency_report` of
 the same records) where a slot's unallocated amounts lie between 0 and its totals, which
-the readers ensure.
+the readers ensure, and the slots of a startd keep one set over the records' range.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
 from probes.accounting._tables import RESOURCES
 from probes.accounting.efficiency import ALL, capacity_cu, efficiency_table
 from probes.config import ProbeConfig
-from probes.pipeline.analytics import node_values
+from probes.pipeline.analytics import job_sets
 from probes.pipeline.overhead import canonical_units
 
 __all__ = ["SHAPE", "job_aggregation", "slot_aggregation", "store_efficiency"]
@@ -58,15 +63,20 @@ _JOB_SUMS = ("jobs", "job_core_s", "used_core_s")
 
 
 def slot_aggregation(by: str | None, period: Period, since: str | None, until: str | None) -> Aggregation:
-    """The store's sums of the slot records per period, set ``by`` and shape."""
+    """The store's sums of the slot records per period, set ``by`` and shape; over the whole
+    range (no ``period``) by set, also per slot (``name`` and ``machine``), which gives each
+    slot's set for the jobs' nodes in the same request (see :func:`_node_sets`)."""
+    nodes = ["name", "machine"] if by is not None and period is None else []
     return Aggregation(
-        "slot", tuple(dict.fromkeys([*([by] if by else []), *SHAPE])), _SLOT_TOTALS, period, since, until
+        "slot", tuple(dict.fromkeys([*nodes, *([by] if by else []), *SHAPE])), _SLOT_TOTALS, period, since, until
     )
 
 
-def job_aggregation(key: str | None, period: Period, since: str | None, until: str | None) -> Aggregation:
-    """The store's sums of the job records per period, ``key`` (the set, or ``host``) and node count."""
-    return Aggregation("job", (*([key] if key else []), "n_hosts"), _JOB_TOTALS, period, since, until)
+def job_aggregation(by: str | None, period: Period, since: str | None, until: str | None) -> Aggregation:
+    """The store's sums of the job records per period, node count and, by set ``by``, what
+    decides a job's sets: the slots it held (``hosts``, else ``host``) and its own ``by``."""
+    keys = ("hosts", "host", by, "n_hosts") if by is not None else ("n_hosts",)
+    return Aggregation("job", tuple(dict.fromkeys(keys)), _JOB_TOTALS, period, since, until)
 
 
 def _frame(rows: list[dict[str, Any]], query: Aggregation) -> pd.DataFrame:
@@ -101,35 +111,53 @@ def _slot_sums(groups: pd.DataFrame, by: str | None, config: ProbeConfig, period
     return sums.groupby(["period", "set"], as_index=False, sort=True)[list(_SLOT_SUMS)].sum()
 
 
-def _node_sets(sink: Sink, by: str, since: str | None, until: str | None) -> pd.DataFrame:
-    """Each slot's ``name``, ``machine`` and set: the value of ``by`` most of its snapshots had."""
-    query = Aggregation(
-        "slot", tuple(dict.fromkeys(["name", "machine", by])), (Total("snapshots"),), None, since, until
-    )
-    rows = _frame(sink.aggregate(query), query)
+def _node_sets(
+    sink: Sink, per_slot: pd.DataFrame | None, by: str, since: str | None, until: str | None
+) -> pd.DataFrame:
+    """Each slot's ``name``, ``machine`` and set: the value of ``by`` most of its snapshots had;
+    from the slot sums ``per_slot`` when they are per slot (:func:`slot_aggregation` without a
+    period), else from a query of their own."""
+    slots = per_slot
+    if slots is None:
+        query = Aggregation(
+            "slot", tuple(dict.fromkeys(["name", "machine", by])), (Total("snapshots"),), None, since, until
+        )
+        slots = _frame(sink.aggregate(query), query)
+    keys = list(dict.fromkeys(["name", "machine", by]))
+    rows = slots.groupby(keys, sort=False, dropna=False)["snapshots"].sum().reset_index()
     return rows.sort_values(["name", "snapshots"], ascending=[True, False], kind="stable").drop_duplicates("name")
 
 
-def _job_sums(sink: Sink, by: str | None, period: Period, since: str | None, until: str | None) -> pd.DataFrame:
+def _job_sums(
+    sink: Sink, per_slot: pd.DataFrame | None, by: str | None, period: Period, since: str | None, until: str | None
+) -> tuple[pd.DataFrame, pd.Series]:
+    """The job sums per period and set, and the jobs of each period (a job split over sets
+    counts in each of them, but once in its period)."""
     query = job_aggregation(by, period, since, until)
     groups = _frame(sink.aggregate(query), query)
-    if by is not None and len(groups) and groups[by].isna().all():  # job records lack the attribute
-        query = job_aggregation("host", period, since, until)
-        groups = _frame(sink.aggregate(query), query)
-        nodes = node_values(groups["host"].to_numpy(dtype=object), _node_sets(sink, by, since, until), [by])
-        groups[by] = nodes[by].to_numpy(dtype=object)
+    if not len(groups):
+        groups = groups.astype({"jobs": np.int64, "core_s": np.float64, "used_core_s": np.float64})
+    groups["period"] = groups["period"] if period else ""
+    jobs = groups.groupby("period", sort=True)["jobs"].sum()
+    share = np.ones(len(groups))
+    sets = np.full(len(groups), ALL, dtype=object)
+    if by is not None and len(groups):  # a group's jobs share their nodes and own value: split as a job is
+        pieces = job_sets(groups, _node_sets(sink, per_slot, by, since, until), by)
+        groups = groups.iloc[pieces["job"].to_numpy(dtype=np.int64)].reset_index(drop=True)
+        share = pieces["share"].to_numpy(dtype=np.float64)
+        sets = _set_names(pieces["set"]).to_numpy(dtype=object)
     hosts = groups["n_hosts"].to_numpy(dtype=np.float64)
     hosts = np.where(np.isnan(hosts) | (hosts < 1), 1.0, hosts)
     sums = pd.DataFrame(
         {
-            "period": groups["period"] if period else "",
-            "set": _set_names(groups[by]) if by else ALL,
+            "period": groups["period"].to_numpy(dtype=object),
+            "set": sets,
             "jobs": groups["jobs"].to_numpy(dtype=np.int64),
-            "job_core_s": groups["core_s"].to_numpy(dtype=np.float64) * hosts,
-            "used_core_s": groups["used_core_s"].to_numpy(dtype=np.float64),
+            "job_core_s": groups["core_s"].to_numpy(dtype=np.float64) * hosts * share,
+            "used_core_s": groups["used_core_s"].to_numpy(dtype=np.float64) * share,
         }
     )
-    return sums.groupby(["period", "set"], as_index=False, sort=True)[list(_JOB_SUMS)].sum()
+    return sums.groupby(["period", "set"], as_index=False, sort=True)[list(_JOB_SUMS)].sum(), jobs
 
 
 def store_efficiency(
@@ -154,11 +182,11 @@ def store_efficiency(
             f"--by {by!r}: no slot record in the store has that attribute (is it a field of the slot records?)"
         )
     slot_sums = _slot_sums(slots, by, config, period)
-    job_sums = _job_sums(sink, by, period, since, until)
+    job_sums, jobs = _job_sums(sink, slots if period is None else None, by, period, since, until)
     frames = []
     for when in sorted(set(slot_sums["period"]) | set(job_sums["period"])):
         s = slot_sums.loc[slot_sums["period"] == when].drop(columns="period")
         j = job_sums.loc[job_sums["period"] == when].drop(columns="period")
-        frame = efficiency_table(s, j)
+        frame = efficiency_table(s, j, overall_jobs=int(jobs.get(when, 0)))
         frames.append(frame.assign(period=when)[["period", *frame.columns]] if period else frame)
     return pd.concat(frames, ignore_index=True)

@@ -55,7 +55,7 @@ def slot_docs() -> list[dict[str, Any]]:
     return table_docs("slot", pd.DataFrame(rows), probe="test")
 
 
-def job_docs(with_set: bool) -> list[dict[str, Any]]:
+def job_docs(with_set: bool, *extra: dict[str, Any]) -> list[dict[str, Any]]:
     frame = pd.DataFrame(
         {
             "job_id": ["j1", "j2", "j3", "j4"],
@@ -68,7 +68,30 @@ def job_docs(with_set: bool) -> list[dict[str, Any]]:
             "end": [DAY0 + 7200, DAY0 + 86400 + 7200, DAY0 + 7200, DAY0 + 86400 + 7200],
         }
     )
+    frame = pd.concat([frame, pd.DataFrame(list(extra))], ignore_index=True) if extra else frame
     return table_docs("job", frame if with_set else frame.drop(columns=["cpu_model"]), probe="test")
+
+
+EXTRA = {  # more jobs, each 1 h, and what they make of the table by cpu_model
+    # a parallel job on a fast and a slow node (its own cpu_model, MachineAttrCPUModel0, is
+    # one node's), split between the sets: 2 cores x 1 h and 3600 CPU-s in each
+    "split": [
+        {"job_id": "j5", "hosts": "slot1@fast-1,slot1@slow-1", "host": "slot1@slow-1", "cpu_model": "slow",
+         "cpus": 2.0, "n_hosts": 2, "walltime_s": 3600.0, "cpu_time_s": 7200.0, "end": DAY0 + 7200},
+    ],
+    # a job on slow-2 carrying "fast", which the slot records contradict: slow; one on a startd
+    # the slot records do not show keeps its own "fast"
+    "contradicted": [
+        {"job_id": "j6", "hosts": "slot1_3@slow-2", "host": "slot1_3@slow-2", "cpu_model": "fast",
+         "cpus": 1.0, "n_hosts": 1, "walltime_s": 3600.0, "cpu_time_s": 1800.0, "end": DAY0 + 86400 + 7200},
+        {"job_id": "j7", "hosts": "slot1@gone-1", "host": "slot1@gone-1", "cpu_model": "fast",
+         "cpus": 1.0, "n_hosts": 1, "walltime_s": 3600.0, "cpu_time_s": 3600.0, "end": DAY0 + 86400 + 7200},
+    ],
+}  # fmt: skip
+EXPECTED = {  # jobs, cores x nodes x walltime and CPU time of fast, slow and (all)
+    "split": ([3, 3, 5], [57600.0, 32400.0, 90000.0], [43200.0, 28800.0, 72000.0]),
+    "contradicted": ([3, 3, 6], [54000.0, 28800.0, 82800.0], [43200.0, 27000.0, 70200.0]),
+}
 
 
 @pytest.fixture
@@ -84,7 +107,7 @@ def test_the_store_sums_what_memory_sums(store: Any, with_set: bool) -> None:
     before = getattr(store, "requests", 0)
     table = store_efficiency(store, CONFIG, by="cpu_model").set_index("set")
     if isinstance(store, ElasticsearchSink):  # a refresh and one page per aggregation, nothing paged in
-        assert store.requests - before == (4 if with_set else 8)
+        assert store.requests - before == 4  # the slots' sums per slot give the jobs' nodes their sets
     assert table.index.tolist() == ["fast", "slow", "(all)"]
     assert table["available_core_s"].tolist() == [57600, 57600, 115200]
     assert table["scheduling"].tolist() == [0.875, 0.4375, 0.65625]
@@ -116,3 +139,24 @@ def test_an_attribute_no_slot_record_has(store: Any) -> None:
     store.send("slot", slot_docs())
     with pytest.raises(ConfigError, match="--by 'HEPSPEC': no slot record in the store has that attribute"):
         store_efficiency(store, CONFIG, by="HEPSPEC")
+
+
+@pytest.mark.parametrize("case", ["split", "contradicted"])
+def test_jobs_are_in_the_sets_of_the_slots_they_held(store: Any, case: str) -> None:
+    """The store places a job as :func:`~probes.pipeline.analytics.job_nodes` does: by the
+    slot records of its nodes (``hosts``, else ``host``), its own value only where they show
+    none, a job on nodes of two sets split between them; whole range and per day."""
+    slots, jobs = slot_docs(), job_docs(True, *EXTRA[case])
+    store.send("slot", slots)
+    store.send("job", jobs)
+    table = store_efficiency(store, CONFIG, by="cpu_model")
+    assert table["set"].tolist() == ["fast", "slow", "(all)"]
+    assert (table["jobs"].tolist(), table["job_core_s"].tolist(), table["used_core_s"].tolist()) == EXPECTED[case]
+    in_memory = efficiency_report(pd.DataFrame(slots), pd.DataFrame(jobs), CONFIG, by="cpu_model")
+    pd.testing.assert_frame_equal(table, in_memory)
+    daily = store_efficiency(store, CONFIG, by="cpu_model", period="day")
+    assert daily["period"].unique().tolist() == ["2026-01-01", "2026-01-02"]
+    for day, frame in daily.groupby("period"):
+        that_day = [pd.DataFrame([d for d in docs if d["timestamp"].startswith(day)]) for docs in (slots, jobs)]
+        in_memory = efficiency_report(*that_day, CONFIG, by="cpu_model")
+        pd.testing.assert_frame_equal(frame.drop(columns="period").reset_index(drop=True), in_memory)

@@ -23,9 +23,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig
 from probes.pipeline.analytics import UNKNOWN, efficiency_report, history_drift, job_nodes
 from probes.pipeline.overhead import overhead_report
+from probes.pipeline.records import job_docs, snapshot_docs
+from probes.pipeline.stored_efficiency import store_efficiency
 from probes.sources.history import read_history
 from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import read_status
@@ -105,6 +108,43 @@ def test_a_jobs_own_value_only_where_the_status_files_show_no_node(tmp_path: Pat
         "2 nodes of 2 jobs ran on startds the status files do not show (e.g. 'gone.example.org'): at their job's pace",
         "1 nodes of 1 jobs are in the set of their job's own 'speed' (the status files give none for them)",
     ]
+
+
+@pytest.mark.parametrize("by", ["CPUModel", "speed"])
+def test_the_store_places_the_jobs_alike(tmp_path: Path, by: str) -> None:
+    """The records a probe makes of the hand pool (the slots of its status files, the jobs of
+    both tests above: x split, x and y carrying a speed the slots contradict, w on a startd
+    they do not show, n never run), summed by the embedded store, give efficiency_report's
+    table of the same records."""
+    _, status = write_pool(tmp_path)
+    snapshot, _ = read_status([status], SlotReading(speed_attribute="HEPSPEC", extra_attributes=("CPUModel",)))
+    jobs = hand_jobs(speed=[30.0, 99.0, np.nan])
+    jobs = pd.concat(
+        [
+            jobs,
+            pd.DataFrame(
+                {"job_id": ["w", "n"], "user": ["u", "u"], "hosts": ["slot1@gone.example.org", None],
+                 "host": ["slot1@gone.example.org", None], "cpus": [1.0] * 2, "n_hosts": [1] * 2,
+                 "walltime_s": [500.0, 0.0], "cpu_time_s": [400.0, 0.0], "speed": [30.0, np.nan]}
+            ),
+        ],
+        ignore_index=True,
+    ).assign(end=float(snapshot.slots["observed_at"].max()) + 60.0)  # fmt: skip
+    records = {
+        **snapshot_docs(overhead_report(snapshot, CONFIG), idle_known=False, probe="test"),
+        **job_docs(jobs, probe="test"),
+    }
+    with EmbeddedStore(tmp_path / "store.sqlite") as store:
+        for kind in ("slot", "job"):
+            store.send(kind, records[kind])
+        table = store_efficiency(store, CONFIG, by=by)
+    in_memory = efficiency_report(pd.DataFrame(records["slot"]), pd.DataFrame(records["job"]), CONFIG, by=by)
+    pd.testing.assert_frame_equal(table, in_memory)
+    assert table.set_index("set")["jobs"].to_dict() == (
+        {"EPYC": 2, "XEON": 2, UNKNOWN: 2, "(all)": 5}
+        if by == "CPUModel"
+        else {"10.0": 2, "20.0": 2, "30.0": 1, UNKNOWN: 1, "(all)": 5}
+    )
 
 
 @pytest.fixture
