@@ -365,9 +365,11 @@ class _ScheddClient:
         projection: list[str] | None = None,
         match: int = -1,
         since: str | None = None,
-    ) -> Any:
+    ) -> Iterator[classad2.ClassAd]:
+        """The ads as they arrive: nothing is asked until the first is wanted (see
+        :meth:`Bindings.stream`)."""
         kwargs = {"constraint": constraint, "projection": projection or [], "match": match, "since": since}
-        return self._bindings.call(("schedd", self._location, "history", kwargs))
+        return self._bindings.stream(("schedd", self._location, "history", kwargs))
 
 
 class _NegotiatorClient:
