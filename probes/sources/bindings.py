@@ -22,7 +22,8 @@ A schedd's history is one call however long it is (``Schedd.history`` answers a 
 history read in several calls would rescan the file from its end for each), so its deadline is
 not the call's length but the worker's silence: a stream waits as long as the worker keeps
 receiving (it spends CPU time on every ad the schedd sends), and is abandoned once it has spent
-none for ``timeout_s``. The objects handed to
+none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``timeout_s`` is the
+deadline of each chunk, as of any call). The objects handed to
 :class:`~probes.sources.live.LivePool` (:meth:`Bindings.collector`, :meth:`Bindings.schedd`)
 have the bindings' method signatures, so the pool's code is the same for the bindings and for a
 test's fakes.
