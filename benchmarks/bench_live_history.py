@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- the measured process ----------------------------------------------------------------------------
 
 
-def _peak_mb(pid: int | str = "self") -> float | None:
+def _peak_mb(pid: int | str | None = "self") -> float | None:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
             for line in fh:
