@@ -14,7 +14,16 @@ in flight, and a new one is started after a kill.
 What crosses the boundary is plain data: the call (its name and arguments as strings and
 numbers, a schedd's location ad as text) and the answer (ClassAds as text in the new syntax,
 parsed back with classad2, expressions unevaluated, as the bindings returned them; or the
-bindings' error as its type and message). The objects handed to
+bindings' error as its type and message). ClassAds cross in chunks of :data:`CHUNK` ads, each
+freed in the worker once sent, so that neither side pickles, or holds twice, a schedd's whole
+history: :meth:`Bindings.stream` hands them over a chunk at a time.
+
+A schedd's history is one call however long it is (``Schedd.history`` answers a list, and a
+history read in several calls would rescan the file from its end for each), so its deadline is
+not the call's length but the worker's silence: a stream waits as long as the worker keeps
+receiving (it spends CPU time on every ad the schedd sends), and is abandoned once it has spent
+none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``timeout_s`` is the
+deadline of each chunk, as of any call). The objects handed to
 :class:`~probes.sources.live.LivePool` (:meth:`Bindings.collector`, :meth:`Bindings.schedd`)
 have the bindings' method signatures, so the pool's code is the same for the bindings and for a
 test's fakes.
@@ -28,6 +37,7 @@ import multiprocessing.connection
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -37,11 +47,15 @@ import htcondor2
 
 from collector.errors import ConfigError
 
-__all__ = ["Bindings", "BindingsError", "configure", "security_context"]
+__all__ = ["CHUNK", "Bindings", "BindingsError", "configure", "security_context"]
 
 #: How long a new worker may take to import and configure the bindings (not the call's deadline:
 #: a loaded machine can take seconds to start Python, and no daemon is involved yet).
 _START_S = 60.0
+
+#: ClassAds per message from a worker: about 1 MB of text for a history projection, so that a
+#: message is cheap to pickle and the caller converts one while the worker prints the next.
+CHUNK = 1000
 
 
 class BindingsError(RuntimeError):
@@ -78,11 +92,19 @@ def configure(condor_config: str, timeout_s: float) -> None:
 # -- the worker's side --------------------------------------------------------------------------
 
 
-def _ads_text(answer: Any) -> Any:
-    """ClassAds as text for the pipe; anything else as it is (the caller says it is not ads)."""
-    if isinstance(answer, (list, tuple)) and all(isinstance(a, classad2.ClassAd) for a in answer):
-        return ("ads", [str(a) for a in answer])
-    return ("other", repr(answer))
+def _send_answer(conn: multiprocessing.connection.Connection, answer: Any) -> None:
+    """Send an answer: a list of ClassAds as ``("ads", texts)`` messages of :data:`CHUNK` ads and
+    a closing ``("done", count)``, each ad freed once sent (a history of a million jobs is
+    gigabytes of ClassAds); anything else as ``("ok", ("other", repr))`` (the caller says it is
+    not ads)."""
+    if not (isinstance(answer, list) and all(isinstance(a, classad2.ClassAd) for a in answer)):
+        conn.send(("ok", ("other", repr(answer))))
+        return
+    for first in range(0, len(answer), CHUNK):
+        last = min(first + CHUNK, len(answer))
+        conn.send(("ads", [str(answer[i]) for i in range(first, last)]))
+        answer[first:last] = [None] * (last - first)  # same length: no shifting of a long list
+    conn.send(("done", len(answer)))
 
 
 def _answer(request: tuple[Any, ...], security: htcondor2.SecurityContext | None) -> Any:
@@ -126,10 +148,12 @@ def _serve(conn: multiprocessing.connection.Connection, condor_config: str, time
         except (EOFError, OSError):
             return  # the service closed the pipe (or died): nothing more to do
         try:
-            reply: tuple[Any, ...] = ("ok", _ads_text(_answer(request, security)))
+            answer = _answer(request, security)
         except Exception as exc:  # noqa: BLE001 - every failure of the bindings goes back as data
-            reply = ("error", type(exc).__name__, str(exc))
-        conn.send(reply)
+            conn.send(("error", type(exc).__name__, str(exc)))
+            continue
+        _send_answer(conn, answer)
+        del answer
 
 
 # -- the caller's side ----------------------------------------------------------------------------
@@ -201,23 +225,48 @@ class Bindings:
     def call(self, request: tuple[Any, ...]) -> Any:
         """Run ``request`` in a worker: the bindings' answer (ClassAds parsed back), or raise
         BindingsError (the bindings' error, or no answer by the deadline: the worker is killed)."""
+        ads: list[classad2.ClassAd] = []
+        for kind, value in self._replies(request, patient=False):
+            if kind == "other":
+                return value  # not ClassAds: the caller names what it got
+            ads.extend(value)
+        return ads
+
+    def stream(self, request: tuple[Any, ...]) -> Iterator[classad2.ClassAd]:
+        """Run ``request`` in a worker and yield its ClassAds as they arrive, a chunk at a time;
+        waits as long as the worker keeps receiving (see the module docstring). An answer that
+        is not ClassAds raises BindingsError. A consumer that stops early costs the worker: it
+        is killed, the rest of the answer still in its pipe."""
+        for kind, value in self._replies(request, patient=True):
+            if kind == "other":
+                raise BindingsError(f"expected ClassAds, the bindings answered {value[:200]}")
+            yield from value
+
+    def _replies(self, request: tuple[Any, ...], *, patient: bool) -> Iterator[tuple[str, Any]]:
+        """The answer to ``request``: ``("ads", [ClassAd, ...])`` per chunk, or one ``("other",
+        value)``. The worker goes back to the idle ones once it has answered whole; a worker
+        left mid-answer (a deadline, an error, a consumer that stopped) is killed."""
         worker = self._take()
+        whole = False
         try:
             worker.conn.send(request)
-            reply = self._receive(worker, self.timeout_s)
-        except BindingsError:
-            self._drop(worker)
-            raise
+            while True:
+                reply = self._receive(worker, self.timeout_s, patient=patient)
+                if reply[0] != "ads":
+                    break
+                yield "ads", [classad2.parseOne(text, classad2.ParserType.New) for text in reply[1]]
+            whole = True
         except (OSError, EOFError) as exc:  # the worker died, or close() killed it
-            self._drop(worker)
             raise BindingsError(f"the worker calling htcondor2 is gone ({exc or type(exc).__name__})") from None
-        self._give_back(worker)
+        finally:
+            if whole:
+                self._give_back(worker)
+            else:
+                self._drop(worker)
         if reply[0] == "error":
             raise BindingsError(reply[2] or reply[1])
-        kind, value = reply[1]
-        if kind == "ads":
-            return [classad2.parseOne(text, classad2.ParserType.New) for text in value]
-        return value  # not ClassAds: the caller names what it got
+        if reply[0] == "ok":
+            yield "other", reply[1][1]
 
     def _take(self) -> _Worker:
         with self._lock:
@@ -239,10 +288,16 @@ class Bindings:
             worker.ready = True
         return worker
 
-    def _receive(self, worker: _Worker, timeout: float) -> tuple[Any, ...]:
+    def _receive(self, worker: _Worker, timeout: float, *, patient: bool = False) -> tuple[Any, ...]:
+        """The worker's next message within ``timeout``; ``patient``: or longer, for as long as
+        the worker spends CPU time in every ``timeout`` (it is receiving an answer)."""
         # poll() waits without the GIL: the service's other threads run meanwhile
-        if not worker.conn.poll(timeout):
-            raise BindingsError(f"no answer within {timeout:g} s (pool.timeout_s)")
+        spent = _cpu_seconds(worker.process.pid) if patient else None
+        while not worker.conn.poll(timeout):
+            now = None if spent is None else _cpu_seconds(worker.process.pid)
+            if now is None or spent is None or now <= spent:
+                raise BindingsError(f"no answer within {timeout:g} s (pool.timeout_s)")
+            spent = now  # still receiving: a long history, not a silent daemon
         reply: tuple[Any, ...] = worker.conn.recv()
         return reply
 
@@ -259,6 +314,16 @@ class Bindings:
             self._busy.discard(worker)
             self.killed += 1
         worker.kill()
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """CPU time a process has spent (user and system), from /proc; None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rpartition(")")[2].split()  # the command's name may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _kill_all(idle: list[_Worker], busy: set[_Worker]) -> None:
@@ -301,9 +366,11 @@ class _ScheddClient:
         projection: list[str] | None = None,
         match: int = -1,
         since: str | None = None,
-    ) -> Any:
+    ) -> Iterator[classad2.ClassAd]:
+        """The ads as they arrive: nothing is asked until the first is wanted (see
+        :meth:`Bindings.stream`)."""
         kwargs = {"constraint": constraint, "projection": projection or [], "match": match, "since": since}
-        return self._bindings.call(("schedd", self._location, "history", kwargs))
+        return self._bindings.stream(("schedd", self._location, "history", kwargs))
 
 
 class _NegotiatorClient:

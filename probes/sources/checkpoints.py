@@ -9,8 +9,9 @@ checkpoint                             value
 =====================================  ==========================================================
 ``history:<path>`` (:func:`history_key`)  a history file or directory: the latest completion time
                                        read and the job ids that completed at that second
-``history:schedd:<name>``              the same, for a live schedd (:func:`checkpoint_key`)
-(:func:`checkpoint_key`)
+``history:schedd:<name>``              a live schedd: the same (``end``, ``ids``), and ``tail``: the
+(:func:`checkpoint_key`)               ids of the newest jobs of its history file read (see
+                                       :func:`new_schedd_jobs`)
 ``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}``: when the last snapshot accounted
                                        was observed (its latest ``observed_at``)
 ``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
@@ -22,6 +23,18 @@ checkpoint                             value
                                        idle cores per user and its snapshots
                                        (:mod:`probes.pipeline.fairness_buckets`)
 =====================================  ==========================================================
+
+A schedd's history file is in the order jobs left its queue, not the order they ended: a
+removed job, a job held and then removed, or one whose output took long to come back is written
+after jobs that ended later. So a live schedd's checkpoint is a *position* in that file, not a
+time: ``tail`` names the newest jobs read (:data:`TAIL` of them, newest first), and the next
+pass asks the schedd to stop its backward scan at the second one (``Schedd.history``'s
+``since``) and to include the first whatever the job constraint: every job it answers before
+the first is new, however long ago it ended. ``end`` and ``ids`` are still kept (a probe
+downgraded reads them as before, and they tell a rewritten history from a rotated one). A
+checkpoint of a probe from before ``tail`` existed (``end`` and ``ids`` only) is read one more
+time under its own rule, in one scan, and the pass leaves a position behind: a site upgrading
+neither reads a job twice nor skips one that rule would have read.
 """
 
 from __future__ import annotations
@@ -39,9 +52,11 @@ __all__ = [
     "LEDGER_KEY",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
+    "TAIL",
     "checkpoint_key",
     "history_key",
     "new_jobs",
+    "new_schedd_jobs",
     "snapshot_interval",
 ]
 
@@ -50,6 +65,10 @@ LEDGER_KEY = "fairshare:ledger"
 COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
 FAIRNESS_KEY = "fairness:bucket"
+
+#: How many of the newest jobs of a schedd's history file its checkpoint names (``tail``): the
+#: scan stops at the second, so the first comes back and shows the scan reached the position.
+TAIL = 2
 
 
 def history_key(path: str | os.PathLike[str]) -> str:
@@ -81,6 +100,76 @@ def new_jobs(jobs: pd.DataFrame, checkpoint: Mapping[str, Any] | None) -> tuple[
         ids = set(jobs.loc[end == top, "job_id"].dropna()) | (seen if top == last else set())
         return jobs, {"end": top, "ids": sorted(ids)}
     return jobs, dict(checkpoint) if checkpoint else {"end": last, "ids": []}
+
+
+def new_schedd_jobs(
+    answer: pd.DataFrame, checkpoint: Mapping[str, Any] | None, *, schedd: str = "the schedd"
+) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
+    """The new jobs of one pass over a schedd's history, the checkpoint after them, and what
+    went wrong (None: nothing).
+
+    ``answer`` is the jobs table of the schedd's answer in its order (newest first in the
+    history file), asked as :func:`probes.sources.live.history_since` and
+    :func:`~probes.sources.live.history_constraint` say for ``checkpoint``. Jobs without an id
+    must be left out by the caller (they can be neither recorded nor positioned). The rules:
+
+    - no checkpoint: every job is new;
+    - ``tail`` (its newest job ``A``): the jobs before ``A`` are new, ``A`` and what follows
+      were read; a job with an id after ``A`` means the schedd scanned past the position it
+      was asked to stop at (it does not apply ``since``): still right, but said;
+    - ``A`` not answered: the history no longer holds it. If it holds none of ``ids`` either
+      (the jobs of the latest end time read), the file was rotated past it and everything
+      answered is new (jobs written in between may be gone: said); if it holds some, the
+      history was rewritten, and only jobs past ``end``/``ids`` are taken (said);
+    - ``end`` and ``ids`` alone (a checkpoint from before ``tail``): their own rule
+      (:func:`new_jobs`), once.
+
+    A job answered twice is taken once (its newest place). The new ``tail`` is the newest ids
+    answered before ``A``, then the old ``tail``.
+    """
+    ids = answer["job_id"].to_numpy(dtype=object)
+    old_tail = list(checkpoint.get("tail", [])) if checkpoint else []
+    problem = None
+    upto = len(answer)  # the answer before the checkpoint's position
+    if not checkpoint:
+        fresh = answer
+    elif old_tail:
+        hits = np.flatnonzero(ids == old_tail[0])
+        if len(hits):
+            upto = int(hits[0])
+            fresh = answer.iloc[:upto]
+            if pd.notna(ids[upto + 1 :]).any() and len(old_tail) > 1:
+                problem = (
+                    f"{schedd}: its history went on past job {old_tail[1]}, where it was asked to stop (since): "
+                    "it does not apply since, so every pass scans its whole history"
+                )
+        elif answer["job_id"].isin(set(checkpoint.get("ids", []))).any():
+            fresh, _ = new_jobs(answer, checkpoint)
+            problem = (
+                f"{schedd}: its history no longer holds job {old_tail[0]}, where the last pass stopped, but holds "
+                f"jobs read before it: the history was rewritten; only jobs that ended after {checkpoint['end']:.0f} "
+                "were taken"
+            )
+        else:
+            fresh = answer
+            problem = (
+                f"{schedd}: its history no longer holds job {old_tail[0]}, where the last pass stopped (rotated away: "
+                "see MAX_HISTORY_LOG and MAX_HISTORY_ROTATIONS); all it holds was new, jobs written in between may "
+                "be lost"
+            )
+    else:
+        fresh, _ = new_jobs(answer, checkpoint)
+    fresh = fresh[~fresh["job_id"].duplicated()].reset_index(drop=True)
+    tail = list(dict.fromkeys([*(i for i in ids[:upto] if pd.notna(i)), *old_tail]))[:TAIL]
+    _, newest = new_jobs(fresh, None)
+    mark: dict[str, Any] = dict(checkpoint) if checkpoint else {"end": -1.0, "ids": []}
+    if newest["end"] > mark["end"]:
+        mark.update(newest)
+    elif newest["end"] == mark["end"]:
+        mark["ids"] = sorted(set(mark["ids"]) | set(newest["ids"]))
+    if tail:
+        mark["tail"] = tail
+    return fresh, mark, problem
 
 
 def snapshot_interval(

@@ -16,13 +16,19 @@ this module adds is the network side, and it is kept to one call per query:
   ``Schedd.query("JobStatus == 1", projection)`` of the idle jobs themselves, grouped by
   autocluster. Not an autocluster query: with ``QueryOpt.AutoCluster`` a status constraint
   returns nothing on HTCondor 25, and without one it counts running jobs too.
-- **history**: per schedd, ``Schedd.history(constraint, projection, match, since)`` past that
-  schedd's checkpoint. The schedd answers newest first and at most ``match`` jobs per call, so
-  a backlog is read in pages, each bounded above by the oldest end time of the page before
-  (with the ids at that second excluded), until a call returns fewer than ``match`` jobs.
-  ``since`` stops each scan ``pool.history_lookback_s`` before the checkpoint. The checkpoint
-  (latest end time and the ids at that second, as :func:`probes.sources.checkpoints.new_jobs` keeps it) is
-  returned, never written here: it reaches the outbox in the transaction of the records.
+- **history**: per schedd, one ``Schedd.history(constraint, projection, since=...)`` call per
+  pass, read as it streams in (a chunk of ``pool.history_match`` jobs converted at a time). The
+  schedd scans its history file backwards from its end, in the order jobs left its queue, which
+  is not the order they ended; so the checkpoint is a position in that file, not a time: the
+  scan stops (``since``) at the newest jobs the last pass read, and every job answered before
+  them is new, however long ago it ended (:func:`probes.sources.checkpoints.new_schedd_jobs`,
+  which also says what is logged when a schedd's history lost that position or does not apply
+  ``since``). One scan of the file, however long the backlog: paging it by end time rescanned
+  the file for every page and lost, for good, a job found past a page's boundary that ended
+  later than the boundary. A checkpoint of an older probe (an end time and the ids at it) is
+  read once more as it was (the scan stopping ``pool.history_lookback_s`` before it) and left
+  positioned. The checkpoint is returned, never written here: it reaches the outbox in the
+  transaction of the records.
 
 Projections hold exactly what the tables and the configuration need: the attributes the table
 builders read, the configured extra attributes, the attributes that the configured ClassAd
@@ -45,12 +51,14 @@ test's fakes otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -62,7 +70,7 @@ import pandas as pd
 from collector.errors import ConfigError, SourceError
 from probes.config import PoolSettings
 from probes.sources.bindings import Bindings, security_context
-from probes.sources.checkpoints import checkpoint_key, new_jobs
+from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
@@ -84,6 +92,7 @@ __all__ = [
     "checkpoint_key",
     "history_constraint",
     "history_projection",
+    "history_since",
     "idle_projection",
     "slot_projection",
 ]
@@ -124,7 +133,7 @@ class ScheddLike(Protocol):
 
     def history(
         self, constraint: str | None = None, projection: list[str] = ..., match: int = -1, since: str | None = None
-    ) -> list[classad2.ClassAd]: ...
+    ) -> Iterable[classad2.ClassAd]: ...
 
 
 CollectorFactory = Callable[[str | None, "htcondor2.SecurityContext | None"], CollectorLike]
@@ -191,27 +200,26 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _past(bound: float, ids: Sequence[str], *, above: bool) -> str:
-    """Jobs that ended after (``above``) or before ``bound``, or at it and not among ``ids``."""
-    op = ">" if above else "<"
-    clause = f"{END_TIME} {op} {_number(bound)}"
-    if ids:
-        listed = ", ".join(classad2.quote(i) for i in sorted(ids))
-        clause += f" || ({END_TIME} == {_number(bound)} && !member(GlobalJobId, {{{listed}}}))"
-    return clause
+def history_constraint(job_constraint: str, checkpoint: Mapping[str, Any] | None) -> str:
+    """The constraint of a pass over a schedd's history: the configured one, or the newest job
+    the checkpoint names (whose answer shows that the scan reached the checkpoint's position)."""
+    tail = checkpoint.get("tail") if checkpoint else None
+    if not tail or not job_constraint.strip():
+        return _and(job_constraint)
+    return f"({job_constraint.strip()}) || GlobalJobId == {classad2.quote(tail[0])}"
 
 
-def history_constraint(
-    job_constraint: str, checkpoint: Mapping[str, Any] | None, below: tuple[float, Sequence[str]] | None = None
-) -> str:
-    """The constraint of one history call: the configured one, past the checkpoint, and (for
-    the pages after the first) before the oldest end time read so far."""
-    parts = [job_constraint]
-    if checkpoint:
-        parts.append(_past(float(checkpoint["end"]), checkpoint.get("ids", []), above=True))
-    if below is not None:
-        parts.append(_past(below[0], below[1], above=False))
-    return _and(*parts)
+def history_since(checkpoint: Mapping[str, Any] | None, lookback_s: float) -> str | None:
+    """Where a pass's backward scan of a schedd's history stops (``Schedd.history``'s ``since``,
+    the first ad it holds for, not answered): at the checkpoint's second newest job; nowhere
+    without a checkpoint (or with one job in it: then the answer is cut at that job); for an
+    older probe's checkpoint, at the first job that ended ``lookback_s`` before its end time."""
+    if not checkpoint:
+        return None
+    tail = checkpoint.get("tail")
+    if tail:
+        return f"GlobalJobId == {classad2.quote(tail[1])}" if len(tail) > 1 else None
+    return f"{END_TIME} < {_number(float(checkpoint['end']) - lookback_s)}"
 
 
 # -- what the reads return --------------------------------------------------------------------------
@@ -230,7 +238,9 @@ class IdleRead:
 class HistoryRead:
     """New jobs of the schedds that answered, and their checkpoints (to commit with them).
 
-    ``pages``: schedd name -> history calls made; ``failures``: source -> why.
+    ``pages``: schedd name -> history calls made (one a pass; two when the answer's expressions
+    referred to attributes the projection lacked); ``failures``: source -> why it was skipped;
+    ``problems``: source -> what went wrong while it was read all the same (logged too).
     """
 
     jobs: pd.DataFrame
@@ -238,6 +248,7 @@ class HistoryRead:
     report: ReadReport
     pages: dict[str, int] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
 
 
 # -- the pool ---------------------------------------------------------------------------------------
@@ -331,14 +342,8 @@ class LivePool:
                 raise SourceError(f"{what}: no answer within {self.timeout_s:g} s (pool.timeout_s)")
         error = box.get("error")
         if error is not None:
-            if isinstance(
-                error, (htcondor2.HTCondorException, classad2.ClassAdException, OSError, RuntimeError, ValueError)
-            ):
-                text = " ".join(str(error).split()) or type(error).__name__
-                raise SourceError(f"{what}: {text}") from error
-            raise error
-        value: T = box["value"]
-        return value
+            raise _translated(what, error)
+        return box["value"]  # type: ignore[no-any-return]
 
     def _ads(self, what: str, call: Callable[[], Any]) -> list[classad2.ClassAd]:
         """A call whose answer must be a list of ClassAds."""
@@ -514,6 +519,7 @@ class LivePool:
         frames, checkpoints, report = [], {}, ReadReport()
         pages: dict[str, int] = {}
         failures: dict[str, str] = {}
+        problems: dict[str, str] = {}
         for name, location in schedds:
             key = checkpoint_key(name)
             mark = checkpoint(key)
@@ -522,70 +528,110 @@ class LivePool:
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
                 continue
-            fresh, advanced = new_jobs(jobs, mark)
+            if mark and not mark.get("tail"):
+                log.info(
+                    "schedd %s: a checkpoint without a position in the history, read once more by its end time", name
+                )
+            fresh, advanced, problem = new_schedd_jobs(jobs, mark, schedd=f"schedd {name}")
+            if problem:
+                log.warning("%s", problem)
+                problems[f"schedd:{name}"] = problem
             if mark is not None or len(fresh):
                 checkpoints[key] = advanced
             frames.append(fresh)
             pages[name] = n
             report.merge(rep)
-        return HistoryRead(stack(frames, JOB_COLUMNS), checkpoints, report, pages, failures)
+        return HistoryRead(stack(frames, JOB_COLUMNS), checkpoints, report, pages, failures, problems)
 
     def _schedd_history(
         self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None
     ) -> tuple[pd.DataFrame, int, ReadReport]:
-        """One schedd's backlog past ``mark``, page by page, newest first."""
-        attrs = job_attrs(self.jobs)
-        match = self.pool.history_match
-        since = f"{END_TIME} < {_number(float(mark['end']) - self.pool.history_lookback_s)}" if mark else None
-        schedd = self._schedd(name, location)
-        report = ReadReport()
-        kept: list[AdColumns] = []
-        seen: set[str] = set()
-        below: tuple[float, list[str]] | None = None
-        calls = [0]
+        """One schedd's answer past ``mark``, in its order (newest first in its history file): the
+        jobs table of one scan, read as it streams in; and the calls made."""
         what = f"schedd {name}: history"
+        constraint = history_constraint(self.pool.job_constraint, mark)
+        since = history_since(mark, self.pool.history_lookback_s)
+        schedd = self._schedd(name, location)
+        for calls in (1, 2):
+            projection = _names_str([*history_projection(self.jobs), *sorted(self.learned["history"])])
+            ask = functools.partial(schedd.history, constraint=constraint, projection=projection, match=-1, since=since)
+            answer = self._call(what, ask)
+            read = self._read_history(what, name, answer, projection, again=calls == 1)
+            if read is not None:
+                return read[0], calls, read[1]
+        raise AssertionError("unreachable: the second answer is always read whole")
 
-        def ask(projection: list[str], constraint: str) -> list[classad2.ClassAd]:
-            calls[0] += 1
-            return self._ads(
-                what, lambda: schedd.history(constraint=constraint, projection=projection, match=match, since=since)
-            )
+    def _read_history(
+        self, what: str, name: str, answer: Any, projection: list[str], *, again: bool
+    ) -> tuple[pd.DataFrame, ReadReport] | None:
+        """The jobs table of one history answer, converted ``pool.history_match`` ads at a time, so
+        that a long answer is never held as ClassAds whole. None when ``again`` and the answer's
+        expressions refer to attributes the projection lacks: they are learned, and the caller asks
+        again (once)."""
+        if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
+            raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
+        attrs = job_attrs(self.jobs)
+        origin = f"schedd {name}"
+        report = ReadReport()
+        parts: list[AdColumns] = []
+        ads = iter(answer)
+        try:
+            for first in itertools.count(0, self.pool.history_match):
+                chunk = self._next_ads(what, ads, self.pool.history_match, first)
+                if not chunk:
+                    break
+                missing = _missing_refs(chunk, projection)
+                if missing:
+                    self.learned["history"] |= missing
+                    then = "asking again with them" if again else "asked for from now on"
+                    refs = ", ".join(sorted(missing))
+                    log.info("%s: the answer refers to %s, which the projection lacked; %s", what, refs, then)
+                    if again:
+                        return None
+                columns, rep = columns_from_classads(chunk, attrs, origin=origin)
+                columns.line = columns.line + first  # the ad's place in the whole answer
+                columns.raw = None  # kept for evaluating expressions, which this table never does
+                rep.malformed = [dataclasses.replace(m, line=m.line + first) for m in rep.malformed]
+                report.merge(rep)
+                parts.append(columns)
+        finally:
+            close = getattr(ads, "close", None)
+            if close is not None:
+                close()  # a stream left early (asked again, a failure) frees its worker
+        jobs = jobs_table(AdColumns.concat(parts, attrs), self.jobs)
+        usable = jobs["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(jobs["end"]).to_numpy(dtype=np.float64))
+        if not usable.all():
+            report.rejects["GlobalJobId or end time: missing, the job was skipped"] += int((~usable).sum())
+            jobs = jobs[usable].reset_index(drop=True)
+        return jobs, report
 
-        while True:
-            constraint = history_constraint(self.pool.job_constraint, mark, below)
-            ads = self._projected(
-                "history", what, history_projection(self.jobs), functools.partial(ask, constraint=constraint)
-            )
-            columns, rep = columns_from_classads(ads, attrs, origin=f"schedd {name}")
-            report.merge(rep)
-            page = jobs_table(columns, self.jobs)  # for the ids and end times that page the backlog
-            ids = page["job_id"].to_numpy(dtype=object)
-            ends = pd.to_numeric(page["end"]).to_numpy(dtype=np.float64)
-            usable = pd.notna(ids) & np.isfinite(ends)
-            if not usable.all():
-                report.rejects["GlobalJobId or end time: missing, the job was skipped"] += int((~usable).sum())
-            if len(ads) >= match and not usable.any():
-                raise SourceError(
-                    f"schedd {name}: history answered {len(ads)} jobs without GlobalJobId or end time; "
-                    "the backlog cannot be paged past them"
-                )
-            new = usable & ~pd.Series(ids, dtype=object).isin(seen).to_numpy()
-            if len(ads) >= match and not new.any():
-                raise SourceError(
-                    f"schedd {name}: history answered {len(ads)} jobs already read; it does not apply the "
-                    "constraint, so the backlog cannot be paged"
-                )
-            kept.append(columns.take(new))
-            seen.update(ids[new])
-            if len(ads) < match:
-                break
-            oldest = float(ends[usable].min())
-            at_oldest = sorted(
-                set(ids[usable & (ends == oldest)]) | (set(below[1]) if below and below[0] == oldest else set())
-            )
-            below = (oldest, at_oldest)
-        # one table of every page, built as the file readers build theirs
-        return jobs_table(AdColumns.concat(kept, attrs), self.jobs), calls[0], report
+    def _next_ads(self, what: str, ads: Iterator[Any], n: int, first: int) -> list[classad2.ClassAd]:
+        """The next ``n`` ads of an answer (fewer at its end): the bindings' errors translated, and
+        anything that is not a ClassAd refused."""
+        if self._cancel.is_set():
+            raise SourceError(f"{what}: abandoned, the probe is stopping")
+        try:
+            chunk = list(itertools.islice(ads, n))
+        except Exception as exc:  # the bindings' errors become SourceError, others go on as they are
+            error = _translated(what, exc)
+            if error is exc:
+                raise
+            raise error from exc
+        for i, ad in enumerate(chunk):
+            if not isinstance(ad, classad2.ClassAd):
+                raise SourceError(f"{what}: expected a list of ClassAds, item {first + i} is a {type(ad).__name__}")
+        return chunk
+
+
+def _translated(what: str, error: BaseException) -> BaseException:
+    """The bindings' errors (and the workers'), as a SourceError naming ``what`` was asked;
+    anything else as it is."""
+    if isinstance(error, (htcondor2.HTCondorException, classad2.ClassAdException, OSError, RuntimeError, ValueError)):
+        text = " ".join(str(error).split()) or type(error).__name__
+        translated = SourceError(f"{what}: {text}")
+        translated.__cause__ = error
+        return translated
+    return error
 
 
 def _names_str(names: Sequence[str]) -> list[str]:

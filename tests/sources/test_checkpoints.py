@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import pytest
 
 from probes.config import ProbeConfig
-from probes.sources.checkpoints import checkpoint_key, history_key, new_jobs, snapshot_interval
+from probes.sources.checkpoints import checkpoint_key, history_key, new_jobs, new_schedd_jobs, snapshot_interval
 
 
 @pytest.mark.parametrize(
@@ -40,3 +42,48 @@ def test_new_jobs_at_the_same_second_are_neither_skipped_nor_doubled() -> None:
 def test_checkpoint_names() -> None:
     assert history_key("/var/lib/condor/spool/history") == "history:/var/lib/condor/spool/history"
     assert checkpoint_key("schedd@cm.example.org") == "history:schedd:schedd@cm.example.org"
+
+
+def _answer(*jobs: tuple[str, float]) -> pd.DataFrame:
+    """A schedd's answer, newest first in its history file: (job id, end time) per job."""
+    return pd.DataFrame({"job_id": [j for j, _ in jobs], "end": [e for _, e in jobs]})
+
+
+_MARK = {"end": 50.0, "ids": ["b"], "tail": ["b", "a"]}
+
+
+@pytest.mark.parametrize(
+    ("answer", "checkpoint", "fresh", "mark", "problem"),
+    [
+        # the first pass: everything, positioned at the file's end
+        (_answer(("b", 50.0), ("a", 10.0)), None, ["b", "a"], {"end": 50.0, "ids": ["b"], "tail": ["b", "a"]}, None),
+        # jobs written after the position are new, whenever they ended; the position moves to the end
+        (_answer(("d", 20.0), ("c", 60.0), ("b", 50.0)), _MARK, ["d", "c"],
+         {"end": 60.0, "ids": ["c"], "tail": ["d", "c"]}, None),
+        (_answer(("d", 50.0), ("b", 50.0)), _MARK, ["d"], {"end": 50.0, "ids": ["b", "d"], "tail": ["d", "b"]}, None),
+        (_answer(("b", 50.0)), _MARK, [], _MARK, None),
+        # a job answered twice is taken once, at its newest place
+        (_answer(("d", 70.0), ("d", 70.0), ("b", 50.0)), _MARK, ["d"],
+         {"end": 70.0, "ids": ["d"], "tail": ["d", "b"]}, None),
+        # past the position it was asked to stop at: right all the same, and said
+        (_answer(("c", 60.0), ("b", 50.0), ("a", 10.0)), _MARK, ["c"], {"end": 60.0, "ids": ["c"], "tail": ["c", "b"]},
+         "vm: its history went on past job a"),
+        # the position is gone: rotated away (all it holds is new), or rewritten (by end time)
+        (_answer(("d", 20.0), ("c", 60.0)), _MARK, ["d", "c"], {"end": 60.0, "ids": ["c"], "tail": ["d", "c"]},
+         "vm: its history no longer holds job b, where the last pass stopped (rotated away"),
+        (_answer(("c", 60.0), ("x", 50.0), ("b", 50.0)), {**_MARK, "tail": ["gone", "a"]}, ["c", "x"],
+         {"end": 60.0, "ids": ["c"], "tail": ["c", "x"]},
+         ("vm: its history no longer holds job gone, where the last pass stopped, but holds jobs read before it: "
+          "the history was rewritten; only jobs that ended after 50 were taken")),
+        # an older probe's checkpoint: its own rule, once; then a position
+        (_answer(("d", 20.0), ("c", 60.0), ("b", 50.0), ("a", 10.0)), {"end": 50.0, "ids": ["b"]}, ["c"],
+         {"end": 60.0, "ids": ["c"], "tail": ["d", "c"]}, None),
+        (_answer(), {"end": 50.0, "ids": ["b"]}, [], {"end": 50.0, "ids": ["b"]}, None),
+    ],
+)  # fmt: skip
+def test_new_schedd_jobs(
+    answer: pd.DataFrame, checkpoint: dict[str, Any] | None, fresh: list[str], mark: dict[str, Any], problem: str | None
+) -> None:
+    got, advanced, said = new_schedd_jobs(answer, checkpoint, schedd="vm")
+    assert got["job_id"].tolist() == fresh and advanced == mark
+    assert (said is None) if problem is None else (said is not None and said.startswith(problem)), said

@@ -36,6 +36,7 @@ from probes.sources.live import (
     LivePool,
     history_constraint,
     history_projection,
+    history_since,
     idle_projection,
     slot_projection,
 )
@@ -131,7 +132,7 @@ class FakeSchedd(Daemon):
         self.name = name
         self.queue = list(queue)
         self.history_ads = list(history)  # newest first, as the schedd scans its history
-        self.ignore_constraint = False
+        self.ignore_since = False
 
     def location(self) -> classad2.ClassAd:
         return classad2.ClassAd(
@@ -148,9 +149,9 @@ class FakeSchedd(Daemon):
         def scan() -> Iterable[classad2.ClassAd]:
             found = 0
             for ad in self.history_ads:
-                if since and classad2.ExprTree(since).eval(ad) is True:
+                if since and not self.ignore_since and classad2.ExprTree(since).eval(ad) is True:
                     return
-                if self.ignore_constraint or matches(ad, constraint):
+                if matches(ad, constraint):
                     yield project(ad, projection)
                     found += 1
                     if 0 < match <= found:
@@ -537,102 +538,183 @@ def test_configured_schedds_and_a_schedd_nobody_knows(queue_ads: list[classad2.C
 # -- history ------------------------------------------------------------------------------------------------
 
 
-def test_the_history_backlog_is_read_in_pages_and_the_checkpoint_follows(
+def job(template: classad2.ClassAd, cluster: int, proc: int, end: int) -> classad2.ClassAd:
+    """A copy of ``template`` as job ``cluster.proc`` of schedd vm that ended at ``end``."""
+    ad = copy(template)
+    ad.update({"GlobalJobId": f"vm#{cluster}.{proc}#1795260000", "ClusterId": cluster, "ProcId": proc,
+               "CompletionDate": end, "EnteredCurrentStatus": end})  # fmt: skip
+    return ad
+
+
+def history_pool(pools: list[FakePool], ads: Sequence[classad2.ClassAd], **pool: Any) -> tuple[FakeSchedd, LivePool]:
+    schedd = FakeSchedd("vm", history=ads)
+    return schedd, fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(
+        config(pool=pool)
+    )
+
+
+def test_the_history_is_read_in_one_call_and_the_checkpoint_is_a_position_in_it(
     condor25: Path, history_ads: list[classad2.ClassAd], pools: list[FakePool]
 ) -> None:
-    cfg = config(pool={"history_match": 10, "history_lookback_s": 600})
-    schedd = FakeSchedd("vm", history=history_ads)
-    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(cfg)
+    schedd, live = history_pool(pools, history_ads, history_match=10)  # converted 10 jobs at a time
+    cfg = config(pool={"history_match": 10})
     schedds, _ = live.schedds()
     read = live.history(schedds, lambda key: None)
 
-    assert len(schedd.calls) == 5 and read.pages == {"vm": 5}  # 42 jobs, 10 per call
-    assert [c["match"] for c in schedd.calls] == [10] * 5 and {c["since"] for c in schedd.calls} == {None}
-    assert all(c["projection"] == history_projection(cfg.job_reading()) for c in schedd.calls)
-    assert schedd.calls[0]["constraint"] == "true"
-    assert schedd.calls[1]["constraint"].startswith(f"{END_TIME} < ")  # below the oldest end of page 1
+    (call,) = schedd.calls
+    assert (call["constraint"], call["match"], call["since"]) == ("true", -1, None) and read.pages == {"vm": 1}
+    assert call["projection"] == history_projection(cfg.job_reading())
     files, _ = read_history([condor25 / "history.ads"], cfg.job_reading())
-    jobs = read.jobs.sort_values("job_id").reset_index(drop=True)
     pd.testing.assert_frame_equal(
-        jobs.drop(columns=["source", "line"]),
+        read.jobs.sort_values("job_id").reset_index(drop=True).drop(columns=["source", "line"]),
         files.sort_values("job_id").reset_index(drop=True).drop(columns=["source", "line"]),
     )
+    assert read.jobs["line"].tolist() == list(range(1, 43))  # each ad's place in the one answer
     mark = read.checkpoints[checkpoint_key("vm")]
-    assert mark == {"end": 1795269401.0, "ids": ["vm#12.0#1795269388", "vm#12.1#1795269388"]}
+    newest = [ad["GlobalJobId"] for ad in history_ads[:2]]  # the history file's end: its newest jobs
+    assert mark == {"end": 1795269401.0, "ids": ["vm#12.0#1795269388", "vm#12.1#1795269388"], "tail": newest}
 
-    # the next read starts from the checkpoint: one call, nothing new
+    # the next pass stops at the second of them and asks for the first: nothing new
     schedd.calls.clear()
     again = live.history(schedds, {checkpoint_key("vm"): mark}.get)
     (call,) = schedd.calls
-    assert call["since"] == f"{END_TIME} < 1795268801"
-    assert (
-        call["constraint"]
-        == history_constraint(cfg.pool.job_constraint, mark)
-        == (
-            f"{END_TIME} > 1795269401 || ({END_TIME} == 1795269401 && "
-            '!member(GlobalJobId, {"vm#12.0#1795269388", "vm#12.1#1795269388"}))'
-        )
-    )
-    assert again.jobs.empty and again.checkpoints[checkpoint_key("vm")] == mark
+    assert call["since"] == history_since(mark, 3600) == f'GlobalJobId == "{newest[1]}"'
+    assert call["constraint"] == history_constraint("", mark) == "true"
+    assert again.jobs.empty and again.checkpoints[checkpoint_key("vm")] == mark and again.problems == {}
 
-    # jobs that complete later, some in the same second as the checkpoint, are read once
-    newer = []
-    for k, end in enumerate([1795269401, 1795269401, 1795269500]):
-        ad = copy(history_ads[0])
-        ad.update(
-            {
-                "GlobalJobId": f"vm#13.{k}#1795269450",
-                "ClusterId": 13,
-                "ProcId": k,
-                "CompletionDate": end,
-                "EnteredCurrentStatus": end,
-            }
-        )
-        newer.insert(0, ad)
-    schedd.history_ads = newer + schedd.history_ads
+    # jobs written to the history later are read, whenever they ended: in the same second as the
+    # checkpoint, after it, and (a job removed late, or whose output took long) long before it
+    late = [job(history_ads[0], 13, 0, 1795269500), job(history_ads[0], 13, 1, 1795200000),
+            job(history_ads[0], 13, 2, 1795269401)]  # fmt: skip
+    schedd.history_ads = late + schedd.history_ads
     third = live.history(schedds, {checkpoint_key("vm"): mark}.get)
-    assert sorted(third.jobs["job_id"]) == ["vm#13.0#1795269450", "vm#13.1#1795269450", "vm#13.2#1795269450"]
-    assert third.checkpoints[checkpoint_key("vm")] == {"end": 1795269500.0, "ids": ["vm#13.2#1795269450"]}
+    assert third.jobs["job_id"].tolist() == ["vm#13.0#1795260000", "vm#13.1#1795260000", "vm#13.2#1795260000"]
+    assert third.checkpoints[checkpoint_key("vm")] == {
+        "end": 1795269500.0, "ids": ["vm#13.0#1795260000"], "tail": ["vm#13.0#1795260000", "vm#13.1#1795260000"]
+    }  # fmt: skip
 
 
-def test_more_jobs_in_one_second_than_one_call_returns(
+def test_a_job_constraint_still_answers_the_checkpoints_newest_job(
     history_ads: list[classad2.ClassAd], pools: list[FakePool]
 ) -> None:
-    ads = []
-    for k in range(25):
-        ad = copy(history_ads[0])
-        ad.update(
-            {
-                "GlobalJobId": f"vm#20.{k}#1795269000",
-                "ProcId": k,
-                "CompletionDate": 1795269600,
-                "EnteredCurrentStatus": 1795269600,
-            }
-        )
-        ads.append(ad)
-    schedd = FakeSchedd("vm", history=ads)
-    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(
-        config(pool={"history_match": 10})
-    )
+    schedd, live = history_pool(pools, history_ads, job_constraint="ExitCode == 0")
+    schedds, _ = live.schedds()
+    first = live.history(schedds, lambda key: None)
+    mark = first.checkpoints[checkpoint_key("vm")]
+    assert len(first.jobs) < 42 and (first.jobs["exit_code"] == 0).all()
+    schedd.calls.clear()
+    again = live.history(schedds, {checkpoint_key("vm"): mark}.get)
+    assert again.jobs.empty and again.problems == {}
+    assert schedd.calls[0]["constraint"] == f'(ExitCode == 0) || GlobalJobId == "{mark["tail"][0]}"'
+
+
+def test_more_jobs_in_one_second_than_a_chunk_holds(history_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:
+    ads = [job(history_ads[0], 20, k, 1795269600) for k in range(25)]
+    schedd, live = history_pool(pools, ads, history_match=10)
     read = live.history(live.schedds()[0], lambda key: None)
-    assert sorted(read.jobs["proc"]) == list(range(25)) and read.pages == {"vm": 3}
+    assert sorted(read.jobs["proc"]) == list(range(25)) and read.pages == {"vm": 1}
     assert len(read.checkpoints[checkpoint_key("vm")]["ids"]) == 25
+    schedd.history_ads = [job(history_ads[0], 20, 25, 1795269600), *ads]
+    more = live.history(live.schedds()[0], read.checkpoints.get)
+    assert more.jobs["proc"].tolist() == [25] and len(more.checkpoints[checkpoint_key("vm")]["ids"]) == 26
 
 
-def test_a_schedd_that_ignores_the_constraint_cannot_be_paged(
-    history_ads: list[classad2.ClassAd], pools: list[FakePool]
+def test_an_older_probes_checkpoint_is_read_once_by_its_rule_then_positioned(
+    history_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
 ) -> None:
-    schedd = FakeSchedd("vm", history=history_ads)
-    schedd.ignore_constraint = True
-    live = fake_pool(pools, {None: FakeCollector(schedds=[schedd.location()])}, [schedd]).live(
-        config(pool={"history_match": 10})
-    )
-    read = live.history(live.schedds()[0], lambda key: None)
-    assert read.jobs.empty and read.checkpoints == {}
-    assert read.failures == {
-        "schedd:vm": "schedd vm: history answered 10 jobs already read; it does not apply the constraint, "
-        "so the backlog cannot be paged"
+    """A site upgrading: the checkpoint of a probe from before positions (an end time and the ids
+    at it) is read once as that probe would have, in one scan, and left with a position."""
+    old = {"end": 1795269401.0, "ids": ["vm#12.0#1795269388", "vm#12.1#1795269388"]}
+    written_since = [job(history_ads[0], 13, 0, 1795269450), job(history_ads[0], 13, 1, 1795269401)]
+    schedd, live = history_pool(pools, [*written_since, *history_ads], history_lookback_s=600)
+    schedds, _ = live.schedds()
+    with caplog.at_level("INFO", logger="fairacct.live"):
+        read = live.history(schedds, {checkpoint_key("vm"): old}.get)
+    (call,) = schedd.calls
+    assert call["since"] == f"{END_TIME} < 1795268801" and call["constraint"] == "true"
+    assert read.jobs["job_id"].tolist() == ["vm#13.0#1795260000", "vm#13.1#1795260000"]  # none read twice
+    mark = read.checkpoints[checkpoint_key("vm")]
+    assert mark == {
+        "end": 1795269450.0,
+        "ids": ["vm#13.0#1795260000"],
+        "tail": ["vm#13.0#1795260000", "vm#13.1#1795260000"],
     }
+    assert "schedd vm: a checkpoint without a position in the history, read once more by its end time" in caplog.text
+
+    # from then on, by position: a job written later that ended long before is read
+    schedd.history_ads = [job(history_ads[0], 14, 0, 1795000000), *schedd.history_ads]
+    later = live.history(schedds, {checkpoint_key("vm"): mark}.get)
+    assert later.jobs["job_id"].tolist() == ["vm#14.0#1795260000"] and later.problems == {}
+
+
+def test_a_history_that_lost_the_checkpoints_position_is_said(
+    history_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
+) -> None:
+    rotated = {"end": 1795260000.0, "ids": ["vm#1.0#1795250000"], "tail": ["vm#1.0#1795250000", "vm#0.9#1795250000"]}
+    _, live = history_pool(pools, history_ads)
+    schedds, _ = live.schedds()
+    with caplog.at_level("WARNING", logger="fairacct.live"):
+        read = live.history(schedds, {checkpoint_key("vm"): rotated}.get)
+    assert len(read.jobs) == 42  # all it holds is past the lost position
+    why = read.problems["schedd:vm"]
+    assert why.startswith("schedd vm: its history no longer holds job vm#1.0#1795250000, where the last pass stopped")
+    assert "rotated away" in why and why in caplog.text
+
+    # a history rewritten (jobs read before are in it, the position is not): only jobs past the end time
+    rewritten = {"end": 1795269309.0, "ids": [history_ads[4]["GlobalJobId"]], "tail": ["vm#99.0#1", "vm#98.0#1"]}
+    read = live.history(schedds, {checkpoint_key("vm"): rewritten}.get)
+    assert (read.jobs["end"] > 1795269309).all() and len(read.jobs) == 4
+    assert "the history was rewritten; only jobs that ended after 1795269309 were taken" in read.problems["schedd:vm"]
+
+
+def test_a_schedd_that_does_not_apply_since_is_still_read_once_and_said(
+    history_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
+) -> None:
+    schedd, live = history_pool(pools, history_ads)
+    schedds, _ = live.schedds()
+    mark = live.history(schedds, lambda key: None).checkpoints[checkpoint_key("vm")]
+    schedd.ignore_since = True
+    with caplog.at_level("WARNING", logger="fairacct.live"):
+        again = live.history(schedds, {checkpoint_key("vm"): mark}.get)
+    assert again.jobs.empty and again.checkpoints[checkpoint_key("vm")] == mark and again.failures == {}
+    assert again.problems == {
+        "schedd:vm": f"schedd vm: its history went on past job {mark['tail'][1]}, where it was asked to stop (since): "
+        "it does not apply since, so every pass scans its whole history"
+    }
+    assert again.problems["schedd:vm"] in caplog.text
+
+
+def test_an_answer_whose_expressions_need_more_is_asked_again_once(
+    history_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
+) -> None:
+    ads = [copy(ad) for ad in history_ads]
+    ads[30]["RequestMemory"] = classad2.ExprTree("2 * MemoryRequestedByWrapper")
+    ads[30]["MemoryRequestedByWrapper"] = 700
+    del ads[30]["MemoryProvisioned"]
+    schedd, live = history_pool(pools, ads, history_match=10)
+    with caplog.at_level("INFO", logger="fairacct.live"):
+        read = live.history(live.schedds()[0], lambda key: None)
+    assert read.pages == {"vm": 2} and len(read.jobs) == 42
+    assert read.jobs.set_index("job_id").loc[ads[30]["GlobalJobId"], "memory"] == 1400
+    assert schedd.calls[1]["projection"] == [*schedd.calls[0]["projection"], "MemoryRequestedByWrapper"]
+    assert "the answer refers to MemoryRequestedByWrapper, which the projection lacked; asking again" in caplog.text
+    schedd.calls.clear()
+    live.history(live.schedds()[0], lambda key: None)
+    assert len(schedd.calls) == 1 and "MemoryRequestedByWrapper" in schedd.calls[0]["projection"]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "message"),
+    [("Failed", "expected a list of ClassAds, got str"), (7, "expected a list of ClassAds, got int"),
+     ([classad2.ClassAd(), {"GlobalJobId": "x"}], "expected a list of ClassAds, item 1 is a dict")],
+)  # fmt: skip
+def test_garbage_from_a_schedds_history_is_a_clear_failure(
+    garbage: Any, message: str, history_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    schedd, live = history_pool(pools, history_ads)
+    schedd.garbage = garbage
+    read = live.history(live.schedds()[0], lambda key: None)
+    assert read.failures == {"schedd:vm": f"schedd vm: history: {message}"} and read.checkpoints == {}
 
 
 def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
