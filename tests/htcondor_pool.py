@@ -13,6 +13,7 @@ creates it): HTCondor runs no job as root. Run as another user, they run as that
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -21,9 +22,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 __all__ = ["POOL_USER", "HTCondorPool", "free_port", "remove", "start_pool", "unavailable"]
 
@@ -187,3 +190,18 @@ def remove(pool: HTCondorPool) -> None:
     """Stop the pool and remove everything it unpacked and wrote."""
     pool.stop()
     shutil.rmtree(pool.release.parent, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_pool(shared: Path) -> Iterator[HTCondorPool]:
+    """A pool of a test module's own (for tests that would disturb the session's pool: its
+    counts of jobs, its configuration), stopped and removed at the end; a skip, with the
+    reason, where ../shared/htcondor cannot run one."""
+    why = unavailable(shared)
+    if why:
+        pytest.skip(why)
+    pool = start_pool(shared)
+    try:
+        yield pool
+    finally:
+        remove(pool)

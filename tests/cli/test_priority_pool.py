@@ -16,7 +16,7 @@ import pytest
 
 from probes.cli import main
 from tests.conftest import SHARED
-from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
+from tests.htcondor_pool import HTCondorPool, own_pool
 
 JOBS = {
     # alice: 4 cores x 2 jobs; bob: 1 core x 1 job; the same walltime
@@ -32,14 +32,8 @@ JOBS = {
 
 @pytest.fixture(scope="module")
 def negotiator_pool() -> Iterator[HTCondorPool]:
-    why = unavailable(SHARED)
-    if why:
-        pytest.skip(why)
-    pool = start_pool(SHARED)
-    try:
+    with own_pool(SHARED) as pool:
         yield pool
-    finally:
-        remove(pool)
 
 
 def factors(htc: HTCondorPool) -> dict[str, float]:

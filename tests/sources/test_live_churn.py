@@ -37,7 +37,7 @@ from probes.pipeline.reading import live_pool
 from probes.sources.live import LivePool
 from probes.sources.status import Snapshot
 from tests.conftest import SHARED
-from tests.htcondor_pool import HTCondorPool, remove, start_pool, unavailable
+from tests.htcondor_pool import HTCondorPool, own_pool
 
 STARTDS = ("glidein_cpu@vm", "glidein_gpu@vm")
 RESOURCES = ("cpus", "memory", "gpus")  # compared exactly; disk is measured by the startd as it goes
@@ -66,14 +66,8 @@ WAVE_EVERY_S = 4.0
 
 @pytest.fixture(scope="module")
 def churn_pool() -> Iterator[HTCondorPool]:
-    why = unavailable(SHARED)
-    if why:
-        pytest.skip(why)
-    pool = start_pool(SHARED)
-    try:
+    with own_pool(SHARED) as pool:
         yield pool
-    finally:
-        remove(pool)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from probes.accounting.ledger import LEDGER_COLUMNS
 from probes.cli import main
 from probes.sources.checkpoints import LEDGER_KEY
 from tests.conftest import SHARED
-from tests.htcondor_pool import POOL_USER, HTCondorPool, remove, start_pool, unavailable
+from tests.htcondor_pool import POOL_USER, HTCondorPool, own_pool
 
 POOL_CONFIG = """
 GROUP_NAMES = group_physics, group_physics.cms, group_bio
@@ -79,15 +79,9 @@ def expected(domain: str, account: str, group: str | None, user: str | None, pro
 
 @pytest.fixture(scope="module")
 def identity_pool() -> Iterator[HTCondorPool]:
-    why = unavailable(SHARED)
-    if why:
-        pytest.skip(why)
-    pool = start_pool(SHARED)
-    try:
+    with own_pool(SHARED) as pool:
         pool.reconfigure(POOL_CONFIG)
         yield pool
-    finally:
-        remove(pool)
 
 
 def second_account() -> bool:
