@@ -22,7 +22,7 @@ the figures before a change: the jobs it lost and its time.
 Run with ``python benchmarks/bench_live_history.py [--sizes 100000 1000000] [--order realistic]
 [--old REV]``. It needs about 12 GB of disk at 1,000,000 jobs (the dump, the history file,
 condor_history's output), and memory for the bindings' answer, which htcondor2 returns whole
-(about 12 KB a job in the worker). Exits 0 when every target is met, 1 when one is not, 2 when
+(about 8 KB a job in the worker). Exits 0 when every target is met, 1 when one is not, 2 when
 nothing could be measured.
 """
 
