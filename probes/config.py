@@ -189,13 +189,16 @@ class PoolSettings(_Section):
         "", description="ClassAd constraint added to the queue and history queries of every schedd. Empty: none."
     )
     history_match: int = Field(
-        10000, ge=1, description="Jobs per Schedd.history call; a bigger backlog is read in several calls."
+        10000,
+        ge=1,
+        description="Jobs of a schedd's history answer converted at a time (one Schedd.history call a pass "
+        "reads the whole backlog, from the checkpoint's position in the history file).",
     )
     history_lookback_s: float = Field(
         3600.0,
         ge=0,
-        description="A history scan stops at the first job that ended this long before the checkpoint, "
-        "so that jobs written to the history out of order are still found.",
+        description="For a checkpoint of a probe before positions (an end time): its last scan stops at the "
+        "first job that ended this long before it, then the checkpoint is a position.",
     )
     timeout_s: float = Field(
         60.0, gt=0, description="Seconds a collector or schedd has to answer one query (also HTCondor's QUERY_TIMEOUT)."
