@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-usage test check bench clean
+.PHONY: demo demo-usage test check browser bench clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -50,6 +50,11 @@ check: $(BIN)/.installed-test
 	$(BIN)/mypy
 
 # Speed and memory targets, run on demand (never part of `make test`); each prints PASS/FAIL.
+# The headless browser the report's page test uses (Debian's chromium; needs root). Tests never
+# install anything: without it that test skips and says so.
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
 bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_readers.py
 	-$(BIN)/python benchmarks/bench_accounting.py
