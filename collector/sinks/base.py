@@ -75,7 +75,10 @@ class Aggregation:
     """Sums of records of one ``kind`` grouped by ``period`` of the record's ``timestamp``
     (``day``: 'YYYY-MM-DD', ``month``: 'YYYY-MM', None: the whole range) and the fields of
     ``group_by``; ``since``/``until`` are ISO-8601 UTC bounds on ``timestamp`` (since inclusive,
-    until exclusive); only the records that have every field of ``requires`` count."""
+    until exclusive); only the records that have every field of ``requires`` count, and
+    only those whose numeric fields lie in ``ranges``: ``(field, low, high)`` keeps a record
+    with ``low <= field < high`` (None: unbounded on that side; a record without the field is
+    left out)."""
 
     kind: str
     group_by: tuple[str, ...]
@@ -84,6 +87,7 @@ class Aggregation:
     since: str | None = None
     until: str | None = None
     requires: tuple[str, ...] = ()
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
 class Sink(Protocol):

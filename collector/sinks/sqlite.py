@@ -146,7 +146,7 @@ class EmbeddedStore:
                 term = f"CASE WHEN {value(t.where)} THEN {term} END"
             sums.append(f"total({term}) * {float(t.scale)!r}")  # total(): 0.0 over no values
         sql = f"SELECT {', '.join([*keys, *sums])} FROM {table} WHERE 1"
-        params: list[str] = []
+        params: list[str | float] = []
         if query.period:  # implied by the bounds below; they let the covering index (see index_aggregation) be used
             period = keys[0]
             if query.since is not None:
@@ -165,6 +165,12 @@ class EmbeddedStore:
             sql, params = sql + " AND timestamp < ?", [*params, query.until]
         for f in query.requires:
             sql += f" AND {value(f)} IS NOT NULL"
+        for f, low, high in query.ranges:
+            sql += f" AND {value(f)} IS NOT NULL"
+            if low is not None:
+                sql, params = sql + f" AND {value(f)} >= ?", [*params, float(low)]
+            if high is not None:
+                sql, params = sql + f" AND {value(f)} < ?", [*params, float(high)]
         if keys:
             sql += " GROUP BY " + ", ".join(str(i + 1) for i in range(len(keys)))
         else:  # one row for the whole range, none when it holds no record (as a composite aggregation)

@@ -146,6 +146,12 @@ COMMANDS: Mapping[str, Command] = {
             "priority:run_priority_command",
         ),
         Command(
+            "audit",
+            "the books balance: allocation records against completed jobs, node books, gaps, within the sampling bound",
+            "audit:add_audit_arguments",
+            "audit:run_audit_command",
+        ),
+        Command(
             "slot-weight",
             "the SLOT_WEIGHT (Cpus, Memory, Disk) that approximates the penalty, standard job or bills, with its error",
             "slot_weight:add_slot_weight_arguments",

@@ -65,6 +65,9 @@ def composite_body(query: Aggregation, after: Mapping[str, Any] | None = None) -
     bounds = {k: v for k, v in (("gte", query.since), ("lt", query.until)) if v is not None}
     filters: list[dict[str, Any]] = [{"range": {"timestamp": bounds}}] if bounds else []
     filters += [{"exists": {"field": f}} for f in query.requires]
+    for f, low, high in query.ranges:
+        limits = {k: v for k, v in (("gte", low), ("lt", high)) if v is not None}
+        filters.append({"range": {f: limits}} if limits else {"exists": {"field": f}})
     if len(filters) > 1:
         where: dict[str, Any] = {"bool": {"filter": filters}}
     else:

@@ -1,0 +1,271 @@
+"""The books balance: what the snapshots held against what the history says ran, per submitter
+and site; what each node offered against its true overhead and allocations; the time nobody
+watched.
+
+Pure functions over the tables the store's sums give (:mod:`probes.pipeline.audit` asks for
+them); times are UNIX seconds (UTC), durations seconds, amounts in HTCondor's units (cores, MiB,
+KiB, devices), results in core-hours and canonical-unit hours (CU-hours).
+
+**What a snapshot stands for.** A snapshot observed at ``t`` with ``interval_s`` = ``d`` stands
+for ``(t - d, t]`` (see :func:`probes.sources.checkpoints.snapshot_interval`): its allocation
+record of ``c`` cores holds ``c x d`` core-seconds, of which the part inside the window counts.
+The parts of the window no snapshot stands for are the *gaps* (the probe or the collector was
+down: the probe's "unobserved" time, or records lost).
+
+**The sampling bound.** A job holds its dynamic slot over ``[s, e]``; the probe samples at
+``t_0 < t_1 < ...`` with ``d_k = t_k - t_(k-1)``, and a sample sees the job when ``s <= t_k <= e``.
+With ``t_a`` the first sample at or after ``s`` and ``t_b`` the last at or before ``e``, the
+records hold ``c x (t_b - t_(a-1))`` core-seconds against ``c x (e - s)``, so
+
+    held - used = c x [(s - t_(a-1)) - (e - t_b)],  with 0 <= s - t_(a-1) < d_a and 0 <= e - t_b < d_(b+1)
+
+that is ``-c x d_(b+1) < held - used < c x d_a``: a job is over-counted by less than one interval
+at its start and under-counted by less than one at its end, never both beyond one interval,
+``|held - used| < c x d`` with ``d`` the longest interval around its ends (a job no sample saw
+ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the window's
+edges, exactly, keeps it. Per submitter and site the difference is thus within
+
+    bound = sum over its jobs of cores x (d_max + lag_s)
+
+with ``d_max`` the longest snapshot interval of the window and ``lag_s`` what the pool adds to
+the ends: the collector drops a released dynamic slot's ad, or hears of a new one, up to about
+a second late, and a claim is made a moment before its job starts. A difference beyond it is a
+fault of the books (a job billed that did not run, a job that ran unbilled, records lost or
+doubled, jobs not yet in the history) or a gap.
+
+**A node's books.** Per node (partitionable or static slot) over the snapshots of the window,
+for each resource ``r``: what it offered (``total_r``) is what was unallocated on it (its slot
+records) plus what its allocations held (the allocation records that name it): exactly, since
+the slot's unallocated amounts are its total minus its dynamic slots, the very ones the
+allocation records are made of. In canonical units (Andrijauskas et al. 2023): offered CU-hours
+(``min over r of floor(total_r / threshold_r)``, what the node would offer empty), true
+overhead CU-hours, and allocated CU-hours (``max over r of allocated_r / threshold_r``: the
+units the jobs' largest dimension took); the difference is the books' error per resource in
+units of its threshold, the largest, in CU-hours; 0 when they balance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from probes.accounting._tables import RESOURCES, require_columns
+from probes.accounting.canonical import CanonicalUnit
+
+__all__ = [
+    "GAP_TOLERANCE_S",
+    "gaps",
+    "held_core_seconds",
+    "job_core_seconds",
+    "node_books",
+    "observed_segments",
+    "submitter_books",
+]
+
+GAP_TOLERANCE_S = 1.0
+"""Uncovered stretches shorter than this are not gaps: Elasticsearch keeps ``observed_at`` and
+``interval_s`` in whole seconds, so consecutive snapshots may leave under a second between them."""
+
+KEYS = ("pool", "submitter", "site")
+"""What a row of the submitter books is (a job's ``pool`` is None: jobs are matched by submitter and site)."""
+
+
+def observed_segments(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The parts of ``[start, end)`` some snapshot stands for, merged: ``start``, ``end``.
+
+    ``snapshots`` (one row per snapshot of any pool): ``observed_at``, ``interval_s`` (seconds);
+    each stands for ``(observed_at - interval_s, observed_at]``. Stretches under
+    :data:`GAP_TOLERANCE_S` between two are bridged."""
+    require_columns(snapshots, ["observed_at", "interval_s"], "snapshots table")
+    ends = pd.to_numeric(snapshots["observed_at"]).to_numpy(dtype=np.float64)
+    starts = ends - pd.to_numeric(snapshots["interval_s"]).to_numpy(dtype=np.float64)
+    order = np.argsort(starts, kind="stable")
+    merged: list[list[float]] = []
+    for a, b in zip(np.maximum(starts[order], start), np.minimum(ends[order], end), strict=True):
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1] + GAP_TOLERANCE_S:
+            merged[-1][1] = max(merged[-1][1], float(b))
+        else:
+            merged.append([float(a), float(b)])
+    return pd.DataFrame(merged, columns=["start", "end"], dtype=np.float64)
+
+
+def gaps(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The stretches of ``[start, end)`` no snapshot of a pool stands for, per pool: ``pool``,
+    ``start``, ``end``, ``seconds``. ``snapshots``: ``pool``, ``observed_at``, ``interval_s``; a
+    window with no snapshot at all is one gap of pool None."""
+    require_columns(snapshots, ["pool", "observed_at", "interval_s"], "snapshots table")
+    rows: list[tuple[object, float, float]] = []
+    if not len(snapshots):
+        rows.append((None, start, end))
+    for pool, part in snapshots.groupby("pool", dropna=False, sort=True):
+        edge = start
+        for seg in observed_segments(part, start, end).itertuples(index=False):
+            if seg.start - edge >= GAP_TOLERANCE_S:
+                rows.append((pool, edge, float(seg.start)))
+            edge = float(seg.end)
+        if end - edge >= GAP_TOLERANCE_S:
+            rows.append((pool, edge, end))
+    out = pd.DataFrame(rows, columns=["pool", "start", "end"])
+    out["pool"] = out["pool"].astype(object).where(out["pool"].notna(), None)
+    return out.assign(seconds=out["end"] - out["start"])
+
+
+def held_core_seconds(bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """Core-seconds the allocation records hold inside ``[start, end)``, by pool, submitter and site.
+
+    ``bulk``: ``pool``, ``submitter``, ``site``, ``core_s`` (the sum of ``cpus x interval_s`` of
+    the records observed in ``[start, end)``). ``edges``: the records that may reach across an
+    edge of the window, summed by snapshot: ``pool``, ``submitter``, ``site``, ``observed_at``,
+    ``interval_s``, ``cpus`` (those observed within the longest interval after ``start`` and
+    after ``end``); each counts ``cpus`` x the part of ``(observed_at - interval_s,
+    observed_at]`` inside the window, in place of what ``bulk`` counted of it."""
+    require_columns(bulk, [*KEYS, "core_s"], "held core-seconds")
+    require_columns(edges, [*KEYS, "observed_at", "interval_s", "cpus"], "window edges")
+    t = pd.to_numeric(edges["observed_at"]).to_numpy(dtype=np.float64)
+    d = pd.to_numeric(edges["interval_s"]).to_numpy(dtype=np.float64)
+    c = pd.to_numeric(edges["cpus"]).to_numpy(dtype=np.float64)
+    inside = np.clip(np.minimum(t, end) - np.maximum(t - d, start), 0.0, None)
+    counted = np.where((t >= start) & (t < end), d, 0.0)
+    fix = edges[list(KEYS)].assign(core_s=c * (inside - counted))
+    both = pd.concat([bulk[[*KEYS, "core_s"]], fix], ignore_index=True)
+    return _sum_by_keys(both, ["core_s"])
+
+
+def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
+    """Core-seconds the completed jobs ran inside observed segments, by submitter and site, with
+    their number and cores.
+
+    Each part is ``(rows, a, b, start_clipped, end_clipped)``: the store's sums over the jobs of
+    one segment ``[a, b)`` whose start is before ``a`` (``start_clipped``) or not, and whose end
+    is at or after ``b`` (``end_clipped``) or inside; ``rows``: ``submitter``, ``site``, ``jobs``,
+    ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start and cpus x
+    end). A job counts ``cpus x (min(end, b) - max(start, a))``."""
+    frames = []
+    for rows, a, b, start_clipped, end_clipped in parts:
+        require_columns(rows, ["submitter", "site", "jobs", "cores", "cores_start", "cores_end"], "job sums")
+        cores = pd.to_numeric(rows["cores"]).astype(float)
+        upper = cores * b if end_clipped else pd.to_numeric(rows["cores_end"]).astype(float)
+        lower = cores * a if start_clipped else pd.to_numeric(rows["cores_start"]).astype(float)
+        frames.append(
+            rows[["submitter", "site"]].assign(
+                pool=None, used_core_s=upper - lower, jobs=pd.to_numeric(rows["jobs"]), cores=cores
+            )
+        )
+    if not frames:
+        return pd.DataFrame(columns=[*KEYS, "used_core_s", "jobs", "cores"])
+    return _sum_by_keys(pd.concat(frames, ignore_index=True), ["used_core_s", "jobs", "cores"])
+
+
+def submitter_books(
+    held: pd.DataFrame, every: pd.DataFrame, used: pd.DataFrame, *, interval_s: float, lag_s: float
+) -> pd.DataFrame:
+    """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
+    ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
+    ``used_core_hours`` (the completed jobs), ``difference_core_hours`` (held - used),
+    ``bound_core_hours`` (``cores x (interval_s + lag_s)`` summed over the jobs, see the module
+    docstring) and ``beyond`` (the difference exceeds it). ``held`` (the records with a job) and
+    ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as :func:`job_core_seconds` does. The pool of
+    a row is dropped: jobs carry none, so a submitter's bills of every pool meet its jobs."""
+    keys = ["submitter", "site"]
+    h = _sum_by_keys(held.assign(pool=None), ["core_s"]).rename(columns={"core_s": "held_core_s"})
+    c = _sum_by_keys(every.assign(pool=None), ["core_s"]).rename(columns={"core_s": "claimed_core_s"})
+    u = used.assign(pool=None)
+    books = h.merge(c, on=[*KEYS], how="outer").merge(u, on=[*KEYS], how="outer")
+    for col in ("held_core_s", "claimed_core_s", "used_core_s", "jobs", "cores"):
+        books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
+    out = books[keys].copy()
+    out["held_core_hours"] = books["held_core_s"] / 3600.0
+    out["claimed_core_hours"] = np.clip(books["claimed_core_s"] - books["held_core_s"], 0.0, None) / 3600.0
+    out["used_core_hours"] = books["used_core_s"] / 3600.0
+    out["difference_core_hours"] = out["held_core_hours"] - out["used_core_hours"]
+    out["jobs"] = books["jobs"].astype(np.int64)
+    out["bound_core_hours"] = books["cores"] * (interval_s + lag_s) / 3600.0
+    # a relative hair for the sums' rounding (cpus x UNIX seconds summed, then subtracted)
+    slack = 1e-9 * (out["held_core_hours"].abs() + out["used_core_hours"].abs()) + 1e-9
+    out["beyond"] = out["difference_core_hours"].abs() > out["bound_core_hours"] + slack
+    return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
+
+
+def node_books(slots: pd.DataFrame, allocations: pd.DataFrame, units: Mapping[str, CanonicalUnit]) -> pd.DataFrame:
+    """Each node's books over the window (see the module docstring).
+
+    ``slots``: the slot records summed by node (``pool``, ``site``, ``name``, ``partition``):
+    ``snapshots``, ``hours`` (sum of ``interval_s`` / 3600), ``overhead_cu_hours``, and for each
+    resource r ``total_<r>_hours`` and ``unallocated_<r>_hours`` (sums of the amount x
+    ``interval_s`` / 3600). ``allocations``: the allocation records summed by node (``pool``,
+    ``parent``): ``allocated_<r>_hours``. ``units``: the canonical units by partition.
+
+    Returns per node: ``pool``, ``site``, ``name``, ``partition``, ``snapshots``,
+    ``offered_cu_hours``, ``overhead_cu_hours``, ``allocated_cu_hours``, ``difference_cu_hours``
+    (the largest ``|offered_r - unallocated_r - allocated_r| / threshold_r`` over the partition's
+    resources; for a node of no partition, in cores), ``balanced`` (under 1e-6 CU-hours or
+    relative), ``orphan`` (allocation records name a node no slot record of the window has)."""
+    sums = [f"{k}_{r}_hours" for r in RESOURCES for k in ("total", "unallocated")]
+    require_columns(
+        slots, ["pool", "site", "name", "partition", "snapshots", "hours", "overhead_cu_hours", *sums], "slot sums"
+    )
+    require_columns(allocations, ["pool", "parent", *[f"allocated_{r}_hours" for r in RESOURCES]], "allocation sums")
+    allocs = allocations.rename(columns={"parent": "name"})
+    books = slots.merge(allocs, on=["pool", "name"], how="outer", indicator=True)
+    books["orphan"] = books["_merge"].eq("right_only")
+    n = len(books)
+    hours = pd.to_numeric(books["hours"]).astype(float).fillna(0.0).to_numpy()
+    offered = np.full(n, np.nan)
+    allocated = np.zeros(n)
+    diff = np.zeros(n)
+    scale = np.zeros(n)
+    partitions = books["partition"].astype(object).to_numpy()
+    for r in RESOURCES:
+        total = pd.to_numeric(books[f"total_{r}_hours"]).astype(float).fillna(0.0).to_numpy()
+        free = pd.to_numeric(books[f"unallocated_{r}_hours"]).astype(float).fillna(0.0).to_numpy()
+        held = pd.to_numeric(books[f"allocated_{r}_hours"]).astype(float).fillna(0.0).to_numpy()
+        thr = np.array(
+            [units[p].threshold(r) if isinstance(p, str) and p in units else (1.0 if r == "cpus" else 0.0)
+             for p in partitions]
+        )  # fmt: skip
+        use = thr > 0
+        if not use.any():
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_hour = np.where(hours > 0, total / np.where(hours > 0, hours, 1.0), 0.0)
+            cu = np.where(use, np.floor(per_hour / np.where(use, thr, 1.0) + 1e-9), np.inf)
+            offered = np.where(use, np.fmin(offered, cu * hours), offered)
+            allocated = np.where(use, np.maximum(allocated, held / np.where(use, thr, 1.0)), allocated)
+            err = np.where(use, np.abs(total - free - held) / np.where(use, thr, 1.0), 0.0)
+            diff = np.maximum(diff, err)
+            scale = np.maximum(scale, np.where(use, total / np.where(use, thr, 1.0), 0.0))
+    matched = np.array([isinstance(p, str) and p in units for p in partitions])
+    out = pd.DataFrame(
+        {
+            "pool": books["pool"],
+            "site": books["site"],
+            "name": books["name"],
+            "partition": books["partition"],
+            "snapshots": pd.to_numeric(books["snapshots"]).fillna(0).astype(np.int64),
+            "offered_cu_hours": np.where(matched, offered, np.nan),
+            "overhead_cu_hours": pd.to_numeric(books["overhead_cu_hours"]).astype(float),
+            "allocated_cu_hours": np.where(matched, allocated, np.nan),
+            "difference_cu_hours": diff,
+        }
+    )
+    out["orphan"] = books["orphan"].to_numpy()
+    out["balanced"] = (diff <= 1e-6 + 1e-9 * scale) & ~out["orphan"]
+    return out.sort_values(["pool", "name"], key=_text_key).reset_index(drop=True)
+
+
+def _sum_by_keys(frame: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+    """``values`` summed by pool, submitter and site, a missing key a group of its own."""
+    keyed = frame.assign(**{k: frame[k].astype(object).where(frame[k].notna(), "\0") for k in KEYS})
+    out = keyed.groupby(list(KEYS), sort=True)[values].sum().reset_index()
+    for k in KEYS:
+        out[k] = out[k].where(out[k] != "\0", None)
+    return out
+
+
+def _text_key(column: pd.Series) -> pd.Series:
+    """Sort names as text, a missing one first."""
+    return column.map(lambda v: "" if v is None or v != v else str(v))
