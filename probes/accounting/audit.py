@@ -27,7 +27,8 @@ edges, exactly, keeps it. Per submitter and site the difference is thus within
 
     bound = sum over its jobs of cores x (d_max + lag_s)
 
-with ``d_max`` the longest snapshot interval of the window and ``lag_s`` what the pool adds to
+over the jobs that ran in the window and those that started within ``d_max`` after it (the
+sample after the window's end stands partly for time inside it), with ``d_max`` the longest snapshot interval of the window and ``lag_s`` what the pool adds to
 the ends: the collector drops a released dynamic slot's ad, or hears of a new one, up to about
 a second late, and a claim is made a moment before its job starts. A difference beyond it is a
 fault of the books (a job billed that did not run, a job that ran unbilled, records lost or
@@ -161,7 +162,13 @@ def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]])
 
 
 def submitter_books(
-    held: pd.DataFrame, every: pd.DataFrame, used: pd.DataFrame, *, interval_s: float, lag_s: float
+    held: pd.DataFrame,
+    every: pd.DataFrame,
+    used: pd.DataFrame,
+    *,
+    interval_s: float,
+    lag_s: float,
+    late: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
     ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
@@ -169,12 +176,22 @@ def submitter_books(
     ``bound_core_hours`` (``cores x (interval_s + lag_s)`` summed over the jobs, see the module
     docstring) and ``beyond`` (the difference exceeds it). ``held`` (the records with a job) and
     ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as :func:`job_core_seconds` does. The pool of
-    a row is dropped: jobs carry none, so a submitter's bills of every pool meet its jobs."""
+    a row is dropped: jobs carry none, so a submitter's bills of every pool meet its jobs.
+    ``late``: ``submitter``, ``site``, ``cores`` of the jobs that started within ``interval_s``
+    after the window: the first sample that saw one may stand for time inside the window, so
+    their cores count in the bound, though they ran none of it."""
     keys = ["submitter", "site"]
-    h = _sum_by_keys(held.assign(pool=None), ["core_s"]).rename(columns={"core_s": "held_core_s"})
-    c = _sum_by_keys(every.assign(pool=None), ["core_s"]).rename(columns={"core_s": "claimed_core_s"})
-    u = used.assign(pool=None)
-    books = h.merge(c, on=[*KEYS], how="outer").merge(u, on=[*KEYS], how="outer")
+    h = _sum_by_keys(held, ["core_s"], keys).rename(columns={"core_s": "held_core_s"})
+    c = _sum_by_keys(every, ["core_s"], keys).rename(columns={"core_s": "claimed_core_s"})
+    u = _sum_by_keys(used, ["used_core_s", "jobs", "cores"], keys)
+    if late is not None and len(late):
+        extra = late[[*keys, "cores"]].assign(used_core_s=0.0, jobs=0)
+        u = _sum_by_keys(pd.concat([u, extra], ignore_index=True), ["used_core_s", "jobs", "cores"], keys)
+    books = _sentinel(h, keys).merge(_sentinel(c, keys), on=keys, how="outer").merge(
+        _sentinel(u, keys), on=keys, how="outer"
+    )
+    for k in keys:
+        books[k] = books[k].where(books[k] != _NONE, None)
     for col in ("held_core_s", "claimed_core_s", "used_core_s", "jobs", "cores"):
         books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
     out = books[keys].copy()
@@ -257,12 +274,19 @@ def node_books(slots: pd.DataFrame, allocations: pd.DataFrame, units: Mapping[st
     return out.sort_values(["pool", "name"], key=_text_key).reset_index(drop=True)
 
 
-def _sum_by_keys(frame: pd.DataFrame, values: list[str]) -> pd.DataFrame:
-    """``values`` summed by pool, submitter and site, a missing key a group of its own."""
-    keyed = frame.assign(**{k: frame[k].astype(object).where(frame[k].notna(), "\0") for k in KEYS})
-    out = keyed.groupby(list(KEYS), sort=True)[values].sum().reset_index()
-    for k in KEYS:
-        out[k] = out[k].where(out[k] != "\0", None)
+_NONE = "\0"  # a missing key, as a value pandas groups and merges like any other
+
+
+def _sentinel(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return frame.assign(**{k: frame[k].astype(object).where(frame[k].notna(), _NONE) for k in keys})
+
+
+def _sum_by_keys(frame: pd.DataFrame, values: list[str], keys: list[str] | None = None) -> pd.DataFrame:
+    """``values`` summed by ``keys`` (pool, submitter and site), a missing key a group of its own."""
+    keys = list(KEYS) if keys is None else keys
+    out = _sentinel(frame, keys).groupby(keys, sort=True)[values].sum().reset_index()
+    for k in keys:
+        out[k] = out[k].where(out[k] != _NONE, None)
     return out
 
 

@@ -142,6 +142,11 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
                 )  # fmt: skip
                 parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
     used = job_core_seconds(parts)
+    late = _sum(
+        sink,
+        Aggregation("job", ("submitter", "site"), job_totals, None, until, None,
+                    ranges=(("start", end, end + interval),)),
+    )  # fmt: skip
 
     slot_totals = (
         Total("snapshots"),
@@ -159,7 +164,7 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         end=end,
         interval_s=interval,
         lag_s=lag_s,
-        submitters=submitter_books(with_job, every, used, interval_s=interval, lag_s=lag_s),
+        submitters=submitter_books(with_job, every, used, interval_s=interval, lag_s=lag_s, late=late),
         nodes=node_books(slot_sums, alloc_sums, canonical_units(config.partitions)),
         gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
     )
