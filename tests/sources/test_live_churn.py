@@ -20,10 +20,14 @@ it for a released one), and must be within :data:`COLLECTOR_LAG_S`.
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import classad2
@@ -31,7 +35,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collector.outbox import Outbox
+from collector.sinks.sqlite import EmbeddedStore
+from probes.cli import main
 from probes.config import ProbeConfig, parse_config
+from probes.pipeline.cycle import run_once
 from probes.pipeline.overhead import overhead_report
 from probes.pipeline.reading import live_pool
 from probes.sources.live import LivePool
@@ -335,3 +343,72 @@ def test_a_churning_pool_is_billed_as_its_startds_say(
         assert not c.both, f"{c.both}: {report}"
         assert not c.wrong_job_id, f"job_id not the ad's GlobalJobId: {c.wrong_job_id}: {report}"
         assert not c.unallocated_off, f"{c.unallocated_off}: {report}"
+
+
+#: The audit's churn, on the same pool after the test above: two accounting-group users submit
+#: short jobs of several sizes while the probe runs every AUDIT_CADENCE_S seconds, until every
+#: job is in the history.
+AUDIT_CADENCE_S = 2.0
+AUDIT_SUBMIT_S = 16.0
+AUDIT_SIZES = ((1, 512, 2), (2, 1024, 1), (3, 2048, 1))  # (cores, MiB, jobs) of each user's wave
+
+
+@pytest.mark.slow
+def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
+    churn_pool: HTCondorPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = churn_pool
+    state = tmp_path / "state"
+    text = (
+        f'[pool]\nname = "audit"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 20\n'
+        f"interval_s = {AUDIT_CADENCE_S}\nmax_interval_s = 30\n"
+        f'[sources]\nlive = true\n[probe]\nstate_dir = "{state}"\n'
+    )
+    path = tmp_path / "audit.toml"
+    path.write_text(text, encoding="utf-8")
+    config = parse_config(tomllib.loads(text))
+    pool.wait_for("an empty queue", lambda: not pool.tool("condor_q", "-allusers", "-af", "ClusterId").split(), 60)
+    live = live_pool(config)
+    submitted: dict[str, int] = {}
+    with Outbox(state / "outbox.sqlite") as outbox, EmbeddedStore(state / "fairacct.sqlite") as store:
+        run_once(config, outbox, store, probe="audit", pool=live)  # the history so far, and the first snapshot
+        start = float(math.ceil(time.time()))
+        begun, wave = time.monotonic(), 0
+        while True:
+            if time.monotonic() - begun < AUDIT_SUBMIT_S and time.monotonic() - begun >= wave * 5.0:
+                for user in ("alice", "bob"):
+                    pool.submit(
+                        "".join(
+                            f"executable = /bin/sleep\narguments = $RANDOM_INTEGER(3, 8)\nrequest_cpus = {c}\n"
+                            f"request_memory = {m}\naccounting_group = group_audit\naccounting_group_user = {user}\n"
+                            f"queue {n}\n"
+                            for c, m, n in AUDIT_SIZES
+                        ),
+                        f"audit_{user}_{wave}",
+                    )
+                    submitted[user] = submitted.get(user, 0) + sum(n for _, _, n in AUDIT_SIZES)
+                wave += 1
+            tick = time.monotonic()
+            run_once(config, outbox, store, probe="audit", pool=live)
+            queued = pool.tool("condor_q", "-allusers", "-af", "ClusterId").split()
+            if time.monotonic() - begun >= AUDIT_SUBMIT_S and not queued:
+                break
+            assert time.monotonic() - begun < 120, "the audit's jobs did not finish within 120 s"
+            time.sleep(max(0.0, AUDIT_CADENCE_S - (time.monotonic() - tick)))
+        end = float(math.floor(time.time()))
+        time.sleep(1.0)
+        run_once(config, outbox, store, probe="audit", pool=live)  # the last jobs' history, a snapshot past the end
+    capsys.readouterr()
+    assert main(["audit", "--config", str(path), "--from", str(start), "--to", str(end), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["submitter"].split("@")[0]: r for r in doc["submitters"]}
+    report = json.dumps(doc["submitters"], indent=1) + f"\ngaps: {doc['gaps']}, interval {doc['interval_s']} s"
+    print(report)
+    assert set(rows) == {"group_audit.alice", "group_audit.bob"}, report
+    for user in ("alice", "bob"):
+        row = rows[f"group_audit.{user}"]
+        assert row["jobs"] == submitted[user], report
+        assert row["held_core_hours"] > 0 and row["used_core_hours"] > 0, report
+        assert abs(row["difference_core_hours"]) <= row["bound_core_hours"] and not row["beyond"], report
+    assert doc["gaps"] == [], report
+    assert all(n["balanced"] for n in doc["nodes"]), doc["nodes"]
