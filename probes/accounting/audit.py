@@ -22,17 +22,18 @@ records hold ``c x (t_b - t_(a-1))`` core-seconds against ``c x (e - s)``, so
 that is ``-c x d_(b+1) < held - used < c x d_a``: a job is over-counted by less than one interval
 at its start and under-counted by less than one at its end, never both beyond one interval,
 ``|held - used| < c x d`` with ``d`` the longest interval around its ends (a job no sample saw
-ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the window's
-edges, exactly, keeps it. Per submitter and site the difference is thus within
+ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
+window's edges, exactly, keeps it. Per submitter and site the difference is thus within
 
     bound = sum over its jobs of cores x (d_max + lag_s)
 
 over the jobs that ran in the window and those that started within ``d_max`` after it (the
-sample after the window's end stands partly for time inside it), with ``d_max`` the longest snapshot interval of the window and ``lag_s`` what the pool adds to
-the ends: the collector drops a released dynamic slot's ad, or hears of a new one, up to about
-a second late, and a claim is made a moment before its job starts. A difference beyond it is a
-fault of the books (a job billed that did not run, a job that ran unbilled, records lost or
-doubled, jobs not yet in the history) or a gap.
+sample after the window's end stands partly for time inside it), with ``d_max`` the longest
+snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the collector
+hears of a new dynamic slot, or drops a released one's ad, up to about a second late, and a
+claim is made a moment before its job starts. A difference beyond it is a fault of the books
+(a job billed that did not run, a job that ran unbilled, records lost or doubled, jobs not yet
+in the history).
 
 **A node's books.** Per node (partitionable or static slot) over the snapshots of the window,
 for each resource ``r``: what it offered (``total_r``) is what was unallocated on it (its slot
@@ -104,10 +105,11 @@ def gaps(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
         rows.append((None, start, end))
     for pool, part in snapshots.groupby("pool", dropna=False, sort=True):
         edge = start
-        for seg in observed_segments(part, start, end).itertuples(index=False):
-            if seg.start - edge >= GAP_TOLERANCE_S:
-                rows.append((pool, edge, float(seg.start)))
-            edge = float(seg.end)
+        segments = observed_segments(part, start, end)
+        for a, b in zip(segments["start"].to_numpy(np.float64), segments["end"].to_numpy(np.float64), strict=True):
+            if a - edge >= GAP_TOLERANCE_S:
+                rows.append((pool, edge, float(a)))
+            edge = float(b)
         if end - edge >= GAP_TOLERANCE_S:
             rows.append((pool, edge, end))
     out = pd.DataFrame(rows, columns=["pool", "start", "end"])
@@ -175,8 +177,9 @@ def submitter_books(
     ``used_core_hours`` (the completed jobs), ``difference_core_hours`` (held - used),
     ``bound_core_hours`` (``cores x (interval_s + lag_s)`` summed over the jobs, see the module
     docstring) and ``beyond`` (the difference exceeds it). ``held`` (the records with a job) and
-    ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as :func:`job_core_seconds` does. The pool of
-    a row is dropped: jobs carry none, so a submitter's bills of every pool meet its jobs.
+    ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as
+    :func:`job_core_seconds` does. The pool of a row is dropped: jobs carry none, so a
+    submitter's bills of every pool meet its jobs.
     ``late``: ``submitter``, ``site``, ``cores`` of the jobs that started within ``interval_s``
     after the window: the first sample that saw one may stand for time inside the window, so
     their cores count in the bound, though they ran none of it."""
@@ -187,8 +190,10 @@ def submitter_books(
     if late is not None and len(late):
         extra = late[[*keys, "cores"]].assign(used_core_s=0.0, jobs=0)
         u = _sum_by_keys(pd.concat([u, extra], ignore_index=True), ["used_core_s", "jobs", "cores"], keys)
-    books = _sentinel(h, keys).merge(_sentinel(c, keys), on=keys, how="outer").merge(
-        _sentinel(u, keys), on=keys, how="outer"
+    books = (
+        _sentinel(h, keys)
+        .merge(_sentinel(c, keys), on=keys, how="outer")
+        .merge(_sentinel(u, keys), on=keys, how="outer")
     )
     for k in keys:
         books[k] = books[k].where(books[k] != _NONE, None)

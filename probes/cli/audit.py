@@ -16,6 +16,8 @@ import argparse
 import json
 from typing import Any
 
+import pandas as pd
+
 from collector.records import iso_utc
 from collector.sinks import open_sink
 from probes.cli import views
@@ -26,11 +28,12 @@ from probes.pipeline.audit import DEFAULT_LAG_S, AuditReport, audit
 
 __all__ = ["add_audit_arguments", "audit_json", "audit_sections", "run_audit_command"]
 
-NODES_SHOWN = 20  # nodes in the table, those out of balance first; --json has them all
+NODES_SHOWN = 20  # nodes in the table, those out of balance first (--limit); --json has them all
 _SUBMITTER_VIEW = (
     "submitter", "site", "jobs", "held_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours",
     "claimed_core_hours", "beyond",
 )  # fmt: skip
+_GAP_VIEW = ("pool", "start", "end", "seconds")
 _NODE_VIEW = (
     "pool", "name", "partition", "snapshots", "offered_cu_hours", "overhead_cu_hours", "allocated_cu_hours",
     "difference_cu_hours", "balanced",
@@ -49,10 +52,25 @@ def add_audit_arguments(cmd: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"seconds the pool may add at each end of a job, in the bound (default {DEFAULT_LAG_S:g})",
     )
+    cmd.add_argument(
+        "--limit",
+        type=int,
+        default=NODES_SHOWN,
+        metavar="N",
+        help=f"nodes in the table (default {NODES_SHOWN}; 0: all)",
+    )
+
+
+def _gaps(report: AuditReport) -> pd.DataFrame:
+    """The gaps with their start and end as ISO-8601 UTC."""
+    gaps = report.gaps.copy()
+    for col in ("start", "end"):
+        gaps[col] = pd.Series(iso_utc(gaps[col]), index=gaps.index, dtype=object)
+    return gaps
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:
-    gaps = report.gaps.assign(start=iso_utc(report.gaps["start"]), end=iso_utc(report.gaps["end"]))
+    gaps = _gaps(report)
     return {
         "from": iso_utc([report.start])[0],
         "to": iso_utc([report.end])[0],
@@ -65,9 +83,9 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
     }
 
 
-def audit_sections(report: AuditReport) -> list[views.Section]:
+def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> list[views.Section]:
     start, end = iso_utc([report.start, report.end])
-    gaps = report.gaps.assign(start=iso_utc(report.gaps["start"]), end=iso_utc(report.gaps["end"]))
+    gaps = _gaps(report)
     verdict = (
         f"{report.beyond} of {len(report.submitters)} submitter rows beyond the sampling bound; "
         f"{report.unbalanced} of {len(report.nodes)} nodes out of balance; {len(report.gaps)} gaps"
@@ -79,11 +97,11 @@ def audit_sections(report: AuditReport) -> list[views.Section]:
     nodes = report.nodes.sort_values("balanced", kind="stable")
     return [
         ("audit", head),
-        ("gaps (no snapshot stands for them: the probe or the collector was down)", views.table(gaps, list(gaps))),
+        ("gaps (no snapshot stands for them: the probe or the collector was down)", views.table(gaps, _GAP_VIEW)),
         ("core-hours per submitter and site: held in allocation records vs completed jobs", views.table(
             report.submitters, _SUBMITTER_VIEW)),
         ("node books: offered CU-hours vs true overhead and allocated", views.table(
-            nodes, _NODE_VIEW, limit=NODES_SHOWN, what="nodes")),
+            nodes, _NODE_VIEW, limit=limit or None, what="nodes")),
     ]  # fmt: skip
 
 
@@ -99,5 +117,5 @@ def run_audit_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.json:
         print(json.dumps(audit_json(report), indent=1))
     else:
-        print(views.render(audit_sections(report)), end="")
+        print(views.render(audit_sections(report, limit=args.limit)), end="")
     return 0

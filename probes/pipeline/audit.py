@@ -96,11 +96,11 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
     if not 0 < start < end:
         raise ConfigError(f"an audit window runs forward, after the epoch: --from {start:g} --to {end:g}")
     reach = float(config.pool.max_interval_s)
-    since, until, late = _iso(start), _iso(end), _iso(end + reach)
+    since, until, after = _iso(start), _iso(end), _iso(end + reach)
 
     snaps = _sum(
         sink,
-        Aggregation("slot", ("pool", "observed_at", "interval_s"), (Total("slots"),), None, since, late),
+        Aggregation("slot", ("pool", "observed_at", "interval_s"), (Total("slots"),), None, since, after),
     )
     snaps = snaps.dropna(subset=["observed_at", "interval_s"])
     interval = float(pd.to_numeric(snaps["interval_s"]).max()) if len(snaps) else 0.0
@@ -115,7 +115,7 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         edges = pd.concat(
             [
                 _sum(sink, Aggregation("allocation", edge, (Total("cpus", ("cpus",)),), None, a, b, requires))
-                for a, b in ((since, _iso(start + reach)), (until, late))
+                for a, b in ((since, _iso(start + reach)), (until, after))
             ],
             ignore_index=True,
         ).drop_duplicates(subset=list(edge))
@@ -130,8 +130,8 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         Total("cores_end", ("cpus", "end")),
     )
     parts = []
-    for seg in observed_segments(snaps, start, end).itertuples(index=False):
-        a, b = float(seg.start), float(seg.end)
+    segments = observed_segments(snaps, start, end)
+    for a, b in zip(segments["start"].tolist(), segments["end"].tolist(), strict=True):
         for start_clipped in (False, True):
             for end_clipped in (False, True):
                 starts = (None, a) if start_clipped else (a, b)

@@ -84,7 +84,8 @@ def sample(k: int) -> Snapshot:
                 "total_disk": 1e6, "total_gpus": 0.0,
                 "unallocated_cpus": cores - (held.loc[name, "cpus"] if name in held.index else 0.0),
                 "unallocated_memory": 2048.0 * cores - (held.loc[name, "memory"] if name in held.index else 0.0),
-                "unallocated_disk": 1e6, "unallocated_gpus": 0.0, "n_dynamic": int((allocations["parent"] == name).sum()),
+                "unallocated_disk": 1e6, "unallocated_gpus": 0.0,
+                "n_dynamic": int((allocations["parent"] == name).sum()),
                 "incomplete": False, "glidein_to_retire": np.nan, "observed_at": t,
             }
             for name, (site, cores) in NODES.items()
@@ -237,7 +238,9 @@ def test_a_released_claim_billed_twice_unbalances_its_node_and_its_submitter(sto
     assert report.unbalanced == 1
 
 
-def test_the_command_prints_the_books_as_a_table_and_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_prints_the_books_as_a_table_and_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "state" / "fairacct.sqlite"
     with EmbeddedStore(path) as sink:
         fill(sink, dropped=frozenset({20}))
