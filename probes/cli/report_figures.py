@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from datetime import datetime
 
 import pandas as pd
 
@@ -16,9 +17,10 @@ from collector.report.svg import bar_chart, line_chart
 from collector.sinks import Sink
 from probes.accounting.lab.simulate import LabRun
 from probes.config import ProbeConfig
+from probes.pipeline.audit import AuditReport, audit
 from probes.pipeline.stored_efficiency import store_efficiency
 
-__all__ = ["efficiency_figure", "lab_figures", "report_figures"]
+__all__ = ["audit_figure", "efficiency_figure", "lab_figures", "report_figures"]
 
 # a case's allocation is drawn every few slots: a line of 800 points is no clearer than of 160
 _EVERY = 5
@@ -50,6 +52,33 @@ def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
         bar_chart(names, series, title=f"efficiency by {by}", unit="ratio (0..1)"),
         table,
     )
+
+
+def audit_figure(report: AuditReport) -> Figure:
+    """The books of the period (``fairacct audit``): per submitter and site, the core-hours held in
+    allocation records beside those of the completed jobs, the difference and its sampling bound."""
+    books = report.submitters
+    names = [f"{s or '(none)'} @ {t or '(none)'}" for s, t in zip(books["submitter"], books["site"], strict=True)]
+    series = {k: books[f"{k}_core_hours"].astype(float).tolist() for k in ("held", "used")}
+    gaps = ", ".join(
+        f"{p or '(all)'} {a:.0f}-{b:.0f} ({s:g} s)"
+        for p, a, b, s in zip(report.gaps["pool"], report.gaps["start"], report.gaps["end"], report.gaps["seconds"],
+                              strict=True)
+    )  # fmt: skip
+    return Figure(
+        "The books: allocation records against completed jobs",
+        f"Per submitter and site, core-hours held in the allocation records (each snapshot standing for its interval) "
+        f"against cores x walltime of the completed jobs, both clipped to the period and to the time snapshots "
+        f"observed; a difference beyond the sampling bound (cores x (longest snapshot interval {report.interval_s:g} s "
+        f"+ {report.lag_s:g} s) summed over the jobs) is a fault of the books: {report.beyond} of {len(books)} rows. "
+        f"Nodes out of balance (offered against unallocated plus allocated): {report.unbalanced} of "
+        f"{len(report.nodes)}. Gaps (UNIX seconds, no snapshot): {gaps or 'none'}.",
+        bar_chart(names, series, title="core-hours held vs used", unit="core-hours"),
+        books[
+            ["submitter", "site", "jobs", "held_core_hours", "used_core_hours", "difference_core_hours",
+             "bound_core_hours", "claimed_core_hours", "beyond"]
+        ],
+    )  # fmt: skip
 
 
 def lab_figures(runs: Sequence[LabRun]) -> list[Figure]:
@@ -101,9 +130,14 @@ def lab_figures(runs: Sequence[LabRun]) -> list[Figure]:
 def report_figures(
     sink: Sink, config: ProbeConfig, period: Period, runs: Sequence[LabRun], *, by: str = "site"
 ) -> list[Figure]:
-    """The analytics' sections of the report of ``period``: efficiency by ``by`` (left out
-    when the store holds no slot records in the period) and the lab's ``runs``."""
+    """The analytics' sections of the report of ``period``: the books (``fairacct audit``; left
+    out when the store holds neither allocation nor job records in the period), efficiency by
+    ``by`` (left out when the store holds no slot records in the period) and the lab's ``runs``."""
     figures = []
+    start = datetime.fromisoformat(period.since).timestamp()
+    books = audit(sink, config, start, datetime.fromisoformat(period.until).timestamp())
+    if len(books.submitters):
+        figures.append(audit_figure(books))
     with contextlib.suppress(SourceError):  # no slot records: nothing to say of efficiency
         figures.append(
             efficiency_figure(store_efficiency(sink, config, by=by, since=period.since, until=period.until), by)

@@ -265,3 +265,10 @@ def test_the_command_prints_the_books_as_a_table_and_as_json(
     assert "2027-01-15T08:19:00Z 2027-01-15T08:20:00Z" in text
     assert main(["audit", "--config", str(cfg), "--from", str(T0 + 10), "--to", str(T0)]) == 2
     assert "--from" in capsys.readouterr().err
+    # the report of the day shows the books: the rows of the whole day, all within the bound
+    assert main(["report", "--config", str(cfg), "--from", "2027-01-15", "--to", "2027-01-15", "--out",
+                 str(tmp_path / "report")]) == 0  # fmt: skip
+    page = (tmp_path / "report" / "index.html").read_text()
+    section = page[page.index("The books: allocation records against completed jobs") :]
+    assert "0 of 4 rows" in section and "alice@pool" in section and "Nodes out of balance" in section
+    assert f"synthetic {T0 + 1140:.0f}-{T0 + 1200:.0f} (60 s)" in section  # the dropped snapshot's gap
