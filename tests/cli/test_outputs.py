@@ -63,9 +63,10 @@ def test_summarize_export_and_report_the_demo_pool(
     page = (tmp_path / "report" / "index.html").read_text()
     # the demo pool's jobs are priced against its slots' classes (penalty against CPU-only usage
     # is drawn); it has closed no fairshare window yet; its snapshot has fairness records and
-    # efficiency by site, and the lab's six cases are drawn
-    assert page.count("<svg") == 4 + 2 + 1 + 6 and page.count("No records in this period") == 1
+    # efficiency by site, the books (fairacct audit) and the lab's six cases are drawn
+    assert page.count("<svg") == 4 + 2 + 1 + 1 + 6 and page.count("No records in this period") == 1
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
+    assert "<h2>The books: allocation records against completed jobs" in page
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
 
 

@@ -139,10 +139,11 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
         "Fairness of the share over time",
         "Starvation per credential",
         "Efficiency by site",
+        "The books: allocation records against completed jobs",
         "Lab case 1: burst",
     ):
         assert f"<h2>{title}" in html
-    assert html.count("<svg") == 9 and html.count("<table>") == 9  # every section drawn, with its table
+    assert html.count("<svg") == 10 and html.count("<table>") == 10  # every section drawn, with its table
     shot = tmp_path / "report.png"
     done = subprocess.run(
         [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()],
