@@ -196,7 +196,7 @@ def submitter_books(
         .merge(_sentinel(u, keys), on=keys, how="outer")
     )
     for k in keys:
-        books[k] = books[k].where(books[k] != _NONE, None)
+        books[k] = books[k].astype(object).where(books[k] != _NONE, None)
     for col in ("held_core_s", "claimed_core_s", "used_core_s", "jobs", "cores"):
         books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
     out = books[keys].copy()
@@ -279,7 +279,9 @@ def node_books(slots: pd.DataFrame, allocations: pd.DataFrame, units: Mapping[st
     return out.sort_values(["pool", "name"], key=_text_key).reset_index(drop=True)
 
 
-_NONE = "\0"  # a missing key, as a value pandas groups and merges like any other
+_NONE = (
+    "\uffff(none)"  # a missing key, as a value pandas groups and merges like any other (not NUL: Arrow strings cut it)
+)
 
 
 def _sentinel(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -291,7 +293,7 @@ def _sum_by_keys(frame: pd.DataFrame, values: list[str], keys: list[str] | None 
     keys = list(KEYS) if keys is None else keys
     out = _sentinel(frame, keys).groupby(keys, sort=True)[values].sum().reset_index()
     for k in keys:
-        out[k] = out[k].where(out[k] != _NONE, None)
+        out[k] = out[k].astype(object).where(out[k] != _NONE, None)
     return out
 
 
