@@ -95,17 +95,22 @@ def sample(k: int) -> Snapshot:
 
 
 @functools.cache
-def records(dropped: frozenset[int] = frozenset()) -> dict[str, list[dict[str, Any]]]:
-    """Every sample's records (but those of ``dropped``) and the jobs' records."""
-    out: dict[str, list[dict[str, Any]]] = {"slot": [], "allocation": [], "job": []}
+def sampled() -> dict[str, list[dict[str, Any]]]:
+    """Every sample's slot and allocation records, made once."""
+    out: dict[str, list[dict[str, Any]]] = {"slot": [], "allocation": []}
     for k in range(SAMPLES):
-        if k in dropped:
-            continue
         snap = sample(k)
         stands = {"interval_s": INTERVAL_S}  # every sample follows the one before (the first: the nominal interval)
         snap = Snapshot(snap.slots.assign(**stands), snap.allocations.assign(**stands))
         for kind, docs in snapshot_docs(overhead_report(snap, config()), idle_known=False, probe="p").items():
             out[kind] += docs
+    return out
+
+
+def records(dropped: frozenset[int] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+    """Every sample's records (but those of ``dropped``) and the jobs' records."""
+    gone = {T0 + k * INTERVAL_S for k in dropped}
+    out = {kind: [d for d in docs if d["observed_at"] not in gone] for kind, docs in sampled().items()}
     jobs = pd.DataFrame(
         [
             {"job_id": j, "submitter": s, "user": s.split("@")[0], "site": NODES[n][0], "cpus": float(c),
