@@ -43,6 +43,29 @@ def factors(htc: HTCondorPool) -> dict[str, float]:
     return {a["Name"]: float(a["PriorityFactor"]) for a in htcondor2.Negotiator().getPriorities() if "@" in a["Name"]}
 
 
+def pool_config(htc: HTCondorPool, tmp_path: Path, targets: dict[str, str]) -> str:
+    """A live probe's configuration on ``htc`` with fairshare ``targets`` per user, up to its
+    ``[priority]`` header: the test adds the section's keys."""
+    listed = ", ".join(f'{u} = "{t}"' for u, t in targets.items())
+    return f"""
+[pool]
+name = "real"
+condor_config = "{htc.condor_config}"
+timeout_s = 20
+[sources]
+live = true
+[credentials]
+user = ["AcctGroupUser", "Owner"]
+[probe]
+state_dir = "{tmp_path / "state"}"
+[fairshare]
+interval_s = 86400
+depth = 2
+targets = {{ user = {{ {listed} }} }}
+[priority]
+"""
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -68,27 +91,8 @@ def test_sync_sets_factors_and_restore_puts_them_back(
     htc.wait_for("the negotiator knows alice, bob and carol", lambda: known <= {n.split("@")[0] for n in factors(htc)})
     config = tmp_path / "fairacct.toml"
     config.write_text(
-        f"""
-[pool]
-name = "real"
-condor_config = "{htc.condor_config}"
-timeout_s = 20
-[sources]
-live = true
-[credentials]
-user = ["AcctGroupUser", "Owner"]
-[probe]
-state_dir = "{tmp_path / "state"}"
-[fairshare]
-interval_s = 86400
-depth = 2
-targets = {{ user = {{ alice = "50", bob = "50" }} }}
-[priority]
-mode = "factor"
-pattern = "(alice|bob)@.*"
-max_factor_ratio = 4.0
-priority_at_target = 500.0
-""",
+        pool_config(htc, tmp_path, {"alice": "50", "bob": "50"})
+        + 'mode = "factor"\npattern = "(alice|bob)@.*"\nmax_factor_ratio = 4.0\npriority_at_target = 500.0\n',
         encoding="utf-8",
     )
     run(capsys, "probe", "once", "--config", str(config))
@@ -182,29 +186,10 @@ def test_each_mode_orders_the_negotiator_as_the_fairshare_and_a_freed_core_goes_
         lambda: sorted(htc.tool("condor_history", "-af", "AcctGroupUser").split()).count("alice") >= 2,
         timeout=180,
     )
-    targets = ", ".join(f'{u} = "{t}"' for u, t in TARGETS.items())
     config = tmp_path / "fairacct.toml"
-    body = f"""
-[pool]
-name = "real"
-condor_config = "{htc.condor_config}"
-timeout_s = 20
-[sources]
-live = true
-[credentials]
-user = ["AcctGroupUser", "Owner"]
-[probe]
-state_dir = "{tmp_path / "state"}"
-[fairshare]
-interval_s = 86400
-depth = 2
-targets = {{ user = {{ {targets} }} }}
-[priority]
-pattern = "(alice|bob|carol)@.*"
-max_factor_ratio = 1e9
-max_priority_ratio = 1e9
-factor_max = 1e12
-"""
+    body = pool_config(htc, tmp_path, TARGETS) + (
+        'pattern = "(alice|bob|carol)@.*"\nmax_factor_ratio = 1e9\nmax_priority_ratio = 1e9\nfactor_max = 1e12\n'
+    )
     for mode in ("factor", "priority"):
         config.write_text(body + f'mode = "{mode}"\n', encoding="utf-8")
         if mode == "factor":
