@@ -138,13 +138,15 @@ def _aggregation(options: ApelOptions, since: str, until: str) -> Aggregation:
     )
 
 
-def _epoch(value: object) -> float:
+def _epoch(value: object, *, ms: bool) -> float:
     """UNIX seconds of a least or greatest time as a store gives it: a job's ``end`` (seconds),
     a Gratia ``timestamp`` (ISO-8601 text in the embedded store, epoch milliseconds from
     Elasticsearch's min/max of a date)."""
     if isinstance(value, str):
         return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
-    return float(value) if value is not None else math.nan  # type: ignore[arg-type]
+    if value is None:
+        return math.nan
+    return float(value) / 1000.0 if ms else float(value)  # type: ignore[arg-type]
 
 
 def _text(value: object) -> str | None:
@@ -221,8 +223,9 @@ def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.Da
     keys["CpuDuration"] = cpu
     keys["NormalisedWallDuration"] = np.where(known, wall * benchmark, np.nan)
     keys["NormalisedCpuDuration"] = np.where(known, cpu * benchmark, np.nan)
-    keys["EarliestEndTime"] = [_epoch(v) for v in frame["first_end"]]
-    keys["LatestEndTime"] = [_epoch(v) for v in frame["last_end"]]
+    ms = options.source == "gratia"  # a date's min/max: epoch milliseconds from Elasticsearch
+    keys["EarliestEndTime"] = [_epoch(v, ms=ms) for v in frame["first_end"]]
+    keys["LatestEndTime"] = [_epoch(v, ms=ms) for v in frame["last_end"]]
     keys["benchmarked"] = known
     grouped = keys.groupby([*KEYS, "benchmarked"], dropna=False, sort=True)
     sums = grouped[list(_SUMS)].sum(min_count=1)
