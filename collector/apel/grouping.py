@@ -238,7 +238,7 @@ def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.Da
 def _records(frame: pd.DataFrame, infrastructure: str) -> list[dict[str, Any]]:
     records = []
     for row in frame.to_dict("records"):
-        record = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        record = {str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         record["Infrastructure"] = infrastructure
         del record["benchmarked"]
         records.append(record)
@@ -258,8 +258,8 @@ def _months(table: pd.DataFrame, options: ApelOptions) -> Iterator[ApelMonth]:
         ]  # fmt: skip
         yield ApelMonth(
             str(site),
-            int(year),
-            int(month),
+            int(year),  # type: ignore[call-overload]  # a group key: the Year column's int
+            int(month),  # type: ignore[call-overload]
             _records(good, options.infrastructure),
             sync,
             int(bad["NumberOfJobs"].sum()),

@@ -31,7 +31,9 @@ def add_apel_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--from", dest="first", metavar="YYYY-MM", help="first month (a day means its month)")
     cmd.add_argument("--to", dest="last", metavar="YYYY-MM", help="last month, included (default: --from)")
     cmd.add_argument(
-        "--out", metavar="DIR", help="the outgoing directory queue ssmsend sends from (default [apel] outgoing, else stdout)"
+        "--out",
+        metavar="DIR",
+        help="the outgoing directory queue ssmsend sends from (default [apel] outgoing, else stdout)",
     )
     cmd.add_argument("--kind", choices=tuple(KINDS), default="summary", help="the message (default summary, v0.3)")
     cmd.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
@@ -117,7 +119,9 @@ def run_apel_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             f"{options.benchmark_type}; send --kind normalised (v0.4), which names it"
         )
     if args.kind == "jobs" and options.source == "gratia":
-        raise ConfigError("--kind jobs: individual job messages are made of fairacct's job records, not --source gratia")
+        raise ConfigError(
+            "--kind jobs: individual job messages are made of fairacct's job records, not --source gratia"
+        )
     now = datetime.now(UTC)
     months = _months(args, (now.year, now.month))
     sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())

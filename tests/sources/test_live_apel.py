@@ -91,7 +91,7 @@ def test_apel_numbers_are_the_sums_of_condor_history(apel_pool: HTCondorPool, tm
     store.close()
     records = []
     for month in result.months:
-        header, parsed = parse(render(KINDS["normalised"], month.summaries, benchmark_type="HEPscore23"))
+        _, parsed = parse(render(KINDS["normalised"], month.summaries, benchmark_type="HEPscore23"))
         records += parsed
     for vo in ("cms", "atlas"):
         mine = [r for r in rows if r[0] == f"group_{vo}"]

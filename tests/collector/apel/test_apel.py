@@ -120,7 +120,12 @@ BENCHMARK = 12.5  # HS06 per core, given by hand to every other job of the fixtu
 
 def _histories(fixtures: Path) -> list[Path]:
     c = fixtures / "condor25"
-    return [c / "history.ads", c / "history.json", c / "per_job_history", fixtures / "classads/history-glidein-job-finished.ad"]
+    return [
+        c / "history.ads",
+        c / "history.json",
+        c / "per_job_history",
+        fixtures / "classads/history-glidein-job-finished.ad",
+    ]
 
 
 def _jobs(path: Path) -> pd.DataFrame:
