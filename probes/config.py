@@ -48,6 +48,7 @@ from probes.units import parse_size
 __all__ = [
     "DEFAULT_PARTITIONS",
     "OVERRIDES",
+    "ApelSettings",
     "CollectorSection",
     "CredentialSettings",
     "FairnessSettings",

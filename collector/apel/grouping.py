@@ -47,7 +47,16 @@ import pandas as pd
 from collector.apel.identity import parse_fqan
 from collector.sinks.base import Aggregation, Sink, Total
 
-__all__ = ["ApelMonth", "ApelOptions", "apel_months", "job_records", "month_bounds", "months_between"]
+__all__ = [
+    "ApelMonth",
+    "ApelOptions",
+    "ApelResult",
+    "apel_months",
+    "apel_table",
+    "job_records",
+    "month_bounds",
+    "months_between",
+]
 
 Source = Literal["job", "gratia"]
 
