@@ -48,6 +48,7 @@ from probes.units import parse_size
 __all__ = [
     "DEFAULT_PARTITIONS",
     "OVERRIDES",
+    "ApelSettings",
     "CollectorSection",
     "CredentialSettings",
     "FairnessSettings",
@@ -369,25 +370,43 @@ class FairshareSettings(_Section):
 
 
 class PrioritySettings(_Section):
-    mode: Literal["usage", "factor"] = Field(
+    mode: Literal["factor", "priority"] = Field(
         "factor",
-        description="usage: set each submitter's accumulated usage (seconds) to its fairshare usage; factor: set its "
-        "priority factor from its usage against its fairshare target.",
+        description="Both bring each submitter's effective priority (real priority x factor, what orders the "
+        "negotiator) to priority_at_target * usage / target: factor sets the priority factor (-setfactor), "
+        "priority the real priority (-setprio).",
     )
-    credential: Literal["user", "group", "account", "class", "qos"] = Field(
+    credential: Literal["user", "group", "account", "class", "qos", "submitter"] = Field(
         "user",
-        description="The fairshare credential type whose names are the negotiator's submitters (name or name@domain).",
+        description="The fairshare credential type the targets name; its submitters are the negotiator names its "
+        "jobs ran under (submitter: the negotiator's names themselves).",
     )
     pattern: str = Field(".*@.*", description="Regular expression a submitter's whole name must match to be touched.")
     factor_min: float = Field(1.0, ge=1, description="Lowest priority factor set (HTCondor requires >= 1).")
     factor_max: float = Field(1e6, ge=1, description="Highest priority factor set.")
-    factor_at_target: float = Field(1000.0, ge=1, description="Factor of a credential exactly at its fairshare target.")
-    max_factor_ratio: float = Field(2.0, ge=1, description="A factor moves at most by this ratio per sync.")
-    max_usage_change_s: float = Field(
-        3.6e6, ge=0, description="A usage moves at most by these (weighted) seconds per sync (the negotiator's unit)."
+    priority_at_target: float = Field(
+        1e5, gt=0, description="Effective priority a credential exactly at its fairshare target is brought to."
     )
+    max_factor_ratio: float = Field(2.0, ge=1, description="A factor moves at most by this ratio per sync.")
+    max_priority_ratio: float = Field(2.0, ge=1, description="A real priority moves at most by this ratio per sync.")
     sync: bool = Field(False, description="The probe service syncs the negotiator every every_s seconds.")
     every_s: float = Field(3600.0, gt=0, description="Seconds between two syncs of the probe service.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, raw: Any) -> Any:
+        # said once and clearly: these set accumulated usage, which the negotiator never orders by
+        if isinstance(raw, dict):
+            if raw.get("mode") == "usage":
+                raise ValueError(
+                    'mode "usage" was removed: the accumulated usage it set (condor_userprio -setaccum) does not '
+                    'change whom the negotiator serves; use "priority" (the real priority, -setprio) or "factor"'
+                )
+            removed = (("factor_at_target", "priority_at_target"), ("max_usage_change_s", "max_priority_ratio"))
+            for key, instead in removed:
+                if key in raw:
+                    raise ValueError(f"{key} was removed with mode usage; see {instead} (README, priority sync)")
+        return raw
 
     @model_validator(mode="after")
     def _valid(self) -> PrioritySettings:
@@ -397,8 +416,8 @@ class PrioritySettings(_Section):
     def policy(self) -> PriorityPolicy:
         """The priority sync's mapping of these settings."""
         return PriorityPolicy(
-            self.mode, self.pattern, self.credential, self.factor_min, self.factor_max, self.factor_at_target,
-            self.max_factor_ratio, self.max_usage_change_s,
+            self.mode, self.pattern, self.credential, self.factor_min, self.factor_max, self.priority_at_target,
+            self.max_factor_ratio, self.max_priority_ratio,
         )  # fmt: skip
 
 
@@ -527,6 +546,37 @@ class SummarySettings(_Section):
     )
 
 
+class ApelSettings(_Section):
+    site: str = Field(
+        "",
+        description="Site name APEL knows (GOCDB) for every message; empty: each record's own site "
+        "(the job's [site] attributes, a Gratia record's SiteName).",
+    )
+    benchmark_type: Literal["HEPscore23", "HEPSPEC"] = Field(
+        "HEPSPEC",
+        description="What machines.speed_attribute (the hosts' benchmark per core) measures: HEPscore23 or HEPSPEC "
+        "(HS06). APEL reads a v0.3 summary as HEPSPEC; a HEPscore23 site sends the v0.4 normalised summary.",
+    )
+    infrastructure: str = Field(
+        "grid", description="APEL's Infrastructure (InfrastructureType of job records): grid or local."
+    )
+    vo_attribute: Literal["group", "project", "user"] = Field(
+        "group", description="Job record field giving the VO of a job without x509UserProxyVOName or FQAN."
+    )
+    vo_map: dict[str, str] = Field(
+        default_factory=dict,
+        description='VO of each value of vo_attribute (e.g. group_cms = "cms"); a value not named is the VO itself.',
+    )
+    site_benchmarks: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="Benchmark per core of each SiteName, for Gratia records (they carry none); "
+        "a site not named is not normalised.",
+    )
+    outgoing: str = Field(
+        "", description="Directory queue (dirq QueueSimple) ssmsend sends from; empty: --out or standard output."
+    )
+
+
 class CollectorSection(CollectorSettings):
     """The collector service's settings (:class:`collector.settings.CollectorSettings`, where
     they are described), with the bodies' sizes read as operators write them ("64 MiB")."""
@@ -563,6 +613,9 @@ class ProbeConfig(_Section):
     )
     collector: CollectorSection = Field(
         default_factory=CollectorSection, description="The collector service (fairacct collector serve)."
+    )
+    apel: ApelSettings = Field(
+        default_factory=ApelSettings, description="APEL messages for WLCG accounting (fairacct apel)."
     )
 
     @field_validator("partitions")

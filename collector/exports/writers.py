@@ -9,7 +9,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,26 @@ def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
     book.save(path)
 
 
+def _add_sheets(path: Path, sheets: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]]) -> None:
+    """Add a sheet per table of ``sheets`` to the workbook at ``path``, its columns' meanings below it."""
+    from openpyxl import load_workbook
+    from openpyxl.styles import Font
+
+    with path.open("rb") as f:  # by its content: openpyxl refuses a name not ending in .xlsx (the temporary file's)
+        book = load_workbook(f)
+    for name, (frame, meanings) in sheets.items():
+        sheet = book.create_sheet(name)
+        sheet.append(list(frame.columns))
+        for row in frame.itertuples(index=False):
+            sheet.append([_cell(v) for v in row])
+        for cell in sheet[1]:
+            cell.font = Font(bold=True)
+        sheet.append([])
+        for column, meaning in meanings.items():
+            sheet.append([column, meaning])
+    book.save(path)
+
+
 def _cell(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -104,9 +124,16 @@ FORMATS: dict[str, Callable[[pd.DataFrame, Path, Period], None]] = {
 }
 
 
-def write_export(table: pd.DataFrame, path: str | os.PathLike[str], fmt: str, period: Period) -> Path:
+def write_export(
+    table: pd.DataFrame,
+    path: str | os.PathLike[str],
+    fmt: str,
+    period: Period,
+    sheets: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]] | None = None,
+) -> Path:
     """Write ``table`` to ``path`` in ``fmt`` (one of :data:`FORMATS`) atomically: a reader never
-    sees half a file. Returns the path."""
+    sees half a file. An XLSX gets ``sheets`` too (name: the table and what each column means),
+    beside the usage (the APEL view). Returns the path."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     target = Path(path)
@@ -115,6 +142,8 @@ def write_export(table: pd.DataFrame, path: str | os.PathLike[str], fmt: str, pe
     os.close(fd)
     try:
         FORMATS[fmt](table, Path(tmp), period)
+        if fmt == "xlsx" and sheets:
+            _add_sheets(Path(tmp), sheets)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -55,15 +55,21 @@ class Total:
     ``fields`` (at most two; none: the number of records, an int, unscaled), over the records whose boolean field
     ``where`` is true when it is given. A missing field counts as ``missing`` (0 unless given,
     and given only for a sum of one field: GRACC counts a record without ``Njobs`` as one job),
-    so a sum over records that lack a field is 0, in every store."""
+    so a sum over records that lack a field is 0, in every store.
+
+    ``op`` ``"min"`` or ``"max"`` makes it the least or greatest value of one field instead
+    (unscaled; None over records that all lack it): APEL's earliest and latest end times."""
 
     name: str
     fields: tuple[str, ...] = ()
     scale: float = 1.0
     where: str | None = None
     missing: float = 0.0
+    op: Literal["sum", "min", "max"] = "sum"
 
     def __post_init__(self) -> None:
+        if self.op != "sum" and (len(self.fields) != 1 or self.where or self.missing or self.scale != 1.0):
+            raise ValueError(f"total {self.name!r}: a {self.op} is of one field, unscaled, without where or missing")
         if len(self.fields) > 2:
             raise ValueError(f"total {self.name!r}: a product of at most two fields, got {list(self.fields)}")
         if self.missing and len(self.fields) != 1:

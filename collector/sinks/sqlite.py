@@ -136,6 +136,9 @@ class EmbeddedStore:
         keys += [value(f) for f in query.group_by]
         sums = []
         for t in query.totals:
+            if t.op != "sum":  # a least or greatest value: as stored, None over no values
+                sums.append(f"{t.op}({value(t.fields[0])})")
+                continue
             if not t.fields:  # a count stays a whole number
                 sums.append(f"count(CASE WHEN {value(t.where)} THEN 1 END)" if t.where else "count(*)")
                 continue

@@ -22,7 +22,7 @@ import pandas as pd
 
 from probes.accounting.fairshare import CREDENTIALS, FairsharePolicy, FairshareResult, fairshare, window_usage
 
-__all__ = ["LEDGER_COLUMNS", "ledger_add", "ledger_count", "ledger_fairshare"]
+__all__ = ["LEDGER_COLUMNS", "ledger_add", "ledger_count", "ledger_fairshare", "ledger_rewindow", "ledger_rows"]
 
 LEDGER_COLUMNS = ("window_start", *dict.fromkeys(CREDENTIALS.values()), "usage")
 """A ledger row: the window's start (UNIX seconds), each credential column, the usage."""
@@ -30,7 +30,7 @@ LEDGER_COLUMNS = ("window_start", *dict.fromkeys(CREDENTIALS.values()), "usage")
 _BEFORE_SUBMITTER = len(LEDGER_COLUMNS) - 1  # a row of a ledger written before the submitter credential
 
 
-def _rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+def ledger_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """The ledger's rows as lists of :data:`LEDGER_COLUMNS`; a row of an earlier probe, without
     the submitter (the last credential), names none: the usage it counted stays counted."""
     return [list(r) if len(r) != _BEFORE_SUBMITTER else [*r[:-1], None, r[-1]] for r in rows]
@@ -46,7 +46,7 @@ def ledger_add(
     """
     windows, contrib = window_usage(jobs, usage, at=now, interval_s=interval_s, depth=depth)
     creds = list(LEDGER_COLUMNS[1:-1])
-    parts = [pd.DataFrame(_rows(rows), columns=list(LEDGER_COLUMNS))] if len(rows) else []
+    parts = [pd.DataFrame(ledger_rows(rows), columns=list(LEDGER_COLUMNS))] if len(rows) else []
     for n, start in enumerate(windows["start"]):
         used = contrib[:, n] > 0
         if used.any():
@@ -59,7 +59,12 @@ def ledger_add(
             parts.append(part)
     if not parts:
         return []
-    frame = pd.concat(parts, ignore_index=True)
+    return _summed(pd.concat(parts, ignore_index=True))
+
+
+def _summed(frame: pd.DataFrame) -> list[list[Any]]:
+    """Ledger rows of ``frame``, one per window and credential combination, usage summed."""
+    creds = list(LEDGER_COLUMNS[1:-1])
     summed = frame.groupby(["window_start", *creds], sort=True, dropna=False)["usage"].sum().reset_index()
     return [
         [float(row[0]), *(str(v) if isinstance(v, str) else None for v in row[1:-1]), float(row[-1])]
@@ -89,7 +94,7 @@ def ledger_count(
     known = ids.notna().to_numpy()
     fresh = ~(ids.isin(list(counted)).to_numpy() | (ids.duplicated().to_numpy() & known))
     values = np.asarray(usage, dtype=np.float64)
-    out = _rows(rows)
+    out = ledger_rows(rows)
     if fresh.any():
         fresh_jobs = jobs[fresh].reset_index(drop=True)
         out = ledger_add(rows, fresh_jobs, values[fresh], now=now, interval_s=interval_s, depth=depth)
@@ -105,7 +110,7 @@ def ledger_fairshare(rows: Sequence[Sequence[Any]], window_start: float, policy:
     """The fairshare state at the end of the window starting at ``window_start`` (UNIX
     seconds), from the ledger's rows of the ``policy.depth`` windows up to it, decayed."""
     width = policy.interval_s
-    ledger = pd.DataFrame(_rows(rows), columns=list(LEDGER_COLUMNS))
+    ledger = pd.DataFrame(ledger_rows(rows), columns=list(LEDGER_COLUMNS))
     starts = pd.to_numeric(ledger["window_start"]).to_numpy(dtype=np.float64) if len(ledger) else np.array([])
     ledger = ledger[(starts <= window_start) & (starts > window_start - policy.depth * width)].reset_index(drop=True)
     # each ledger row becomes a job of no walltime in the middle of its window
@@ -113,3 +118,34 @@ def ledger_fairshare(rows: Sequence[Sequence[Any]], window_start: float, policy:
     ledger["walltime_s"] = 0.0
     usage = pd.to_numeric(ledger["usage"]).to_numpy(dtype=np.float64)
     return fairshare(ledger, usage, policy, at=window_start + width * 0.75)
+
+
+def ledger_rewindow(
+    rows: Sequence[Sequence[Any]], was_s: float, width_s: float, *, until: float = math.inf
+) -> list[list[Any]]:
+    """The ledger counted in windows of ``was_s`` seconds, in windows of ``width_s``: each
+    row's usage goes to the new windows its old window overlaps, in proportion to the overlap.
+
+    Exact when ``width_s`` is a multiple of ``was_s`` (windows are multiples of their width
+    since the epoch, so each old window lies in one new one); finer windows spread an old
+    window's usage evenly over it, as the ledger no longer knows when in the window it was used
+    (over the part before ``until``, UNIX seconds, for the window still open then).
+    """
+    frame = pd.DataFrame(ledger_rows(rows), columns=list(LEDGER_COLUMNS))
+    if not len(frame) or was_s == width_s:
+        return ledger_rows(rows)
+    start = pd.to_numeric(frame["window_start"]).to_numpy(dtype=np.float64)
+    end = np.maximum(np.minimum(start + was_s, until), start + min(was_s, width_s) * 1e-9)  # never empty
+    first = np.floor(start / width_s) * width_s
+    spans = int(np.max(np.ceil((end - first) / width_s)))
+    parts = []
+    for k in range(spans):
+        lo = first + k * width_s
+        share = np.clip(np.minimum(end, lo + width_s) - np.maximum(start, lo), 0.0, None) / (end - start)
+        used = share > 0
+        if used.any():
+            part = frame[used].copy()
+            part["window_start"] = lo[used]
+            part["usage"] = pd.to_numeric(part["usage"]).to_numpy(dtype=np.float64) * share[used]
+            parts.append(part)
+    return _summed(pd.concat(parts, ignore_index=True))

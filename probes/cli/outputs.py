@@ -80,6 +80,20 @@ def _store(config: ProbeConfig) -> Iterator[Sink]:
         sink.close()
 
 
+def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, Any]:
+    """The XLSX's APEL view: what APEL gets beside fairacct's measures, per VO and month."""
+    from collector.apel import ApelOptions, months_between
+    from collector.apel.view import VIEW_COLUMNS, apel_view
+
+    a = config.apel
+    options = ApelOptions(
+        site=a.site, benchmark_type=a.benchmark_type, infrastructure=a.infrastructure,
+        vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map),
+    )  # fmt: skip
+    months = months_between((period.first.year, period.first.month), (period.last.year, period.last.month))
+    return {"apel": (apel_view(sink, months, options), VIEW_COLUMNS)}
+
+
 def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], str]:
     """Run one of the outputs' commands; its JSON document and its text."""
     if args.command == "dashboards":
@@ -114,7 +128,8 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         if args.command == "export":
             by = [b.strip() for b in args.by.split(",") if b.strip()]
             table = usage_table(sink, period, by, raw=args.raw)
-            path = write_export(table, args.out, args.fmt, period)
+            sheets = _apel_sheet(sink, config, period) if args.fmt == "xlsx" else None
+            path = write_export(table, args.out, args.fmt, period, sheets)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
         from probes.accounting.lab import run_lab  # the analytics' sections, only for the report
         from probes.cli.report_figures import report_figures

@@ -28,7 +28,6 @@ from probes.cli.parser import add_actions, add_options
 from probes.config import ProbeConfig
 from probes.pipeline import priority
 from probes.sources.bindings import Bindings
-from probes.sources.checkpoints import LEDGER_KEY
 
 __all__ = ["add_priority_arguments", "run_priority_command"]
 
@@ -43,7 +42,10 @@ _PLAN = ["submitter", "credential", "mode", "effective", "target", "before", "wa
 def add_priority_arguments(cmd: argparse.ArgumentParser) -> None:
     """``priority``'s actions and their options on its parser ``cmd``."""
     add = add_actions(cmd)
-    sync = add_options(add("sync", help="set the negotiator's factors or usage from the fairshare state"), "--store")
+    sync = add_options(
+        add("sync", help="bring the negotiator's effective priorities to the fairshare's (by factor or real priority)"),
+        "--store",
+    )
     restore = add_options(add("restore", help="put back what a sync changed"), "--store")
     restore.add_argument(
         "--from",
@@ -96,10 +98,10 @@ def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
 
 def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     state = config.probe.state_dir / "outbox.sqlite"
-    with Outbox(state) as outbox:
-        ledger = outbox.checkpoint(LEDGER_KEY) or []
-    bindings = Bindings(config.pool.condor_config, config.pool.timeout_s, config.pool.token_file)
     now, probe = time.time(), f"fairacct@{socket.gethostname()}"
+    with Outbox(state) as outbox:
+        ledger = priority.windowed_ledger(outbox.checkpoint, config, now=now)
+    bindings = Bindings(config.pool.condor_config, config.pool.timeout_s, config.pool.token_file)
     try:
         client = bindings.negotiator()
         if args.action == "compare":
@@ -132,7 +134,6 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
         if args.dry_run
         else views.render([("priority " + args.action, views.table(result.plan, _PLAN))])
     )
-    skipped = result.plan[result.plan["status"] == "unknown"]["credential"].tolist()
-    if skipped:
-        print(f"fairacct: not known to the negotiator, skipped: {', '.join(skipped)}")
+    for line in priority.plan_notes(result.plan):
+        print(f"fairacct: {line}")
     return 0

@@ -152,6 +152,12 @@ COMMANDS: Mapping[str, Command] = {
             "audit:run_audit_command",
         ),
         Command(
+            "apel",
+            "APEL messages (WLCG accounting) of whole months from the store, into ssmsend's outgoing queue",
+            "apel:add_apel_arguments",
+            "apel:run_apel_command",
+        ),
+        Command(
             "slot-weight",
             "the SLOT_WEIGHT (Cpus, Memory, Disk) that approximates the penalty, standard job or bills, with its error",
             "slot_weight:add_slot_weight_arguments",

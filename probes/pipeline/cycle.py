@@ -55,6 +55,7 @@ from probes.sources.checkpoints import (
     LEDGER_KEY,
     ROLLED_KEY,
     SNAPSHOT_KEY,
+    fairshare_windows,
     snapshot_interval,
 )
 from probes.sources.live import LivePool
@@ -207,11 +208,12 @@ def _ledger_marks(
 ) -> dict[str, Any]:
     """The fairshare ledger's checkpoints with ``jobs`` counted (each job once, by id)."""
     cfg = config.fairshare
+    windows = fairshare_windows(checkpoint, cfg.interval_s, now=now)
     rows, counted = ledger_count(
-        checkpoint(LEDGER_KEY) or [], checkpoint(COUNTED_KEY) or {}, jobs, usage,
+        windows.get(LEDGER_KEY, checkpoint(LEDGER_KEY)) or [], checkpoint(COUNTED_KEY) or {}, jobs, usage,
         now=now, interval_s=cfg.interval_s, depth=cfg.depth,
     )  # fmt: skip
-    return {LEDGER_KEY: rows, COUNTED_KEY: counted}
+    return windows | {LEDGER_KEY: rows, COUNTED_KEY: counted}
 
 
 def fairshare_step(config: ProbeConfig, *, probe: str, now: float) -> Batch:
@@ -224,17 +226,19 @@ def fairshare_step(config: ProbeConfig, *, probe: str, now: float) -> Batch:
     current = math.floor(now / width) * width
 
     def roll(checkpoint: Checkpoint) -> tuple[Records, dict[str, Any]]:
-        mark = checkpoint(ROLLED_KEY)
+        rewindowed = fairshare_windows(checkpoint, width, now=now)
+        mark = rewindowed.get(ROLLED_KEY, checkpoint(ROLLED_KEY))
         if mark is None:
-            return {}, {ROLLED_KEY: {"window_start": current - width}}
+            return {}, rewindowed | {ROLLED_KEY: {"window_start": current - width}}
         first = max(float(mark["window_start"]) + width, current - depth * width)
         windows = [first + k * width for k in range(max(0, round((current - first) / width)))]
         if not windows:
-            return {}, {}
-        rows = checkpoint(LEDGER_KEY) or []
+            return {}, rewindowed
+        rows = rewindowed.get(LEDGER_KEY, checkpoint(LEDGER_KEY)) or []
         docs = [d for w in windows for d in fairshare_docs(rows, w, config, probe=probe)]
         kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
-        return ({"fairshare": docs} if docs else {}), {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
+        marks = {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
+        return ({"fairshare": docs} if docs else {}), rewindowed | marks
 
     return Batch(derive=roll)
 

@@ -4,19 +4,30 @@ records (before and after), and a restore of what a sync changed."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from collector.errors import FairacctError
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
 from probes.accounting._tables import cell_float
-from probes.accounting.ledger import ledger_fairshare
-from probes.accounting.priority import PLAN_COLUMNS, USAGE_METRICS, compare_usage, plan_priorities, userprio_commands
+from probes.accounting.fairshare import CREDENTIALS
+from probes.accounting.ledger import LEDGER_COLUMNS, ledger_fairshare, ledger_rows
+from probes.accounting.priority import (
+    PLAN_COLUMNS,
+    SET_COLUMN,
+    USAGE_METRICS,
+    compare_usage,
+    credential_submitters,
+    plan_priorities,
+    userprio_commands,
+)
 from probes.config import ProbeConfig
 from probes.pipeline.records import priority_docs
+from probes.sources.checkpoints import LEDGER_KEY, fairshare_windows
 from probes.sources.negotiator import NegotiatorLike, apply_plan, read_negotiator
 
 __all__ = [
@@ -24,10 +35,12 @@ __all__ = [
     "compare",
     "fairshare_horizon",
     "fairshare_state",
+    "plan_notes",
     "restore",
     "restore_plan",
     "stored_usage",
     "sync",
+    "windowed_ledger",
 ]
 
 _HOUR = 1.0 / 3600.0
@@ -55,6 +68,24 @@ def fairshare_state(config: ProbeConfig, ledger: Sequence[Sequence[Any]], *, now
     return ledger_fairshare(ledger, math.floor(now / width) * width, config.fairshare_policy()).credentials
 
 
+def _plan(config: ProbeConfig, negotiator: pd.DataFrame, ledger: Sequence[Sequence[Any]], *, now: float
+          ) -> pd.DataFrame:  # fmt: skip
+    """The sync's plan; a SourceError when the ledger holds no usage in the fairshare's windows
+    (a probe that has counted nothing yet, or windows just changed): planning from zeros would
+    bring every submitter to the same priority."""
+    policy = config.priority_policy()
+    creds = fairshare_state(config, ledger, now=now)
+    if not (creds.loc[creds["type"] == policy.credential, "decayed"] > 0).any():
+        since, _ = fairshare_horizon(config, now=now)
+        raise FairacctError(
+            f"the fairshare ledger holds no {policy.credential} usage since {iso_utc([since])[0]} "
+            "(has `probe once` or `probe run` counted any completed job in these windows?): nothing to sync from"
+        )
+    frame = pd.DataFrame(ledger_rows(ledger), columns=list(LEDGER_COLUMNS))
+    submitters = credential_submitters(frame, CREDENTIALS[policy.credential])
+    return plan_priorities(creds, negotiator, policy, submitters)
+
+
 def _finish(client: NegotiatorLike, plan: pd.DataFrame, config: ProbeConfig, *, now: float, dry_run: bool,
             probe: str, restore: bool = False) -> SyncResult:  # fmt: skip
     applied = [] if dry_run else apply_plan(client, plan)
@@ -65,7 +96,7 @@ def _finish(client: NegotiatorLike, plan: pd.DataFrame, config: ProbeConfig, *, 
 def sync(config: ProbeConfig, client: NegotiatorLike, ledger: Sequence[Sequence[Any]], *, now: float,
          dry_run: bool = False, probe: str) -> SyncResult:  # fmt: skip
     """Read the negotiator, plan from the fairshare state and (unless ``dry_run``) set it."""
-    plan = plan_priorities(fairshare_state(config, ledger, now=now), read_negotiator(client), config.priority_policy())
+    plan = _plan(config, read_negotiator(client), ledger, now=now)
     return _finish(client, plan, config, now=now, dry_run=dry_run, probe=probe)
 
 
@@ -77,7 +108,7 @@ def restore_plan(records: Sequence[Mapping[str, Any]], current: pd.DataFrame) ->
     for r in records:
         if r.get("kind", "priority") != "priority" or not r.get("applied"):
             continue
-        submitter, column = r["submitter"], "factor" if r["mode"] == "factor" else "usage_s"
+        submitter, column = r["submitter"], SET_COLUMN[r["mode"]]
         row = {c: r.get(c) for c in PLAN_COLUMNS} | {"wanted": r["before"], "after": r["before"]}
         if submitter not in now.index:
             rows.append(row | {"before": None, "status": "unknown"})
@@ -101,7 +132,7 @@ def fairshare_horizon(config: ProbeConfig, *, now: float) -> tuple[float, float]
 
 
 def stored_usage(sink: Sink, *, since: float, until: float) -> pd.DataFrame:
-    """Per user (``name``), the hours of each of
+    """Per submitter (``name``, as the negotiator names it), the hours of each of
     :data:`~probes.accounting.priority.USAGE_METRICS` in the store's records dated in
     ``[since, until)`` (UNIX seconds), summed in the store: core-hours and penalty PE-hours of
     the completed jobs (the penalty where the probe priced them), billed core-hours of the
@@ -109,9 +140,9 @@ def stored_usage(sink: Sink, *, since: float, until: float) -> pd.DataFrame:
     start, end = iso_utc([since, until])
     frames = []
     for kind, totals in _USAGE_TOTALS.items():
-        rows = sink.aggregate(Aggregation(kind, ("user",), totals, period=None, since=start, until=end))
-        frame = pd.DataFrame(rows, columns=["user", *(t.name for t in totals)])
-        frames.append(frame[frame["user"].notna()].set_index("user"))
+        rows = sink.aggregate(Aggregation(kind, ("submitter",), totals, period=None, since=start, until=end))
+        frame = pd.DataFrame(rows, columns=["submitter", *(t.name for t in totals)])
+        frames.append(frame[frame["submitter"].notna()].set_index("submitter"))
     joined = pd.concat(frames, axis=1).fillna(0.0)
     out = joined.reindex(columns=[f"{m}_h" for m in USAGE_METRICS], fill_value=0.0).astype(float)
     return out.rename_axis("name").reset_index().sort_values("name", kind="stable").reset_index(drop=True)
@@ -124,7 +155,9 @@ def compare(config: ProbeConfig, client: NegotiatorLike, ledger: Sequence[Sequen
     under the negotiator's usage and under cpu-only, penalty and billed usage."""
     neg = read_negotiator(client)
     creds = fairshare_state(config, ledger, now=now)
-    plan = plan_priorities(creds, neg, config.priority_policy())
+    frame = pd.DataFrame(ledger_rows(ledger), columns=list(LEDGER_COLUMNS))
+    submitters = credential_submitters(frame, CREDENTIALS[config.priority.credential])
+    plan = plan_priorities(creds, neg, config.priority_policy(), submitters)
     decayed = creds[creds["type"] == config.priority.credential].set_index("name")["decayed"]
     fair = plan.loc[plan["submitter"].notna(), ["submitter", "credential", "effective", "target", "wanted"]]
     fair.insert(2, f"{config.fairshare.metric}_s", fair["credential"].map(decayed))
@@ -140,3 +173,29 @@ def compare(config: ProbeConfig, client: NegotiatorLike, ledger: Sequence[Sequen
         frame[[c for c in shares.columns if c.endswith(("_h", "_share")) and c != "negotiator_share"]] = float("nan")
     frame["submitter"] = frame["submitter"].astype(object).where(frame["submitter"].notna(), None)
     return frame
+
+
+def plan_notes(plan: pd.DataFrame) -> list[str]:
+    """What an operator must know of a plan beyond its rows."""
+    notes = []
+    unknown = plan.loc[plan["status"] == "unknown", "credential"].tolist()
+    if unknown:
+        notes.append(f"no submitter of these is known to the negotiator, skipped: {', '.join(unknown)}")
+    named = plan[plan["submitter"].notna() & plan["credential"].notna()].groupby("credential", sort=True)["submitter"]
+    for credential, names in named:
+        if len(names) > 1:
+            notes.append(
+                f"{credential} submits as {len(names)} submitters ({', '.join(names)}): each is brought to "
+                f"{credential}'s effective priority"
+            )
+    alone = plan.loc[plan["status"] == "no credential", "submitter"].tolist()
+    if alone:
+        notes.append(f"the negotiator lists submitters with no fairshare usage, left alone: {', '.join(alone)}")
+    return notes
+
+
+def windowed_ledger(checkpoint: Callable[[str], Any], config: ProbeConfig, *, now: float) -> list[list[Any]]:
+    """The outbox's fairshare ledger in the windows of ``fairshare.interval_s``, as the next
+    probe cycle will store it (re-windowed if the width changed since it was counted)."""
+    rows = fairshare_windows(checkpoint, config.fairshare.interval_s, now=now).get(LEDGER_KEY)
+    return (checkpoint(LEDGER_KEY) or []) if rows is None else rows

@@ -82,6 +82,7 @@ from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.files import check_writable
 from probes.pipeline.cycle import Batch, commit, fairshare_step, history_step, snapshot_step
+from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading, Sources
 from probes.service.health import HealthServer, Metrics
@@ -432,16 +433,14 @@ class ProbeService:
             p = self.config.pool
             self._negotiator_bindings = Bindings(p.condor_config, p.timeout_s, p.token_file)
             self._negotiator = self._negotiator_bindings.negotiator()
+        now = self.clock()
         with Outbox(self.outbox_path) as outbox:
-            ledger = outbox.checkpoint(LEDGER_KEY) or []
-        done = priority_sync(self.config, self._negotiator, ledger, now=self.clock(), probe=self.probe)
+            ledger = windowed_ledger(outbox.checkpoint, self.config, now=now)
+        done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
         self._commit([Batch({"priority": done.docs} if done.docs else {})])
         for command in done.commands:
             log.info("priority sync: %s", command)
-        skipped = done.plan.loc[done.plan["status"] == "unknown", "credential"].tolist()
-        return f"set {len(done.applied)} submitter(s)" + (
-            f"; not known to the negotiator: {', '.join(skipped)}" if skipped else ""
-        )
+        return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])
 
     # -- helpers ------------------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ def _answer(request: tuple[Any, ...], security: htcondor2.SecurityContext | None
         negotiator = htcondor2.Negotiator(location)
         if method == "getPriorities":
             return list(negotiator.getPriorities(bool(kwargs.get("rollup", False))))  # a dict_values on 25.0
-        if method in ("setFactor", "setUsage"):
+        if method in ("setFactor", "setUsage", "setPriority"):
             getattr(negotiator, method)(str(kwargs["user"]), float(kwargs["value"]))
             return None
     raise ValueError(f"unknown call {daemon}.{method}")
@@ -388,3 +388,6 @@ class _NegotiatorClient:
 
     def setUsage(self, user: str, usage: float) -> None:  # noqa: N802
         self._bindings.call(("negotiator", self._location, "setUsage", {"user": user, "value": usage}))
+
+    def setPriority(self, user: str, priority: float) -> None:  # noqa: N802
+        self._bindings.call(("negotiator", self._location, "setPriority", {"user": user, "value": priority}))

@@ -19,6 +19,9 @@ checkpoint                             value
 ``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
                                        can still count (each job is counted once)
 ``fairshare:rolled`` (:data:`ROLLED_KEY`)  ``{"window_start": ...}`` of the last window written
+``fairshare:windows`` (:data:`WINDOWS_KEY`)  ``{"interval_s": ...}``: the window width the ledger
+                                       and ``rolled`` were counted in (a changed
+                                       ``fairshare.interval_s`` re-windows them)
 ``fairness:bucket`` (:data:`FAIRNESS_KEY`)  the current fairness bucket's sums of allocated and
                                        idle cores per user and its snapshots
                                        (:mod:`probes.pipeline.fairness_buckets`)
@@ -39,8 +42,10 @@ neither reads a job twice nor skips one that rule would have read.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -53,7 +58,9 @@ __all__ = [
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
     "TAIL",
+    "WINDOWS_KEY",
     "checkpoint_key",
+    "fairshare_windows",
     "history_key",
     "new_jobs",
     "new_schedd_jobs",
@@ -64,7 +71,10 @@ SNAPSHOT_KEY = "snapshot:last"
 LEDGER_KEY = "fairshare:ledger"
 COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
+WINDOWS_KEY = "fairshare:windows"
 FAIRNESS_KEY = "fairness:bucket"
+
+_log = logging.getLogger(__name__)
 
 #: How many of the newest jobs of a schedd's history file its checkpoint names (``tail``): the
 #: scan stops at the second, so the first comes back and shows the scan reached the position.
@@ -196,3 +206,35 @@ def snapshot_interval(
         stands = min(interval_s, max_interval_s)
         return stands, elapsed - stands
     return elapsed, 0.0
+
+
+def fairshare_windows(checkpoint: Callable[[str], Any], interval_s: float, *, now: float) -> dict[str, Any]:
+    """The checkpoints that put the fairshare ledger and its roll mark in windows of
+    ``interval_s`` seconds at ``now`` (UNIX seconds): ``{}`` when they are already, the re-windowed ledger and mark when
+    ``fairshare.interval_s`` changed since they were counted (a warning says so), just the
+    width when it was never written (a ledger from before this checkpoint is taken to be in
+    the configured windows).
+
+    Left in the old windows, a changed width would make every row fall outside the new ones,
+    so the fairshare, its records and the priority sync would act on zeros.
+    """
+    from probes.accounting.ledger import ledger_rewindow  # the ledger's math; this module only names rules
+
+    was = checkpoint(WINDOWS_KEY)
+    if was is not None and float(was["interval_s"]) == interval_s:
+        return {}
+    marks: dict[str, Any] = {WINDOWS_KEY: {"interval_s": interval_s}}
+    if was is None:
+        return marks
+    old = float(was["interval_s"])
+    marks[LEDGER_KEY] = ledger_rewindow(checkpoint(LEDGER_KEY) or [], old, interval_s, until=now)
+    rolled = checkpoint(ROLLED_KEY)
+    if rolled is not None:  # the last new window that ended by the end of the last one rolled
+        end = float(rolled["window_start"]) + old
+        marks[ROLLED_KEY] = {"window_start": math.floor(end / interval_s) * interval_s - interval_s}
+    exact = interval_s % old == 0
+    _log.warning(
+        "fairshare.interval_s changed from %g s to %g s: the ledger was re-windowed (%s)",
+        old, interval_s, "exactly" if exact else "each old window's usage spread evenly over the new ones it overlaps",
+    )  # fmt: skip
+    return marks

@@ -33,6 +33,7 @@ from probes.sources.settings import JobReading
 __all__ = [
     "JOB_ADS",
     "JOB_COLUMNS",
+    "VOMS_ATTRIBUTES",
     "history_files",
     "iter_history",
     "job_attrs",
@@ -61,12 +62,17 @@ _REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDi
 # counts, not names (CurrentHosts is 0 once the job has left its slots). Only the first list
 # present is decoded.
 _NODE_LISTS = ("RemoteHosts", "AllRemoteHosts")
+# The grid identity of a job's proxy, as the schedd writes it from the job's X.509/VOMS
+# credential (and HTCondor-CE keeps it on the routed job): the VO, the first FQAN (VO, group and
+# role: "/cms/Role=production/Capability=NULL") and the DN. APEL accounts by them
+# (collector/apel); a job submitted without a proxy has none of them.
+VOMS_ATTRIBUTES = {"vo": "x509UserProxyVOName", "fqan": "x509UserProxyFirstFQAN", "dn": "x509userproxysubject"}
 _PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
 
 JOB_COLUMNS = (
     "job_id", "schedd", "cluster", "proc", "submitter", "user", "group", "project", "queue", "qos",
     *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
-    "host", "hosts", "site", "resource_name", "speed", "n_hosts", "source", "line",
+    "host", "hosts", "site", "resource_name", "speed", "n_hosts", *VOMS_ATTRIBUTES, "source", "line",
 )  # fmt: skip
 
 
@@ -85,6 +91,7 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         Attr("EnteredCurrentStatus", n),
         Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
+        *(Attr(a, s) for a in VOMS_ATTRIBUTES.values()),
         # who is billed, credentials and site: the first attribute present wins, the others are not read
         *identity_attrs(reading.identity), *fallbacks(reading.queue, s), *fallbacks(reading.qos, s),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
@@ -283,6 +290,8 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     speed_attr = reading.speed_attribute
     columns["speed"] = ads[f"MachineAttr{speed_attr}0"] if speed_attr else np.full(len(ads), np.nan)
     columns["n_hosts"] = _or(ads["MaxHosts"], 1.0)
+    for column, attr in VOMS_ATTRIBUTES.items():
+        columns[column] = ads[attr]
     columns["source"] = ads.path
     columns["line"] = ads.line
     for extra in reading.extra_attributes:

@@ -20,10 +20,13 @@ __all__ = ["NEGOTIATOR_COLUMNS", "NegotiatorLike", "apply_plan", "negotiator_tab
 
 NEGOTIATOR_COLUMNS = (
     "submitter", "priority", "factor", "usage_s", "unweighted_usage_s", "resources_used", "weighted_resources_used",
+    "real_priority",
 )  # fmt: skip
-"""One row per submitter (accounting groups left out): ``Name``, ``Priority``,
-``PriorityFactor``, ``WeightedAccumulatedUsage`` as ``usage_s`` (what ``setUsage`` sets),
-``AccumulatedUsage`` as ``unweighted_usage_s``, ``ResourcesUsed``..., as ``getPriorities`` gives them."""
+"""One row per submitter (accounting groups left out): ``Name``, ``Priority`` (the effective
+priority, what orders the negotiator's service), ``PriorityFactor``,
+``WeightedAccumulatedUsage`` as ``usage_s``, ``AccumulatedUsage`` as ``unweighted_usage_s``,
+``ResourcesUsed``..., as ``getPriorities`` gives them, and ``real_priority`` (``Priority /
+PriorityFactor``: what ``setPriority`` sets)."""
 
 _ATTRS = {
     "submitter": "Name", "priority": "Priority", "factor": "PriorityFactor", "usage_s": "WeightedAccumulatedUsage",
@@ -36,6 +39,7 @@ class NegotiatorLike(Protocol):
     def getPriorities(self, rollup: bool = False) -> list[Any]: ...  # noqa: N802 - the bindings' names
     def setFactor(self, user: str, factor: float) -> None: ...  # noqa: N802
     def setUsage(self, user: str, usage: float) -> None: ...  # noqa: N802
+    def setPriority(self, user: str, priority: float) -> None: ...  # noqa: N802
 
 
 def negotiator_table(ads: Sequence[Any]) -> pd.DataFrame:
@@ -48,6 +52,7 @@ def negotiator_table(ads: Sequence[Any]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(NEGOTIATOR_COLUMNS))
     for col in NEGOTIATOR_COLUMNS[1:]:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
+    frame["real_priority"] = frame["priority"] / frame["factor"].where(frame["factor"] > 0)
     return frame.sort_values("submitter", kind="stable").reset_index(drop=True)
 
 
@@ -67,7 +72,8 @@ def apply_plan(client: NegotiatorLike, plan: pd.DataFrame) -> list[str]:
         index=False
     ):
         try:
-            (client.setFactor if mode == "factor" else client.setUsage)(str(submitter), float(value))
+            setter = {"factor": client.setFactor, "priority": client.setPriority, "usage": client.setUsage}[mode]
+            setter(str(submitter), float(value))
         except BindingsError as exc:
             raise SourceError(
                 f"the negotiator: setting {submitter} ({', '.join(done) or 'none'} set before): {exc}"

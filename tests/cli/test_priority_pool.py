@@ -8,6 +8,7 @@ puts them back."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,29 @@ def factors(htc: HTCondorPool) -> dict[str, float]:
     return {a["Name"]: float(a["PriorityFactor"]) for a in htcondor2.Negotiator().getPriorities() if "@" in a["Name"]}
 
 
+def pool_config(htc: HTCondorPool, tmp_path: Path, targets: dict[str, str]) -> str:
+    """A live probe's configuration on ``htc`` with fairshare ``targets`` per user, up to its
+    ``[priority]`` header: the test adds the section's keys."""
+    listed = ", ".join(f'{u} = "{t}"' for u, t in targets.items())
+    return f"""
+[pool]
+name = "real"
+condor_config = "{htc.condor_config}"
+timeout_s = 20
+[sources]
+live = true
+[credentials]
+user = ["AcctGroupUser", "Owner"]
+[probe]
+state_dir = "{tmp_path / "state"}"
+[fairshare]
+interval_s = 86400
+depth = 2
+targets = {{ user = {{ {listed} }} }}
+[priority]
+"""
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -67,26 +91,8 @@ def test_sync_sets_factors_and_restore_puts_them_back(
     htc.wait_for("the negotiator knows alice, bob and carol", lambda: known <= {n.split("@")[0] for n in factors(htc)})
     config = tmp_path / "fairacct.toml"
     config.write_text(
-        f"""
-[pool]
-name = "real"
-condor_config = "{htc.condor_config}"
-timeout_s = 20
-[sources]
-live = true
-[credentials]
-user = ["AcctGroupUser", "Owner"]
-[probe]
-state_dir = "{tmp_path / "state"}"
-[fairshare]
-interval_s = 86400
-depth = 2
-targets = {{ user = {{ alice = "50", bob = "50" }} }}
-[priority]
-mode = "factor"
-pattern = "(alice|bob)@.*"
-max_factor_ratio = 4.0
-""",
+        pool_config(htc, tmp_path, {"alice": "50", "bob": "50"})
+        + 'mode = "factor"\npattern = "(alice|bob)@.*"\nmax_factor_ratio = 4.0\npriority_at_target = 500.0\n',
         encoding="utf-8",
     )
     run(capsys, "probe", "once", "--config", str(config))
@@ -97,7 +103,8 @@ max_factor_ratio = 4.0
     alice = next(n for n in before if n.startswith("alice@"))
     bob = next(n for n in before if n.startswith("bob@"))
     # usage 8 : 1 : 1 core-walltimes (equal walltimes, up to the seconds HTCondor rounds): alice
-    # ~ 80 % and bob ~ 10 % of a 50 % target -> 1000 * 1.6 and 1000 * 0.2, the latter bounded by
+    # ~ 80 % and bob ~ 10 % of a 50 % target -> effective priorities 500 * 1.6 and 500 * 0.2,
+    # over real priorities of about 0.5: factors ~ 1600 and ~ 200, the latter bounded by
     # max_factor_ratio to 1000 / 4
     lines = dry.splitlines()
     assert [line.split()[:3] for line in lines] == [
@@ -105,7 +112,7 @@ max_factor_ratio = 4.0
         ["condor_userprio", "-setfactor", bob],
     ], dry
     want = {line.split()[2]: float(line.split()[3]) for line in lines}
-    assert 1500 < want[alice] < 2000 and want[bob] == 250
+    assert 1200 < want[alice] < 2000 and want[bob] == 250
 
     _, out = run(capsys, "priority", "sync", "--config", str(config), "--json")
     synced = json.loads(out)
@@ -138,3 +145,89 @@ max_factor_ratio = 4.0
 
     run(capsys, "priority", "restore", "--config", str(config), "--from", str(records))
     assert factors(htc) == before
+
+
+# the most under-served first: carol (~10 % of the usage for a 40 % target), then bob (~10 % for
+# 20 %), then alice (~80 % for 40 %)
+TARGETS = {"alice": "40", "bob": "20", "carol": "40"}
+FAIRSHARE_ORDER = ["carol", "bob", "alice"]
+
+
+def effective(htc: HTCondorPool) -> dict[str, float]:
+    """The negotiator's effective priority (what orders its service) per user of JOBS."""
+    return {
+        a["Name"].split("@")[0]: float(a["Priority"])
+        for a in htcondor2.Negotiator().getPriorities()
+        if a["Name"].split("@")[0] in JOBS
+    }
+
+
+def running_users(htc: HTCondorPool) -> list[str]:
+    return htc.tool(
+        "condor_q", "-allusers", "-constraint", "JobStatus == 2 && AcctGroupUser isnt undefined", "-af", "AcctGroupUser"
+    ).split()
+
+
+def test_each_mode_orders_the_negotiator_as_the_fairshare_and_a_freed_core_goes_to_the_most_under_served(
+    negotiator_pool: HTCondorPool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a sync in either mode, condor_userprio's effective priorities of alice, bob and
+    carol are fairacct's (priority_at_target x usage / target) and in its order; then, with the
+    pool full and one idle job of each waiting, the one core that frees goes to carol."""
+    htc = negotiator_pool
+    monkeypatch.setenv("CONDOR_CONFIG", str(htc.condor_config))
+    htcondor2.reload_config()
+    if not {"alice", "bob", "carol"} <= set(effective(htc)):  # run alone: the jobs of the first test
+        for name, description in JOBS.items():
+            htc.submit(description, f"priority_{name}")
+        htc.wait_for("the negotiator knows them", lambda: {"alice", "bob", "carol"} <= set(effective(htc)))
+    htc.wait_for(
+        "the jobs of alice, bob and carol finished",
+        lambda: sorted(htc.tool("condor_history", "-af", "AcctGroupUser").split()).count("alice") >= 2,
+        timeout=180,
+    )
+    config = tmp_path / "fairacct.toml"
+    body = pool_config(htc, tmp_path, TARGETS) + (
+        'pattern = "(alice|bob|carol)@.*"\nmax_factor_ratio = 1e9\nmax_priority_ratio = 1e9\nfactor_max = 1e12\n'
+    )
+    for mode in ("factor", "priority"):
+        config.write_text(body + f'mode = "{mode}"\n', encoding="utf-8")
+        if mode == "factor":
+            run(capsys, "probe", "once", "--config", str(config))
+        _, out = run(capsys, "priority", "sync", "--config", str(config), "--json")
+        wanted = {
+            r["credential"]: 1e5 * 100 * r["effective"] / r["target"]
+            for r in json.loads(out)["records"]
+            if r["status"] in ("set", "unchanged")
+        }
+        assert set(wanted) == {"alice", "bob", "carol"}, out
+        assert sorted(wanted, key=wanted.__getitem__) == FAIRSHARE_ORDER
+        now = effective(htc)
+        assert sorted(now, key=now.__getitem__) == FAIRSHARE_ORDER, (mode, now)
+        for user, value in wanted.items():  # the negotiator's half-life decays a real priority a little
+            assert now[user] == pytest.approx(value, rel=1e-3), (mode, user)
+
+    # fill the 32 cores: 16 and 15 for a while, 1 for a few seconds
+    filler = "executable = /bin/sleep\narguments = {}\nrequest_cpus = {}\nrequest_memory = 64\nqueue 1\n"
+    for seconds, cpus in ((90, 16), (90, 15), (8, 1)):
+        htc.submit(filler.format(seconds, cpus), f"filler_{cpus}")
+    htc.wait_for(
+        "the fillers hold every core",
+        lambda: (
+            htc.tool("condor_q", "-allusers", "-constraint", "JobStatus == 2", "-af", "RequestCpus").split()
+            == ["16", "15", "1"]
+        ),
+        timeout=120,
+    )
+    for user in ("alice", "bob", "carol"):
+        htc.submit(
+            "executable = /bin/sleep\narguments = 60\nrequest_cpus = 1\nrequest_memory = 64\n"
+            f"accounting_group_user = {user}\nqueue 2\n",
+            f"waiting_{user}",
+        )
+    try:
+        htc.wait_for("a core freed and matched", lambda: bool(running_users(htc)), timeout=120)
+        time.sleep(3)  # a second match in the same cycle would show now
+        assert running_users(htc) == ["carol"]
+    finally:
+        htc.tool("condor_rm", "-all")

@@ -19,15 +19,18 @@ def test_the_service_syncs_on_its_cadence_only_when_asked(tmp_path: Path) -> Non
     pool = FakePool({None: FakeCollector([], [])}, [FakeSchedd("vm")])
     assert "priority" not in ProbeService(off, probe="test", pool=pool.live(off)).jobs
 
-    config = live_config(tmp_path, fairshare=fairshare, priority={"sync": True, "every_s": 600, "pattern": ".*@pool"})
+    priority = {"sync": True, "every_s": 600, "pattern": ".*@pool", "priority_at_target": 1000.0}
+    config = live_config(tmp_path, fairshare=fairshare, priority=priority)
     neg = FakeNegotiator()
     service = ProbeService(config, probe="test", clock=Clock(NOW), pool=pool.live(config), negotiator=neg)
     assert service.jobs["priority"][1] == 600
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
         outbox.commit({}, {LEDGER_KEY: LEDGER})
-    assert service.sync_priority() == "set 2 submitter(s); not known to the negotiator: carol"
-    assert neg.calls == [("setFactor", "alice@pool", 2000.0), ("setFactor", "bob@pool", 1200.0)]
+    assert service.sync_priority() == (
+        "set 2 submitter(s); no submitter of these is known to the negotiator, skipped: carol"
+    )
+    assert neg.calls == [("setFactor", "alice@pool", 2000.0), ("setFactor", "bob@pool", 600.0)]
     docs = outbox_docs(config.probe.state_dir, "priority")
     assert [(d["credential"], d["before"], d["after"], d["applied"]) for d in docs] == [
-        ("alice", 1000, 2000, True), ("bob", 1000, 1200, True), ("carol", None, None, False),
+        ("alice", 1000, 2000, True), ("bob", 1000, 600, True), ("carol", None, None, False),
     ]  # fmt: skip

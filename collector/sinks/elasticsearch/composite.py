@@ -26,6 +26,8 @@ _PERIOD = {"day": ("1d", "%Y-%m-%d"), "month": ("1M", "%Y-%m")}
 
 def _metrics(total: Total, n: int) -> dict[str, Any]:
     """The metric aggregations of one total, named ``t<n>`` (and ``t<n>w`` for the weight sum)."""
+    if total.op != "sum":  # a least or greatest value (a date field's in epoch milliseconds)
+        return {f"t{n}": {total.op: {"field": total.fields[0]}}}
     if not total.fields:
         inner: dict[str, Any] = {}  # the bucket's doc_count
     elif len(total.fields) == 1:
@@ -94,6 +96,9 @@ def page_rows(query: Aggregation, answer: Mapping[str, Any]) -> tuple[list[dict[
         for i, field in enumerate(query.group_by):
             row[field] = key.get(f"g{i}")
         for n, total in enumerate(query.totals):
+            if total.op != "sum":
+                row[total.name] = bucket[f"t{n}"].get("value")
+                continue
             scope = bucket[f"t{n}f"] if total.where is not None else bucket
             row[total.name] = (
                 int(scope.get("doc_count", 0)) if not total.fields else _value(total, n, scope) * total.scale

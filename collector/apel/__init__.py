@@ -1,0 +1,29 @@
+"""APEL messages from the store: what WLCG's accounting repository (APEL) reads, made from
+fairacct's job records or from Gratia records, grouped by the store, and delivered as APEL's
+own client delivers them (a directory queue ssmsend sends from).
+
+- :mod:`collector.apel.messages`: APEL's message kinds as data (header, field order,
+  mandatory and integer fields) and their text;
+- :mod:`collector.apel.identity`: VO, VO group and role of an FQAN;
+- :mod:`collector.apel.grouping`: the store's sums per site, month and APEL's keys, and the
+  APEL records made of them (normalised by each host's benchmark per core);
+- :mod:`collector.apel.outgoing`: the directory queue, a month re-sent replacing the month.
+"""
+
+from collector.apel.grouping import ApelMonth, ApelOptions, ApelResult, apel_months, job_records, months_between
+from collector.apel.messages import KINDS, MessageKind, render
+from collector.apel.outgoing import Delivered, deliver
+
+__all__ = [
+    "KINDS",
+    "ApelMonth",
+    "ApelOptions",
+    "ApelResult",
+    "Delivered",
+    "MessageKind",
+    "apel_months",
+    "deliver",
+    "job_records",
+    "months_between",
+    "render",
+]

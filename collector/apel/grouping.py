@@ -1,0 +1,344 @@
+"""APEL's records of a month, grouped by the store.
+
+The store sums the records of each month (:meth:`~collector.sinks.base.Sink.aggregate`: SQL
+``GROUP BY`` in the embedded store, a composite aggregation in Elasticsearch/OpenSearch) by
+what makes APEL's keys and the benchmark of the host; only those groups come back. Python
+then makes APEL's keys of them (the VO, group and role of an FQAN are not fields a store can
+group by) and adds up the groups that these make equal.
+
+From fairacct's ``job`` records (a record per completed job, dated by its end):
+
+- Site: ``--site`` / ``[apel] site``, else the job's ``site``; SubmitHost: its ``schedd`` (on
+  an HTCondor-CE, the CE's schedd); GlobalUserName: ``dn`` (x509userproxysubject);
+- VO: ``vo`` (x509UserProxyVOName), else the FQAN's VO, else ``[apel] vo_attribute``
+  (group, project or user) through ``vo_map``; VOGroup and VORole: of ``fqan``
+  (x509UserProxyFirstFQAN);
+- NodeCount ``n_hosts``, Processors ``cpus``; WallDuration the sum of ``walltime_s``,
+  CpuDuration of ``cpu_time_s``; Earliest/LatestEndTime the least and greatest ``end``;
+- NormalisedWallDuration = sum of ``walltime_s`` x the job's host's benchmark per core
+  (``speed``: ``MachineAttr<machines.speed_attribute>0``, the speed the penalty of
+  Klusáček & Rudová 2015 normalises by), NormalisedCpuDuration alike with ``cpu_time_s``.
+  As APEL's, the normalised wall time is per job, not per core: APEL multiplies by
+  Processors itself.
+
+From Gratia records (GRACC's fields, dated by ``EndTime``): Site ``SiteName``, SubmitHost the
+host of ``ProbeName`` (``condor-ce:ce.example.org``), GlobalUserName ``DN``, VO
+``ReportableVOName`` (else ``VOName``), group and role of ``VOName`` when it is an FQAN,
+``Processors``, ``NodeCount``, jobs ``Njobs`` (1 where absent, as GRACC), and the benchmark
+per core of the site from ``[apel] site_benchmarks`` (a Gratia record carries none).
+
+A job (or Gratia record) without a benchmark is never normalised by a factor of 1 or any
+other made-up one: it is left out of the summaries and counted, per site and month, in
+``unbenchmarked``; the sync message, which says how many jobs the site ran, counts it.
+Records without a site are counted in ``unsited`` and sent nowhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from collector.apel.identity import parse_fqan
+from collector.sinks.base import Aggregation, Sink, Total
+
+__all__ = [
+    "ApelMonth",
+    "ApelOptions",
+    "ApelResult",
+    "apel_months",
+    "apel_table",
+    "job_records",
+    "month_bounds",
+    "months_between",
+]
+
+Source = Literal["job", "gratia"]
+
+KEYS = (
+    "Site", "Year", "Month", "GlobalUserName", "VO", "VOGroup", "VORole", "SubmitHost", "NodeCount", "Processors",
+)  # fmt: skip
+"""APEL's summary keys (besides Infrastructure, one per run)."""
+
+_SUMS = ("WallDuration", "CpuDuration", "NormalisedWallDuration", "NormalisedCpuDuration", "NumberOfJobs", "penalty_s")
+
+
+@dataclass(frozen=True)
+class ApelOptions:
+    """What ``[apel]`` and the command line say (see config/example.toml)."""
+
+    source: Source = "job"
+    site: str = ""
+    benchmark_type: str = "HEPSPEC"
+    infrastructure: str = "grid"
+    vo_attribute: str = "group"
+    vo_map: Mapping[str, str] = field(default_factory=dict)
+    site_benchmarks: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ApelMonth:
+    """What one site reports for one month: its summary records (APEL's field names, plus
+    ``penalty_s``, the jobs' penalty usage in PE-seconds, fairacct's own), its sync records (one
+    per submit host), and the jobs (and their wall seconds) left out for want of a benchmark."""
+
+    site: str
+    year: int
+    month: int
+    summaries: list[dict[str, Any]]
+    sync: list[dict[str, Any]]
+    unbenchmarked_jobs: int = 0
+    unbenchmarked_wall_s: float = 0.0
+
+
+def months_between(first: tuple[int, int], last: tuple[int, int]) -> list[tuple[int, int]]:
+    """The (year, month) from ``first`` to ``last``, both included."""
+    out = []
+    year, month = first
+    while (year, month) <= last:
+        out.append((year, month))
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return out
+
+
+def month_bounds(year: int, month: int) -> tuple[str, str]:
+    """ISO-8601 UTC bounds of a month: its first instant and the next month's."""
+    after = (year + 1, 1) if month == 12 else (year, month + 1)
+    return f"{year:04d}-{month:02d}-01T00:00:00Z", f"{after[0]:04d}-{after[1]:02d}-01T00:00:00Z"
+
+
+def _aggregation(options: ApelOptions, since: str, until: str) -> Aggregation:
+    if options.source == "gratia":
+        return Aggregation(
+            "gratia",
+            ("SiteName", "ProbeName", "DN", "VOName", "ReportableVOName", "Processors", "NodeCount"),
+            (
+                Total("records"),
+                Total("jobs", ("Njobs",), missing=1.0),
+                Total("wall_s", ("WallDuration",)),
+                Total("cpu_s", ("CpuDuration",)),
+                Total("first_end", ("timestamp",), op="min"),
+                Total("last_end", ("timestamp",), op="max"),
+            ),
+            "month",
+            since,
+            until,
+            ("EndTime",),
+        )
+    return Aggregation(
+        "job",
+        tuple(dict.fromkeys(("site", "schedd", "dn", "vo", "fqan", options.vo_attribute, "n_hosts", "cpus", "speed"))),
+        (
+            Total("jobs"),
+            Total("wall_s", ("walltime_s",)),
+            Total("cpu_s", ("cpu_time_s",)),
+            Total("first_end", ("end",), op="min"),
+            Total("last_end", ("end",), op="max"),
+            Total("penalty_s", ("penalty_usage",)),
+        ),
+        "month",
+        since,
+        until,
+    )
+
+
+def _epoch(value: object, *, ms: bool) -> float:
+    """UNIX seconds of a least or greatest time as a store gives it: a job's ``end`` (seconds),
+    a Gratia ``timestamp`` (ISO-8601 text in the embedded store, epoch milliseconds from
+    Elasticsearch's min/max of a date)."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+    if value is None:
+        return math.nan
+    return float(value) / 1000.0 if ms else float(value)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
+    fqans = [parse_fqan(_text(f)) for f in rows["fqan"]]
+    fallback = [_text(v) for v in rows[options.vo_attribute]]
+    vos = [
+        _text(vo) or fq[0] or (options.vo_map.get(fb, fb) if fb is not None else None)
+        for vo, fq, fb in zip(rows["vo"], fqans, fallback, strict=True)
+    ]
+    benchmark = pd.to_numeric(rows["speed"], errors="coerce").to_numpy(dtype=np.float64)
+    return pd.DataFrame(
+        {
+            "Site": [options.site or _text(s) for s in rows["site"]],
+            "GlobalUserName": [_text(d) for d in rows["dn"]],
+            "VO": vos,
+            "VOGroup": [f[1] for f in fqans],
+            "VORole": [f[2] for f in fqans],
+            "SubmitHost": [_text(s) for s in rows["schedd"]],
+            "NodeCount": pd.to_numeric(rows["n_hosts"], errors="coerce").fillna(1.0).to_numpy(),
+            "Processors": pd.to_numeric(rows["cpus"], errors="coerce").fillna(1.0).to_numpy(),
+            "benchmark": benchmark,
+            "NumberOfJobs": rows["jobs"].to_numpy(dtype=np.float64),
+            "penalty_s": pd.to_numeric(rows["penalty_s"], errors="coerce").fillna(0.0).to_numpy(),
+        }
+    )
+
+
+def _gratia_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
+    fqans = [parse_fqan(_text(v)) for v in rows["VOName"]]
+    sites = [_text(s) for s in rows["SiteName"]]
+    return pd.DataFrame(
+        {
+            "Site": [options.site or s for s in sites],
+            "GlobalUserName": [_text(d) for d in rows["DN"]],
+            "VO": [
+                _text(r) or fq[0] or _text(v)
+                for r, fq, v in zip(rows["ReportableVOName"], fqans, rows["VOName"], strict=True)
+            ],
+            "VOGroup": [f[1] for f in fqans],
+            "VORole": [f[2] for f in fqans],
+            "SubmitHost": [(_text(p) or "").partition(":")[2] or _text(p) for p in rows["ProbeName"]],
+            "NodeCount": pd.to_numeric(rows["NodeCount"], errors="coerce").fillna(1.0).to_numpy(),
+            "Processors": pd.to_numeric(rows["Processors"], errors="coerce").fillna(1.0).to_numpy(),
+            "benchmark": [options.site_benchmarks.get(s, math.nan) if s else math.nan for s in sites],
+            "NumberOfJobs": rows["jobs"].to_numpy(dtype=np.float64),
+            "penalty_s": 0.0,
+        }
+    )
+
+
+def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.DataFrame:
+    """APEL's summary records of the groups of one month as the store gives them (the rows of
+    :func:`_aggregation`'s query, with ``period`` 'YYYY-MM'), with ``benchmarked`` (False: the
+    records of hosts without a benchmark, whose normalised times are NaN). Pure."""
+    if not rows:
+        return pd.DataFrame(columns=[*KEYS, *_SUMS, "EarliestEndTime", "LatestEndTime", "benchmarked"])
+    frame = pd.DataFrame(list(rows))
+    keys = _gratia_keys(frame, options) if options.source == "gratia" else _job_keys(frame, options)
+    period = frame["period"].astype(str)
+    keys["Year"] = period.str[:4].astype(int).to_numpy()
+    keys["Month"] = period.str[5:7].astype(int).to_numpy()
+    wall = pd.to_numeric(frame["wall_s"], errors="coerce").fillna(0.0).to_numpy()
+    cpu = pd.to_numeric(frame["cpu_s"], errors="coerce").fillna(0.0).to_numpy()
+    benchmark = keys.pop("benchmark").to_numpy(dtype=np.float64)
+    known = np.isfinite(benchmark) & (benchmark > 0)
+    keys["WallDuration"] = wall
+    keys["CpuDuration"] = cpu
+    keys["NormalisedWallDuration"] = np.where(known, wall * benchmark, np.nan)
+    keys["NormalisedCpuDuration"] = np.where(known, cpu * benchmark, np.nan)
+    ms = options.source == "gratia"  # a date's min/max: epoch milliseconds from Elasticsearch
+    keys["EarliestEndTime"] = [_epoch(v, ms=ms) for v in frame["first_end"]]
+    keys["LatestEndTime"] = [_epoch(v, ms=ms) for v in frame["last_end"]]
+    keys["benchmarked"] = known
+    grouped = keys.groupby([*KEYS, "benchmarked"], dropna=False, sort=True)
+    sums = grouped[list(_SUMS)].sum(min_count=1)
+    sums["EarliestEndTime"] = grouped["EarliestEndTime"].min()
+    sums["LatestEndTime"] = grouped["LatestEndTime"].max()
+    out = sums.reset_index()
+    return out.astype({"NodeCount": np.int64, "Processors": np.int64})
+
+
+def _records(frame: pd.DataFrame, infrastructure: str) -> list[dict[str, Any]]:
+    records = []
+    for row in frame.to_dict("records"):
+        record = {str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        record["Infrastructure"] = infrastructure
+        del record["benchmarked"]
+        records.append(record)
+    return records
+
+
+def _months(table: pd.DataFrame, options: ApelOptions) -> Iterator[ApelMonth]:
+    sited = table[table["Site"].notna()]
+    for (site, year, month), part in sited.groupby(["Site", "Year", "Month"], sort=True):
+        good = part[part["benchmarked"]]
+        bad = part[~part["benchmarked"]]
+        per_host = part.groupby("SubmitHost", dropna=False, sort=True)["NumberOfJobs"].sum()
+        sync = [
+            {"Site": site, "SubmitHost": host if isinstance(host, str) else None, "NumberOfJobs": jobs,
+             "Month": month, "Year": year}
+            for host, jobs in per_host.items()
+        ]  # fmt: skip
+        yield ApelMonth(
+            str(site),
+            int(year),  # type: ignore[call-overload]  # a group key: the Year column's int
+            int(month),  # type: ignore[call-overload]
+            _records(good, options.infrastructure),
+            sync,
+            int(bad["NumberOfJobs"].sum()),
+            float(bad["WallDuration"].sum()),
+        )
+
+
+@dataclass
+class ApelResult:
+    """The months of a run, and the jobs that no site could be given (sent nowhere)."""
+
+    months: list[ApelMonth]
+    unsited_jobs: int = 0
+    tables: list[pd.DataFrame] = field(default_factory=list)
+
+
+def apel_months(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOptions) -> ApelResult:
+    """APEL's records of each of ``months`` (year, month) of the records in ``sink``, grouped by
+    the store a month at a time (a month is always whole: APEL replaces a month with what it
+    gets). Months without records give nothing."""
+    result = ApelResult([])
+    for year, month in months:
+        since, until = month_bounds(year, month)
+        table = apel_table(sink.aggregate(_aggregation(options, since, until)), options)
+        result.tables.append(table)
+        result.unsited_jobs += int(table.loc[table["Site"].isna(), "NumberOfJobs"].sum())
+        result.months.extend(_months(table, options))
+    return result
+
+
+def job_records(sink: Sink, year: int, month: int, options: ApelOptions) -> tuple[list[dict[str, Any]], int]:
+    """APEL's individual job records of the ``job`` records of a month (those with a site and a
+    benchmark), and how many were left out for want of a benchmark. The records are read, not
+    grouped: one message record per job."""
+    since, until = month_bounds(year, month)
+    records, unbenchmarked = [], 0
+    for doc in sink.query("job", since=since, until=until):
+        site = options.site or _text(doc.get("site"))
+        speed = doc.get("speed")
+        if site is None:
+            continue
+        if not isinstance(speed, (int, float)) or not math.isfinite(speed) or speed <= 0:
+            unbenchmarked += 1
+            continue
+        vo, group, role = parse_fqan(_text(doc.get("fqan")))
+        fallback = _text(doc.get(options.vo_attribute))
+        host = _text(doc.get("host"))
+        records.append(
+            {
+                "Site": site,
+                "SubmitHost": _text(doc.get("schedd")),
+                "MachineName": host.partition("@")[2] or host if host else None,
+                "Queue": _text(doc.get("queue")),
+                "LocalJobId": _text(doc.get("job_id")),
+                "LocalUserId": _text(doc.get("user")),
+                "GlobalUserName": _text(doc.get("dn")),
+                "FQAN": _text(doc.get("fqan")),
+                "VO": _text(doc.get("vo")) or vo or (options.vo_map.get(fallback, fallback) if fallback else None),
+                "VOGroup": group,
+                "VORole": role,
+                "WallDuration": doc.get("walltime_s"),
+                "CpuDuration": doc.get("cpu_time_s"),
+                "Processors": doc.get("cpus"),
+                "NodeCount": doc.get("n_hosts"),
+                "StartTime": doc.get("start") if doc.get("start") is not None else doc.get("end"),
+                "EndTime": doc.get("end"),
+                "InfrastructureDescription": "APEL-HTCondor-fairacct",
+                "InfrastructureType": options.infrastructure,
+                "ServiceLevelType": options.benchmark_type,
+                "ServiceLevel": float(speed),
+            }
+        )
+    return records, unbenchmarked

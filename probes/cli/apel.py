@@ -1,0 +1,181 @@
+"""``fairacct apel``: APEL messages of whole months from the store (:mod:`collector.apel`),
+into the directory queue APEL's ``ssmsend`` sends from, or on standard output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from collector.apel import KINDS, ApelOptions, apel_months, deliver, job_records, months_between, render
+from collector.apel.grouping import ApelResult
+from collector.errors import ConfigError
+from collector.sinks import open_sink
+from probes.cli.parser import add_options
+from probes.config import ProbeConfig
+
+__all__ = ["JOBS_PER_MESSAGE", "add_apel_arguments", "apel_options", "parse_month", "run_apel_command"]
+
+JOBS_PER_MESSAGE = 1000
+"""Individual job records per message: what APEL's own client puts in one."""
+
+_MONTH = re.compile(r"(\d{4})-(\d{2})(?:-\d{2})?")
+_BENCHMARKS = {"hepscore23": "HEPscore23", "hepspec": "HEPSPEC", "hs06": "HEPSPEC"}
+
+
+def add_apel_arguments(cmd: argparse.ArgumentParser) -> None:
+    add_options(cmd, "--store")
+    cmd.add_argument("--month", metavar="YYYY-MM", help="the one month to send (default: the last whole month)")
+    cmd.add_argument("--from", dest="first", metavar="YYYY-MM", help="first month (a day means its month)")
+    cmd.add_argument("--to", dest="last", metavar="YYYY-MM", help="last month, included (default: --from)")
+    cmd.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the outgoing directory queue ssmsend sends from (default [apel] outgoing, else stdout)",
+    )
+    cmd.add_argument("--kind", choices=tuple(KINDS), default="summary", help="the message (default summary, v0.3)")
+    cmd.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
+    cmd.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
+    cmd.add_argument(
+        "--source", choices=("job", "gratia"), default="job", help="fairacct's job records or Gratia records"
+    )
+
+
+def parse_month(text: str, option: str) -> tuple[int, int]:
+    """(year, month) of 'YYYY-MM' (or a day 'YYYY-MM-DD': its month)."""
+    m = _MONTH.fullmatch(text.strip())
+    if not m or not 1 <= int(m.group(2)) <= 12:
+        raise ConfigError(f"{option}: expected a month like 2026-05 (or a day of it), got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _months(args: argparse.Namespace, now_month: tuple[int, int]) -> list[tuple[int, int]]:
+    if args.month and (args.first or args.last):
+        raise ConfigError("--month: give either --month or --from/--to, not both")
+    if args.month:
+        return [parse_month(args.month, "--month")]
+    if args.first:
+        first = parse_month(args.first, "--from")
+        last = parse_month(args.last, "--to") if args.last else first
+        if last < first:
+            raise ConfigError(f"--to ({args.last}) is before --from ({args.first})")
+        return months_between(first, last)
+    if args.last:
+        raise ConfigError("--to needs --from")
+    year, month = now_month
+    return [(year - 1, 12) if month == 1 else (year, month - 1)]
+
+
+def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
+    """``[apel]`` with the command line's ``--site``, ``--benchmark-type`` and ``--source`` over it."""
+    a = config.apel
+    given = args.benchmark_type or a.benchmark_type
+    benchmark = _BENCHMARKS.get(given.lower())
+    if benchmark is None:
+        raise ConfigError(f"--benchmark-type: expected HEPscore23 or HEPSPEC (HS06), got {given!r}")
+    return ApelOptions(
+        source=args.source,
+        site=args.site or a.site,
+        benchmark_type=benchmark,
+        infrastructure=a.infrastructure,
+        vo_attribute=a.vo_attribute,
+        vo_map=dict(a.vo_map),
+        site_benchmarks=dict(a.site_benchmarks),
+    )
+
+
+def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) -> list[str]:
+    spec = KINDS[kind]
+    texts: list[str] = []
+    if kind == "jobs":
+        done: set[tuple[int, int]] = set()
+        for m in result.months:
+            if (m.year, m.month) in done:
+                continue
+            done.add((m.year, m.month))
+            records, _ = job_records(sink, m.year, m.month, options)
+            for site in sorted({r["Site"] for r in records}):
+                mine = [r for r in records if r["Site"] == site]
+                for i in range(0, len(mine), JOBS_PER_MESSAGE):
+                    texts.append(render(spec, mine[i : i + JOBS_PER_MESSAGE], benchmark_type=options.benchmark_type))
+        return texts
+    for m in result.months:
+        records = m.sync if kind == "sync" else m.summaries
+        if records:
+            texts.append(render(spec, records, benchmark_type=options.benchmark_type))
+    return texts
+
+
+def run_apel_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """Group the months in the store, render the messages, deliver them (or print them)."""
+    from datetime import UTC, datetime
+
+    options = apel_options(config, args)
+    if args.kind == "summary" and options.benchmark_type != "HEPSPEC":
+        raise ConfigError(
+            f"--kind summary: APEL reads a v0.3 summary's normalised times as HEPSPEC, and the benchmark is "
+            f"{options.benchmark_type}; send --kind normalised (v0.4), which names it"
+        )
+    if args.kind == "jobs" and options.source == "gratia":
+        raise ConfigError(
+            "--kind jobs: individual job messages are made of fairacct's job records, not --source gratia"
+        )
+    now = datetime.now(UTC)
+    months = _months(args, (now.year, now.month))
+    sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+    try:
+        result = apel_months(sink, months, options)
+        texts = _messages(args.kind, result, sink, options)
+    finally:
+        sink.close()
+    out = args.out or config.apel.outgoing
+    delivered = deliver(out, texts) if out else None
+    doc: dict[str, Any] = {
+        "kind": args.kind,
+        "header": KINDS[args.kind].header,
+        "benchmark_type": options.benchmark_type,
+        "months": [f"{y:04d}-{m:02d}" for y, m in months],
+        "messages": len(texts),
+        "sites": [
+            {
+                "site": m.site,
+                "month": f"{m.year:04d}-{m.month:02d}",
+                "records": len(m.summaries),
+                "jobs": int(sum(r["NumberOfJobs"] for r in m.summaries)),
+                "unbenchmarked_jobs": m.unbenchmarked_jobs,
+                "unbenchmarked_wall_hours": m.unbenchmarked_wall_s / 3600.0,
+            }
+            for m in result.months
+        ],
+        "unsited_jobs": result.unsited_jobs,
+    }
+    if delivered is not None:
+        doc |= {"out": str(out), "added": len(delivered.added), "replaced": len(delivered.replaced)}
+    elif args.json:
+        doc["texts"] = texts
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    if delivered is None:
+        sys.stdout.write("".join(texts))
+    lines = [
+        f"{s['site']} {s['month']}: {s['jobs']} jobs in {s['records']} records"
+        + (
+            f"; {s['unbenchmarked_jobs']} jobs ({s['unbenchmarked_wall_hours']:.1f} wall hours) on hosts without a "
+            f"{options.benchmark_type} benchmark, not normalised and not sent"
+            if s["unbenchmarked_jobs"]
+            else ""
+        )
+        for s in doc["sites"]
+    ]
+    if result.unsited_jobs:
+        lines.append(f"{result.unsited_jobs} jobs without a site: not sent (set [apel] site or --site)")
+    if delivered is not None:
+        lines.append(
+            f"{len(delivered.added)} {KINDS[args.kind].header} messages into {out}"
+            + (f" ({len(delivered.replaced)} queued ones of the same months replaced)" if delivered.replaced else "")
+        )
+    print("\n".join(lines) or "no records in those months", file=sys.stderr if delivered is None else sys.stdout)
+    return 0
