@@ -65,6 +65,7 @@ bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_cli.py
 	-$(BIN)/python benchmarks/bench_gratia.py
 	-$(BIN)/python benchmarks/bench_summaries.py
+	-$(BIN)/python benchmarks/bench_audit.py
 	-$(BIN)/python benchmarks/bench_collector.py
 	-$(BIN)/python benchmarks/bench_collector.py --gratia
 

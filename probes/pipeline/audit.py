@@ -135,10 +135,13 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         for start_clipped in (False, True):
             for end_clipped in (False, True):
                 starts = (None, a) if start_clipped else (a, b)
-                ends = (_iso(b), None) if end_clipped else (_iso(a), _iso(b))
+                ends: tuple[float | None, float | None] = (b, None) if end_clipped else (a, b)
+                # the record's time is its end in whole seconds: the end itself is asked for
+                # (read from each record) only where a segment's edge falls inside a second
+                exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
                 query = Aggregation(
-                    "job", ("submitter", "site"), job_totals, None, ends[0], ends[1],
-                    ranges=(("start", *starts), ("end", *((b, None) if end_clipped else (a, b)))),
+                    "job", ("submitter", "site"), job_totals, None, _iso(ends[0]) if ends[0] is not None else None,
+                    _iso(ends[1]) if ends[1] is not None else None, ranges=(("start", *starts), *exact),
                 )  # fmt: skip
                 parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
     used = job_core_seconds(parts)
