@@ -24,9 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     # before numba is imported: a read-only install run without a writable home must still cache the scanner
     if not {"-h", "--help", "--version"} & set(words):
-        scanner_cache.choose(
-            scanner_cache.config_file(words), next((w for w in words if not w.startswith("-")), None)
-        )
+        scanner_cache.choose(scanner_cache.config_file(words), next((w for w in words if not w.startswith("-")), None))
     args = parse(words)
     from probes.cli.commands import run
 

@@ -34,7 +34,9 @@ ENV = "NUMBA_CACHE_DIR"
 _SCANNER = Path(__file__).resolve().parent.parent / "sources" / "classad" / "kernel.py"
 
 
-def choose(config: str | None, command: str | None = None, environ: MutableMapping[str, str] = os.environ) -> Path | None:
+def choose(
+    config: str | None, command: str | None = None, environ: MutableMapping[str, str] = os.environ
+) -> Path | None:
     """Set ``NUMBA_CACHE_DIR`` in ``environ`` when numba has nowhere to cache the scanner; the
     directory chosen, None when numba's own places serve (or the operator set one)."""
     if environ.get(ENV) or _numba_places_writable():
@@ -82,7 +84,9 @@ def _numba_places_writable() -> bool:
     def probe() -> None:  # a function to locate: numba's locators want one (its line number)
         pass
 
-    return any(cls.from_function(probe, str(_SCANNER)) is not None for cls in (InTreeCacheLocator, UserWideCacheLocator))
+    return any(
+        cls.from_function(probe, str(_SCANNER)) is not None for cls in (InTreeCacheLocator, UserWideCacheLocator)
+    )
 
 
 def _state_dirs(config: str | None, command: str | None) -> list[Path]:
