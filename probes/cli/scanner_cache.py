@@ -68,7 +68,7 @@ def _use(directory: Path, environ: MutableMapping[str, str]) -> Path:
     if "numba" in sys.modules:  # numba reads its environment when imported: read it again
         from numba.core import config as numba_config
 
-        numba_config.reload_config()
+        numba_config.reload_config()  # type: ignore[no-untyped-call]  # numba has no type hints
     return directory
 
 
@@ -84,9 +84,9 @@ def _numba_places_writable() -> bool:
     def probe() -> None:  # a function to locate: numba's locators want one (its line number)
         pass
 
-    return any(
-        cls.from_function(probe, str(_SCANNER)) is not None for cls in (InTreeCacheLocator, UserWideCacheLocator)
-    )
+    locators = (InTreeCacheLocator, UserWideCacheLocator)
+    # numba has no type hints
+    return any(cls.from_function(probe, str(_SCANNER)) is not None for cls in locators)  # type: ignore[no-untyped-call]
 
 
 def _state_dirs(config: str | None, command: str | None) -> list[Path]:
