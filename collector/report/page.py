@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from collector.filemode import as_umask_allows
 from collector.report.svg import bar_chart, line_chart
 from collector.report.tables import ReportTables
 from collector.summaries.spec import COLUMNS
@@ -178,6 +179,7 @@ def write_report(tables: ReportTables, directory: str | os.PathLike[str], figure
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "index.html"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index.", suffix=".tmp")
+    as_umask_allows(fd)  # a web server serves it: readable as the umask says, not 0600 as mkstemp makes it
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(render_page(tables, figures))
     os.replace(tmp, target)

@@ -500,7 +500,10 @@ def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
                 doc, text = views.outbox_view(outbox.status(), listed)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
-    sink = open_sink(config.store.url, base=state, auth=config.store.auth(), create=args.command == "mappings")
+    from probes.cli.stores import store_base
+
+    base = store_base(args.config, config)  # a collector's configuration: its store is under collector.state_dir
+    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=args.command == "mappings")
     try:
         if args.command == "mappings":
             installed = sink.install_templates()
