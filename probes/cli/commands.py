@@ -30,12 +30,14 @@ from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox, OutboxStatus
 from collector.records import iso_utc
 from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_path
+from collector.statelock import hold_state_dir
 from probes.cli import views
 from probes.cli.compiling import announce_compiling
 from probes.cli.parser import TABLE_ROWS
 from probes.cli.registry import COMMANDS
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig, apply_overrides, load_config
+from probes.files import check_writable
 from probes.pipeline.cycle import Cycle, Delivery, run_once
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.reading import Reading, check_sources, read_sources
@@ -141,6 +143,7 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
 def config_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """config check: the configuration as the commands see it, once checked."""
     _check_config(config)
+    _warn_loose_token(config)
     print(json.dumps(config.model_dump(mode="json"), indent=2))
     return EXIT_OK
 
@@ -375,7 +378,9 @@ def _store_cycle(
     can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
     url = config.store.url
-    with Outbox(state / "outbox.sqlite") as outbox:
+    _warn_loose_token(config)
+    check_writable(state, "probe.state_dir")
+    with hold_state_dir(state, "probe.state_dir"), Outbox(state / "outbox.sqlite") as outbox:
         sink = open_sink(url, base=state, auth=config.store.auth())
         try:
             cycle, delivery = run_once(
@@ -420,7 +425,10 @@ def _serve(config: ProbeConfig, duration: float | None) -> int:
     from probes.service.scheduler import ProbeService  # APScheduler is imported only by the service
 
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    with _log_lines():
+    _check_config(config)  # what `probe once` and `config check` refuse (a missing token), refused before starting
+    _warn_loose_token(config)
+    check_writable(config.probe.state_dir, "probe.state_dir")
+    with hold_state_dir(config.probe.state_dir, "probe.state_dir"), _log_lines():
         service = ProbeService(config, probe=f"fairacct@{socket.gethostname()}")
         service.run(duration=duration)
     return EXIT_OK
@@ -451,13 +459,15 @@ def collector_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
         )
     settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
-    sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
-    try:
-        ensure_templates(sink, settings.store_url, install=config.store.install_templates)
-    finally:
-        sink.close()
-    with _log_lines():
-        serve(settings)
+    check_writable(settings.state_dir, "collector.state_dir")
+    with hold_state_dir(settings.state_dir, "collector.state_dir"):  # before its outbox or store is opened
+        sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+        try:
+            ensure_templates(sink, settings.store_url, install=config.store.install_templates)
+        finally:
+            sink.close()
+        with _log_lines():
+            serve(settings)
     return EXIT_OK
 
 
@@ -479,6 +489,16 @@ def _check_config(config: ProbeConfig) -> None:
     check_sources(config)
     if sqlite_path(config.store.url, config.probe.state_dir) is None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
+
+
+def _warn_loose_token(config: ProbeConfig) -> None:
+    """A warning on stderr when the token a probe sends with can be read by other users."""
+    if not (config.store.url.startswith("collector+") and config.store.token_file):
+        return
+    from collector.sinks.http import loose_token  # httpx: only for a collector store
+
+    if (warning := loose_token(Path(config.store.token_file))) is not None:
+        print(f"fairacct: warning: {warning}", file=sys.stderr)
 
 
 def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
