@@ -174,7 +174,7 @@ class CollectorSink:
         if status in (404, 405):
             hint = (
                 "; store.url is wrong: nothing at this path answers /v1/records (a collector's URL is its root, "
-                "or the prefix a proxy serves it under); the records wait in the outbox"
+                "or the prefix a proxy serves it under)"
             )
         if status in (401, 403):
             hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"

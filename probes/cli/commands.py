@@ -380,16 +380,17 @@ def _store_cycle(
     url = config.store.url
     _warn_loose_token(config)
     check_writable(state, "probe.state_dir")
-    with hold_state_dir(state, "probe.state_dir"), Outbox(state / "outbox.sqlite") as outbox:
-        sink = open_sink(url, base=state, auth=config.store.auth())
+    with hold_state_dir(state, "probe.state_dir"):
+        sink = open_sink(url, base=state, auth=config.store.auth())  # a missing token: refused before the outbox
         try:
-            cycle, delivery = run_once(
-                config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
-                check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
-            )  # fmt: skip
+            with Outbox(state / "outbox.sqlite") as outbox:
+                cycle, delivery = run_once(
+                    config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
+                    check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
+                )  # fmt: skip
+                return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
         finally:
             sink.close()
-        return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
 
 
 def _installed(names: list[str]) -> None:
@@ -441,6 +442,8 @@ def _log_lines() -> Iterator[None]:
     handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
     root = logging.getLogger()
     level = root.level
+    # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 import signal
 import threading
 import time
@@ -319,10 +320,11 @@ class ProbeService:
         or a long outage is said once, not every period (/healthz and /metrics count them all),
         and said again when the reason changes."""
         self._failed_runs[name] = self._failed_runs.get(name, 0) + 1
-        if self._failing.get(name) == error:
+        reason = re.sub(r"\d+", "#", error)  # the same way: the counts in it (records waiting) grow
+        if self._failing.get(name) == reason:
             log.debug("%s failed again: %s", name, error)
             return
-        self._failing[name] = error
+        self._failing[name] = reason
         log.error("%s failed: %s%s", name, error, " (said once while it fails the same way)")
 
     # -- the jobs -----------------------------------------------------------------------------------
