@@ -141,10 +141,34 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
 
 
 def config_command(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """config check: the configuration as the commands see it, once checked."""
+    """config check: the configuration as the commands see it, once checked; config example:
+    the files the wheel ships, printed or written."""
+    if args.action == "example":
+        return _examples(args)
     _check_config(config)
     _warn_loose_token(config)
     print(json.dumps(config.model_dump(mode="json"), indent=2))
+    return EXIT_OK
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from probes.examples import EXAMPLES, example_text
+
+    if not args.write:
+        print(example_text(args.name), end="")
+        return EXIT_OK
+    folder = Path(args.write)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in EXAMPLES:
+            target = folder / name
+            if target.exists():
+                print(f"fairacct: {target} exists, kept as it is", file=sys.stderr)
+                continue
+            target.write_text(example_text(name), encoding="utf-8")
+            print(f"wrote {target}")
+    except OSError as exc:
+        raise ConfigError(f"--write: cannot write into {folder}: {exc.strerror or exc}") from exc
     return EXIT_OK
 
 
