@@ -303,6 +303,21 @@ class Outbox:
         row = self._db.execute("SELECT value FROM checkpoint WHERE source = ?", (source,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def checkpoints(self, prefix: str = "") -> dict[str, tuple[Any, float]]:
+        """Every checkpoint whose source starts with ``prefix``: its value and when it was last
+        committed (UNIX seconds)."""
+        rows = self._db.execute(
+            "SELECT source, value, updated_at FROM checkpoint WHERE substr(source, 1, ?) = ? ORDER BY source",
+            (len(prefix), prefix),
+        ).fetchall()
+        return {source: (json.loads(value), float(at)) for source, value, at in rows}
+
+    def forget_checkpoint(self, source: str) -> bool:
+        """Delete a source's checkpoint (its next read starts from nothing); whether there was one."""
+        with self._transaction("cannot delete a checkpoint"):
+            deleted = self._db.execute("DELETE FROM checkpoint WHERE source = ?", (source,)).rowcount
+        return bool(deleted)
+
     # -- sending -------------------------------------------------------------------------------
 
     def flush(

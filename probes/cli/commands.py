@@ -121,6 +121,12 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """probe once: one cycle into the store, and what it found; probe run: the service."""
     if args.action == "run":
         return _serve(config, args.duration)
+    if args.action == "checkpoints":
+        from probes.cli.checkpoints import run_checkpoints
+
+        doc, text = run_checkpoints(args, config)
+        print(json.dumps(doc, indent=1) if args.json else text)
+        return EXIT_OK
     _require(
         config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
         "sources",

@@ -235,6 +235,11 @@ def probe_arguments(cmd: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
     )
+    from probes.cli.checkpoints import add_checkpoints_arguments
+
+    add_checkpoints_arguments(
+        add_options(action("checkpoints", help="where each schedd's history was read up to; reset or backfill one"))
+    )
 
 
 def records_arguments(cmd: argparse.ArgumentParser) -> None:
