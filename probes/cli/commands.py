@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox, OutboxStatus
@@ -44,6 +44,9 @@ from probes.pipeline.reading import Reading, check_sources, read_sources
 from probes.sources import sandbox
 from probes.sources.history import iter_history
 from probes.sources.report import ReadReport, problem_lines
+
+if TYPE_CHECKING:
+    from probes.sources.live import LivePool
 
 __all__ = [
     "analytics_command",
@@ -410,17 +413,33 @@ def _store_cycle(
     url = config.store.url
     _warn_loose_token(config)
     check_writable(state, "probe.state_dir")
-    with hold_state_dir(state, "probe.state_dir"):
+    with hold_state_dir(state, "probe.state_dir"), _history_progress(config) as pool:
         sink = open_sink(url, base=state, auth=config.store.auth())  # a missing token: refused before the outbox
         try:
             with Outbox(state / "outbox.sqlite") as outbox:
                 cycle, delivery = run_once(
-                    config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
+                    config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict, pool=pool,
                     check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
                 )  # fmt: skip
                 return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
         finally:
             sink.close()
+
+
+@contextlib.contextmanager
+def _history_progress(config: ProbeConfig) -> Iterator[LivePool | None]:
+    """The live pool of ``probe once``, counting the history it reads on a bar when stderr is a
+    terminal (a first pass or a backfill can read years of jobs); None: the configuration's."""
+    if not (config.sources.live and sys.stderr.isatty()):
+        yield None
+        return
+    from probes.cli.progress import progress_counter
+    from probes.pipeline.reading import live_pool
+
+    pool = live_pool(config)
+    with progress_counter("reading the history", "jobs") as advance:
+        pool.on_progress = advance
+        yield pool
 
 
 def _installed(names: list[str]) -> None:

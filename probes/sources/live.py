@@ -99,6 +99,9 @@ __all__ = [
 
 log = logging.getLogger("fairacct.live")
 
+PROGRESS_EVERY_S = 30.0
+"""Seconds between the log lines of a long history answer's progress."""
+
 T = TypeVar("T")
 
 #: A job's end as the jobs table has it: its completion, or for a removed job (CompletionDate
@@ -303,6 +306,11 @@ class LivePool:
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
         self.learned: dict[str, set[str]] = {"startd": set(), "idle": set(), "history": set()}
+        # a long history answer (a first pass, a backfill, after an outage) says how far it got:
+        # a log line every progress_every_s, and on_progress(schedd, ads) after each chunk (the
+        # command line draws a bar with it on a terminal)
+        self.progress_every_s = PROGRESS_EVERY_S
+        self.on_progress: Callable[[str, int], None] | None = None
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -575,11 +583,17 @@ class LivePool:
         report = ReadReport()
         parts: list[AdColumns] = []
         ads = iter(answer)
+        started = said = time.monotonic()
         try:
             for first in itertools.count(0, self.pool.history_match):
                 chunk = self._next_ads(what, ads, self.pool.history_match, first)
                 if not chunk:
                     break
+                if self.on_progress is not None:
+                    self.on_progress(name, len(chunk))
+                if (now := time.monotonic()) - said >= self.progress_every_s:
+                    said, done = now, first + len(chunk)
+                    log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
                 missing = _missing_refs(chunk, projection)
                 if missing:
                     self.learned["history"] |= missing
