@@ -291,6 +291,11 @@ class CredentialSettings(_Section):
         list(SLOT_IDENTITY.project),
         description="Slot attributes naming the project of a claim's job (there when STARTD_JOB_ATTRS copies it).",
     )
+    user_vo_map: str = Field(
+        "",
+        description="A Gratia user-vo-map file ('account vo' lines, #voi/#VOc headers): jobs and bills without "
+        "a project get their account's VO. Empty: none.",
+    )
 
 
 class SiteSettings(_Section):
@@ -662,7 +667,18 @@ class ProbeConfig(_Section):
             | {k: str(fix(Path(v))) for k in ("tls_cert_file", "tls_key_file") if (v := getattr(c, k))}
         )
         store = self.store.model_copy(update={"token_file": str(fix(Path(t)))} if (t := self.store.token_file) else {})
-        return self.model_copy(update={"sources": sources, "probe": probe, "store": store, "collector": collector})
+        credentials = self.credentials.model_copy(
+            update={"user_vo_map": str(fix(Path(m)))} if (m := self.credentials.user_vo_map) else {}
+        )
+        return self.model_copy(
+            update={
+                "sources": sources,
+                "probe": probe,
+                "store": store,
+                "collector": collector,
+                "credentials": credentials,
+            }
+        )
 
 
 # -- command-line overrides --------------------------------------------------------------------
