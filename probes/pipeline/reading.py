@@ -24,6 +24,7 @@ from probes.pipeline.usage import PRICED_METRICS
 from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
+from probes.sources.job_identity import adopt_job_identities
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport
@@ -172,6 +173,11 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
     if not schedds:
         return Reading(snapshot=snapshot, reports={"status": status}, failures=failures)
     idle = pool.idle(schedds)
+    # bills named after their jobs' own ads: right without STARTD_JOB_ATTRS on the execute nodes
+    answered = [(name, ad) for name, ad in schedds if f"schedd:{name}" not in idle.failures]  # a hung one: once
+    running, unnamed = pool.running_identities(answered)
+    snapshot = dataclasses.replace(snapshot, allocations=adopt_job_identities(snapshot.allocations, running))
+    failures = failures | {f"{source} (running jobs' names)": why for source, why in unnamed.items()}
     return Reading(
         snapshot=snapshot,
         idle=idle.idle,
