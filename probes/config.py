@@ -702,7 +702,15 @@ OVERRIDES = (
     Override(
         "--history", "sources", "history", "FILE|DIR", "condor_history dump, history file or directory (repeatable)"
     ),
-    Override("--store", "store", "url", "URL", "sqlite:///PATH, http(s)://... or opensearch+http(s)://...", many=False),
+    Override(
+        "--store",
+        "store",
+        "url",
+        "URL",
+        "sqlite:///PATH, http(s)://... (Elasticsearch), opensearch+http(s)://... or collector+http(s)://... "
+        "(a fairacct collector)",
+        many=False,
+    ),
 )
 
 

@@ -75,7 +75,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError, SourceError
-from collector.outbox import Outbox
+from collector.outbox import PROBE_SHRINK_KEEP_BYTES, Outbox
 from collector.records import iso_utc
 from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
@@ -398,7 +398,9 @@ class ProbeService:
                 sink.close()
             status = outbox.status()
             if not status.depth:
-                outbox.shrink()  # a drained backlog's pages back to the file system
+                outbox.shrink(
+                    keep_free_bytes=PROBE_SHRINK_KEEP_BYTES
+                )  # a drained backlog's pages back to the file system
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())

@@ -92,3 +92,11 @@ def test_mistakes_are_named(config: Path, capsys: pytest.CaptureFixture[str], ar
 def test_before_any_read_says_so(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run(capsys, "probe", "checkpoints", "--config", str(config))
     assert code == 2 and "this probe has read nothing yet" in err
+
+
+def test_the_store_option_names_every_kind_of_store(capsys: pytest.CaptureFixture[str]) -> None:
+    """--store takes collector+http(s):// too, and says so (issue 25 item 9)."""
+    with pytest.raises(SystemExit):
+        main(["probe", "once", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "collector+http(s)://" in text and "opensearch+http(s)://" in text and "sqlite:///PATH" in text
