@@ -65,6 +65,12 @@ def report_arguments(cmd: argparse.ArgumentParser) -> None:
         metavar="ATTR",
         help="resource set of the efficiency plot: a slot record field (default site)",
     )
+    cmd.add_argument(
+        "--lab",
+        action="store_true",
+        help="add the fair-share lab's synthetic cases (Sedighi et al. 2014) in an appendix set apart from the "
+        "site's data",
+    )
 
 
 def dashboards_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -144,8 +150,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             path = write_export(table, args.out, args.fmt, period)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
         from probes.accounting.lab import run_lab  # the analytics' sections, only for the report
-        from probes.cli.report_figures import report_figures
+        from probes.cli.report_figures import lab_figures, report_figures
 
-        figures = report_figures(sink, config, period, run_lab(None, fraction=0.1), by=args.efficiency_by)
-        path = write_report(report_tables(sink, period), args.out, figures)
+        figures = report_figures(sink, config, period, [], by=args.efficiency_by)
+        appendix = lab_figures(run_lab(None, fraction=0.1)) if args.lab else []  # synthetic: never the site's
+        path = write_report(report_tables(sink, period), args.out, figures, appendix)
         return {"report": str(path)}, f"wrote the report {path}"

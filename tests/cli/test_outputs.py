@@ -58,14 +58,23 @@ def test_summarize_export_and_report_the_demo_pool(
     jobs = json.loads((lambda r: r[1])(run(capsys, "records", "job", "--config", str(demo_config), "--json")))
     assert table["n_jobs"].sum() == len(jobs)
     assert table["core_hours"].sum() == pytest.approx(sum(j["cpus"] * j["walltime_s"] for j in jobs) / 3600, rel=1e-5)
-    code, out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "report"))
+    code, out, err = run(
+        capsys, "report", "--config", str(demo_config), *DAYS, "--lab", "--out", str(tmp_path / "report")
+    )
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
     # the demo pool's jobs are priced against its slots' classes (penalty against CPU-only usage
     # is drawn); it has closed no fairshare window yet; its snapshot has fairness records and
-    # efficiency by site, and the lab's six cases are drawn
+    # efficiency by site, and with --lab the lab's six cases are drawn in an appendix after it all
     assert page.count("<svg") == 4 + 2 + 1 + 6 and page.count("No records in this period") == 1
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
+    site, _, appendix = page.partition("Appendix: synthetic cases, not this site's data")
+    assert appendix and "Lab case" not in site and appendix.count("<h2>Lab case") == 6
+    code, _out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "site"))
+    assert code == 0, err
+    site_only = (tmp_path / "site" / "index.html").read_text()
+    assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
+    assert site_only.count("<svg") == 4 + 2 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
 
 
