@@ -22,11 +22,10 @@ from collector.statelock import hold_state_dir
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig
 from probes.files import check_writable
-from probes.sources.checkpoints import checkpoint_key, history_key
+from probes.sources.checkpoints import HISTORY_PREFIX as _HISTORY
+from probes.sources.checkpoints import checkpoint_key, history_key, history_name
 
 __all__ = ["add_checkpoints_arguments", "run_checkpoints"]
-
-_HISTORY = "history:"
 
 
 def add_checkpoints_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -78,7 +77,7 @@ def run_checkpoints(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict
 
 
 def _name(source: str) -> str:
-    return source.removeprefix("history:schedd:").removeprefix(_HISTORY)
+    return history_name(source)
 
 
 def _row(source: str, value: Any, at: float) -> dict[str, Any]:
