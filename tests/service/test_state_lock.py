@@ -54,12 +54,7 @@ def test_a_second_probe_on_a_state_dir_in_use_is_refused_and_told_who_holds_it(t
         first.terminate()
         assert first.wait(timeout=30) == 0
         lines.text()
-    # the lock went with its holder: the next one starts
-    again = subprocess.run(
-        [sys.executable, "-m", "probes", "probe", "once", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
+    # the lock goes with its holder however it ends (flock): test_scheduler's SIGKILLed service starts again
 
 
 def test_the_lock_names_the_setting_and_is_released_on_exit(tmp_path: Path) -> None:
