@@ -6,8 +6,10 @@ reads times."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
+from probes.cli import scanner_cache
 from probes.cli.parser import parse
 
 __all__ = ["main"]
@@ -19,7 +21,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     The command line is read before the commands' modules are imported (pandas, numba, the
     readers and the stores take a second to import): ``--version``, ``--help`` and a mistyped
     option answer at once."""
-    args = parse(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    # before numba is imported: a read-only install run without a writable home must still cache the scanner
+    if not {"-h", "--help", "--version"} & set(words):
+        scanner_cache.choose(scanner_cache.config_file(words), next((w for w in words if not w.startswith("-")), None))
+    args = parse(words)
     from probes.cli.commands import run
 
     return run(args)
