@@ -248,10 +248,11 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=55_000, help="records/s offered by all probes together")
     parser.add_argument("--probes", type=int, default=50)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--distinct", type=int, default=None,
-                        help="distinct record ids (default 2,000,000 for sqlite, 300,000 for elasticsearch)")  # fmt: skip
+    parser.add_argument(
+        "--distinct", type=int, default=None, help="distinct ids (default: sqlite 2,000,000, elasticsearch 300,000)"
+    )
     parser.add_argument("--sample-every", type=float, default=10.0)
-    parser.add_argument("--drain-s", type=float, default=300.0, help="seconds the outbox may take to drain after")
+    parser.add_argument("--drain-s", type=float, default=300.0, help="seconds the outbox may take to drain")
     parser.add_argument("--core", type=int, default=0, help="the core the collector is pinned to")
     parser.add_argument("--client-core", type=int, default=1, help="the core of the probes (and osmem-server)")
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",

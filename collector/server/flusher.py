@@ -41,9 +41,14 @@ from collector.outbox import SHRINK_KEEP_BYTES, Outbox, Writer
 from collector.server.metrics import ServerMetrics
 from collector.sinks import Sink
 
-__all__ = ["FlushState", "Flusher"]
+__all__ = ["ROUND_S", "FlushState", "Flusher"]
 
 _log = logging.getLogger("fairacct.collector")
+
+# A round ends after this many seconds (the batch under way finishes): the depth, the store's
+# progress (backpressure, /healthz) and the WAL's checkpoint are brought up to date each round,
+# and 20 batches of a slow store (osmem-server took 2,000 records in ~7 s) would hold them for minutes.
+ROUND_S = 2.0
 
 _NICE = 10  # the flusher's thread, above the event loop's 0: CFS gives it ~1/10 of a contended core
 
@@ -163,9 +168,12 @@ class Flusher:
             _log.warning("outbox: %s", exc)
 
     def flush_round(self, outbox: Outbox, sink: Sink) -> bool:
-        """Flush up to 20 batches; True when the store took records and more are waiting."""
+        """Flush up to 20 batches, for about :data:`ROUND_S` at most; True when the store took
+        records and more are waiting."""
         start = time.perf_counter()
-        result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20, writer=self._writer)
+        result = outbox.flush(
+            sink, batch_size=self.batch_size, max_batches=20, max_seconds=ROUND_S, writer=self._writer
+        )
         elapsed = time.perf_counter() - start
         self._checkpoint(outbox)
         mark = self._depth_mark()  # before counting: what is admitted later is added to the count
