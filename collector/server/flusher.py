@@ -14,8 +14,11 @@ CPU priority than the event loop (nice +10 on its own thread, Linux): on a core 
 the requests it takes what they leave (the store writes run in SQLite, off the GIL), and
 falls behind in the outbox rather than slowing the replies; the outbox is there for that.
 
-After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
-is opened without automatic checkpoints so that no reply waits for one). It reports, after
+After each round (at most 20 batches, about :data:`ROUND_S` seconds) it checkpoints the
+outbox's WAL: passively, never blocking the writer, which is opened without automatic
+checkpoints so that no reply waits for one, then the few frames committed meanwhile in the
+writer, between two groups, so that the WAL starts over. It tells the group committer whether
+the store took records, for its backpressure (429 over ``backpressure_depth``). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
 /metrics: the depth (handed to the group committer), the oldest waiting record, the dead
 letters, and the last time the store took records or the outbox was found empty. A round that
