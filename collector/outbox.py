@@ -352,10 +352,17 @@ class Outbox:
     # -- sending -------------------------------------------------------------------------------
 
     def flush(
-        self, sink: Sink, *, batch_size: int = 2000, max_batches: int | None = None, writer: Writer | None = None
+        self,
+        sink: Sink,
+        *,
+        batch_size: int = 2000,
+        max_batches: int | None = None,
+        max_seconds: float | None = None,
+        writer: Writer | None = None,
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
-        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down).
+        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down),
+        or after ``max_batches`` batches, or once a batch ends ``max_seconds`` after the start.
 
         ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
         function of an :class:`Outbox` of the same file, instead of written here; the collector
@@ -364,7 +371,8 @@ class Outbox:
         write: Writer = writer or (lambda fn: fn(self))
         result = FlushResult()
         batches = 0
-        while max_batches is None or batches < max_batches:
+        until = None if max_seconds is None else time.monotonic() + max_seconds
+        while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
             batch = self._next_batch(batch_size)
             if batch is None:
                 break

@@ -13,6 +13,7 @@ UnauthorizedError          401     unauthorized           the message (+ ``WWW-A
 ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
 UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+SlowDownError              429     backpressure           the message (+ ``Retry-After``)    ``Service unavailable right now``
 TooManyRequestsError       429     too_many_requests      the message (+ ``Retry-After``)    ``Service unavailable right now``
 OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
 StoreError                 503     store_unavailable      "cannot make records durable ..."  ``Service unavailable right now``
@@ -46,6 +47,7 @@ from collector.errors import (
     OverloadedError,
     RecordError,
     SenderNotAllowedError,
+    SlowDownError,
     StoreError,
     TooLargeError,
     TooManyRequestsError,
@@ -76,6 +78,7 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (ForbiddenError, 403, "forbidden"),
     (TooLargeError, 413, "too_large"),
     (UnsupportedMediaError, 415, "unsupported_media"),
+    (SlowDownError, 429, "backpressure"),  # before TooManyRequestsError, its base
     (TooManyRequestsError, 429, "too_many_requests"),
     (OverloadedError, 503, "overloaded"),
     (StoreError, 503, "store_unavailable"),
