@@ -11,6 +11,7 @@ end, and a full collection during the command would walk it for nothing.
 """
 
 import atexit
+import contextlib
 import gc
 import os
 import sys
@@ -22,10 +23,8 @@ from probes.cli import main
 def run() -> NoReturn:
     """Run ``fairacct`` with the process's arguments and exit with its code."""
     code = main(prepared=gc.freeze)
-    try:
+    with contextlib.suppress(BrokenPipeError):  # `fairacct jobs | head`: what it did not take is not owed
         sys.stdout.flush()
-    except BrokenPipeError:  # `fairacct jobs | head`: what the reader did not take is not owed
-        pass
     sys.stderr.flush()
     atexit._run_exitfuncs()
     os._exit(code)
