@@ -91,7 +91,7 @@ def _fairshare(tmp: Path, repeat: int) -> list[tuple[bool, str]]:
     _cpu([sys.executable, "-X", "importtime", "-m", "probes", *args], trace)
     numba = any(line.rstrip().endswith("| numba") for line in trace.read_text().splitlines())
     imports = [line.split("|") for line in trace.read_text().splitlines() if line.startswith("import time:")]
-    top = sum(int(p[1]) for p in imports if len(p) == 3 and not p[2].startswith("  ")) / 1e6
+    top = sum(int(p[1]) for p in imports if p[1].strip().isdigit() and not p[2].startswith("  ")) / 1e6
     print(f"  its imports: {top:.2f} s (-X importtime, wall); numba loaded: {numba}")
     return [
         (new <= MAX_FAIRSHARE_CPU_S, f"wagap fairshare as a process <= {MAX_FAIRSHARE_CPU_S} CPU-s: {new:.2f}"),
