@@ -17,9 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _process(*argv: str, stdout: int = subprocess.PIPE) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "probes", *argv], stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=120, check=False
-    )
+    cmd = [sys.executable, "-m", "probes", *argv]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=120, check=False)
 
 
 def test_the_process_writes_all_the_command_wrote(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
