@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared"
 DEFAULT_DATA = HERE / ".data"
-GENERATOR_VERSION = 1  # bump when generate_startd_ads.py's output changes
+GENERATOR_VERSION = 2  # bump when generate_startd_ads.py's output changes
 PER_FILE = 1100  # 100 nodes of 10 dynamic slots a file: a size's first files are a smaller size's
 MAX_RATIO = 1.5
 EXIT_UNMEASURED = 2
@@ -170,8 +170,9 @@ def _one_size(nodes: int, pool: object, data: Path, work: Path, advertised: int)
          f"{nodes:,}x10: live snapshot wall {live.wall_s:.1f} s <= {MAX_RATIO} x the tools' {both.wall_s:.1f} s"),
         (live.cpu_s <= MAX_RATIO * both.cpu_s,
          f"{nodes:,}x10: live snapshot CPU {live.cpu_s:.1f} s <= {MAX_RATIO} x the tools' {both.cpu_s:.1f} s"),
-        (live.detail["slots"] == reader.detail["slots"] and live.detail["allocations"] == reader.detail["allocations"],
-         f"{nodes:,}x10: the live snapshot has the file's rows"),
+        (live.detail["slots"] == reader.detail["slots"] == nodes + 2
+         and live.detail["allocations"] == reader.detail["allocations"] == nodes * 10,
+         f"{nodes:,}x10: the live snapshot and the file have every slot advertised (and the pool's own 2)"),
     ]  # fmt: skip
     return checks, live
 

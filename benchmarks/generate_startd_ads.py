@@ -8,7 +8,9 @@ slot itself replaced per node and per job: names, machine, resources (a node's d
 and the p-slot's ``Cpus``/``Memory``/``Disk``/``Child*`` lists add up to ``TotalSlot*``), the
 job and its submitter, the glidein's site and entry, times. ``ClassAdLifetime`` is a day, so
 the collector keeps them however long advertising and measuring take (its ``CLASSAD_LIFETIME``
-default is 15 minutes).
+default is 15 minutes). They carry no ``LastHeardFrom``: the collector sets it when an ad
+arrives, and one kept from the fixture (days old) made it drop the ads as stale at its next
+housekeeping, in the middle of a run.
 
 The output depends only on the arguments: node ``i``'s ads are drawn from a random stream of
 its own (``seed``, ``i``). Files hold ``--per-file`` ads each (``condor_advertise -multiple``
@@ -52,6 +54,8 @@ def template_ads(path: Path = TEMPLATES) -> tuple[dict[str, str], dict[str, str]
             dslot = ad
     if not pslot or not dslot:
         raise SystemExit(f"{path}: expected a partitionable and a dynamic slot ad")
+    for ad in (pslot, dslot):  # the collector's own: kept from the fixture, it dates the ad days back
+        ad.pop("LastHeardFrom", None)  # and the collector drops it as stale at its next housekeeping
     return pslot, dslot
 
 
