@@ -49,11 +49,16 @@ class Attr:
     column holds None or NaN there). ``RequestMemory`` is usually an expression, and behind
     ``MemoryProvisioned`` it is not needed; this spares evaluating it for every job. The same
     makes a list of fallbacks cheap ("the first of Owner, User present").
+
+    ``limits`` (NUMBER only): the range ``[low, high)`` a value must lie in. An ad with a value
+    outside it (a negative ``Cpus``, a ``RemoteWallClockTime`` of 2^63) is malformed and
+    quarantined by the reader (:mod:`probes.sources.classad.limits`).
     """
 
     name: str
     kind: Kind = Kind.ANY
     unless: str | tuple[str, ...] | None = None
+    limits: tuple[float, float] | None = None
 
     @property
     def shadows(self) -> tuple[str, ...]:
@@ -63,10 +68,10 @@ class Attr:
         return (self.unless,) if isinstance(self.unless, str) else tuple(self.unless)
 
 
-def fallbacks(names: Sequence[str], kind: Kind) -> list[Attr]:
+def fallbacks(names: Sequence[str], kind: Kind, limits: tuple[float, float] | None = None) -> list[Attr]:
     """Attributes of which the first present is used: each is read only where none of those
     before it is present."""
-    return [Attr(name, kind, unless=tuple(names[:i]) or None) for i, name in enumerate(names)]
+    return [Attr(name, kind, unless=tuple(names[:i]) or None, limits=limits) for i, name in enumerate(names)]
 
 
 def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
@@ -80,7 +85,7 @@ def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
             continue
         old = merged[key]
         common = tuple(u for u in old.shadows if u.lower() in {v.lower() for v in a.shadows})
-        merged[key] = Attr(old.name, old.kind, unless=common or None)
+        merged[key] = Attr(old.name, old.kind, unless=common or None, limits=old.limits or a.limits)
     return list(merged.values())
 
 
