@@ -3,8 +3,8 @@ or time cannot be accounted, and one such ad must not stop a table (issue 29: a 
 ``CpusProvisioned = -1`` made every cycle fail on it). The readers quarantine the ad and read on.
 
 The limits are half-open ranges ``[low, high)`` on :class:`~probes.sources.classad.model.Attr`;
-a missing value (NaN) is never out of range, and a non-finite one was already made missing and
-counted by :func:`~probes.sources.classad.literals.drop_infinities`.
+a missing value (NaN) is never out of range, and a non-finite one is made missing and counted
+by :func:`~probes.sources.classad.literals.drop_infinities` (as the README has long said).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def out_of_range(numeric: np.ndarray, attrs: Sequence[Attr]) -> dict[int, str]:
         low, high = a.limits
         column = numeric[:, j]
         with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range
-            bad = np.flatnonzero((column < low) | (column >= high))
+            bad = np.flatnonzero(((column < low) | (column >= high)) & np.isfinite(column))
         for i in bad.tolist():
             if i not in reasons:
                 reasons[i] = (
