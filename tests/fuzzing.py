@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 CONDOR25 = SHARED / "fixtures" / "condor25"
 METACENTRUM = SHARED / "data" / "metacentrum"
-EXAMPLE = ROOT / "config" / "example.toml"
 
 DEFECTS = ("signal", "traceback", "hang", "message", "exit")
 
@@ -203,7 +202,7 @@ def make_case(seed: int, number: int) -> Case:
         ["status.ads", "status.json", "history.ads", "history.json", "queue.ads", "per_job_history", "swf", "config"]
     )
     if kind == "config":
-        how, text = config_mutation(EXAMPLE.read_text(), rng)
+        how, text = config_mutation(_example().read_text(), rng)
         return Case(number, f"config: {how}", ["config", "check", "--config", "fairacct.toml"],
                     {"fairacct.toml": text.encode()})  # fmt: skip
     if kind == "swf":
@@ -238,6 +237,13 @@ def _ad_mutation(data: bytes, is_json: bool, rng: random.Random) -> tuple[str, b
     if rng.random() < 0.4:
         return bytes_mutation(data, rng)
     return json_mutation(data, rng) if is_json else long_mutation(data, rng)
+
+
+def _example() -> Path:
+    """config/example.toml of the checkout whose ``probes`` runs (its keys are that code's)."""
+    import probes
+
+    return Path(probes.__file__).resolve().parent.parent / "config" / "example.toml"
 
 
 def _swf_sample() -> bytes:
