@@ -106,6 +106,7 @@ _AD_START = re.compile(r"(?m)^\{")
 _AD_AFTER = re.compile(r"\}\s*,\s*(\{)")
 _KEY = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _INT64 = 2**63
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str from json: only lone ones (pairs are decoded)
 
 
 def _next_ad(buf: str, at: int) -> int | None:
@@ -143,7 +144,7 @@ def _clean(value: Any, key: str, rejects: Counter[str]) -> Any:
             value.encode("utf-8")
         except UnicodeEncodeError:
             rejects[f"{key}: a lone UTF-16 surrogate, replaced by U+FFFD"] += 1
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            return _SURROGATE.sub("\ufffd", value)
         return value
     if isinstance(value, bool):
         return value
