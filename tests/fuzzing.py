@@ -337,6 +337,42 @@ def run_cases(
     return by_kind
 
 
+def warm_up() -> None:
+    """Import what the commands import and load the compiled scanner, once, in this process:
+    each forked child then starts warm (a cold child spends a second importing pandas)."""
+    from probes.cli import main as run
+
+    inputs = {
+        "s.ads": (CONDOR25 / "status.ads").read_bytes(),
+        "s.json": (CONDOR25 / "status.json").read_bytes(),
+        "q.ads": (CONDOR25 / "queue.ads").read_bytes(),
+        "h.json": (CONDOR25 / "history.json").read_bytes(),
+        "w.swf": _swf_sample(),
+        "w.machines": (METACENTRUM / "wagap-2013.machines").read_bytes(),
+        "c.toml": _example().read_bytes(),
+    }
+    swf = ["--swf", "w.swf", "--machines", "w.machines"]
+    cases = [
+        ["slots", "--status-file", "s.ads"], ["bill", "--status-file", "s.json"],
+        ["overhead", "--status-file", "s.ads"], ["idle", "--idle-file", "q.ads"],
+        ["penalty", "--status-file", "s.ads", "--history", "h.json"], ["penalty", *swf], ["fairshare", *swf],
+        ["config", "check", "--config", "c.toml"],
+    ]  # fmt: skip
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as null:
+        for name, data in inputs.items():
+            (Path(tmp) / name).write_bytes(data)
+        os.chdir(tmp)
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = null
+        try:
+            for argv in cases:
+                run([*argv, "--json"] if argv[0] != "config" else argv)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+            os.chdir(here)
+
+
 def _signature(outcome: Outcome) -> str:
     """A defect's kind and its last line (the exception), to group the cases by cause."""
     lines = [line for line in outcome.stderr.splitlines() if line.strip()]
@@ -350,17 +386,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("--show", type=int, default=30, help="defect causes to print")
     args = parser.parse_args()
-    from probes.cli import main as warm
-
-    with tempfile.TemporaryDirectory() as tmp:  # compile / load the scanner once, before forking
-        (Path(tmp) / "s.ads").write_bytes((CONDOR25 / "status.ads").read_bytes())
-        os.chdir(tmp)
-        with open(os.devnull, "w") as null:
-            stdout, sys.stdout = sys.stdout, null
-            try:
-                warm(["slots", "--status-file", "s.ads", "--json"])
-            finally:
-                sys.stdout = stdout
+    warm_up()
     cpu = time.process_time()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:

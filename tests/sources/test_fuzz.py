@@ -133,8 +133,16 @@ FUZZ_SEED = 2029
 FUZZ_BATCHES, FUZZ_BATCH = 8, 25  # 200 cases a run, about 30 s
 
 
+@pytest.fixture(scope="module")
+def warm(condor25: Path, metacentrum: Path) -> None:
+    """The commands' modules imported and the scanner loaded before the first fork."""
+    from tests.fuzzing import warm_up
+
+    warm_up()
+
+
 @pytest.mark.parametrize("batch", range(FUZZ_BATCHES))
-def test_no_input_crashes_or_blocks_a_command(condor25: Path, metacentrum: Path, tmp_path: Path, batch: int) -> None:
+def test_no_input_crashes_or_blocks_a_command(warm: None, tmp_path: Path, batch: int) -> None:
     """-long, -json, history files and folders, queue dumps, SWF, configuration: each case ends
     in exit 0, or 1 (data) or 2 (configuration) with one line naming the problem."""
     from tests.fuzzing import DEFECTS, run_cases

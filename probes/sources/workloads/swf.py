@@ -178,6 +178,8 @@ def _numeric(rows: list[list[str]], line: np.ndarray, name: str) -> np.ndarray:
     return np.where(values < 0, np.nan, values)
 
 
+#: The most nodes or processors a node specification may ask for (a count, not an amount).
+_MAX_COUNT = 2.0**31
 #: Fields held as integers (the job number, the status): a fraction there is no such thing.
 _WHOLE_FIELDS = (1, 11)
 #: The last instant a table can hold as a date (9999-12-31T23:59:59Z, UNIX seconds).
@@ -391,6 +393,8 @@ def parse_node_spec(spec: str, notes: list[str] | None = None) -> list[NodePart]
             rest = clean[1:]
             if count < 1:
                 raise ValueError(f"node count 0 in {spec!r}, expected at least 1 node")
+            if count >= _MAX_COUNT:
+                raise ValueError(f"node count {clean[0]} in {spec!r}, expected fewer than 2^31 nodes")
         for t in rest:
             key, eq, value = t.partition("=")
             lowered = key.lower()
@@ -399,6 +403,8 @@ def parse_node_spec(spec: str, notes: list[str] | None = None) -> list[NodePart]
                     ppn = float(value)
                 except ValueError:
                     raise ValueError(f"ppn={value!r} in {spec!r}, expected a whole number of processors") from None
+                if not ppn < _MAX_COUNT:  # inf and nan too
+                    raise ValueError(f"ppn={value} in {spec!r}, expected fewer than 2^31 processors")
                 if ppn != int(ppn):
                     notes.append(f"field 21: ppn={value} is not a whole number: read as {int(ppn)}, as TORQUE does")
                     ppn = float(int(ppn))
@@ -433,4 +439,7 @@ def _memory_mib(value: str, spec: str) -> float:
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _MEM_UNITS:
         raise ValueError(f"mem={value!r} in {spec!r}, expected a size like 3gb, 500mb or 1024kb")
-    return float(m.group(1)) * _MEM_UNITS[unit] / _MIB
+    mib = float(m.group(1)) * _MEM_UNITS[unit] / _MIB
+    if not mib < 2.0**53:  # inf too
+        raise ValueError(f"mem={value!r} in {spec!r}, expected a size below 2^53 MiB")
+    return mib
