@@ -269,16 +269,20 @@ def test_class3_a_huge_amount_in_a_dynamic_slot_is_a_malformed_value(
 def test_class3_integers_beyond_64_bits_in_json(
     condor25: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """2^64 in a status attribute (SystemError in classad2) and a 400-digit ClusterId in
-    history.json (OverflowError after the output had begun): read as reals, counted."""
+    """2^64 in a status attribute (SystemError in classad2, which reads the ad to match the
+    partitions) and a 400-digit ClusterId in history.json (OverflowError after the output had
+    begun): read as reals, counted where they are read."""
     ads = json.loads((condor25 / "status.json").read_text())
     ads[0]["Foo"] = 2**64
+    ads[1]["TotalSlotGPUs"] = 2**64
     status = tmp_path / "status.json"
     status.write_text(json.dumps(ads))
     monkeypatch.chdir(tmp_path)
+    assert main(["bill", "--status-file", str(status), "--json"]) == 0
+    assert "'TotalSlotGPUs' = 1.8446744073709552e+19" in capsys.readouterr().err
     assert main(["slots", "--status-file", str(status), "--json"]) == 0
     read = json.loads(capsys.readouterr().out)["read"]["status"]
-    assert read["ads"] == 8 and read["rejects"] == {"Foo: an integer beyond 64 bits, read as a real": 1}
+    assert read["ads"] == 7 and read["rejects"] == {"TotalSlotGPUs: an integer beyond 64 bits, read as a real": 1}
     jobs = json.loads((condor25 / "history.json").read_text())
     jobs[0]["ClusterId"] = 10**400
     history = tmp_path / "history.json"
