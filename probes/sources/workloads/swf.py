@@ -202,8 +202,9 @@ def _check_ranges(values: np.ndarray, rows: list[list[str]], line: np.ndarray, n
                 refuse(values[:, f - 1] >= 2.0**53, f, "a number below 2^53")
         for f in _WHOLE_FIELDS:
             column = values[:, f - 1]
-            if (column != np.floor(column)).any():
-                refuse(column != np.floor(column), f, "a whole number")
+            fraction = ~np.isnan(column) & (column != np.floor(column))  # unknown (-1, NaN here) is no fraction
+            if fraction.any():
+                refuse(fraction, f, "a whole number")
         end = unix_start + np.nansum(values[:, 1:4], axis=1)
         if (end > MAX_INSTANT).any():
             refuse(end > MAX_INSTANT, 2, "submit, wait and run times that end before year 10000")
