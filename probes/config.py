@@ -16,9 +16,10 @@ means the same thing from wherever it is used. Help texts cite papers by the sho
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -803,11 +804,43 @@ def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "<config>") -> ProbeConfig:
+    hostile = list(_hostile_values(raw, ""))
+    if hostile:
+        raise ConfigError("\n".join(f"{source}: {p}" for p in hostile))
     try:
         return ProbeConfig.model_validate(raw)
     except ValidationError as exc:
         problems = [_describe(err, raw) for err in exc.errors(include_url=False)]
         raise ConfigError("\n".join(f"{source}: {p}" for p in problems)) from None
+
+
+#: The longest duration a ``*_s`` key may give: about 31 years. A scheduler's timers and
+#: ``datetime.timedelta`` overflow long before 1e308, and nothing a probe does waits longer.
+MAX_SECONDS = 1e9
+
+
+def _hostile_values(value: Any, key: str) -> Iterator[str]:
+    """What no key may hold, whatever its type, for the commands to refuse as the check does
+    (issue 29): a NUL character (no path, name or expression has one, and the OS refuses it at
+    run time), a number that is not finite (TOML's ``inf``, ``nan``), an integer beyond 64 bits,
+    a duration (``*_s``) beyond :data:`MAX_SECONDS`. Yields one problem per bad value."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _hostile_values(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _hostile_values(v, f"{key}[{i}]")
+    elif isinstance(value, str):
+        if "\0" in value:
+            yield f"{key}: a NUL character cannot be in a value (a path, a name or an expression), got {value!r}"
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield f"{key}: expected a finite number, got {value!r}"
+    elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+        yield f"{key}: expected an integer within 64 bits, got {value!r}"
+    elif isinstance(value, (int, float)) and key.endswith("_s") and abs(value) > MAX_SECONDS:
+        yield f"{key}: expected at most {MAX_SECONDS:g} seconds (about 31 years), got {value!r}"
 
 
 _TYPES = {

@@ -28,15 +28,29 @@ def parse_size(value: int | float | str, unit_bytes: int) -> float:
 
     Raises ValueError with a message that says what was expected.
     """
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):  # a list, table, date from TOML
         raise ValueError(f'expected a size like "2 GiB" or a number, got {value!r}')
     if isinstance(value, (int, float)):
         if value < 0:
             raise ValueError(f"expected a size of zero or more, got {value!r}")
-        return float(value)
+        return _checked(float(value), unit_bytes, value)
     m = _SIZE.fullmatch(value)
     if m is None or m.group(2).lower() not in _FACTORS:
         raise ValueError(f'expected a size like "2 GiB", "512 MiB" or "4 GB", got {value!r}')
     number, unit = float(m.group(1)), m.group(2).lower()
     factor = _FACTORS[unit]
-    return number if factor is None else number * factor / unit_bytes
+    return _checked(number if factor is None else number * factor / unit_bytes, unit_bytes, value)
+
+
+#: The largest size, in the resource's unit: exact in a float64 (8 PiB of bytes, far more in MiB).
+MAX_SIZE = 2.0**53
+
+
+def _checked(size: float, unit_bytes: int, given: object) -> float:
+    """``size`` (in units of ``unit_bytes``), refused when it cannot be a size: not finite,
+    beyond :data:`MAX_SIZE`, or more than nothing but less than one byte (``1e-320``)."""
+    if not size <= MAX_SIZE:  # inf and nan too
+        raise ValueError(f"expected a size below {MAX_SIZE:.17g} of this unit, got {given!r}")
+    if 0 < size * unit_bytes < 1:
+        raise ValueError(f"expected a size of 0 or at least one byte, got {given!r}")
+    return size

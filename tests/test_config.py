@@ -179,3 +179,56 @@ def test_config_check_of_a_good_store_prints_references_to_secrets_not_their_val
     out = capsys.readouterr().out
     assert '"api_key_env": "FAIRACCT_TEST_ES_KEY"' in out and "c2VrcmV0" not in out
     assert not (tmp_path / "state").exists()  # nothing was created to check it
+
+
+# -- issue 29, class 6: config check refuses what the commands would fail on --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("memory", "[1, 2]", 'partitions[1].memory: expected a size like "2 GiB" or a number, got [1, 2]'),
+        ("max_body_size", "{ a = 1 }", "collector.max_body_size: expected a number, got {'a': 1}"),
+        ("max_body_size", "1979-05-27", "collector.max_body_size: expected a number, got datetime.date(1979, 5, 27)"),
+        ("standard_job", '{ cpus = 1, memory = 07:32:00 }',
+         'penalty.standard_job: memory: expected a size like "2 GiB" or a number, got datetime.time(7, 32)'),
+        ("state_dir", '"state\\u0000x"',
+         "probe.state_dir: a NUL character cannot be in a value (a path, a name or an expression), got 'state\\x00x'"),
+        ("token_file", '"t\\u0000"', "pool.token_file: a NUL character cannot be in a value"),
+        ("flush_every_s", "1e308", "probe.flush_every_s: expected at most 1e+09 seconds (about 31 years), got 1e+308"),
+        ("misfire_grace_s", "1e308", "probe.misfire_grace_s: expected at most 1e+09 seconds"),
+        ("store_stale_s", "inf", "collector.store_stale_s: expected a finite number, got inf"),
+        ("max_body_size", "1e-320", "collector.max_body_size: expected a size of 0 or at least one byte, got 1e-320"),
+        ("max_records_body_size", '"99999999999999999 TiB"', "collector.max_records_body_size: expected a size below"),
+        ("max_outbox_depth", "99999999999999999999", "collector.max_outbox_depth: expected an integer within 64 bits"),
+        ("gpu_weight", "nan", "penalty.gpu_weight: expected a finite number, got nan"),
+    ],
+)  # fmt: skip
+def test_config_check_refuses_what_the_commands_would_fail_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: str, message: str
+) -> None:
+    """Each value passed `config check` and then failed `probe once`, `probe run` or `collector
+    serve` (TypeError, 'embedded null byte', OverflowError, a scheduler whose jobs all fail), or
+    was a TypeError of the check itself (exit 1). Both go through load_config, so a refusal
+    there is a refusal everywhere: exit 2 and one line naming the key."""
+    from probes.cli import main
+
+    example = (ROOT / "config/example.toml").read_text()
+    text, n = re.subn(rf"(?m)^{key} = .*$", lambda _: f"{key} = {value}", example, count=1)
+    assert n == 1
+    path = tmp_path / "fairacct.toml"
+    path.write_text(text)
+    assert main(["config", "check", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fairacct: configuration error: {path}: {message}") and err.count("\n") == 1, err
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_sizes_refuse_what_is_no_size() -> None:
+    for bad in ([1], {"a": 1}, float("inf"), float("nan"), 2.0**60, "1" * 400 + " GiB"):
+        with pytest.raises(ValueError, match="expected a size"):
+            parse_size(bad, 1024**2)  # type: ignore[arg-type]  # what a TOML file can hold
+    with pytest.raises(ValueError, match="at least one byte"):
+        parse_size(1e-320, 1)
+    assert parse_size(0, 1) == 0.0 and parse_size("2 GB", 1024**2) == 2048.0

@@ -81,6 +81,7 @@ class Metrics:
         self.records: Counter[str] = Counter()
         self.sent: Counter[str] = Counter()
         self.source_failures: Counter[str] = Counter()
+        self.quarantined: Counter[str] = Counter()  # malformed ads skipped, by input (status, history, ...)
         self.outbox = _Outbox()
         self.snapshot_interval_s: float | None = None
         self.unobserved_s = 0.0
@@ -115,6 +116,11 @@ class Metrics:
     def source_failed(self, source: str) -> None:
         with self._lock:
             self.source_failures[source] += 1
+
+    def quarantined_ads(self, counts: Mapping[str, int]) -> None:
+        """Count the malformed ads a read skipped (and quarantined), by input."""
+        with self._lock:
+            self.quarantined.update({k: v for k, v in counts.items() if v})
 
     def set_outbox(self, depth: Mapping[str, int], oldest: float | None, dead: Mapping[str, int]) -> None:
         with self._lock:
@@ -195,6 +201,9 @@ class Metrics:
             family("fairacct_source_failures_total", "counter",
                    "Failures of a source (collector, schedd, file) or of the store.",
                    [("", {"source": k}, v) for k, v in sorted(self.source_failures.items())])  # fmt: skip
+            family("fairacct_quarantined_ads_total", "counter",
+                   "Malformed ads skipped and kept in the quarantine, by input; the rest was read.",
+                   [("", {"input": k}, v) for k, v in sorted(self.quarantined.items())])  # fmt: skip
             family(
                 "fairacct_job_duration_seconds", "summary", "Duration of the runs of each job.",
                 [s for n, st in jobs

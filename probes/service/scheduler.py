@@ -478,6 +478,7 @@ class ProbeService:
         """One log line and a metric per source that failed; malformed ads to the quarantine."""
         for source in reading.failures:
             self.metrics.source_failed(source)
+        self.metrics.quarantined_ads({name: len(report.malformed) for name, report in reading.reports.items()})
         quarantine = self.config.probe.state_dir / "quarantine"
         for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)

@@ -26,6 +26,7 @@ import pandas as pd
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
+from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import identities, identity_attrs
 from probes.sources.history_folder import list_folder, readable
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
@@ -85,13 +86,14 @@ def job_attrs(reading: JobReading) -> list[Attr]:
     n, s = Kind.NUMBER, Kind.STRING
     attrs = [
         Attr("GlobalJobId", s), Attr("ClusterId", n), Attr("ProcId", n),
-        *(Attr(_PROVISIONED[r], n) for r in RESOURCES),
-        *(Attr(_REQUEST[r], n, unless=_PROVISIONED[r]) for r in RESOURCES),
-        Attr("JobStatus", n), Attr("ExitCode", n), Attr("QDate", n),
-        Attr("JobCurrentStartDate", n), Attr("JobStartDate", n), Attr("CompletionDate", n),
-        Attr("EnteredCurrentStatus", n),
-        Attr("RemoteWallClockTime", n), Attr("RemoteUserCpu", n), Attr("RemoteSysCpu", n),
-        Attr("LastRemoteHost", s), Attr("MaxHosts", n), *fallbacks(_NODE_LISTS, s),
+        *(Attr(_PROVISIONED[r], n, limits=AMOUNT) for r in RESOURCES),
+        *(Attr(_REQUEST[r], n, unless=_PROVISIONED[r], limits=AMOUNT) for r in RESOURCES),
+        Attr("JobStatus", n), Attr("ExitCode", n), Attr("QDate", n, limits=INSTANT),
+        Attr("JobCurrentStartDate", n, limits=INSTANT), Attr("JobStartDate", n, limits=INSTANT),
+        Attr("CompletionDate", n, limits=INSTANT), Attr("EnteredCurrentStatus", n, limits=INSTANT),
+        Attr("RemoteWallClockTime", n, limits=AMOUNT), Attr("RemoteUserCpu", n, limits=AMOUNT),
+        Attr("RemoteSysCpu", n, limits=AMOUNT),
+        Attr("LastRemoteHost", s), Attr("MaxHosts", n, limits=AMOUNT), *fallbacks(_NODE_LISTS, s),
         *(Attr(a, s) for a in VOMS_ATTRIBUTES.values()),
         # who is billed, credentials and site: the first attribute present wins, the others are not read
         *identity_attrs(reading.identity), *fallbacks(reading.queue, s), *fallbacks(reading.qos, s),

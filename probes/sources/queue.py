@@ -25,6 +25,7 @@ import pandas as pd
 
 from collector.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, read_ads, unique_attrs
+from probes.sources.classad.limits import AMOUNT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.frames import stack
 from probes.sources.inputs import is_blank
@@ -46,11 +47,11 @@ _QUEUE_ATTRS = [
     Attr("GlobalJobId", Kind.STRING),
     Attr("ClusterId", Kind.NUMBER),
     Attr("ProcId", Kind.NUMBER),
-    Attr("RequestCpus", Kind.NUMBER),
-    Attr("RequestMemory", Kind.NUMBER),
-    Attr("RequestDisk", Kind.NUMBER),
-    Attr("RequestGPUs", Kind.NUMBER),
-    Attr("JobCount", Kind.NUMBER),  # autocluster dumps only
+    Attr("RequestCpus", Kind.NUMBER, limits=AMOUNT),
+    Attr("RequestMemory", Kind.NUMBER, limits=AMOUNT),
+    Attr("RequestDisk", Kind.NUMBER, limits=AMOUNT),
+    Attr("RequestGPUs", Kind.NUMBER, limits=AMOUNT),
+    Attr("JobCount", Kind.NUMBER, limits=AMOUNT),  # autocluster dumps only
     Attr("JobIds", Kind.STRING),
 ]
 

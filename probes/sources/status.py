@@ -32,6 +32,7 @@ import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
+from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport
@@ -81,10 +82,10 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
     attrs = [
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
-        *(Attr(_OWN[r], n) for r in RESOURCES),
-        Attr("TotalSlotCpus", n), Attr("TotalSlotMemory", n), Attr("TotalSlotDisk", n), Attr("TotalSlotGPUs", n),
-        Attr("MyCurrentTime", n), Attr("LastHeardFrom", n),
-        Attr("GLIDEIN_ToRetire", n), Attr("GLIDEIN_ToDie", n),
+        *(Attr(_OWN[r], n, limits=AMOUNT) for r in RESOURCES),
+        *(Attr(_TOTAL[r], n, limits=AMOUNT) for r in RESOURCES),
+        Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
+        Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
         Attr("GlobalJobId", s), *identity_attrs(reading.identity),
         Attr("ChildName", lst), *(Attr(f"Child{a.name}", lst) for a in identity_attrs(reading.identity)),
         *(Attr(_CHILD[r], lst) for r in RESOURCES),

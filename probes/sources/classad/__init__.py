@@ -6,6 +6,8 @@
   files), a chunk at a time, through the compiled scan of :mod:`~probes.sources.classad.kernel`;
 - :mod:`~probes.sources.classad.json_form`: the ``-json`` form;
 - :mod:`~probes.sources.classad.literals`: values become column entries;
+- :mod:`~probes.sources.classad.limits`: a value out of its attribute's range makes its ad
+  malformed (quarantined, the rest read);
 - :mod:`~probes.sources.classad.objects`: the same columns from classad2 objects (a live pool);
 - :mod:`~probes.sources.classad.columns`: columns grown chunk by chunk, allocated once.
 

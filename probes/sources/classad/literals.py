@@ -24,7 +24,7 @@ from probes.sources.classad.kernel import (
     first_equal,
     texts,
 )
-from probes.sources.classad.model import Attr, Kind
+from probes.sources.classad.model import Attr, Kind, wide_int
 from probes.sources.report import ReadReport
 from probes.sources.sandbox import evaluate, from_classad
 
@@ -205,6 +205,9 @@ def store_value(
     """Put a classad2 value into its typed column, counting values of the wrong type."""
     if attr.kind is Kind.NUMBER:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, int) and not -(2**63) <= value < 2**63:  # from JSON, which has no bound
+                report.rejects[f"{attr.name}: an integer beyond 64 bits, read as a real"] += 1
+                value = wide_int(value)
             numeric[row, j] = value
             return
         numeric[row, j] = np.nan

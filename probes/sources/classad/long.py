@@ -38,6 +38,7 @@ from probes.sources.classad import model
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.json_form import read_json
 from probes.sources.classad.kernel import NameTable, scan_lines
+from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.inputs import content_problem, open_input, read_input
@@ -344,6 +345,14 @@ class _Scanner:
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, report)
 
+        for ad, reason in out_of_range(numeric, self.attrs).items():
+            if keep[ad]:
+                line = first_line + int(found.first_line[ad])
+                text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
+                report.malformed.append(Malformed(path, line, reason, text))
+                if strict:
+                    raise report.malformed[-1].error()
+                keep[ad] = False
         drop_infinities(numeric, self.attrs, report)
         report.ads += int(keep.sum())
         raw = None

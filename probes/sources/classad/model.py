@@ -4,6 +4,7 @@ columns read (:class:`AdColumns`), and one ad as a classad2 object."""
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "repeat",
     "to_classad",
     "unique_attrs",
+    "wide_int",
 ]
 
 #: Bytes read from a file at a time; an ad longer than this is read whole all the same.
@@ -49,11 +51,16 @@ class Attr:
     column holds None or NaN there). ``RequestMemory`` is usually an expression, and behind
     ``MemoryProvisioned`` it is not needed; this spares evaluating it for every job. The same
     makes a list of fallbacks cheap ("the first of Owner, User present").
+
+    ``limits`` (NUMBER only): the range ``[low, high)`` a value must lie in. An ad with a value
+    outside it (a negative ``Cpus``, a ``RemoteWallClockTime`` of 2^63) is malformed and
+    quarantined by the reader (:mod:`probes.sources.classad.limits`).
     """
 
     name: str
     kind: Kind = Kind.ANY
     unless: str | tuple[str, ...] | None = None
+    limits: tuple[float, float] | None = None
 
     @property
     def shadows(self) -> tuple[str, ...]:
@@ -63,10 +70,10 @@ class Attr:
         return (self.unless,) if isinstance(self.unless, str) else tuple(self.unless)
 
 
-def fallbacks(names: Sequence[str], kind: Kind) -> list[Attr]:
+def fallbacks(names: Sequence[str], kind: Kind, limits: tuple[float, float] | None = None) -> list[Attr]:
     """Attributes of which the first present is used: each is read only where none of those
     before it is present."""
-    return [Attr(name, kind, unless=tuple(names[:i]) or None) for i, name in enumerate(names)]
+    return [Attr(name, kind, unless=tuple(names[:i]) or None, limits=limits) for i, name in enumerate(names)]
 
 
 def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
@@ -80,7 +87,7 @@ def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
             continue
         old = merged[key]
         common = tuple(u for u in old.shadows if u.lower() in {v.lower() for v in a.shadows})
-        merged[key] = Attr(old.name, old.kind, unless=common or None)
+        merged[key] = Attr(old.name, old.kind, unless=common or None, limits=old.limits or a.limits)
     return list(merged.values())
 
 
@@ -186,11 +193,22 @@ def json_to_classad(obj: dict[str, Any]) -> classad2.ClassAd:
     """A classad2.ClassAd from one object of HTCondor's JSON (expressions as "/Expr(...)/")."""
     ad = classad2.ClassAd()
     for key, raw in obj.items():
-        if isinstance(raw, (bool, int, float, str)) and not is_expr(raw):
+        if isinstance(raw, int) and not isinstance(raw, bool) and not -(2**63) <= raw < 2**63:
+            ad[key] = wide_int(raw)  # the bindings refuse an integer beyond 64 bits
+        elif isinstance(raw, (bool, int, float, str)) and not is_expr(raw):
             ad[key] = raw
         else:
             ad[key] = classad2.ExprTree(expr_text(raw))
     return ad
+
+
+def wide_int(value: int) -> float:
+    """An integer beyond 64 bits (from JSON, which has no bound) as the real nearest it,
+    infinite past a double's range: a malformed value where a number is read."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def expr_text(raw: Any) -> str:
@@ -201,6 +219,8 @@ def expr_text(raw: Any) -> str:
         return "undefined"
     if isinstance(raw, bool):
         return "true" if raw else "false"
+    if isinstance(raw, int) and not -(2**63) <= raw < 2**63:
+        return repr(wide_int(raw))  # classad2 reads an integer beyond 64 bits as 0
     if isinstance(raw, (int, float)):
         return repr(raw)
     if isinstance(raw, str):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import classad2
 import numpy as np
 
+from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.report import Malformed, ReadReport
@@ -43,6 +44,10 @@ def columns_from_classads(
             continue
         for j, (a, value) in enumerate(zip(attrs, values, strict=True)):
             store_value(numeric, objects, a, i, j, value, report)
+    for i, reason in out_of_range(numeric, attrs).items():
+        if keep[i]:
+            report.malformed.append(Malformed(origin, i + 1, reason, raw[i]))
+            keep[i] = False
     drop_infinities(numeric, attrs, report)
     report.ads = int(keep.sum())
     rows = slice(None) if keep.all() else keep

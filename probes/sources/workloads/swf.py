@@ -139,6 +139,7 @@ def read_swf(path: str | os.PathLike[str], *, variant: Variant = "auto") -> tupl
     assert width is not None
     line = np.asarray(numbers, dtype=np.int64)
     values = _numeric(rows, line, name)
+    _check_ranges(values, rows, line, name, unix_start)
     report = ReadReport(ads=len(rows))
     jobs = _jobs(values, rows, line, name, unix_start, variant)
     if variant == "metacentrum":
@@ -175,6 +176,38 @@ def _numeric(rows: list[list[str]], line: np.ndarray, name: str) -> np.ndarray:
             f"{name} line {line[k]}: field {f + 1} ({SWF_FIELDS[f]}): expected a number, got {rows[k][f]!r}"
         )
     return np.where(values < 0, np.nan, values)
+
+
+#: The most nodes or processors a node specification may ask for (a count, not an amount).
+_MAX_COUNT = 2.0**31
+#: Fields held as integers (the job number, the status): a fraction there is no such thing.
+_WHOLE_FIELDS = (1, 11)
+#: The last instant a table can hold as a date (9999-12-31T23:59:59Z, UNIX seconds).
+MAX_INSTANT = 253402300799.0
+
+
+def _check_ranges(values: np.ndarray, rows: list[list[str]], line: np.ndarray, name: str, unix_start: float) -> None:
+    """Refuse, naming the line and field, a value no job can have: above 2^53 (not exact in a
+    float64), a fraction where a whole number is meant, or times that end after year 9999."""
+
+    def refuse(bad: np.ndarray, f: int, expected: str) -> None:
+        k = int(np.flatnonzero(bad)[0])
+        raise SourceError(
+            f"{name} line {line[k]}: field {f} ({SWF_FIELDS[f - 1]}): expected {expected}, got {rows[k][f - 1]!r}"
+        )
+
+    with np.errstate(invalid="ignore"):  # NaN (unknown) compares false
+        for f in range(1, 19):
+            if (values[:, f - 1] >= 2.0**53).any():
+                refuse(values[:, f - 1] >= 2.0**53, f, "a number below 2^53")
+        for f in _WHOLE_FIELDS:
+            column = values[:, f - 1]
+            fraction = ~np.isnan(column) & (column != np.floor(column))  # unknown (-1, NaN here) is no fraction
+            if fraction.any():
+                refuse(fraction, f, "a whole number")
+        end = unix_start + np.nansum(values[:, 1:4], axis=1)
+        if (end > MAX_INSTANT).any():
+            refuse(end > MAX_INSTANT, 2, "submit, wait and run times that end before year 10000")
 
 
 def _jobs(
@@ -361,6 +394,8 @@ def parse_node_spec(spec: str, notes: list[str] | None = None) -> list[NodePart]
             rest = clean[1:]
             if count < 1:
                 raise ValueError(f"node count 0 in {spec!r}, expected at least 1 node")
+            if count >= _MAX_COUNT:
+                raise ValueError(f"node count {clean[0]} in {spec!r}, expected fewer than 2^31 nodes")
         for t in rest:
             key, eq, value = t.partition("=")
             lowered = key.lower()
@@ -369,6 +404,8 @@ def parse_node_spec(spec: str, notes: list[str] | None = None) -> list[NodePart]
                     ppn = float(value)
                 except ValueError:
                     raise ValueError(f"ppn={value!r} in {spec!r}, expected a whole number of processors") from None
+                if not ppn < _MAX_COUNT:  # inf and nan too
+                    raise ValueError(f"ppn={value} in {spec!r}, expected fewer than 2^31 processors")
                 if ppn != int(ppn):
                     notes.append(f"field 21: ppn={value} is not a whole number: read as {int(ppn)}, as TORQUE does")
                     ppn = float(int(ppn))
@@ -403,4 +440,7 @@ def _memory_mib(value: str, spec: str) -> float:
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _MEM_UNITS:
         raise ValueError(f"mem={value!r} in {spec!r}, expected a size like 3gb, 500mb or 1024kb")
-    return float(m.group(1)) * _MEM_UNITS[unit] / _MIB
+    mib = float(m.group(1)) * _MEM_UNITS[unit] / _MIB
+    if not mib < 2.0**53:  # inf too
+        raise ValueError(f"mem={value!r} in {spec!r}, expected a size below 2^53 MiB")
+    return mib

@@ -115,6 +115,17 @@ def test_a_fractional_ppn_is_read_as_torque_does() -> None:
         ("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 {} q 1:mem=3gigs\n",
          "log.swf line 1: field 21 (node specification): mem='3gigs' in '1:mem=3gigs', "
          "expected a size like 3gb, 500mb or 1024kb"),
+        # issue 29: values no job can have were tracebacks
+        (PLAIN.replace("1 10 5 100", "1.5 10 5 100"),
+         "log.swf line 4: field 1 (job number): expected a whole number, got '1.5'"),
+        (PLAIN.replace("1 10 5 100", "1 1e308 5 100"),
+         "log.swf line 4: field 2 (submit time): expected a number below 2^53, got '1e308'"),
+        (PLAIN.replace("1 10 5 100", "1 9999999999999 5 100"),
+         "log.swf line 4: field 2 (submit time): expected submit, wait and run times that end before year 10000, "
+         "got '9999999999999'"),
+        ("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 {} q 99999999999:ppn=1\n",
+         "log.swf line 1: field 21 (node specification): node count 99999999999 in '99999999999:ppn=1', "
+         "expected fewer than 2^31 nodes"),
         ("; only a header\n", "log.swf: no jobs, only comments; expected an SWF workload log"),
         ("", "log.swf: the file is empty, expected an SWF workload log"),
     ],

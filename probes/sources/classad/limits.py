@@ -1,0 +1,45 @@
+"""Values out of range make an ad malformed: a negative, or absurdly large, amount of a resource
+or time cannot be accounted, and one such ad must not stop a table (issue 29: a job with
+``CpusProvisioned = -1`` made every cycle fail on it). The readers quarantine the ad and read on.
+
+The limits are half-open ranges ``[low, high)`` on :class:`~probes.sources.classad.model.Attr`;
+a missing value (NaN) is never out of range, and a non-finite one is made missing and counted
+by :func:`~probes.sources.classad.literals.drop_infinities` (as the README has long said).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from probes.sources.classad.model import Attr
+
+__all__ = ["AMOUNT", "INSTANT", "out_of_range"]
+
+#: An amount of a resource (cores, MiB, KiB, devices, hosts) or a duration (seconds): not below
+#: nothing, and exact in a float64 (2^53: no pool nor job comes near it).
+AMOUNT = (0.0, 2.0**53)
+#: An instant (UNIX seconds) or an id: exact in a float64, either side of zero (``-1`` stands for
+#: "never" in some attributes).
+INSTANT = (-(2.0**53), 2.0**53)
+
+
+def out_of_range(numeric: np.ndarray, attrs: Sequence[Attr]) -> dict[int, str]:
+    """The ads (rows of ``numeric``, ads x ``attrs``) holding a value outside its attribute's
+    limits, each with why (its first such attribute, named with its value and range)."""
+    reasons: dict[int, str] = {}
+    for j, a in enumerate(attrs):
+        if a.limits is None:
+            continue
+        low, high = a.limits
+        column = numeric[:, j]
+        with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range
+            bad = np.flatnonzero(((column < low) | (column >= high)) & np.isfinite(column))
+        for i in bad.tolist():
+            if i not in reasons:
+                reasons[i] = (
+                    f"attribute '{a.name}' = {column[i]:.17g}: expected a number from {low:.17g} "
+                    f"to below {high:.17g}; the ad was skipped"
+                )
+    return reasons
