@@ -112,8 +112,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
                 summarized = summarize(
-                    sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance
-                )
+                    sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance,
+                    reach_s=config.pool.max_interval_s,
+                )  # fmt: skip
             counts = ", ".join(f"{n} of {k} records" for k, n in summarized.records.items())
             stale = sum(summarized.deleted.values())
             return {
