@@ -22,6 +22,7 @@ like every summary by the day and their dimensions, so that re-summarizing a day
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "SubmitterBooks",
     "audit_rows",
     "day_books",
+    "longest_job_s",
     "submitter_audit",
 ]
 
@@ -97,9 +99,13 @@ def _iso(seconds: float) -> str:
     return text
 
 
-def submitter_audit(sink: Sink, start: float, end: float, *, reach_s: float, lag_s: float) -> SubmitterBooks:
+def submitter_audit(
+    sink: Sink, start: float, end: float, *, reach_s: float, lag_s: float, longest_s: float | None = None
+) -> SubmitterBooks:
     """The submitters' books of ``[start, end)`` (whole UNIX seconds) from the records in
-    ``sink``; ``reach_s``: the longest time a snapshot may stand for (seconds)."""
+    ``sink``; ``reach_s``: the longest time a snapshot may stand for (seconds). ``longest_s``:
+    the longest a job's last run may be (seconds; None: any), so that the jobs that end after
+    a segment are looked for only up to that long after it, not through the rest of the store."""
     since, until, after = _iso(start), _iso(end), _iso(end + reach_s)
 
     snaps = _sum(
@@ -139,13 +145,13 @@ def submitter_audit(sink: Sink, start: float, end: float, *, reach_s: float, lag
         for start_clipped in (False, True):
             for end_clipped in (False, True):
                 starts = (None, a) if start_clipped else (a, b)
-                ends: tuple[float | None, float | None] = (b, None) if end_clipped else (a, b)
+                ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
                 # the record's time is its end in whole seconds: the end itself is asked for
                 # (read from each record) only where a segment's edge falls inside a second
                 exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
                 query = Aggregation(
-                    "job", ("submitter", "site"), job_totals, None, _iso(ends[0]) if ends[0] is not None else None,
-                    _iso(ends[1]) if ends[1] is not None else None, ranges=(("start", *starts), *exact),
+                    "job", ("submitter", "site"), job_totals, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
+                    ranges=(("start", *starts), *exact),
                 )  # fmt: skip
                 parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
     used = job_core_seconds(parts)
@@ -153,8 +159,8 @@ def submitter_audit(sink: Sink, start: float, end: float, *, reach_s: float, lag
     if interval > 0:  # with no snapshot, no sample after the window stands for time in it
         late = _sum(
             sink,
-            Aggregation("job", ("submitter", "site"), job_totals, None, until, None,
-                        ranges=(("start", end, end + interval),)),
+            Aggregation("job", ("submitter", "site"), job_totals, None, until,
+                        _iso_or_none(_after(end + interval, longest_s)), ranges=(("start", end, end + interval),)),
         )  # fmt: skip
     return SubmitterBooks(
         start=start,
@@ -167,10 +173,29 @@ def submitter_audit(sink: Sink, start: float, end: float, *, reach_s: float, lag
     )
 
 
-def day_books(sink: Sink, day: date, *, reach_s: float, lag_s: float) -> SubmitterBooks:
-    """The submitters' books of one UTC day."""
+def _after(t: float, longest_s: float | None) -> float | None:
+    """The end (exclusive, whole seconds) of the jobs that started before ``t`` (None: any)."""
+    return None if longest_s is None else float(math.floor(t + longest_s)) + 1.0
+
+
+def _iso_or_none(t: float | None) -> str | None:
+    return None if t is None else _iso(t)
+
+
+def longest_job_s(sink: Sink, since: str) -> float:
+    """The longest wall time (seconds) of the job records that end at or after ``since``
+    (ISO-8601; 0 when none), with a day to spare: the longest a job's last run may be.
+    ``walltime_s`` is HTCondor's ``RemoteWallClockTime``, every run of the job, the last one
+    included; the day covers a record whose wall time is missing or short of its last run's."""
+    query = Aggregation("job", ("pool",), (Total("longest", ("walltime_s",), op="max"),), None, since, None)
+    found = [float(r["longest"]) for r in sink.aggregate(query) if r["longest"] is not None]
+    return max(found, default=0.0) + 86400.0
+
+
+def day_books(sink: Sink, day: date, *, reach_s: float, lag_s: float, longest_s: float | None = None) -> SubmitterBooks:
+    """The submitters' books of one UTC day (``longest_s`` as :func:`submitter_audit` takes it)."""
     start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    return submitter_audit(sink, start, start + 86400.0, reach_s=reach_s, lag_s=lag_s)
+    return submitter_audit(sink, start, start + 86400.0, reach_s=reach_s, lag_s=lag_s, longest_s=longest_s)
 
 
 def audit_rows(books: SubmitterBooks, period: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -12,6 +12,7 @@ site and ``gap`` summaries per pool, keyed, replaced and deleted as the others a
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,8 @@ from typing import Any
 
 from collector.errors import SinkError
 from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, record_id
-from collector.sinks.base import Aggregation, Sink
-from collector.summaries.audit import DEFAULT_LAG_S, DEFAULT_REACH_S, audit_rows, day_books
+from collector.sinks.base import Aggregation, Sink, Total
+from collector.summaries.audit import DEFAULT_LAG_S, DEFAULT_REACH_S, audit_rows, day_books, longest_job_s
 from collector.summaries.spec import AUDIT, AUDIT_DIMENSIONS, SOURCES, Source
 
 __all__ = [
@@ -214,19 +215,34 @@ def _summarize_books(
     """Each day's books as ``audit`` and ``gap`` summaries, ``chunk_days`` days a step."""
     for start, end in day_range(first, last, chunk_days):
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in AUDIT_DIMENSIONS}
+        since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
+        longest = longest_job_s(sink, since)  # once a chunk: each day's jobs looked for only that far
+        watched = _watched_days(sink, start, end, reach_s)
         day = start
         while day < end:
-            audit, gap = audit_rows(day_books(sink, day, reach_s=reach_s, lag_s=lag_s), str(day))
+            if day not in watched:  # no snapshot stands for any of it: no books (and no cost)
+                day += timedelta(days=1)
+                continue
+            books = day_books(sink, day, reach_s=reach_s, lag_s=lag_s, longest_s=longest)
+            audit, gap = audit_rows(books, str(day))
             rows["audit"] += audit
             rows["gap"] += gap
             day += timedelta(days=1)
-        since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
         for kind, kind_rows in rows.items():
             docs = summary_docs(kind, kind_rows, probe=probe)
             done.deleted[kind] += _replace(sink, kind, docs, since, until)
             done.records[kind] += len(docs)
         if progress is not None:
             progress(1)
+
+
+def _watched_days(sink: Sink, start: date, end: date, reach_s: float) -> set[date]:
+    """The days of [start, end) some snapshot may stand for part of: those with slot records,
+    and the days before them within ``reach_s`` (a snapshot stands for the time before it)."""
+    ahead = timedelta(days=math.ceil(reach_s / 86400.0))
+    query = Aggregation("slot", ("pool",), (Total("slots"),), "day", f"{start}T00:00:00Z", f"{end + ahead}T00:00:00Z")
+    seen = {date.fromisoformat(r["period"]) for r in sink.aggregate(query)}
+    return {d - timedelta(days=k) for d in seen for k in range(ahead.days + 1)}
 
 
 def steps(first: date, last: date, *, kinds: Sequence[str] = KINDS, chunk_days: int = 31) -> int:
