@@ -92,6 +92,8 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
         else table[sums].sum().to_frame().T
     )
     table[COUNTS] = table[COUNTS].round().astype(np.int64)
+    if keys:  # a group only summaries of other kinds (the books, Gratia's) fall in counts nothing here
+        table = table[(table[COUNTS] > 0).any(axis=1)].reset_index(drop=True)
     table = _derived(table, "period" if when else None)
     if when:
         table = table.rename(columns={"period": when})

@@ -58,7 +58,9 @@ AUDIT_COLUMNS = (
     "jobs", "held_core_hours", "claimed_core_hours", "used_core_hours", "difference_core_hours",
     "bound_core_hours", "beyond",
 )  # fmt: skip
-"""What an ``audit`` summary holds of its submitter and site's books (besides ``interval_s`` and ``lag_s``)."""
+"""What an ``audit`` summary holds of its submitter and site's books (besides ``interval_s`` and
+``lag_s``), each as ``audit_<column>``: prefixed, so that a sum over all summaries (an export, a
+dashboard) never adds the books' held core-hours into the allocation summaries' own."""
 
 GAP_COLUMNS = ("n_gaps", "gap_seconds")
 """What a ``gap`` summary holds of its pool's gaps in the day."""
@@ -210,9 +212,9 @@ def audit_rows(books: SubmitterBooks, period: str) -> tuple[list[dict[str, Any]]
             "period": period,
             "site": site,
             "submitter": submitter,
-            **{c: _plain(v) for c, v in zip(AUDIT_COLUMNS, values, strict=True)},
-            "interval_s": books.interval_s,
-            "lag_s": books.lag_s,
+            **{f"audit_{c}": _plain(v) for c, v in zip(AUDIT_COLUMNS, values, strict=True)},
+            "audit_interval_s": books.interval_s,
+            "audit_lag_s": books.lag_s,
         }
         for site, submitter, *values in subs[["site", "submitter", *AUDIT_COLUMNS]].itertuples(index=False)
     ]

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from collector.exports.table import Period, usage_table
 from collector.records import table_docs
 from collector.schema import records_faults
 from collector.server.summarizer import Schedule, Summarizer
@@ -58,10 +59,10 @@ def test_each_days_audit_summaries_are_the_audit_of_that_day(store: Any) -> None
         assert list(mine["site"]) == list(want["site"])
         for column in AUDIT_COLUMNS:
             if want[column].dtype == bool:
-                assert list(mine[column].astype(bool)) == list(want[column]), (day, column)
+                assert list(mine[f"audit_{column}"].astype(bool)) == list(want[column]), (day, column)
             else:
-                assert list(mine[column]) == pytest.approx(list(want[column]), abs=1e-9), (day, column)
-        assert (mine["interval_s"] == report.interval_s).all() and (mine["lag_s"] == 0.0).all()
+                assert list(mine[f"audit_{column}"]) == pytest.approx(list(want[column]), abs=1e-9), (day, column)
+        assert (mine["audit_interval_s"] == report.interval_s).all() and (mine["audit_lag_s"] == 0.0).all()
         gap = summaries(store, "gap").query("period == @day.isoformat()")
         assert gap["pool"].tolist() == ["synthetic"]
         assert gap["n_gaps"].tolist() == [len(report.gaps)]
@@ -74,9 +75,9 @@ def test_each_days_audit_summaries_are_the_audit_of_that_day(store: Any) -> None
     # the days add up to the whole timeline's books: bob, 4 cores over [250, 3300] s, seen by the
     # samples 300 .. 3300 but the dropped one: held 50 x 60 s x 4 cores; used 3050 s less the 60 s unobserved
     bob = got[got["submitter"] == "bob@pool"]
-    assert len(bob) == 2 and bob["held_core_hours"].sum() == pytest.approx(4 * 50 * 60 / 3600, abs=1e-9)
-    assert bob["used_core_hours"].sum() == pytest.approx(4 * (3050 - 60) / 3600, abs=1e-9)
-    assert not got["beyond"].astype(bool).any()
+    assert len(bob) == 2 and bob["audit_held_core_hours"].sum() == pytest.approx(4 * 50 * 60 / 3600, abs=1e-9)
+    assert bob["audit_used_core_hours"].sum() == pytest.approx(4 * (3050 - 60) / 3600, abs=1e-9)
+    assert not got["audit_beyond"].astype(bool).any()
     # each summary is a record the collector's own check takes
     assert not records_faults("summary", store.query("summary", limit=10_000))
 
@@ -96,9 +97,9 @@ def test_resummarizing_replaces_the_days_books_and_a_late_record_remakes_them(st
     summarize_days(store)
     got = summaries(store, "audit").set_index(["period", "submitter"])
     erin = got.loc[("2027-01-16", "erin@pool")]
-    assert erin["used_core_hours"] == pytest.approx(2 * 600 / 3600) and erin["held_core_hours"] == 0.0
-    assert erin["bound_core_hours"] == pytest.approx(2 * INTERVAL_S / 3600)  # 2 cores x the longest interval
-    assert bool(erin["beyond"]) and ("2027-01-15", "erin@pool") not in got.index
+    assert erin["audit_used_core_hours"] == pytest.approx(2 * 600 / 3600) and erin["audit_held_core_hours"] == 0.0
+    assert erin["audit_bound_core_hours"] == pytest.approx(2 * INTERVAL_S / 3600)  # 2 cores x the longest interval
+    assert bool(erin["audit_beyond"]) and ("2027-01-15", "erin@pool") not in got.index
     assert (
         len(got) == len(summaries(store, "audit")) == sum(1 for d in before.values() if d["record_kind"] == "audit") + 1
     )
@@ -118,6 +119,19 @@ def test_the_collectors_summarizer_writes_the_days_books(tmp_path: Path) -> None
         report = audit(sink, config(), MIDNIGHT, MIDNIGHT + 86400)  # the collector's default lag: 2 s
     mine = got[got["period"] == "2027-01-16"].set_index("submitter").sort_index()
     want = report.submitters.set_index("submitter").sort_index()
-    assert list(mine["held_core_hours"]) == pytest.approx(list(want["held_core_hours"]), abs=1e-9)
-    assert list(mine["bound_core_hours"]) == pytest.approx(list(want["bound_core_hours"]), abs=1e-9)
-    assert (mine["lag_s"] == 2.0).all() and set(got["period"]) == {"2027-01-15", "2027-01-16"}
+    assert list(mine["audit_held_core_hours"]) == pytest.approx(list(want["held_core_hours"]), abs=1e-9)
+    assert list(mine["audit_bound_core_hours"]) == pytest.approx(list(want["bound_core_hours"]), abs=1e-9)
+    assert (mine["audit_lag_s"] == 2.0).all() and set(got["period"]) == {"2027-01-15", "2027-01-16"}
+
+
+def test_the_books_never_add_into_the_usage_an_export_sums(store: Any) -> None:
+    fill(store, DROPPED, T1)
+    summarize(store, *DAYS, probe="test", kinds=["job", "allocation", "slot"])
+    by = ["submitter", "site", "day"]
+    before = usage_table(store, Period(*DAYS), by)
+    summarize_days(store)
+    after = usage_table(store, Period(*DAYS), by)
+    pd.testing.assert_frame_equal(after, before)
+    # and the allocation summaries' held core-hours are every record's (claims too): bob's 50 samples
+    bob = after[after["submitter"] == "bob@pool"]
+    assert bob["held_core_hours"].sum() == pytest.approx(4 * 50 * 60 / 3600)
