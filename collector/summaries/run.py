@@ -216,8 +216,9 @@ def _summarize_books(
     for start, end in day_range(first, last, chunk_days):
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in AUDIT_DIMENSIONS}
         since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
-        longest = longest_job_s(sink, since)  # once a chunk: each day's jobs looked for only that far
         watched = _watched_days(sink, start, end, reach_s)
+        # once a chunk: each day's jobs are looked for only that far after it
+        longest = longest_job_s(sink, since) if watched else 0.0
         day = start
         while day < end:
             if day not in watched:  # no snapshot stands for any of it: no books (and no cost)

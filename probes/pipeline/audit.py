@@ -62,7 +62,7 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
     if not 0 < start < end:
         raise ConfigError(f"an audit window runs forward, after the epoch: --from {start:g} --to {end:g}")
     books = submitter_audit(sink, start, end, reach_s=float(config.pool.max_interval_s), lag_s=lag_s)
-    since, until = books_window(start, end)
+    since, until = _books_window(start, end)
     slot_totals = (
         Total("snapshots"),
         Total("hours", ("interval_s",), 1 / 3600),
@@ -85,7 +85,7 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
     )
 
 
-def books_window(start: float, end: float) -> tuple[str, str]:
+def _books_window(start: float, end: float) -> tuple[str, str]:
     """``[start, end)`` as the ISO-8601 times the store's queries take."""
     since, until = iso_utc([start, end])
     assert since is not None and until is not None  # after the epoch (checked by audit)

@@ -44,9 +44,9 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     assert err == ""  # no progress bar when stderr is not a terminal
     made = json.loads(out)["summaries"]
-    assert set(made) == {"job", "allocation", "slot", "gratia"} and all(
-        made[k] > 0 for k in ("job", "allocation", "slot")
-    )
+    assert set(made) == {"job", "allocation", "slot", "gratia", "audit", "gap"} and all(
+        made[k] > 0 for k in ("job", "allocation", "slot", "audit", "gap")
+    )  # the demo's one snapshot stands for 300 s of its day: the rest is a gap
     assert made["gratia"] == 0 and json.loads(out)["deleted"] == dict.fromkeys(made, 0)  # no Gratia records in the demo
     path = tmp_path / "usage.csv"
     code, out, err = run(
