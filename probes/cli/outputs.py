@@ -12,6 +12,7 @@ from typing import Any
 
 from collector.dashboards import install_dashboards
 from collector.exports import Period, usage_table, write_export
+from collector.exports.table import audit_table
 from collector.report import report_tables, write_report
 from collector.sinks import Sink, open_sink
 from collector.sinks.elasticsearch.auth import read_auth
@@ -129,7 +130,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         if args.command == "export":
             by = [b.strip() for b in args.by.split(",") if b.strip()]
             table = usage_table(sink, period, by, raw=args.raw)
-            sheets = _apel_sheet(sink, config, period) if args.fmt == "xlsx" else None
+            sheets = None
+            if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
+                sheets = {**_apel_sheet(sink, config, period), "audit": audit_table(sink, period)}
             path = write_export(table, args.out, args.fmt, period, sheets)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
         from probes.accounting.lab import run_lab  # the analytics' sections, only for the report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -68,6 +69,14 @@ def test_summarize_export_and_report_the_demo_pool(
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
     assert "<h2>The books: allocation records against completed jobs" in page
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
+    # the XLSX shows each day's books beside the usage: the demo's submitters, held against used
+    xlsx = tmp_path / "usage.xlsx"
+    code, out, err = run(capsys, "export", "--config", str(demo_config), *DAYS, "--format", "xlsx", "--out", str(xlsx))
+    assert code == 0, err
+    sheet = openpyxl.load_workbook(xlsx)["audit"]
+    header = [c.value for c in sheet[1]]
+    assert header[:3] == ["day", "submitter", "site"] and "audit_used_core_hours" in header
+    assert sheet.cell(2, header.index("audit_held_core_hours") + 1).value > 0
 
 
 @pytest.mark.parametrize(

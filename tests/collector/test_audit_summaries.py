@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from collector.exports.table import Period, usage_table
+from collector.exports.table import Period, audit_table, usage_table
 from collector.records import table_docs
 from collector.schema import records_faults
 from collector.server.summarizer import Schedule, Summarizer
@@ -135,3 +135,16 @@ def test_the_books_never_add_into_the_usage_an_export_sums(store: Any) -> None:
     # and the allocation summaries' held core-hours are every record's (claims too): bob's 50 samples
     bob = after[after["submitter"] == "bob@pool"]
     assert bob["held_core_hours"].sum() == pytest.approx(4 * 50 * 60 / 3600)
+
+
+def test_the_exports_audit_sheet_is_the_days_books(store: Any) -> None:
+    fill(store, DROPPED, T1)
+    summarize_days(store)
+    table, meanings = audit_table(store, Period(*DAYS))
+    got = summaries(store, "audit").sort_values(["period", "submitter"]).reset_index(drop=True)
+    assert list(table["day"]) == list(got["period"]) and list(table["submitter"]) == list(got["submitter"])
+    for column in ("audit_held_core_hours", "audit_used_core_hours", "audit_bound_core_hours"):
+        assert list(table[column]) == pytest.approx(list(got[column]), abs=1e-12), column
+    assert list(table["audit_beyond"]) == [0] * len(got) and set(meanings) == set(table.columns)
+    bob = table[table["submitter"] == "bob@pool"]
+    assert bob["audit_held_core_hours"].sum() == pytest.approx(4 * 50 * 60 / 3600)
