@@ -27,7 +27,7 @@ demo: $(BIN)/.installed
 	$(BIN)/fairacct probe once --config config/demo.toml
 	$(BIN)/fairacct summarize --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO)
 	$(BIN)/fairacct export --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --by project,user,site,month --format xlsx --out .demo/usage.xlsx
-	$(BIN)/fairacct report --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --out .demo/report
+	$(BIN)/fairacct report --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --lab --out .demo/report
 	@echo
 	@echo "The report:  file://$(CURDIR)/.demo/report/index.html (open it in a browser; nothing is fetched)"
 	@echo "The export:  $(CURDIR)/.demo/usage.xlsx (usage per project, user, site and month; the 'columns' sheet explains each)"

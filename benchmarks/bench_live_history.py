@@ -10,6 +10,8 @@ order) at N = 100,000 and 1,000,000:
   same schedd, in wall time and in CPU time (each command a whole process, start and imports
   included; CPU time from ``wait4``: the process and the children it reaped, here the bindings'
   worker);
+* the same pass within 1.5x of the CPU of ``condor_history -long > FILE`` and then the file reader
+  (``read_history``, as ``fairacct jobs --history FILE`` reads it) on that file, both processes;
 * every job that ``condor_history -long`` prints read exactly once (none lost, none twice), and a
   second pass from the first one's checkpoint reading none.
 
@@ -154,6 +156,15 @@ def _pass(label: str, pool: object, work: Path, schedd: int, code: Path | None, 
     return Run(label, run.cpu_s, run.wall_s, run.schedd_cpu_s, int(detail["jobs"]), detail)
 
 
+def _read_file(path: Path, work: Path, schedd: int) -> Run:
+    """``read_history`` of ``condor_history -long``'s output, in a fresh interpreter."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "reader", str(path)]
+    out = work / "reader.json"
+    run = _measure("  read_history(FILE)", cmd, out, schedd)
+    detail = json.loads(out.read_text().strip().splitlines()[-1])
+    return Run(run.label, run.cpu_s, run.wall_s, run.schedd_cpu_s, int(detail["jobs"]), detail)
+
+
 def _row(run: Run, base: Run | None) -> None:
     ratio = f"{run.wall_s / base.wall_s:>6.2f} {run.cpu_s / base.cpu_s:>6.2f}" if base else f"{'':>6} {'':>6}"
     print(f"{run.label:<34} {run.jobs:>9,} {run.wall_s:>9.1f} {run.cpu_s:>9.1f} {ratio} {run.schedd_cpu_s:>10.1f}",
@@ -176,9 +187,16 @@ def _one_size(
     tool = [str(pool.release / "bin" / "condor_history"), "-name", address, "-long"]
     ch = _measure("condor_history -long > FILE", tool, long_out, schedd, pool.env())
     expected = _ids(long_out)
-    long_out.unlink()  # gigabytes at 1,000,000 jobs
     ch = Run(ch.label, ch.cpu_s, ch.wall_s, ch.schedd_cpu_s, len(expected), {})
     _row(ch, None)
+    reader = _read_file(long_out, work, schedd)
+    long_out.unlink()  # gigabytes at 1,000,000 jobs
+    _row(reader, None)
+    tools = Run("  the tools: -long > FILE, then the reader", ch.cpu_s + reader.cpu_s, ch.wall_s + reader.wall_s,
+                ch.schedd_cpu_s, reader.jobs, {})  # fmt: skip
+    _row(tools, None)
+    print(f"  read_history: {reader.jobs / reader.cpu_s:,.0f} jobs per CPU-s (the whole process), "
+          f"peak {reader.detail.get('peak_mb', '?')} MB, table {reader.detail.get('table_mb', '?')} MB")  # fmt: skip
     checks = []
     runs = [("live history pass", None)] + ([("the old code's pass", old)] if old else [])
     for label, code in runs:
@@ -197,6 +215,9 @@ def _one_size(
                  f"{n:,} jobs: live pass wall {first.wall_s:.1f} s <= {MAX_RATIO} x condor_history's {ch.wall_s:.1f}"),
                 (first.cpu_s <= MAX_RATIO * ch.cpu_s,
                  f"{n:,} jobs: live pass CPU {first.cpu_s:.1f} s <= {MAX_RATIO} x condor_history's {ch.cpu_s:.1f}"),
+                (first.cpu_s <= MAX_RATIO * tools.cpu_s,
+                 f"{n:,} jobs: live pass CPU {first.cpu_s:.1f} s <= {MAX_RATIO} x condor_history's and the reader's "
+                 f"{tools.cpu_s:.1f}"),
                 (lost == 0 and twice == 0 and first.jobs == len(expected),
                  f"{n:,} jobs: every job of condor_history -long read once ({lost} lost, {twice} twice)"),
                 (again.jobs == 0, f"{n:,} jobs: a second pass reads none again ({again.jobs})"),
@@ -251,9 +272,16 @@ def _peak_mb(pid: int | str | None = "self") -> float | None:
     return None
 
 
-def _worker(condor_config: str, ids_out: str, checkpoint_out: str, checkpoint_in: str | None = None) -> int:
+def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoint_in: str | None = None) -> int:
     """One pass over every schedd's history, as ``probe once`` reads it: the job ids to
     ``ids_out``, the checkpoints to ``checkpoint_out``, a JSON line of figures to stdout."""
+    if condor_config == "reader":  # the file reader on condor_history -long's output instead
+        from probes.sources.history import read_history
+
+        jobs, _ = read_history([ids_out])
+        print(json.dumps({"jobs": len(jobs), "peak_mb": _peak_mb(),
+                          "table_mb": round(int(jobs.memory_usage(deep=True).sum()) / 1e6)}))  # fmt: skip
+        return 0
     from probes.config import parse_config
     from probes.pipeline.reading import live_pool
 

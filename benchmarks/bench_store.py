@@ -1,6 +1,7 @@
 """Embedded store and outbox throughput: documents per second, on one core.
 
-Targets (issue 12, item 12): the embedded store takes at least 50,000 documents/s, and the
+Targets (issue 12, item 12; issue 26): the embedded store takes at least 100,000 documents/s
+(50,000 until issue 26), and the
 outbox's commit + flush into it moves at least 25,000 documents/s. Documents are real slot
 records of the demo pool, copied with distinct ids, so their size and shape are those the
 probe writes. Run: ``python benchmarks/bench_store.py [N]``.
@@ -11,13 +12,17 @@ measured on is shared, and the wall-clock rate (printed beside it) then says mor
 neighbours than about the code. Left out: the start and the imports, building the documents,
 creating the tables (first use), and the time spent waiting for the disk (each commit is
 synced, ``synchronous=FULL``: wall time, not CPU). One run, no best-of-N; the files are new,
-in a temporary directory, and small enough to stay in the page cache. The ids are in order:
-real ids are hashes, whose inserts land all over the store's id index, which costs more as
-the store grows beyond SQLite's page cache (not measured here).
+in a temporary directory, and small enough to stay in the page cache. The ids are in order;
+real ids are hashes (the collector stores a record under a SHA-256 of its sender and its id),
+whose inserts land all over the store's id index, a page of it written for nearly every
+record, which costs more as the store grows beyond SQLite's page cache: the store's rate with
+the same documents under hashed ids is printed too, without a target.
 """
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import os
 import sys
 import tempfile
@@ -30,12 +35,13 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._verdict import verdict
 from collector.outbox import Outbox
 from collector.records import table_docs
+from collector.server.serve import GC_THRESHOLDS
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
 from probes.pipeline.overhead import overhead_report
 from probes.sources.status import read_status
 
-TARGET_STORE = 50_000
+TARGET_STORE = 100_000  # issue 26 (issue 12 asked 50,000)
 TARGET_OUTBOX = 25_000
 BATCH = 5000
 
@@ -49,6 +55,12 @@ def main() -> int:
     base = table_docs("slot", overhead_report(snapshot, config).slots, probe="bench")
     docs = [dict(base[i % len(base)], id=f"{i:032x}") for i in range(n)]
     size = sum(len(str(d)) for d in docs[:100]) / 100
+    # The garbage collector as the collector's process has it (collector/server/serve.py), with
+    # the documents built here frozen out of it like the collector's start-up heap: the
+    # benchmark's 200,000 documents held at once are its scaffolding, and each young collection
+    # of the store's rows would otherwise count them again (a tenth of the store's CPU).
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     with tempfile.TemporaryDirectory() as tmp:
         with EmbeddedStore(Path(tmp) / "store.sqlite") as store:
             store.count("slot")  # creates the table
@@ -57,6 +69,14 @@ def main() -> int:
                 store.send("slot", docs[start : start + BATCH])
             store_wall, store_cpu = time.perf_counter() - wall, time.process_time() - cpu
             assert store.count("slot") == n
+        with EmbeddedStore(Path(tmp) / "hashed.sqlite") as store:
+            store.count("slot")
+            hashed = [dict(d, id=hashlib.sha256(d["id"].encode()).hexdigest()[:32]) for d in docs]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for start in range(0, n, BATCH):
+                store.send("slot", hashed[start : start + BATCH])
+            hashed_wall, hashed_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            del hashed
         with Outbox(Path(tmp) / "outbox.sqlite") as outbox, EmbeddedStore(Path(tmp) / "store2.sqlite") as store:
             store.count("slot")
             wall, cpu = time.perf_counter(), time.process_time()
@@ -70,6 +90,10 @@ def main() -> int:
     print(
         f"embedded store:         {store_rate:10,.0f} documents/CPU-s  ({store_cpu / n * 1e6:5.1f} us CPU each; "
         f"wall {n / store_wall:,.0f}/s)"
+    )
+    print(
+        f"  ids hashed, as stored: {n / hashed_cpu:10,.0f} documents/CPU-s  ({hashed_cpu / n * 1e6:5.1f} us CPU each; "
+        f"wall {n / hashed_wall:,.0f}/s; no target)"
     )
     print(
         f"outbox commit + flush:  {outbox_rate:10,.0f} documents/CPU-s  ({outbox_cpu / n * 1e6:5.1f} us CPU each, "

@@ -19,6 +19,8 @@
         │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
         ├── TooManyRequestsError  the probe has as many requests under way as it may; retry later
+        │   └── SlowDownError     the store is slower than the probes and the outbox is at its
+        │                         backpressure depth; retry later
         ├── OverloadedError       the outbox holds more records than it may; retry later
         └── DisconnectedError     the connection closed before the body was whole (the client left,
                                   or the collector's body deadline passed); nothing was stored
@@ -43,6 +45,7 @@ __all__ = [
     "RecordError",
     "SenderNotAllowedError",
     "SinkError",
+    "SlowDownError",
     "SourceError",
     "StoreError",
     "TooLargeError",
@@ -156,6 +159,12 @@ class OverloadedError(IngestError):
 class TooManyRequestsError(IngestError):
     """The probe already has as many requests under way as one probe may
     (``collector.max_requests_per_probe``); it should send again once they are answered."""
+
+
+class SlowDownError(TooManyRequestsError):
+    """The store takes records more slowly than the probes send them, and the collector's
+    outbox holds ``collector.backpressure_depth`` records: the probe should keep its batch and
+    send it again after the reply's ``Retry-After``, so that the outbox stays bounded."""
 
 
 class DisconnectedError(IngestError):

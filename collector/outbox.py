@@ -50,7 +50,16 @@ from collector.errors import SinkError, StoreError
 from collector.sinks.base import SendResult, Sink
 from collector.transaction import use_wal, write_transaction
 
-__all__ = ["PARCEL_RECORDS", "FlushResult", "Outbox", "OutboxStatus", "Parcel", "Writer"]
+__all__ = [
+    "PARCEL_RECORDS",
+    "PROBE_SHRINK_KEEP_BYTES",
+    "SHRINK_KEEP_BYTES",
+    "FlushResult",
+    "Outbox",
+    "OutboxStatus",
+    "Parcel",
+    "Writer",
+]
 
 PARCEL_RECORDS = 1000
 """Records per outbox row of a cycle's commit: about 1 MB of slot records; a batch sent reads whole rows."""
@@ -63,6 +72,11 @@ collector's commits write."""
 
 SHRINK_KEEP_BYTES = 64 * 1024 * 1024
 """Free space :meth:`Outbox.shrink` keeps in the file, for the next commits to reuse."""
+
+PROBE_SHRINK_KEEP_BYTES = 4 * 1024 * 1024
+"""What a probe's outbox keeps: a cycle's records are a few MB, and a site's state directory
+should not keep a backlog's worth of free pages (23 MB after 30,000 jobs, under the
+collector's 64 MiB, was never given back)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -286,16 +300,33 @@ class Outbox:
     def shrink(self, *, keep_free_bytes: int = SHRINK_KEEP_BYTES) -> int:
         """Give the file's free pages beyond ``keep_free_bytes`` back to the file system (after a
         backlog was sent, the pages it held stay free in the file otherwise); the bytes given
-        back. A file made before the outbox freed pages (``auto_vacuum`` off) gives nothing."""
+        back. A file made before the outbox freed pages (``auto_vacuum`` off) is converted once
+        (:meth:`_convert`)."""
         try:
             page = int(self._db.execute("PRAGMA page_size").fetchone()[0])
             free = int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
             extra = free - keep_free_bytes // page
-            if extra <= 0 or int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+            if extra <= 0:
                 return 0
+            if int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+                return self._convert(free, page)
             self._db.executescript(f"PRAGMA incremental_vacuum({extra});")  # execute() frees one page a step
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot shrink the outbox ({exc})") from exc
+        return (free - int(self._db.execute("PRAGMA freelist_count").fetchone()[0])) * page
+
+    def _convert(self, free: int, page: int) -> int:
+        """A file made before the outbox freed pages (``auto_vacuum`` off), drained: rewritten
+        once by a VACUUM that turns it on and gives every free page back; the bytes given back.
+        A VACUUM needs the file alone: while another connection writes, it waits for the next
+        drained flush (0)."""
+        try:
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._db.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return 0
+            raise
         return (free - int(self._db.execute("PRAGMA freelist_count").fetchone()[0])) * page
 
     def checkpoint(self, source: str) -> Any:
@@ -303,13 +334,35 @@ class Outbox:
         row = self._db.execute("SELECT value FROM checkpoint WHERE source = ?", (source,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def checkpoints(self, prefix: str = "") -> dict[str, tuple[Any, float]]:
+        """Every checkpoint whose source starts with ``prefix``: its value and when it was last
+        committed (UNIX seconds)."""
+        rows = self._db.execute(
+            "SELECT source, value, updated_at FROM checkpoint WHERE substr(source, 1, ?) = ? ORDER BY source",
+            (len(prefix), prefix),
+        ).fetchall()
+        return {source: (json.loads(value), float(at)) for source, value, at in rows}
+
+    def forget_checkpoint(self, source: str) -> bool:
+        """Delete a source's checkpoint (its next read starts from nothing); whether there was one."""
+        with self._transaction("cannot delete a checkpoint"):
+            deleted = self._db.execute("DELETE FROM checkpoint WHERE source = ?", (source,)).rowcount
+        return bool(deleted)
+
     # -- sending -------------------------------------------------------------------------------
 
     def flush(
-        self, sink: Sink, *, batch_size: int = 2000, max_batches: int | None = None, writer: Writer | None = None
+        self,
+        sink: Sink,
+        *,
+        batch_size: int = 2000,
+        max_batches: int | None = None,
+        max_seconds: float | None = None,
+        writer: Writer | None = None,
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
-        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down).
+        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down),
+        or after ``max_batches`` batches, or once a batch ends ``max_seconds`` after the start.
 
         ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
         function of an :class:`Outbox` of the same file, instead of written here; the collector
@@ -318,7 +371,8 @@ class Outbox:
         write: Writer = writer or (lambda fn: fn(self))
         result = FlushResult()
         batches = 0
-        while max_batches is None or batches < max_batches:
+        until = None if max_seconds is None else time.monotonic() + max_seconds
+        while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
             batch = self._next_batch(batch_size)
             if batch is None:
                 break

@@ -89,6 +89,20 @@ class CollectorSettings(BaseModel):
     max_outbox_depth: int = Field(
         2_000_000, ge=1, description="Records waiting in the collector's outbox over which requests get 503."
     )
+    backpressure_depth: int = Field(
+        200_000,
+        ge=1,
+        description="Records waiting in the collector's outbox over which, while the store is taking records "
+        "more slowly than the probes send them, requests get 429 with Retry-After before their body is read "
+        "(the probes keep their batches and send them again later); while the store takes none (an outage), "
+        "the outbox holds up to max_outbox_depth.",
+    )
+    outbox_keep_free_mib: float = Field(
+        64.0,
+        ge=0,
+        description="Free space (MiB) the collector's outbox file keeps once a backlog is sent, for the next "
+        "commits to reuse; the rest is given back to the file system.",
+    )
     state_dir: _LaxPath = Field(
         Path("collector"),
         description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path).",

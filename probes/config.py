@@ -292,6 +292,11 @@ class CredentialSettings(_Section):
         list(SLOT_IDENTITY.project),
         description="Slot attributes naming the project of a claim's job (there when STARTD_JOB_ATTRS copies it).",
     )
+    user_vo_map: str = Field(
+        "",
+        description="A Gratia user-vo-map file ('account vo' lines, #voi/#VOc headers): jobs and bills without "
+        "a project get their account's VO. Empty: none.",
+    )
 
 
 class SiteSettings(_Section):
@@ -715,7 +720,18 @@ class ProbeConfig(_Section):
             | {k: str(fix(Path(v))) for k in ("tls_cert_file", "tls_key_file") if (v := getattr(c, k))}
         )
         store = self.store.model_copy(update={"token_file": str(fix(Path(t)))} if (t := self.store.token_file) else {})
-        return self.model_copy(update={"sources": sources, "probe": probe, "store": store, "collector": collector})
+        credentials = self.credentials.model_copy(
+            update={"user_vo_map": str(fix(Path(m)))} if (m := self.credentials.user_vo_map) else {}
+        )
+        return self.model_copy(
+            update={
+                "sources": sources,
+                "probe": probe,
+                "store": store,
+                "collector": collector,
+                "credentials": credentials,
+            }
+        )
 
 
 # -- command-line overrides --------------------------------------------------------------------
@@ -739,7 +755,15 @@ OVERRIDES = (
     Override(
         "--history", "sources", "history", "FILE|DIR", "condor_history dump, history file or directory (repeatable)"
     ),
-    Override("--store", "store", "url", "URL", "sqlite:///PATH, http(s)://... or opensearch+http(s)://...", many=False),
+    Override(
+        "--store",
+        "store",
+        "url",
+        "URL",
+        "sqlite:///PATH, http(s)://... (Elasticsearch), opensearch+http(s)://... or collector+http(s)://... "
+        "(a fairacct collector)",
+        many=False,
+    ),
 )
 
 

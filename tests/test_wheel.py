@@ -103,3 +103,21 @@ def test_the_installed_probe_installs_templates_and_runs_a_cycle(
         check=True,
     ).stdout
     assert str(ROOT) not in probe_path  # the installed copy ran, not the checkout
+
+
+def test_the_wheel_ships_the_example_configuration_and_the_units(installed: Path, tmp_path: Path) -> None:
+    """`--help` points at `fairacct config example`, which works from the wheel alone (issue 25
+    item 8): the files are those of config/, and the example passes `config check`."""
+    help_text = _fairacct(installed, tmp_path, "slots", "--help").stdout
+    assert "`fairacct config example`" in " ".join(help_text.split())
+    printed = _fairacct(installed, tmp_path, "config", "example")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == (ROOT / "config" / "example.toml").read_text()
+    written = _fairacct(installed, tmp_path, "config", "example", "--write", str(tmp_path / "etc"))
+    assert written.returncode == 0, written.stderr
+    for name in ("example.toml", "fairacct-probe.service", "fairacct-collector.service"):
+        assert (tmp_path / "etc" / name).read_text() == (ROOT / "config" / name).read_text(), name
+    checked = _fairacct(installed, tmp_path, "config", "check", "--config", str(tmp_path / "etc" / "example.toml"))
+    assert checked.returncode == 0, checked.stderr
+    again = _fairacct(installed, tmp_path, "config", "example", "--write", str(tmp_path / "etc"))
+    assert again.returncode == 0 and again.stderr.count("exists, kept as it is") == 3

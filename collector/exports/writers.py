@@ -1,5 +1,6 @@
-"""A usage table written as a committee opens it: CSV (UTF-8 with a byte-order mark, commas,
-ISO dates: a spreadsheet opens it without an import wizard), XLSX (the table, and a sheet that
+"""A usage table written as a committee opens it: CSV (UTF-8, commas, ISO dates; Python's and
+pandas' readers take it as is), CSV for Excel (``csv-excel``: the same with a byte-order mark,
+so Excel reads accented names without an import wizard), XLSX (the table, and a sheet that
 explains every column and its unit), Parquet (through pyarrow, units in the field metadata)
 and JSON (the period, the columns with their units, the rows)."""
 
@@ -17,6 +18,7 @@ import pandas as pd
 
 from collector.errors import ConfigError
 from collector.exports.table import Period
+from collector.filemode import as_umask_allows
 from collector.summaries.spec import COLUMNS, Column
 
 __all__ = ["FORMATS", "column_notes", "write_export"]
@@ -34,6 +36,11 @@ def column_notes(table: pd.DataFrame) -> list[Column]:
 
 
 def _csv(table: pd.DataFrame, path: Path, period: Period) -> None:
+    table.to_csv(path, index=False, encoding="utf-8", lineterminator="\r\n", float_format="%.6g")
+
+
+def _csv_excel(table: pd.DataFrame, path: Path, period: Period) -> None:
+    # the byte-order mark is what makes Excel read the file as UTF-8; other readers take it for data
     table.to_csv(path, index=False, encoding="utf-8-sig", lineterminator="\r\n", float_format="%.6g")
 
 
@@ -118,6 +125,7 @@ def _json(table: pd.DataFrame, path: Path, period: Period) -> None:
 
 FORMATS: dict[str, Callable[[pd.DataFrame, Path, Period], None]] = {
     "csv": _csv,
+    "csv-excel": _csv_excel,
     "xlsx": _xlsx,
     "parquet": _parquet,
     "json": _json,
@@ -139,6 +147,7 @@ def write_export(
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    as_umask_allows(fd)  # readable by whom the umask says, not 0600 as mkstemp makes it
     os.close(fd)
     try:
         FORMATS[fmt](table, Path(tmp), period)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from collector.filemode import as_umask_allows
 from collector.report.svg import bar_chart, line_chart
 from collector.report.tables import ReportTables
 from collector.summaries.spec import COLUMNS
@@ -80,7 +81,7 @@ def _section(title: str, what: str, plot: str, frame: pd.DataFrame) -> str:
     return f"<section><h2>{escape(title)}</h2><p>{escape(what)}</p>{body}{_table(frame)}</section>"
 
 
-def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
+def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Sequence[Figure] = ()) -> str:
     """The report's HTML (one document, everything inline), ``figures`` after the store's sections."""
     sections = []
     h = t.histogram
@@ -162,6 +163,13 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
                   unit="hours"), v,
     ))  # fmt: skip
     sections += [_section(f.title, f.what, f.plot, f.table) for f in figures]
+    if appendix:  # synthetic cases beside a site's data would read as the site's: set apart and said so
+        sections.append(
+            '<h1 id="appendix">Appendix: synthetic cases, not this site\'s data</h1><p class="note">'
+            "The fair-share lab's cases (Sedighi et al. 2014), simulated by fairacct to show how each policy "
+            "behaves; nothing below was read from this site's pool or store.</p>"
+        )
+        sections += [_section(f.title, f.what, f.plot, f.table) for f in appendix]
     title = f"fairacct report, {t.period.first} to {t.period.last}"
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
@@ -172,13 +180,20 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = ()) -> str:
     )
 
 
-def write_report(tables: ReportTables, directory: str | os.PathLike[str], figures: Sequence[Figure] = ()) -> Path:
-    """Write ``index.html`` into ``directory`` (atomically); return its path."""
+def write_report(
+    tables: ReportTables,
+    directory: str | os.PathLike[str],
+    figures: Sequence[Figure] = (),
+    appendix: Sequence[Figure] = (),
+) -> Path:
+    """Write ``index.html`` into ``directory`` (atomically); return its path. ``appendix``:
+    sections that are not the site's data (the lab's synthetic cases), set apart at the end."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / "index.html"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".index.", suffix=".tmp")
+    as_umask_allows(fd)  # a web server serves it: readable as the umask says, not 0600 as mkstemp makes it
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(render_page(tables, figures))
+        out.write(render_page(tables, figures, appendix))
     os.replace(tmp, target)
     return target

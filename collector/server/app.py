@@ -75,7 +75,10 @@ def create_app(
     """
     metrics = ServerMetrics(ingest=tuple(e.name for e in endpoints))
     committer = GroupCommitter(
-        settings.outbox_path, max_depth=settings.max_outbox_depth, max_records=settings.max_group_records
+        settings.outbox_path,
+        max_depth=settings.max_outbox_depth,
+        max_records=settings.max_group_records,
+        backpressure_depth=settings.backpressure_depth,
     )
     ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics)
     flusher = Flusher(
@@ -87,6 +90,7 @@ def create_app(
         on_depth=committer.set_depth,
         depth_mark=lambda: committer.admitted,
         writer=committer.write,
+        keep_free_bytes=int(settings.outbox_keep_free_mib * 2**20),
     )
     summarizer = Summarizer(
         sink_factory or store_sink_factory(settings),

@@ -22,7 +22,12 @@ flusher writing on the same core: bench_collector.py --flush-every 1).
 The committer also keeps the outbox's depth (records waiting), counted up by each request
 admitted and set by the flusher after each flush to what it counted plus what was admitted
 meanwhile; over ``max_depth`` a request is refused with :class:`OverloadedError` before
-anything is written.
+anything is written. And it applies backpressure: while the flusher finds the store taking
+records but the outbox holds more than ``backpressure_depth`` (the store is slower than the
+probes), :meth:`GroupCommitter.admit` refuses requests with :class:`SlowDownError` (429) before
+their body is read, so that a sustained load keeps the outbox bounded instead of filling it to
+``max_depth``; during an outage (the store takes nothing) the outbox holds records up to
+``max_depth``, as it is there for.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.errors import OverloadedError, StoreError
+from collector.errors import OverloadedError, SlowDownError, StoreError
 from collector.outbox import Outbox, Parcel
 
 __all__ = ["GroupCommitter"]
@@ -63,9 +68,13 @@ class _Write:
 class GroupCommitter:
     """The writer thread of the collector's outbox at ``path`` (see the module docstring)."""
 
-    def __init__(self, path: str | Path, *, max_depth: int, max_records: int = 50_000) -> None:
+    def __init__(
+        self, path: str | Path, *, max_depth: int, max_records: int = 50_000, backpressure_depth: int | None = None
+    ) -> None:
         self.path = Path(path)
         self.max_depth = max_depth
+        self.backpressure_depth = max_depth if backpressure_depth is None else backpressure_depth
+        self.store_taking = False  # the flusher's last round: the store took records (set_depth)
         self.max_records = max_records
         self._queue: queue.SimpleQueue[_Job | _Write | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -90,11 +99,24 @@ class GroupCommitter:
         """Records admitted so far (a running count), to mark when the flusher starts counting."""
         return self._admitted
 
-    def set_depth(self, counted: int, mark: int) -> None:
+    def set_depth(self, counted: int, mark: int, store_taking: bool = False) -> None:
         """The depth the flusher counted, having read :attr:`admitted` as ``mark`` before it
-        began: records admitted since are added (some may be counted twice until the next count)."""
+        began: records admitted since are added (some may be counted twice until the next count).
+        ``store_taking``: the store took records in the flusher's last round (see :meth:`admit`)."""
         with self._lock:
             self._depth = counted + (self._admitted - mark)
+            self.store_taking = store_taking
+
+    def admit(self) -> None:
+        """Raise :class:`SlowDownError` when the store is taking records but the outbox holds
+        more than ``backpressure_depth``: a request should not be read, let alone committed,
+        until the flusher has caught up."""
+        if self.store_taking and self._depth > self.backpressure_depth:
+            raise SlowDownError(
+                f"the collector's outbox holds {self._depth} records, over its backpressure depth of "
+                f"{self.backpressure_depth}: the store takes records more slowly than they come; send this "
+                "batch again after Retry-After"
+            )
 
     def start(self) -> None:
         """Open the outbox in the writer thread; raises :class:`StoreError` if it cannot be opened."""
@@ -112,12 +134,14 @@ class GroupCommitter:
     async def commit(self, parcels: Sequence[Parcel]) -> int:
         """Make the records of ``parcels`` durable; returns how many were committed.
 
-        Raises :class:`OverloadedError` (nothing written) when the outbox is too deep, and
+        Raises :class:`SlowDownError` or :class:`OverloadedError` (nothing written) when the outbox
+        is too deep (see :meth:`admit`), and
         :class:`StoreError` when the commit failed (nothing written either).
         """
         count = sum(len(p.docs) for p in parcels)
         if count == 0:
             return 0
+        self.admit()  # a request read while the depth passed the bound
         with self._lock:
             if self._depth + count > self.max_depth:
                 raise OverloadedError(

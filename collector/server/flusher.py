@@ -14,8 +14,11 @@ CPU priority than the event loop (nice +10 on its own thread, Linux): on a core 
 the requests it takes what they leave (the store writes run in SQLite, off the GIL), and
 falls behind in the outbox rather than slowing the replies; the outbox is there for that.
 
-After each round it checkpoints the outbox's WAL (passively, never blocking the writer, which
-is opened without automatic checkpoints so that no reply waits for one). It reports, after
+After each round (at most 20 batches, about :data:`ROUND_S` seconds) it checkpoints the
+outbox's WAL: passively, never blocking the writer, which is opened without automatic
+checkpoints so that no reply waits for one, then the few frames committed meanwhile in the
+writer, between two groups, so that the WAL starts over. It tells the group committer whether
+the store took records, for its backpressure (429 over ``backpressure_depth``). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
 /metrics: the depth (handed to the group committer), the oldest waiting record, the dead
 letters, and the last time the store took records or the outbox was found empty. A round that
@@ -26,6 +29,7 @@ starts with a new connection to the store: the flusher never stops while the col
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -36,13 +40,18 @@ from pathlib import Path
 from typing import cast
 
 from collector.errors import FairacctError
-from collector.outbox import Outbox, Writer
+from collector.outbox import SHRINK_KEEP_BYTES, Outbox, Writer
 from collector.server.metrics import ServerMetrics
 from collector.sinks import Sink
 
-__all__ = ["FlushState", "Flusher"]
+__all__ = ["ROUND_S", "FlushState", "Flusher"]
 
 _log = logging.getLogger("fairacct.collector")
+
+# A round ends after this many seconds (the batch under way finishes): the depth, the store's
+# progress (backpressure, /healthz) and the WAL's checkpoint are brought up to date each round,
+# and 20 batches of a slow store (osmem-server took 2,000 records in ~7 s) would hold them for minutes.
+ROUND_S = 2.0
 
 _NICE = 10  # the flusher's thread, above the event loop's 0: CFS gives it ~1/10 of a contended core
 
@@ -73,9 +82,10 @@ class Flusher:
         every_s: float,
         batch_size: int,
         metrics: ServerMetrics,
-        on_depth: Callable[[int, int], None],
+        on_depth: Callable[[int, int, bool], None],
         depth_mark: Callable[[], int],
         writer: Writer | None = None,
+        keep_free_bytes: int = SHRINK_KEEP_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
@@ -86,6 +96,7 @@ class Flusher:
         self._on_depth = on_depth
         self._depth_mark = depth_mark
         self._writer = writer
+        self._keep_free_bytes = keep_free_bytes
         self._clock = clock
         self._stop = threading.Event()
         self.state = FlushState(started=clock())
@@ -138,21 +149,34 @@ class Flusher:
                     sink.close()
 
     def _checkpoint(self, outbox: Outbox) -> None:
-        """A passive WAL checkpoint (the writer leaves it to us: no request waits for it); after
-        a drained backlog, the file's free pages given back, through the writer."""
+        """A passive WAL checkpoint (the writer leaves it to us: no request waits for it), then
+        the rest of it in the writer; after a drained backlog, the file's free pages given back,
+        through the writer."""
         try:
             outbox.wal_checkpoint()
+            if self._writer is not None:
+                # Frames committed while ours copied are left, and SQLite starts the WAL over only
+                # once every frame is copied: with the writer committing every few milliseconds,
+                # a passive checkpoint beside it never got there and the WAL grew without end
+                # (1.1 GB in 24 s at 30,000 records/s: bench_sustained.py). Between two of the
+                # writer's groups nothing commits, so this one copies the last frames, the few
+                # committed meanwhile, and the writer's next commit starts the WAL again.
+                self._writer(_wal_checkpoint)
             if self.state.depth == 0:
-                given = int(cast(int, self._writer(_shrink))) if self._writer is not None else outbox.shrink()
+                shrink = functools.partial(_shrink, keep_free_bytes=self._keep_free_bytes)
+                given = int(cast(int, self._writer(shrink))) if self._writer is not None else shrink(outbox)
                 if given:
                     _log.info("outbox: %.0f MiB given back to the file system after a backlog", given / 2**20)
         except FairacctError as exc:
             _log.warning("outbox: %s", exc)
 
     def flush_round(self, outbox: Outbox, sink: Sink) -> bool:
-        """Flush up to 20 batches; True when the store took records and more are waiting."""
+        """Flush up to 20 batches, for about :data:`ROUND_S` at most; True when the store took
+        records and more are waiting."""
         start = time.perf_counter()
-        result = outbox.flush(sink, batch_size=self.batch_size, max_batches=20, writer=self._writer)
+        result = outbox.flush(
+            sink, batch_size=self.batch_size, max_batches=20, max_seconds=ROUND_S, writer=self._writer
+        )
         elapsed = time.perf_counter() - start
         self._checkpoint(outbox)
         mark = self._depth_mark()  # before counting: what is admitted later is added to the count
@@ -160,7 +184,7 @@ class Flusher:
         now = self._clock()
         depth = sum(status.depth.values())
         sent = sum(result.sent.values())
-        self._on_depth(depth, mark)
+        self._on_depth(depth, mark, bool(sent))
         self._metrics.flushed(elapsed, result.sent)
         state = self.state
         state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
@@ -176,5 +200,9 @@ class Flusher:
         return bool(sent) and depth > 0
 
 
-def _shrink(outbox: Outbox) -> int:
-    return outbox.shrink()
+def _wal_checkpoint(outbox: Outbox) -> None:
+    outbox.wal_checkpoint()
+
+
+def _shrink(outbox: Outbox, keep_free_bytes: int) -> int:
+    return outbox.shrink(keep_free_bytes=keep_free_bytes)

@@ -76,8 +76,11 @@ class Ingest:
         """The probe whose token the request carries (UnauthorizedError otherwise), counted as
         having this request under way until the block ends; TooManyRequestsError when it already
         has ``max_requests_per_probe`` (a probe sends one batch at a time: more at once is a
-        misconfigured or hostile sender, whose bodies would hold the collector's memory)."""
+        misconfigured or hostile sender, whose bodies would hold the collector's memory);
+        SlowDownError when the store is behind (:meth:`GroupCommitter.admit`), before the body
+        is read: a refused request costs its headers alone."""
         probe = self.probe(request)
+        self.committer.admit()
         limit = self.settings.max_requests_per_probe
         if self.under_way[probe] >= limit:
             raise TooManyRequestsError(
@@ -104,7 +107,7 @@ class Ingest:
     async def make_durable(self, endpoint: str, probe: str, parcels: Sequence[Parcel], *, refused: int = 0) -> int:
         """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on
         disk; count them (and ``refused`` records) for ``probe`` on ``endpoint``. Raises
-        OverloadedError or StoreError (nothing was stored) otherwise."""
+        SlowDownError, OverloadedError or StoreError (nothing was stored) otherwise."""
         committed = await self.committer.commit(parcels)
         self.metrics.judged(endpoint, probe, committed, refused)
         return committed

@@ -201,7 +201,9 @@ def openapi_document(
                         ),
                         "415": _error("A Content-Type or Content-Encoding the collector does not take."),
                         "429": _error(
-                            "The probe has as many requests under way as it may; nothing was stored. Retry later."
+                            "The probe has as many requests under way as it may, or the store is slower than the "
+                            "probes and the outbox is at its backpressure depth; nothing was stored. Retry after "
+                            "Retry-After."
                         ),
                         "503": _error("Nothing was stored: the outbox is full or cannot be written. Retry later."),
                     },

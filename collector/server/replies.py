@@ -13,6 +13,7 @@ UnauthorizedError          401     unauthorized           the message (+ ``WWW-A
 ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
 UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+SlowDownError              429     backpressure           the message (+ ``Retry-After``)    ``Service unavailable right now``
 TooManyRequestsError       429     too_many_requests      the message (+ ``Retry-After``)    ``Service unavailable right now``
 OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
 StoreError                 503     store_unavailable      "cannot make records durable ..."  ``Service unavailable right now``
@@ -46,6 +47,7 @@ from collector.errors import (
     OverloadedError,
     RecordError,
     SenderNotAllowedError,
+    SlowDownError,
     StoreError,
     TooLargeError,
     TooManyRequestsError,
@@ -58,6 +60,13 @@ from collector.server.metrics import ServerMetrics
 __all__ = ["RETRY_AFTER_S", "Style", "answer", "error_reply"]
 
 _log = logging.getLogger("fairacct.collector")
+_access = logging.getLogger("fairacct.collector.access")
+"""One INFO line per request answered (``logging.getLogger("fairacct.collector.access")
+.setLevel(logging.WARNING)`` turns it off); its fields are bounded (:data:`ACCESS_PATH_CHARS`),
+so a client cannot make a line long."""
+
+ACCESS_PATH_CHARS = 120
+"""Characters of a request's path an access line keeps (the rest is cut, marked with ...)."""
 
 RETRY_AFTER_S = 10
 
@@ -69,6 +78,7 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (ForbiddenError, 403, "forbidden"),
     (TooLargeError, 413, "too_large"),
     (UnsupportedMediaError, 415, "unsupported_media"),
+    (SlowDownError, 429, "backpressure"),  # before TooManyRequestsError, its base
     (TooManyRequestsError, 429, "too_many_requests"),
     (OverloadedError, 503, "overloaded"),
     (StoreError, 503, "store_unavailable"),
@@ -142,8 +152,21 @@ def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics
             response, reason = error_reply(exc, style, f"{request.method} {request.url.path}{client}")
         if reason is None and response.status_code >= 400:
             reason = "records_refused"
-        metrics.request(endpoint, response.status_code, time.perf_counter() - start, reason)
+        seconds = time.perf_counter() - start
+        metrics.request(endpoint, response.status_code, seconds, reason)
+        if _access.isEnabledFor(logging.INFO):
+            _access.info(
+                "%s %s %s %d %s %.1f ms%s", request.client.host if request.client else "-", request.method,
+                _bounded(request.url.path), response.status_code, response.headers.get("content-length", "-"),
+                seconds * 1000, f" {reason}" if reason else "",
+            )  # fmt: skip
         return response
 
     run.__name__ = f"{endpoint}_endpoint"
     return run
+
+
+def _bounded(path: str) -> str:
+    """A path as an access line shows it: printable, at most :data:`ACCESS_PATH_CHARS` characters."""
+    shown = path.encode("ascii", "backslashreplace").decode("ascii").replace(" ", "%20")
+    return shown if len(shown) <= ACCESS_PATH_CHARS else shown[:ACCESS_PATH_CHARS] + "..."

@@ -35,7 +35,7 @@ from collector.errors import ConfigError, SinkError
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
-__all__ = ["CollectorSink"]
+__all__ = ["CollectorSink", "loose_token"]
 
 _SCHEMES = {"collector+http": "http", "collector+https": "https"}
 
@@ -171,6 +171,11 @@ class CollectorSink:
             return
         why = answer.get("error") or reply.text[:200]
         hint = ""
+        if status in (404, 405):
+            hint = (
+                "; store.url is wrong: nothing at this path answers /v1/records (a collector's URL is its root, "
+                "or the prefix a proxy serves it under)"
+            )
         if status in (401, 403):
             hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"
         raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
@@ -182,6 +187,25 @@ def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"store.ca_file: {ca_file}: cannot be read as a CA bundle ({exc})") from None
+
+
+def loose_token(path: Path) -> str | None:
+    """What is wrong with a token file other users can read (None when only its owner can).
+
+    A warning, not a refusal: the token is already exposed, and refusing would stop a site's
+    accounting after an upgrade for a mode its configuration management set; the fix is the
+    operator's (``chmod 600``, and a new token if others could log in)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # a missing or unreadable file is _read_token's error
+        return None
+    if mode & 0o077 == 0:
+        return None
+    return (
+        f"store.token_file: {path} is mode {mode & 0o777:04o}, readable by other users of this host: "
+        "chmod 600 it, owned by the user the probe runs as (and ask the collector for a new token if others "
+        "could read it)"
+    )
 
 
 def _read_token(path: Path | None) -> str:

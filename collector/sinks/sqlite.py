@@ -30,6 +30,12 @@ from collector.transaction import use_wal, write_transaction
 
 __all__ = ["EmbeddedStore"]
 
+PAGE_BYTES = 16384
+"""The page size of a new store file."""
+
+CACHE_KIB = 64 * 1024
+"""SQLite's page cache of a store connection, in KiB (its default is 2 MiB)."""
+
 
 class EmbeddedStore:
     """Records in one SQLite file; ``path`` may be ``:memory:`` for tests."""
@@ -47,6 +53,13 @@ class EmbeddedStore:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+            # A row is a ~1 KB document: 16 KiB pages hold four times as many per page as SQLite's
+            # 4 KiB, so a batch's inserts touch, write and checkpoint a quarter as many pages (a
+            # third less CPU per record sent: bench_store.py). A file that exists keeps its size.
+            self._db.execute(f"PRAGMA page_size={PAGE_BYTES}")
+            # the id index of a store of millions of records is hundreds of MB: what a batch's
+            # inserts touch of it stays in this cache instead of being read again every batch
+            self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             use_wal(self._db, timeout)
             # FULL: a send is acknowledged only once its commit is on disk, because the outbox
             # deletes what was acknowledged. WAL with NORMAL syncs only at checkpoints, so a power

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["RESOURCES", "cell_float", "floats", "require_columns", "scalar_float"]
+__all__ = ["RESOURCES", "cell_float", "codes", "floats", "require_columns", "scalar_float"]
 
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
 """The resources accounted, in HTCondor's units: cpus = cores, memory = MiB, disk = KiB,
@@ -37,6 +37,20 @@ def floats(values: pd.Series) -> npt.NDArray[np.float64]:
     if values.dtype == np.float64:
         return values.to_numpy(dtype=np.float64, copy=True)
     return pd.to_numeric(values).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)  # type: ignore[return-value]  # pandas-stubs: Series[float].to_numpy ignores dtype=
+
+
+def codes(values: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.object_]]:
+    """A column's distinct values and each row's index among them (-1 where missing), as
+    ``pd.factorize``; each kind of column by its fastest path. On a column of pyarrow-backed
+    strings (pandas' default ``str`` when pyarrow is installed) pyarrow's own dictionary
+    encoding is ~6x faster than through an object array; on Python strings or objects the
+    object array's hash table is ~1.5x faster than the string dtype's (1,000,000 rows, 1,000
+    names: 0.02-0.03 s against 0.17 s, and 0.04 against 0.06)."""
+    if getattr(values.dtype, "storage", None) == "pyarrow" or isinstance(values.dtype, pd.ArrowDtype):
+        found, uniques = values.factorize(use_na_sentinel=True)
+    else:
+        found, uniques = pd.factorize(values.to_numpy(dtype=object), use_na_sentinel=True)
+    return np.asarray(found, dtype=np.intp), np.asarray(uniques, dtype=object)
 
 
 def cell_float(table: pd.DataFrame, row: Hashable, column: str) -> float:

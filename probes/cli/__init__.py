@@ -6,20 +6,29 @@ reads times."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 
+from probes.cli import scanner_cache
 from probes.cli.parser import parse
 
 __all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prepared: Callable[[], None] | None = None) -> int:
     """Run ``fairacct`` with ``argv`` (default: the process's arguments); the exit code.
 
     The command line is read before the commands' modules are imported (pandas, numba, the
     readers and the stores take a second to import): ``--version``, ``--help`` and a mistyped
-    option answer at once."""
-    args = parse(argv)
+    option answer at once. ``prepared`` is called once they are imported, before the command
+    runs (the process's entry point freezes the heap they built: ``probes/__main__.py``)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    # before numba is imported: a read-only install run without a writable home must still cache the scanner
+    if not {"-h", "--help", "--version"} & set(words):
+        scanner_cache.choose(scanner_cache.config_file(words), next((w for w in words if not w.startswith("-")), None))
+    args = parse(words)
     from probes.cli.commands import run
 
+    if prepared is not None:
+        prepared()
     return run(args)

@@ -24,24 +24,29 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox, OutboxStatus
 from collector.records import iso_utc
 from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_path
+from collector.statelock import hold_state_dir
 from probes.cli import views
 from probes.cli.compiling import announce_compiling
 from probes.cli.parser import TABLE_ROWS
 from probes.cli.registry import COMMANDS
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig, apply_overrides, load_config
+from probes.files import check_writable
 from probes.pipeline.cycle import Cycle, Delivery, run_once
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.reading import Reading, check_sources, read_sources
 from probes.sources import sandbox
 from probes.sources.history import iter_history
 from probes.sources.report import ReadReport, problem_lines
+
+if TYPE_CHECKING:
+    from probes.sources.live import LivePool
 
 __all__ = [
     "analytics_command",
@@ -119,6 +124,12 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """probe once: one cycle into the store, and what it found; probe run: the service."""
     if args.action == "run":
         return _serve(config, args.duration)
+    if args.action == "checkpoints":
+        from probes.cli.checkpoints import run_checkpoints
+
+        doc, text = run_checkpoints(args, config)
+        print(json.dumps(doc, indent=1) if args.json else text)
+        return EXIT_OK
     _require(
         config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
         "sources",
@@ -139,9 +150,34 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
 
 
 def config_command(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """config check: the configuration as the commands see it, once checked."""
+    """config check: the configuration as the commands see it, once checked; config example:
+    the files the wheel ships, printed or written."""
+    if args.action == "example":
+        return _examples(args)
     _check_config(config)
+    _warn_loose_token(config)
     print(json.dumps(config.model_dump(mode="json"), indent=2))
+    return EXIT_OK
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from probes.examples import EXAMPLES, example_text
+
+    if not args.write:
+        print(example_text(args.name), end="")
+        return EXIT_OK
+    folder = Path(args.write)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in EXAMPLES:
+            target = folder / name
+            if target.exists():
+                print(f"fairacct: {target} exists, kept as it is", file=sys.stderr)
+                continue
+            target.write_text(example_text(name), encoding="utf-8")
+            print(f"wrote {target}")
+    except OSError as exc:
+        raise ConfigError(f"--write: cannot write into {folder}: {exc.strerror or exc}") from exc
     return EXIT_OK
 
 
@@ -375,16 +411,35 @@ def _store_cycle(
     can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
     url = config.store.url
-    with Outbox(state / "outbox.sqlite") as outbox:
-        sink = open_sink(url, base=state, auth=config.store.auth())
+    _warn_loose_token(config)
+    check_writable(state, "probe.state_dir")
+    with hold_state_dir(state, "probe.state_dir"), _history_progress(config) as pool:
+        sink = open_sink(url, base=state, auth=config.store.auth())  # a missing token: refused before the outbox
         try:
-            cycle, delivery = run_once(
-                config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict,
-                check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
-            )  # fmt: skip
+            with Outbox(state / "outbox.sqlite") as outbox:
+                cycle, delivery = run_once(
+                    config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict, pool=pool,
+                    check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
+                )  # fmt: skip
+                return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
         finally:
             sink.close()
-        return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
+
+
+@contextlib.contextmanager
+def _history_progress(config: ProbeConfig) -> Iterator[LivePool | None]:
+    """The live pool of ``probe once``, counting the history it reads on a bar when stderr is a
+    terminal (a first pass or a backfill can read years of jobs); None: the configuration's."""
+    if not (config.sources.live and sys.stderr.isatty()):
+        yield None
+        return
+    from probes.cli.progress import progress_counter
+    from probes.pipeline.reading import live_pool
+
+    pool = live_pool(config)
+    with progress_counter("reading the history", "jobs") as advance:
+        pool.on_progress = advance
+        yield pool
 
 
 def _installed(names: list[str]) -> None:
@@ -420,7 +475,10 @@ def _serve(config: ProbeConfig, duration: float | None) -> int:
     from probes.service.scheduler import ProbeService  # APScheduler is imported only by the service
 
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    with _log_lines():
+    _check_config(config)  # what `probe once` and `config check` refuse (a missing token), refused before starting
+    _warn_loose_token(config)
+    check_writable(config.probe.state_dir, "probe.state_dir")
+    with hold_state_dir(config.probe.state_dir, "probe.state_dir"), _log_lines():
         service = ProbeService(config, probe=f"fairacct@{socket.gethostname()}")
         service.run(duration=duration)
     return EXIT_OK
@@ -433,6 +491,8 @@ def _log_lines() -> Iterator[None]:
     handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
     root = logging.getLogger()
     level = root.level
+    # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
@@ -451,13 +511,15 @@ def collector_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
         )
     settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
-    sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
-    try:
-        ensure_templates(sink, settings.store_url, install=config.store.install_templates)
-    finally:
-        sink.close()
-    with _log_lines():
-        serve(settings)
+    check_writable(settings.state_dir, "collector.state_dir")
+    with hold_state_dir(settings.state_dir, "collector.state_dir"):  # before its outbox or store is opened
+        sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+        try:
+            ensure_templates(sink, settings.store_url, install=config.store.install_templates)
+        finally:
+            sink.close()
+        with _log_lines():
+            serve(settings)
     return EXIT_OK
 
 
@@ -481,6 +543,16 @@ def _check_config(config: ProbeConfig) -> None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 
 
+def _warn_loose_token(config: ProbeConfig) -> None:
+    """A warning on stderr when the token a probe sends with can be read by other users."""
+    if not (config.store.url.startswith("collector+") and config.store.token_file):
+        return
+    from collector.sinks.http import loose_token  # httpx: only for a collector store
+
+    if (warning := loose_token(Path(config.store.token_file))) is not None:
+        print(f"fairacct: warning: {warning}", file=sys.stderr)
+
+
 def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     """records, outbox, mappings: commands on the store and the outbox, not on sources."""
     state = config.probe.state_dir
@@ -500,7 +572,10 @@ def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
                 doc, text = views.outbox_view(outbox.status(), listed)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
-    sink = open_sink(config.store.url, base=state, auth=config.store.auth(), create=args.command == "mappings")
+    from probes.cli.stores import store_base
+
+    base = store_base(args.config, config)  # a collector's configuration: its store is under collector.state_dir
+    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=args.command == "mappings")
     try:
         if args.command == "mappings":
             installed = sink.install_templates()

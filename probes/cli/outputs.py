@@ -8,17 +8,20 @@ import argparse
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from collector.dashboards import install_dashboards
+from collector.errors import FairacctError
 from collector.exports import Period, usage_table, write_export
 from collector.exports.table import audit_table
 from collector.report import report_tables, write_report
-from collector.sinks import Sink, open_sink
+from collector.sinks import Sink, describe_url, open_sink
 from collector.sinks.elasticsearch.auth import read_auth
 from collector.summaries.run import steps, summarize
 from probes.cli.parser import add_actions, add_options
 from probes.cli.progress import progress_bar
+from probes.cli.stores import store_base
 from probes.cli.times import parse_day
 from probes.config import ProbeConfig
 
@@ -43,7 +46,13 @@ def export_arguments(cmd: argparse.ArgumentParser) -> None:
         metavar="FIELDS",
         help="comma-separated: project, user, group, site, pool, resource_name, partition, phase, month, day",
     )
-    cmd.add_argument("--format", dest="fmt", choices=("csv", "xlsx", "parquet", "json"), default="csv")
+    cmd.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("csv", "csv-excel", "xlsx", "parquet", "json"),
+        default="csv",
+        help="csv: UTF-8 without a byte-order mark; csv-excel: with one, so Excel reads the accents (default csv)",
+    )
     cmd.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     cmd.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
 
@@ -56,6 +65,12 @@ def report_arguments(cmd: argparse.ArgumentParser) -> None:
         default="site",
         metavar="ATTR",
         help="resource set of the efficiency plot: a slot record field (default site)",
+    )
+    cmd.add_argument(
+        "--lab",
+        action="store_true",
+        help="add the fair-share lab's synthetic cases (Sedighi et al. 2014) in an appendix set apart from the "
+        "site's data",
     )
 
 
@@ -73,8 +88,10 @@ def _period(cmd: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _store(config: ProbeConfig) -> Iterator[Sink]:
-    sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+def _store(config: ProbeConfig, base: Path, *, create: bool) -> Iterator[Sink]:
+    """The store; without ``create`` an embedded store that does not exist is an error naming
+    its path (reading one a typo would create says "0 rows")."""
+    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=create)
     try:
         yield sink
     finally:
@@ -95,6 +112,19 @@ def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, An
     return {"apel": (apel_view(sink, months, options), VIEW_COLUMNS)}
 
 
+def _require_summaries(sink: Sink, period: Period, where: str) -> None:
+    """An export of the daily summaries when the range has none, but records: an error saying
+    how to make them, not an empty file (the collector makes them only every few minutes)."""
+    if sink.query("summary", since=period.since, until=period.until, limit=1):
+        return
+    if any(sink.query(kind, since=period.since, until=period.until, limit=1) for kind in ("job", "allocation", "slot")):
+        raise FairacctError(
+            f"{where} has records but no daily summaries from {period.first} to {period.last}: run "
+            f"`fairacct summarize --from {period.first} --to {period.last}` with the same --config first "
+            "(the collector service makes them every collector.summaries_every_s), or export the records with --raw"
+        )
+
+
 def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], str]:
     """Run one of the outputs' commands; its JSON document and its text."""
     if args.command == "dashboards":
@@ -109,7 +139,8 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         text = f"imported {imported.count} saved objects into {args.flavour} {args.url}"
         return doc, text + "".join(f"\n  {k}: {v}" for k, v in imported.errors.items())
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
-    with _store(config) as sink:
+    base = store_base(args.config, config)
+    with _store(config, base, create=args.command == "summarize") as sink:
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
                 summarized = summarize(
@@ -129,6 +160,8 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             )
         if args.command == "export":
             by = [b.strip() for b in args.by.split(",") if b.strip()]
+            if not args.raw:
+                _require_summaries(sink, period, describe_url(config.store.url, base))
             table = usage_table(sink, period, by, raw=args.raw)
             sheets = None
             if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
@@ -136,8 +169,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             path = write_export(table, args.out, args.fmt, period, sheets)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
         from probes.accounting.lab import run_lab  # the analytics' sections, only for the report
-        from probes.cli.report_figures import report_figures
+        from probes.cli.report_figures import lab_figures, report_figures
 
-        figures = report_figures(sink, config, period, run_lab(None, fraction=0.1), by=args.efficiency_by)
-        path = write_report(report_tables(sink, period), args.out, figures)
+        figures = report_figures(sink, config, period, [], by=args.efficiency_by)
+        appendix = lab_figures(run_lab(None, fraction=0.1)) if args.lab else []  # synthetic: never the site's
+        path = write_report(report_tables(sink, period), args.out, figures, appendix)
         return {"report": str(path)}, f"wrote the report {path}"

@@ -82,7 +82,11 @@ def add_options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.Argum
     ``overrides``: an option a command does not use is refused by the command line, not ignored."""
     from probes.config import OVERRIDES  # pydantic and the accounting: only for the command run
 
-    cmd.add_argument("--config", metavar="FILE", help="TOML configuration file (see config/example.toml)")
+    cmd.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML configuration file (`fairacct config example` prints one, every key documented)",
+    )
     for o in OVERRIDES:
         if o.option not in overrides:
             continue
@@ -231,6 +235,11 @@ def probe_arguments(cmd: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
     )
+    from probes.cli.checkpoints import add_checkpoints_arguments
+
+    add_checkpoints_arguments(
+        add_options(action("checkpoints", help="where each schedd's history was read up to; reset or backfill one"))
+    )
 
 
 def records_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -271,7 +280,22 @@ def collector_arguments(cmd: argparse.ArgumentParser) -> None:
 
 
 def config_arguments(cmd: argparse.ArgumentParser) -> None:
-    add_options(add_actions(cmd)("check", help="validate the configuration and print it"), *_ALL)
+    from probes.examples import EXAMPLES
+
+    action = add_actions(cmd)
+    add_options(action("check", help="validate the configuration and print it"), *_ALL)
+    example = add_options(
+        action(
+            "example",
+            help="print the example configuration (every key documented) or a systemd unit, as the wheel ships them",
+        )
+    )
+    example.add_argument(
+        "name", nargs="?", choices=EXAMPLES, default=EXAMPLES[0], help="the file (default %(default)s)"
+    )
+    example.add_argument(
+        "--write", metavar="DIR", help="write every one of them into DIR instead (an existing file is kept)"
+    )
 
 
 def _rows(text: str) -> int:

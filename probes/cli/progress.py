@@ -10,7 +10,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "progress_counter"]
 
 
 @contextmanager
@@ -21,6 +21,21 @@ def progress_bar(total: int, what: str, *, stream: TextIO | None = None) -> Iter
     with tqdm(total=total, desc=what, unit="step", file=out, disable=not out.isatty(), leave=False) as bar:
 
         def advance(n: int) -> None:
+            bar.update(n)
+
+        yield advance
+
+
+@contextmanager
+def progress_counter(what: str, unit: str, *, stream: TextIO | None = None) -> Iterator[Callable[[str, int], None]]:
+    """A callback ``(label, n)`` that counts ``n`` more ``unit`` on a bar labelled ``what``
+    (and the label of the latest call, a schedd) on ``stream`` (stderr), drawn only when that is
+    a terminal; for work whose total is not known in advance (a history backlog)."""
+    out = stream if stream is not None else sys.stderr
+    with tqdm(desc=what, unit=unit, file=out, disable=not out.isatty(), leave=False) as bar:
+
+        def advance(label: str, n: int) -> None:
+            bar.set_postfix_str(label, refresh=False)
             bar.update(n)
 
         yield advance

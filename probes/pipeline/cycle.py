@@ -39,7 +39,7 @@ import pandas as pd
 
 from collector import faults
 from collector.errors import SinkError
-from collector.outbox import FlushResult, Outbox
+from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox
 from collector.records import iso_utc
 from collector.sinks import Sink
 from probes.accounting.ledger import ledger_count
@@ -278,7 +278,7 @@ def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], None] | None 
     flushed = outbox.flush(sink)
     faults.point("after-flush")
     if not outbox.status().depth:
-        outbox.shrink()  # a drained backlog's pages back to the file system
+        outbox.shrink(keep_free_bytes=PROBE_SHRINK_KEEP_BYTES)  # a drained backlog's pages back
     return Delivery(flushed, flushed.errors[0] if flushed.errors else None)
 
 

@@ -11,6 +11,7 @@ Commands that only read (``slots``, ``bill``, ``overhead`` ...) use :func:`read_
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,12 @@ from probes.pipeline.usage import PRICED_METRICS
 from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
+from probes.sources.job_identity import adopt_job_identities
 from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport
 from probes.sources.status import Snapshot, read_status
+from probes.sources.user_vo_map import fill_projects, read_user_vo_map
 
 __all__ = [
     "FILE_SOURCES",
@@ -38,6 +41,7 @@ __all__ = [
     "read_live_history",
     "read_live_snapshot",
     "read_sources",
+    "with_vos",
 ]
 
 FILE_SOURCES = ("status_files", "idle_files", "history")
@@ -108,7 +112,20 @@ def read_sources(
             frames.append(fresh)
         jobs = stack(frames, JOB_COLUMNS) if len(frames) > 1 else frames[0]
         reports["history"] = report
-    return Reading(snapshot=snapshot, idle=idle, jobs=jobs, reports=reports, checkpoints=marks)
+    return with_vos(Reading(snapshot=snapshot, idle=idle, jobs=jobs, reports=reports, checkpoints=marks), config)
+
+
+def with_vos(reading: Reading, config: ProbeConfig) -> Reading:
+    """``reading`` with the projects a user-vo-map gives (``credentials.user_vo_map``) where
+    its jobs and bills have none; the file is read each time, so an edit counts at once."""
+    if not config.credentials.user_vo_map or (reading.jobs is None and reading.snapshot is None):
+        return reading
+    vos = read_user_vo_map(config.credentials.user_vo_map)
+    snapshot = reading.snapshot
+    if snapshot is not None:
+        snapshot = dataclasses.replace(snapshot, allocations=fill_projects(snapshot.allocations, vos))
+    jobs = None if reading.jobs is None else fill_projects(reading.jobs, vos)
+    return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs)
 
 
 def check_sources(config: ProbeConfig) -> None:
@@ -156,6 +173,11 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
     if not schedds:
         return Reading(snapshot=snapshot, reports={"status": status}, failures=failures)
     idle = pool.idle(schedds)
+    # bills named after their jobs' own ads: right without STARTD_JOB_ATTRS on the execute nodes
+    answered = [(name, ad) for name, ad in schedds if f"schedd:{name}" not in idle.failures]  # a hung one: once
+    running, unnamed = pool.running_identities(answered)
+    snapshot = dataclasses.replace(snapshot, allocations=adopt_job_identities(snapshot.allocations, running))
+    failures = failures | {f"{source} (running jobs' names)": why for source, why in unnamed.items()}
     return Reading(
         snapshot=snapshot,
         idle=idle.idle,
@@ -211,13 +233,13 @@ class Sources:
         """The slots and allocations with the idle demand (a live pool's observed at ``now``);
         of files, those named (none: nothing read)."""
         if self.pool is not None:
-            return read_live_snapshot(self.pool, now=now)
+            return with_vos(read_live_snapshot(self.pool, now=now), self.config)
         return read_sources(self.config, strict=self.strict, only=("status_files", "idle_files"))
 
     def history(self, checkpoint: Checkpoint) -> Reading:
         """The jobs past their checkpoints (``checkpoint(key)``: the committed value); of
         files, those named (none: nothing read)."""
         if self.pool is not None:
-            return read_live_history(self.pool, checkpoint)
+            return with_vos(read_live_history(self.pool, checkpoint), self.config)
         marks = {key: checkpoint(key) for key in map(history_key, self.config.sources.history)}
         return read_sources(self.config, strict=self.strict, checkpoints=marks, only=("history",))

@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 import signal
 import threading
 import time
@@ -74,7 +75,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError, SourceError
-from collector.outbox import Outbox
+from collector.outbox import PROBE_SHRINK_KEEP_BYTES, Outbox
 from collector.records import iso_utc
 from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
@@ -129,6 +130,8 @@ class ProbeService:
         self._write = threading.Lock()
         self._templates_checked = False  # since the store last answered
         self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
+        self._failing: dict[str, str] = {}  # the error a job fails with now, said once
+        self._failed_runs: dict[str, int] = {}
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
@@ -296,7 +299,7 @@ class ProbeService:
             else:
                 if isinstance(exc, SourceError):
                     self.metrics.source_failed("collector" if self.pool is not None else "files")
-                log.error("%s failed: %s", name, error)
+                self._log_failure(name, error)
         except BaseException as exc:  # counted, then handed on: APScheduler logs a bug with its traceback
             error = f"{type(exc).__name__}: {_one_line(str(exc))}"
             raise
@@ -307,8 +310,23 @@ class ProbeService:
             with self._idle:
                 self._running -= 1
                 self._idle.notify_all()
+        if error is None and name in self._failing:
+            del self._failing[name]
+            log.info("%s: succeeded again after %d failed run(s)", name, self._failed_runs.pop(name, 0))
         if summary:
             log.info("%s: %s in %.2f s", name, summary, duration)
+
+    def _log_failure(self, name: str, error: str) -> None:
+        """An ERROR line for a job's failure, once while it fails the same way: a wrong store URL
+        or a long outage is said once, not every period (/healthz and /metrics count them all),
+        and said again when the reason changes."""
+        self._failed_runs[name] = self._failed_runs.get(name, 0) + 1
+        reason = re.sub(r"\d+", "#", error)  # the same way: the counts in it (records waiting) grow
+        if self._failing.get(name) == reason:
+            log.debug("%s failed again: %s", name, error)
+            return
+        self._failing[name] = reason
+        log.error("%s failed: %s%s", name, error, " (said once while it fails the same way)")
 
     # -- the jobs -----------------------------------------------------------------------------------
 
@@ -381,7 +399,9 @@ class ProbeService:
                 sink.close()
             status = outbox.status()
             if not status.depth:
-                outbox.shrink()  # a drained backlog's pages back to the file system
+                outbox.shrink(
+                    keep_free_bytes=PROBE_SHRINK_KEEP_BYTES
+                )  # a drained backlog's pages back to the file system
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())

@@ -54,6 +54,7 @@ import pandas as pd
 __all__ = [
     "COUNTED_KEY",
     "FAIRNESS_KEY",
+    "HISTORY_PREFIX",
     "LEDGER_KEY",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
@@ -62,6 +63,7 @@ __all__ = [
     "checkpoint_key",
     "fairshare_windows",
     "history_key",
+    "history_name",
     "new_jobs",
     "new_schedd_jobs",
     "snapshot_interval",
@@ -79,6 +81,15 @@ _log = logging.getLogger(__name__)
 #: How many of the newest jobs of a schedd's history file its checkpoint names (``tail``): the
 #: scan stops at the second, so the first comes back and shows the scan reached the position.
 TAIL = 2
+
+
+HISTORY_PREFIX = "history:"
+"""What every history checkpoint's key starts with (a file's, a directory's or a schedd's)."""
+
+
+def history_name(key: str) -> str:
+    """The schedd or the file a history checkpoint's ``key`` is of."""
+    return key.removeprefix(checkpoint_key("")).removeprefix(HISTORY_PREFIX)
 
 
 def history_key(path: str | os.PathLike[str]) -> str:

@@ -15,17 +15,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from collector.errors import SourceError
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.credentials import identities, identity_attrs
+from probes.sources.history_folder import list_folder, readable
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
@@ -67,7 +69,6 @@ _NODE_LISTS = ("RemoteHosts", "AllRemoteHosts")
 # role: "/cms/Role=production/Capability=NULL") and the DN. APEL accounts by them
 # (collector/apel); a job submitted without a proxy has none of them.
 VOMS_ATTRIBUTES = {"vo": "x509UserProxyVOName", "fqan": "x509UserProxyFirstFQAN", "dn": "x509userproxysubject"}
-_PER_JOB_FILE = re.compile(r"history\.(\d+)\.(\d+)")
 
 JOB_COLUMNS = (
     "job_id", "schedd", "cluster", "proc", "submitter", "user", "group", "project", "queue", "qos",
@@ -104,12 +105,7 @@ def job_attrs(reading: JobReading) -> list[Attr]:
 
 def history_files(path: str | os.PathLike[str]) -> list[Path]:
     """The ``history.<cluster>.<proc>`` files of a PER_JOB_HISTORY_DIR, in job order."""
-    files = []
-    for entry in os.scandir(path):
-        m = _PER_JOB_FILE.fullmatch(entry.name)
-        if m and entry.is_file():
-            files.append(((int(m.group(1)), int(m.group(2))), Path(entry.path)))
-    return [p for _, p in sorted(files)]
+    return list_folder(path).per_job
 
 
 def read_history(
@@ -123,8 +119,8 @@ def read_history(
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
     are never held whole beside the table made of them.
     """
-    inputs, size = _inputs(paths)
     report = ReadReport()
+    inputs, size = _inputs(paths, report)
     builder = ColumnBuilder(size)
     for columns, done in _job_parts(inputs, reading, report, strict):
         builder.append(columns, done)
@@ -147,7 +143,7 @@ def iter_history(
     The parts, one after another, are :func:`read_history`'s rows and values; a column's dtype
     is inferred per part (a str column without a value in a part is object there).
     """
-    inputs, _ = _inputs(paths)
+    inputs, _ = _inputs(paths, report)
     batch: list[dict[str, np.ndarray]] = []
     rows = 0
     for columns, _ in _job_parts(inputs, reading, report, strict):
@@ -177,17 +173,23 @@ def _joined(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 _Input = tuple[str | os.PathLike[str], list[Path] | None]  # a path, and its per-job files if a directory
 
 
-def _inputs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[_Input], int | None]:
-    """The inputs of ``paths``, each directory listed (refused when it holds no history file),
-    and their length in bytes (None when unknown: a directory's files are not stat'ed twice)."""
+def _inputs(
+    paths: Sequence[str | os.PathLike[str]], report: ReadReport | None = None
+) -> tuple[list[_Input], int | None]:
+    """The inputs of ``paths``: a folder's per-job files as one input and its other ClassAd
+    dumps each as its own (see :mod:`~probes.sources.history_folder`; what it skips is named in
+    ``report``), and their length in bytes (None when unknown: a folder's files are not
+    stat'ed twice)."""
     inputs: list[_Input] = []
     size: int | None = 0
     for path in paths:
         if os.path.isdir(path):
-            files = history_files(path)
-            if not files:
-                raise SourceError(f"{os.fspath(path)}: no history.<cluster>.<proc> files in this directory")
-            inputs.append((path, files))
+            folder = list_folder(path)
+            if folder.per_job:
+                inputs.append((path, folder.per_job))
+            inputs += [(dump, None) for dump in folder.dumps]
+            if report is not None:
+                report.skipped += folder.skipped
             size = None
         else:
             inputs.append((path, None))
@@ -205,20 +207,38 @@ def _job_parts(
     attrs = _attrs(reading)
     offset = 0
     for path, listed in inputs:
-        parts = (
-            iter_ad_files(listed, attrs, report, strict=strict)
-            if listed is not None
-            else iter_ads(path, attrs, report, strict=strict)
-        )
-        done = 0
-        check = KindCheck(JOB_ADS)
-        malformed = len(report.malformed)
-        for part, done in parts:
-            columns = job_columns(check.keep(part, report), reading)
-            odd_integers(columns, report)
-            yield columns, offset + done
-        check.verdict(path, len(report.malformed) - malformed)
-        offset += done
+        with ExitStack() as stack:
+            plain = path if listed is not None else stack.enter_context(readable(path))  # a .gz: its text
+            parts = (
+                iter_ad_files(listed, attrs, report, strict=strict)
+                if listed is not None
+                else iter_ads(plain, attrs, report, strict=strict)
+            )
+            done = 0
+            check = KindCheck(JOB_ADS)
+            malformed = len(report.malformed)
+            for part, done in parts:
+                columns = job_columns(check.keep(part, report), reading)
+                if plain != path:  # a decompressed copy: name the file the site has
+                    _renamed(columns, report, malformed, os.fspath(plain), os.fspath(path))
+                odd_integers(columns, report)
+                yield columns, offset + done
+            if plain != path:
+                _renamed(None, report, malformed, os.fspath(plain), os.fspath(path))
+            check.verdict(path, len(report.malformed) - malformed)
+            offset += done
+
+
+def _renamed(
+    columns: dict[str, np.ndarray] | None, report: ReadReport, first: int, temporary: str, original: str
+) -> None:
+    """The rows and malformed ads read from the decompressed ``temporary`` copy named after the
+    compressed ``original`` (the malformed ones from index ``first`` of the report)."""
+    if columns is not None and len(columns["source"]):
+        columns["source"] = np.where(columns["source"] == temporary, original, columns["source"]).astype(object)
+    report.malformed[first:] = [
+        replace(m, path=original) if m.path == temporary else m for m in report.malformed[first:]
+    ]
 
 
 def _attrs(reading: JobReading) -> list[Attr]:

@@ -72,8 +72,10 @@ from probes.config import PoolSettings
 from probes.sources.bindings import Bindings, security_context
 from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
+from probes.sources.credentials import identities, identity_attrs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
+from probes.sources.job_identity import running_table
 from probes.sources.queue import IDLE_COLUMNS, idle_table, queue_attrs
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading, SlotReading
@@ -98,6 +100,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("fairacct.live")
+
+PROGRESS_EVERY_S = 30.0
+"""Seconds between the log lines of a long history answer's progress."""
 
 T = TypeVar("T")
 
@@ -303,6 +308,11 @@ class LivePool:
         self._cancel = threading.Event()
         self.abandoned = 0  # calls given up on (their threads may still be waiting on a daemon)
         self.learned: dict[str, set[str]] = {"startd": set(), "idle": set(), "history": set()}
+        # a long history answer (a first pass, a backfill, after an outage) says how far it got:
+        # a log line every progress_every_s, and on_progress(schedd, ads) after each chunk (the
+        # command line draws a bar with it on a terminal)
+        self.progress_every_s = PROGRESS_EVERY_S
+        self.on_progress: Callable[[str, int], None] | None = None
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -504,6 +514,38 @@ class LivePool:
             return IdleRead(None, report, failures)  # nobody answered: no demand known, not "none"
         return IdleRead(stack(frames, IDLE_COLUMNS), report, failures)
 
+    def running_identities(
+        self, schedds: Sequence[tuple[str, classad2.ClassAd]]
+    ) -> tuple[pd.DataFrame, dict[str, str]]:
+        """Who each running job of every schedd is, by its own ad (the configured job
+        credentials): ``job_id``, ``user``, ``group``, ``project``; and the schedds that failed
+        (source -> why), whose jobs keep their slots' names."""
+        identity = self.jobs.identity
+        projection = _names_str(["GlobalJobId", *(a.name for a in identity_attrs(identity))])
+        constraint = _and("JobStatus == 2", self.pool.job_constraint)
+        frames, failures = [], {}
+        for name, location in schedds:
+            what = f"schedd {name}: running jobs"
+            try:
+                schedd = self._schedd(name, location)
+                ads = self._ads(
+                    what,
+                    lambda s=schedd: s.query(  # type: ignore[misc]
+                        constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default
+                    ),
+                )
+            except SourceError as exc:
+                failures[f"schedd:{name}"] = str(exc)
+                continue
+            ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
+
+            def values(attr: str, ads: list[classad2.ClassAd] = ads) -> np.ndarray:
+                return np.array([v if isinstance(v := ad.get(attr), str) else None for ad in ads], dtype=object)
+
+            names = identities(values, len(ads), identity)
+            frames.append(running_table([ad["GlobalJobId"] for ad in ads], names))
+        return (pd.concat(frames, ignore_index=True) if frames else running_table([], None)), failures
+
     def _ask_idle(
         self, schedd: ScheddLike, what: str, constraint: str, projection: list[str]
     ) -> list[classad2.ClassAd]:
@@ -575,11 +617,17 @@ class LivePool:
         report = ReadReport()
         parts: list[AdColumns] = []
         ads = iter(answer)
+        started = said = time.monotonic()
         try:
             for first in itertools.count(0, self.pool.history_match):
                 chunk = self._next_ads(what, ads, self.pool.history_match, first)
                 if not chunk:
                     break
+                if self.on_progress is not None:
+                    self.on_progress(name, len(chunk))
+                if (now := time.monotonic()) - said >= self.progress_every_s:
+                    said, done = now, first + len(chunk)
+                    log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
                 missing = _missing_refs(chunk, projection)
                 if missing:
                     self.learned["history"] |= missing

@@ -50,12 +50,14 @@ class ReadReport:
     evaluated: int = 0  # ads that went through classad2 (expressions, unusual spellings)
     malformed: list[Malformed] = field(default_factory=list)
     rejects: Counter[str] = field(default_factory=Counter)  # "attribute: reason" -> count
+    skipped: list[str] = field(default_factory=list)  # "path: why" of each file of a folder not read
 
     def merge(self, other: ReadReport) -> None:
         self.ads += other.ads
         self.evaluated += other.evaluated
         self.malformed.extend(other.malformed)
         self.rejects.update(other.rejects)
+        self.skipped.extend(other.skipped)
 
 
 def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datetime) -> Path:
@@ -81,6 +83,7 @@ def problem_lines(
     so), and each kind of value that was ignored."""
     lines = [f"{source} skipped: {' '.join(why.split())}" for source, why in sorted(failures.items())]
     for what, report in reports.items():
+        lines += [f"{what}: skipped {entry}" for entry in report.skipped]
         if report.malformed:
             first = " ".join(str(report.malformed[0].error()).split())
             line = f"{len(report.malformed)} malformed {what} ad(s) skipped, the first: {first}"

@@ -55,6 +55,23 @@ def test_seed_004_john() -> None:
     assert john["effective"] == pytest.approx(expected) == 68.75 / 216.25
 
 
+@pytest.mark.parametrize("dtype", ["object", "string[python]", "string[pyarrow]", "str"])
+def test_seed_004_john_whatever_the_strings_are(dtype: str) -> None:
+    """Credentials are factorized by pyarrow when their strings are pyarrow's, else through an
+    object array (the faster path of each): the same usage for John and Mary either way, and a
+    job without a user (None, NaN or pandas' NA in that dtype) is nobody's."""
+    if "pyarrow" in dtype:
+        pytest.importorskip("pyarrow")
+    work = pd.concat([john_workload(), jobs([{"user": None, "end": in_window(0), "u": 7.0}])], ignore_index=True)
+    work["user"] = work["user"].astype(dtype)
+    result = fairshare(work, work["u"], FairsharePolicy(interval_s=INTERVAL, depth=4, decay=0.5), at=AT)
+    users = result.credentials[result.credentials["type"] == "user"].set_index("name")
+    assert users.index.tolist() == ["john", "mary"]
+    assert [users.loc["john", f"usage_{n}"] for n in range(4)] == [60.0, 0.0, 10.0, 50.0]
+    assert [users.loc["mary", f"usage_{n}"] for n in range(4)] == [50.0, 125.0, 90.0, 100.0]
+    assert result.windows["total"].tolist() == [117.0, 125.0, 100.0, 150.0]  # the user-less job counts in the total
+
+
 def test_a_fifth_window_is_beyond_the_depth() -> None:
     work = pd.concat([john_workload(), jobs([{"user": "john", "end": in_window(4), "u": 1000.0}])])
     result = fairshare(work, work["u"], FairsharePolicy(interval_s=INTERVAL, depth=4, decay=0.5), at=AT)

@@ -55,19 +55,29 @@ def test_summarize_export_and_report_the_demo_pool(
     )
     assert code == 0, err
     assert out.startswith("wrote ") and str(path) in out
-    table = pd.read_csv(path, encoding="utf-8-sig")
+    table = pd.read_csv(path, encoding="utf-8")
     jobs = json.loads((lambda r: r[1])(run(capsys, "records", "job", "--config", str(demo_config), "--json")))
     assert table["n_jobs"].sum() == len(jobs)
     assert table["core_hours"].sum() == pytest.approx(sum(j["cpus"] * j["walltime_s"] for j in jobs) / 3600, rel=1e-5)
-    code, out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "report"))
+    code, out, err = run(
+        capsys, "report", "--config", str(demo_config), *DAYS, "--lab", "--out", str(tmp_path / "report")
+    )
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
     # the demo pool's jobs are priced against its slots' classes (penalty against CPU-only usage
     # is drawn); it has closed no fairshare window yet; its snapshot has fairness records and
-    # efficiency by site, the books (fairacct audit) and the lab's six cases are drawn
+    # efficiency by site, the books (fairacct audit), and with --lab the lab's six cases are drawn in an
+    # appendix after it all
     assert page.count("<svg") == 4 + 2 + 1 + 1 + 6 and page.count("No records in this period") == 1
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
     assert "<h2>The books: allocation records against completed jobs" in page
+    site, _, appendix = page.partition("Appendix: synthetic cases, not this site's data")
+    assert appendix and "Lab case" not in site and appendix.count("<h2>Lab case") == 6
+    code, _out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "site"))
+    assert code == 0, err
+    site_only = (tmp_path / "site" / "index.html").read_text()
+    assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
+    assert site_only.count("<svg") == 4 + 2 + 1 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
     # the XLSX shows each day's books beside the usage: the demo's submitters, held against used
     xlsx = tmp_path / "usage.xlsx"
@@ -127,3 +137,82 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only(tty: bool) -> None:
         for _ in range(3):
             advance(1)
     assert ("summarizing" in stream.getvalue()) is tty
+
+
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_a_missing_store_is_an_error_naming_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Not a new empty store and "0 rows" with exit 0 (issue 25 item 3)."""
+    missing = tmp_path / "nowhere" / "fairacct.sqlite"
+    code, _out, err = run(capsys, command, "--store", f"sqlite:///{missing}", *DAYS, "--out", str(tmp_path / "o"))
+    assert code == 1, err
+    assert str(missing) in err and "Traceback" not in err
+    assert not missing.exists() and not (tmp_path / "o").exists()
+
+
+def test_an_export_before_any_summary_says_how_to_make_them(
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo store has records; a range with records but no summaries is an error that says
+    to summarize it (or to export --raw), not an empty file (issue 25 item 3)."""
+    store = tmp_path / "copy.sqlite"
+    import sqlite3
+
+    source = demo_config.parent / "state" / "fairacct.sqlite"
+    with sqlite3.connect(source) as a, sqlite3.connect(store) as b:
+        a.backup(b)  # a copy of the demo store, its summaries deleted
+    with sqlite3.connect(store) as db:
+        if db.execute("select name from sqlite_master where name = 'summary'").fetchone():
+            db.execute("delete from summary")
+    out_file = tmp_path / "usage.csv"
+    code, _out, err = run(capsys, "export", "--store", f"sqlite:///{store}", *DAYS, "--out", str(out_file))
+    assert code == 1, err
+    assert "no daily summaries from 2026-11-01 to 2026-11-30" in err
+    assert "fairacct summarize --from 2026-11-01 --to 2026-11-30" in err and "--raw" in err
+    assert not out_file.exists()
+    code, _out, err = run(capsys, "export", "--store", f"sqlite:///{store}", *DAYS, "--raw", "--out", str(out_file))
+    assert code == 0, err
+    assert pd.read_csv(out_file)["n_jobs"].sum() > 0
+
+
+def test_a_collectors_config_finds_its_store_under_collector_state_dir(
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A relative sqlite:/// store of a collector's configuration is under collector.state_dir,
+    where the service keeps it, not under probe.state_dir (issue 25 item 3)."""
+    import sqlite3
+
+    state = tmp_path / "collector-state"
+    state.mkdir()
+    with (
+        sqlite3.connect(demo_config.parent / "state" / "fairacct.sqlite") as a,
+        sqlite3.connect(state / "store.sqlite") as b,
+    ):
+        a.backup(b)
+    config = tmp_path / "collector.toml"
+    config.write_text(f'[collector]\nstate_dir = "{state}"\n[store]\nurl = "sqlite:///store.sqlite"\n')
+    assert run(capsys, "summarize", "--config", str(config), *DAYS)[0] == 0
+    out_file = tmp_path / "usage.csv"
+    code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--out", str(out_file))
+    assert code == 0, err
+    assert pd.read_csv(out_file)["n_jobs"].sum() > 0
+    code, out, err = run(capsys, "records", "job", "--config", str(config), "--json")
+    assert code == 0, err
+    assert len(json.loads(out)) == pd.read_csv(out_file)["n_jobs"].sum()
+    assert not (tmp_path / "state").exists()  # nothing made under the probe's default state_dir
+
+
+def test_the_report_gets_the_mode_the_umask_gives(
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A web server serves it: 0644 under umask 022, not 0600 (issue 25 item 4)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        code, _out, err = run(capsys, "report", "--config", str(demo_config), *DAYS, "--out", str(tmp_path / "r"))
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert (tmp_path / "r" / "index.html").stat().st_mode & 0o777 == 0o644

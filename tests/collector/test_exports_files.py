@@ -3,6 +3,7 @@ records of the same period, from both stores and both roads (summaries, raw reco
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def expected_by_project() -> pd.DataFrame:
 
 def _read(path: Path, fmt: str) -> pd.DataFrame:
     if fmt == "csv":
+        return pd.read_csv(path, encoding="utf-8")
+    if fmt == "csv-excel":
         return pd.read_csv(path, encoding="utf-8-sig")
     if fmt == "xlsx":
         return pd.read_excel(path, sheet_name="usage")
@@ -93,11 +96,34 @@ def test_the_xlsx_explains_every_column_and_its_unit(store: Sink, tmp_path: Path
     assert explained.loc["overhead_cu_hours", "unit"] == "CU-hours"
 
 
-def test_the_csv_opens_without_a_wizard(store: Sink, tmp_path: Path) -> None:
-    path = write_export(usage_table(store, PERIOD, ["user"]), tmp_path / "usage.csv", "csv", PERIOD)
+def test_the_excel_csv_opens_without_a_wizard(store: Sink, tmp_path: Path) -> None:
+    path = write_export(usage_table(store, PERIOD, ["user"]), tmp_path / "usage.csv", "csv-excel", PERIOD)
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf") and b"\r\n" in raw  # UTF-8 marked, as Excel expects
     assert raw.split(b"\r\n")[0].decode("utf-8-sig").startswith("user,n_jobs,")
+
+
+def test_the_csv_has_no_byte_order_mark(store: Sink, tmp_path: Path) -> None:
+    """Python's csv reads a marked file's first column as '\\ufeffuser' (issue 25 item 9)."""
+    import csv
+
+    path = write_export(usage_table(store, PERIOD, ["user"]), tmp_path / "usage.csv", "csv", PERIOD)
+    assert not path.read_bytes().startswith(b"\xef\xbb\xbf")
+    with path.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    assert header[:2] == ["user", "n_jobs"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_exports_get_the_mode_the_umask_gives(store: Sink, tmp_path: Path, fmt: str, umask: int) -> None:
+    """Not 0600 from mkstemp: a committee's group or a web server reads them (issue 25 item 4)."""
+    old = os.umask(umask)
+    try:
+        path = write_export(usage_table(store, PERIOD, ["user"]), tmp_path / f"usage.{fmt}", fmt, PERIOD)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 @pytest.mark.parametrize(

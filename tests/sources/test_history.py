@@ -88,7 +88,7 @@ def test_speed_and_credentials_from_the_config(condor25: Path) -> None:
 
 
 def test_an_empty_history_directory(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match=r"no history\.<cluster>\.<proc> files in this directory"):
+    with pytest.raises(SourceError, match=r"no history\.<cluster>\.<proc> files nor ClassAd dumps in this folder"):
         read_history([tmp_path])
 
 

@@ -43,7 +43,7 @@ def test_a_round_that_fails_unexpectedly_costs_that_round_alone(tmp_path: Path) 
         every_s=0.05,
         batch_size=100,
         metrics=ServerMetrics(ingest=("records",)),
-        on_depth=lambda depth, mark: None,
+        on_depth=lambda depth, mark, taking: None,
         depth_mark=lambda: 0,
     )
     flusher.start()

@@ -137,7 +137,8 @@ def test_a_full_outbox_answers_503_and_keeps_nothing(start_collector: Any) -> No
         url = server.url
         with ElasticsearchSink.from_url(url) as sink:
             sink.install_templates()
-        c = start_collector(store=url, max_outbox_depth=50, store_stale_s=1)
+        # backpressure_depth too: a store that takes nothing is an outage (503), not a slow store (429)
+        c = start_collector(store=url, max_outbox_depth=50, backpressure_depth=10, store_stale_s=1)
     finally:
         stop_server(server)
     assert post(c, orjson.dumps([record(i, "p1") for i in range(40)])).status_code == 202

@@ -1,0 +1,48 @@
+"""The process's entry point (``python -m probes``, the ``fairacct`` script): it skips the
+interpreter's teardown once the command is done, and loses nothing doing so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _process(*argv: str, stdout: int = subprocess.PIPE) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "probes", *argv]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=120, check=False)
+
+
+def test_the_process_writes_all_the_command_wrote(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
+    """Its output, exit code and stderr are the command's, to the last byte: what sat in
+    stdout's buffer at the end is flushed before the process leaves without its teardown."""
+    argv = ["jobs", "--history", str(condor25 / "history.ads"), "--json"]
+    code = main(argv)
+    expected = capsys.readouterr().out
+    done = _process(*argv)
+    assert (done.returncode, done.stderr) == (code, b"") == (0, b"")
+    assert done.stdout.decode() == expected and expected.endswith("}\n") and len(expected) > 10_000
+
+
+def test_the_process_exits_with_the_commands_code(tmp_path: Path) -> None:
+    """A configuration error is exit 2 with its one line on stderr, as main() returns it."""
+    config = tmp_path / "bad.toml"
+    config.write_text("[pool]\nnmae = 'x'\n")
+    done = _process("config", "check", "--config", str(config))
+    assert done.returncode == 2 and done.stderr.decode().startswith("fairacct: configuration error:"), done.stderr
+
+
+def test_a_reader_that_stops_early_costs_no_traceback(condor25: Path) -> None:
+    """`fairacct jobs --json | head -1`: the pipe closed under the command is not an error."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = f"'{sys.executable}' -m probes jobs --history '{condor25 / 'history.ads'}' --json | head -c 10"
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, env=env, timeout=120, check=False)
+    assert done.stdout == b'{"jobs": [' and b"Traceback" not in done.stderr and b"Error" not in done.stderr, done.stderr
