@@ -16,6 +16,11 @@ making it on a store that holds the records already is printed beside. CPU secon
 too: the machine is shared, and wall time is noisy. Run:
 ``python benchmarks/bench_summaries.py [N] [N_OSMEM]`` (default 1,000,000 and 50,000;
 N_OSMEM 0 skips osmem).
+
+Issue 23: ``summarize`` also writes each day's books (``audit`` and ``gap`` summaries); their
+cost on the same year must not double the summaries' (CPU seconds, one run). Printed beside,
+for the record: the books again once a snapshot of one node every 300 s makes every day one
+with books to make.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ def job_docs(n: int, seed: int = 1) -> list[dict[str, object]]:
     return table_docs("job", frame, probe="bench")
 
 
-def embedded(docs: list[dict[str, object]], path: Path) -> tuple[bool, str]:
+def embedded(docs: list[dict[str, object]], path: Path) -> list[tuple[bool, str]]:
     """Load ``docs`` into a new embedded store at ``path`` (untimed) and time their summaries."""
     n = len(docs)
     with EmbeddedStore(path) as store:
@@ -86,12 +91,39 @@ def embedded(docs: list[dict[str, object]], path: Path) -> tuple[bool, str]:
         t, cpu = time.perf_counter(), time.process_time()
         done = summarize(store, FIRST, LAST, probe="bench", kinds=["job"], chunk_days=366)
         took, cpu = time.perf_counter() - t, time.process_time() - cpu
-    print(
-        f"embedded store: {n:,} job records -> {done.total:,} daily summaries in {took:.2f} s, {cpu:.2f} s of CPU "
-        f"({n / took:,.0f} records/s)"
-    )
+        print(
+            f"embedded store: {n:,} job records -> {done.total:,} daily summaries in {took:.2f} s, {cpu:.2f} s of CPU "
+            f"({n / took:,.0f} records/s)"
+        )
+        books = audit_cost(store, cpu)
     target = TARGET_S * n / 1_000_000
-    return took <= target, f"summarizing {n:,} job records <= {target:.2f} s on SQLite ({took:.2f} s)"
+    return [(took <= target, f"summarizing {n:,} job records <= {target:.2f} s on SQLite ({took:.2f} s)"), books]
+
+
+def audit_cost(store: EmbeddedStore, job_cpu: float) -> tuple[bool, str]:
+    """The daily books (``audit`` summaries) of the same year, in CPU seconds against the job
+    summaries' ``job_cpu``: they must not double summarize's cost. Then, for the record, with a
+    snapshot of one node every 300 s all year, so that every day has books to make."""
+    cpu = time.process_time()
+    done = summarize(store, FIRST, LAST, probe="bench", kinds=["audit"], chunk_days=366)
+    books_cpu = time.process_time() - cpu
+    ratio = (job_cpu + books_cpu) / job_cpu
+    print(f"  + the daily books of the same year ({done.total} summaries): {books_cpu:.2f} s of CPU, x{ratio:.2f}")
+    t = START + np.arange(300.0, 365 * 86400 + 1, 300.0)
+    slots = pd.DataFrame(
+        {"pool": "bench", "name": "node1@bench", "site": "site0", "partition": "cpu", "total_cpus": 8.0,
+         "unallocated_cpus": 8.0, "overhead_cu_hours": 0.0, "interval_s": 300.0, "observed_at": t}
+    )  # fmt: skip
+    for part in np.array_split(np.arange(len(slots)), 6):
+        store.send("slot", table_docs("slot", slots.iloc[part], probe="bench"))
+    cpu = time.process_time()
+    done = summarize(store, FIRST, LAST, probe="bench", kinds=["audit"], chunk_days=366)
+    watched_cpu = time.process_time() - cpu
+    print(
+        f"  + the daily books with {len(slots):,} snapshots, every day watched ({done.total:,} summaries): "
+        f"{watched_cpu:.2f} s of CPU ({1000 * watched_cpu / 365:.0f} ms a day)"
+    )
+    return ratio < 2.0, f"summaries and the daily books of {FIRST.year} < 2 x the summaries alone (x{ratio:.2f})"
 
 
 def main() -> int:
@@ -103,7 +135,7 @@ def main() -> int:
     checks = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "store.sqlite"
-        checks.append(embedded(docs, path))
+        checks += embedded(docs, path)
         with sqlite3.connect(path) as db:  # as a store made by an earlier version: no covering index
             for (name,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'job_day_sums_%'"

@@ -19,9 +19,9 @@ import pandas as pd
 from collector.errors import ConfigError
 from collector.records import SUMMARY_DIMENSIONS
 from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
-from collector.summaries.spec import EXPORTED, SOURCES
+from collector.summaries.spec import COLUMNS, EXPORTED, SOURCES
 
-__all__ = ["BY_CHOICES", "Period", "usage_table"]
+__all__ = ["AUDIT_SHEET", "BY_CHOICES", "Period", "audit_table", "usage_table"]
 
 # the summary dimensions, and those of fairacct's own kinds beyond them (the submitter)
 BY_CHOICES = (
@@ -92,6 +92,8 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
         else table[sums].sum().to_frame().T
     )
     table[COUNTS] = table[COUNTS].round().astype(np.int64)
+    if keys:  # a group only summaries of other kinds (the books, Gratia's) fall in counts nothing here
+        table = table[(table[COUNTS] > 0).any(axis=1)].reset_index(drop=True)
     table = _derived(table, "period" if when else None)
     if when:
         table = table.rename(columns={"period": when})
@@ -127,3 +129,28 @@ _ORDER = [
     "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share", "penalty_over_cpu_only",
     "n_slot_snapshots", "slot_core_hours", "overhead_cu_hours", "overhead_cu_hours_fitting_idle",
 ]  # fmt: skip
+
+
+AUDIT_SHEET = (
+    "audit_jobs", "audit_held_core_hours", "audit_claimed_core_hours", "audit_used_core_hours",
+    "audit_difference_core_hours", "audit_bound_core_hours",
+)  # fmt: skip
+"""The sums of the daily ``audit`` summaries an export's ``audit`` sheet shows, per day, submitter and site."""
+
+
+def audit_table(sink: Sink, period: Period) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The books of each day of ``period`` (the ``audit`` summaries, summed in the store: one
+    per day, submitter and site), and what each column means. ``audit_beyond``: 1 where the
+    day's difference is beyond the sampling bound."""
+    totals = (
+        *(Total(c, (c,)) for c in AUDIT_SHEET),
+        Total("audit_beyond", where="audit_beyond"),
+    )
+    query = Aggregation("summary", ("submitter", "site"), totals, "day", period.since, period.until, ("audit_jobs",))
+    names = ["day", "submitter", "site", *(t.name for t in totals)]
+    rows = [dict(r, day=r["period"]) for r in sink.aggregate(query)]
+    table = pd.DataFrame(rows, columns=names)
+    table = table.sort_values(["day", "submitter", "site"], key=lambda c: c.astype(str)).reset_index(drop=True)
+    meanings = {"day": "The day (UTC) of the books.", "submitter": COLUMNS["submitter"].help}
+    meanings |= {"site": COLUMNS["site"].help, **{t.name: COLUMNS[t.name].help for t in totals}}
+    return table, meanings

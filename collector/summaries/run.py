@@ -4,10 +4,15 @@ the dimensions, so re-summarizing a day overwrites it in place (late records are
 summarizing again; GRACC re-summarizes the last days on a cadence for the same reason). The
 summaries of those days that were not rewritten are then deleted (:meth:`Sink.delete_stale`):
 a group whose records were deleted or corrected away leaves no summary behind.
+
+The kind ``audit`` (:data:`AUDIT`) is not a sum of one record kind: it is each day's books
+balance (:mod:`collector.summaries.audit`), written as ``audit`` summaries per submitter and
+site and ``gap`` summaries per pool, keyed, replaced and deleted as the others are.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,10 +21,24 @@ from typing import Any
 
 from collector.errors import SinkError
 from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, record_id
-from collector.sinks.base import Aggregation, Sink
-from collector.summaries.spec import SOURCES, Source
+from collector.sinks.base import Aggregation, Sink, Total
+from collector.summaries.audit import DEFAULT_LAG_S, DEFAULT_REACH_S, audit_rows, day_books, longest_job_s
+from collector.summaries.spec import AUDIT, AUDIT_DIMENSIONS, SOURCES, Source
 
-__all__ = ["Progress", "Summarized", "day_range", "last_days", "source_rows", "steps", "summarize", "summary_docs"]
+__all__ = [
+    "KINDS",
+    "Progress",
+    "Summarized",
+    "day_range",
+    "last_days",
+    "source_rows",
+    "steps",
+    "summarize",
+    "summary_docs",
+]
+
+KINDS = (*SOURCES, AUDIT)
+"""What :func:`summarize` summarizes unless told otherwise: every source kind, then the books."""
 
 Progress = Callable[[int], None]
 """Told how many more steps (one per source kind and chunk of days) are done."""
@@ -95,8 +114,9 @@ def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> li
     """``summary`` records of the rows of a daily aggregation of ``kind`` (see the module docstring)."""
     # a source's own dimensions (Gratia's) come after the common ones in the id: the ids of
     # the other kinds stay what they were
-    keyed = (*SUMMARY_DIMENSIONS, *(d for d in SOURCES[kind].dimensions if d not in SUMMARY_DIMENSIONS))
-    absent = dict.fromkeys(d for d in keyed if d not in SOURCES[kind].dimensions)  # slots have no user
+    dimensions = SOURCES[kind].dimensions if kind in SOURCES else AUDIT_DIMENSIONS[kind]
+    keyed = (*SUMMARY_DIMENSIONS, *(d for d in dimensions if d not in SUMMARY_DIMENSIONS))
+    absent = dict.fromkeys(d for d in keyed if d not in dimensions)  # slots have no user
     meta = {"kind": "summary", "schema_version": SCHEMA_VERSION, "probe": probe, "record_kind": kind}
     docs = []
     days: dict[str, tuple[int, str]] = {}  # a year has 365 days and many more rows
@@ -126,44 +146,107 @@ def summarize(
     last: date,
     *,
     probe: str,
-    kinds: Sequence[str] = tuple(SOURCES),
+    kinds: Sequence[str] = KINDS,
     chunk_days: int = 31,
     progress: Progress | None = None,
+    reach_s: float = DEFAULT_REACH_S,
+    lag_s: float = DEFAULT_LAG_S,
 ) -> Summarized:
-    """Summarize the days ``first`` .. ``last`` (inclusive, UTC) of every source kind into ``sink``.
+    """Summarize the days ``first`` .. ``last`` (inclusive, UTC) of every kind of ``kinds`` into ``sink``.
 
     The aggregation runs in the store, ``chunk_days`` days per request (a step of ``progress``);
     a summary the store does not acknowledge raises :class:`SinkError` naming the day range,
     and then nothing of that range is deleted. Once a range is rewritten, its summaries of
     ``kind`` that were not are deleted (groups that no longer exist).
+
+    :data:`AUDIT` among ``kinds`` writes each day's books (``audit`` and ``gap`` summaries):
+    ``reach_s`` is the longest time one snapshot may stand for (the probe's
+    ``pool.max_interval_s``), ``lag_s`` what the sampling bound allows at a job's ends.
     """
     if last < first:
         raise ValueError(f"the last day ({last}) is before the first ({first})")
-    done = Summarized(first, last, dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0))
+    written = [k for k in kinds if k != AUDIT] + (list(AUDIT_DIMENSIONS) if AUDIT in kinds else [])
+    done = Summarized(first, last, dict.fromkeys(written, 0), dict.fromkeys(written, 0))
     for kind in kinds:
+        if kind == AUDIT:
+            _summarize_books(sink, first, last, done, probe=probe, chunk_days=chunk_days, progress=progress,
+                             reach_s=reach_s, lag_s=lag_s)  # fmt: skip
+            continue
         source = SOURCES[kind]
         sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
         for start, end in day_range(first, last, chunk_days):
             since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
             query = Aggregation(kind, source.dimensions, source.totals, "day", since, until, source.requires)
             docs = summary_docs(kind, source_rows(source, sink.aggregate(query)), probe=probe)
-            if docs:
-                result = sink.send("summary", docs)
-                failed = {**result.retry, **result.rejected}
-                if failed:
-                    raise SinkError(
-                        f"{len(failed)} of {len(docs)} summaries of {kind} records from {start} to {end} "
-                        f"were not stored: {next(iter(failed.values()))}"
-                    )
-                done.records[kind] += len(docs)
-            keep = [d["id"] for d in docs]
-            done.deleted[kind] += sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep)
+            done.records[kind] += len(docs)
+            done.deleted[kind] += _replace(sink, kind, docs, since, until)
             if progress is not None:
                 progress(1)
     return done
 
 
-def steps(first: date, last: date, *, kinds: Sequence[str] = tuple(SOURCES), chunk_days: int = 31) -> int:
+def _replace(sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, until: str) -> int:
+    """Store the summaries ``docs`` of ``kind`` and delete those of [since, until) not among
+    them; how many were deleted. Raises :class:`SinkError` when the store does not take them all."""
+    if docs:
+        result = sink.send("summary", docs)
+        failed = {**result.retry, **result.rejected}
+        if failed:
+            raise SinkError(
+                f"{len(failed)} of {len(docs)} summaries of {kind} records from {since} to {until} "
+                f"were not stored: {next(iter(failed.values()))}"
+            )
+    keep = [d["id"] for d in docs]
+    return sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep)
+
+
+def _summarize_books(
+    sink: Sink,
+    first: date,
+    last: date,
+    done: Summarized,
+    *,
+    probe: str,
+    chunk_days: int,
+    progress: Progress | None,
+    reach_s: float,
+    lag_s: float,
+) -> None:
+    """Each day's books as ``audit`` and ``gap`` summaries, ``chunk_days`` days a step."""
+    for start, end in day_range(first, last, chunk_days):
+        rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in AUDIT_DIMENSIONS}
+        since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
+        watched = _watched_days(sink, start, end, reach_s)
+        # once a chunk: each day's jobs are looked for only that far after it
+        longest = longest_job_s(sink, since) if watched else 0.0
+        day = start
+        while day < end:
+            if day not in watched:  # no snapshot stands for any of it: no books (and no cost)
+                day += timedelta(days=1)
+                continue
+            books = day_books(sink, day, reach_s=reach_s, lag_s=lag_s, longest_s=longest)
+            audit, gap = audit_rows(books, str(day))
+            rows["audit"] += audit
+            rows["gap"] += gap
+            day += timedelta(days=1)
+        for kind, kind_rows in rows.items():
+            docs = summary_docs(kind, kind_rows, probe=probe)
+            done.deleted[kind] += _replace(sink, kind, docs, since, until)
+            done.records[kind] += len(docs)
+        if progress is not None:
+            progress(1)
+
+
+def _watched_days(sink: Sink, start: date, end: date, reach_s: float) -> set[date]:
+    """The days of [start, end) some snapshot may stand for part of: those with slot records,
+    and the days before them within ``reach_s`` (a snapshot stands for the time before it)."""
+    ahead = timedelta(days=math.ceil(reach_s / 86400.0))
+    query = Aggregation("slot", ("pool",), (Total("slots"),), "day", f"{start}T00:00:00Z", f"{end + ahead}T00:00:00Z")
+    seen = {date.fromisoformat(r["period"]) for r in sink.aggregate(query)}
+    return {d - timedelta(days=k) for d in seen for k in range(ahead.days + 1)}
+
+
+def steps(first: date, last: date, *, kinds: Sequence[str] = KINDS, chunk_days: int = 31) -> int:
     """How many progress steps :func:`summarize` makes."""
     return len(kinds) * sum(1 for _ in day_range(first, last, chunk_days))
 

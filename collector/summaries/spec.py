@@ -18,6 +18,11 @@ source kind     grouped by (besides the day)                           sums
                 ``Resource_ExitCode``                                  hours
 ==============  =====================================================  ==========================
 
+Besides these sums, ``summarize`` writes each day's books balance (:data:`AUDIT`,
+:mod:`collector.summaries.audit`): an ``audit`` summary per submitter and site (held, claimed
+and used core-hours, their difference, the sampling bound and whether it is beyond) and a
+``gap`` summary per pool (the gaps no snapshot stands for: how many, how long).
+
 (1) Bills as Andrijauskas et al. 2023, "Defining a canonical unit for accounting purposes",
 section 3.3, define them. The papers are cited in full in :mod:`probes.accounting`.
 
@@ -49,7 +54,17 @@ from dataclasses import dataclass
 
 from collector.sinks.base import Total
 
-__all__ = ["COLUMNS", "EXPORTED", "GRATIA_DIMENSIONS", "GRATIA_MISSING", "SOURCES", "Column", "Source"]
+__all__ = [
+    "AUDIT",
+    "AUDIT_DIMENSIONS",
+    "COLUMNS",
+    "EXPORTED",
+    "GRATIA_DIMENSIONS",
+    "GRATIA_MISSING",
+    "SOURCES",
+    "Column",
+    "Source",
+]
 
 HOUR = 1.0 / 3600.0
 GIB_HOUR = 1.0 / (1024.0 * 3600.0)  # MiB-seconds -> GiB-hours
@@ -153,6 +168,12 @@ SOURCES: dict[str, Source] = {
     )
 }
 
+AUDIT = "audit"
+"""The kind ``summarize`` takes for the daily books balance (not a source: it writes two kinds)."""
+
+AUDIT_DIMENSIONS: dict[str, tuple[str, ...]] = {"audit": ("site", "submitter"), "gap": ("pool",)}
+"""The summaries of the daily books and what each is per, besides its day."""
+
 EXPORTED = ("job", "allocation", "slot")
 """The source kinds whose summaries the exports and the report read (fairacct's own records)."""
 
@@ -164,7 +185,8 @@ COLUMNS: dict[str, Column] = {
             "record_kind",
             "",
             "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), "
-            "gratia (Gratia job usage records).",
+            "gratia (Gratia job usage records); audit (the day's books: held against used core-hours per "
+            "submitter and site), gap (the day's time no snapshot stands for, per pool).",
         ),
         Column("pool", "", "HTCondor pool the probe watched."),
         Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),
@@ -237,6 +259,37 @@ COLUMNS: dict[str, Column] = {
             "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day).",
         ),
         Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
+        Column(
+            "audit_held_core_hours",
+            "core-hours",
+            "Audit: cores held by running jobs (allocation records with a job) x hours, clipped to the day.",
+        ),
+        Column("audit_jobs", "jobs", "Audit: completed jobs that ran in the day (the bound counts their cores)."),
+        Column(
+            "audit_claimed_core_hours",
+            "core-hours",
+            "Audit: cores held by claims between two jobs (allocation records without a job) x hours; not compared.",
+        ),
+        Column(
+            "audit_used_core_hours",
+            "core-hours",
+            "Audit: cores x wall hours of the completed jobs, clipped to the day and to the time snapshots observed.",
+        ),
+        Column(
+            "audit_difference_core_hours",
+            "core-hours",
+            "Audit: held core-hours minus used core-hours.",
+        ),
+        Column(
+            "audit_bound_core_hours",
+            "core-hours",
+            "Audit: the sampling bound, cores x (longest snapshot interval + lag) summed over the jobs.",
+        ),
+        Column("audit_beyond", "", "Audit: the difference is beyond the sampling bound (a fault of the books)."),
+        Column("audit_interval_s", "seconds", "Audit: the longest snapshot interval of the day."),
+        Column("audit_lag_s", "seconds", "Audit: what the bound allows the pool at each end of a job."),
+        Column("n_gaps", "gaps", "Gaps: stretches of the day no snapshot of the pool stands for (probe down)."),
+        Column("gap_seconds", "seconds", "Gaps: their total length."),
         Column("VOName", "", "Gratia: the virtual organization of the job (its VOMS FQAN when the probe sent one)."),
         Column("ReportableVOName", "", "Gratia: the VO name as reported (the probe's mapping of VOName)."),
         Column("ProjectName", "", "Gratia: the project the job is charged to (its VOName when none, N/A or unknown)."),

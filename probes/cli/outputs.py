@@ -14,6 +14,7 @@ from typing import Any
 from collector.dashboards import install_dashboards
 from collector.errors import FairacctError
 from collector.exports import Period, usage_table, write_export
+from collector.exports.table import audit_table
 from collector.report import report_tables, write_report
 from collector.sinks import Sink, describe_url, open_sink
 from collector.sinks.elasticsearch.auth import read_auth
@@ -143,8 +144,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
                 summarized = summarize(
-                    sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance
-                )
+                    sink, period.first, period.last, probe=f"fairacct@{socket.gethostname()}", progress=advance,
+                    reach_s=config.pool.max_interval_s,
+                )  # fmt: skip
             counts = ", ".join(f"{n} of {k} records" for k, n in summarized.records.items())
             stale = sum(summarized.deleted.values())
             return {
@@ -161,7 +163,9 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
             if not args.raw:
                 _require_summaries(sink, period, describe_url(config.store.url, base))
             table = usage_table(sink, period, by, raw=args.raw)
-            sheets = _apel_sheet(sink, config, period) if args.fmt == "xlsx" else None
+            sheets = None
+            if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
+                sheets = {**_apel_sheet(sink, config, period), "audit": audit_table(sink, period)}
             path = write_export(table, args.out, args.fmt, period, sheets)
             return {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}"
         from probes.accounting.lab import run_lab  # the analytics' sections, only for the report

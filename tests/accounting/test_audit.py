@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from probes.accounting.audit import gaps, held_core_seconds, job_core_seconds, node_books, observed_segments
+from collector.books import gaps, held_core_seconds, job_core_seconds, observed_segments
+from probes.accounting.audit import node_books
 from probes.accounting.canonical import CanonicalUnit
 
 CPU = {"cpu": CanonicalUnit("cpu", {"cpus": 1.0, "memory": 2048.0})}

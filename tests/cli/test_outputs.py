@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -44,9 +45,9 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     assert err == ""  # no progress bar when stderr is not a terminal
     made = json.loads(out)["summaries"]
-    assert set(made) == {"job", "allocation", "slot", "gratia"} and all(
-        made[k] > 0 for k in ("job", "allocation", "slot")
-    )
+    assert set(made) == {"job", "allocation", "slot", "gratia", "audit", "gap"} and all(
+        made[k] > 0 for k in ("job", "allocation", "slot", "audit", "gap")
+    )  # the demo's one snapshot stands for 300 s of its day: the rest is a gap
     assert made["gratia"] == 0 and json.loads(out)["deleted"] == dict.fromkeys(made, 0)  # no Gratia records in the demo
     path = tmp_path / "usage.csv"
     code, out, err = run(
@@ -78,6 +79,14 @@ def test_summarize_export_and_report_the_demo_pool(
     assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
     assert site_only.count("<svg") == 4 + 2 + 1 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
+    # the XLSX shows each day's books beside the usage: the demo's submitters, held against used
+    xlsx = tmp_path / "usage.xlsx"
+    code, out, err = run(capsys, "export", "--config", str(demo_config), *DAYS, "--format", "xlsx", "--out", str(xlsx))
+    assert code == 0, err
+    sheet = openpyxl.load_workbook(xlsx)["audit"]
+    header = [c.value for c in sheet[1]]
+    assert header[:3] == ["day", "submitter", "site"] and "audit_used_core_hours" in header
+    assert sheet.cell(2, header.index("audit_held_core_hours") + 1).value > 0
 
 
 @pytest.mark.parametrize(

@@ -51,10 +51,10 @@ def config() -> ProbeConfig:
     return parse_config({"pool": {"name": "synthetic", "interval_s": INTERVAL_S, "max_interval_s": 2 * INTERVAL_S}})
 
 
-def sample(k: int) -> Snapshot:
-    """The pool at T0 + k x INTERVAL_S: the claims present then, as the reader's tables."""
-    t = T0 + k * INTERVAL_S
-    rows = [r for r in TIMELINE if T0 + r[4] <= t <= T0 + r[5]]
+def sample(k: int, t0: float = T0) -> Snapshot:
+    """The pool at t0 + k x INTERVAL_S: the claims present then, as the reader's tables."""
+    t = t0 + k * INTERVAL_S
+    rows = [r for r in TIMELINE if t0 + r[4] <= t <= t0 + r[5]]
     allocations = pd.DataFrame(
         {
             "pool": "synthetic",
@@ -95,11 +95,11 @@ def sample(k: int) -> Snapshot:
 
 
 @functools.cache
-def sampled() -> dict[str, list[dict[str, Any]]]:
-    """Every sample's slot and allocation records, made once."""
+def sampled(t0: float = T0) -> dict[str, list[dict[str, Any]]]:
+    """Every sample's slot and allocation records (the timeline starting at ``t0``), made once."""
     out: dict[str, list[dict[str, Any]]] = {"slot": [], "allocation": []}
     for k in range(SAMPLES):
-        snap = sample(k)
+        snap = sample(k, t0)
         stands = {"interval_s": INTERVAL_S}  # every sample follows the one before (the first: the nominal interval)
         snap = Snapshot(snap.slots.assign(**stands), snap.allocations.assign(**stands))
         for kind, docs in snapshot_docs(overhead_report(snap, config()), idle_known=False, probe="p").items():
@@ -107,14 +107,14 @@ def sampled() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def records(dropped: frozenset[int] = frozenset()) -> dict[str, list[dict[str, Any]]]:
-    """Every sample's records (but those of ``dropped``) and the jobs' records."""
-    gone = {T0 + k * INTERVAL_S for k in dropped}
-    out = {kind: [d for d in docs if d["observed_at"] not in gone] for kind, docs in sampled().items()}
+def records(dropped: frozenset[int] = frozenset(), t0: float = T0) -> dict[str, list[dict[str, Any]]]:
+    """Every sample's records (but those of ``dropped``) and the jobs' records (the timeline starting at ``t0``)."""
+    gone = {t0 + k * INTERVAL_S for k in dropped}
+    out = {kind: [d for d in docs if d["observed_at"] not in gone] for kind, docs in sampled(t0).items()}
     jobs = pd.DataFrame(
         [
             {"job_id": j, "submitter": s, "user": s.split("@")[0], "site": NODES[n][0], "cpus": float(c),
-             "start": T0 + a, "end": T0 + b, "walltime_s": float(b - a)}
+             "start": t0 + a, "end": t0 + b, "walltime_s": float(b - a)}
             for j, s, n, c, a, b in TIMELINE if j is not None
         ]
     )  # fmt: skip
@@ -133,8 +133,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     sink.close()
 
 
-def fill(sink: Any, dropped: frozenset[int] = frozenset()) -> None:
-    for kind, docs in records(dropped).items():
+def fill(sink: Any, dropped: frozenset[int] = frozenset(), t0: float = T0) -> None:
+    for kind, docs in records(dropped, t0).items():
         assert not sink.send(kind, docs).rejected
 
 

@@ -1,0 +1,225 @@
+"""The books balance of submitters: what the allocation records held against what the job
+records say ran, per submitter and site; the time no snapshot stands for (the gaps).
+
+Pure functions over the tables the store's sums give (:mod:`collector.summaries.audit` asks
+for them; a node's books, in canonical units, are :mod:`probes.accounting.audit`'s); times are
+UNIX seconds (UTC), durations seconds, amounts in cores, results in core-hours.
+
+**What a snapshot stands for.** A snapshot observed at ``t`` with ``interval_s`` = ``d`` stands
+for ``(t - d, t]`` (the probe sets ``d``: the time since its previous snapshot, capped): its
+allocation record of ``c`` cores holds ``c x d`` core-seconds, of which the part inside the window counts.
+The parts of the window no snapshot stands for are the *gaps* (the probe or the collector was
+down: the probe's "unobserved" time, or records lost).
+
+**The sampling bound.** A job holds its dynamic slot over ``[s, e]``; the probe samples at
+``t_0 < t_1 < ...`` with ``d_k = t_k - t_(k-1)``, and a sample sees the job when ``s <= t_k <= e``.
+With ``t_a`` the first sample at or after ``s`` and ``t_b`` the last at or before ``e``, the
+records hold ``c x (t_b - t_(a-1))`` core-seconds against ``c x (e - s)``, so
+
+    held - used = c x [(s - t_(a-1)) - (e - t_b)],  with 0 <= s - t_(a-1) < d_a and 0 <= e - t_b < d_(b+1)
+
+that is ``-c x d_(b+1) < held - used < c x d_a``: a job is over-counted by less than one interval
+at its start and under-counted by less than one at its end, never both beyond one interval,
+``|held - used| < c x d`` with ``d`` the longest interval around its ends (a job no sample saw
+ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
+window's edges, exactly, keeps it. Per submitter and site the difference is thus within
+
+    bound = sum over its jobs of cores x (d_max + lag_s)
+
+over the jobs that ran in the window and those that started within ``d_max`` after it (the
+sample after the window's end stands partly for time inside it), with ``d_max`` the longest
+snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the collector
+hears of a new dynamic slot, or drops a released one's ad, up to about a second late, and a
+claim is made a moment before its job starts. A difference beyond it is a fault of the books
+(a job billed that did not run, a job that ran unbilled, records lost or doubled, jobs not yet
+in the history).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "GAP_TOLERANCE_S",
+    "gaps",
+    "held_core_seconds",
+    "job_core_seconds",
+    "observed_segments",
+    "submitter_books",
+]
+
+GAP_TOLERANCE_S = 1.0
+"""Uncovered stretches shorter than this are not gaps: Elasticsearch keeps ``observed_at`` and
+``interval_s`` in whole seconds, so consecutive snapshots may leave under a second between them."""
+
+KEYS = ("pool", "submitter", "site")
+"""What a row of the submitter books is (a job's ``pool`` is None: jobs are matched by submitter and site)."""
+
+
+def _require(table: pd.DataFrame, columns: list[str], input_name: str) -> None:
+    """Raise ``ValueError`` naming ``input_name`` and every column of ``columns`` it lacks."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{input_name} is missing columns {missing}")
+
+
+def observed_segments(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The parts of ``[start, end)`` some snapshot stands for, merged: ``start``, ``end``.
+
+    ``snapshots`` (one row per snapshot of any pool): ``observed_at``, ``interval_s`` (seconds);
+    each stands for ``(observed_at - interval_s, observed_at]``. Stretches under
+    :data:`GAP_TOLERANCE_S` between two are bridged."""
+    _require(snapshots, ["observed_at", "interval_s"], "snapshots table")
+    ends = pd.to_numeric(snapshots["observed_at"]).to_numpy(dtype=np.float64)
+    starts = ends - pd.to_numeric(snapshots["interval_s"]).to_numpy(dtype=np.float64)
+    order = np.argsort(starts, kind="stable")
+    merged: list[list[float]] = []
+    for a, b in zip(np.maximum(starts[order], start), np.minimum(ends[order], end), strict=True):
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1] + GAP_TOLERANCE_S:
+            merged[-1][1] = max(merged[-1][1], float(b))
+        else:
+            merged.append([float(a), float(b)])
+    return pd.DataFrame(merged, columns=["start", "end"], dtype=np.float64)
+
+
+def gaps(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The stretches of ``[start, end)`` no snapshot of a pool stands for, per pool: ``pool``,
+    ``start``, ``end``, ``seconds``. ``snapshots``: ``pool``, ``observed_at``, ``interval_s``; a
+    window with no snapshot at all is one gap of pool None."""
+    _require(snapshots, ["pool", "observed_at", "interval_s"], "snapshots table")
+    rows: list[tuple[object, float, float]] = []
+    if not len(snapshots):
+        rows.append((None, start, end))
+    for pool, part in snapshots.groupby("pool", dropna=False, sort=True):
+        edge = start
+        segments = observed_segments(part, start, end)
+        for a, b in zip(segments["start"].to_numpy(np.float64), segments["end"].to_numpy(np.float64), strict=True):
+            if a - edge >= GAP_TOLERANCE_S:
+                rows.append((pool, edge, float(a)))
+            edge = float(b)
+        if end - edge >= GAP_TOLERANCE_S:
+            rows.append((pool, edge, end))
+    out = pd.DataFrame(rows, columns=["pool", "start", "end"])
+    out["pool"] = out["pool"].astype(object).where(out["pool"].notna(), None)
+    return out.assign(seconds=out["end"] - out["start"])
+
+
+def held_core_seconds(bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """Core-seconds the allocation records hold inside ``[start, end)``, by pool, submitter and site.
+
+    ``bulk``: ``pool``, ``submitter``, ``site``, ``core_s`` (the sum of ``cpus x interval_s`` of
+    the records observed in ``[start, end)``). ``edges``: the records that may reach across an
+    edge of the window, summed by snapshot: ``pool``, ``submitter``, ``site``, ``observed_at``,
+    ``interval_s``, ``cpus`` (those observed within the longest interval after ``start`` and
+    after ``end``); each counts ``cpus`` x the part of ``(observed_at - interval_s,
+    observed_at]`` inside the window, in place of what ``bulk`` counted of it."""
+    _require(bulk, [*KEYS, "core_s"], "held core-seconds")
+    _require(edges, [*KEYS, "observed_at", "interval_s", "cpus"], "window edges")
+    t = pd.to_numeric(edges["observed_at"]).to_numpy(dtype=np.float64)
+    d = pd.to_numeric(edges["interval_s"]).to_numpy(dtype=np.float64)
+    c = pd.to_numeric(edges["cpus"]).to_numpy(dtype=np.float64)
+    inside = np.clip(np.minimum(t, end) - np.maximum(t - d, start), 0.0, None)
+    counted = np.where((t >= start) & (t < end), d, 0.0)
+    fix = edges[list(KEYS)].assign(core_s=c * (inside - counted))
+    both = pd.concat([bulk[[*KEYS, "core_s"]], fix], ignore_index=True)
+    return _sum_by_keys(both, ["core_s"])
+
+
+def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
+    """Core-seconds the completed jobs ran inside observed segments, by submitter and site, with
+    their number and cores.
+
+    Each part is ``(rows, a, b, start_clipped, end_clipped)``: the store's sums over the jobs of
+    one segment ``[a, b)`` whose start is before ``a`` (``start_clipped``) or not, and whose end
+    is at or after ``b`` (``end_clipped``) or inside; ``rows``: ``submitter``, ``site``, ``jobs``,
+    ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start and cpus x
+    end). A job counts ``cpus x (min(end, b) - max(start, a))``."""
+    frames = []
+    for rows, a, b, start_clipped, end_clipped in parts:
+        _require(rows, ["submitter", "site", "jobs", "cores", "cores_start", "cores_end"], "job sums")
+        cores = pd.to_numeric(rows["cores"]).astype(float)
+        upper = cores * b if end_clipped else pd.to_numeric(rows["cores_end"]).astype(float)
+        lower = cores * a if start_clipped else pd.to_numeric(rows["cores_start"]).astype(float)
+        frames.append(
+            rows[["submitter", "site"]].assign(
+                pool=None, used_core_s=upper - lower, jobs=pd.to_numeric(rows["jobs"]), cores=cores
+            )
+        )
+    if not frames:
+        return pd.DataFrame(columns=[*KEYS, "used_core_s", "jobs", "cores"])
+    return _sum_by_keys(pd.concat(frames, ignore_index=True), ["used_core_s", "jobs", "cores"])
+
+
+def submitter_books(
+    held: pd.DataFrame,
+    every: pd.DataFrame,
+    used: pd.DataFrame,
+    *,
+    interval_s: float,
+    lag_s: float,
+    late: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
+    ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
+    ``used_core_hours`` (the completed jobs), ``difference_core_hours`` (held - used),
+    ``bound_core_hours`` (``cores x (interval_s + lag_s)`` summed over the jobs, see the module
+    docstring) and ``beyond`` (the difference exceeds it). ``held`` (the records with a job) and
+    ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as
+    :func:`job_core_seconds` does. The pool of a row is dropped: jobs carry none, so a
+    submitter's bills of every pool meet its jobs.
+    ``late``: ``submitter``, ``site``, ``cores`` of the jobs that started within ``interval_s``
+    after the window: the first sample that saw one may stand for time inside the window, so
+    their cores count in the bound, though they ran none of it."""
+    keys = ["submitter", "site"]
+    h = _sum_by_keys(held, ["core_s"], keys).rename(columns={"core_s": "held_core_s"})
+    c = _sum_by_keys(every, ["core_s"], keys).rename(columns={"core_s": "claimed_core_s"})
+    u = _sum_by_keys(used, ["used_core_s", "jobs", "cores"], keys)
+    if late is not None and len(late):
+        extra = late[[*keys, "cores"]].assign(used_core_s=0.0, jobs=0)
+        u = _sum_by_keys(pd.concat([u, extra], ignore_index=True), ["used_core_s", "jobs", "cores"], keys)
+    books = (
+        _sentinel(h, keys)
+        .merge(_sentinel(c, keys), on=keys, how="outer")
+        .merge(_sentinel(u, keys), on=keys, how="outer")
+    )
+    for k in keys:
+        books[k] = books[k].astype(object).where(books[k] != _NONE, None)
+    for col in ("held_core_s", "claimed_core_s", "used_core_s", "jobs", "cores"):
+        books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
+    out = books[keys].copy()
+    out["held_core_hours"] = books["held_core_s"] / 3600.0
+    out["claimed_core_hours"] = np.clip(books["claimed_core_s"] - books["held_core_s"], 0.0, None) / 3600.0
+    out["used_core_hours"] = books["used_core_s"] / 3600.0
+    out["difference_core_hours"] = out["held_core_hours"] - out["used_core_hours"]
+    out["jobs"] = books["jobs"].astype(np.int64)
+    out["bound_core_hours"] = books["cores"] * (interval_s + lag_s) / 3600.0
+    # a relative hair for the sums' rounding (cpus x UNIX seconds summed, then subtracted)
+    slack = 1e-9 * (out["held_core_hours"].abs() + out["used_core_hours"].abs()) + 1e-9
+    out["beyond"] = out["difference_core_hours"].abs() > out["bound_core_hours"] + slack
+    return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
+
+
+_NONE = (
+    "\uffff(none)"  # a missing key, as a value pandas groups and merges like any other (not NUL: Arrow strings cut it)
+)
+
+
+def _sentinel(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return frame.assign(**{k: frame[k].astype(object).where(frame[k].notna(), _NONE) for k in keys})
+
+
+def _sum_by_keys(frame: pd.DataFrame, values: list[str], keys: list[str] | None = None) -> pd.DataFrame:
+    """``values`` summed by ``keys`` (pool, submitter and site), a missing key a group of its own."""
+    keys = list(KEYS) if keys is None else keys
+    out = _sentinel(frame, keys).groupby(keys, sort=True)[values].sum().reset_index()
+    for k in keys:
+        out[k] = out[k].astype(object).where(out[k] != _NONE, None)
+    return out
+
+
+def _text_key(column: pd.Series) -> pd.Series:
+    """Sort names as text, a missing one first."""
+    return column.map(lambda v: "" if v is None or v != v else str(v))

@@ -1,0 +1,231 @@
+"""The submitters' books of a window, asked of the store, and the daily ``audit`` and ``gap``
+summaries made of them (:mod:`collector.books` has the math and the sampling bound).
+
+Everything is summed in the store (:meth:`~collector.sinks.base.Sink.aggregate`: one SQL
+``GROUP BY`` in the embedded store, composite aggregations in Elasticsearch/OpenSearch); what
+comes back is a row per snapshot (for the gaps) and per submitter and site:
+
+- the snapshots: slot records by pool, ``observed_at`` and ``interval_s``, observed from the
+  window's start to ``reach_s`` (the longest time a snapshot may stand for) past its end;
+- held: allocation records observed in the window, ``cpus x interval_s`` by pool, submitter and
+  site, with and without a job; those within ``reach_s`` after each edge also by snapshot, to
+  clip them to the window;
+- used: per observed segment ``[a, b)``, the job records that overlap it, in four sums (start
+  before ``a`` or not, end before ``b`` or not: ``ranges`` on ``start`` and the record's time,
+  its ``end``) of jobs, cores, cores x start and cores x end, which give each job's
+  ``cpus x (min(end, b) - max(start, a))`` summed without a job coming back.
+
+A day's books are written as summary records (:func:`audit_docs`): one ``audit`` record per
+submitter and site (``record_kind`` ``audit``) and one ``gap`` record per pool with gaps, keyed
+like every summary by the day and their dimensions, so that re-summarizing a day replaces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pandas as pd
+
+from collector.books import gaps, held_core_seconds, job_core_seconds, observed_segments, submitter_books
+from collector.records import iso_utc
+from collector.sinks.base import Aggregation, Sink, Total
+
+__all__ = [
+    "AUDIT_COLUMNS",
+    "DEFAULT_LAG_S",
+    "DEFAULT_REACH_S",
+    "GAP_COLUMNS",
+    "SubmitterBooks",
+    "audit_rows",
+    "day_books",
+    "longest_job_s",
+    "submitter_audit",
+]
+
+DEFAULT_LAG_S = 2.0
+"""Seconds the pool may add at each end of a job (see :mod:`collector.books`): the collector's
+lag behind a startd, measured at most 1.3 s on the real pool's churn
+(tests/sources/test_live_churn.py), and the moment between a claim and its job's start."""
+
+DEFAULT_REACH_S = 900.0
+"""The longest time one snapshot may stand for when nothing says otherwise: the probe's default
+``pool.max_interval_s`` (a snapshot observed after a window reaches into it by at most this)."""
+
+AUDIT_COLUMNS = (
+    "jobs", "held_core_hours", "claimed_core_hours", "used_core_hours", "difference_core_hours",
+    "bound_core_hours", "beyond",
+)  # fmt: skip
+"""What an ``audit`` summary holds of its submitter and site's books (besides ``interval_s`` and
+``lag_s``), each as ``audit_<column>``: prefixed, so that a sum over all summaries (an export, a
+dashboard) never adds the books' held core-hours into the allocation summaries' own."""
+
+GAP_COLUMNS = ("n_gaps", "gap_seconds")
+"""What a ``gap`` summary holds of its pool's gaps in the day."""
+
+
+@dataclass(frozen=True)
+class SubmitterBooks:
+    """The submitters' books of ``[start, end)`` (UNIX seconds): per submitter and site
+    (``submitters``, :func:`collector.books.submitter_books`), the ``gaps`` per pool, the
+    longest snapshot interval ``interval_s`` (0: no snapshot) and the ``lag_s`` the bound allows."""
+
+    start: float
+    end: float
+    interval_s: float
+    lag_s: float
+    submitters: pd.DataFrame
+    gaps: pd.DataFrame
+    snapshots: int
+
+    @property
+    def beyond(self) -> int:
+        """Submitter and site rows whose difference is beyond the sampling bound."""
+        return int(self.submitters["beyond"].sum())
+
+
+def _frame(rows: list[dict[str, Any]], query: Aggregation) -> pd.DataFrame:
+    columns = list(query.group_by) + [t.name for t in query.totals]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _sum(sink: Sink, query: Aggregation) -> pd.DataFrame:
+    return _frame(sink.aggregate(query), query)
+
+
+def _iso(seconds: float) -> str:
+    text = iso_utc([seconds])[0]
+    assert text is not None  # a window is after the epoch (checked by the callers)
+    return text
+
+
+def submitter_audit(
+    sink: Sink, start: float, end: float, *, reach_s: float, lag_s: float, longest_s: float | None = None
+) -> SubmitterBooks:
+    """The submitters' books of ``[start, end)`` (whole UNIX seconds) from the records in
+    ``sink``; ``reach_s``: the longest time a snapshot may stand for (seconds). ``longest_s``:
+    the longest a job's last run may be (seconds; None: any), so that the jobs that end after
+    a segment are looked for only up to that long after it, not through the rest of the store."""
+    since, until, after = _iso(start), _iso(end), _iso(end + reach_s)
+
+    snaps = _sum(
+        sink,
+        Aggregation("slot", ("pool", "observed_at", "interval_s"), (Total("slots"),), None, since, after),
+    )
+    snaps = snaps.dropna(subset=["observed_at", "interval_s"])
+    interval = float(pd.to_numeric(snaps["interval_s"]).max()) if len(snaps) else 0.0
+
+    def held(requires: tuple[str, ...]) -> pd.DataFrame:
+        keys = ("pool", "submitter", "site")
+        bulk = _sum(
+            sink,
+            Aggregation("allocation", keys, (Total("core_s", ("cpus", "interval_s")),), None, since, until, requires),
+        )
+        edge = (*keys, "observed_at", "interval_s")
+        edges = pd.concat(
+            [
+                _sum(sink, Aggregation("allocation", edge, (Total("cpus", ("cpus",)),), None, a, b, requires))
+                for a, b in ((since, _iso(start + reach_s)), (until, after))
+            ],
+            ignore_index=True,
+        ).drop_duplicates(subset=list(edge))
+        return held_core_seconds(bulk, edges, start, end)
+
+    with_job, every = held(("job_id",)), held(())
+
+    job_totals = (
+        Total("jobs"),
+        Total("cores", ("cpus",)),
+        Total("cores_start", ("cpus", "start")),
+        Total("cores_end", ("cpus", "end")),
+    )
+    parts = []
+    segments = observed_segments(snaps, start, end)
+    for a, b in zip(segments["start"].tolist(), segments["end"].tolist(), strict=True):
+        for start_clipped in (False, True):
+            for end_clipped in (False, True):
+                starts = (None, a) if start_clipped else (a, b)
+                ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
+                # the record's time is its end in whole seconds: the end itself is asked for
+                # (read from each record) only where a segment's edge falls inside a second
+                exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
+                query = Aggregation(
+                    "job", ("submitter", "site"), job_totals, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
+                    ranges=(("start", *starts), *exact),
+                )  # fmt: skip
+                parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
+    used = job_core_seconds(parts)
+    late = None
+    if interval > 0:  # with no snapshot, no sample after the window stands for time in it
+        late = _sum(
+            sink,
+            Aggregation("job", ("submitter", "site"), job_totals, None, until,
+                        _iso_or_none(_after(end + interval, longest_s)), ranges=(("start", end, end + interval),)),
+        )  # fmt: skip
+    return SubmitterBooks(
+        start=start,
+        end=end,
+        interval_s=interval,
+        lag_s=lag_s,
+        submitters=submitter_books(with_job, every, used, interval_s=interval, lag_s=lag_s, late=late),
+        gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
+        snapshots=len(snaps),
+    )
+
+
+def _after(t: float, longest_s: float | None) -> float | None:
+    """The end (exclusive, whole seconds) of the jobs that started before ``t`` (None: any)."""
+    return None if longest_s is None else float(math.floor(t + longest_s)) + 1.0
+
+
+def _iso_or_none(t: float | None) -> str | None:
+    return None if t is None else _iso(t)
+
+
+def longest_job_s(sink: Sink, since: str) -> float:
+    """The longest wall time (seconds) of the job records that end at or after ``since``
+    (ISO-8601; 0 when none), with a day to spare: the longest a job's last run may be.
+    ``walltime_s`` is HTCondor's ``RemoteWallClockTime``, every run of the job, the last one
+    included; the day covers a record whose wall time is missing or short of its last run's."""
+    query = Aggregation("job", ("pool",), (Total("longest", ("walltime_s",), op="max"),), None, since, None)
+    found = [float(r["longest"]) for r in sink.aggregate(query) if r["longest"] is not None]
+    return max(found, default=0.0) + 86400.0
+
+
+def day_books(sink: Sink, day: date, *, reach_s: float, lag_s: float, longest_s: float | None = None) -> SubmitterBooks:
+    """The submitters' books of one UTC day (``longest_s`` as :func:`submitter_audit` takes it)."""
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+    return submitter_audit(sink, start, start + 86400.0, reach_s=reach_s, lag_s=lag_s, longest_s=longest_s)
+
+
+def audit_rows(books: SubmitterBooks, period: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the ``audit`` and ``gap`` summaries of a day's ``books`` (``period``:
+    YYYY-MM-DD), as :func:`collector.summaries.run.summary_docs` takes them. A day no snapshot
+    observed (no probe wrote slot records for it) has no books to show: no rows."""
+    if not books.snapshots:
+        return [], []
+    subs = books.submitters
+    audit = [
+        {
+            "period": period,
+            "site": site,
+            "submitter": submitter,
+            **{f"audit_{c}": _plain(v) for c, v in zip(AUDIT_COLUMNS, values, strict=True)},
+            "audit_interval_s": books.interval_s,
+            "audit_lag_s": books.lag_s,
+        }
+        for site, submitter, *values in subs[["site", "submitter", *AUDIT_COLUMNS]].itertuples(index=False)
+    ]
+    per_pool = books.gaps.groupby("pool", dropna=False, sort=True)["seconds"].agg(["size", "sum"])
+    gap = [
+        {"period": period, "pool": None if pool != pool else pool, "n_gaps": int(n), "gap_seconds": float(s)}
+        for pool, (n, s) in zip(per_pool.index, per_pool.to_numpy().tolist(), strict=True)
+    ]
+    return audit, gap
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value a record holds (``beyond`` a bool, ``jobs`` an int)."""
+    return value.item() if hasattr(value, "item") else value
