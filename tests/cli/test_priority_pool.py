@@ -134,7 +134,7 @@ def test_sync_sets_factors_and_restore_puts_them_back(
         if row["dedicated_ps_s"] is None:  # a submitter the negotiator knows and no completed job names
             assert not row["cpu_only_h"], row
         else:
-            assert row["cpu_only_h"] * 3600 == pytest.approx(row["dedicated_ps_s"], rel=1e-9)
+            assert row["cpu_only_h"] * 3600 == pytest.approx(row["dedicated_ps_s"], rel=1e-9), compared
     assert 75 < shares[alice]["cpu_only_share"] < 90  # 8 : 1 : 1 core-walltimes, up to HTCondor's seconds
     # the negotiator's share is its weighted usage's, whatever its SLOT_WEIGHT made of the same jobs
     # a credential the negotiator does not list yet (carol's job may still be running) has its own

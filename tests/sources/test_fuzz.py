@@ -23,38 +23,13 @@ from pathlib import Path
 import pytest
 
 from probes.cli import main
+from tests.fuzzing import bytes_mutation
 
 SEED = 20261123
 CASES = 30
 READERS = {"status.ads": ("slots", "--status-file"), "status.json": ("slots", "--status-file"),
            "history.ads": ("jobs", "--history"), "history.json": ("jobs", "--history"),
            "queue.ads": ("idle", "--idle-file")}  # fmt: skip
-_NUMBER = re.compile(rb"(?<== )-?[0-9]+(\.[0-9]+)?\n")
-
-
-def _mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
-    how = rng.choice(["flips", "truncate", "nul-run", "nul-tail", "huge-number", "bad-utf8"])
-    if how == "flips":
-        out = bytearray(data)
-        for _ in range(rng.randint(1, 40)):
-            out[rng.randrange(len(out))] = rng.randrange(256)
-        return how, bytes(out)
-    if how == "truncate":
-        return how, data[: rng.randrange(1, len(data))]
-    if how == "nul-run":
-        at = rng.randrange(len(data))
-        return how, data[:at] + b"\0" * rng.randint(1, 8192) + data[at:]
-    if how == "nul-tail":
-        return how, data + b"\0" * 4096
-    if how == "huge-number":
-        numbers = list(_NUMBER.finditer(data))
-        m = rng.choice(numbers) if numbers else None
-        if m is None:
-            return how, data
-        huge = rng.choice([b"1e400", b"-1e309", b"99999999999999999999999", b'real("INF")', b"1.7976931348623157e309"])
-        return how, data[: m.start()] + huge + b"\n" + data[m.end() :]
-    at = rng.randrange(len(data))
-    return how, data[:at] + rng.choice([b"\xff\xfe", b"\xc3\x28", b"\xe2\x82", b"\xed\xa0\x80"]) + data[at:]
 
 
 @contextmanager
@@ -77,7 +52,7 @@ def test_a_damaged_dump_ends_with_a_documented_exit_code(
 ) -> None:
     rng = random.Random(SEED * 1000 + case)
     name = rng.choice(sorted(READERS))
-    how, damaged = _mutate((condor25 / name).read_bytes(), rng)
+    how, damaged = bytes_mutation((condor25 / name).read_bytes(), rng)
     path = tmp_path / name
     path.write_bytes(damaged)
     monkeypatch.chdir(tmp_path)  # the quarantine goes to ./state
