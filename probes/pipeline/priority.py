@@ -136,8 +136,9 @@ def stored_usage(sink: Sink, *, since: float, until: float) -> pd.DataFrame:
     :data:`~probes.accounting.priority.USAGE_METRICS` in the store's records dated in
     ``[since, until)`` (UNIX seconds), summed in the store: core-hours and penalty PE-hours of
     the completed jobs (the penalty where the probe priced them), billed core-hours of the
-    running jobs' snapshots."""
-    start, end = iso_utc([since, until])
+    running jobs' snapshots. Records are dated to the second: those of ``until``'s own second
+    count (a job that ended in the second the command runs is in the ledger already)."""
+    start, end = iso_utc([since, math.floor(until) + 1.0])
     frames = []
     for kind, totals in _USAGE_TOTALS.items():
         rows = sink.aggregate(Aggregation(kind, ("submitter",), totals, period=None, since=start, until=end))

@@ -170,3 +170,15 @@ def test_compare_puts_the_pool_shares_side_by_side(tmp_path: Path) -> None:
     # without stored usage the metrics are unknown, not 0
     bare = compare(CONFIG, FakeNegotiator(), LEDGER, now=NOW).set_index("submitter")
     assert math.isnan(bare.loc["alice@pool", "penalty_share"]) and bare.loc["alice@pool", "negotiator_share"] > 0
+
+
+def test_a_job_that_ended_in_the_second_of_the_command_counts(tmp_path: Path) -> None:
+    """Records are dated to the second: a job that ended 0.4 s before the command ran (already
+    in the ledger) is in the store's usage too. Before, the range ended at that second,
+    exclusive, and a fast machine compared it as 0 against the ledger's."""
+    store = EmbeddedStore(tmp_path / "store.sqlite")
+    store.send("job", [{"id": "j", "submitter": "bob@pool", "cpus": 2.0, "walltime_s": 1800.0,
+                        "timestamp": iso_utc([NOW])[0]}])  # fmt: skip
+    usage = stored_usage(store, since=NOW - 3600, until=NOW + 0.4)
+    store.close()
+    assert usage.set_index("name").loc["bob@pool", "cpu_only_h"] == 1.0
