@@ -28,6 +28,14 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
 
 
+def peak_rss_mb_of(pid: int | str) -> float | None:
+    """:func:`peak_rss_mb` of a process that may have exited by now (None then)."""
+    try:
+        return peak_rss_mb(pid)
+    except OSError:
+        return None
+
+
 class Unmeasured(Exception):
     """A measurement could not be made at all."""
 

@@ -310,10 +310,10 @@ def main() -> int:
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(60)
-        stored = _count(
+        stored = count_rows(
             work / "collector" / "store.sqlite", f"SELECT count(*) FROM {'gratia' if args.gratia else 'slot'}"
         )
-        waiting = _count(
+        waiting = count_rows(
             work / "collector" / "outbox.sqlite",
             "SELECT (SELECT count(*) FROM item) + (SELECT coalesce(sum(count), 0) FROM parcel)",
         )
@@ -402,7 +402,7 @@ def _stat_cpu_seconds(stat: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _count(path: Path, sql: str) -> int:
+def count_rows(path: Path, sql: str) -> int:
     try:
         with sqlite3.connect(path) as db:
             return int(db.execute(sql).fetchone()[0])

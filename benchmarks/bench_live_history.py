@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+from _worker import peak_rss_mb, peak_rss_mb_of
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -261,17 +262,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- the measured process ----------------------------------------------------------------------------
 
 
-def _peak_mb(pid: int | str | None = "self") -> float | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) * 1024 / 1e6)
-    except OSError:
-        pass
-    return None
-
-
 def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoint_in: str | None = None) -> int:
     """One pass over every schedd's history, as ``probe once`` reads it: the job ids to
     ``ids_out``, the checkpoints to ``checkpoint_out``, a JSON line of figures to stdout."""
@@ -279,7 +269,7 @@ def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoi
         from probes.sources.history import read_history
 
         jobs, _ = read_history([ids_out])
-        print(json.dumps({"jobs": len(jobs), "peak_mb": _peak_mb(),
+        print(json.dumps({"jobs": len(jobs), "peak_mb": round(peak_rss_mb()),
                           "table_mb": round(int(jobs.memory_usage(deep=True).sum()) / 1e6)}))  # fmt: skip
         return 0
     from probes.config import parse_config
@@ -295,9 +285,9 @@ def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoi
     Path(checkpoint_out).write_text(json.dumps(read.checkpoints))
     bindings = live.bindings
     workers = [*bindings._idle, *bindings._busy] if bindings is not None else []  # a benchmark's look inside
-    peaks = [p for p in (_peak_mb(w.process.pid) for w in workers) if p is not None]
-    print(json.dumps({"jobs": len(read.jobs), "pages": read.pages, "failures": read.failures, "peak_mb": _peak_mb(),
-                      "worker_peak_mb": max(peaks, default=None)}))  # fmt: skip
+    peaks = [round(p) for p in (peak_rss_mb_of(w.process.pid) for w in workers) if p is not None]
+    print(json.dumps({"jobs": len(read.jobs), "pages": read.pages, "failures": read.failures,
+                      "peak_mb": round(peak_rss_mb()), "worker_peak_mb": max(peaks, default=None)}))  # fmt: skip
     live.cancel()
     return 0
 

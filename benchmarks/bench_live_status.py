@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
+from _worker import peak_rss_mb, peak_rss_mb_of
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -228,17 +229,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- the measured processes --------------------------------------------------------------------------
 
 
-def _peak_mb(pid: int | str = "self") -> float | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) * 1024 / 1e6)
-    except OSError:
-        pass
-    return None
-
-
 def _table_mb(snapshot: object) -> float:
     return round(sum(int(t.memory_usage(deep=True).sum()) for t in (snapshot.slots, snapshot.allocations)) / 1e6)  # type: ignore[attr-defined]
 
@@ -252,7 +242,7 @@ def _worker(kind: str, where: str) -> int:
 
         snapshot, _ = read_status([where])
         print(json.dumps({"slots": len(snapshot.slots), "allocations": len(snapshot.allocations),
-                          "table_mb": _table_mb(snapshot), "peak_mb": _peak_mb()}))  # fmt: skip
+                          "table_mb": _table_mb(snapshot), "peak_mb": round(peak_rss_mb())}))  # fmt: skip
         return 0
     from probes.config import parse_config
     from probes.pipeline.reading import live_pool
@@ -263,9 +253,9 @@ def _worker(kind: str, where: str) -> int:
     snapshot, _ = live.snapshot(now=time.time())
     bindings = live.bindings
     workers = [*bindings._idle, *bindings._busy] if bindings is not None else []  # a benchmark's look inside
-    peaks = [p for p in (_peak_mb(w.process.pid) for w in workers) if p is not None]
+    peaks = [round(p) for p in (peak_rss_mb_of(w.process.pid) for w in workers) if p is not None]
     print(json.dumps({"slots": len(snapshot.slots), "allocations": len(snapshot.allocations),
-                      "table_mb": _table_mb(snapshot), "peak_mb": _peak_mb(),
+                      "table_mb": _table_mb(snapshot), "peak_mb": round(peak_rss_mb()),
                       "worker_mb": max(peaks, default=None)}))  # fmt: skip
     live.cancel()
     return 0

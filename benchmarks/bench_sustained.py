@@ -44,7 +44,6 @@ import gzip
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._verdict import verdict
 from benchmarks._worker import peak_rss_mb
-from benchmarks.bench_collector import demo_docs, free_port
+from benchmarks.bench_collector import count_rows, demo_docs, free_port
 
 RECORDS_PATH = "/v1/records"
 _ID_MARK = b"@@@@@@@@@@"  # ten characters in each record's id, replaced by the record's number in a body
@@ -308,7 +307,7 @@ def main() -> int:
             finally:
                 server.send_signal(signal.SIGTERM)
                 server.wait(120)
-            waiting = _count(
+            waiting = count_rows(
                 work / "collector" / "outbox.sqlite",
                 "SELECT (SELECT count(*) FROM item) + (SELECT coalesce(sum(count), 0) FROM parcel)",
             )
@@ -361,14 +360,6 @@ def _size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
-        return 0
-
-
-def _count(path: Path, sql: str) -> int:
-    try:
-        with sqlite3.connect(path) as db:
-            return int(db.execute(sql).fetchone()[0])
-    except sqlite3.Error:
         return 0
 
 
