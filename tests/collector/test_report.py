@@ -145,9 +145,11 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
         assert f"<h2>{title}" in html
     assert html.count("<svg") == 10 and html.count("<table>") == 10  # every section drawn, with its table
     shot = tmp_path / "report.png"
+    # a home of its own: Chromium writes crash-report settings and dconf under $HOME whatever its profile
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     done = subprocess.run(
         [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, env={**os.environ, **home},
     )  # fmt: skip
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
