@@ -183,6 +183,12 @@ class PoolSettings(_Section):
         description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). "
         "Empty: all.",
     )
+    child_lists: bool = Field(
+        False,
+        description="Where the collector's answer holds no dynamic-slot ads at all, bill each partitionable "
+        "slot from its Child* lists: only for a slot_constraint that leaves dynamic slots out. Off: a node's "
+        "allocations are its dynamic-slot ads, none in an answer without them (a pool between two claims).",
+    )
     schedds: list[str] = Field(
         default_factory=list,
         description="Names of the schedds to read (idle jobs, history). Empty: every schedd the collectors know.",

@@ -447,13 +447,15 @@ class LivePool:
 
         The answers of all its collectors are one query at one instant: a p-slot kept from one
         collector and its dynamic slots from another (a startd seen by both) are one node, and
-        the Child* lists serve only when no collector held a dynamic-slot ad. Each slot's
+        the Child* lists serve only when no collector held a dynamic-slot ad and ``child_lists``
+        says the query leaves them out: an answer of a pool between two claims holds none, and its
+        p-slots may still list released claims, or already list new ones. Each slot's
         ``source`` still names the collector its ad came from (``line``: its place in the answer).
         """
         ads, origins, report = self.slot_ads()
         columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
         report.merge(converted)
-        snapshot = snapshot_tables(columns, self.slots, report.malformed)
+        snapshot = snapshot_tables(columns, self.slots, report.malformed, child_lists=self.pool.child_lists)
         snapshot.slots["source"] = np.array(origins, dtype=object)[snapshot.slots["line"].to_numpy(dtype=np.int64) - 1]
         snapshot.slots["observed_at"] = float(now)
         snapshot.allocations["observed_at"] = float(now)

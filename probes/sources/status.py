@@ -11,8 +11,10 @@ own ``Cpus``) until the p-slot's next update, and a new dynamic slot may be adve
 its p-slot lists it. So a node's allocations are the dynamic-slot ads present for it, and its
 unallocated amounts are ``TotalSlot<r>`` minus their sum; a ``ChildName`` entry without an ad
 is a released claim, unless an ad of that node was quarantined (then the node is
-``incomplete``, and left unbilled). The ``Child*`` lists serve only a query or dump that holds
-no dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool).
+``incomplete``, and left unbilled). The ``Child*`` lists serve only a dump that holds no
+dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool), or a live
+query configured to leave them out (``pool.child_lists``): a live answer may hold none because
+the pool was between two claims, its p-slots listing the released one or the next.
 
 Units are HTCondor's: cpus in cores, memory in MiB, disk in KiB, gpus in devices, times in
 UNIX seconds (UTC).
@@ -130,11 +132,15 @@ def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
     return ads.take(~repeated)
 
 
-def snapshot_tables(ads: AdColumns, reading: SlotReading, quarantined: Sequence[Malformed] = ()) -> Snapshot:
+def snapshot_tables(
+    ads: AdColumns, reading: SlotReading, quarantined: Sequence[Malformed] = (), *, child_lists: bool = True
+) -> Snapshot:
     """Turn startd ads (from files or a live collector) into the slots and allocations tables.
 
     ``quarantined``: the ads of the same read that could not be read (the reader's report), so
     that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
+    ``child_lists``: whether a source without dynamic-slot ads is billed from its p-slots'
+    ``Child*`` lists (a dump cannot say why it has none; a live query knows what it asked for).
     """
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
     dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
@@ -163,7 +169,7 @@ def snapshot_tables(ads: AdColumns, reading: SlotReading, quarantined: Sequence[
             "resource_name": resource[p],
         }
     )
-    from_lists = is_part & _without_dynamic_ads(ads, p, dynamic)
+    from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
     incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
     held = _held_sums(from_ads, name[p], observed[p])
     for r in RESOURCES:

@@ -308,6 +308,32 @@ def test_a_live_snapshot_is_the_file_snapshot(
     assert len(snapshot.allocations) == 6 and report.ads == 8 and not report.rejects
 
 
+def test_an_answer_without_dynamic_slot_ads_is_billed_from_lists_only_when_configured(
+    tmp_path: Path, status_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    """The same p-slots, listing 6 claims in ChildName, with no dynamic-slot ad beside them: a
+    pool between two claims (its p-slots still list the released ones, or already the next),
+    billed to nobody; or a query that leaves dynamic slots out, billed from the lists as a dump
+    of p-slots only is."""
+    pslots = [ad for ad in status_ads if ad.get("SlotType") == "Partitionable"]
+    assert sum(len(ad.eval("ChildName")) for ad in pslots) == 6
+    between, _ = fake_pool(pools, {None: FakeCollector(pslots)}).live(config()).snapshot(now=NOW)
+    assert between.allocations.empty
+    slots = between.slots.set_index("name")
+    assert (slots["unallocated_cpus"] == slots["total_cpus"]).all() and slots["n_dynamic"].eq(0).all()
+
+    constraint = 'SlotType =!= "Dynamic"'
+    cfg = config(pool={"slot_constraint": constraint, "child_lists": True})
+    listed, _ = fake_pool(pools, {None: FakeCollector(status_ads)}).live(cfg).snapshot(now=NOW)
+    dump = tmp_path / "pslots.ads"
+    dump.write_text("\n".join(ad.printOld() for ad in pslots))
+    files, _ = read_status([dump], cfg.slot_reading())
+    assert len(listed.allocations) == 6 and listed.allocations["from_child_lists"].all()
+    pd.testing.assert_frame_equal(
+        listed.allocations.drop(columns=["observed_at"]), files.allocations.drop(columns=["observed_at"])
+    )
+
+
 def generated_pool(rng: np.random.Generator, n_nodes: int) -> list[classad2.ClassAd]:
     """Startd ads of a random pool: partitionable slots carved into dynamic slots, some static slots."""
     ads = []
