@@ -11,13 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from collector.dashboards import install_dashboards
 from collector.errors import FairacctError
 from collector.exports import Period, usage_table, write_export
 from collector.exports.table import audit_table
 from collector.report import report_tables, write_report
 from collector.sinks import Sink, describe_url, open_sink
-from collector.sinks.elasticsearch.auth import read_auth
 from collector.summaries.run import steps, summarize
 from probes.cli.parser import add_actions, add_options
 from probes.cli.progress import progress_bar
@@ -128,6 +126,9 @@ def _require_summaries(sink: Sink, period: Period, where: str) -> None:
 def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], str]:
     """Run one of the outputs' commands; its JSON document and its text."""
     if args.command == "dashboards":
+        from collector.dashboards import install_dashboards  # urllib and TLS: only for this command
+        from collector.sinks.elasticsearch.auth import read_auth
+
         s = config.store
         auth = read_auth(
             https=args.url.startswith("https"), api_key_file=s.api_key_file or None, api_key_env=s.api_key_env or None,

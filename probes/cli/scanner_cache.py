@@ -20,6 +20,7 @@ their code. ``NUMBA_CACHE_DIR`` set by the operator is always kept.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -75,8 +76,11 @@ def _use(directory: Path, environ: MutableMapping[str, str]) -> Path:
 def _numba_places_writable() -> bool:
     """Whether numba's own locators (beside the module, then the user-wide cache) can cache the
     scanner: asked of numba itself, which creates the directory as it would anyway (a
-    writable ``__pycache__`` answers without importing numba)."""
+    writable ``__pycache__`` answers without importing numba, 0.2-0.3 CPU-s that a command
+    reading no ClassAd would pay for nothing)."""
     pycache = _SCANNER.parent / "__pycache__"
+    with contextlib.suppress(OSError):  # numba's in-tree locator creates it too: no Python has yet when
+        pycache.mkdir(exist_ok=True)  # bytecode is not written (PYTHONDONTWRITEBYTECODE)
     if pycache.is_dir() and os.access(pycache, os.W_OK | os.X_OK):
         return True
     from numba.core.caching import InTreeCacheLocator, UserWideCacheLocator

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -58,8 +58,10 @@ from probes.sources.checkpoints import (
     fairshare_windows,
     snapshot_interval,
 )
-from probes.sources.live import LivePool
 from probes.sources.status import Snapshot
+
+if TYPE_CHECKING:  # the bindings and the scanner: only a live pool's commands import them
+    from probes.sources.live import LivePool
 
 __all__ = [
     "Batch",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,11 +25,13 @@ from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, read_history
 from probes.sources.job_identity import adopt_job_identities
-from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport
 from probes.sources.status import Snapshot, read_status
 from probes.sources.user_vo_map import fill_projects, read_user_vo_map
+
+if TYPE_CHECKING:  # the bindings and the scanner are imported by the commands that read a live pool
+    from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
 
 __all__ = [
     "FILE_SOURCES",
@@ -147,6 +149,8 @@ def live_pool(
 ) -> LivePool:
     """The live pool of the configuration, through the htcondor2 bindings (or the factories'
     clients, for tests of what the bindings cannot be made to do)."""
+    from probes.sources.live import LivePool
+
     m = config.machines
     return LivePool(
         config.pool,

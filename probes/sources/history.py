@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from probes.accounting import RESOURCES
-from probes.sources.classad import AdColumns, Attr, Kind, collect, fallbacks, iter_ad_files, iter_ads, unique_attrs
+from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import identities, identity_attrs
@@ -121,6 +121,8 @@ def read_history(
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
     are never held whole beside the table made of them.
     """
+    from probes.sources.classad import collect  # the scanner and numba: only where ads are read
+
     report = ReadReport()
     inputs, size = _inputs(paths, report)
     builder = ColumnBuilder(size)
@@ -206,6 +208,8 @@ def _job_parts(
     """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted),
     and the bytes of all ``inputs`` read so far; each input's verdict
     (:meth:`~probes.sources.kinds.KindCheck.verdict`) once its last chunk was yielded."""
+    from probes.sources.classad import iter_ad_files, iter_ads  # the scanner and numba: only where ads are read
+
     attrs = _attrs(reading)
     offset = 0
     for path, listed in inputs:

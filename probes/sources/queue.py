@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import SourceError
-from probes.sources.classad import AdColumns, Attr, Kind, read_ads, unique_attrs
+from probes.sources.classad import AdColumns, Attr, Kind, unique_attrs
 from probes.sources.classad.limits import AMOUNT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.frames import stack
@@ -79,6 +79,8 @@ def read_idle(
     ``running`` holds the ids ("cluster.proc", or GlobalJobIds) of jobs known to be running;
     it is required for ``condor_q -autocluster`` dumps and ignored for job dumps.
     """
+    from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
+
     frames, report = [], ReadReport()
     for path in paths:
         if is_blank(path):  # condor_q -long of an empty queue writes nothing: no idle job

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from probes.accounting import RESOURCES
-from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, read_ads, unique_attrs
+from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
@@ -107,6 +107,8 @@ def read_status(
     strict: bool = False,
 ) -> tuple[Snapshot, ReadReport]:
     """Read startd dumps into the slots and allocations tables."""
+    from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
+
     attrs = unique_attrs([*slot_attrs(reading), MY_TYPE])
     parts, report = [], ReadReport()
     for path in paths:

@@ -11,14 +11,24 @@
 - :mod:`~probes.sources.classad.objects`: the same columns from classad2 objects (a live pool);
 - :mod:`~probes.sources.classad.columns`: columns grown chunk by chunk, allocated once.
 
+The readers (``long``, ``objects``) are imported when one of their names is first asked for,
+not with the package: they bring the compiled scanner and numba (0.2-0.3 CPU-s of a command),
+which a command that reads no ClassAd (``fairshare``, ``summarize``, ``export``, ...) never
+needs, while it does need :class:`Attr` and :class:`Kind` (the credentials' attributes).
+
 ``tests/sources/classad/test_differential.py`` proves that every path gives classad2's values.
 """
 
 from __future__ import annotations
 
-from probes.sources.classad.long import collect, iter_ad_files, iter_ads, read_ad_files, read_ads
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from probes.sources.classad.model import AdColumns, Attr, Kind, fallbacks, to_classad, unique_attrs
-from probes.sources.classad.objects import columns_from_classads
+
+if TYPE_CHECKING:
+    from probes.sources.classad.long import collect, iter_ad_files, iter_ads, read_ad_files, read_ads
+    from probes.sources.classad.objects import columns_from_classads
 
 __all__ = [
     "AdColumns",
@@ -34,3 +44,23 @@ __all__ = [
     "to_classad",
     "unique_attrs",
 ]
+
+_LAZY = {
+    "collect": "long",
+    "iter_ad_files": "long",
+    "iter_ads": "long",
+    "read_ad_files": "long",
+    "read_ads": "long",
+    "columns_from_classads": "objects",
+}
+"""The readers' names, by the module that defines them (imported on first use)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = import_module(f"{__name__}.{module}")
+    # the module's names all at once: the next lookups find them without this function
+    globals().update({n: getattr(loaded, n) for n, m in _LAZY.items() if m == module})
+    return globals()[name]
