@@ -168,6 +168,7 @@ def _worker(kind: str, *args: str) -> int:
         report = fairshare_report(inputs, config)
         diagnose_f(report.result), fs_files(report.result)
     elif kind == "reader":
+        import probes.sources.classad.long  # noqa: F401  # the scanner and numba, which the reader imports on first use
         from probes.sources.history import read_history
 
         began = time.process_time()

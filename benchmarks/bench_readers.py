@@ -62,6 +62,7 @@ EXIT_UNMEASURED = 2
 def _load_reader() -> Callable[..., Any]:
     """The function under test; imported here, inside the worker, so its import cost and memory
     belong to the worker and a missing module is reported rather than crashing the suite."""
+    import probes.sources.classad.long  # noqa: F401  # the scanner and numba, which the reader imports on first use
     from probes.sources.history import read_history
 
     return read_history
