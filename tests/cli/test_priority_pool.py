@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,9 +182,11 @@ def test_each_mode_orders_the_negotiator_as_the_fairshare_and_a_freed_core_goes_
         for name, description in JOBS.items():
             htc.submit(description, f"priority_{name}")
         htc.wait_for("the negotiator knows them", lambda: {"alice", "bob", "carol"} <= set(effective(htc)))
+    # all of them: a job still running moves its submitter's real priority at every negotiation
+    # cycle (0.25 % seen at load 6), where a finished one only decays it (half-life a day)
     htc.wait_for(
         "the jobs of alice, bob and carol finished",
-        lambda: sorted(htc.tool("condor_history", "-af", "AcctGroupUser").split()).count("alice") >= 2,
+        lambda: Counter(htc.tool("condor_history", "-af", "AcctGroupUser").split()) >= Counter(alice=2, bob=1, carol=1),
         timeout=180,
     )
     config = tmp_path / "fairacct.toml"
