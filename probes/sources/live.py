@@ -459,13 +459,15 @@ class LivePool:
         """One collector's answer, converted to columns :attr:`slot_chunk` ads at a time as it
         arrives (the bindings' worker sends it in chunks of that size). Each ad's place in the
         answer is its row's ``line``, and its ``Name`` (case-folded) and the time it was heard
-        from are kept beside, for :func:`_kept_slots`. None when ``again`` and a chunk's
-        expressions refer to attributes the projection lacks: they are learned, the rest of the
-        answer is abandoned (its worker killed) and the caller asks again, once."""
+        from are kept beside, for :func:`_kept_slots`. None when ``again`` and the answer's
+        expressions refer to attributes the projection lacks, decided on each chunk as it comes:
+        the chunks after the first such one are only checked for what else is lacking (never
+        converted), all of it is learned, and the caller asks again, once."""
         if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
             raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
         attrs = slot_attrs(self.slots)
         out = _SlotAnswer(f"collector {address}")
+        missing: set[str] = set()
         ads = iter(answer)
         try:
             for first in itertools.count(0, self.slot_chunk):
@@ -474,19 +476,22 @@ class LivePool:
                     break
                 if self.on_slot_ads is not None:
                     self.on_slot_ads(out.origin, chunk)
-                missing = _missing_refs(chunk, projection)
-                if missing:
-                    self.learned["startd"] |= missing
-                    then = "asking again with them" if again else "asked for from now on"
-                    log.info("startd ads: the answer refers to %s, which the projection lacked; %s",
-                             ", ".join(sorted(missing)), then)  # fmt: skip
-                    if again:
-                        return None
-                out.add(chunk, attrs)
+                missing |= _missing_refs(chunk, projection)
+                if not (missing and again):
+                    out.add(chunk, attrs)
+                # else: the answer is asked again; the rest is read only for what else it lacks,
+                # so that one more query asks for all of it (a chunk at a time, never converted)
         finally:
             close = getattr(ads, "close", None)
             if close is not None:
-                close()  # a stream left early (asked again, a failure) frees its worker
+                close()  # a stream left early (a failure) frees its worker
+        if missing:
+            self.learned["startd"] |= missing
+            then = "asking again with them" if again else "asked for from now on"
+            log.info("startd ads: the answer refers to %s, which the projection lacked; %s",
+                     ", ".join(sorted(missing)), then)  # fmt: skip
+            if again:
+                return None
         return out
 
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
