@@ -18,13 +18,21 @@ the children it reaped, here the bindings' worker), peak RSS from ``VmHWM``:
   builders);
 * the collector's own query: ``condor_status -af Name`` (one attribute: what the collector
   spends walking its table, with next to nothing to send). The collector's CPU (its own and its
-  reaped query workers') is shown beside each command.
+  reaped query workers') is shown beside each command;
+* with ``--old REV``, the snapshot of a git revision's code the same way (exported and put first
+  on the path): the figures before a change, on the same loaded pool;
+* a whole probe cycle: ``fairacct probe once`` of the live pool (the snapshot, the schedd's idle
+  jobs and history, the records written to a fresh embedded store), against the default cadence.
+
+The live paths are measured before ``condor_status -long``, so that a run cut short at a large
+size (``-long`` of 220,000 ads takes several CPU-minutes on this build) still has them.
 
 Targets (of the scale issue): the live snapshot within 1.5x of ``condor_status -long > FILE`` plus
 the reader, in wall and in CPU; its peak RSS past the table itself flat with pool size (the
-larger size's peak minus its table at most 1.5x the smaller's).
+larger size's peak minus its table at most 1.5x the smaller's); a probe cycle within half the
+default cadence (300 s) in wall time.
 
-Run with ``python benchmarks/bench_live_status.py [--sizes 2000x10 20000x10] [--keep-pool]``.
+Run with ``python benchmarks/bench_live_status.py [--sizes 1000 5000 20000] [--old REV]``.
 It needs ~1.5 GB of disk for the ads at 20,000 x 10 (kept in ``benchmarks/.data``) and the
 collector ~3 GB of memory. Exits 0 when every target is met, 1 when one is not, 2 when nothing
 could be measured.
