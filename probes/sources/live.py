@@ -792,10 +792,21 @@ class _SlotAnswer:
             self.keys.append(name.lower())
             self.heard.append(_heard(ad))
         columns, rep = columns_from_classads(named, attrs, origin="collector")
+        if columns.raw is not None:
+            # an ad's text serves its p-slot or static slot (partitions, Snapshot.ads), never a
+            # dynamic slot: dropped here, it is not held for the ~10 dynamic slots of every node
+            columns.raw[_dynamic(columns)] = None
         columns.line = columns.line + first
         rep.malformed = [dataclasses.replace(m, line=m.line + first) for m in rep.malformed]
         self.report.merge(rep)
         self.parts.append(columns)
+
+
+def _dynamic(ads: AdColumns) -> np.ndarray:
+    """Which ads are of dynamic slots, by the rule of :func:`~probes.sources.status.snapshot_tables`."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    dynamic: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - bools/None
+    return dynamic
 
 
 def _kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[AdColumns, list[str], ReadReport]:

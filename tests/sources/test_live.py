@@ -489,6 +489,10 @@ def test_a_snapshot_streamed_in_chunks_is_the_snapshot_taken_whole(
     whole = [min(chunk, 8 - i) for i in range(0, 8, chunk)]
     assert [n for _, n in seen] == whole * 2 and len(collector.calls) == 2
     assert collector.calls[1]["projection"][-1] == "DaemonStartTime"
+    # an ad's text is kept for the p-slots (partitions, Snapshot.ads), not for the dynamic slots
+    columns, _, _ = live.slot_columns()
+    assert columns.raw is not None and [text is None for text in columns.raw] == [False, False, *[True] * 6]
+    assert snapshot.ads is not None and [ad.count("\nName = ") for ad in snapshot.ads] == [1, 1]
 
 
 def test_a_re_ask_is_decided_on_a_later_chunk_and_asks_for_all_that_is_lacking(
