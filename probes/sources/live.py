@@ -56,6 +56,7 @@ import functools
 import itertools
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -796,10 +797,32 @@ class _SlotAnswer:
             # an ad's text serves its p-slot or static slot (partitions, Snapshot.ads), never a
             # dynamic slot: dropped here, it is not held for the ~10 dynamic slots of every node
             columns.raw[_dynamic(columns)] = None
+        _share_repeats(columns)
         columns.line = columns.line + first
         rep.malformed = [dataclasses.replace(m, line=m.line + first) for m in rep.malformed]
         self.report.merge(rep)
         self.parts.append(columns)
+
+
+def _share_repeats(ads: AdColumns) -> None:
+    """Make equal strings of a column, or of its lists' items, one object (``sys.intern``) where
+    most of them repeat: a global pool's ads name a few thousand machines, users, groups, sites
+    and states over and over (a node's ~10 dynamic slots and the ``Child*`` lists of its p-slot),
+    and the columns of a whole answer are held until the tables are built. Columns mostly of
+    distinct values (``Name``, ``GlobalJobId``) are left as they are, not filling the table of
+    interned strings."""
+    for column in ads.columns.values():
+        if column.dtype != object or not len(column):
+            continue
+        values = column.tolist()
+        strings = [v for v in values if type(v) is str]
+        if strings and len(set(strings)) <= len(strings) // 2:
+            column[:] = [sys.intern(v) if type(v) is str else v for v in values]
+        lists = [v for v in values if type(v) is list]
+        items = [e for v in lists for e in v if type(e) is str]
+        if items and len(set(items)) <= len(items) // 2:
+            for v in lists:
+                v[:] = [sys.intern(e) if type(e) is str else e for e in v]
 
 
 def _dynamic(ads: AdColumns) -> np.ndarray:
