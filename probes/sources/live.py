@@ -10,6 +10,9 @@ this module adds is the network side, and it is kept to one call per query:
   pool (``pool.collectors``). An entry ``"cm1:9618, cm2:9618"`` lists the replicas of one
   pool: they are tried in order until one answers (failover). Several entries are several
   pools, all queried; a slot seen twice (same ``Name``) is kept once, the copy heard from last.
+  Each answer is read as it streams in, a chunk of :data:`~probes.sources.bindings.CHUNK` ads
+  converted to columns at a time, and never held whole as ClassAds: the duplicates are found
+  over the columns once every collector has answered.
   A live snapshot is observed when the collector answered (the ``now`` passed in), not at the
   startd's last update, so that snapshots taken more often than startds update are distinct.
 - **idle demand**: ``Collector.locateAll(DaemonType.Schedd)``, then per schedd
