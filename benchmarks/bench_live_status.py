@@ -18,13 +18,21 @@ the children it reaped, here the bindings' worker), peak RSS from ``VmHWM``:
   builders);
 * the collector's own query: ``condor_status -af Name`` (one attribute: what the collector
   spends walking its table, with next to nothing to send). The collector's CPU (its own and its
-  reaped query workers') is shown beside each command.
+  reaped query workers') is shown beside each command;
+* with ``--old REV``, the snapshot of a git revision's code the same way (exported and put first
+  on the path): the figures before a change, on the same loaded pool;
+* a whole probe cycle: ``fairacct probe once`` of the live pool (the snapshot, the schedd's idle
+  jobs and history, the records written to a fresh embedded store), against the default cadence.
+
+The live paths are measured before ``condor_status -long``, so that a run cut short at a large
+size (``-long`` of 220,000 ads takes several CPU-minutes on this build) still has them.
 
 Targets (of the scale issue): the live snapshot within 1.5x of ``condor_status -long > FILE`` plus
 the reader, in wall and in CPU; its peak RSS past the table itself flat with pool size (the
-larger size's peak minus its table at most 1.5x the smaller's).
+larger size's peak minus its table at most 1.5x the smaller's); a probe cycle within half the
+default cadence (300 s) in wall time.
 
-Run with ``python benchmarks/bench_live_status.py [--sizes 2000x10 20000x10] [--keep-pool]``.
+Run with ``python benchmarks/bench_live_status.py [--sizes 1000 5000 20000] [--old REV]``.
 It needs ~1.5 GB of disk for the ads at 20,000 x 10 (kept in ``benchmarks/.data``) and the
 collector ~3 GB of memory. Exits 0 when every target is met, 1 when one is not, 2 when nothing
 could be measured.
@@ -35,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +62,8 @@ DEFAULT_DATA = HERE / ".data"
 GENERATOR_VERSION = 2  # bump when generate_startd_ads.py's output changes
 PER_FILE = 1100  # 100 nodes of 10 dynamic slots a file: a size's first files are a smaller size's
 MAX_RATIO = 1.5
+CADENCE_S = 300.0  # the probe's default cadence (pool.interval_s)
+CODE_ENV = "FAIRACCT_BENCH_CODE"  # where a measured process takes fairacct's packages from (--old)
 EXIT_UNMEASURED = 2
 
 
@@ -130,7 +141,23 @@ def _row(run: Run, base: Run | None) -> None:
     print(f"{run.label:<40} {run.wall_s:>8.2f} {run.cpu_s:>8.2f} {ratio} {peak} {run.collector_s:>9.2f}", flush=True)
 
 
-def _one_size(nodes: int, pool: object, data: Path, work: Path, advertised: int) -> tuple[list[tuple[bool, str]], Run]:
+def _probe_once(pool: object, work: Path, collector: int, env: dict[str, str]) -> Run:
+    """``fairacct probe once`` of the live pool into a fresh embedded store: a whole cycle (the
+    snapshot, the schedd's idle jobs and history, the records written), as the service runs it."""
+    state = work / "probe-state"
+    if state.exists():
+        shutil.rmtree(state)
+    config = work / "probe.toml"
+    config.write_text(f'[pool]\nname = "bench"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 600\n'  # type: ignore[attr-defined]
+                      f'[sources]\nlive = true\n[probe]\nstate_dir = "{state}"\n')  # fmt: skip
+    cmd = [sys.executable, "-m", "probes", "probe", "once", "--config", str(config), "--store",
+           f"sqlite:///{state / 'fairacct.sqlite'}", "--json"]  # fmt: skip
+    return _measure("a probe cycle (fairacct probe once)", cmd, None, collector, {**env, "PYTHONPATH": str(ROOT)})
+
+
+def _one_size(
+    nodes: int, pool: object, data: Path, work: Path, advertised: int, old: Path | None
+) -> tuple[list[tuple[bool, str]], Run]:
     from tests.htcondor_pool import HTCondorPool
 
     assert isinstance(pool, HTCondorPool)
@@ -150,32 +177,64 @@ def _one_size(nodes: int, pool: object, data: Path, work: Path, advertised: int)
     print(f"{'':<40} {'wall s':>8} {'CPU s':>8} {'x wall':>6} {'x CPU':>6} {'peak MB':>8} {'coll. CPU':>9}")
     status = str(pool.release / "bin" / "condor_status")
     floor = _measure("condor_status -af Name (the floor)", [status, "-af", "Name"], None, collector, env)
+    _row(floor, None)
+    # the live paths first: a run cut short at a large size still has them
+    me = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+    config = str(pool.condor_config)
+    live = _measure("live snapshot (LivePool.snapshot)", [*me, "live", config], work / "live.json", collector, env)
+    _row(live, None)
+    lives = [live]
+    if old is not None:
+        old_env = {**env, "PYTHONPATH": str(old), CODE_ENV: str(old)}
+        before = _measure("  before: the old code's snapshot", [*me, "live", config], work / "old.json", collector,
+                          old_env)  # fmt: skip
+        _row(before, None)
+        lives.append(before)
+    cycle = _probe_once(pool, work, collector, env)
+    _row(cycle, None)
     dump = work / f"status-{nodes}.long"
     tool = _measure("condor_status -long > FILE", [status, "-long"], dump, collector, env)
-    me = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+    _row(tool, None)
     reader = _measure("  read_status(FILE)", [*me, "file", str(dump)], work / "file.json", collector, env)
+    _row(reader, None)
     both = Run("the tools: -long, then the reader", tool.wall_s + reader.wall_s, tool.cpu_s + reader.cpu_s,
                tool.collector_s, max(tool.peak_mb or 0, reader.peak_mb or 0), reader.detail)  # fmt: skip
-    live = _measure("live snapshot (LivePool.snapshot)", [*me, "live", str(pool.condor_config)], work / "live.json",
-                    collector, env)  # fmt: skip
-    for run in (floor, tool, reader, both):
-        _row(run, None)
-    _row(live, both)
+    _row(both, None)
+    for run in lives:
+        _row(run, both)
     print(f"  rows: file {reader.detail['slots']:,} slots, {reader.detail['allocations']:,} allocations; "
           f"live {live.detail['slots']:,} slots, {live.detail['allocations']:,} allocations; "
-          f"tables {live.detail['table_mb']} MB; bindings' worker peak {live.detail.get('worker_mb')} MB; "
-          f"dump {dump.stat().st_size / 1e6:,.0f} MB")  # fmt: skip
+          f"tables {live.detail['table_mb']} MB, file's {reader.detail['table_mb']} MB; dump "
+          f"{dump.stat().st_size / 1e6:,.0f} MB")  # fmt: skip
+    for run in lives:
+        print(f"  {run.label.strip()}: peak {run.peak_mb:.0f} MB, past the tables "
+              f"{(run.peak_mb or 0) - float(run.detail['table_mb']):.0f} MB; "  # type: ignore[arg-type]
+              f"bindings' worker peak {run.detail.get('worker_mb')} MB")  # fmt: skip
+    print(f"  a whole probe cycle (fairacct probe once, live, into an embedded store): {cycle.wall_s:.1f} s wall, "
+          f"{cycle.cpu_s:.1f} CPU-s, peak {cycle.peak_mb:.0f} MB: {cycle.wall_s / CADENCE_S:.0%} of a "
+          f"{CADENCE_S:.0f} s cadence")  # fmt: skip
     dump.unlink()
     checks = [
         (live.wall_s <= MAX_RATIO * both.wall_s,
          f"{nodes:,}x10: live snapshot wall {live.wall_s:.1f} s <= {MAX_RATIO} x the tools' {both.wall_s:.1f} s"),
         (live.cpu_s <= MAX_RATIO * both.cpu_s,
          f"{nodes:,}x10: live snapshot CPU {live.cpu_s:.1f} s <= {MAX_RATIO} x the tools' {both.cpu_s:.1f} s"),
+        (cycle.wall_s <= CADENCE_S / 2,
+         f"{nodes:,}x10: a probe cycle {cycle.wall_s:.0f} s wall <= half the default cadence of {CADENCE_S:.0f} s"),
         (live.detail["slots"] == reader.detail["slots"] == nodes + 2
          and live.detail["allocations"] == reader.detail["allocations"] == nodes * 10,
          f"{nodes:,}x10: the live snapshot and the file have every slot advertised (and the pool's own 2)"),
     ]  # fmt: skip
     return checks, live
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The packages of git revision ``rev``, exported under ``into``."""
+    into.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "probes", "collector", "mappings"], cwd=ROOT, check=True,
+                             capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def _stop_negotiator(pool: object) -> None:
@@ -187,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000], help="partitionable slots")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="where the generated ads are kept")
+    parser.add_argument("--old", metavar="REV", help="also measure the snapshot of this git revision (before a change)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -205,12 +265,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     checks: list[tuple[bool, str]] = []
     lives: list[tuple[int, Run]] = []
     with tempfile.TemporaryDirectory(prefix="bench-live-status-") as tmp:
+        old = _export(args.old, Path(tmp) / "old") if args.old else None
         pool = start_pool(SHARED)
         try:
             _stop_negotiator(pool)
             advertised = 0
             for n in sizes:
-                found, live = _one_size(n, pool, args.data, Path(tmp), advertised)
+                found, live = _one_size(n, pool, args.data, Path(tmp), advertised, old)
                 checks += found
                 lives.append((n, live))
                 advertised = n
@@ -236,7 +297,7 @@ def _table_mb(snapshot: object) -> float:
 def _worker(kind: str, where: str) -> int:
     """``file PATH``: read_status of the dump; ``live CONDOR_CONFIG``: one live snapshot. A JSON
     line of figures to stdout."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, os.environ.get(CODE_ENV) or str(ROOT))
     if kind == "file":
         from probes.sources.status import read_status
 

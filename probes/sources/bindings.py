@@ -16,10 +16,12 @@ numbers, a schedd's location ad as text) and the answer (ClassAds as text in the
 parsed back with classad2, expressions unevaluated, as the bindings returned them; or the
 bindings' error as its type and message). ClassAds cross in chunks of :data:`CHUNK` ads, each
 freed in the worker once sent, so that neither side pickles, or holds twice, a schedd's whole
-history: :meth:`Bindings.stream` hands them over a chunk at a time.
+history or a collector's whole answer: :meth:`Bindings.stream` hands them over a chunk at a
+time (the bindings answer both as one list, which the worker alone holds, less what it sent).
 
 A schedd's history is one call however long it is (``Schedd.history`` answers a list, and a
-history read in several calls would rescan the file from its end for each), so its deadline is
+history read in several calls would rescan the file from its end for each), and so is a
+collector's startd ads, so their deadline is
 not the call's length but the worker's silence: a stream waits as long as the worker keeps
 receiving (it spends CPU time on every ad the schedd sends), and is abandoned once it has spent
 none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``timeout_s`` is the
@@ -340,9 +342,11 @@ class _CollectorClient:
 
     def query(
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
-    ) -> Any:
+    ) -> Iterator[classad2.ClassAd]:
+        """The ads as they arrive, a chunk at a time: nothing is asked until the first is wanted
+        (see :meth:`Bindings.stream`)."""
         kwargs = {"ad_type": int(ad_type), "constraint": constraint, "projection": projection}
-        return self._bindings.call(("collector", self._address, "query", kwargs))
+        return self._bindings.stream(("collector", self._address, "query", kwargs))
 
     def locateAll(self, daemon_type: htcondor2.DaemonType) -> Any:  # noqa: N802 - the bindings' name
         return self._bindings.call(("collector", self._address, "locateAll", {"daemon_type": int(daemon_type)}))

@@ -10,6 +10,9 @@ this module adds is the network side, and it is kept to one call per query:
   pool (``pool.collectors``). An entry ``"cm1:9618, cm2:9618"`` lists the replicas of one
   pool: they are tried in order until one answers (failover). Several entries are several
   pools, all queried; a slot seen twice (same ``Name``) is kept once, the copy heard from last.
+  Each answer is read as it streams in, a chunk of :data:`~probes.sources.bindings.CHUNK` ads
+  converted to columns at a time, and never held whole as ClassAds: the duplicates are found
+  over the columns once every collector has answered.
   A live snapshot is observed when the collector answered (the ``now`` passed in), not at the
   startd's last update, so that snapshots taken more often than startds update are distinct.
 - **idle demand**: ``Collector.locateAll(DaemonType.Schedd)``, then per schedd
@@ -56,6 +59,7 @@ import functools
 import itertools
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -69,7 +73,7 @@ import pandas as pd
 
 from collector.errors import ConfigError, SourceError
 from probes.config import PoolSettings
-from probes.sources.bindings import Bindings, security_context
+from probes.sources.bindings import CHUNK, Bindings, security_context
 from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.credentials import identities, identity_attrs
@@ -124,7 +128,7 @@ class CollectorLike(Protocol):
 
     def query(
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
-    ) -> list[classad2.ClassAd]: ...
+    ) -> Iterable[classad2.ClassAd]: ...
 
     def locateAll(self, daemon_type: htcondor2.DaemonType) -> list[classad2.ClassAd]: ...  # noqa: N802 - the bindings' name
 
@@ -313,6 +317,12 @@ class LivePool:
         # command line draws a bar with it on a terminal)
         self.progress_every_s = PROGRESS_EVERY_S
         self.on_progress: Callable[[str, int], None] | None = None
+        # startd ads converted per chunk as they arrive: the bindings' worker sends CHUNK a message
+        self.slot_chunk = CHUNK
+        # on_slot_ads(source, ads) sees each chunk of startd ads as it arrives (before the
+        # de-duplication; a chunk of an answer abandoned to ask again too): a seam for tests
+        # that compare a snapshot with its collector's answer, which is never kept whole
+        self.on_slot_ads: Callable[[str, list[classad2.ClassAd]], None] | None = None
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -406,41 +416,87 @@ class LivePool:
 
     # -- slots ----------------------------------------------------------------------------------
 
-    def slot_ads(self) -> tuple[list[classad2.ClassAd], list[str], ReadReport]:
-        """Startd ads of every pool, each slot once: (ads, the collector each came from, report)."""
-        constraint = self.pool.slot_constraint.strip() or None
-        kept: dict[str, tuple[classad2.ClassAd, str]] = {}
-        report = ReadReport()
+    def slot_columns(self) -> tuple[AdColumns, list[str], ReadReport]:
+        """Startd ads of every pool, each slot once, as columns: (columns, the collector each row
+        came from, report). Each answer is converted a chunk at a time as it arrives
+        (:meth:`_slot_answer`); the slots are then chosen from all of them at once
+        (:func:`_kept_slots`), so that no answer is ever held whole as ClassAds."""
+        answers: list[_SlotAnswer] = []
         for group in self.groups:
-            answered: list[str] = []
-
-            def ask(
-                projection: list[str], group: list[str | None] = group, answered: list[str] = answered
-            ) -> list[classad2.ClassAd]:
-                ads, address = self._failover(
-                    group,
-                    "startd ads",
-                    lambda c: c.query(ad_type=htcondor2.AdType.Startd, constraint=constraint, projection=projection),
-                )
-                answered.append(address)
-                return ads
-
-            ads = self._projected(
-                "startd", "startd ads", slot_projection(self.slots, self.slot_expressions, self.slot_attributes), ask
+            learned = sorted(self.learned["startd"])
+            projection = _names_str(
+                [*slot_projection(self.slots, self.slot_expressions, self.slot_attributes), *learned]
             )
-            address = answered[-1]
-            for ad in ads:
-                name = ad.get("Name")
-                if not isinstance(name, str) or not name:
-                    report.rejects["Name: missing, the slot ad was skipped"] += 1
-                    continue
-                key = name.lower()
-                if key in kept:
-                    report.rejects["Name: seen twice (two pools or replicas), kept once"] += 1
-                    if _heard(ad) <= _heard(kept[key][0]):
-                        continue
-                kept[key] = (ad, f"collector {address}")
-        return [ad for ad, _ in kept.values()], [origin for _, origin in kept.values()], report
+            answer = self._failover_slots(group, projection, again=True)
+            if answer is None:  # its expressions referred to attributes the projection lacked
+                projection = _names_str([*projection, *sorted(self.learned["startd"])])
+                answer = self._failover_slots(group, projection, again=False)
+            assert answer is not None  # the second answer is always read whole
+            answers.append(answer)
+        return _kept_slots(answers, slot_attrs(self.slots))
+
+    def _failover_slots(self, group: Sequence[str | None], projection: list[str], *, again: bool) -> _SlotAnswer | None:
+        """The startd ads of the first replica of ``group`` that answers whole (see
+        :meth:`_slot_answer`); a replica that fails midway costs only its partial answer."""
+        constraint = self.pool.slot_constraint.strip() or None
+        problems = []
+        for i, address in enumerate(group):
+            what = f"collector {address or 'COLLECTOR_HOST'}: startd ads"
+            try:
+                ask = functools.partial(
+                    self._ask_collector, functools.partial(_startd_query, constraint, projection), address
+                )
+                return self._slot_answer(
+                    what, address or "COLLECTOR_HOST", self._call(what, ask), projection, again=again
+                )
+            except SourceError as exc:
+                problems.append(str(exc))
+                if i < len(group) - 1 and not self._cancel.is_set():
+                    log.warning("%s; trying the next replica", exc)
+        raise SourceError(
+            problems[0] if len(problems) == 1 else "no collector of the pool answered: " + "; ".join(problems)
+        )
+
+    def _slot_answer(
+        self, what: str, address: str, answer: Any, projection: list[str], *, again: bool
+    ) -> _SlotAnswer | None:
+        """One collector's answer, converted to columns :attr:`slot_chunk` ads at a time as it
+        arrives (the bindings' worker sends it in chunks of that size). Each ad's place in the
+        answer is its row's ``line``, and its ``Name`` (case-folded) and the time it was heard
+        from are kept beside, for :func:`_kept_slots`. None when ``again`` and the answer's
+        expressions refer to attributes the projection lacks, decided on each chunk as it comes:
+        the chunks after the first such one are only checked for what else is lacking (never
+        converted), all of it is learned, and the caller asks again, once."""
+        if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
+            raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
+        attrs = slot_attrs(self.slots)
+        out = _SlotAnswer(f"collector {address}")
+        missing: set[str] = set()
+        ads = iter(answer)
+        try:
+            for first in itertools.count(0, self.slot_chunk):
+                chunk = self._next_ads(what, ads, self.slot_chunk, first)
+                if not chunk:
+                    break
+                if self.on_slot_ads is not None:
+                    self.on_slot_ads(out.origin, chunk)
+                missing |= _missing_refs(chunk, projection)
+                if not (missing and again):
+                    out.add(chunk, attrs)
+                # else: the answer is asked again; the rest is read only for what else it lacks,
+                # so that one more query asks for all of it (a chunk at a time, never converted)
+        finally:
+            close = getattr(ads, "close", None)
+            if close is not None:
+                close()  # a stream left early (a failure) frees its worker
+        if missing:
+            self.learned["startd"] |= missing
+            then = "asking again with them" if again else "asked for from now on"
+            log.info("startd ads: the answer refers to %s, which the projection lacked; %s",
+                     ", ".join(sorted(missing)), then)  # fmt: skip
+            if again:
+                return None
+        return out
 
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
         """The slots and allocations tables of the pool, observed at ``now``.
@@ -452,9 +508,7 @@ class LivePool:
         p-slots may still list released claims, or already list new ones. Each slot's
         ``source`` still names the collector its ad came from (``line``: its place in the answer).
         """
-        ads, origins, report = self.slot_ads()
-        columns, converted = columns_from_classads(ads, slot_attrs(self.slots), origin="collector")
-        report.merge(converted)
+        columns, origins, report = self.slot_columns()
         snapshot = snapshot_tables(columns, self.slots, report.malformed, child_lists=self.pool.child_lists)
         snapshot.slots["source"] = np.array(origins, dtype=object)[snapshot.slots["line"].to_numpy(dtype=np.int64) - 1]
         snapshot.slots["observed_at"] = float(now)
@@ -706,6 +760,124 @@ def _missing_refs(ads: Sequence[classad2.ClassAd], projection: Sequence[str]) ->
                 if attr and (not dot or scope.lower() == "my") and attr.lower() not in wanted:
                     missing.add(attr)
     return missing
+
+
+def _startd_query(
+    constraint: str | None, projection: list[str], collector: CollectorLike
+) -> Iterable[classad2.ClassAd]:
+    return collector.query(ad_type=htcondor2.AdType.Startd, constraint=constraint, projection=projection)
+
+
+@dataclass
+class _SlotAnswer:
+    """One collector's startd ads, converted a chunk at a time (:meth:`LivePool._slot_answer`).
+
+    ``keys`` and ``heard``: per ad with a ``Name``, in the answer's order, its name case-folded
+    and when its collector last heard from it (UTC seconds); a row of ``parts`` has its ad's place
+    among them as its ``line`` (1-based), as has a quarantined ad in ``report.malformed``.
+    """
+
+    origin: str
+    parts: list[AdColumns] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    heard: list[float] = field(default_factory=list)
+    report: ReadReport = field(default_factory=ReadReport)
+
+    def add(self, chunk: Sequence[classad2.ClassAd], attrs: Sequence[Attr]) -> None:
+        """Convert one chunk of the answer; ads without a Name are counted and skipped."""
+        first = len(self.keys)
+        named = []
+        for ad in chunk:
+            name = ad.get("Name")
+            if not isinstance(name, str) or not name:
+                self.report.rejects["Name: missing, the slot ad was skipped"] += 1
+                continue
+            named.append(ad)
+            self.keys.append(name.lower())
+            self.heard.append(_heard(ad))
+        columns, rep = columns_from_classads(named, attrs, origin="collector")
+        if columns.raw is not None:
+            # an ad's text serves its p-slot or static slot (partitions, Snapshot.ads), never a
+            # dynamic slot: dropped here, it is not held for the ~10 dynamic slots of every node
+            columns.raw[_dynamic(columns)] = None
+        _share_repeats(columns)
+        columns.line = columns.line + first
+        rep.malformed = [dataclasses.replace(m, line=m.line + first) for m in rep.malformed]
+        self.report.merge(rep)
+        self.parts.append(columns)
+
+
+def _share_repeats(ads: AdColumns) -> None:
+    """Make equal strings of a column, or of its lists' items, one object (``sys.intern``) where
+    most of them repeat: a global pool's ads name a few thousand machines, users, groups, sites
+    and states over and over (a node's ~10 dynamic slots and the ``Child*`` lists of its p-slot),
+    and the columns of a whole answer are held until the tables are built. Columns mostly of
+    distinct values (``Name``, ``GlobalJobId``) are left as they are, not filling the table of
+    interned strings."""
+    for column in ads.columns.values():
+        if column.dtype != object or not len(column):
+            continue
+        values = column.tolist()
+        strings = [v for v in values if type(v) is str]
+        if strings and len(set(strings)) <= len(strings) // 2:
+            column[:] = [sys.intern(v) if type(v) is str else v for v in values]
+        lists = [v for v in values if type(v) is list]
+        items = [e for v in lists for e in v if type(e) is str]
+        if items and len(set(items)) <= len(items) // 2:
+            for v in lists:
+                v[:] = [sys.intern(e) if type(e) is str else e for e in v]
+
+
+def _dynamic(ads: AdColumns) -> np.ndarray:
+    """Which ads are of dynamic slots, by the rule of :func:`~probes.sources.status.snapshot_tables`."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    dynamic: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - bools/None
+    return dynamic
+
+
+def _kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[AdColumns, list[str], ReadReport]:
+    """Each slot once from the collectors' answers: the copy heard from last (the first of
+    them, on a tie), at the place of its first copy. Rows are numbered (``line``, 1-based) by
+    their place among the kept ads, a quarantined one included, as the origins are listed; the
+    answers give up their columns. A slot whose kept copy was quarantined has no row, as if it
+    alone had been read (its value rejects of a copy that was not kept stay counted)."""
+    sizes = [len(a.keys) for a in answers]
+    offsets = np.cumsum([0, *sizes])[:-1]
+    keys = np.array([k for a in answers for k in a.keys], dtype=object)
+    heard = np.array([h for a in answers for h in a.heard], dtype=np.float64)
+    origin = np.repeat(np.array([a.origin for a in answers], dtype=object), sizes)
+    report = ReadReport()
+    if len(keys):
+        # idxmax: the first of the latest copies; sort=False: the slots in order of first appearance
+        order = pd.Series(heard).groupby(keys, sort=False).idxmax().to_numpy(dtype=np.int64)
+    else:
+        order = np.array([], dtype=np.int64)
+    if len(keys) > len(order):
+        report.rejects["Name: seen twice (two pools or replicas), kept once"] += len(keys) - len(order)
+    place = np.zeros(len(keys), dtype=np.int64)  # 1-based place among the kept ads; 0: not kept
+    place[order] = np.arange(1, len(order) + 1)
+    parts = []
+    for answer, offset in zip(answers, offsets, strict=True):
+        for part in answer.parts:
+            part.line = part.line - 1 + offset  # the ad's place among all the answers' (0-based)
+            parts.append(part)
+        answer.report.malformed = [
+            dataclasses.replace(m, line=int(place[m.line - 1 + offset]))
+            for m in answer.report.malformed
+            if place[m.line - 1 + offset]
+        ]
+        report.merge(answer.report)
+    columns = AdColumns.concat(parts, attrs)
+    if len(order) < len(keys):
+        row_of = np.full(len(keys), -1, dtype=np.int64)
+        row_of[columns.line] = np.arange(len(columns))
+        rows = row_of[order]
+        columns = columns.take(rows[rows >= 0])
+        columns.line = np.flatnonzero(rows >= 0) + 1
+    else:  # every ad kept, in its place
+        columns.line = columns.line + 1
+    report.ads = len(columns)
+    return columns, origin[order].tolist(), report
 
 
 def _heard(ad: classad2.ClassAd) -> float:

@@ -454,6 +454,178 @@ def test_several_pools_are_merged_and_a_slot_seen_twice_is_kept_once(
     assert report.rejects == {"Name: seen twice (two pools or replicas), kept once": 3}
 
 
+# -- slots, streamed: each chunk of the answer converted as it arrives ------------------------------
+
+
+def streamed(
+    pools: list[FakePool], collectors: dict[str | None, FakeCollector], chunk: int, cfg: ProbeConfig | None = None
+) -> tuple[LivePool, list[tuple[str, int]]]:
+    """A live pool converting ``chunk`` startd ads at a time, and the chunks it saw (source, size)."""
+    live = fake_pool(pools, collectors).live(cfg or config(pool={"collectors": [a for a in collectors if a]}))
+    live.slot_chunk = chunk
+    seen: list[tuple[str, int]] = []
+    live.on_slot_ads = lambda source, ads: seen.append((source, len(ads)))
+    return live, seen
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 8, 1000])
+def test_a_snapshot_streamed_in_chunks_is_the_snapshot_taken_whole(
+    chunk: int, condor25: Path, status_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    """Chunk boundaries anywhere (an ad a chunk, a p-slot and its dynamic slots in different
+    chunks, the answer in one) give the file's tables, rows in the answer's order."""
+    collector = FakeCollector(status_ads)
+    live, seen = streamed(pools, {None: collector}, chunk)
+    snapshot, report = live.snapshot(now=NOW)
+    files, _ = read_status([condor25 / "status.ads"], config().slot_reading())
+    ignore = ["observed_at", "source", "line"]  # a file's line is its line in the file
+    pd.testing.assert_frame_equal(snapshot.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
+    pd.testing.assert_frame_equal(
+        snapshot.allocations.drop(columns=["observed_at"]), files.allocations.drop(columns=["observed_at"])
+    )
+    assert list(snapshot.slots["line"]) == [1, 2] and report.ads == 8 and not report.rejects
+    # every ad refers to DaemonStartTime (GLIDEIN_ToRetire): the first answer is read to its end
+    # for what it lacks, unconverted, then asked again once; each answer in chunks of `chunk`
+    whole = [min(chunk, 8 - i) for i in range(0, 8, chunk)]
+    assert [n for _, n in seen] == whole * 2 and len(collector.calls) == 2
+    assert collector.calls[1]["projection"][-1] == "DaemonStartTime"
+    # an ad's text is kept for the p-slots (partitions, Snapshot.ads), not for the dynamic slots
+    columns, _, _ = live.slot_columns()
+    assert columns.raw is not None and [text is None for text in columns.raw] == [False, False, *[True] * 6]
+    assert snapshot.ads is not None and [ad.count("\nName = ") for ad in snapshot.ads] == [1, 1]
+    if chunk < len(status_ads):
+        return  # the rest is decided a chunk at a time: on chunks of 1000, as the bindings send them
+    # equal strings of a column mostly repeated are one object (8 ads: "Claimed" x 6, "Unclaimed" x 2),
+    # and so are the Child* lists' repeated items; columns of distinct names are left alone
+    assert len({id(v) for v in columns["Name"]}) == 8
+    assert len({id(v) for v in columns["State"]}) == len(set(columns["State"])) == 2
+    users = [u for listed in columns["ChildRemoteUser"] if isinstance(listed, list) for u in listed]
+    assert len(users) == 6 and len({id(u) for u in users}) == len(set(users)) < 6
+
+
+def test_a_re_ask_is_decided_on_a_later_chunk_and_asks_for_all_that_is_lacking(
+    status_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
+) -> None:
+    ads = [copy(status_ads[i]) for i in (2, 3, 4, 0, 5, 6, 1, 7)]  # the p-slots in the 2nd and 3rd chunks of 3
+    ads[3]["HEPSPEC"] = classad2.ExprTree("HepSpecPerCore * 8")  # slot1@cpu-node1@vm
+    ads[3]["HepSpecPerCore"] = 12.5
+    ads[6]["HEPSPEC"] = classad2.ExprTree("BenchmarkScore / 100")  # slot1@gpu-node1@vm
+    ads[6]["BenchmarkScore"] = 9000
+    collector = FakeCollector(ads)
+    live, seen = streamed(pools, {None: collector}, 3)
+    live.learned["startd"].add("DaemonStartTime")  # learned by an earlier snapshot
+    with caplog.at_level("INFO", logger="fairacct.live"):
+        snapshot, report = live.snapshot(now=NOW)
+    first, second = (c["projection"] for c in collector.calls)
+    assert second == [*first, "BenchmarkScore", "HepSpecPerCore"]
+    assert [n for _, n in seen] == [3, 3, 2, 3, 3, 2] and report.ads == 8
+    assert (
+        "startd ads: the answer refers to BenchmarkScore, HepSpecPerCore, which the projection lacked; "
+        "asking again with them" in caplog.text
+    )
+    # each node's speed evaluated with what was asked again
+    speed = snapshot.slots.set_index("name")["speed"]
+    assert speed.to_dict() == {"slot1@cpu-node1@vm": 100.0, "slot1@gpu-node1@vm": 90.0}
+
+
+@pytest.mark.parametrize("chunk", [2, 1000])
+@pytest.mark.parametrize("later_is_newer", [True, False])
+def test_a_slot_seen_twice_in_different_chunks_is_kept_once_at_its_first_place(
+    chunk: int, later_is_newer: bool, status_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    """The copy heard from last is kept, wherever either was; the slots keep the answer's order."""
+    again = copy(status_ads[0])  # slot1@cpu-node1@vm, first in the answer, again at its end
+    again["LastHeardFrom"] = status_ads[0]["LastHeardFrom"] + (60 if later_is_newer else -60)
+    again["Memory"] = 1024
+    live, _ = streamed(pools, {None: FakeCollector([*status_ads, again])}, chunk)
+    live.learned["startd"].add("DaemonStartTime")
+    snapshot, report = live.snapshot(now=NOW)
+    assert list(snapshot.slots["name"]) == ["slot1@cpu-node1@vm", "slot1@gpu-node1@vm"]
+    assert list(snapshot.slots["line"]) == [1, 2] and len(snapshot.allocations) == 6
+    assert report.rejects == {"Name: seen twice (two pools or replicas), kept once": 1} and report.ads == 8
+    kept = snapshot.ads[0] if snapshot.ads is not None else ""
+    assert ("Memory = 1024\n" in kept) is later_is_newer
+    # a p-slot billed from its dynamic-slot ads: unallocated is its size minus theirs either way
+    assert snapshot.slots.set_index("name").loc["slot1@cpu-node1@vm", "unallocated_memory"] == 22528
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_slots_of_two_pools_in_chunks_are_merged_as_when_taken_whole(
+    chunk: int, status_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    newer = copy(status_ads[0])
+    newer["LastHeardFrom"] = 1795269999
+    newer["Memory"] = 1024
+    older = copy(status_ads[3])  # slot1_1@gpu-node1@vm, heard from before pool-a's copy
+    older["LastHeardFrom"] = 1795260000
+    other = [older, newer, *status_ads[2:3]]
+    collectors = {"pool-a:9618": FakeCollector(status_ads), "pool-b:9618": FakeCollector(other)}
+    live, seen = streamed(pools, collectors, chunk)
+    live.learned["startd"].add("DaemonStartTime")
+    snapshot, report = live.snapshot(now=NOW)
+    assert report.rejects == {"Name: seen twice (two pools or replicas), kept once": 3} and report.ads == 8
+    slots = snapshot.slots.set_index("name")
+    assert list(slots.index) == ["slot1@cpu-node1@vm", "slot1@gpu-node1@vm"]
+    assert list(slots["source"]) == ["collector pool-b:9618", "collector pool-a:9618"]
+    assert list(slots["line"]) == [1, 2]
+    assert {s for s, _ in seen} == {"collector pool-a:9618", "collector pool-b:9618"}
+    assert len(snapshot.allocations) == 6 and slots.loc["slot1@cpu-node1@vm", "unallocated_memory"] == 22528
+
+
+class Failing:
+    """An answer that breaks after ``good`` ads, as a collector's stream cut midway."""
+
+    def __init__(self, ads: Sequence[classad2.ClassAd], good: int) -> None:
+        self.ads, self.good = list(ads), good
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        yield from self.ads[: self.good]
+        raise htcondor2.HTCondorException("Failed to receive the ads")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_replica_failing_midway_costs_only_its_partial_answer(
+    status_ads: list[classad2.ClassAd], pools: list[FakePool], caplog: pytest.LogCaptureFixture
+) -> None:
+    nameless = classad2.ClassAd({"SlotType": "Partitionable", "Cpus": 2})
+    broken, up = FakeCollector(), FakeCollector(status_ads)
+    broken.garbage = Failing([nameless, *status_ads], good=4)  # 3 named ads in 2 chunks, then the failure
+    cfg = config(pool={"collectors": ["cm1:9618, cm2:9618"]})
+    live, seen = streamed(pools, {"cm1:9618": broken, "cm2:9618": up}, 2, cfg)
+    live.learned["startd"].add("DaemonStartTime")
+    snapshot, report = live.snapshot(now=NOW)
+    assert seen[:2] == [("collector cm1:9618", 2), ("collector cm1:9618", 2)]
+    assert "collector cm1:9618: startd ads: Failed to receive the ads; trying the next replica" in caplog.text
+    # nothing of the broken answer is counted or kept: not its nameless ad, not its slots twice
+    assert report.ads == 8 and not report.rejects and len(snapshot.slots) == 2 and len(snapshot.allocations) == 6
+    assert set(snapshot.slots["source"]) == {"collector cm2:9618"}
+
+
+@pytest.mark.parametrize("chunk", [2, 1000])
+def test_a_malformed_ad_in_a_chunk_is_quarantined_at_its_place(
+    chunk: int, status_ads: list[classad2.ClassAd], pools: list[FakePool]
+) -> None:
+    """An ad out of range is quarantined, named by its place among the kept ads (as when the
+    answer was converted whole), and its node left incomplete, whichever chunk it was in."""
+    ads = [copy(ad) for ad in status_ads]
+    ads[5]["Cpus"] = -1  # slot1_2@gpu-node1@vm
+    stale = copy(ads[4])  # a copy of slot1_2@cpu-node1@vm heard from earlier: not kept, never said
+    stale["LastHeardFrom"] = 1
+    stale["Memory"] = -5
+    live, _ = streamed(pools, {None: FakeCollector([*ads, stale])}, chunk)
+    live.learned["startd"].add("DaemonStartTime")
+    snapshot, report = live.snapshot(now=NOW)
+    assert [(m.path, m.line) for m in report.malformed] == [("collector", 6)]
+    assert "attribute 'Cpus' = -1" in report.malformed[0].reason and "slot1_2@gpu-node1@vm" in report.malformed[0].text
+    assert report.ads == 7 and report.rejects == {"Name: seen twice (two pools or replicas), kept once": 1}
+    slots = snapshot.slots.set_index("name")
+    assert slots["incomplete"].to_dict() == {"slot1@cpu-node1@vm": False, "slot1@gpu-node1@vm": True}
+    assert len(snapshot.allocations) == 5
+
+
 @pytest.mark.parametrize(
     ("garbage", "message"),
     [

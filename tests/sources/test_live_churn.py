@@ -238,17 +238,19 @@ def submit_wave(pool: HTCondorPool, k: int) -> None:
     pool.submit(description, f"churn{k}")
 
 
-def collector_ads(live: LivePool, monkeypatch: pytest.MonkeyPatch) -> list[list[classad2.ClassAd]]:
-    """Keep the startd ads each of ``live``'s snapshots is made of (appended per snapshot)."""
-    answers: list[list[classad2.ClassAd]] = []
-    query = live.slot_ads
+def collector_ads(live: LivePool, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str | None]]:
+    """The dynamic slots of the collector's answer each of ``live``'s snapshots is made of (one
+    dict appended per snapshot, filled chunk by chunk through ``on_slot_ads``: the answer itself
+    is never kept whole)."""
+    answers: list[dict[str, str | None]] = []
+    snapshot = live.snapshot
 
-    def recorded() -> tuple[list[classad2.ClassAd], list[str], Any]:
-        ads, origins, report = query()
-        answers.append(ads)
-        return ads, origins, report
+    def recorded(*, now: float) -> Any:
+        answers.append({})
+        return snapshot(now=now)
 
-    monkeypatch.setattr(live, "slot_ads", recorded)
+    monkeypatch.setattr(live, "snapshot", recorded)
+    live.on_slot_ads = lambda source, ads: answers[-1].update(dynamic_ads(ads))
     return answers
 
 
@@ -288,7 +290,7 @@ def churn(
         snap, _ = live.snapshot(now=time.time())
         after = startd_view(pool)
         bills = overhead_report(snap, config).bills
-        cycles.append(compare(before, after, dynamic_ads(answers[-1]), snap, bills, last_seen))
+        cycles.append(compare(before, after, answers[-1], snap, bills, last_seen))
         claims.update((d.name, d.entered) for v in (before, after) for d in v.dynamic.values())
         previous = after
         time.sleep(PAUSE_S)
