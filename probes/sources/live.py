@@ -83,7 +83,7 @@ from probes.sources.job_identity import running_table
 from probes.sources.queue import IDLE_COLUMNS, idle_table, queue_attrs
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading, SlotReading
-from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
+from probes.sources.status import Snapshot, child_list_attrs, slot_attrs, snapshot_tables
 
 __all__ = [
     "END_TIME",
@@ -179,13 +179,17 @@ def _names(attrs: Sequence[Attr], *more: str) -> list[str]:
     return out
 
 
-def slot_projection(reading: SlotReading, expressions: Sequence[str] = (), attributes: Sequence[str] = ()) -> list[str]:
+def slot_projection(
+    reading: SlotReading, expressions: Sequence[str] = (), attributes: Sequence[str] = (), *, child_lists: bool = True
+) -> list[str]:
     """The startd attributes a snapshot needs: the slots table's (with its extras), what the
     partitions' ``match`` and the other ``expressions`` evaluated in slot ads refer to, and
-    ``attributes``."""
+    ``attributes``. Without ``child_lists`` (``pool.child_lists``: the dynamic-slot ads say what
+    each node holds), not the p-slots' ``Child*`` lists, a tenth of a glidein pool's answer."""
     refs = [r for _, match in reading.partitions for r in _refs(match)]
     refs += [r for e in expressions for r in _refs(e)]
-    return _names(slot_attrs(reading), *refs, *attributes)
+    lists = set() if child_lists else {a.name for a in child_list_attrs(reading)}
+    return _names([a for a in slot_attrs(reading) if a.name not in lists], *refs, *attributes)
 
 
 def idle_projection(reading: JobReading = JobReading()) -> list[str]:
@@ -425,7 +429,12 @@ class LivePool:
         for group in self.groups:
             learned = sorted(self.learned["startd"])
             projection = _names_str(
-                [*slot_projection(self.slots, self.slot_expressions, self.slot_attributes), *learned]
+                [
+                    *slot_projection(
+                        self.slots, self.slot_expressions, self.slot_attributes, child_lists=self.pool.child_lists
+                    ),
+                    *learned,
+                ]
             )
             answer = self._failover_slots(group, projection, again=True)
             if answer is None:  # its expressions referred to attributes the projection lacked

@@ -40,7 +40,7 @@ from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport
 from probes.sources.settings import SlotReading
 
-__all__ = ["Snapshot", "assign_partitions", "read_status", "slot_attrs", "snapshot_tables"]
+__all__ = ["Snapshot", "assign_partitions", "child_list_attrs", "read_status", "slot_attrs", "snapshot_tables"]
 
 _OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
 _CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
@@ -80,7 +80,7 @@ class Snapshot:
 
 def slot_attrs(reading: SlotReading) -> list[Attr]:
     """The startd attributes the tables need, with the configured extras."""
-    n, s, b, lst = Kind.NUMBER, Kind.STRING, Kind.BOOL, Kind.LIST
+    n, s, b = Kind.NUMBER, Kind.STRING, Kind.BOOL
     attrs = [
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
@@ -88,9 +88,7 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         *(Attr(_TOTAL[r], n, limits=AMOUNT) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
-        Attr("GlobalJobId", s), *identity_attrs(reading.identity),
-        Attr("ChildName", lst), *(Attr(f"Child{a.name}", lst) for a in identity_attrs(reading.identity)),
-        *(Attr(_CHILD[r], lst) for r in RESOURCES),
+        Attr("GlobalJobId", s), *identity_attrs(reading.identity), *child_list_attrs(reading),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
     ]  # fmt: skip
     for a in (reading.speed_attribute, reading.cost_attribute):
@@ -98,6 +96,12 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
             attrs.append(Attr(a, n))
     attrs += [Attr(a, Kind.ANY) for a in reading.extra_attributes]
     return unique_attrs(attrs)
+
+
+def child_list_attrs(reading: SlotReading) -> list[Attr]:
+    """A partitionable slot's ``Child*`` lists: what it says its dynamic slots hold, and whose."""
+    names = ["ChildName", *(f"Child{a.name}" for a in identity_attrs(reading.identity)), *_CHILD.values()]
+    return [Attr(name, Kind.LIST) for name in names]
 
 
 def read_status(

@@ -245,10 +245,16 @@ def test_the_slot_projection_is_what_the_tables_and_the_configuration_need() -> 
     )
     projection = _slot_projection(cfg)
     assert len(projection) == len({p.lower() for p in projection})
-    for name in ("Name", "SlotType", "Cpus", "TotalSlotGPUs", "ChildCpus", "GLIDEIN_Site", "HEPSPEC", "MyCurrentTime",
+    for name in ("Name", "SlotType", "Cpus", "TotalSlotGPUs", "GLIDEIN_Site", "HEPSPEC", "MyCurrentTime",
                  "Arch", "NodeCost", "CPUModel", "TotalSlotMemory", "HasTDP"):  # fmt: skip
         assert name in projection, name
     assert "MY.NodeCost" not in projection
+    # the p-slots' Child* lists only where they serve (a query that leaves dynamic slots out)
+    lists = {"ChildName", "ChildCpus", "ChildMemory", "ChildDisk", "ChildGPUs", "ChildRemoteOwner"}
+    assert not lists & set(projection)
+    with_lists = _slot_projection(parse_config({**cfg.model_dump(mode="json"), "pool": {"child_lists": True}}))
+    added = set(with_lists) - set(projection)
+    assert lists <= added and all(name.startswith("Child") for name in added) and len(added) == 12, added
 
 
 def test_the_job_projections_hold_what_default_request_expressions_refer_to() -> None:
@@ -499,7 +505,12 @@ def test_a_snapshot_streamed_in_chunks_is_the_snapshot_taken_whole(
     # and so are the Child* lists' repeated items; columns of distinct names are left alone
     assert len({id(v) for v in columns["Name"]}) == 8
     assert len({id(v) for v in columns["State"]}) == len(set(columns["State"])) == 2
-    users = [u for listed in columns["ChildRemoteUser"] if isinstance(listed, list) for u in listed]
+    users = columns["RemoteUser"][[isinstance(u, str) for u in columns["RemoteUser"]]]
+    assert len(users) == 6 and len({id(u) for u in users}) == len(set(users)) < 6
+    # the Child* lists are asked for only with pool.child_lists: their items are shared too
+    listed, _ = streamed(pools, {None: FakeCollector(status_ads)}, chunk, config(pool={"child_lists": True}))
+    columns, _, _ = listed.slot_columns()
+    users = [u for items in columns["ChildRemoteUser"] if isinstance(items, list) for u in items]
     assert len(users) == 6 and len({id(u) for u in users}) == len(set(users)) < 6
 
 
@@ -987,4 +998,6 @@ def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], 
 def _slot_projection(cfg: ProbeConfig) -> list[str]:
     """The projection a live pool of ``cfg`` asks the collectors for."""
     m = cfg.machines
-    return slot_projection(cfg.slot_reading(), (m.speed_expression, m.cost_expression), m.class_attributes)
+    return slot_projection(
+        cfg.slot_reading(), (m.speed_expression, m.cost_expression), m.class_attributes, child_lists=cfg.pool.child_lists
+    )
