@@ -207,7 +207,10 @@ def _one_size(
                   f"{nodes:,}x10: a probe cycle {cycle.wall_s:.0f} s wall <= half the default cadence "
                   f"of {CADENCE_S:.0f} s")  # fmt: skip
     if live_only:  # the tools' figures are an earlier run's: several CPU-minutes at 220,000 ads
-        return [in_cadence], live
+        every = (live.detail["slots"] == nodes + 2 and live.detail["allocations"] == nodes * 10,
+                 f"{nodes:,}x10: the live snapshot has every slot advertised ({live.detail['slots']:,} slots, "
+                 f"{live.detail['allocations']:,} allocations)")  # fmt: skip
+        return [in_cadence, every], live
     dump = work / f"status-{nodes}.long"
     tool = _measure("condor_status -long > FILE", [status, "-long"], dump, collector, env)
     _row(tool, None)
