@@ -998,6 +998,5 @@ def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], 
 def _slot_projection(cfg: ProbeConfig) -> list[str]:
     """The projection a live pool of ``cfg`` asks the collectors for."""
     m = cfg.machines
-    return slot_projection(
-        cfg.slot_reading(), (m.speed_expression, m.cost_expression), m.class_attributes, child_lists=cfg.pool.child_lists
-    )
+    expressions = (m.speed_expression, m.cost_expression)
+    return slot_projection(cfg.slot_reading(), expressions, m.class_attributes, child_lists=cfg.pool.child_lists)
