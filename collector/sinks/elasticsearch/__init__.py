@@ -12,8 +12,9 @@ that never open an Elasticsearch store (``export``, ``report``, ``summarize`` on
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from collector.lazy import lazy_names
 
 if TYPE_CHECKING:
     from collector.sinks.elasticsearch.sink import ElasticsearchSink, StoredDocument
@@ -30,11 +31,4 @@ _LAZY = {
 """The package's names, by the module that defines them (imported on first use)."""
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    loaded = import_module(f"{__name__}.{module}")
-    # the module's names all at once: the next lookups find them without this function
-    globals().update({n: getattr(loaded, n) for n, m in _LAZY.items() if m == module})
-    return globals()[name]
+__getattr__ = lazy_names(__name__, _LAZY, globals())

@@ -21,9 +21,9 @@ needs, while it does need :class:`Attr` and :class:`Kind` (the credentials' attr
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
+from collector.lazy import lazy_names
 from probes.sources.classad.model import AdColumns, Attr, Kind, fallbacks, to_classad, unique_attrs
 
 if TYPE_CHECKING:
@@ -56,11 +56,4 @@ _LAZY = {
 """The readers' names, by the module that defines them (imported on first use)."""
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    loaded = import_module(f"{__name__}.{module}")
-    # the module's names all at once: the next lookups find them without this function
-    globals().update({n: getattr(loaded, n) for n, m in _LAZY.items() if m == module})
-    return globals()[name]
+__getattr__ = lazy_names(__name__, _LAZY, globals())
