@@ -7,25 +7,24 @@ not pandas and the stores.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from collector.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from collector.errors import ClassAdError, ConfigError, FairacctError, SinkError, SourceError, StoreError
+    from collector.errors import ConfigError, FairacctError, SinkError, StoreError
     from collector.outbox import Outbox
     from collector.records import record_id, table_docs
     from collector.sinks import SendResult, open_sink
     from collector.sinks.sqlite import EmbeddedStore
 
 __all__ = [
-    "ClassAdError",
     "ConfigError",
     "EmbeddedStore",
     "FairacctError",
     "Outbox",
     "SendResult",
     "SinkError",
-    "SourceError",
     "StoreError",
     "open_sink",
     "record_id",
@@ -33,19 +32,14 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(
-        ("ClassAdError", "ConfigError", "FairacctError", "SinkError", "SourceError", "StoreError"), "collector.errors"
-    ),
-    "Outbox": "collector.outbox",
-    "record_id": "collector.records",
-    "table_docs": "collector.records",
-    "SendResult": "collector.sinks",
-    "open_sink": "collector.sinks",
-    "EmbeddedStore": "collector.sinks.sqlite",
+    **dict.fromkeys(("ConfigError", "FairacctError", "SinkError", "StoreError"), "errors"),
+    "Outbox": "outbox",
+    "record_id": "records",
+    "table_docs": "records",
+    "SendResult": "sinks",
+    "open_sink": "sinks",
+    "EmbeddedStore": "sinks.sqlite",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'collector' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE, globals())

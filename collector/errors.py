@@ -1,9 +1,10 @@
 """fairacct's exceptions: one tree, shared by the probes and the collector.
 
+The probes' own branch (``SourceError``, ``ClassAdError``: what reading a pool finds) is in
+:mod:`probes.errors`; it grows from :class:`FairacctError` like the rest.
+
     FairacctError                 anything fairacct raises on purpose
     ├── ConfigError               a bad configuration file or option (names the key)
-    ├── SourceError               a source cannot be read at all (names the file, collector or schedd)
-    │   └── ClassAdError          one ad is malformed (names the file, the line and the attribute)
     ├── SinkError                 a record could not be stored
     │   ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
     │   └── StoreError            the embedded SQLite store (or an outbox) failed
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 __all__ = [
     "BadRequestError",
-    "ClassAdError",
     "ConfigError",
     "DisconnectedError",
     "ElasticsearchError",
@@ -46,7 +46,6 @@ __all__ = [
     "SenderNotAllowedError",
     "SinkError",
     "SlowDownError",
-    "SourceError",
     "StoreError",
     "TooLargeError",
     "TooManyRequestsError",
@@ -61,27 +60,6 @@ class FairacctError(Exception):
 
 class ConfigError(FairacctError):
     """The configuration (file or command line) is not valid; the message names the key."""
-
-
-class SourceError(FairacctError):
-    """A source of ads (a file, a collector, a schedd) cannot be read."""
-
-
-class ClassAdError(SourceError):
-    """One ad is malformed.
-
-    ``path`` and ``line`` locate the ad (``line`` is 1-based, the first line of the ad, or of the
-    offending attribute when it is known); ``attribute`` is set when one attribute is to blame.
-    """
-
-    def __init__(self, path: str, line: int, reason: str, attribute: str | None = None) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        self.attribute = attribute
-        where = f"{path} line {line}"
-        what = f"attribute '{attribute}': {reason}" if attribute else reason
-        super().__init__(f"{where}: {what}")
 
 
 class SinkError(FairacctError):

@@ -20,8 +20,9 @@ The names below are the package's public surface; they are imported when first u
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from collector.lazy import lazy_names
 
 if TYPE_CHECKING:
     from probes.config import ProbeConfig, load_config
@@ -41,17 +42,14 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ProbeConfig": "probes.config",
-    "load_config": "probes.config",
-    "ReadReport": "probes.sources.report",
-    "Snapshot": "probes.sources.status",
-    "read_status": "probes.sources.status",
-    "read_idle": "probes.sources.queue",
-    "read_history": "probes.sources.history",
+    "ProbeConfig": "config",
+    "load_config": "config",
+    "ReadReport": "sources.report",
+    "Snapshot": "sources.status",
+    "read_status": "sources.status",
+    "read_idle": "sources.queue",
+    "read_history": "sources.history",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE, globals())

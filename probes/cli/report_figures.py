@@ -10,13 +10,13 @@ from datetime import datetime
 
 import pandas as pd
 
-from collector.errors import SourceError
 from collector.exports import Period
 from collector.report import Figure
 from collector.report.svg import bar_chart, line_chart
 from collector.sinks import Sink
 from probes.accounting.lab.simulate import LabRun
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.pipeline.audit import AuditReport, audit
 from probes.pipeline.stored_efficiency import store_efficiency
 

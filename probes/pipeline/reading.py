@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.pipeline.usage import PRICED_METRICS
 from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from probes.accounting.slot_weight import (
     SLOT_RESOURCES,
     SlotWeight,
@@ -28,6 +28,7 @@ from probes.accounting.slot_weight import (
     standard_job_weight,
 )
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.pipeline.overhead import overhead_report
 from probes.pipeline.reading import read_sources
 from probes.pipeline.usage import penalty_report, read_usage_inputs

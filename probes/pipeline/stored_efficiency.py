@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
 from probes.accounting._tables import RESOURCES
 from probes.accounting.efficiency import ALL, capacity_cu, efficiency_table
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.pipeline.analytics import job_sets
 from probes.pipeline.overhead import canonical_units
 

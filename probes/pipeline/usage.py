@@ -20,11 +20,12 @@ import classad2
 import numpy as np
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from probes.accounting.fairshare import FairshareResult, fairshare, job_usage
 from probes.accounting.machines import machine_classes, machines_table
 from probes.accounting.penalty import Penalties, compare_metrics, job_penalties
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.files import atomic_write
 from probes.pipeline.records import with_penalty_usage
 from probes.sources.classad import to_classad

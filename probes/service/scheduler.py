@@ -74,13 +74,14 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from collector.errors import ConfigError, FairacctError, SinkError, SourceError
+from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, Outbox
 from collector.records import iso_utc
 from collector.sinks import ensure_templates, open_sink
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
+from probes.errors import SourceError
 from probes.files import check_writable
 from probes.pipeline.cycle import Batch, commit, fairshare_step, history_step, snapshot_step
 from probes.pipeline.priority import plan_notes, windowed_ledger

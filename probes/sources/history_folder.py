@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.inputs import content_problem
 
 __all__ = ["Folder", "is_gzip", "list_folder", "readable"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import BinaryIO, Literal, overload
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 
 __all__ = ["content_problem", "is_blank", "open_input", "read_input"]
 

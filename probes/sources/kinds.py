@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.classad.model import AdColumns, Attr, Kind
 from probes.sources.report import ReadReport
 

@@ -43,7 +43,7 @@ the query is asked again once, and later queries ask for them from the start.
 
 Every network call runs with a deadline (``pool.timeout_s``): a daemon that does not answer,
 answers too late or answers something that is not a list of ClassAds raises one
-:class:`~collector.errors.SourceError` naming it. A schedd's failure costs only that schedd's
+:class:`~probes.errors.SourceError` naming it. A schedd's failure costs only that schedd's
 part of a cycle (it is listed in ``failures``); a pool whose collectors all fail costs the cycle.
 The bindings hold the GIL while they wait on a daemon, so they are never called in this
 process: by default the clients come from :class:`~probes.sources.bindings.Bindings`, whose
@@ -71,8 +71,9 @@ import htcondor2
 import numpy as np
 import pandas as pd
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from probes.config import PoolSettings
+from probes.errors import SourceError
 from probes.sources.bindings import CHUNK, Bindings, security_context
 from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
 from probes.sources.classad import AdColumns, Attr, columns_from_classads

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.bindings import BindingsError
 
 __all__ = ["NEGOTIATOR_COLUMNS", "NegotiatorLike", "apply_plan", "negotiator_table", "read_negotiator"]

@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, unique_attrs
 from probes.sources.classad.limits import AMOUNT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs

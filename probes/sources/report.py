@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from collector.errors import ClassAdError
+from probes.errors import ClassAdError
 from probes.files import atomic_write
 
 __all__ = ["EXCERPT_CHARS", "Malformed", "ReadReport", "problem_lines", "write_quarantine"]

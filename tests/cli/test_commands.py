@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collector.errors import ClassAdError
 from probes.cli import main, views
 from probes.cli.compiling import announce_compiling
 from probes.config import SourceSettings, load_config
+from probes.errors import ClassAdError
 from probes.pipeline.reading import Reading, read_sources
 from probes.sources.history import iter_history, read_history
 from probes.sources.report import ReadReport

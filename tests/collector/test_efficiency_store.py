@@ -132,7 +132,8 @@ def test_per_day(store: Any) -> None:
 
 
 def test_an_attribute_no_slot_record_has(store: Any) -> None:
-    from collector.errors import ConfigError, SourceError
+    from collector.errors import ConfigError
+    from probes.errors import SourceError
 
     with pytest.raises(SourceError, match="no slot records in the store between the first and the last"):
         store_efficiency(store, CONFIG, by=None)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import probes.sources.classad.model as classad_module
-from collector.errors import ClassAdError, SourceError
 from probes.config import parse_config
+from probes.errors import ClassAdError, SourceError
 from probes.sources.history import iter_history, read_history
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading

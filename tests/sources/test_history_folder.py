@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.history import read_history
 from probes.sources.report import problem_lines
 

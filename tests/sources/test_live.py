@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.errors import ConfigError, SourceError
+from collector.errors import ConfigError
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
+from probes.errors import SourceError
 from probes.pipeline.cycle import run_once
 from probes.pipeline.reading import check_sources, live_pool, read_live_history, read_live_snapshot
 from probes.sources.checkpoints import checkpoint_key

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.queue import expand_job_ids, read_idle, running_job_ids
 from probes.sources.status import read_status
 

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import classad2
 import numpy as np
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.classad import model
 from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import drop_infinities, store_value

@@ -20,7 +20,7 @@ fast path gives the same values on the fixtures and on generated ads.
 
 A malformed ad (one ``classad2`` cannot parse, or a file that ends in the middle of a line) is
 reported with its file and line, counted, and written to the quarantine file, or raised as a
-:class:`~collector.errors.ClassAdError` in strict mode.
+:class:`~probes.errors.ClassAdError` in strict mode.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 import classad2
 import numpy as np
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.classad import model
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.json_form import read_json

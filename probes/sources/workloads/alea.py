@@ -24,8 +24,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from collector.errors import SourceError
 from probes.accounting.machines import machines_table
+from probes.errors import SourceError
 from probes.sources.workloads.swf import read_lines
 
 __all__ = ["ALEA_COLUMNS", "RAM_UNITS", "AleaReading", "read_alea_machines"]

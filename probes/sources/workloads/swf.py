@@ -47,7 +47,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.history import JOB_COLUMNS
 from probes.sources.inputs import content_problem, read_input
 from probes.sources.report import ReadReport

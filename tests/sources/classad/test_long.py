@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import probes.sources.classad.model as classad_module
-from collector.errors import ClassAdError, SourceError
+from probes.errors import ClassAdError, SourceError
 from probes.sources.classad import Attr, Kind, read_ad_files, read_ads
 
 WANTED = [Attr("Name", Kind.STRING), Attr("Cpus", Kind.NUMBER), Attr("Args", Kind.STRING)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.workloads.alea import read_alea_machines
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.errors import SourceError
+from probes.errors import SourceError
 from probes.sources.history import JOB_COLUMNS
 from probes.sources.workloads.swf import NodePart, parse_node_spec, read_swf
 
