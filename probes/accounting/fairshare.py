@@ -48,6 +48,7 @@ from probes.accounting._tables import codes, floats, require_columns
 __all__ = [
     "CREDENTIALS",
     "METRICS",
+    "PRICED_METRICS",
     "FairsharePolicy",
     "FairshareResult",
     "Target",
@@ -59,6 +60,8 @@ __all__ = [
 
 Metric = Literal["dedicated_ps", "dedicated_pes", "utilized_ps", "mrpe", "billed"]
 METRICS: tuple[str, ...] = get_args(Metric)
+PRICED_METRICS: tuple[str, ...] = ("mrpe", "dedicated_pes")
+"""The metrics that price jobs against the pool's machines (a penalty needs machine classes)."""
 TargetMode = Literal["target", "floor", "cap", "hard_cap", "hard_cap_absolute"]
 
 CREDENTIALS: Mapping[str, str] = MappingProxyType(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError, FairacctError
-from collector.outbox import Outbox, OutboxStatus
+from collector.outbox import Outbox
 from collector.records import iso_utc
 from collector.sinks import describe_url, ensure_templates, open_sink, sqlite_path
 from collector.statelock import hold_state_dir
@@ -38,11 +38,10 @@ from probes.cli.registry import COMMANDS
 from probes.cli.times import parse_time
 from probes.config import ProbeConfig, apply_overrides, load_config
 from probes.files import check_writable
-from probes.pipeline.cycle import Cycle, Delivery, run_once
+from probes.pipeline.cycle import Cycle, Delivery, ProbeCycle, deliver
 from probes.pipeline.overhead import OverheadReport, overhead_report
-from probes.pipeline.reading import Reading, check_sources, read_sources
+from probes.pipeline.reading import Reading, check_sources, iter_jobs, read_sources
 from probes.sources import sandbox
-from probes.sources.history import iter_history
 from probes.sources.report import ReadReport, problem_lines
 
 if TYPE_CHECKING:
@@ -135,7 +134,7 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
         "sources",
         "--status-file, --idle-file or --history (or set sources.live = true)",
     )
-    cycle, delivery, status, last_dead = _store_cycle(config, args.strict)
+    cycle, delivery, last_dead = _store_cycle(config, args.strict)
     _report_problems(cycle.reading, config, args)
     if cycle.snapshot.replayed:
         print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
@@ -146,7 +145,7 @@ def probe_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             file=sys.stderr,
         )
     _print_doc(args, *_show_cycle(cycle, delivery, config))
-    return _delivery(delivery, status, last_dead)
+    return _delivery(delivery, last_dead)
 
 
 def config_command(args: argparse.Namespace, config: ProbeConfig) -> int:
@@ -260,7 +259,7 @@ def _print_jobs(args: argparse.Namespace, config: ProbeConfig) -> int:
     open, and the exit code and message are those of any strict read (1)."""
     strict = config.sources.strict if args.strict is None else args.strict
     report = ReadReport()  # filled as the history is read
-    parts = iter_history(config.sources.history, config.job_reading(), report, strict=strict)
+    parts = iter_jobs(config, report, strict=strict)
     if args.json:
         views.write_tables_json(sys.stdout, {"jobs": parts}, {"history": report}, limit=_rows(args))
     else:
@@ -365,7 +364,7 @@ def _analytics(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str,
             outbox.commit(docs, {})
             sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
             try:
-                outbox.flush(sink)
+                deliver(outbox, sink)  # the probe's one delivery; what the store did not take waits
             finally:
                 sink.close()
     return analytics_views.fairness_json(fair), analytics_views.fairness_sections(fair)
@@ -404,9 +403,7 @@ def _require(value: object, key: str, option: str) -> None:
         raise ConfigError(f"no input: set {key} in the configuration or give {option}")
 
 
-def _store_cycle(
-    config: ProbeConfig, strict: bool | None
-) -> tuple[Cycle, Delivery, OutboxStatus, list[dict[str, Any]]]:
+def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[Cycle, Delivery, list[dict[str, Any]]]:
     """probe once: the cycle, committed to the outbox whatever the store does, then sent if it
     can be; the outbox afterwards, and its latest dead letter."""
     state = config.probe.state_dir
@@ -417,11 +414,10 @@ def _store_cycle(
         sink = open_sink(url, base=state, auth=config.store.auth())  # a missing token: refused before the outbox
         try:
             with Outbox(state / "outbox.sqlite") as outbox:
-                cycle, delivery = run_once(
-                    config, outbox, sink, probe=f"fairacct@{socket.gethostname()}", strict=strict, pool=pool,
-                    check=lambda s: _installed(ensure_templates(s, url, install=config.store.install_templates)),
-                )  # fmt: skip
-                return cycle, delivery, outbox.status(), outbox.dead_letters(limit=1)
+                probe = ProbeCycle(config, probe=f"fairacct@{socket.gethostname()}", strict=strict, pool=pool)
+                cycle, delivery = probe.once(outbox, sink)
+                _installed(delivery.installed)
+                return cycle, delivery, outbox.dead_letters(limit=1)
         finally:
             sink.close()
 
@@ -442,12 +438,12 @@ def _history_progress(config: ProbeConfig) -> Iterator[LivePool | None]:
         yield pool
 
 
-def _installed(names: list[str]) -> None:
+def _installed(names: tuple[str, ...]) -> None:
     if names:
         print(f"fairacct: installed index templates (store.install_templates): {', '.join(names)}", file=sys.stderr)
 
 
-def _delivery(delivery: Delivery, status: OutboxStatus, last_dead: list[dict[str, Any]]) -> int:
+def _delivery(delivery: Delivery, last_dead: list[dict[str, Any]]) -> int:
     """What became of the cycle's records, on stderr when not everything was sent: the exit code."""
     dead = _nonzero(delivery.flushed.dead) if delivery.flushed else {}
     if dead:
@@ -460,7 +456,7 @@ def _delivery(delivery: Delivery, status: OutboxStatus, last_dead: list[dict[str
         )
         return EXIT_FAILED
     if delivery.unsent:
-        waiting = sum(status.depth.values())
+        waiting = sum(delivery.status.depth.values())
         print(
             f"fairacct: {waiting} record(s) queued in the outbox, not sent: {delivery.unsent}; "
             "the next `probe once` or `probe run` sends them",

@@ -1,4 +1,5 @@
-"""One probe cycle, written once: ``probe once`` and the service run the same steps.
+"""The probe's cycle, written once: :class:`ProbeCycle`, which ``probe once`` runs whole and the
+service (``probe run``) runs job by job on its cadences.
 
 =====================  ===========================================================================
 step                   what it makes
@@ -16,9 +17,13 @@ batches in one outbox transaction; what reads the checkpoints it changes (the fa
 ledger) is computed there, from the checkpoints as the transaction sees them. :func:`deliver`
 then sends the outbox to the store and says what became of it (:class:`Delivery`).
 
-``probe once`` (:func:`run_once`) runs the three steps on one reading of every source and
-commits them together; the service (:mod:`probes.service.scheduler`) runs each step on its own
-cadence, one transaction each. A crash anywhere leaves either the old checkpoints or the
+A :class:`ProbeCycle` holds what lives from one job to the next (the sources, the latest
+snapshot whose machines price the jobs, whether the store's templates were checked) and runs
+each job as read, step, commit: :meth:`~ProbeCycle.snapshot`, :meth:`~ProbeCycle.history`,
+:meth:`~ProbeCycle.fairshare`, then :meth:`~ProbeCycle.deliver`. ``probe once`` is
+:meth:`~ProbeCycle.once`: the same jobs in that order, each its own transaction as in the
+service; the service (:mod:`probes.service.scheduler`) only schedules them, holds the state
+directory, and reports health. A crash anywhere leaves either the old checkpoints or the
 records waiting in the outbox, and record ids make re-sending harmless; a store that cannot be
 reached costs only the sending.
 
@@ -29,6 +34,7 @@ A record kind added to the probe is made in one step here (and its documents in
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,9 +45,9 @@ import pandas as pd
 
 from collector import faults
 from collector.errors import SinkError
-from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox
+from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus
 from collector.records import iso_utc
-from collector.sinks import Sink
+from collector.sinks import Sink, ensure_templates
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
 from probes.pipeline.fairness_buckets import snapshot_fairness
@@ -67,14 +73,17 @@ __all__ = [
     "Batch",
     "Cycle",
     "Delivery",
+    "HistoryRan",
     "HistoryStep",
+    "ProbeCycle",
+    "Ran",
+    "SnapshotRan",
     "SnapshotStep",
     "commit",
     "deliver",
     "fairshare_step",
     "history_step",
     "pool_machines",
-    "run_once",
     "snapshot_step",
 ]
 
@@ -122,7 +131,7 @@ class HistoryStep:
 @dataclass(frozen=True)
 class Cycle:
     """What one ``probe once`` read (both parts in one ``reading``), the snapshot and history
-    steps made of it, and the records it committed, by kind."""
+    steps made of it, and the records its jobs committed, by kind."""
 
     reading: Reading
     snapshot: SnapshotStep
@@ -133,10 +142,13 @@ class Cycle:
 @dataclass(frozen=True)
 class Delivery:
     """What became of the outbox's records: what the store took, retried or refused
-    (``flushed``; None when nothing was sent) and why records were left unsent (``unsent``)."""
+    (``flushed``; None when nothing was sent), why records were left unsent (``unsent``), the
+    index templates installed first (``installed``) and the outbox after it (``status``)."""
 
+    status: OutboxStatus
     flushed: FlushResult | None = None
     unsent: str | None = None
+    installed: tuple[str, ...] = ()
 
 
 def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig, *, probe: str) -> SnapshotStep:
@@ -268,45 +280,135 @@ def commit(outbox: Outbox, batches: Sequence[Batch]) -> Batch:
     return Batch(records, marks)
 
 
-def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], None] | None = None) -> Delivery:
-    """Send the outbox to ``sink``. ``check(sink)`` runs first (the index templates): a
-    :class:`SinkError` from it, like a store that does not answer, leaves the records queued,
-    and ``unsent`` says why."""
+def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], list[str]] | None = None) -> Delivery:
+    """Send the outbox to ``sink``: the one delivery of ``probe once`` and of the service's
+    flushes. ``check(sink)`` runs first (the index templates; it returns those it installed):
+    a :class:`SinkError` from it leaves the records queued, and ``unsent`` says why. A drained
+    outbox gives its pages back to the file system."""
     try:
-        if check is not None:
-            check(sink)
+        installed = tuple(check(sink)) if check is not None else ()
     except SinkError as exc:
-        return Delivery(unsent=str(exc))
+        return Delivery(outbox.status(), unsent=str(exc))
     flushed = outbox.flush(sink)
     faults.point("after-flush")
-    if not outbox.status().depth:
+    status = outbox.status()
+    if not status.depth:
         outbox.shrink(keep_free_bytes=PROBE_SHRINK_KEEP_BYTES)  # a drained backlog's pages back
-    return Delivery(flushed, flushed.errors[0] if flushed.errors else None)
+    return Delivery(status, flushed, flushed.errors[0] if flushed.errors else None, installed)
 
 
-def run_once(
-    config: ProbeConfig,
-    outbox: Outbox,
-    sink: Sink,
-    *,
-    probe: str,
-    strict: bool | None = None,
-    pool: LivePool | None = None,
-    check: Callable[[Sink], None] | None = None,
-    now: float | None = None,
-) -> tuple[Cycle, Delivery]:
-    """``probe once``: read the snapshot and the history, run every step on them, commit the
-    records, checkpoints and fairshare ledger in one outbox transaction, then deliver.
+@dataclass(frozen=True)
+class Ran:
+    """One job of the cycle, run: what it ``read`` (None: the job reads nothing), what it
+    ``committed`` (records by kind and checkpoints, in one transaction) and the outbox after
+    it (``status``)."""
 
-    With ``sources.live`` the pool is read through ``pool`` (by default the configuration's);
-    ``now`` (UNIX seconds, default the clock) is when the cycle runs: a live snapshot's
-    observation, the ledger's and the fairshare windows' present."""
-    now = time.time() if now is None else now
-    sources = Sources(config, pool=pool, strict=strict)
-    reading = sources.snapshot(now=now)
-    snapshot = snapshot_step(reading, outbox.checkpoint, config, probe=probe)
-    reading |= sources.history(outbox.checkpoint)
-    history = history_step(reading, reading.snapshot, config, probe=probe, now=now)
-    done = commit(outbox, [snapshot.batch, history.batch, fairshare_step(config, probe=probe, now=now)])
-    cycle = Cycle(reading, snapshot, history, {kind: len(docs) for kind, docs in done.records.items()})
-    return cycle, deliver(outbox, sink, check=check)
+    read: Reading | None
+    committed: Batch
+    status: OutboxStatus
+
+
+@dataclass(frozen=True)
+class SnapshotRan(Ran):
+    """The snapshot job, run: its :class:`SnapshotStep` too."""
+
+    step: SnapshotStep = field(default_factory=lambda: SnapshotStep(Batch()))
+
+
+@dataclass(frozen=True)
+class HistoryRan(Ran):
+    """The history job, run: its :class:`HistoryStep` too."""
+
+    step: HistoryStep = field(default_factory=lambda: HistoryStep(Batch()))
+
+
+class ProbeCycle:
+    """The probe's cycle over one configuration: each job read, accounted and committed, and
+    the delivery, for ``probe once`` (:meth:`once`) and the service alike.
+
+    ``probe`` names the records' sender; ``pool`` is the live pool to read (by default one
+    built from the configuration when ``sources.live`` is set); ``strict`` overrides
+    ``sources.strict`` for files. The jobs may run in several threads, each with its own
+    :class:`~collector.outbox.Outbox`: commits hold one lock, as the fairshare ledger is read
+    and written in them.
+    """
+
+    def __init__(
+        self, config: ProbeConfig, *, probe: str, pool: LivePool | None = None, strict: bool | None = None
+    ) -> None:
+        self.config = config
+        self.probe = probe
+        self.sources = Sources(config, pool=pool, strict=strict)
+        self.latest: Snapshot | None = None
+        """The latest snapshot read (a replay's too: the pool's machines are what they are),
+        whose machines price the jobs; None before the first."""
+        self._commits = threading.Lock()
+        self._templates_checked = False  # since the store last answered
+
+    def __repr__(self) -> str:
+        return f"ProbeCycle(probe={self.probe!r}, {self.sources!r})"
+
+    def snapshot(self, outbox: Outbox, *, now: float) -> SnapshotRan:
+        """Read the slots and the idle demand (a live pool's observed at ``now``), account the
+        snapshot and commit its records with its time (:func:`snapshot_step`)."""
+        reading = self.sources.snapshot(now=now)
+        step = snapshot_step(reading, outbox.checkpoint, self.config, probe=self.probe)
+        if reading.snapshot is not None:
+            self.latest = reading.snapshot
+        return SnapshotRan(reading, self.commit(outbox, [step.batch]), outbox.status(), step)
+
+    def history(self, outbox: Outbox, *, now: float) -> HistoryRan:
+        """Read the jobs past every checkpoint, price them against the latest snapshot's
+        machines, and commit their records with the checkpoints and the ledger as of ``now``
+        (:func:`history_step`)."""
+        reading = self.sources.history(outbox.checkpoint)
+        step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
+        return HistoryRan(reading, self.commit(outbox, [step.batch]), outbox.status(), step)
+
+    def fairshare(self, outbox: Outbox, *, now: float) -> Ran:
+        """Commit the ``fairshare`` records of every window closed by ``now`` (:func:`fairshare_step`)."""
+        done = self.commit(outbox, [fairshare_step(self.config, probe=self.probe, now=now)])
+        return Ran(None, done, outbox.status())
+
+    def commit(self, outbox: Outbox, batches: Sequence[Batch]) -> Batch:
+        """:func:`commit` under the cycle's lock."""
+        with self._commits:
+            return commit(outbox, batches)
+
+    def deliver(self, outbox: Outbox, sink: Sink) -> Delivery:
+        """:func:`deliver`, checking the store's index templates first on the first delivery
+        and on the first after the store failed (it may come back empty); they are installed
+        where ``store.install_templates`` allows, else the records wait."""
+        store = self.config.store
+        check = (
+            None
+            if self._templates_checked
+            else (lambda s: ensure_templates(s, store.url, install=store.install_templates))
+        )
+        try:
+            delivery = deliver(outbox, sink, check=check)
+        except SinkError:
+            self._templates_checked = False
+            raise
+        if delivery.flushed is None:  # the templates' check failed
+            self._templates_checked = False
+        else:  # records left after errors: the store may have come back empty, check again
+            self._templates_checked = not (delivery.flushed.errors and sum(delivery.status.depth.values()))
+        return delivery
+
+    def once(self, outbox: Outbox, sink: Sink, *, now: float | None = None) -> tuple[Cycle, Delivery]:
+        """``probe once``: the snapshot, history and fairshare jobs in that order (each the
+        service's job, its own transaction), then the delivery. ``now`` (UNIX seconds, default
+        the clock) is when the cycle runs: a live snapshot's observation, the ledger's and the
+        fairshare windows' present."""
+        now = time.time() if now is None else now
+        snapshot = self.snapshot(outbox, now=now)
+        history = self.history(outbox, now=now)
+        rolled = self.fairshare(outbox, now=now)
+        enqueued: dict[str, int] = {}
+        for ran in (snapshot, history, rolled):
+            for kind, docs in ran.committed.records.items():
+                enqueued[kind] = enqueued.get(kind, 0) + len(docs)
+        reading = (snapshot.read or Reading()) | (history.read or Reading())
+        cycle = Cycle(reading, snapshot.step, history.step, enqueued)
+        return cycle, self.deliver(outbox, sink)

@@ -6,25 +6,33 @@ history file finished past its checkpoint). :class:`Sources` reads either part f
 configuration names, files or (``sources.live``) the pool itself through
 :class:`~probes.sources.live.LivePool`; ``probe once`` reads both, the service reads each on
 its own cadence, and both hand the readings to the steps of :mod:`probes.pipeline.cycle`.
-Commands that only read (``slots``, ``bill``, ``overhead`` ...) use :func:`read_sources`.
+Commands that only read (``slots``, ``bill``, ``overhead``, ``penalty``, ``fairshare`` ...)
+use :func:`read_sources`, and ``jobs`` streams the history with :func:`iter_jobs`.
+
+This is the one reading of a pool's inputs: every table any command or the probe gets of the
+slots, the idle demand or the history is read here, with the configuration's credentials
+attributes, site mapping and machine class attributes (``config.slot_reading`` and
+``config.job_reading``), the user-vo-map (:func:`with_vos`) and the same report of malformed
+ads for the quarantine; so the same inputs name the same submitters, users, groups, projects
+and sites whichever command reads them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from collector.errors import ConfigError
+from probes.accounting.fairshare import PRICED_METRICS
 from probes.config import ProbeConfig
 from probes.errors import SourceError
-from probes.pipeline.usage import PRICED_METRICS
 from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack
-from probes.sources.history import JOB_COLUMNS, read_history
+from probes.sources.history import JOB_COLUMNS, iter_history, read_history
 from probes.sources.job_identity import adopt_job_identities
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport
@@ -40,6 +48,7 @@ __all__ = [
     "Reading",
     "Sources",
     "check_sources",
+    "iter_jobs",
     "live_pool",
     "read_live_history",
     "read_live_snapshot",
@@ -101,7 +110,9 @@ def read_sources(
     reports: dict[str, ReadReport] = {}
     marks: dict[str, Any] = {}
     if src.status_files and "status_files" in only:
-        snapshot, reports["status"] = read_status(src.status_files, config.slot_reading(), strict=strict)
+        # with the machine class attributes: the probe prices jobs against these slots as a live pool's
+        slots = config.slot_reading(with_class_attributes=True)
+        snapshot, reports["status"] = read_status(src.status_files, slots, strict=strict)
     if src.idle_files and "idle_files" in only:
         running = running_job_ids(snapshot.allocations) if snapshot is not None else None
         idle, reports["idle"] = read_idle(src.idle_files, config.job_reading(), running=running, strict=strict)
@@ -120,15 +131,30 @@ def read_sources(
 
 def with_vos(reading: Reading, config: ProbeConfig) -> Reading:
     """``reading`` with the projects a user-vo-map gives (``credentials.user_vo_map``) where
-    its jobs and bills have none; the file is read each time, so an edit counts at once."""
-    if not config.credentials.user_vo_map or (reading.jobs is None and reading.snapshot is None):
+    its jobs, bills and idle demand have none; the file is read each time, so an edit counts
+    at once."""
+    if not config.credentials.user_vo_map or (
+        reading.jobs is None and reading.snapshot is None and reading.idle is None
+    ):
         return reading
     vos = read_user_vo_map(config.credentials.user_vo_map)
     snapshot = reading.snapshot
     if snapshot is not None:
         snapshot = dataclasses.replace(snapshot, allocations=fill_projects(snapshot.allocations, vos))
     jobs = None if reading.jobs is None else fill_projects(reading.jobs, vos)
-    return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs)
+    idle = None if reading.idle is None else fill_projects(reading.idle, vos)
+    return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs, idle=idle)
+
+
+def iter_jobs(config: ProbeConfig, report: ReadReport, *, strict: bool | None = None) -> Iterator[pd.DataFrame]:
+    """The configured history as :func:`read_sources` reads it, a few chunks at a time
+    (:func:`~probes.sources.history.iter_history`: a caller that writes each part out never
+    holds the table), each part with its projects from the user-vo-map; ``report`` is complete
+    once the parts are exhausted."""
+    strict = config.sources.strict if strict is None else strict
+    vos = read_user_vo_map(config.credentials.user_vo_map) if config.credentials.user_vo_map else {}
+    for part in iter_history(config.sources.history, config.job_reading(), report, strict=strict):
+        yield fill_projects(part, vos)
 
 
 def check_sources(config: ProbeConfig) -> None:

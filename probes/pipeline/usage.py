@@ -21,23 +21,21 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import ConfigError
-from probes.accounting.fairshare import FairshareResult, fairshare, job_usage
+from probes.accounting.fairshare import PRICED_METRICS, FairshareResult, fairshare, job_usage
 from probes.accounting.machines import machine_classes, machines_table
 from probes.accounting.penalty import Penalties, compare_metrics, job_penalties
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.files import atomic_write
+from probes.pipeline.reading import read_sources
 from probes.pipeline.records import with_penalty_usage
 from probes.sources.classad import to_classad
-from probes.sources.history import read_history
 from probes.sources.report import ReadReport
-from probes.sources.status import read_status
 from probes.sources.workloads.alea import read_alea_machines
 from probes.sources.workloads.swf import read_swf
 
 __all__ = [
     "FS_TYPES",
-    "PRICED_METRICS",
     "FairshareReport",
     "PenaltyReport",
     "UsageInputs",
@@ -86,8 +84,9 @@ def read_usage_inputs(
     need_machines: bool = True,
 ) -> UsageInputs:
     """Read the jobs (``swf``, else the configured history) and the machines (``machines_file``,
-    an Alea machines file, else the configured status files)."""
-    strict = config.sources.strict if strict is None else strict
+    an Alea machines file, else the configured status files). The history and the status
+    files are read as every command reads them (:func:`~probes.pipeline.reading.read_sources`:
+    the same credentials, site mapping, user-vo-map and quarantine)."""
     reports: dict[str, ReadReport] = {}
     notes: list[str] = []
     requests = None
@@ -95,7 +94,9 @@ def read_usage_inputs(
         workload, reports["swf"] = read_swf(swf)
         jobs, requests = workload.jobs, workload.requests
     elif config.sources.history:
-        jobs, reports["history"] = read_history(config.sources.history, config.job_reading(), strict=strict)
+        history = read_sources(config, strict=strict, only=("history",))
+        assert history.jobs is not None  # a history was named
+        jobs, reports["history"] = history.jobs, history.reports["history"]
     else:
         raise ConfigError("no jobs: give --swf or --history, or set sources.history in the configuration")
 
@@ -104,9 +105,10 @@ def read_usage_inputs(
         machines, note = alea_machines(machines_file, config, ram_unit=ram_unit)
         notes.append(note)
     elif config.sources.status_files:
-        reading = config.slot_reading(with_class_attributes=True)
-        snapshot, reports["status"] = read_status(config.sources.status_files, reading, strict=strict)
-        machines = slot_machines(snapshot.slots, snapshot.ads, config)
+        status = read_sources(config, strict=strict, only=("status_files",))
+        assert status.snapshot is not None  # status files were named
+        reports["status"] = status.reports["status"]
+        machines = slot_machines(status.snapshot.slots, status.snapshot.ads, config)
     elif need_machines:
         raise ConfigError(
             "no machines: give --machines (an Alea machines file) or --status-file, or set sources.status_files"
@@ -204,10 +206,6 @@ def priced_usage(jobs: pd.DataFrame, machines: pd.DataFrame | None, config: Prob
     return with_penalty_usage(jobs, price_jobs(jobs, machines, config).jobs)
 
 
-PRICED_METRICS = ("mrpe", "dedicated_pes")
-"""The fairshare metrics that price jobs against the pool's machines."""
-
-
 def fairshare_usage(
     jobs: pd.DataFrame, machines: pd.DataFrame | None, config: ProbeConfig
 ) -> tuple[pd.DataFrame, np.ndarray]:
@@ -270,7 +268,7 @@ def fairshare_report(inputs: UsageInputs, config: ProbeConfig, *, at: float | No
     notes = list(inputs.notes)
     penalties = None
     jobs = inputs.jobs
-    if policy.metric in ("mrpe", "dedicated_pes") and inputs.machines is None:
+    if policy.metric in PRICED_METRICS and inputs.machines is None:
         raise ConfigError(
             f"fairshare.metric {policy.metric!r} prices jobs against the machines: give --machines or --status-file"
         )

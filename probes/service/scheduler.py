@@ -31,10 +31,11 @@ not claim to have watched, and slots are not counted empty for time nobody saw t
 Fairshare windows are rolled on their boundaries (multiples of ``fairshare.interval_s`` since
 the epoch, UTC), whenever the service started.
 
-The steps are those ``probe once`` runs (:mod:`probes.pipeline.cycle`), so both make the same
-records of the same inputs. With slot sources the history waits for the first snapshot (and
-fails its run without one) rather than record jobs unpriced: its jobs stay past the checkpoint
-for the next run.
+The jobs are those of :class:`~probes.pipeline.cycle.ProbeCycle`, which ``probe once`` runs
+whole, so both make the same records of the same inputs: this module only schedules them,
+holds the state directory and reports health (logs, ``/healthz``, ``/metrics``). With slot
+sources the history waits for the first snapshot (and fails its run without one) rather than
+record jobs unpriced: its jobs stay past the checkpoint for the next run.
 
 A cycle commits its records and its checkpoints in one transaction, so a crash or a stop
 leaves nothing half-written; the commits that read what they change (the fairshare ledger)
@@ -66,7 +67,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -75,18 +76,18 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError
-from collector.outbox import PROBE_SHRINK_KEEP_BYTES, Outbox
+from collector.outbox import Outbox
 from collector.records import iso_utc
-from collector.sinks import ensure_templates, open_sink
+from collector.sinks import open_sink
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.files import check_writable
-from probes.pipeline.cycle import Batch, commit, fairshare_step, history_step, snapshot_step
+from probes.pipeline.cycle import Batch, ProbeCycle, Ran
 from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
-from probes.pipeline.reading import Reading, Sources
+from probes.pipeline.reading import Reading
 from probes.service.health import HealthServer, Metrics
 from probes.sources import sandbox
 from probes.sources.bindings import Bindings
@@ -94,7 +95,6 @@ from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
 from probes.sources.live import LivePool
 from probes.sources.negotiator import NegotiatorLike
 from probes.sources.report import problem_lines
-from probes.sources.status import Snapshot
 
 __all__ = ["ProbeService"]
 
@@ -115,7 +115,8 @@ class ProbeService:
         pool: LivePool | None = None,
         negotiator: NegotiatorLike | None = None,
     ) -> None:
-        self.sources = Sources(config, pool=pool)
+        self.cycle = ProbeCycle(config, probe=probe, pool=pool)
+        self.sources = self.cycle.sources
         if not (self.sources.slots or self.sources.jobs):
             raise ConfigError(
                 "no sources: set sources.status_files or sources.history, "
@@ -128,15 +129,12 @@ class ProbeService:
         self.pool = self.sources.pool
         self.outbox_path = config.probe.state_dir / "outbox.sqlite"
         self.metrics = Metrics(clock)
-        self._write = threading.Lock()
-        self._templates_checked = False  # since the store last answered
         self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
         self._failing: dict[str, str] = {}  # the error a job fails with now, said once
         self._failed_runs: dict[str, int] = {}
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._snapshot_done = threading.Event()
-        self._snapshot: Snapshot | None = None  # the latest snapshot read: its machines price the jobs
         self._scheduler: BackgroundScheduler | None = None
         self._health: HealthServer | None = None
         self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
@@ -332,18 +330,17 @@ class ProbeService:
     # -- the jobs -----------------------------------------------------------------------------------
 
     def snapshot(self) -> str:
-        """One slot snapshot with the idle demand, committed with its time (:func:`snapshot_step`)."""
-        reading = self.sources.snapshot(now=self.clock())
+        """The cycle's snapshot job (:meth:`ProbeCycle.snapshot`), with its problems and figures."""
+        with Outbox(self.outbox_path) as outbox:
+            ran = self.cycle.snapshot(outbox, now=self.clock())
+        reading, step = ran.read or Reading(), ran.step
         self._problems(reading)
         if reading.snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
-        with Outbox(self.outbox_path) as outbox:  # the snapshot's checkpoints: written by this job alone
-            step = snapshot_step(reading, outbox.checkpoint, self.config, probe=self.probe)
-        self._snapshot = reading.snapshot  # a replay's too: the pool's machines are what they are
         self._snapshot_done.set()
         if step.replayed:
             return step.replayed
-        done = self._commit([step.batch])
+        self._committed(ran)
         if step.interval_s is not None:
             self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
             if step.unobserved_s:
@@ -360,54 +357,45 @@ class ProbeService:
             else ", idle demand unknown"
         )
         snapshot = reading.snapshot
-        standing = sum(len(done.records.get(kind, [])) for kind in ("slot", "allocation"))  # not the bucket's
+        standing = sum(len(ran.committed.records.get(kind, [])) for kind in ("slot", "allocation"))  # not the bucket's
         return (
             f"{len(snapshot.slots)} slots, {len(snapshot.allocations)} allocations{demand}, "
             f"{standing} records standing for {step.interval_s or 0:.0f} s"
         )
 
     def history(self) -> str:
-        """New jobs past every checkpoint, committed with the checkpoints and the ledger
-        (:func:`history_step`), priced against the machines of the latest snapshot."""
-        snapshot = self._latest_snapshot()
-        now = self.clock()
-        with Outbox(self.outbox_path) as outbox:  # the history's checkpoints: written by this job alone
-            reading = self.sources.history(outbox.checkpoint)
+        """The cycle's history job (:meth:`ProbeCycle.history`): new jobs past every checkpoint,
+        priced against the machines of the latest snapshot."""
+        self._await_snapshot()
+        with Outbox(self.outbox_path) as outbox:
+            ran = self.cycle.history(outbox, now=self.clock())
+        reading = ran.read or Reading()
         self._problems(reading)
-        step = history_step(reading, snapshot, self.config, probe=self.probe, now=now)
-        self._commit([step.batch])
+        self._committed(ran)
         failed = len(reading.failures)
-        jobs = 0 if step.jobs is None else len(step.jobs)
+        jobs = 0 if ran.step.jobs is None else len(ran.step.jobs)
         return f"{jobs} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
     def flush(self) -> str | None:
-        """Send the outbox to the store; raise SinkError when records are left that the store did
-        not take. No lock is held while the store is waited on (see the module docstring)."""
+        """Send the outbox to the store (:meth:`ProbeCycle.deliver`); raise SinkError when
+        records are left that the store did not take. No lock is held while the store is waited
+        on (see the module docstring)."""
         store = self.config.store
         with Outbox(self.outbox_path) as outbox:
             sink = open_sink(store.url, base=self.config.probe.state_dir, auth=store.auth())
             try:
-                if not self._templates_checked:  # the first flush, or the first since the store failed
-                    installed = ensure_templates(sink, store.url, install=store.install_templates)
-                    if installed:
-                        log.info("flush: installed index templates %s (store.install_templates)", ", ".join(installed))
-                    self._templates_checked = True
-                result = outbox.flush(sink)
-            except SinkError:
-                self._templates_checked = False
-                raise
+                delivery = self.cycle.deliver(outbox, sink)
             finally:
                 sink.close()
-            status = outbox.status()
-            if not status.depth:
-                outbox.shrink(
-                    keep_free_bytes=PROBE_SHRINK_KEEP_BYTES
-                )  # a drained backlog's pages back to the file system
+        if delivery.installed:
+            log.info("flush: installed index templates %s (store.install_templates)", ", ".join(delivery.installed))
+        if delivery.flushed is None:  # the templates' check refused: nothing was sent
+            raise SinkError(delivery.unsent or "the store's index templates could not be checked")
+        result, status = delivery.flushed, delivery.status
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
         waiting = sum(status.depth.values())
         if result.errors and waiting:
-            self._templates_checked = False  # it may come back empty: check again before sending
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
@@ -437,7 +425,10 @@ class ProbeService:
     def roll_fairshare(self) -> str | None:
         """Write the fairshare records of every window that closed since the last roll
         (:func:`fairshare_step`)."""
-        done = self._commit([fairshare_step(self.config, probe=self.probe, now=self.clock())])
+        with Outbox(self.outbox_path) as outbox:
+            ran = self.cycle.fairshare(outbox, now=self.clock())
+        self._committed(ran)
+        done = ran.committed
         if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
             return None
         docs = done.records.get("fairshare", [])
@@ -458,22 +449,19 @@ class ProbeService:
         with Outbox(self.outbox_path) as outbox:
             ledger = windowed_ledger(outbox.checkpoint, self.config, now=now)
         done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
-        self._commit([Batch({"priority": done.docs} if done.docs else {})])
+        with Outbox(self.outbox_path) as outbox:
+            committed = self.cycle.commit(outbox, [Batch({"priority": done.docs} if done.docs else {})])
+            self._committed(Ran(None, committed, outbox.status()))
         for command in done.commands:
             log.info("priority sync: %s", command)
         return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _commit(self, batches: Sequence[Batch]) -> Batch:
-        """Batches in one outbox transaction, under the lock of the jobs' commits (the fairshare
-        ledger is read and written in it); what was committed."""
-        with self._write, Outbox(self.outbox_path) as outbox:
-            done = commit(outbox, batches)
-            status = outbox.status()
-        self.metrics.committed({k: len(v) for k, v in done.records.items()})
-        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
-        return done
+    def _committed(self, ran: Ran) -> None:
+        """A job's commit in the metrics: the records by kind, and the outbox after it."""
+        self.metrics.committed({k: len(v) for k, v in ran.committed.records.items()})
+        self.metrics.set_outbox(ran.status.depth, ran.status.oldest, ran.status.dead_letters)
 
     def _problems(self, reading: Reading) -> None:
         """One log line and a metric per source that failed; malformed ads to the quarantine."""
@@ -484,13 +472,12 @@ class ProbeService:
         for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)
 
-    def _latest_snapshot(self) -> Snapshot | None:
-        """The latest snapshot, whose machines price the jobs (None: the sources read no slots).
-        With slot sources, the history waits for the first snapshot (up to ``pool.timeout_s``
+    def _await_snapshot(self) -> None:
+        """With slot sources, the history waits for the first snapshot (up to ``pool.timeout_s``
         + 5 s) and is not read without one: its jobs would be recorded unpriced, unlike the
         same jobs read by ``probe once``; they stay past the checkpoint for the next run."""
         if not self.sources.slots:
-            return None
+            return
         deadline = time.monotonic() + self.config.pool.timeout_s + 5
         while not self._snapshot_done.wait(0.2):
             if self._stopping.is_set() or time.monotonic() > deadline:
@@ -498,7 +485,6 @@ class ProbeService:
                     "no slot snapshot yet: the history's jobs are priced against the pool's machines, "
                     "so they are read once a snapshot succeeded"
                 )
-        return self._snapshot
 
 
 def _one_line(text: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
-from probes.pipeline.cycle import run_once, snapshot_step
+from probes.pipeline.cycle import ProbeCycle, snapshot_step
 from probes.pipeline.reading import Reading
 from probes.pipeline.usage import price_jobs, slot_machines
 from probes.sources.history import read_history
@@ -93,10 +93,10 @@ def test_history_is_read_once_and_new_jobs_are_added(tmp_path: Path) -> None:
     history.write_text("\n\n".join(lines[30:]))  # the older half (the dump is newest first)
     config = load_config(demo_config(tmp_path, str(history)))
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        first, _ = run_once(config, outbox, store, probe="test")
-        second, _ = run_once(config, outbox, store, probe="test")
+        first, _ = ProbeCycle(config, probe="test").once(outbox, store)
+        second, _ = ProbeCycle(config, probe="test").once(outbox, store)
         history.write_text("\n\n".join(lines))  # the whole history now
-        third, _ = run_once(config, outbox, store, probe="test")
+        third, _ = ProbeCycle(config, probe="test").once(outbox, store)
         assert (first.enqueued["job"], "job" in second.enqueued, third.enqueued["job"]) == (30, False, 30)
         assert store.count("job") == 60
 
@@ -136,7 +136,7 @@ def test_job_records_carry_the_penalty_where_the_probe_priced_them(tmp_path: Pat
     path.write_text(path.read_text() + '[fairshare]\nmetric = "mrpe"\n')
     config = load_config(path)
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        cycle, _ = run_once(config, outbox, store, probe="test")
+        cycle, _ = ProbeCycle(config, probe="test").once(outbox, store)
         docs = [d for d in store.query("job") if d["walltime_s"]]
     snapshot = cycle.reading.snapshot
     assert snapshot is not None and cycle.reading.jobs is not None

@@ -18,7 +18,7 @@ import pytest
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, load_config
-from probes.pipeline.cycle import run_once
+from probes.pipeline.cycle import ProbeCycle
 from probes.service.scheduler import ProbeService
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
 
@@ -119,7 +119,7 @@ def test_probe_once_and_probe_run_make_the_same_records(tmp_path: Path, inputs: 
 
 
 def test_both_roll_the_same_fairshare_windows(tmp_path: Path, condor25: Path) -> None:
-    """Across window boundaries, in process with one clock: ``run_once`` at two instants and the
+    """Across window boundaries, in process with one clock: ``ProbeCycle.once`` at two instants and the
     service's jobs at the same instants write the same fairshare records and ledger."""
     t0, width = 1795269500.0, 3600.0  # in the window 1795266000 .. 1795269600
     t1 = t0 + 3 * width  # three windows later
@@ -134,7 +134,7 @@ def test_both_roll_the_same_fairshare_windows(tmp_path: Path, condor25: Path) ->
     once.probe.state_dir.mkdir()
     with Outbox(once.probe.state_dir / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "once.sqlite") as store:
         for now in (t0, t1):
-            run_once(once, outbox, store, probe="test", now=now)
+            ProbeCycle(once, probe="test").once(outbox, store, now=now)
         with_once = {k: {d["id"]: d for d in store.query(k)} for k in ("fairshare", "job", "slot", "fairness")}
         marks_once = {k: outbox.checkpoint(k) for k in (LEDGER_KEY, ROLLED_KEY)}
 

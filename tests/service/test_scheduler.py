@@ -447,11 +447,14 @@ def test_the_service_runs_at_its_cadence_stops_on_sigterm_and_restarts_without_l
     assert slot["interval_s"] == 1  # the first snapshot's (pool.interval_s): the replays did not rewrite it
 
 
-def test_a_killed_service_loses_nothing_when_started_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("point", ["after-commit", "after-flush"])
+def test_a_killed_service_loses_nothing_when_started_again(tmp_path: Path, point: str) -> None:
+    """Killed at its first commit, or once its first flush was sent (the service's delivery is
+    ``probe once``'s, fault points included)."""
     config = file_config(tmp_path)
     state = tmp_path / "state"
-    code, err = finish(probe_run(config, crash_at="after-commit"))
-    assert code == -signal.SIGKILL, err  # the first commit, then no cleanup, no flush
+    code, err = finish(probe_run(config, crash_at=point))
+    assert code == -signal.SIGKILL, err  # then no cleanup, no last flush
     code, err = finish(probe_run(config, "--for", "2"))
     assert code == 0, err
     assert {k: len(v) for k, v in stored_ids(state).items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}

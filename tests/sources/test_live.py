@@ -28,7 +28,7 @@ from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
 from probes.errors import SourceError
-from probes.pipeline.cycle import run_once
+from probes.pipeline.cycle import ProbeCycle
 from probes.pipeline.reading import check_sources, live_pool, read_live_history, read_live_snapshot
 from probes.sources.checkpoints import checkpoint_key
 from probes.sources.history import read_history
@@ -937,7 +937,7 @@ def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
     cfg = config(pool={"history_match": 20, "timeout_s": 0.3})
     pool = fake_pool(pools, {None: FakeCollector(status_ads, [good.location(), bad.location()])}, [good, bad])
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        first, _ = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        first, _ = ProbeCycle(cfg, probe="test", pool=pool.live(cfg)).once(outbox, store)
         # a fairness record per submitter (group_cms, group_atlas, group_osg.condoruser@localpool)
         assert first.enqueued == {"slot": 2, "allocation": 6, "job": 42, "fairness": 3}
         assert (
@@ -955,7 +955,7 @@ def test_a_live_cycle_commits_each_answering_schedd_with_its_checkpoint(
 
         bad.hang = False  # the flaky schedd answers again: its jobs now, and nothing of vm's twice
         bad.released.set()
-        second, _ = run_once(cfg, outbox, store, probe="test", pool=pool.live(cfg))
+        second, _ = ProbeCycle(cfg, probe="test", pool=pool.live(cfg)).once(outbox, store)
         assert second.enqueued.get("job") == 5 and second.reading.failures == {}
         assert store.count("job") == 42  # the same jobs by id: flaky's are vm's history
         assert outbox.checkpoint(checkpoint_key("flaky")) is not None

@@ -39,7 +39,7 @@ from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.cli import main
 from probes.config import ProbeConfig, parse_config
-from probes.pipeline.cycle import run_once
+from probes.pipeline.cycle import ProbeCycle
 from probes.pipeline.overhead import overhead_report
 from probes.pipeline.reading import live_pool
 from probes.sources.live import LivePool
@@ -373,7 +373,7 @@ def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
     live = live_pool(config)
     submitted: dict[str, int] = {}
     with Outbox(state / "outbox.sqlite") as outbox, EmbeddedStore(state / "fairacct.sqlite") as store:
-        run_once(config, outbox, store, probe="audit", pool=live)  # the history so far, and the first snapshot
+        ProbeCycle(config, probe="audit", pool=live).once(outbox, store)  # the history so far, and the first snapshot
         start = float(math.ceil(time.time()))
         begun, wave = time.monotonic(), 0
         while True:
@@ -391,7 +391,7 @@ def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
                     submitted[user] = submitted.get(user, 0) + sum(n for _, _, n in AUDIT_SIZES)
                 wave += 1
             tick = time.monotonic()
-            run_once(config, outbox, store, probe="audit", pool=live)
+            ProbeCycle(config, probe="audit", pool=live).once(outbox, store)
             queued = pool.tool("condor_q", "-allusers", "-af", "ClusterId").split()
             if time.monotonic() - begun >= AUDIT_SUBMIT_S and not queued:
                 break
@@ -399,7 +399,9 @@ def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
             time.sleep(max(0.0, AUDIT_CADENCE_S - (time.monotonic() - tick)))
         end = float(math.floor(time.time()))
         time.sleep(1.0)
-        run_once(config, outbox, store, probe="audit", pool=live)  # the last jobs' history, a snapshot past the end
+        ProbeCycle(config, probe="audit", pool=live).once(
+            outbox, store
+        )  # the last jobs' history, a snapshot past the end
     capsys.readouterr()
     assert main(["audit", "--config", str(path), "--from", str(start), "--to", str(end), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

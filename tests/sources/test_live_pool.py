@@ -18,7 +18,7 @@ import pytest
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
-from probes.pipeline.cycle import run_once
+from probes.pipeline.cycle import ProbeCycle
 from probes.pipeline.reading import live_pool
 from probes.sources.checkpoints import checkpoint_key, new_jobs
 from probes.sources.history import read_history
@@ -106,10 +106,10 @@ def test_history_and_its_checkpoint_are_what_condor_history_says(htcondor_pool: 
 def test_a_cycle_against_the_pool_commits_each_job_once(htcondor_pool: HTCondorPool, tmp_path: Path) -> None:
     cfg = pool_config(htcondor_pool)
     with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
-        first, _ = run_once(cfg, outbox, store, probe="test", pool=live_pool(cfg))
+        first, _ = ProbeCycle(cfg, probe="test", pool=live_pool(cfg)).once(outbox, store)
         assert first.reading.failures == {} and first.enqueued["slot"] == 2 and first.enqueued["allocation"] == 3
         assert first.enqueued["job"] == 2 and store.count("job") == 2
-        second, _ = run_once(cfg, outbox, store, probe="test", pool=live_pool(cfg))
+        second, _ = ProbeCycle(cfg, probe="test", pool=live_pool(cfg)).once(outbox, store)
         assert second.enqueued.get("job", 0) == 0 and store.count("job") == 2
         assert store.count("slot") == 4  # a second snapshot: new records, not the first ones replaced
 
