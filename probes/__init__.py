@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from collector.lazy import lazy_names
-
 if TYPE_CHECKING:
     from probes.config import ProbeConfig, load_config
     from probes.sources.history import read_history
@@ -52,4 +50,9 @@ _WHERE = {
 }
 
 
-__getattr__ = lazy_names(__name__, _WHERE, globals())
+def __getattr__(name: str) -> object:
+    # collector.lazy is imported only when a name is asked for: ``import probes.accounting``
+    # imports nothing of the collector
+    from collector.lazy import lazy_names
+
+    return lazy_names(__name__, _WHERE, globals())(name)
