@@ -25,7 +25,7 @@ or column-like words (at most :data:`MAX_FIELDS` of them), never Elasticsearch's
 (``_id``) nor paths (``a.b``).
 
 The check is plain Python over the fields, on purpose: it runs for every record a collector
-takes (see benchmarks/bench_collector.py for what it costs).
+takes (see the collector's benchmark, bench_collector.py in the source tree, for what it costs).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every setting is a pydantic field with its type, default, constraint and help text (the
 collector service's, the ``[collector]`` section, in :mod:`collector.settings`); the TOML
 validation, the command-line overrides (``OVERRIDES``) and the documented example
-(``config/example.toml``, checked against this module by the tests) all follow from it.
+(``fairacct config example``, checked against this module by the tests) all follow from it.
 Errors name the file, the key's path and what was expected::
 
     demo.toml: partitions[0].memory: expected a size like "2 GiB", "512 MiB" or "4 GB", got '2 gigs'

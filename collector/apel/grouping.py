@@ -70,7 +70,7 @@ _SUMS = ("WallDuration", "CpuDuration", "NormalisedWallDuration", "NormalisedCpu
 
 @dataclass(frozen=True)
 class ApelOptions:
-    """What ``[apel]`` and the command line say (see config/example.toml)."""
+    """What ``[apel]`` and the command line say (see the example configuration, ``fairacct config example``)."""
 
     source: Source = "job"
     site: str = ""

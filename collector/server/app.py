@@ -12,7 +12,7 @@ a batch with a pydantic model per record (what FastAPI's request models do) cost
 the parse, about as much CPU again as everything else a record needs (parsing with orjson,
 checking by hand the few fields the collector relies on, committing to the SQLite outbox): at
 the collector's throughput target on one core (bench_collector.py) that alone would take the
-whole core. The figures are in benchmarks/README.md.
+whole core. The figures are in the benchmarks' README, in the source tree.
 FastAPI's other gift, the OpenAPI document, is kept by hand here (:mod:`~collector.server.openapi`)
 and held to the handlers by the fuzzing test. Starlette gives the routing, requests and
 responses, and the lifespan, with nothing per record.

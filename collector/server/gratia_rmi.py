@@ -93,7 +93,7 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     # A ping is decoded here; an envelope's form (a megabyte: milliseconds of percent-decoding)
     # in the conversion's thread, where it interleaves with nothing: on the loop, sharing the
     # core with the conversion of the previous envelope, it cost several times its own CPU
-    # (bench_collector.py --gratia; the figures are in benchmarks/README.md).
+    # (bench_collector.py --gratia; the figures are in the benchmarks' README, in the source tree).
     small = len(body.data) <= _DECODED_ON_LOOP
     rmi = decode_rmi(body.data) if small else await ingest.off_loop(decode_rmi, body.data)
     allowed_sender(rmi.probe, ingest.settings.gratia_senders)

@@ -1,7 +1,7 @@
 """The collector's OpenAPI 3.1 document, kept by hand beside the handlers it describes.
 
 Hand-kept because the records are validated by plain code (:mod:`collector.server.judge`), not
-by a schema library; the fuzzing test (schemathesis, tests/collector/server) holds the two
+by a schema library; the fuzzing test (schemathesis, in the collector service's tests) holds the two
 together: every reply it provokes must have a status and a body this document declares.
 """
 

@@ -48,7 +48,7 @@ __all__ = [
 DEFAULT_LAG_S = 2.0
 """Seconds the pool may add at each end of a job (see :mod:`collector.books`): the collector's
 lag behind a startd, measured at most 1.3 s on the real pool's churn
-(tests/sources/test_live_churn.py), and the moment between a claim and its job's start."""
+(the live churn test of the source tree), and the moment between a claim and its job's start."""
 
 DEFAULT_REACH_S = 900.0
 """The longest time one snapshot may stand for when nothing says otherwise: the probe's default

@@ -16,7 +16,7 @@ not with the package: they bring the compiled scanner and numba (0.2-0.3 CPU-s o
 which a command that reads no ClassAd (``fairshare``, ``summarize``, ``export``, ...) never
 needs, while it does need :class:`Attr` and :class:`Kind` (the credentials' attributes).
 
-``tests/sources/classad/test_differential.py`` proves that every path gives classad2's values.
+The differential tests (of the source tree) prove that every path gives classad2's values.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ or time cannot be accounted, and one such ad must not stop a table (issue 29: a 
 
 The limits are half-open ranges ``[low, high)`` on :class:`~probes.sources.classad.model.Attr`;
 a missing value (NaN) is never out of range, and a non-finite one is made missing and counted
-by :func:`~probes.sources.classad.literals.drop_infinities` (as the README has long said).
+by :func:`~probes.sources.classad.literals.drop_infinities`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Anything else is handed to ``classad2`` in the context of its own ad: expression
 a quote inside a string with no backslash before it, strings with escapes inside lists, numbers
 in unusual spellings, and every ad with a line that is not in
 HTCondor's canonical ``Name = value`` form. Those ads are rare, and for them the answer is by
-construction the one ``classad2`` gives; ``tests/sources/classad/test_differential.py`` proves the
+construction the one ``classad2`` gives; the differential tests (of the source tree) prove the
 fast path gives the same values on the fixtures and on generated ads.
 
 A malformed ad (one ``classad2`` cannot parse, or a file that ends in the middle of a line) is
