@@ -1,22 +1,21 @@
 """The ``fairacct`` command line: :mod:`~probes.cli.registry` lists its commands, one module
-each in :mod:`~probes.cli.commands`; :mod:`~probes.cli.parser` reads the line, and :func:`run`
-runs the command (the one place errors become exit codes; only this package prints).
-:mod:`~probes.cli.options` and :mod:`~probes.cli.common` are what the commands share;
-:mod:`~probes.cli.views`, :mod:`~probes.cli.usage_views` and :mod:`~probes.cli.analytics_views`
-turn results into tables and JSON; :mod:`~probes.cli.times` reads times."""
+each in :mod:`~probes.cli.commands`; :mod:`~probes.cli.parser` reads the line and :func:`main`
+runs the command through :func:`probes.cli.running.run`, the one place errors become exit codes
+(only this package prints). :mod:`~probes.cli.options` and :mod:`~probes.cli.common` are what
+the commands share; :mod:`~probes.cli.views`, :mod:`~probes.cli.usage_views` and
+:mod:`~probes.cli.analytics_views` turn results into tables and JSON; :mod:`~probes.cli.times`
+reads times."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from collector.errors import ConfigError, FairacctError
-from probes.cli import registry, scanner_cache
-from probes.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from probes.cli import scanner_cache
 from probes.cli.parser import parse
+from probes.cli.running import run
 
-__all__ = ["main", "run"]
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None, *, prepared: Callable[[], None] | None = None) -> int:
@@ -32,28 +31,3 @@ def main(argv: Sequence[str] | None = None, *, prepared: Callable[[], None] | No
     if not {"-h", "--help", "--version"} & set(words):
         scanner_cache.choose(scanner_cache.config_file(words), next((w for w in words if not w.startswith("-")), None))
     return run(parse(words), prepared=prepared)
-
-
-def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None) -> int:
-    """Run the command :func:`probes.cli.parser.parse` read (its module in the registry) with
-    the configuration the command line names; its exit code. A configuration error is 2, any
-    other :class:`~collector.errors.FairacctError` 1, each said in one line on stderr."""
-    from probes.cli.compiling import announce_compiling
-    from probes.config import apply_overrides, load_config  # pydantic and pandas: once the line is read
-    from probes.sources import sandbox
-
-    try:
-        config = apply_overrides(load_config(args.config), vars(args))
-        sandbox.configure(config.sources.evaluation_budget_s)
-        if prepared is not None:
-            prepared()
-        with announce_compiling():  # the first run after an install: 20-60 s of numba, said on stderr
-            return registry.COMMANDS[args.command].run(args, config)
-    except ConfigError as exc:
-        print(f"fairacct: configuration error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except FairacctError as exc:
-        print(f"fairacct: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:  # `fairacct jobs | head`
-        return EXIT_OK

@@ -7,7 +7,7 @@ command line (argparse's own exit) or configuration, 1 for a source or store tha
 records the store refused for good: dead letters), 3 for ``probe once`` when the cycle was
 committed to the outbox but not sent (the store did not answer: the next ``probe once`` or
 ``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are not a failure).
-:func:`probes.cli.run` alone turns errors into them.
+:func:`probes.cli.running.run` alone turns errors into them.
 
 The registry imports every command module, and they import this one: what is heavy (pandas,
 the readers, the stores' clients) is imported inside the functions that use it.
