@@ -19,13 +19,15 @@ Adding a command is one module and one line here. ``slots``, for example, is
         limit_option(add_options(parser, "--status-file"))
 
     def run(args: argparse.Namespace, config: ProbeConfig) -> int:
-        ...  # read the status dump, print its tables
+        print_read(args, read(args, config, "status_files", option="--status-file"), slots=True)
         return EXIT_OK
 
-and its line below, ``"slots": slots,`` (with ``slots`` in the import of the command modules).
-The shared option groups are in :mod:`probes.cli.options`, the shared helpers (printing, read
-problems, exit codes) in :mod:`probes.cli.common`; no code looks at a command's name but the
-parser, which builds it from here, and :func:`probes.cli.run`, which runs it from here.
+(``ProbeConfig`` imported for the type checker only: it imports pydantic) and its line below,
+``"slots": slots,`` (with ``slots`` in the import of the command modules). The option groups
+commands share are in :mod:`probes.cli.options`, the helpers they share (printing, read problems,
+exit codes) in :mod:`probes.cli.common`. No code looks at a command's name but the parser, which
+builds the command line from here, and :func:`probes.cli.running.run`, which runs the command
+from here (``tests/cli/test_registry.py`` checks both, and adds a command of its own).
 """
 
 from __future__ import annotations
