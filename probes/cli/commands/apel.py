@@ -7,16 +7,20 @@ import argparse
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collector.apel import KINDS, ApelOptions, apel_months, deliver, job_records, months_between, render
-from collector.apel.grouping import ApelResult
 from collector.errors import ConfigError
-from collector.sinks import open_sink
-from probes.cli.parser import add_options
-from probes.config import ProbeConfig
+from probes.cli.common import EXIT_OK
+from probes.cli.options import add_options
 
-__all__ = ["JOBS_PER_MESSAGE", "add_apel_arguments", "apel_options", "parse_month", "run_apel_command"]
+if TYPE_CHECKING:
+    from collector.apel import ApelOptions
+    from collector.apel.grouping import ApelResult
+    from probes.config import ProbeConfig
+
+__all__ = ["HELP", "JOBS_PER_MESSAGE", "add_arguments", "apel_options", "parse_month", "run"]
+
+HELP = "APEL messages (WLCG accounting) of whole months from the store, into ssmsend's outgoing queue"
 
 JOBS_PER_MESSAGE = 1000
 """Individual job records per message: what APEL's own client puts in one."""
@@ -25,20 +29,22 @@ _MONTH = re.compile(r"(\d{4})-(\d{2})(?:-\d{2})?")
 _BENCHMARKS = {"hepscore23": "HEPscore23", "hepspec": "HEPSPEC", "hs06": "HEPSPEC"}
 
 
-def add_apel_arguments(cmd: argparse.ArgumentParser) -> None:
-    add_options(cmd, "--store")
-    cmd.add_argument("--month", metavar="YYYY-MM", help="the one month to send (default: the last whole month)")
-    cmd.add_argument("--from", dest="first", metavar="YYYY-MM", help="first month (a day means its month)")
-    cmd.add_argument("--to", dest="last", metavar="YYYY-MM", help="last month, included (default: --from)")
-    cmd.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from collector.apel import KINDS
+
+    add_options(parser, "--store")
+    parser.add_argument("--month", metavar="YYYY-MM", help="the one month to send (default: the last whole month)")
+    parser.add_argument("--from", dest="first", metavar="YYYY-MM", help="first month (a day means its month)")
+    parser.add_argument("--to", dest="last", metavar="YYYY-MM", help="last month, included (default: --from)")
+    parser.add_argument(
         "--out",
         metavar="DIR",
         help="the outgoing directory queue ssmsend sends from (default [apel] outgoing, else stdout)",
     )
-    cmd.add_argument("--kind", choices=tuple(KINDS), default="summary", help="the message (default summary, v0.3)")
-    cmd.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
-    cmd.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
-    cmd.add_argument(
+    parser.add_argument("--kind", choices=tuple(KINDS), default="summary", help="the message (default summary, v0.3)")
+    parser.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
+    parser.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
+    parser.add_argument(
         "--source", choices=("job", "gratia"), default="job", help="fairacct's job records or Gratia records"
     )
 
@@ -52,6 +58,8 @@ def parse_month(text: str, option: str) -> tuple[int, int]:
 
 
 def _months(args: argparse.Namespace, now_month: tuple[int, int]) -> list[tuple[int, int]]:
+    from collector.apel import months_between
+
     if args.month and (args.first or args.last):
         raise ConfigError("--month: give either --month or --from/--to, not both")
     if args.month:
@@ -70,6 +78,8 @@ def _months(args: argparse.Namespace, now_month: tuple[int, int]) -> list[tuple[
 
 def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
     """``[apel]`` with the command line's ``--site``, ``--benchmark-type`` and ``--source`` over it."""
+    from collector.apel import ApelOptions
+
     a = config.apel
     given = args.benchmark_type or a.benchmark_type
     benchmark = _BENCHMARKS.get(given.lower())
@@ -87,6 +97,8 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
 
 
 def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) -> list[str]:
+    from collector.apel import KINDS, job_records, render
+
     spec = KINDS[kind]
     texts: list[str] = []
     if kind == "jobs":
@@ -108,9 +120,12 @@ def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) ->
     return texts
 
 
-def run_apel_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """Group the months in the store, render the messages, deliver them (or print them)."""
     from datetime import UTC, datetime
+
+    from collector.apel import KINDS, apel_months, deliver
+    from collector.sinks import open_sink
 
     options = apel_options(config, args)
     if args.kind == "summary" and options.benchmark_type != "HEPSPEC":
@@ -157,7 +172,7 @@ def run_apel_command(args: argparse.Namespace, config: ProbeConfig) -> int:
         doc["texts"] = texts
     if args.json:
         print(json.dumps(doc, indent=1))
-        return 0
+        return EXIT_OK
     if delivered is None:
         sys.stdout.write("".join(texts))
     lines = [
@@ -178,4 +193,4 @@ def run_apel_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             + (f" ({len(delivered.replaced)} queued ones of the same months replaced)" if delivered.replaced else "")
         )
     print("\n".join(lines) or "no records in those months", file=sys.stderr if delivered is None else sys.stdout)
-    return 0
+    return EXIT_OK

@@ -11,27 +11,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError, SinkError
-from collector.outbox import Outbox
-from collector.sinks import open_sink
-from probes.accounting.priority import USAGE_METRICS
-from probes.cli import views
-from probes.cli.parser import add_actions, add_options
-from probes.config import ProbeConfig
-from probes.pipeline import priority
-from probes.sources.bindings import Bindings
+from probes.cli.common import EXIT_OK, probe_name
+from probes.cli.options import add_actions, add_options
 
-__all__ = ["add_priority_arguments", "run_priority_command"]
+if TYPE_CHECKING:
+    import pandas as pd
 
-_SHARES = ("submitter", "credential", "negotiator_share", *(f"{m}_{x}" for m in USAGE_METRICS for x in ("h", "share")))
+    from probes.config import ProbeConfig
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "HTCondor priority sync: the fairshare state into the negotiator ([priority])"
+
+_SHARES = ("submitter", "credential", "negotiator_share")  # and each metric's hours and share
 _SHARES_TITLE = (
     "shares of the pool (%): the negotiator's usage (what its SLOT_WEIGHT charges) beside cpu-only, penalty and "
     "billed hours over the fairshare's windows"
@@ -39,9 +37,9 @@ _SHARES_TITLE = (
 _PLAN = ["submitter", "credential", "mode", "effective", "target", "before", "wanted", "after", "status"]
 
 
-def add_priority_arguments(cmd: argparse.ArgumentParser) -> None:
-    """``priority``'s actions and their options on its parser ``cmd``."""
-    add = add_actions(cmd)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``priority``'s actions and their options on its ``parser``."""
+    add = add_actions(parser)
     sync = add_options(
         add("sync", help="bring the negotiator's effective priorities to the fairshare's (by factor or real priority)"),
         "--store",
@@ -84,6 +82,9 @@ def _read_records(path: str) -> list[dict[str, Any]]:
 def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
     """Usage per user over the fairshare's windows from the store; None (and a note on stderr)
     when the store cannot be read: the negotiator's side is still worth showing."""
+    from collector.sinks import open_sink
+    from probes.pipeline import priority
+
     since, until = priority.fairshare_horizon(config, now=now)
     try:
         sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
@@ -96,9 +97,15 @@ def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
         return None
 
 
-def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+def run(args: argparse.Namespace, config: ProbeConfig) -> int:
+    from collector.outbox import Outbox
+    from probes.accounting.priority import USAGE_METRICS
+    from probes.cli import views
+    from probes.pipeline import priority
+    from probes.sources.bindings import Bindings
+
     state = config.probe.state_dir / "outbox.sqlite"
-    now, probe = time.time(), f"fairacct@{socket.gethostname()}"
+    now, probe = time.time(), probe_name()
     with Outbox(state) as outbox:
         ledger = priority.windowed_ledger(outbox.checkpoint, config, now=now)
     bindings = Bindings(config.pool.condor_config, config.pool.timeout_s, config.pool.token_file)
@@ -108,14 +115,15 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             frame = priority.compare(config, client, ledger, now=now, usage=_stored_usage(config, now))
             if args.json:
                 print(json.dumps(views.records(frame), indent=1))
-                return 0
-            shares = [c for c in frame.columns if c in _SHARES]
+                return EXIT_OK
+            shown = (*_SHARES, *(f"{m}_{x}" for m in USAGE_METRICS for x in ("h", "share")))
+            shares = [c for c in frame.columns if c in shown]
             negotiator = views.table(frame, [c for c in frame.columns if c not in shares[2:]])
             print(views.render([
                 ("the negotiator beside the fairshare", negotiator),
                 (_SHARES_TITLE, views.table(frame, shares, digits=2)),
             ]), end="")  # fmt: skip
-            return 0
+            return EXIT_OK
         if args.action == "sync":
             result = priority.sync(config, client, ledger, now=now, dry_run=args.dry_run, probe=probe)
         else:
@@ -128,7 +136,7 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
             outbox.commit({"priority": result.docs} if result.docs else {}, {})
     if args.json:
         print(json.dumps({"commands": result.commands, "applied": result.applied, "records": result.docs}, indent=1))
-        return 0
+        return EXIT_OK
     print(
         "\n".join(result.commands)
         if args.dry_run
@@ -136,4 +144,4 @@ def run_priority_command(args: argparse.Namespace, config: ProbeConfig) -> int:
     )
     for line in priority.plan_notes(result.plan):
         print(f"fairacct: {line}")
-    return 0
+    return EXIT_OK

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from probes.cli.common import EXIT_OK, open_store
+from probes.cli.options import add_options
 
-from collector.records import iso_utc
-from collector.sinks import open_sink
-from probes.cli import views
-from probes.cli.parser import add_options
-from probes.cli.times import parse_time
-from probes.config import ProbeConfig
-from probes.pipeline.audit import DEFAULT_LAG_S, AuditReport, audit
+if TYPE_CHECKING:
+    import pandas as pd
 
-__all__ = ["add_audit_arguments", "audit_json", "audit_sections", "run_audit_command"]
+    from probes.cli.views import Section
+    from probes.config import ProbeConfig
+    from probes.pipeline.audit import AuditReport
+
+__all__ = ["HELP", "add_arguments", "audit_json", "audit_sections", "run"]
+
+HELP = "the books balance: allocation records against completed jobs, node books, gaps, within the sampling bound"
 
 NODES_SHOWN = 20  # nodes in the table, those out of balance first (--limit); --json has them all
 _SUBMITTER_VIEW = (
@@ -40,19 +42,25 @@ _NODE_VIEW = (
 )  # fmt: skip
 
 
-def add_audit_arguments(cmd: argparse.ArgumentParser) -> None:
-    """``audit``'s options on its parser ``cmd``."""
-    add_options(cmd, "--store")
-    cmd.add_argument("--from", dest="start", required=True, metavar="TIME", help="start: UNIX seconds or ISO-8601 UTC")
-    cmd.add_argument("--to", dest="end", required=True, metavar="TIME", help="end, excluded: UNIX seconds or ISO-8601")
-    cmd.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``audit``'s options on its ``parser``."""
+    from probes.pipeline.audit import DEFAULT_LAG_S
+
+    add_options(parser, "--store")
+    parser.add_argument(
+        "--from", dest="start", required=True, metavar="TIME", help="start: UNIX seconds or ISO-8601 UTC"
+    )
+    parser.add_argument(
+        "--to", dest="end", required=True, metavar="TIME", help="end, excluded: UNIX seconds or ISO-8601"
+    )
+    parser.add_argument(
         "--lag-s",
         type=float,
         default=DEFAULT_LAG_S,
         metavar="S",
         help=f"seconds the pool may add at each end of a job, in the bound (default {DEFAULT_LAG_S:g})",
     )
-    cmd.add_argument(
+    parser.add_argument(
         "--limit",
         type=int,
         default=NODES_SHOWN,
@@ -63,6 +71,10 @@ def add_audit_arguments(cmd: argparse.ArgumentParser) -> None:
 
 def _gaps(report: AuditReport) -> pd.DataFrame:
     """The gaps with their start and end as ISO-8601 UTC."""
+    import pandas as pd
+
+    from collector.records import iso_utc
+
     gaps = report.gaps.copy()
     for col in ("start", "end"):
         gaps[col] = pd.Series(iso_utc(gaps[col]), index=gaps.index, dtype=object)
@@ -70,6 +82,9 @@ def _gaps(report: AuditReport) -> pd.DataFrame:
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:
+    from collector.records import iso_utc
+    from probes.cli import views
+
     gaps = _gaps(report)
     return {
         "from": iso_utc([report.start])[0],
@@ -83,7 +98,10 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
     }
 
 
-def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> list[views.Section]:
+def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> list[Section]:
+    from collector.records import iso_utc
+    from probes.cli import views
+
     start, end = iso_utc([report.start, report.end])
     gaps = _gaps(report)
     verdict = (
@@ -105,17 +123,18 @@ def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> l
     ]  # fmt: skip
 
 
-def run_audit_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """The books of ``--from`` to ``--to`` from the store; exit 0 whatever they say (the
     JSON's ``balanced`` and the table's first lines say it)."""
+    from probes.cli import views
+    from probes.cli.times import parse_time
+    from probes.pipeline.audit import audit
+
     start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
-    sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
-    try:
+    with open_store(config, config.probe.state_dir, create=False) as sink:
         report = audit(sink, config, start, end, lag_s=args.lag_s)
-    finally:
-        sink.close()
     if args.json:
         print(json.dumps(audit_json(report), indent=1))
     else:
         print(views.render(audit_sections(report, limit=args.limit)), end="")
-    return 0
+    return EXIT_OK

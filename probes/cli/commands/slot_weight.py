@@ -12,28 +12,36 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from probes.cli import views
-from probes.cli.parser import workload_options
-from probes.config import ProbeConfig
-from probes.pipeline.slot_weight import SLOT_METRICS, SlotWeightReport, slot_weight_report
+from probes.cli.common import EXIT_OK
+from probes.cli.options import workload_options
 
-__all__ = ["add_slot_weight_arguments", "run_slot_weight_command", "slot_weight_json", "slot_weight_text"]
+if TYPE_CHECKING:
+    from probes.config import ProbeConfig
+    from probes.pipeline.slot_weight import SlotWeightReport
+
+__all__ = ["HELP", "add_arguments", "run", "slot_weight_json", "slot_weight_text"]
+
+HELP = "the SLOT_WEIGHT (Cpus, Memory, Disk) that approximates the penalty, standard job or bills, with its error"
 
 WORST_SHOWN = 10  # users in the table; --json has them all
 _USER_VIEW = ("user", "jobs", "metric_h", "weight_h", "metric_share", "weight_share", "error_pct")
 
 
-def add_slot_weight_arguments(cmd: argparse.ArgumentParser) -> None:
-    """``slot-weight``'s options on its parser ``cmd``."""
-    workload_options(cmd, "--history", "--status-file")
-    cmd.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``slot-weight``'s options on its ``parser``."""
+    from probes.pipeline.slot_weight import SLOT_METRICS
+
+    workload_options(parser, "--history", "--status-file")
+    parser.add_argument(
         "--metric", choices=SLOT_METRICS, default="penalty", help="the metric to approximate (default: penalty)"
     )
 
 
 def slot_weight_json(report: SlotWeightReport) -> dict[str, Any]:
+    from probes.cli import views
+
     e = report.error
     return {
         "metric": report.metric,
@@ -53,6 +61,8 @@ def slot_weight_json(report: SlotWeightReport) -> dict[str, Any]:
 
 
 def slot_weight_text(report: SlotWeightReport) -> str:
+    from probes.cli import views
+
     e = report.error
     what = {"penalty": "the multi-resource penalty (Klusacek & Rudova 2015)", "standard-job": "the standard job",
             "billed": "the bills (Andrijauskas et al. 2023)"}[report.metric]  # fmt: skip
@@ -85,7 +95,9 @@ def slot_weight_text(report: SlotWeightReport) -> str:
     return views.render(sections)
 
 
-def run_slot_weight_command(args: argparse.Namespace, config: ProbeConfig) -> int:
+def run(args: argparse.Namespace, config: ProbeConfig) -> int:
+    from probes.pipeline.slot_weight import slot_weight_report
+
     report = slot_weight_report(
         config, args.metric, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict
     )
@@ -93,4 +105,4 @@ def run_slot_weight_command(args: argparse.Namespace, config: ProbeConfig) -> in
         json.dumps(slot_weight_json(report), indent=1) if args.json else slot_weight_text(report),
         end="\n" if args.json else "",
     )
-    return 0
+    return EXIT_OK

@@ -1,0 +1,70 @@
+"""``fairacct config check|example``: the configuration as the commands see it, once checked;
+the files the wheel ships (the example configuration, the systemd units), printed or written."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from collector.errors import ConfigError
+from probes.cli.common import EXIT_OK, check_config, warn_loose_token
+from probes.cli.options import ALL_SOURCES, add_actions, add_options
+
+if TYPE_CHECKING:
+    from probes.config import ProbeConfig
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "configuration"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from probes.examples import EXAMPLES
+
+    action = add_actions(parser)
+    add_options(action("check", help="validate the configuration and print it"), *ALL_SOURCES)
+    example = add_options(
+        action(
+            "example",
+            help="print the example configuration (every key documented) or a systemd unit, as the wheel ships them",
+        )
+    )
+    example.add_argument(
+        "name", nargs="?", choices=EXAMPLES, default=EXAMPLES[0], help="the file (default %(default)s)"
+    )
+    example.add_argument(
+        "--write", metavar="DIR", help="write every one of them into DIR instead (an existing file is kept)"
+    )
+
+
+def run(args: argparse.Namespace, config: ProbeConfig) -> int:
+    if args.action == "example":
+        return _examples(args)
+    check_config(config)
+    warn_loose_token(config)
+    print(json.dumps(config.model_dump(mode="json"), indent=2))
+    return EXIT_OK
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from probes.examples import EXAMPLES, example_text
+
+    if not args.write:
+        print(example_text(args.name), end="")
+        return EXIT_OK
+    folder = Path(args.write)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in EXAMPLES:
+            target = folder / name
+            if target.exists():
+                print(f"fairacct: {target} exists, kept as it is", file=sys.stderr)
+                continue
+            target.write_text(example_text(name), encoding="utf-8")
+            print(f"wrote {target}")
+    except OSError as exc:
+        raise ConfigError(f"--write: cannot write into {folder}: {exc.strerror or exc}") from exc
+    return EXIT_OK

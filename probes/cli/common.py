@@ -1,0 +1,254 @@
+"""What the commands (:mod:`probes.cli.commands`) share: the exit codes, printing a result,
+reading sources and saying what went wrong with them, the store a command reads, and the
+service commands' log lines.
+
+The exit codes, which the ``fairacct`` script (or ``python -m probes``) exits with: 2 for a bad
+command line (argparse's own exit) or configuration, 1 for a source or store that failed (or
+records the store refused for good: dead letters), 3 for ``probe once`` when the cycle was
+committed to the outbox but not sent (the store did not answer: the next ``probe once`` or
+``probe run`` sends it), 0 otherwise (malformed ads that were quarantined are not a failure).
+:func:`probes.cli.running.run` alone turns errors into them.
+
+The registry imports every command module, and they import this one: what is heavy (pandas,
+the readers, the stores' clients) is imported inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import socket
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collector.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collector.sinks import Sink
+    from probes.cli.views import Section
+    from probes.config import ProbeConfig
+    from probes.pipeline.reading import Reading
+    from probes.pipeline.usage import UsageInputs
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_QUEUED",
+    "EXIT_USAGE",
+    "check_config",
+    "log_lines",
+    "nonzero",
+    "open_store",
+    "print_doc",
+    "print_read",
+    "print_text",
+    "probe_name",
+    "read",
+    "report_problems",
+    "require",
+    "shown_rows",
+    "store_base",
+    "time_arg",
+    "usage_inputs",
+    "warn_loose_token",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_QUEUED = 0, 1, 2, 3
+
+
+# -- printing ------------------------------------------------------------------------------------
+
+
+def print_doc(args: argparse.Namespace, doc: dict[str, Any], sections: list[Section]) -> None:
+    """A command's JSON document with ``--json``, else its tables."""
+    from probes.cli import views
+
+    print(json.dumps(doc, indent=1) if args.json else views.render(sections), end="\n" if args.json else "")
+
+
+def print_text(args: argparse.Namespace, doc: object, text: str) -> None:
+    """A command's JSON document with ``--json``, else its text."""
+    print(json.dumps(doc, indent=1) if args.json else text)
+
+
+def print_read(args: argparse.Namespace, result: Reading, *, slots: bool) -> None:
+    """slots, idle: every row as JSON, streamed, or the first TABLE_ROWS of each table
+    (``--limit`` says otherwise in both; 0 is every row); the slots' tables only with ``slots``."""
+    from probes.cli import views
+
+    limit = shown_rows(args)
+    if args.json:
+        views.write_read_json(sys.stdout, result, slots=slots, limit=limit)
+    else:
+        print(views.render(views.read_sections(result, slots=slots, limit=limit)), end="")
+
+
+def shown_rows(args: argparse.Namespace) -> int | None:
+    """The rows slots, idle and jobs show of each table (None: all): ``--limit`` (0: all), else
+    every row as JSON and the first TABLE_ROWS of a table."""
+    from probes.cli.options import TABLE_ROWS
+
+    if args.limit is not None:
+        return int(args.limit) or None
+    return None if args.json else TABLE_ROWS
+
+
+def nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def require(value: object, key: str, option: str) -> None:
+    """A :class:`ConfigError` when an input the command needs (``value``) is given neither in
+    the configuration (``key``) nor on the command line (``option``)."""
+    if not value:
+        raise ConfigError(f"no input: set {key} in the configuration or give {option}")
+
+
+def read(args: argparse.Namespace, config: ProbeConfig, *reads: str, option: str) -> Reading:
+    """The sources ``reads`` (settings of ``[sources]``), of which the first must be given (in
+    the configuration or as ``option``); the problems on stderr."""
+    from probes.pipeline.reading import read_sources
+
+    require(getattr(config.sources, reads[0]), f"sources.{reads[0]}", option)
+    result = read_sources(config, strict=args.strict, only=reads)
+    report_problems(result, args)
+    return result
+
+
+def report_problems(result: Reading, args: argparse.Namespace, *, quarantine: Path | None = None) -> None:
+    """One line on stderr per problem. The probe keeps malformed ads in its state directory's
+    quarantine (its ``quarantine``); a command that only reads keeps them only where
+    ``--quarantine`` says."""
+    from datetime import UTC, datetime
+
+    from probes.sources.report import problem_lines
+
+    if quarantine is None and getattr(args, "quarantine", None):
+        quarantine = Path(args.quarantine)
+    for line in problem_lines(result.reports, result.failures, quarantine, datetime.now(UTC)):
+        print(f"fairacct: {line}", file=sys.stderr)
+
+
+def usage_inputs(args: argparse.Namespace, config: ProbeConfig, *, need_machines: bool) -> UsageInputs:
+    """penalty, fairshare: jobs from --history or --swf, machines from --machines or
+    --status-file; the problems on stderr."""
+    from probes.pipeline import usage
+    from probes.pipeline.reading import Reading
+
+    if args.swf and args.history:
+        raise ConfigError("give --history or --swf, not both")
+    if args.machines and args.status_file:
+        raise ConfigError("give --machines or --status-file, not both")
+    inputs = usage.read_usage_inputs(
+        config, swf=args.swf, machines_file=args.machines, ram_unit=args.ram_unit, strict=args.strict,
+        need_machines=need_machines,
+    )  # fmt: skip
+    report_problems(Reading(reports=inputs.reports), args)
+    return inputs
+
+
+def time_arg(value: str | None, option: str) -> str | None:
+    """A time option as the ISO-8601 UTC form records carry."""
+    from collector.records import iso_utc
+    from probes.cli.times import parse_time
+
+    return None if value is None else iso_utc([parse_time(value, option)])[0]
+
+
+# -- the store and the configuration -------------------------------------------------------------
+
+
+def store_base(config_file: str | None, config: ProbeConfig) -> Path:
+    """The directory a relative ``sqlite:///`` store is under: the collector's state directory
+    when ``config_file`` is a collector's (a ``[collector]`` section and no ``[probe]``), whose
+    service keeps its store there, else the probe's."""
+    import tomllib
+
+    if config_file:
+        try:
+            raw = tomllib.loads(Path(config_file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):  # load_config read it already
+            raw = {}
+        if "collector" in raw and "probe" not in raw:
+            return config.collector.state_dir
+    return config.probe.state_dir
+
+
+@contextlib.contextmanager
+def open_store(config: ProbeConfig, base: Path, *, create: bool) -> Iterator[Sink]:
+    """The store; without ``create`` an embedded store that does not exist is an error naming
+    its path (reading one a typo would create says "0 rows")."""
+    from collector.sinks import open_sink
+
+    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=create)
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+def probe_name() -> str:
+    """The ``probe`` field of the records this host makes."""
+    return f"fairacct@{socket.gethostname()}"
+
+
+def check_config(config: ProbeConfig) -> None:
+    """What the commands check beyond the file's own validation: the sources go together, and
+    the store's settings make a sink (secrets read, TLS set up; nothing is connected to, and
+    the embedded store's file is not created)."""
+    from collector.sinks import open_sink, sqlite_path
+    from probes.pipeline.reading import check_sources
+
+    check_sources(config)
+    if sqlite_path(config.store.url, config.probe.state_dir) is None:
+        open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
+
+
+def warn_loose_token(config: ProbeConfig) -> None:
+    """A warning on stderr when the token a probe sends with can be read by other users."""
+    if not (config.store.url.startswith("collector+") and config.store.token_file):
+        return
+    from collector.sinks.http import loose_token  # httpx: only for a collector store
+
+    if (warning := loose_token(Path(config.store.token_file))) is not None:
+        print(f"fairacct: warning: {warning}", file=sys.stderr)
+
+
+# -- the services' log ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def log_lines() -> Iterator[None]:
+    """Log INFO and above to stderr, one line per event (:class:`_LineFormatter`), while inside."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
+    root = logging.getLogger()
+    level = root.level
+    # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+class _LineFormatter(logging.Formatter):
+    """``2026-11-21T14:00:00Z fairacct.service INFO snapshot: ...``: UTC, one line per event
+    (a traceback's lines are joined with ' | '), as journald and log shippers read them."""
+
+    # logging's documented way to log in UTC
+    converter = time.gmtime  # type: ignore[assignment]
+
+    def format(self, record: logging.LogRecord) -> str:
+        return " | ".join(line for line in super().format(record).splitlines() if line.strip())

@@ -1,0 +1,42 @@
+"""Running the command the command line names, with its configuration: the one place errors
+become exit codes (:mod:`probes.cli.common` lists them), called by :func:`probes.cli.main`.
+
+The command is looked up in the registry by name, and run; nothing else looks at its name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from collector.errors import ConfigError, FairacctError
+from probes.cli import registry
+from probes.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+__all__ = ["run"]
+
+
+def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None) -> int:
+    """Run the command :func:`probes.cli.parser.parse` read (its module in the registry) with
+    the configuration the command line names; its exit code. A configuration error is 2, any
+    other :class:`~collector.errors.FairacctError` 1, each said in one line on stderr."""
+    from probes.cli.compiling import announce_compiling
+    from probes.config import apply_overrides, load_config  # pydantic and pandas: once the line is read
+    from probes.sources import sandbox
+
+    try:
+        config = apply_overrides(load_config(args.config), vars(args))
+        sandbox.configure(config.sources.evaluation_budget_s)
+        if prepared is not None:
+            prepared()
+        with announce_compiling():  # the first run after an install: 20-60 s of numba, said on stderr
+            return registry.COMMANDS[args.command].run(args, config)
+    except ConfigError as exc:
+        print(f"fairacct: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except FairacctError as exc:
+        print(f"fairacct: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:  # `fairacct jobs | head`
+        return EXIT_OK
