@@ -27,7 +27,7 @@ Adding a command is one module and one line here. ``slots``, for example, is
 commands share are in :mod:`probes.cli.options`, the helpers they share (printing, read problems,
 exit codes) in :mod:`probes.cli.common`. No code looks at a command's name but the parser, which
 builds the command line from here, and :func:`probes.cli.running.run`, which runs the command
-from here (``tests/cli/test_registry.py`` checks both, and adds a command of its own).
+from here (the registry's tests check both, and add a command of their own).
 """
 
 from __future__ import annotations
