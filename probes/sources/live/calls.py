@@ -73,10 +73,16 @@ class ScheddLike(Protocol):
     ) -> Iterable[classad2.ClassAd]: ...
 
 
-CollectorFactory = Callable[[str | None, "htcondor2.SecurityContext | None"], CollectorLike]
-"""(address or None for COLLECTOR_HOST, security context) -> a collector client."""
-ScheddFactory = Callable[[classad2.ClassAd], ScheddLike]
-"""(a schedd's location ad, as locateAll gives it) -> a schedd client."""
+class CollectorFactory(Protocol):
+    """(address or None for COLLECTOR_HOST, security context) -> a collector client."""
+
+    def __call__(self, address: str | None, security: htcondor2.SecurityContext | None, /) -> CollectorLike: ...
+
+
+class ScheddFactory(Protocol):
+    """(a schedd's location ad, as locateAll gives it) -> a schedd client."""
+
+    def __call__(self, location: classad2.ClassAd, /) -> ScheddLike: ...
 
 
 def replica_groups(collectors: Sequence[str]) -> list[list[str | None]]:
