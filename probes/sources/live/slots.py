@@ -98,12 +98,10 @@ class SlotStream:
         :meth:`probes.sources.live.LivePool.snapshot`."""
         columns, origins, report = self.columns()
         snapshot = snapshot_tables(columns, self.reading, report.malformed, child_lists=self.pool.child_lists)
-        # the tables were built here and are shared with nobody yet: their last columns are added in place
         lines = snapshot.slots["line"].to_numpy(dtype=np.int64) - 1
-        snapshot.slots["source"] = np.array(origins, dtype=object)[lines]
-        snapshot.slots["observed_at"] = float(now)
-        snapshot.allocations["observed_at"] = float(now)
-        return snapshot, report
+        slots = snapshot.slots.assign(source=np.array(origins, dtype=object)[lines], observed_at=float(now))
+        allocations = snapshot.allocations.assign(observed_at=float(now))
+        return dataclasses.replace(snapshot, slots=slots, allocations=allocations), report
 
     def _failover(self, group: Sequence[str | None], projection: list[str], *, again: bool) -> _SlotAnswer | None:
         """The startd ads of the first replica of ``group`` that answers whole (see
