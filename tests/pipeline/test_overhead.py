@@ -256,7 +256,7 @@ def test_an_overhead_report_is_immutable() -> None:
         report.slots = report.slots.head(1)  # type: ignore[misc]
     assert report.overlap is not None and report.units
     with pytest.raises(TypeError, match="does not support item assignment"):
-        report.overlap["suspicious_cu_hours"] = 0.0  # type: ignore[typeddict-unknown-key]
+        report.overlap["suspicious_cu_hours"] = 0.0
     with pytest.raises(TypeError, match="does not support item assignment"):
         report.units["cpu"] = report.units["cpu"]  # type: ignore[index]
     # the units given are copied: changing the caller's mapping later changes nothing

@@ -135,10 +135,6 @@ class Calls:
         self.abandoned = 0
         self.learned: dict[str, set[str]] = {"startd": set(), "idle": set(), "history": set()}
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
     def cancel(self) -> None:
         """Make calls in flight, and later ones, fail at once (the bindings' workers are killed)."""
         self._cancel.set()

@@ -32,7 +32,7 @@ from probes.config import PoolSettings
 from probes.errors import SourceError
 from probes.sources.bindings import CHUNK
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
-from probes.sources.live.calls import Calls, CollectorLike, close_stream, missing_refs
+from probes.sources.live.calls import Calls, CollectorLike, close_stream, collector_name, missing_refs
 from probes.sources.live.projections import slot_projection
 from probes.sources.report import ReadReport
 from probes.sources.settings import SlotReading
@@ -129,7 +129,7 @@ class SlotStream:
         if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
             raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
         attrs = slot_attrs(self.reading)
-        out = _SlotAnswer(f"collector {address or 'COLLECTOR_HOST'}")
+        out = _SlotAnswer(f"collector {collector_name(address)}")
         missing: set[str] = set()
         ads = iter(answer)
         try:
