@@ -6,8 +6,9 @@ endpoint calls these.
   other record types counted, bad records reported with their index and reason;
 * :func:`decode_rmi` (wire.py): the body of ``POST /gratia-servlets/rmi`` -> a typed request,
   and the reply texts GRACC gives;
-* safexml.py (hostile XML refused), isotime.py (durations and times as Go reads them),
-  usagerecord.py (a record's fields), rawdoc.py (CoreHours, id, timestamp).
+* safexml.py (hostile XML refused; the document it builds in xmltree.py, its fast path in
+  plainxml.py), isotime.py (durations and times as Go reads them), usagerecord.py (a record's
+  fields), rawdoc.py (CoreHours, id, timestamp).
 """
 
 from collector.gratia.envelope import EnvelopeResult, envelope_docs

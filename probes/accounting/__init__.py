@@ -10,6 +10,8 @@ durations seconds.
 - :mod:`~probes.accounting.fit`: the idle-job cross-check of overhead (Andrijauskas et al. 2023, 3.1).
 - :mod:`~probes.accounting.billing`: proportional billing (Andrijauskas et al. 2023, 3.3).
 - :mod:`~probes.accounting.machines`: the machine classes penalties are priced against.
+- :mod:`~probes.accounting.pricing`: a node request's price on the machine classes that fit it
+  (Klusáček & Rudová 2015, formula 7).
 - :mod:`~probes.accounting.penalty`: the multi-resource penalty and the metrics it replaces
   (Klusáček & Rudová 2015, section 3).
 - :mod:`~probes.accounting.fairshare`: Maui-style fairshare windows, decay and targets (Maui Admin Guide, 6.3).

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = ["RESOURCES", "cell_float", "codes", "floats", "require_columns", "scalar_float"]
+__all__ = ["RESOURCES", "amounts", "cell_float", "codes", "floats", "require_columns", "scalar_float"]
 
 RESOURCES: tuple[str, ...] = ("cpus", "memory", "disk", "gpus")
 """The resources accounted, in HTCondor's units: cpus = cores, memory = MiB, disk = KiB,
@@ -37,6 +37,14 @@ def floats(values: pd.Series) -> npt.NDArray[np.float64]:
     if values.dtype == np.float64:
         return values.to_numpy(dtype=np.float64, copy=True)
     return pd.to_numeric(values).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)  # type: ignore[return-value]  # pandas-stubs: Series[float].to_numpy ignores dtype=
+
+
+def amounts(values: pd.Series) -> npt.NDArray[np.float64]:
+    """A column as float64 (a new array) with missing values as 0 (np.nan_to_num is several
+    times slower)."""
+    v = floats(values)
+    v[np.isnan(v)] = 0.0
+    return v
 
 
 def codes(values: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.object_]]:

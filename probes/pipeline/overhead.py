@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import pandas as pd
 
@@ -37,20 +38,31 @@ def canonical_units(partitions: tuple[Partition, ...]) -> dict[str, CanonicalUni
     return {p.name: CanonicalUnit(p.name, p.thresholds()) for p in partitions}
 
 
-@dataclass
+@dataclass(frozen=True)
 class OverheadReport:
     """``slots``: the slots table with ``overhead_cu``, ``overhead_<r>``, ``overhead_cu_hours``,
     ``unmatched``, ``phase`` and ``fits_idle`` (None without an idle table); ``histogram`` by
     partition, site and phase; ``overlap``: CU-hours of overhead beside fitting idle demand;
     ``nodes`` and ``bills``: the proportional bills (see :func:`probes.accounting.bill`), NaN
-    for the nodes flagged ``incomplete`` (and their allocations)."""
+    for the nodes flagged ``incomplete`` (and their allocations); ``units``: the definitions it
+    was counted in.
+
+    Immutable: ``overlap`` and ``units`` are read-only mappings (copies of what was given). The
+    tables are not copied: treat them as read-only (a caller that needs a changed table makes
+    its own, e.g. with ``report.slots.assign(...)``).
+    """
 
     slots: pd.DataFrame
     histogram: pd.DataFrame
-    overlap: DemandOverlap | None
+    overlap: DemandOverlap | None  # a MappingProxyType at run time (3.11's TypedDict has no read-only form)
     nodes: pd.DataFrame
     bills: pd.DataFrame
-    units: Mapping[str, CanonicalUnit] = field(default_factory=dict)  # the definitions it was counted in
+    units: Mapping[str, CanonicalUnit] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if self.overlap is not None:
+            object.__setattr__(self, "overlap", MappingProxyType(dict(self.overlap)))
+        object.__setattr__(self, "units", MappingProxyType(dict(self.units)))
 
     @property
     def unbilled(self) -> int:
@@ -95,9 +107,7 @@ def account_snapshot(
     else:
         slots["fits_idle"] = None
     histogram = overhead_histogram(slots, by=("partition", "site", "phase"))
-    return OverheadReport(
-        slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills, units=dict(units)
-    )
+    return OverheadReport(slots=slots, histogram=histogram, overlap=overlap, nodes=nodes, bills=bills, units=units)
 
 
 def overhead_report(

@@ -9,8 +9,8 @@ same for the command line (stderr) and the service (its log).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -44,7 +44,14 @@ class Malformed:
 
 @dataclass
 class ReadReport:
-    """What reading one or more files found, besides the values."""
+    """What reading one or more files found, besides the values.
+
+    Two ways to combine reports: ``a | b`` is a new report, neither ``a`` nor ``b`` changed
+    (what a result handed on should get); :meth:`merge` adds ``other`` to this report in place,
+    for a reader filling its own report as it goes (a streaming reader fills the report it is
+    given: :func:`~probes.sources.history.iter_history`). A report a reader returned belongs to
+    its caller: it is not changed after it was returned.
+    """
 
     ads: int = 0
     evaluated: int = 0  # ads that went through classad2 (expressions, unusual spellings)
@@ -53,11 +60,44 @@ class ReadReport:
     skipped: list[str] = field(default_factory=list)  # "path: why" of each file of a folder not read
 
     def merge(self, other: ReadReport) -> None:
+        """Add ``other`` to this report, in place (``other`` is not changed); see ``|`` for a new one."""
         self.ads += other.ads
         self.evaluated += other.evaluated
         self.malformed.extend(other.malformed)
         self.rejects.update(other.rejects)
         self.skipped.extend(other.skipped)
+
+    def __or__(self, other: ReadReport) -> ReadReport:
+        """A new report of both: this one's findings, then ``other``'s; neither is changed."""
+        if not isinstance(other, ReadReport):
+            return NotImplemented
+        rejects = Counter(self.rejects)
+        rejects.update(other.rejects)  # as merge does: not Counter's +, which drops counts <= 0
+        return ReadReport(
+            ads=self.ads + other.ads,
+            evaluated=self.evaluated + other.evaluated,
+            malformed=[*self.malformed, *other.malformed],
+            rejects=rejects,
+            skipped=[*self.skipped, *other.skipped],
+        )
+
+    @classmethod
+    def combine(cls, reports: Iterable[ReadReport]) -> ReadReport:
+        """One new report of all of ``reports``, in order; none of them is changed."""
+        out = cls()
+        for report in reports:
+            out.merge(report)
+        return out
+
+    def shifted(self, lines: int) -> ReadReport:
+        """A new report whose malformed ads are ``lines`` further on (ads read in chunks, each
+        numbered from 1, placed in the whole answer); this one is not changed."""
+        return replace(
+            self,
+            malformed=[replace(m, line=m.line + lines) for m in self.malformed],
+            rejects=Counter(self.rejects),
+            skipped=list(self.skipped),
+        )
 
 
 def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datetime) -> Path:

@@ -65,17 +65,28 @@ ALLOCATION_COLUMNS = (
 STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Snapshot:
     """One instant of a pool: its slots (partitionable and static) and allocations (dynamic).
 
     ``ads`` holds each slots row's own ad (text or JSON object), for evaluating expressions
-    such as an idle job's Requirements against it; None when the source kept no ads.
+    such as an idle job's Requirements against it; None when the source kept no ads. It is a
+    read-only view of the array given (not a copy): writing into it raises.
+
+    Immutable, but the tables are not copied (a snapshot of a global pool holds hundreds of MB):
+    treat them as read-only. A step that changes a table makes a new snapshot with its new
+    table (``dataclasses.replace(snapshot, allocations=...)``), never changes one in place.
     """
 
     slots: pd.DataFrame
     allocations: pd.DataFrame
     ads: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.ads is not None and self.ads.flags.writeable:
+            view = self.ads.view()  # no copy: the caller's array stays as it was
+            view.flags.writeable = False
+            object.__setattr__(self, "ads", view)
 
 
 def slot_attrs(reading: SlotReading) -> list[Attr]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -242,3 +243,24 @@ def test_dumps_of_several_instants_are_accounted_instant_by_instant(tmp_path: Pa
     assert len(first) == len(second) == 72
     assert second["billed_cpus"].tolist() == pytest.approx(first["billed_cpus"].tolist())
     assert accounting.slots["n_dynamic"].sum() == 2 * 72
+
+
+def test_an_overhead_report_is_immutable() -> None:
+    """A cycle's accounting is handed to several steps (records, the command line's tables):
+    none of them can change what the others read, but for the tables, which are not copied."""
+    config = load_config(ROOT / "config/demo.toml")
+    snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
+    idle, _ = read_idle(config.sources.idle_files)
+    report = overhead_report(snapshot, config, idle)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.slots = report.slots.head(1)  # type: ignore[misc]
+    assert report.overlap is not None and report.units
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        report.overlap["suspicious_cu_hours"] = 0.0
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        report.units["cpu"] = report.units["cpu"]  # type: ignore[index]
+    # the units given are copied: changing the caller's mapping later changes nothing
+    units = {"cpu": report.units["cpu"]}
+    again = dataclasses.replace(report, units=units)
+    units.clear()
+    assert list(again.units) == ["cpu"] and not isinstance(again.units, dict)

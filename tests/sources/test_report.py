@@ -49,3 +49,35 @@ def test_the_quarantine_keeps_an_excerpt_not_a_copy(tmp_path: Path) -> None:
     path = write_quarantine([huge], tmp_path, NOW)
     assert path.stat().st_size < 70_000
     assert path.read_text().endswith(f"# ... {10_000_000 - 64 * 1024} more characters not kept\n\n")
+
+
+def _report(n: int) -> ReadReport:
+    bad = Malformed(f"f{n}.ads", n, "why", "text")
+    return ReadReport(ads=n, evaluated=1, malformed=[bad], rejects=Counter({"Memory: odd": n}), skipped=[f"f{n}: x"])
+
+
+def test_reports_combined_with_or_are_new_and_leave_both_as_they_were() -> None:
+    a, b = _report(1), _report(2)
+    both = a | b
+    assert (both.ads, both.evaluated, [m.line for m in both.malformed]) == (3, 2, [1, 2])
+    assert both.rejects == {"Memory: odd": 3} and both.skipped == ["f1: x", "f2: x"]
+    assert a == _report(1) and b == _report(2)  # neither operand changed
+    both.malformed.clear()
+    both.rejects.clear()
+    assert a == _report(1) and b == _report(2)  # and nothing of theirs is shared
+    assert ReadReport.combine([a, b]) == a | b and a == _report(1)
+    assert ReadReport.combine([]) == ReadReport()
+
+
+def test_a_shifted_report_is_a_new_one() -> None:
+    a = _report(3)
+    moved = a.shifted(100)
+    assert [m.line for m in moved.malformed] == [103] and a == _report(3)
+    moved.rejects["Memory: odd"] += 1
+    assert a.rejects == {"Memory: odd": 3}
+
+
+def test_merge_still_adds_in_place_for_a_reader_filling_its_own_report() -> None:
+    a, b = _report(1), _report(2)
+    a.merge(b)
+    assert a == _report(1) | _report(2) and b == _report(2)

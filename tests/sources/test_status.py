@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from probes.config import ProbeConfig, parse_config
 from probes.pipeline.overhead import overhead_report
 from probes.sources.classad import columns_from_classads
 from probes.sources.report import Malformed
-from probes.sources.status import read_status, slot_attrs, snapshot_tables
+from probes.sources.status import Snapshot, read_status, slot_attrs, snapshot_tables
 
 from ..conftest import DEMO
 
@@ -330,3 +331,20 @@ def test_static_slots_are_held_whole_or_not_at_all(tmp_path: Path) -> None:
         "slot1@old1", "sub#4.0#1", "bob", 4, 8192,
     )  # fmt: skip
     assert list(allocs.index) == ["slot1_2@node1", "slot1@old1"]
+
+
+def test_a_snapshot_is_immutable_and_its_ads_read_only(condor25: Path) -> None:
+    snap, _ = read_status([condor25 / "status.ads"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.ads = None  # type: ignore[misc]
+    assert snap.ads is not None and not snap.ads.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        snap.ads[0] = 'Name = "someone else"'
+    # a view, not a copy: the array given stays the caller's, writable
+    mine = np.array(["a", "b"], dtype=object)
+    frozen = Snapshot(snap.slots.head(2), snap.allocations.head(0), mine)
+    mine[0] = "c"
+    assert frozen.ads is not None and frozen.ads[0] == "c" and not frozen.ads.flags.writeable
+    # a changed table makes a new snapshot
+    changed = dataclasses.replace(snap, allocations=snap.allocations.head(0))
+    assert len(snap.allocations) > 0 and len(changed.allocations) == 0 and changed.ads is snap.ads

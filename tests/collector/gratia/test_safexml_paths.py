@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.errors import RecordError
-from collector.gratia import safexml
+from collector.gratia import plainxml, safexml
 from collector.gratia.safexml import XmlDocument, XmlLimits, inner_xml, parse_xml, stream_children
 
 from .conftest import PAIRS, copies, envelope, jur
@@ -33,7 +33,7 @@ def shape(document: XmlDocument) -> list[tuple[object, ...]]:
 
 def both(data: bytes, limits: XmlLimits = safexml.DEFAULT_LIMITS) -> tuple[XmlDocument | None, XmlDocument | str]:
     """What the plain path gives (None: not taken) and what the exact path gives (or its refusal)."""
-    plain = safexml._parse_plain(data, limits)
+    plain = plainxml.parse_plain(data, limits)
     try:
         exact: XmlDocument | str = safexml._parse_exact(data, limits)
     except RecordError as exc:
@@ -169,7 +169,7 @@ def test_generated_documents_are_read_alike(body: str, declaration: str) -> None
 def test_documents_streamed_in_any_pieces_are_read_alike(body: str, feed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # A child is given once the parser has started a later sibling or ended the document, so
     # whatever the C parser held back of a piece (expat 2.6 defers small additions) it is whole.
-    monkeypatch.setattr(safexml, "_FEED_BYTES", feed)
+    monkeypatch.setattr(plainxml, "FEED_BYTES", feed)
     assert_same(body.encode())
 
 
@@ -189,7 +189,7 @@ def test_an_envelope_is_streamed_in_pieces_of_records_not_whole(gracc: Path) -> 
 def test_a_stream_given_up_part_way_goes_on_with_the_exact_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     # The third child holds an element of its own name (offsets not sure); the fourth is deeper
     # than the plain path looks: both are the exact parser's, the first two the plain path's.
-    monkeypatch.setattr(safexml, "_FEED_BYTES", 8)
+    monkeypatch.setattr(plainxml, "FEED_BYTES", 8)
     data = b"<R><J>1</J><J>2</J><J><J>3</J></J><K>" + nested(3) + b"</K></R>"
     _root, children = stream_children(data)
     given = [(child.tag, inner) for child, inner in children]

@@ -1,0 +1,147 @@
+"""The schedds of a live pool, their idle demand and who their running jobs are.
+
+- **schedds**: ``Collector.locateAll(DaemonType.Schedd)`` on every pool, each schedd once
+  (``pool.schedds`` chooses among them).
+- **idle demand**: per schedd, ``Schedd.query("JobStatus == 1", projection)`` of the idle jobs
+  themselves, grouped by autocluster. Not an autocluster query: with ``QueryOpt.AutoCluster`` a
+  status constraint returns nothing on HTCondor 25, and without one it counts running jobs too.
+- **running identities**: per schedd, the running jobs' own ads, for the names on their bills.
+
+A schedd's failure costs only that schedd's part of a cycle: it is listed in ``failures``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import classad2
+import htcondor2
+import numpy as np
+import pandas as pd
+
+from probes.config import PoolSettings
+from probes.errors import SourceError
+from probes.sources.classad import columns_from_classads
+from probes.sources.credentials import identities, identity_attrs
+from probes.sources.frames import stack
+from probes.sources.job_identity import running_table
+from probes.sources.live.calls import Calls, ScheddLike
+from probes.sources.live.projections import conjunction, idle_projection, unique_names
+from probes.sources.queue import IDLE_COLUMNS, idle_table, queue_attrs
+from probes.sources.report import ReadReport
+from probes.sources.settings import JobReading
+
+__all__ = ["IdleRead", "Schedds"]
+
+Located = Sequence[tuple[str, classad2.ClassAd]]
+"""Schedds to read: (name, location ad), as :meth:`Schedds.locate` gives them."""
+
+
+@dataclass
+class IdleRead:
+    """Idle demand of the schedds that answered; ``failures``: source -> why, for the others."""
+
+    idle: pd.DataFrame | None
+    report: ReadReport
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+class Schedds:
+    """The schedd queries of a pool (``groups``: its collectors, as
+    :func:`~probes.sources.live.calls.replica_groups` lists them)."""
+
+    def __init__(
+        self, calls: Calls, pool: PoolSettings, groups: Sequence[Sequence[str | None]], reading: JobReading
+    ) -> None:
+        self.calls = calls
+        self.pool = pool
+        self.groups = groups
+        self.reading = reading
+
+    def locate(self) -> tuple[list[tuple[str, classad2.ClassAd]], dict[str, str]]:
+        """The schedds to read, (name, location ad), each once; and the configured ones not found."""
+        found: dict[str, classad2.ClassAd] = {}
+        for group in self.groups:
+            ads, _ = self.calls.failover(group, "locate schedds", lambda c: c.locateAll(htcondor2.DaemonType.Schedd))
+            for ad in ads:
+                name = ad.get("Name")
+                if isinstance(name, str) and name and name not in found:
+                    found[name] = ad
+        wanted = self.pool.schedds
+        failures = {}
+        if wanted:
+            for name in wanted:
+                if name not in found:
+                    failures[f"schedd:{name}"] = f"schedd {name}: not known to any collector"
+            found = {n: found[n] for n in wanted if n in found}
+        chosen = []
+        for name, ad in sorted(found.items()):
+            if not isinstance(ad.get("MyAddress"), str):
+                failures[f"schedd:{name}"] = f"schedd {name}: its location ad has no MyAddress"
+                continue
+            chosen.append((name, ad))
+        return chosen, failures
+
+    def idle(self, schedds: Located) -> IdleRead:
+        """The idle jobs of every schedd, grouped by autocluster."""
+        constraint = conjunction("JobStatus == 1", self.pool.job_constraint)
+        frames, report, failures = [], ReadReport(), {}
+        for name, location in schedds:
+            what = f"schedd {name}: idle jobs"
+            try:
+                schedd = self.calls.schedd(name, location)
+                ads = self.calls.projected(
+                    "idle",
+                    what,
+                    idle_projection(self.reading),
+                    functools.partial(self._ask_idle, schedd, what, constraint),
+                )
+            except SourceError as exc:
+                failures[f"schedd:{name}"] = str(exc)
+                continue
+            columns, rep = columns_from_classads(ads, queue_attrs(self.reading), origin=f"schedd {name}")
+            report = report | rep
+            frames.append(idle_table(columns, self.reading, origin=f"schedd {name}"))
+        if not frames and failures:
+            return IdleRead(None, report, failures)  # nobody answered: no demand known, not "none"
+        return IdleRead(stack(frames, IDLE_COLUMNS), report, failures)
+
+    def _ask_idle(
+        self, schedd: ScheddLike, what: str, constraint: str, projection: list[str]
+    ) -> list[classad2.ClassAd]:
+        # the idle jobs themselves: with QueryOpt.AutoCluster a status constraint answers nothing
+        return self.calls.ads(
+            what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
+        )
+
+    def running_identities(self, schedds: Located) -> tuple[pd.DataFrame, dict[str, str]]:
+        """Who each running job of every schedd is, by its own ad (the configured job
+        credentials): ``job_id``, ``user``, ``group``, ``project``; and the schedds that failed
+        (source -> why), whose jobs keep their slots' names."""
+        identity = self.reading.identity
+        projection = unique_names(["GlobalJobId", *(a.name for a in identity_attrs(identity))])
+        constraint = conjunction("JobStatus == 2", self.pool.job_constraint)
+        frames, failures = [], {}
+        for name, location in schedds:
+            what = f"schedd {name}: running jobs"
+            try:
+                schedd = self.calls.schedd(name, location)
+                ads = self.calls.ads(
+                    what,
+                    lambda s=schedd: s.query(  # type: ignore[misc]
+                        constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default
+                    ),
+                )
+            except SourceError as exc:
+                failures[f"schedd:{name}"] = str(exc)
+                continue
+            ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
+
+            def values(attr: str, ads: list[classad2.ClassAd] = ads) -> np.ndarray:
+                return np.array([v if isinstance(v := ad.get(attr), str) else None for ad in ads], dtype=object)
+
+            names = identities(values, len(ads), identity)
+            frames.append(running_table([ad["GlobalJobId"] for ad in ads], names))
+        return (pd.concat(frames, ignore_index=True) if frames else running_table([], None)), failures
