@@ -36,7 +36,7 @@ from probes.cli.compiling import announce_compiling
 from probes.cli.parser import TABLE_ROWS
 from probes.cli.registry import COMMANDS
 from probes.cli.times import parse_time
-from probes.config import ProbeConfig, apply_overrides, load_config
+from probes.config import COLLECTOR_STORE_NOTE, ProbeConfig, apply_overrides, load_config
 from probes.files import check_writable
 from probes.pipeline.cycle import Cycle, Delivery, run_once
 from probes.pipeline.overhead import OverheadReport, overhead_report
@@ -503,19 +503,17 @@ def _log_lines() -> Iterator[None]:
 
 
 def collector_command(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """collector serve: the [collector] section and the store are the server's settings."""
-    from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
+    """collector serve: the [collector] section, with its store [collector.store], is the server's settings."""
+    from collector.server import serve  # Starlette and uvicorn only for the service
 
-    if config.store.url.startswith("collector+"):
-        raise ConfigError(
-            f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
-        )
-    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
+    settings = config.collector_settings(store_url=args.store)
+    if config.collector_store_from_probe:
+        print(f"fairacct: note: {COLLECTOR_STORE_NOTE}", file=sys.stderr)
     check_writable(settings.state_dir, "collector.state_dir")
     with hold_state_dir(settings.state_dir, "collector.state_dir"):  # before its outbox or store is opened
-        sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+        sink = open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
         try:
-            ensure_templates(sink, settings.store_url, install=config.store.install_templates)
+            ensure_templates(sink, settings.store.url, install=settings.store.install_templates)
         finally:
             sink.close()
         with _log_lines():
