@@ -316,7 +316,7 @@ def test_the_collector_refuses_another_collector_as_its_store(
         ({"url": "collector+https://c.example.org"},
          "collector.store.url: the collector needs a store of its own, got another collector: "
          "'collector+https://c.example.org'"),
-        ({"token_file": "/t"}, "collector.store.token_file: unknown key; did you mean 'api_key_file'?"),  # a probe's key
+        ({"token_file": "/t"}, "collector.store.token_file: unknown key; did you mean 'api_key_file'?"),
         ({"ur": "sqlite:///a.sqlite"}, "collector.store.ur: unknown key; did you mean 'url'?"),
     ],
 )  # fmt: skip
