@@ -570,10 +570,10 @@ def store_command(args: argparse.Namespace, config: ProbeConfig) -> int:
                 doc, text = views.outbox_view(outbox.status(), listed)
         print(json.dumps(doc, indent=1) if args.json else text)
         return EXIT_OK
-    from probes.cli.stores import store_base
+    from probes.cli.stores import store_of
 
-    base = store_base(args.config, config)  # a collector's configuration: its store is under collector.state_dir
-    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=args.command == "mappings")
+    store, base = store_of(args.config, config, args.store)  # a collector's configuration: the collector's store
+    sink = open_sink(store.url, base=base, auth=store.auth(), create=args.command == "mappings")
     try:
         if args.command == "mappings":
             installed = sink.install_templates()

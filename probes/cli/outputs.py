@@ -15,11 +15,12 @@ from collector.errors import FairacctError
 from collector.exports import Period, usage_table, write_export
 from collector.exports.table import audit_table
 from collector.report import report_tables, write_report
+from collector.settings import SinkSettings
 from collector.sinks import Sink, describe_url, open_sink
 from collector.summaries.run import steps, summarize
 from probes.cli.parser import add_actions, add_options
 from probes.cli.progress import progress_bar
-from probes.cli.stores import store_base
+from probes.cli.stores import store_of
 from probes.cli.times import parse_day
 from probes.config import ProbeConfig
 
@@ -86,10 +87,10 @@ def _period(cmd: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _store(config: ProbeConfig, base: Path, *, create: bool) -> Iterator[Sink]:
+def _store(store: SinkSettings, base: Path, *, create: bool) -> Iterator[Sink]:
     """The store; without ``create`` an embedded store that does not exist is an error naming
     its path (reading one a typo would create says "0 rows")."""
-    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=create)
+    sink = open_sink(store.url, base=base, auth=store.auth(), create=create)
     try:
         yield sink
     finally:
@@ -140,8 +141,8 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         text = f"imported {imported.count} saved objects into {args.flavour} {args.url}"
         return doc, text + "".join(f"\n  {k}: {v}" for k, v in imported.errors.items())
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
-    base = store_base(args.config, config)
-    with _store(config, base, create=args.command == "summarize") as sink:
+    store, base = store_of(args.config, config, args.store)  # a collector's configuration: the collector's store
+    with _store(store, base, create=args.command == "summarize") as sink:
         if args.command == "summarize":
             with progress_bar(steps(period.first, period.last), "summarizing") as advance:
                 summarized = summarize(
@@ -162,7 +163,7 @@ def run_output_command(args: argparse.Namespace, config: ProbeConfig) -> tuple[d
         if args.command == "export":
             by = [b.strip() for b in args.by.split(",") if b.strip()]
             if not args.raw:
-                _require_summaries(sink, period, describe_url(config.store.url, base))
+                _require_summaries(sink, period, describe_url(store.url, base))
             table = usage_table(sink, period, by, raw=args.raw)
             sheets = None
             if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
