@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ProbeConfig", "replaced"]
 
-M = TypeVar("M", bound=BaseModel)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
-def replaced(model: M, **changes: Any) -> M:
+def replaced(model: _Model, **changes: Any) -> _Model:
     """``model`` with ``changes``, remembering which keys the file gave (``model_copy`` would
     count the changed ones as given: a path made absolute, an option of the command line)."""
     return type(model).model_construct(model.model_fields_set, **{**dict(model), **changes})
