@@ -246,9 +246,10 @@ def main() -> int:
             os.chmod(work / "tokens" / name, 0o600)
         port = free_port()
         (work / "collector.toml").write_text(
-            f'[store]\nurl = "sqlite:///store.sqlite"\n[collector]\nport = {port}\n'
+            f"[collector]\nport = {port}\n"
             f"flush_every_s = {args.flush_every}\nmax_outbox_depth = 100000000\n"
             f"gratia_senders = [{', '.join(f'{chr(34)}{p}{chr(34)}' for p in tokens) if args.gratia else ''}]\n"
+            '[collector.store]\nurl = "sqlite:///store.sqlite"\n'
         )
         if args.gratia:
             payloads = gratia_bodies(list(tokens), args.warmup + args.batches, args.batch)

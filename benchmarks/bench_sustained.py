@@ -273,7 +273,7 @@ def main() -> int:
         with store_server(args.store, args.client_core if pin else None) as (store_url, _):
             settings = "".join(f"{s}\n" for s in args.setting)
             (work / "collector.toml").write_text(
-                f'[store]\nurl = "{store_url}"\n[collector]\nport = {port}\nflush_every_s = 1\n{settings}'
+                f'[collector]\nport = {port}\nflush_every_s = 1\n{settings}[collector.store]\nurl = "{store_url}"\n'
             )
             fairacct = Path(sys.executable).parent / "fairacct"
             taskset = ["taskset", "-c", str(args.core)] if pin else []

@@ -2,11 +2,13 @@
 
 :class:`CollectorSettings` is every setting an operator gives the service, each with its type,
 default, constraint and help: the ``[collector]`` section of fairacct's TOML file is this model
-(the probe's configuration validates the file with it, and only adds the reading of sizes like
-"64 MiB"). :class:`ServerSettings` is what the service runs with: those settings, the store it
-sends to and the bounds no operator sets; tests and embedders build it directly, and a value
-out of bounds is a :class:`~collector.errors.ConfigError` that names the setting. A setting
-added to :class:`CollectorSettings` is a key of the file and a setting of the service at once.
+(the probe's configuration validates the file with it), and the service runs with it. Its store
+is its own section, ``[collector.store]`` (:class:`CollectorStoreSettings`: a URL and the
+credentials by reference, as the probe's ``[store]``, whose keys are :class:`SinkSettings`'s
+too). Sizes are read as operators write them ("64 MiB"). Tests and embedders build it with
+:meth:`CollectorSettings.of`, where a value out of bounds is a
+:class:`~collector.errors.ConfigError` that names the setting. A setting added here is a key of
+the file and a setting of the service at once; the bounds no operator sets are class constants.
 This module imports pydantic, not the service (Starlette, uvicorn): every command reads it.
 
 Nothing here is secret: tokens stay in their files, and the store's credentials are named by
@@ -16,26 +18,111 @@ file or environment variable, never held by value.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from collector.errors import ConfigError
+from collector.sinks import check_url
+from collector.units import parse_size
 
-__all__ = ["CollectorSettings", "ServerSettings"]
+__all__ = ["CollectorSettings", "CollectorStoreSettings", "SinkSettings"]
 
 MIB = 1024**2
 
 _LaxPath = Annotated[Path, Strict(False)]  # a string becomes a Path
 
 
-class CollectorSettings(BaseModel):
-    """The settings of the collector service an operator gives (the ``[collector]`` section)."""
+def _bytes(value: Any) -> Any:
+    """A size in bytes, as operators write it ("64 MiB"; a number is bytes)."""
+    return parse_size(value, 1) if isinstance(value, (int, float, str)) else value
 
+
+_Bytes = Annotated[float, BeforeValidator(_bytes)]
+
+
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class SinkSettings(_Section):
+    """A store records are written to, and how to reach it: the keys the probe's ``[store]`` and
+    the collector's ``[collector.store]`` share (each adds its own ``url``)."""
+
+    url: str = Field("sqlite:///fairacct.sqlite", description="Where records go.")
+    index_prefix: str = Field("fairacct", description="Elasticsearch indices are <index_prefix>-<kind>-YYYY.MM.")
+    api_key_file: str = Field("", description="File holding an Elasticsearch API key (never put the key itself here).")
+    api_key_env: str = Field("", description="Environment variable holding an Elasticsearch API key.")
+    username: str = Field("", description="User for basic auth (with password_file or password_env).")
+    password_file: str = Field("", description="File holding the basic-auth password.")
+    password_env: str = Field("", description="Environment variable holding the basic-auth password.")
+    ca_file: str = Field("", description="CA bundle to verify the store's certificate (https).")
+    install_templates: bool = Field(
+        False,
+        description="Install fairacct's index templates when they are missing or outdated (checked at the first "
+        "flush and after every reconnect). Off by default: templates change a shared cluster's schema and need "
+        "its manage_index_templates privilege, so the store's operator runs `fairacct mappings install`; "
+        "records wait in the outbox meanwhile.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _a_store_there_is_a_sink_for(cls, value: str) -> str:
+        try:
+            check_url(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("store.url: ")) from None
+        return value
+
+    def auth(self) -> dict[str, str]:
+        """The Elasticsearch sink's settings that are set, as the sink names them (secrets by
+        reference, never by value); nothing for the embedded store."""
+        if not self.url.startswith(("http", "opensearch")):
+            return {}
+        names = {
+            "index_prefix": "prefix", "api_key_file": "api_key_file", "api_key_env": "api_key_env",
+            "username": "username", "password_file": "password_file", "password_env": "password_env",
+            "ca_file": "ca_certs_file",
+        }  # fmt: skip
+        return {sink_name: getattr(self, ours) for ours, sink_name in names.items() if getattr(self, ours)}
+
+
+class CollectorStoreSettings(SinkSettings):
+    """The collector's store, the ``[collector.store]`` section: where its flusher sends records."""
+
+    url: str = Field(
+        "sqlite:///fairacct.sqlite",
+        description="sqlite:///PATH (embedded, PATH relative to collector.state_dir), http(s)://... "
+        "(Elasticsearch) or opensearch+http(s)://... (OpenSearch); never another collector.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _not_another_collector(cls, value: str) -> str:
+        if value.startswith("collector+"):
+            raise ValueError(f"the collector needs a store of its own, got another collector: {value!r}")
+        return value
+
+
+class CollectorSettings(_Section):
+    """The collector service's settings, the ``[collector]`` section, with its store
+    (``[collector.store]``) and the bounds no operator sets: ``max_group_records`` bounds one
+    group commit (the records of several requests committed in one transaction),
+    ``max_header_bytes`` a request's line and headers (over it: 431 and the connection closed)."""
+
+    max_group_records: ClassVar[int] = 50_000
+    max_header_bytes: ClassVar[int] = 64 * 1024
 
     listen_address: str = Field("127.0.0.1", description="Address the collector service listens on.")
     port: int = Field(8080, ge=0, le=65535, description="Port the collector service listens on (0: any free port).")
@@ -51,12 +138,12 @@ class CollectorSettings(BaseModel):
         default_factory=list,
         description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
     )
-    max_body_size: float = Field(
+    max_body_size: _Bytes = Field(
         64.0 * MIB,
         gt=0,
         description='Largest request body, as sent and decompressed, e.g. "64 MiB" (a number is bytes).',
     )
-    max_records_body_size: float = Field(
+    max_records_body_size: _Bytes = Field(
         8.0 * MIB,
         gt=0,
         description="Largest body of POST /v1/records (a probe's batch), as sent and decompressed, e.g. "
@@ -128,6 +215,9 @@ class CollectorSettings(BaseModel):
         ge=0,
         description="Once a day the collector re-summarizes this many last days, for very late records; 0: never.",
     )
+    store: CollectorStoreSettings = Field(
+        default_factory=CollectorStoreSettings, description="The collector's store ([collector.store])."
+    )
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Self:
@@ -135,35 +225,15 @@ class CollectorSettings(BaseModel):
             raise ValueError("give both tls_cert_file and tls_key_file, or neither")
         return self
 
-
-class ServerSettings(CollectorSettings):
-    """What the collector service runs with: the operator's :class:`CollectorSettings`, the
-    store, and the bounds no operator sets.
-
-    ``store_url`` and ``store_options`` are what :func:`collector.sinks.open_sink` takes (a
-    relative ``sqlite:///`` path is under ``state_dir``). ``max_group_records`` bounds one group
-    commit (the records of several requests committed in one transaction); ``max_header_bytes``
-    a request's line and headers (over it: 431 and the connection closed).
-    """
-
-    store_url: str = "sqlite:///store.sqlite"
-    store_options: Mapping[str, Any] = Field(default_factory=dict)
-    max_group_records: int = Field(50_000, ge=1)
-    max_header_bytes: int = Field(64 * 1024, ge=1024)
-
-    def __init__(self, **settings: Any) -> None:
-        """A bad value is a ConfigError naming the setting. (Not so for :class:`CollectorSettings`:
-        pydantic would call this when validating the configuration file, whose errors the
-        probe's configuration words with the file and the key's path.)"""
+    @classmethod
+    def of(cls, **settings: Any) -> CollectorSettings:
+        """The settings given (tests, embedders); a bad value is a ConfigError naming the setting.
+        (Not so when the configuration file is validated: the probe's configuration words those
+        errors with the file and the key's path.)"""
         try:
-            super().__init__(**settings)
+            return cls.model_validate(settings)
         except ValidationError as exc:
             raise ConfigError("; ".join(_problem(e) for e in exc.errors(include_url=False))) from None
-
-    @classmethod
-    def serving(cls, settings: CollectorSettings, store_url: str, store_options: Mapping[str, Any]) -> ServerSettings:
-        """The settings of a service the operator gave ``settings`` that sends to ``store_url``."""
-        return cls(**settings.model_dump(), store_url=store_url, store_options=store_options)
 
     @property
     def outbox_path(self) -> Path:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from collector.errors import ConfigError
-from probes.config import ProbeConfig, apply_overrides, load_config, parse_config
+from probes.config import COLLECTOR_STORE_NOTE, ProbeConfig, apply_overrides, load_config, parse_config
 from probes.units import parse_size
 
 from .conftest import ROOT
@@ -114,17 +116,27 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     return out
 
 
+def _flat(table: Mapping[str, Any], model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The key paths a TOML table sets, following the model's sections (a list of tables' keys
+    once; a table a key holds as its value, e.g. penalty.standard_job, is one key)."""
+    out = []
+    for key, value in table.items():
+        field = model.model_fields.get(key)
+        args = [field.annotation, *getattr(field.annotation, "__args__", ())] if field else []
+        sub = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        for item in value if sub is not None and isinstance(value, list) else [value]:
+            out += _flat(item, sub, f"{prefix}{key}.") if sub is not None else [f"{prefix}{key}"]
+    return out
+
+
 def test_the_example_documents_every_key_and_is_the_default() -> None:
     """config/example.toml sets every key, each with a comment, to its default."""
     text = (ROOT / "config/example.toml").read_text()
     raw = tomllib.loads(text)
-    flat: set[str] = set()
-    for section, body in raw.items():
-        items = body if isinstance(body, list) else [body]
-        for item in items:
-            flat |= {f"{section}.{k}" for k in item}
+    flat = set(_flat(raw, ProbeConfig))
     expected = set(_keys(ProbeConfig)) - {"partitions.disk"}  # disk: documented, commented out
     assert expected <= flat, f"not in config/example.toml: {sorted(expected - flat)}"
+    assert "collector.store.url" in flat and "store.url" in flat  # the collector's store, a section of its own
     # every section and key is preceded by a comment line
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -232,3 +244,99 @@ def test_sizes_refuse_what_is_no_size() -> None:
     with pytest.raises(ValueError, match="at least one byte"):
         parse_size(1e-320, 1)
     assert parse_size(0, 1) == 0.0 and parse_size("2 GB", 1024**2) == 2048.0
+
+
+# -- issue 38: the collector's store is [collector.store]; a file that gives it in [store] still works --------
+
+
+def test_the_collectors_store_is_its_own_section() -> None:
+    """[collector.store] is the collector's store; the probe's [store] (here another collector,
+    which the probe may send to) is not read for it."""
+    config = parse_config(
+        {
+            "store": {"url": "collector+https://c.example.org", "token_file": "/t"},
+            "collector": {"store": {"url": "https://es.example.org:9200", "api_key_env": "ES_KEY"}},
+        }
+    )
+    assert not config.collector_store_from_probe
+    store = config.collector_settings().store
+    assert (store.url, store.auth()) == ("https://es.example.org:9200", {"prefix": "fairacct", "api_key_env": "ES_KEY"})
+
+
+def test_without_a_collector_store_the_collector_keeps_its_old_default() -> None:
+    """Neither section: the store a collector had before (the embedded one under its state_dir)."""
+    config = parse_config({"collector": {"port": 9000}})
+    assert not config.collector_store_from_probe
+    assert config.collector_settings().store.url == "sqlite:///fairacct.sqlite" == ProbeConfig().store.url
+
+
+def test_a_collector_file_with_its_store_in_store_still_works_and_says_so(tmp_path: Path) -> None:
+    """A file written before [collector.store] gives the collector's store in [store]: it is
+    read as before (the probe's token_file left out), and `collector serve` says where to move it."""
+    path = tmp_path / "collector.toml"
+    path.write_text('[collector]\nport = 9000\n[store]\nurl = "https://es.example.org:9200"\nusername = "u"\n')
+    config = apply_overrides(load_config(path), {})
+    assert config.collector_store_from_probe
+    store = config.collector_settings().store
+    assert (store.url, store.username) == ("https://es.example.org:9200", "u")
+    assert "[collector.store]" in COLLECTOR_STORE_NOTE and "[store]" in COLLECTOR_STORE_NOTE
+    # --store replaces the URL of whichever store the collector reads, and is no [store] of the file
+    assert config.collector_settings(store_url="sqlite:///s.sqlite").store.username == "u"
+    path.write_text("[collector]\nport = 9000\n")
+    over = apply_overrides(load_config(path), {"store": "https://other.example.org:9200"})
+    assert not over.collector_store_from_probe
+    assert over.collector_settings(store_url="https://other.example.org:9200").store.url == (
+        "https://other.example.org:9200"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "store_url", "message"),
+    [
+        ({"store": {"url": "collector+https://c.example.org"}}, None,
+         "store.url: the collector needs a store of its own, got another collector: 'collector+https://c.example.org' "
+         "(without [collector.store], the collector's store is read from [store]; give it its own there)"),
+        ({}, "collector+http://127.0.0.1:1",
+         "collector.store.url: the collector needs a store of its own, got another collector: "
+         "'collector+http://127.0.0.1:1' (given by --store)"),
+        ({}, "mysql://db", "collector.store.url: expected sqlite:///PATH, http(s)://HOST:PORT"),
+    ],
+)  # fmt: skip
+def test_the_collector_refuses_another_collector_as_its_store(
+    raw: dict[str, object], store_url: str | None, message: str
+) -> None:
+    config = parse_config(raw)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config.collector_settings(store_url=store_url)
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        ({"url": "collector+https://c.example.org"},
+         "collector.store.url: the collector needs a store of its own, got another collector: "
+         "'collector+https://c.example.org'"),
+        ({"token_file": "/t"}, "collector.store.token_file: unknown key; did you mean 'api_key_file'?"),
+        ({"ur": "sqlite:///a.sqlite"}, "collector.store.ur: unknown key; did you mean 'url'?"),
+    ],
+)  # fmt: skip
+def test_the_collector_store_section_is_checked_on_load(store: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"collector": {"store": store}}, "collector.toml")
+    assert str(info.value).startswith(f"collector.toml: {message}")
+
+
+def test_collector_serve_says_it_reads_store_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The note is printed before anything starts (here the state directory is a file, so
+    nothing does)."""
+    from probes.cli import main
+
+    (tmp_path / "busy").write_text("")
+    path = tmp_path / "collector.toml"
+    path.write_text('[collector]\nstate_dir = "busy"\n[store]\nurl = "sqlite:///s.sqlite"\n')
+    assert main(["collector", "serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"fairacct: note: {COLLECTOR_STORE_NOTE}" and "collector.state_dir" in err[1], err
+    path.write_text('[collector]\nstate_dir = "busy"\n[collector.store]\nurl = "sqlite:///s.sqlite"\n')
+    assert main(["collector", "serve", "--config", str(path)]) == 2
+    assert "note" not in capsys.readouterr().err

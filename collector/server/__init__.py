@@ -12,6 +12,6 @@ from collector.server.app import create_app
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.replies import Style
 from collector.server.serve import serve
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 
-__all__ = ["Endpoint", "Ingest", "ServerSettings", "Style", "create_app", "serve"]
+__all__ = ["CollectorSettings", "Endpoint", "Ingest", "Style", "create_app", "serve"]

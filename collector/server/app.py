@@ -45,7 +45,7 @@ from collector.server.replies import Style, answer
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 from collector.sinks import Sink, open_sink
 
 __all__ = ["create_app", "store_sink_factory"]
@@ -53,13 +53,13 @@ __all__ = ["create_app", "store_sink_factory"]
 _log = logging.getLogger("fairacct.collector")
 
 
-def store_sink_factory(settings: ServerSettings) -> Callable[[], Sink]:
+def store_sink_factory(settings: CollectorSettings) -> Callable[[], Sink]:
     """Opens the sink of the settings' store URL (relative sqlite paths under the state dir)."""
-    return lambda: open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+    return lambda: open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
 
 
 def create_app(
-    settings: ServerSettings,
+    settings: CollectorSettings,
     sink_factory: Callable[[], Sink] | None = None,
     *,
     endpoints: Sequence[Endpoint] = (RECORDS, GRATIA),
@@ -128,7 +128,7 @@ def create_app(
             "last_flush": _iso(state.last_flush),
             "last_store_success": _iso(state.last_store_success),
             "last_error": state.last_error,
-            "store": settings.store_url,
+            "store": settings.store.url,
             "store_stale_s": settings.store_stale_s,
             "summaries": {
                 "last_run": {name: _iso(at) for name, at in summarizer.state.last_run.items()},
@@ -170,7 +170,7 @@ def create_app(
         flusher.start()
         summarizer.start()
         _log.info(
-            "collector ready: outbox %s, store %s, %d probe token(s)", settings.outbox_path, settings.store_url,
+            "collector ready: outbox %s, store %s, %d probe token(s)", settings.outbox_path, settings.store.url,
             len(ingest.tokens.probes),
         )  # fmt: skip
         try:

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 
 __all__ = ["CLOSED_BY", "Connections", "guarded_protocol"]
 
@@ -83,7 +83,7 @@ class Connections:
     _waiting: dict[_GuardedProtocol, None] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, settings: ServerSettings) -> Connections:
+    def of(cls, settings: CollectorSettings) -> Connections:
         return cls(
             settings.max_connections,
             settings.idle_timeout_s,

@@ -37,7 +37,7 @@ from collector.server.committer import GroupCommitter
 from collector.server.metrics import ServerMetrics
 from collector.server.replies import Style
 from collector.server.tokens import TokenRing
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 
 __all__ = ["Endpoint", "Ingest"]
 
@@ -49,7 +49,7 @@ _T = TypeVar("_T")
 class Ingest:
     """The collector's ingest path, shared by its endpoints."""
 
-    settings: ServerSettings
+    settings: CollectorSettings
     tokens: TokenRing
     committer: GroupCommitter
     metrics: ServerMetrics

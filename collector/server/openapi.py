@@ -11,7 +11,7 @@ from typing import Any
 
 from collector.records import PROBE_KINDS, SCHEMA_VERSION
 from collector.server.v1_records import REASONS_LISTED
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 
 __all__ = ["openapi_document"]
 
@@ -27,7 +27,7 @@ def _text(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
-def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
+def _gratia_rmi(settings: CollectorSettings) -> dict[str, Any]:
     """``POST /gratia-servlets/rmi`` (collector/server/gratia_rmi.py): a form, GRACC's texts."""
     integer = {"type": "integer", "minimum": -(10**17), "maximum": 10**17}
     return {
@@ -78,7 +78,7 @@ def _gratia_rmi(settings: ServerSettings) -> dict[str, Any]:
 
 
 def openapi_document(
-    settings: ServerSettings, version: str, ingest: tuple[str, ...] = ("/v1/records",)
+    settings: CollectorSettings, version: str, ingest: tuple[str, ...] = ("/v1/records",)
 ) -> dict[str, Any]:
     """The document served at /openapi.json; ``ingest``: the ingest paths the application serves."""
     record = {

@@ -21,7 +21,7 @@ from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox
 from collector.server.app import create_app, store_sink_factory
 from collector.server.connections import Connections, guarded_protocol
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 from collector.sinks import Sink
 
 __all__ = ["serve"]
@@ -34,7 +34,7 @@ _log = logging.getLogger("fairacct.collector")
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
-def serve(settings: ServerSettings, sink_factory: Callable[[], Sink] | None = None) -> None:
+def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None = None) -> None:
     """Serve until SIGTERM or SIGINT (uvicorn's graceful shutdown: requests under way are answered,
     the outbox writer commits what is waiting, the flusher settles its batch)."""
     factory = sink_factory or store_sink_factory(settings)

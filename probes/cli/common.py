@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from collector.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collector.settings import SinkSettings
     from collector.sinks import Sink
     from probes.cli.views import Section
     from probes.config import ProbeConfig
@@ -52,7 +53,7 @@ __all__ = [
     "report_problems",
     "require",
     "shown_rows",
-    "store_base",
+    "store_of",
     "time_arg",
     "usage_inputs",
     "warn_loose_token",
@@ -166,29 +167,32 @@ def time_arg(value: str | None, option: str) -> str | None:
 # -- the store and the configuration -------------------------------------------------------------
 
 
-def store_base(config_file: str | None, config: ProbeConfig) -> Path:
-    """The directory a relative ``sqlite:///`` store is under: the collector's state directory
-    when ``config_file`` is a collector's (a ``[collector]`` section and no ``[probe]``), whose
-    service keeps its store there, else the probe's."""
+def store_of(args: argparse.Namespace, config: ProbeConfig) -> tuple[SinkSettings, Path]:
+    """The store a command reads, and the directory a relative ``sqlite:///`` store is under.
+    A collector's configuration (``--config`` with a ``[collector]`` section and no ``[probe]``)
+    names the collector's store (``[collector.store]``, or ``[store]`` in a file written before
+    that section; the command's ``--store`` replaces its URL) under the collector's state
+    directory, where its service keeps it; any other names the probe's ``[store]``."""
     import tomllib
 
-    if config_file:
+    raw: dict[str, object] = {}
+    if args.config:
         try:
-            raw = tomllib.loads(Path(config_file).read_text(encoding="utf-8"))
+            raw = tomllib.loads(Path(args.config).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):  # load_config read it already
             raw = {}
-        if "collector" in raw and "probe" not in raw:
-            return config.collector.state_dir
-    return config.probe.state_dir
+    if "collector" in raw and "probe" not in raw:
+        return config.collector_settings(getattr(args, "store", None)).store, config.collector.state_dir
+    return config.store, config.probe.state_dir
 
 
 @contextlib.contextmanager
-def open_store(config: ProbeConfig, base: Path, *, create: bool) -> Iterator[Sink]:
+def open_store(store: SinkSettings, base: Path, *, create: bool) -> Iterator[Sink]:
     """The store; without ``create`` an embedded store that does not exist is an error naming
     its path (reading one a typo would create says "0 rows")."""
     from collector.sinks import open_sink
 
-    sink = open_sink(config.store.url, base=base, auth=config.store.auth(), create=create)
+    sink = open_sink(store.url, base=base, auth=store.auth(), create=create)
     try:
         yield sink
     finally:

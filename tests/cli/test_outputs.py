@@ -176,11 +176,13 @@ def test_an_export_before_any_summary_says_how_to_make_them(
     assert pd.read_csv(out_file)["n_jobs"].sum() > 0
 
 
+@pytest.mark.parametrize("section", ["collector.store", "store"])
 def test_a_collectors_config_finds_its_store_under_collector_state_dir(
-    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str
 ) -> None:
     """A relative sqlite:/// store of a collector's configuration is under collector.state_dir,
-    where the service keeps it, not under probe.state_dir (issue 25 item 3)."""
+    where the service keeps it, not under probe.state_dir (issue 25 item 3); the store is the
+    collector's, [collector.store], or [store] in a file written before it (issue 38)."""
     import sqlite3
 
     state = tmp_path / "collector-state"
@@ -191,7 +193,7 @@ def test_a_collectors_config_finds_its_store_under_collector_state_dir(
     ):
         a.backup(b)
     config = tmp_path / "collector.toml"
-    config.write_text(f'[collector]\nstate_dir = "{state}"\n[store]\nurl = "sqlite:///store.sqlite"\n')
+    config.write_text(f'[collector]\nstate_dir = "{state}"\n[{section}]\nurl = "sqlite:///store.sqlite"\n')
     assert run(capsys, "summarize", "--config", str(config), *DAYS)[0] == 0
     out_file = tmp_path / "usage.csv"
     code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--out", str(out_file))

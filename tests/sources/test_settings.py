@@ -1,13 +1,47 @@
-"""The readers' few settings: their defaults are the configuration's, and the configuration
-hands each reader exactly its part."""
+"""The readers' few settings: each is a key of the configuration, its default written there
+once, and the configuration hands each reader exactly its part."""
 
 from __future__ import annotations
+
+import ast
+from dataclasses import MISSING, fields
+from typing import Any
+
+import pytest
 
 from probes.config import ProbeConfig, parse_config
 from probes.sources.settings import JobReading, SlotReading
 
+from ..conftest import ROOT
 
-def test_the_defaults_are_the_configurations() -> None:
+
+@pytest.mark.parametrize("reading", [SlotReading, JobReading])
+def test_every_setting_is_a_key_of_the_configuration_and_its_default_is_that_keys(reading: Any) -> None:
+    default = ProbeConfig()
+    for f in fields(reading):
+        if f.name == "partitions":  # the configuration's [[partitions]], as (name, match)
+            assert f.default == tuple((p.name, p.match) for p in default.partitions)
+            continue
+        section, key = f.metadata["key"]
+        value = getattr(getattr(default, section), key)
+        assert f.default == (tuple(value) if isinstance(value, list) else value), (f.name, section, key)
+        assert f.default_factory is MISSING
+
+
+def test_no_default_is_written_in_the_readers_settings() -> None:
+    """Issue 38: the defaults were written here and in the configuration, and a test held the two
+    copies equal. Now no field of the readers' settings is given a literal."""
+    tree = ast.parse((ROOT / "probes/sources/settings.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name in ("SlotReading", "JobReading"):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and item.value is not None:
+                    assert isinstance(item.value, ast.Call), ast.unparse(item)
+                    literals = [n for n in ast.walk(item.value) if isinstance(n, ast.Constant)]
+                    assert all(isinstance(c.value, str) and c.value.isidentifier() for c in literals), ast.unparse(item)
+
+
+def test_the_default_configuration_gives_the_defaults() -> None:
     assert ProbeConfig().slot_reading() == SlotReading()
     assert ProbeConfig().job_reading() == JobReading()
 
@@ -16,8 +50,8 @@ def test_the_configuration_hands_each_reader_its_part() -> None:
     config = parse_config(
         {
             "pool": {"name": "cms-t2", "interval_s": 120},
-            "credentials": {"user": ["x509UserProxyVOName"], "qos": ["JobQOS"]},
-            "site": {"attributes": ["GLIDEIN_CMSSite"], "default": "T2_XX"},
+            "credentials": {"user": ["x509UserProxyVOName"], "qos": ["JobQOS"], "slot_group": ["Grp"]},
+            "site": {"attributes": ["GLIDEIN_CMSSite"], "resource_attributes": ["CE"], "default": "T2_XX"},
             "machines": {"speed_attribute": "HEPSPEC", "cost_attribute": "Cost", "class_attributes": ["CPUModel"]},
             "sources": {"slot_attributes": ["Arch"], "job_attributes": ["ExitBySignal"]},
             "partitions": [{"name": "all", "match": "Cpus > 0", "cpus": 1}],
@@ -28,7 +62,7 @@ def test_the_configuration_hands_each_reader_its_part() -> None:
         "cms-t2", 120.0, ("GLIDEIN_CMSSite",), "T2_XX"
     )  # fmt: skip
     assert (slots.speed_attribute, slots.cost_attribute, slots.extra_attributes) == ("HEPSPEC", "Cost", ("Arch",))
-    assert slots.partitions == (("all", "Cpus > 0"),)
+    assert (slots.partitions, slots.resource_attributes, slots.group) == ((("all", "Cpus > 0"),), ("CE",), ("Grp",))
     assert config.slot_reading(with_class_attributes=True).extra_attributes == ("Arch", "CPUModel")
     jobs = config.job_reading()
     assert (jobs.user, jobs.qos, jobs.group) == (
@@ -37,3 +71,4 @@ def test_the_configuration_hands_each_reader_its_part() -> None:
         ("AcctGroup", "AccountingGroup"),
     )
     assert (jobs.speed_attribute, jobs.extra_attributes, jobs.site_default) == ("HEPSPEC", ("ExitBySignal",), "T2_XX")
+    assert jobs.resource_attributes == ("CE",)

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.pipeline.audit import audit
 
     start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
-    with open_store(config, config.probe.state_dir, create=False) as sink:
+    with open_store(config.store, config.probe.state_dir, create=False) as sink:
         report = audit(sink, config, start, end, lag_s=args.lag_s)
     if args.json:
         print(json.dumps(audit_json(report), indent=1))

@@ -1,12 +1,12 @@
-"""``fairacct collector serve``: the collector service; the ``[collector]`` section and the
-store are its settings."""
+"""``fairacct collector serve``: the collector service; the ``[collector]`` section, with its store
+``[collector.store]``, is its settings."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
-from collector.errors import ConfigError
 from probes.cli.common import EXIT_OK, log_lines
 from probes.cli.options import add_actions, add_options
 
@@ -28,22 +28,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
-    """collector serve: the [collector] section and the store are the server's settings."""
-    from collector.server import ServerSettings, serve  # Starlette and uvicorn only for the service
+    """collector serve: the [collector] section, with its store [collector.store], is the server's settings."""
+    from collector.server import serve  # Starlette and uvicorn only for the service
     from collector.sinks import ensure_templates, open_sink
     from collector.statelock import hold_state_dir
+    from probes.config import COLLECTOR_STORE_NOTE
     from probes.files import check_writable
 
-    if config.store.url.startswith("collector+"):
-        raise ConfigError(
-            f"store.url: the collector needs a store of its own, got another collector: {config.store.url!r}"
-        )
-    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
+    settings = config.collector_settings(store_url=args.store)
+    if config.collector_store_from_probe:
+        print(f"fairacct: note: {COLLECTOR_STORE_NOTE}", file=sys.stderr)
     check_writable(settings.state_dir, "collector.state_dir")
     with hold_state_dir(settings.state_dir, "collector.state_dir"):  # before its outbox or store is opened
-        sink = open_sink(settings.store_url, base=settings.state_dir, auth=settings.store_options)
+        sink = open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
         try:
-            ensure_templates(sink, settings.store_url, install=config.store.install_templates)
+            ensure_templates(sink, settings.store.url, install=settings.store.install_templates)
         finally:
             sink.close()
         with log_lines():

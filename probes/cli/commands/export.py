@@ -8,7 +8,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import FairacctError
-from probes.cli.common import EXIT_OK, open_store, print_text, store_base
+from probes.cli.common import EXIT_OK, open_store, print_text, store_of
 from probes.cli.options import add_options, period_options
 
 if TYPE_CHECKING:
@@ -47,11 +47,11 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli.times import parse_day
 
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
-    base = store_base(args.config, config)
-    with open_store(config, base, create=False) as sink:
+    store, base = store_of(args, config)
+    with open_store(store, base, create=False) as sink:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         if not args.raw:
-            _require_summaries(sink, period, describe_url(config.store.url, base))
+            _require_summaries(sink, period, describe_url(store.url, base))
         table = usage_table(sink, period, by, raw=args.raw)
         sheets = None
         if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, store_base
+from probes.cli.common import EXIT_OK, open_store, store_of
 from probes.cli.options import add_actions, add_options
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     # a collector's configuration: its store is under collector.state_dir
-    with open_store(config, store_base(args.config, config), create=True) as sink:
+    with open_store(*store_of(args, config), create=True) as sink:
         installed = sink.install_templates()
     print(json.dumps({"installed": installed}) if args.json else f"installed templates: {', '.join(installed)}")
     return EXIT_OK

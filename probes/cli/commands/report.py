@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, print_text, store_base
+from probes.cli.common import EXIT_OK, open_store, print_text, store_of
 from probes.cli.options import add_options, period_options
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli.times import parse_day
 
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
-    with open_store(config, store_base(args.config, config), create=False) as sink:
+    with open_store(*store_of(args, config), create=False) as sink:
         figures = report_figures(sink, config, period, [], by=args.efficiency_by)
         appendix = lab_figures(run_lab(None, fraction=0.1)) if args.lab else []  # synthetic: never the site's
         path = write_report(report_tables(sink, period), args.out, figures, appendix)

@@ -78,8 +78,9 @@ class Collector:
         for probe, token in self.tokens.items():
             (self.root / "tokens" / probe).write_text(token + "\n")
             os.chmod(self.root / "tokens" / probe, 0o600)
-        lines = [f'[store]\nurl = "{self.store}"\n[collector]\nport = {self.port}']
+        lines = [f"[collector]\nport = {self.port}"]
         lines += [f"{k} = {_toml(v)}" for k, v in self.settings.items()]
+        lines += [f'[collector.store]\nurl = "{self.store}"']
         self.config.write_text("\n".join(lines) + "\n")
         with open(self.root / "collector.log", "ab") as log:
             self.process = subprocess.Popen(

@@ -10,7 +10,7 @@ import pytest
 
 from collector.errors import ConfigError
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
-from collector.settings import ServerSettings
+from collector.settings import CollectorSettings
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig
 
@@ -39,7 +39,7 @@ def test_the_cadence_is_configured_in_the_collector_section() -> None:
 )
 def test_server_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
+        CollectorSettings.of(token_dir=tmp_path, state_dir=tmp_path, **change)
 
 
 def test_schedules_run_when_due_and_count_late_records(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import gzip
 import importlib
 import inspect
 import platform
+import re
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from starlette.responses import PlainTextResponse, Response
 from collector import errors
 from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeError, UnauthorizedError
 from collector.outbox import Outbox, Parcel
-from collector.server import Endpoint, Ingest, ServerSettings, Style, create_app
+from collector.server import CollectorSettings, Endpoint, Ingest, Style, create_app
 from collector.server.body import gunzip
 from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
@@ -62,7 +63,7 @@ async def gratia_like(request: Request, ingest: Ingest) -> Response:
 
 def test_a_text_endpoint_plugs_into_the_same_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tokens").mkdir()
-    settings = ServerSettings(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_size=100)
+    settings = CollectorSettings.of(token_dir=tmp_path / "tokens", state_dir=tmp_path / "state", max_body_size=100)
     store = tmp_path / "store.sqlite"
     app = create_app(settings, lambda: EmbeddedStore(store),
                      endpoints=(RECORDS,
@@ -125,22 +126,26 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
         ({"tls_cert_file": "c.pem"}, "collector: give both tls_cert_file and tls_key_file, or neither"),
         ({"port": "80"}, "collector port: input should be a valid integer, got '80'"),
         (
-            {"max_group_records": 0, "bogus": 1},
-            "collector max_group_records: expected at least 1, got 0; "
-            "collector bogus: extra inputs are not permitted, got 1",
+            {"port": -1, "bogus": 1},
+            "collector port: expected at least 0, got -1; collector bogus: extra inputs are not permitted, got 1",
         ),
+        (
+            {"store": {"url": "collector+https://c.example.org"}},
+            "collector store.url: the collector needs a store of its own, got another collector: "
+            "'collector+https://c.example.org'",
+        ),
+        ({"max_group_records": 5}, "collector max_group_records: extra inputs are not permitted, got 5"),
     ],
 )
 def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        ServerSettings(token_dir=tmp_path, state_dir=tmp_path, **change)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        CollectorSettings.of(token_dir=tmp_path, state_dir=tmp_path, **change)
 
 
 def test_the_server_runs_with_what_the_configuration_validates() -> None:
-    """The collector's settings are one list (issue 28, item 4): the [collector] section is
-    CollectorSettings (sizes read as "1 KiB"), and the server's settings are those, whole, and
-    the store's."""
-    from collector.settings import CollectorSettings
+    """The collector's settings are one model (issue 38): the [collector] section, its store
+    [collector.store] and the bounds no operator sets are CollectorSettings, sizes read as "1 KiB",
+    and the service runs with it as the file gave it."""
     from probes.config import parse_config
 
     section = {
@@ -150,18 +155,17 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
         "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,
+        "backpressure_depth": 5, "outbox_keep_free_mib": 1.0,
+        "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
     }  # fmt: skip
-    config = parse_config({"collector": section, "store": {"url": "https://es.example.org:9200", "username": "u"}})
-    assert isinstance(config.collector, CollectorSettings) and set(section) <= set(CollectorSettings.model_fields)
-    settings = ServerSettings.serving(config.collector, config.store.url, config.store.auth())
-    given = {k: getattr(settings, k) for k in CollectorSettings.model_fields}
-    assert given == config.collector.model_dump() != CollectorSettings().model_dump()
-    assert given["max_body_size"] == 1024 == settings.max_body_bytes and settings.scheme == "https"
-    assert given["max_records_body_size"] == 2048 and settings.max_records_body_bytes == 1024  # the smaller
-    assert (settings.store_url, settings.store_options) == (config.store.url, config.store.auth())
-    assert set(ServerSettings.model_fields) - set(CollectorSettings.model_fields) == {
-        "store_url", "store_options", "max_group_records", "max_header_bytes"
-    }  # fmt: skip
+    config = parse_config({"collector": section})
+    assert set(section) == set(CollectorSettings.model_fields)
+    settings = config.collector_settings()
+    assert settings == config.collector != CollectorSettings()
+    assert settings.max_body_size == 1024 == settings.max_body_bytes and settings.scheme == "https"
+    assert settings.max_records_body_size == 2048 and settings.max_records_body_bytes == 1024  # the smaller
+    assert settings.store.auth() == {"prefix": "fairacct", "username": "u"} and settings.store.install_templates
+    assert (settings.max_group_records, settings.max_header_bytes) == (50_000, 64 * 1024)
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:

@@ -1,0 +1,74 @@
+"""``[pool]``: the pool a probe accounts for, and how a live pool is queried."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from probes.config.fields import OptionalExpression, Section
+
+__all__ = ["PoolSettings"]
+
+
+class PoolSettings(Section):
+    name: str = Field("default", description="Name of the pool, written on every record.")
+    interval_s: float = Field(300.0, gt=0, description="Seconds one slot snapshot stands for (the snapshot cadence).")
+    max_interval_s: float = Field(
+        900.0,
+        gt=0,
+        description="Longest time one live snapshot may stand for: a snapshot stands for the real time since "
+        "the previous successful one, capped here (a probe that was down did not observe its pool).",
+    )
+    collectors: list[str] = Field(
+        default_factory=list,
+        description='Collectors to query ("host:port"); an entry "cm1:9618, cm2:9618" lists replicas of one pool, '
+        "tried in order. Every entry is queried and ads seen twice are kept once. Empty: COLLECTOR_HOST.",
+    )
+    slot_constraint: OptionalExpression = Field(
+        "",
+        description="ClassAd constraint on the startd ads queried (partitionable, static and dynamic slots). "
+        "Empty: all.",
+    )
+    child_lists: bool = Field(
+        False,
+        description="Where the collector's answer holds no dynamic-slot ads at all, bill each partitionable "
+        "slot from its Child* lists: only for a slot_constraint that leaves dynamic slots out. Off: a node's "
+        "allocations are its dynamic-slot ads, none in an answer without them (a pool between two claims).",
+    )
+    schedds: list[str] = Field(
+        default_factory=list,
+        description="Names of the schedds to read (idle jobs, history). Empty: every schedd the collectors know.",
+    )
+    job_constraint: OptionalExpression = Field(
+        "", description="ClassAd constraint added to the queue and history queries of every schedd. Empty: none."
+    )
+    history_match: int = Field(
+        10000,
+        ge=1,
+        description="Jobs of a schedd's history answer converted at a time (one Schedd.history call a pass "
+        "reads the whole backlog, from the checkpoint's position in the history file).",
+    )
+    history_lookback_s: float = Field(
+        3600.0,
+        ge=0,
+        description="For a checkpoint of a probe before positions (an end time): its last scan stops at the "
+        "first job that ended this long before it, then the checkpoint is a position.",
+    )
+    timeout_s: float = Field(
+        60.0, gt=0, description="Seconds a collector or schedd has to answer one query (also HTCondor's QUERY_TIMEOUT)."
+    )
+    token_file: str = Field(
+        "",
+        description="File holding an IDTOKEN the collectors are queried with (a SecurityContext). "
+        "Empty: HTCondor's own.",
+    )
+    condor_config: str = Field(
+        "", description="HTCondor configuration file to read instead of CONDOR_CONFIG. Empty: CONDOR_CONFIG."
+    )
+
+    @model_validator(mode="after")
+    def _cap_covers_the_cadence(self) -> PoolSettings:
+        if self.max_interval_s < self.interval_s:
+            raise ValueError(
+                f"max_interval_s ({self.max_interval_s:g}) must be at least interval_s ({self.interval_s:g})"
+            )
+        return self
