@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -72,9 +73,9 @@ class Encoded:
             return cls()
         names = [c for c in parts[0].columns if all(c in p.columns for p in parts)]
         return cls(
-            tuple(i for p in parts for i in p.ids),
-            tuple(d for p in parts for d in p.docs),
-            {c: tuple(v for p in parts for v in p.columns[c]) for c in names},
+            tuple(chain.from_iterable(p.ids for p in parts)),
+            tuple(chain.from_iterable(p.docs for p in parts)),
+            {c: tuple(chain.from_iterable(p.columns[c] for p in parts)) for c in names},
         )
 
     def __len__(self) -> int:

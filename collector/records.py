@@ -171,10 +171,38 @@ def table_records(kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[
     out = out.assign(**iso).assign(
         id=np.array(ids, dtype=object), kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps
     )
-    lines = out.to_json(orient="records", lines=True, double_precision=15).encode().split(b"\n")
-    named = [c for c in spec.carried if c in out.columns]
-    values: list[list[Any]] = orjson.loads(out[named].to_json(orient="values", double_precision=15))
-    return Encoded(tuple(ids), tuple(lines[: len(out)]), dict(zip(named, zip(*values, strict=True), strict=True)))
+    docs = _objects(out.to_json(orient="records", double_precision=15).encode(), len(out))
+    if docs is None:  # a separator inside a record (a column of lists of objects): pandas splits them
+        docs = tuple(out.to_json(orient="records", lines=True, double_precision=15).encode().split(b"\n")[: len(out)])
+    return Encoded(tuple(ids), docs, {c: _as_json(out[c]) for c in spec.carried if c in out.columns})
+
+
+def _objects(array: bytes, n: int) -> tuple[bytes, ...] | None:
+    """The ``n`` objects of a JSON array of objects as pandas writes a table's records (every
+    object's first key the same), split where one ends and the next begins; None when the
+    separator is found more often (inside a record). Inside a JSON string every quote is
+    escaped, so ``},{"<first key>":`` is never found there."""
+    head = array[1 : array.index(b'":') + 2]  # '{"<first key>":'
+    parts = array[len(head) + 1 : -2].split(b"}," + head)
+    if len(parts) != n:
+        return None
+    return tuple(head + p + b"}" for p in parts)
+
+
+_SAME_IN_JSON = frozenset({str, type(None)})  # what a JSON round trip gives back as it is
+
+
+def _as_json(column: pd.Series) -> tuple[Any, ...]:
+    """A column's values as its records' JSON holds them (see :func:`table_records`): as they
+    are when JSON keeps them so (whole numbers, booleans, text), read back from pandas' JSON
+    otherwise (floats to 15 significant digits, missing values)."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iub":  # not pandas' nullable ones
+        return tuple(column.tolist())
+    if column.dtype == object:
+        values = column.tolist()
+        if _SAME_IN_JSON.issuperset(map(type, values)):
+            return tuple(values)
+    return tuple(orjson.loads(column.to_json(orient="records", double_precision=15)))
 
 
 def table_docs(
