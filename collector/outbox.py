@@ -123,6 +123,16 @@ CREATE TABLE IF NOT EXISTS checkpoint (
 """
 
 
+def _add_fields(db: sqlite3.Connection) -> None:
+    """The ``fields`` column of a parcel table made before records were committed encoded
+    (another connection opening the same file at once may add it first)."""
+    try:
+        db.execute("ALTER TABLE parcel ADD COLUMN fields BLOB")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
+
+
 def _counts(counts: Counter[str] | None = None) -> Mapping[str, int]:
     return MappingProxyType(counts if counts is not None else Counter())
 
@@ -187,7 +197,7 @@ class Outbox:
                 self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.executescript(_SCHEMA)
             if "fields" not in {row[1] for row in self._db.execute("PRAGMA table_info(parcel)")}:
-                self._db.execute("ALTER TABLE parcel ADD COLUMN fields BLOB")  # a file of an earlier version
+                _add_fields(self._db)  # a file of an earlier version
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the outbox ({exc})") from exc
 

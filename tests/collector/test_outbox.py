@@ -393,3 +393,34 @@ class _TakesAll:
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         return SendResult(acked=[d["id"] for d in docs])
+
+
+def test_parcels_of_the_previous_version_are_read_and_sent(tmp_path: Path) -> None:
+    """A file whose parcels hold JSON arrays (a cycle's) and gzip-compressed ones (a request's),
+    in a parcel table without ``fields``: opened (the column added), sent, and what is left of
+    a parcel is rewritten encoded."""
+    path = tmp_path / "outbox.sqlite"
+    docs = slot_docs()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE parcel (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, count INTEGER NOT NULL,"
+            " docs BLOB NOT NULL, encoding TEXT NOT NULL, enqueued_at REAL NOT NULL,"
+            " attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT)"
+        )
+        db.execute(
+            "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES ('slot', 20, ?, 'json', 1.0)",
+            (orjson.dumps(docs[:20]),),
+        )
+        db.execute(
+            "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES ('slot', 16, ?, 'gzip', 2.0)",
+            (gzip.compress(orjson.dumps(docs[20:])),),
+        )
+    db.close()
+    with Outbox(path) as outbox, Outbox(path) as again, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        assert again.waiting("slot") == docs
+        assert outbox.flush(store, batch_size=15, max_batches=1).sent["slot"] == 15
+        rows = outbox._db.execute("SELECT count, encoding FROM parcel ORDER BY seq").fetchall()
+        assert rows == [(5, "records"), (16, "gzip")]
+        assert outbox.waiting("slot") == docs[15:]
+        assert outbox.flush(store).sent["slot"] == 21 and outbox.status().depth == {}
+        assert sorted(store.query("slot"), key=lambda d: d["id"]) == sorted(docs, key=lambda d: d["id"])
