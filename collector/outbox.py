@@ -9,12 +9,13 @@ for good goes to the dead-letter table with the sink's error. Record ids are det
 sending an item twice (a crash after the sink stored it but before it was deleted here)
 stores it once.
 
-Records wait as *parcels*: one row holds records of one kind as one JSON array, a cycle's
-records in rows of up to :data:`PARCEL_RECORDS` (:meth:`Outbox.commit`), a network request's
-in one row per kind (:meth:`Outbox.commit_parcels`, the collector), kept gzip-compressed as it
-came when the request sent exactly those documents so. The records are as durable, for a
-fraction of the cost of a row, two index entries and a delete per record (about half the CPU
-of commit and flush per record into the embedded store: bench_store.py). The flusher sends the
+Records wait as *parcels* (:mod:`collector.parcels`): one row holds records of one kind, as
+they were encoded (:class:`~collector.encoded.Encoded`: committed, flushed and stored without
+being decoded), a cycle's records in rows of up to :data:`PARCEL_RECORDS`
+(:meth:`Outbox.commit`), a network request's in one row per kind (:meth:`Outbox.commit_parcels`,
+the collector). The records are as durable, for a fraction of the cost of a row, two index
+entries and a delete per record (about half the CPU of commit and flush per record into the
+embedded store: bench_store.py). The flusher sends the
 oldest parcels of one kind, at most ``batch_size`` records (the rest of a larger parcel waits in
 it), and rewrites a parcel with what the sink did not take yet. A record committed again while
 an older copy waits (a fairshare window re-priced by the next cycle) waits twice, and is never
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
 import json
 import sqlite3
 import time
@@ -41,13 +41,17 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any
 
 import orjson
 
 from collector import faults
+from collector.encoded import Encoded
 from collector.errors import SinkError, StoreError
-from collector.sinks.base import SendResult, Sink
+from collector.parcels import Parcel, next_batch, parcel_row, read_parcel
+from collector.records import encode_docs
+from collector.sinks.base import Sink
 from collector.transaction import use_wal, write_transaction
 
 __all__ = [
@@ -77,6 +81,8 @@ PROBE_SHRINK_KEEP_BYTES = 4 * 1024 * 1024
 """What a probe's outbox keeps: a cycle's records are a few MB, and a site's state directory
 should not keep a backlog's worth of free pages (23 MB after 30,000 jobs, under the
 collector's 64 MiB, was never given back)."""
+_INSERT_PARCEL = "INSERT INTO parcel(kind, count, docs, encoding, fields, enqueued_at) VALUES (?, ?, ?, ?, ?, ?)"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS item (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -103,6 +109,7 @@ CREATE TABLE IF NOT EXISTS parcel (
     count INTEGER NOT NULL,
     docs BLOB NOT NULL,
     encoding TEXT NOT NULL,
+    fields BLOB,
     enqueued_at REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT
@@ -116,56 +123,28 @@ CREATE TABLE IF NOT EXISTS checkpoint (
 """
 
 
-@dataclass
+def _add_fields(db: sqlite3.Connection) -> None:
+    """The ``fields`` column of a parcel table made before records were committed encoded
+    (another connection opening the same file at once may add it first)."""
+    try:
+        db.execute("ALTER TABLE parcel ADD COLUMN fields BLOB")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
+
+
+def _counts(counts: Counter[str] | None = None) -> Mapping[str, int]:
+    return MappingProxyType(counts if counts is not None else Counter())
+
+
+@dataclass(frozen=True)
 class FlushResult:
-    """What one flush did, per kind."""
+    """What one flush did, per kind (read-only: 0 for a kind it did not touch)."""
 
-    sent: Counter[str] = field(default_factory=Counter)
-    retried: Counter[str] = field(default_factory=Counter)
-    dead: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)  # one line per failed batch
-
-
-@dataclass(frozen=True)
-class Parcel:
-    """Records of one kind committed as one row. ``gzip_json``, when given, is exactly ``docs``
-    as a gzip-compressed JSON array (as a request brought them), stored as it is; ``json``,
-    exactly ``docs`` as a JSON array, encoded by the caller (:meth:`encoded`)."""
-
-    kind: str
-    docs: Sequence[Mapping[str, Any]]
-    gzip_json: bytes | None = None
-    json: bytes | None = None
-
-    @classmethod
-    def encoded(cls, kind: str, docs: Sequence[Mapping[str, Any]]) -> Parcel:
-        """A parcel whose documents are encoded now: a collector encodes each request's in that
-        request, so that one that cannot be encoded fails its request alone, never the group
-        committed with it."""
-        return cls(kind, docs, json=orjson.dumps(docs))
-
-
-class _Settle(Protocol):
-    """A batch's write once the sink answered (the keyword names are what flush binds)."""
-
-    def __call__(self, outbox: Outbox, sent: SendResult) -> None: ...
-
-
-class _Fail(Protocol):
-    """A batch's write once the sink failed."""
-
-    def __call__(self, outbox: Outbox, error: str) -> object: ...
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """One batch to send: its kind and documents, and what to write, with a given outbox's
-    connection, once the sink has answered (``settle``) or failed (``failed``)."""
-
-    kind: str
-    docs: list[dict[str, Any]]
-    settle: _Settle
-    failed: _Fail
+    sent: Mapping[str, int] = field(default_factory=_counts)
+    retried: Mapping[str, int] = field(default_factory=_counts)
+    dead: Mapping[str, int] = field(default_factory=_counts)
+    errors: tuple[str, ...] = ()  # one line per failed batch
 
 
 Writer = Callable[[Callable[["Outbox"], object]], object]
@@ -217,6 +196,8 @@ class Outbox:
             if not autocheckpoint:
                 self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.executescript(_SCHEMA)
+            if "fields" not in {row[1] for row in self._db.execute("PRAGMA table_info(parcel)")}:
+                _add_fields(self._db)  # a file of an earlier version
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the outbox ({exc})") from exc
 
@@ -234,25 +215,30 @@ class Outbox:
 
     # -- writing a cycle -----------------------------------------------------------------------
 
-    def commit(self, records: Mapping[str, Sequence[Mapping[str, Any]]], checkpoints: Mapping[str, Any]) -> int:
-        """Enqueue a cycle's records, as parcels of up to :data:`PARCEL_RECORDS`, and advance its
-        checkpoints, atomically. Each record needs an ``id`` (see the module docstring for a
-        record committed again while it waits). Returns the number of records enqueued.
+    def commit(
+        self, records: Mapping[str, Encoded | Sequence[Mapping[str, Any]]], checkpoints: Mapping[str, Any]
+    ) -> int:
+        """Enqueue a cycle's records (encoded, or documents encoded here), as parcels of up to
+        :data:`PARCEL_RECORDS`, and advance its checkpoints, atomically. Each record needs an
+        ``id`` (see the module docstring for a record committed again while it waits). Returns
+        the number of records enqueued.
         """
         now = self._clock()
+        encoded = {}
         for kind, docs in records.items():
-            if not all("id" in d for d in docs):
-                raise ValueError(f"a {kind} record to commit has no id")
+            if not isinstance(docs, Encoded):
+                if not all("id" in d for d in docs):
+                    raise ValueError(f"a {kind} record to commit has no id")
+                docs = encode_docs(kind, docs)
+            encoded[kind] = docs
         rows = [
-            (kind, len(part), orjson.dumps(part), "json", now)
-            for kind, docs in records.items()
-            for part in (docs[i : i + PARCEL_RECORDS] for i in range(0, len(docs), PARCEL_RECORDS))
+            parcel_row(kind, docs.pick(range(i, min(i + PARCEL_RECORDS, len(docs)))), now)
+            for kind, docs in encoded.items()
+            for i in range(0, len(docs), PARCEL_RECORDS)
         ]
         marks = [(source, json.dumps(value), now) for source, value in checkpoints.items()]
         with self._transaction("cannot commit the cycle to the outbox"):
-            self._db.executemany(
-                "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows
-            )
+            self._db.executemany(_INSERT_PARCEL, rows)
             self._db.executemany(
                 "INSERT INTO checkpoint(source, value, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(source) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
@@ -263,28 +249,25 @@ class Outbox:
 
     def commit_parcels(self, parcels: Sequence[Parcel]) -> int:
         """Enqueue parcels in one transaction (see the module docstring); returns the number of
-        records enqueued. Each document needs a string ``id``."""
+        records enqueued."""
         now = self._clock()
-        rows = [
-            (
-                p.kind,
-                len(p.docs),
-                *(
-                    (p.gzip_json, "gzip")
-                    if p.gzip_json is not None
-                    else (p.json if p.json is not None else orjson.dumps(p.docs), "json")
-                ),
-                now,
-            )
-            for p in parcels
-            if p.docs
-        ]
+        rows = [parcel_row(p.kind, p.docs, now) for p in parcels if p.docs]
         with self._transaction("cannot commit records to the outbox"):
-            self._db.executemany(
-                "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES (?, ?, ?, ?, ?)", rows
-            )
+            self._db.executemany(_INSERT_PARCEL, rows)
             faults.point("during-commit")
         return sum(r[1] for r in rows)
+
+    # the connection, clock and transaction that settling a batch writes with (collector.parcels.Writes)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self._db
+
+    def now(self) -> float:
+        return self._clock()
+
+    def transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return self._transaction(what)
 
     def _transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
         return write_transaction(self._db, self.path, what)
@@ -369,147 +352,35 @@ class Outbox:
         runs them in its single outbox writer thread, so that a flush never holds the write lock
         that the requests' commits wait for (SQLite's busy wait sleeps up to 100 ms at a time)."""
         write: Writer = writer or (lambda fn: fn(self))
-        result = FlushResult()
+        sent_n: Counter[str] = Counter()
+        retried: Counter[str] = Counter()
+        dead: Counter[str] = Counter()
+        errors: list[str] = []
         batches = 0
         until = None if max_seconds is None else time.monotonic() + max_seconds
         while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
-            batch = self._next_batch(batch_size)
+            batch = next_batch(self._db, batch_size)
             if batch is None:
                 break
             batches += 1
-            kind, docs = batch.kind, batch.docs
+            kind, records = batch.kind, batch.records
             try:
-                sent = sink.send(kind, docs)
+                sent = sink.send_encoded(kind, records)
             except SinkError as exc:  # the whole batch failed: keep it, try again later
                 write(functools.partial(batch.failed, error=str(exc)))
-                result.retried[kind] += len(docs)
-                result.errors.append(f"{kind}: {exc}")
+                retried[kind] += len(records)
+                errors.append(f"{kind}: {exc}")
                 break
             faults.point("during-flush")  # the sink has them, the outbox does not know yet
             write(functools.partial(batch.settle, sent=sent))
-            result.sent[kind] += len(sent.acked)
-            result.dead[kind] += len(sent.rejected)
-            result.retried[kind] += len(sent.retry)
+            sent_n[kind] += len(sent.acked)
+            dead[kind] += len(sent.rejected)
+            retried[kind] += len(sent.retry)
             if sent.retry:
-                result.errors.append(
-                    f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}"
-                )
+                errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
             if not sent.acked and not sent.rejected:
                 break
-        return result
-
-    def _next_batch(self, batch_size: int) -> _Batch | None:
-        """The oldest items of one kind, or else the records of the oldest parcels of one kind,
-        at most ``batch_size`` (the first ones of a parcel that holds more), each record once:
-        its newest copy."""
-        rows = self._db.execute(
-            "SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item ORDER BY seq LIMIT 1) "
-            "ORDER BY seq LIMIT ?",
-            (batch_size,),
-        ).fetchall()
-        if rows:
-            kind = rows[0][1]
-            return _Batch(
-                kind,
-                [orjson.loads(doc) for _, _, _, doc in rows],
-                lambda outbox, sent: outbox._settle(kind, rows, sent.acked, sent.rejected, sent.retry),
-                lambda outbox, error: outbox._note_failure([r[0] for r in rows], error),
-            )
-        cursor = self._db.execute(
-            "SELECT seq, kind, docs, encoding FROM parcel "
-            "WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
-        )
-        parcels: list[tuple[int, list[dict[str, Any]], int]] = []  # seq, its records, how many of them are sent
-        size = 0
-        for seq, kind, blob, encoding in cursor:  # noqa: B007 - kind, one for all the parcels, is used after the loop
-            docs = orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
-            parcels.append((seq, docs, min(len(docs), batch_size - size)))
-            size += parcels[-1][2]
-            if size >= batch_size:
-                break
-        cursor.close()
-        if not parcels:
-            return None
-        batch = [doc for _, docs, n in parcels for doc in docs[:n]]
-        newest = {d.get("id", i): d for i, d in enumerate(batch)}  # a later copy replaces an earlier one
-        return _Batch(
-            kind,
-            batch if len(newest) == len(batch) else list(newest.values()),
-            lambda outbox, sent: outbox._settle_parcels(kind, parcels, sent),
-            lambda outbox, error: outbox._db.executemany(
-                "UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
-                [(error, seq) for seq, _, _ in parcels],
-            ),
-        )
-
-    def _settle_parcels(
-        self, kind: str, parcels: Sequence[tuple[int, list[dict[str, Any]], int]], sent: SendResult
-    ) -> None:
-        """Delete the parcels the sink took whole; rewrite the others with the records it did not
-        take (or that were not sent: past ``batch_size``), counting an attempt when one that was
-        sent is left; move the refused records to the dead letters. Every copy of a record in
-        the batch is settled by the answer for its id."""
-        done = set(sent.acked) | sent.rejected.keys()
-        error = next(iter(sent.retry.values()), "not acknowledged by the sink")
-        now = self._clock()
-        deleted, rewritten, touched, dead = [], [], [], []
-        for seq, docs, n in parcels:
-            failed = [d for d in docs[:n] if d.get("id") not in done]
-            dead += [
-                (kind, d["id"], orjson.dumps(d).decode(), sent.rejected[d["id"]], now)
-                for d in docs[:n]
-                if d.get("id") in sent.rejected
-            ]
-            left = failed + docs[n:]
-            if not left:
-                deleted.append((seq,))
-            elif len(left) < len(docs):
-                rewritten.append((orjson.dumps(left), len(left), 1 if failed else 0, error if failed else None, seq))
-            else:
-                touched.append((error, seq))
-        with self._transaction("cannot record what the sink acknowledged"):
-            self._db.executemany("DELETE FROM parcel WHERE seq = ?", deleted)
-            self._db.executemany(
-                "UPDATE parcel SET docs = ?, count = ?, encoding = 'json', attempts = attempts + ?, "
-                "last_error = coalesce(?, last_error) WHERE seq = ?",
-                rewritten,
-            )
-            self._db.executemany("UPDATE parcel SET attempts = attempts + 1, last_error = ? WHERE seq = ?", touched)
-            self._db.executemany(
-                "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)", dead
-            )
-
-    def _settle(
-        self,
-        kind: str,
-        rows: Sequence[tuple[int, str, str, str]],
-        acked: Sequence[str],
-        rejected: Mapping[str, str],
-        retry: Mapping[str, str],
-    ) -> None:
-        seq_of = {id_: seq for seq, _, id_, _ in rows}
-        doc_of = {id_: doc for _, _, id_, doc in rows}
-        now = self._clock()
-        # An item is never changed while it waits (commits write parcels; a dead letter put back
-        # does not replace a waiting item), and a seq is never reused (AUTOINCREMENT): deleting
-        # by seq deletes the copy that was sent, never a newer one.
-        sent = "DELETE FROM item WHERE seq = ?"
-        with self._transaction("cannot record what the sink acknowledged"):
-            self._db.executemany(sent, [(seq_of[i],) for i in acked if i in seq_of])
-            self._db.executemany(
-                "INSERT OR REPLACE INTO dead_letter(kind, id, doc, error, failed_at) VALUES (?, ?, ?, ?, ?)",
-                [(kind, i, doc_of[i], err, now) for i, err in rejected.items() if i in doc_of],
-            )
-            self._db.executemany(sent, [(seq_of[i],) for i in rejected if i in seq_of])
-            self._db.executemany(
-                "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?",
-                [(err, seq_of[i]) for i, err in retry.items() if i in seq_of],
-            )
-
-    def _note_failure(self, seqs: Sequence[int], error: str) -> None:
-        self._db.executemany(
-            "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, s) for s in seqs]
-        )
+        return FlushResult(_counts(sent_n), _counts(retried), _counts(dead), tuple(errors))
 
     # -- looking ---------------------------------------------------------------------------------
 
@@ -527,9 +398,11 @@ class Outbox:
     def waiting(self, kind: str) -> list[dict[str, Any]]:
         """The records of ``kind`` waiting, in the order they will be sent (every copy)."""
         items = self._db.execute("SELECT doc FROM item WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
-        parcels = self._db.execute("SELECT docs, encoding FROM parcel WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
+        parcels = self._db.execute(
+            "SELECT docs, encoding, fields FROM parcel WHERE kind = ? ORDER BY seq", (kind,)
+        ).fetchall()
         return [orjson.loads(doc) for (doc,) in items] + [
-            d for blob, encoding in parcels for d in orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob)
+            d for blob, encoding, fields in parcels for d in read_parcel(kind, blob, encoding, fields).decoded()
         ]
 
     def dead_letters(self, limit: int | None = 20, *, kind: str | None = None) -> list[dict[str, Any]]:

@@ -30,13 +30,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
+
+from collector.encoded import Encoded
 
 __all__ = [
     "KINDS",
@@ -44,10 +47,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUMMARY_DIMENSIONS",
     "RecordKind",
+    "carried_fields",
+    "encode_docs",
     "iso_utc",
     "owned_id",
     "record_id",
     "table_docs",
+    "table_records",
 ]
 
 SCHEMA_VERSION = 1
@@ -65,6 +71,12 @@ class RecordKind:
     # fields the embedded store also keeps as plain columns, so summaries group and sum
     # columns instead of parsing every document
     measured: tuple[str, ...] = ()
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """The fields an encoded record carries beside its JSON (:class:`~collector.encoded.Encoded`):
+        ``timestamp`` and what the embedded store keeps as columns."""
+        return tuple(dict.fromkeys(("timestamp", *self.labels, *self.measured)))
 
 
 SUMMARY_DIMENSIONS = ("pool", "site", "resource_name", "partition", "user", "group", "project", "phase")
@@ -138,26 +150,78 @@ def _plain(value: object) -> object:
     return value
 
 
-def table_docs(
-    kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")
-) -> list[dict[str, Any]]:
-    """Documents for the rows of a table (see the module docstring)."""
+def table_records(kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")) -> Encoded:
+    """The records of the rows of a table (see the module docstring), encoded once, straight from
+    the table: one JSON object per row, the table's columns first (as pandas writes them, floats
+    to 15 significant digits), then the ``*_iso`` times, ``id``, ``kind``, ``schema_version``,
+    ``probe`` and ``timestamp``; with the fields of :attr:`RecordKind.carried` beside them, as
+    the documents hold them."""
     spec = KINDS[kind]
     if not spec.id_fields:
         raise ValueError(f"{kind} records are not made from tables (see collector/gratia/)")
     missing = [f for f in (*spec.id_fields, spec.time_field) if f not in frame.columns]
     if missing:
         raise ValueError(f"{kind} records need the columns {missing}")
+    if not len(frame):
+        return Encoded()
     ids = [record_id(kind, *key) for key in frame[list(spec.id_fields)].itertuples(index=False, name=None)]
     out = frame.drop(columns=[c for c in drop if c in frame.columns])
-    iso = {f"{c}_iso": iso_utc(out[c]) for c in spec.time_fields if c in out.columns}
-    docs: list[dict[str, Any]] = json.loads(out.to_json(orient="records", double_precision=15))
+    iso = {f"{c}_iso": np.array(iso_utc(out[c]), dtype=object) for c in spec.time_fields if c in out.columns}
     stamps = iso[f"{spec.time_field}_iso"]
-    for i, (doc, id_) in enumerate(zip(docs, ids, strict=True)):
-        for name, values in iso.items():
-            doc[name] = values[i]
-        doc.update(id=id_, kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps[i])
-    return docs
+    out = out.assign(**iso).assign(
+        id=np.array(ids, dtype=object), kind=kind, schema_version=SCHEMA_VERSION, probe=probe, timestamp=stamps
+    )
+    docs = _objects(out.to_json(orient="records", double_precision=15).encode(), len(out))
+    if docs is None:  # a separator inside a record (a column of lists of objects): pandas splits them
+        docs = tuple(out.to_json(orient="records", lines=True, double_precision=15).encode().split(b"\n")[: len(out)])
+    return Encoded(tuple(ids), docs, {c: _as_json(out[c]) for c in spec.carried if c in out.columns})
+
+
+def _objects(array: bytes, n: int) -> tuple[bytes, ...] | None:
+    """The ``n`` objects of a JSON array of objects as pandas writes a table's records (every
+    object's first key the same), split where one ends and the next begins; None when the
+    separator is found more often (inside a record). Inside a JSON string every quote is
+    escaped, so ``},{"<first key>":`` is never found there."""
+    head = array[1 : array.index(b'":') + 2]  # '{"<first key>":'
+    parts = array[len(head) + 1 : -2].split(b"}," + head)
+    if len(parts) != n:
+        return None
+    return tuple(head + p + b"}" for p in parts)
+
+
+_SAME_IN_JSON = frozenset({str, type(None)})  # what a JSON round trip gives back as it is
+
+
+def _as_json(column: pd.Series) -> tuple[Any, ...]:
+    """A column's values as its records' JSON holds them (see :func:`table_records`): as they
+    are when JSON keeps them so (whole numbers, booleans, text), read back from pandas' JSON
+    otherwise (floats to 15 significant digits, missing values)."""
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iub":  # not pandas' nullable ones
+        return tuple(column.tolist())
+    if column.dtype == object:
+        values = column.tolist()
+        if _SAME_IN_JSON.issuperset(map(type, values)):
+            return tuple(values)
+    return tuple(orjson.loads(column.to_json(orient="records", double_precision=15)))
+
+
+def table_docs(
+    kind: str, frame: pd.DataFrame, *, probe: str, drop: Sequence[str] = ("source", "line")
+) -> list[dict[str, Any]]:
+    """The documents of :func:`table_records`, decoded (to read them, not to store them)."""
+    return table_records(kind, frame, probe=probe, drop=drop).decoded()
+
+
+def encode_docs(kind: str, docs: Sequence[Mapping[str, Any]]) -> Encoded:
+    """Documents of ``kind`` made elsewhere (a request, the summaries, Gratia's) encoded once,
+    carrying the fields of :attr:`RecordKind.carried`."""
+    return Encoded.of(docs, carried_fields(kind))
+
+
+def carried_fields(kind: str) -> tuple[str, ...]:
+    """The fields a record of ``kind`` carries beside its JSON (:attr:`RecordKind.carried`;
+    ``timestamp`` alone for a kind the schema does not know)."""
+    return KINDS[kind].carried if kind in KINDS else ("timestamp",)
 
 
 def iso_utc(seconds: Sequence[float] | pd.Series) -> list[str | None]:

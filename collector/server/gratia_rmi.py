@@ -108,7 +108,7 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
             f"whole and nothing of it stored (the first, record {index}: {reason})"
         )
     quarantined = len(result.quarantined)
-    await ingest.make_durable(NAME, rmi.probe, [Parcel(KIND, result.docs)], refused=quarantined)
+    await ingest.make_durable(NAME, rmi.probe, [Parcel.encoded(KIND, result.docs)], refused=quarantined)
     if quarantined:
         index, reason = result.quarantined[0]
         _log.info(

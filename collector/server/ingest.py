@@ -8,7 +8,7 @@ is, in short::
     async def gratia_rmi(request: Request, ingest: Ingest) -> Response:
         body = await ingest.body(request)               # 413 over the limit, gzip handled: body.data
         ...                                             # form -> XML -> documents; raise BadRequestError
-        await ingest.make_durable("gratia", sender, [Parcel("gratia", docs)])   # 503 if not durable
+        await ingest.make_durable("gratia", sender, [Parcel.encoded("gratia", docs)])   # 503 if not durable
         return PlainTextResponse("OK")
 
     Endpoint("/gratia-servlets/rmi", "gratia", Style.TEXT, gratia_rmi)

@@ -1,6 +1,7 @@
 """What every sink is: the :class:`Sink` protocol and what it says of a batch (:class:`SendResult`).
 
-A sink takes a batch of documents of one kind and says, per document, what became of it:
+A sink takes a batch of records of one kind (as the outbox keeps them, encoded once:
+``send_encoded``; or as documents, ``send``) and says, per document, what became of it:
 stored (``acked``), worth another try later (``retry``: an outage, 429, 5xx), or refused for
 good (``rejected``: a mapping conflict, a malformed document). The outbox deletes only what
 was acknowledged and moves rejected documents to its dead-letter table.
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from collector.encoded import Encoded
 
 __all__ = ["Aggregation", "PeriodUnit", "SendResult", "Sink", "TemplateCheck", "Total"]
 
@@ -101,6 +104,11 @@ class Sink(Protocol):
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Store documents of one kind (each with ``id`` and ``timestamp``)."""
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        """Store records of one kind as they were encoded (the outbox's way), their bytes as they
+        are: what the sink needs of a record travels beside it (its id, ``timestamp``, the
+        fields of :func:`collector.records.carried_fields`)."""
 
     def count(self, kind: str) -> int:
         """How many documents of ``kind`` are stored."""

@@ -31,7 +31,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
+from collector.encoded import Encoded
 from collector.errors import ConfigError, SinkError
+from collector.records import encode_docs
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
@@ -122,13 +124,18 @@ class CollectorSink:
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Send documents of one kind; say what became of each (see the module docstring)."""
+        return self.send_encoded(kind, encode_docs(kind, docs))
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        """Send records of one kind, their JSON as it is, joined into one array; say what became
+        of each (see the module docstring)."""
         result = SendResult()
-        if docs:
-            self._send(list(docs), result)
+        if records:
+            self._send(records, result)
         return result
 
-    def _send(self, docs: list[Mapping[str, Any]], result: SendResult) -> None:
-        body = gzip.compress(orjson.dumps(docs), compresslevel=1)
+    def _send(self, docs: Encoded, result: SendResult) -> None:
+        body = gzip.compress(docs.json_array(), compresslevel=1)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         try:
             reply = self._client.post(self.endpoint, content=body, headers=headers)
@@ -137,17 +144,15 @@ class CollectorSink:
             raise SinkError(f"{self.endpoint}: no answer from the collector ({why})") from exc
         status = reply.status_code
         if status == 202:
-            result.acked.extend(str(d["id"]) for d in docs)
+            result.acked.extend(docs.ids)
             return
         if status == 413 and len(docs) > 1:
             half = len(docs) // 2
-            self._send(docs[:half], result)
-            self._send(docs[half:], result)
+            self._send(docs.pick(range(half)), result)
+            self._send(docs.pick(range(half, len(docs))), result)
             return
         if status == 413:
-            result.rejected[str(docs[0]["id"])] = (
-                f"{self.endpoint}: the record alone is over the collector's size limit"
-            )
+            result.rejected[docs.ids[0]] = f"{self.endpoint}: the record alone is over the collector's size limit"
             return
         answer = _json(reply)
         refused = answer.get("rejected") if status == 400 and "accepted" in answer else None
@@ -158,13 +163,13 @@ class CollectorSink:
                     reason = item.get("reason")
                     reasons[item["index"]] = None if reason is None else str(reason)
             first = next((r for r in reasons.values() if r is not None), "no reason given")
-            for index, doc in enumerate(docs):
+            for index, id_ in enumerate(docs.ids):
                 if index not in reasons:
-                    result.acked.append(str(doc["id"]))
+                    result.acked.append(id_)
                 elif (reason := reasons[index]) is not None:
-                    result.rejected[str(doc["id"])] = f"refused by the collector: {reason}"
+                    result.rejected[id_] = f"refused by the collector: {reason}"
                 else:  # listed by its index alone: the collector gives the reasons of the first few
-                    result.rejected[str(doc["id"])] = (
+                    result.rejected[id_] = (
                         f"refused by the collector, one of {len(reasons)} records refused in its batch (the "
                         f"collector gives the reasons of the first few only; the first's: {first})"
                     )

@@ -23,8 +23,9 @@ from typing import Any
 
 import orjson
 
+from collector.encoded import Encoded
 from collector.errors import ConfigError, StoreError
-from collector.records import KINDS
+from collector.records import KINDS, encode_docs
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.transaction import use_wal, write_transaction
 
@@ -110,17 +111,27 @@ class EmbeddedStore:
         return f'"{kind}"'
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
-        """Upsert documents in one transaction: all are acknowledged, or none (StoreError);
-        a document the store can never hold (a value that is not JSON, a whole number past 64
-        bits) is refused by itself (``rejected``), never the batch, so it cannot block the
-        ones behind it."""
-        table = self._table(kind)
-        fields = ("timestamp", *KINDS[kind].labels, *_measured(kind))
+        """Upsert documents, encoded here (see :meth:`send_encoded`); a document that cannot be
+        encoded (a value that is not JSON, no string id) is refused by itself (``rejected``),
+        never the batch."""
         rejected: dict[str, str] = {}
         try:
-            rows = _rows(kind, docs)
-        except (KeyError, TypeError, ValueError):  # orjson's JSONEncodeError is a ValueError
-            rows, rejected = _rows_each(kind, docs)
+            records = encode_docs(kind, docs)
+        except (TypeError, ValueError):  # orjson's JSONEncodeError is a TypeError
+            records, rejected = _encode_each(kind, docs)
+        result = self.send_encoded(kind, records)
+        result.rejected.update(rejected)
+        return result
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        """Upsert records in one transaction, their JSON stored as it is and their columns from
+        the fields they carry: all are acknowledged, or none (StoreError); a record the store can
+        never hold (a whole number past 64 bits in a column) is refused by itself
+        (``rejected``), never the batch, so it cannot block the ones behind it."""
+        table = self._table(kind)
+        fields = ("timestamp", *KINDS[kind].labels, *_measured(kind))
+        rows = _rows(kind, records)
+        rejected: dict[str, str] = {}
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
         marks = ", ".join("?" * (len(fields) + 2))
         updates = ", ".join(f'"{c}" = excluded."{c}"' for c in (*fields, "doc"))
@@ -129,8 +140,7 @@ class EmbeddedStore:
             with write_transaction(self._db, self.path, f"cannot store {kind} records"):
                 self._db.executemany(sql, rows)
         except OverflowError:  # a whole number SQLite cannot bind (rolled back): refuse its rows alone
-            rows, more = _bindable(rows)
-            rejected |= more
+            rows, rejected = _bindable(rows)
             with write_transaction(self._db, self.path, f"cannot store {kind} records"):
                 self._db.executemany(sql, rows)
         return SendResult(acked=[r[0] for r in rows], rejected=rejected)
@@ -281,38 +291,37 @@ def _measured(kind: str) -> tuple[str, ...]:
     return tuple(c for c in spec.measured if c not in spec.labels)
 
 
-def _rows(kind: str, docs: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-    """The rows of ``docs``: id, the text columns (timestamp, labels), the measured columns,
-    the document as JSON. Built a column at a time, with one type check per column in the common
-    case (text columns all text, measured all plain), not a function call per value: about
-    a quarter less Python work per document than the row-by-row way (bench_store.py)."""
+def _rows(kind: str, records: Encoded) -> list[tuple[Any, ...]]:
+    """The rows of ``records``: id, the text columns (timestamp, labels), the measured columns,
+    the document as it was encoded. Built a column at a time from the fields the records carry,
+    with one type check per column in the common case (text columns all text, measured all
+    plain), not a function call per value (bench_store.py)."""
     spec = KINDS[kind]
-    columns: list[list[Any]] = [[d["id"] for d in docs]]
+    columns: list[Sequence[Any]] = [records.ids]
     for f in ("timestamp", *spec.labels):
-        values = [d.get(f) for d in docs]
+        values = records.column(f)
         if not _TEXT_TYPES.issuperset(map(type, values)):
-            values = [_text(v) for v in values]
+            values = tuple(_text(v) for v in values)
         columns.append(values)
     for f in _measured(kind):
-        values = [d.get(f) for d in docs]
+        values = records.column(f)
         if not _PLAIN_TYPES.issuperset(map(type, values)):
-            values = [_plain(v) for v in values]
+            values = tuple(_plain(v) for v in values)
         columns.append(values)
-    columns.append([orjson.dumps(d).decode() for d in docs])
+    columns.append([d.decode() for d in records.docs])  # text: SQLite's JSON functions read no BLOB
     return list(zip(*columns, strict=True))
 
 
-def _rows_each(kind: str, docs: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[Any, ...]], dict[str, str]]:
-    """:func:`_rows` document by document: the rows of those that make one, and why each other
-    one cannot be stored (by id)."""
-    rows: list[tuple[Any, ...]] = []
+def _encode_each(kind: str, docs: Sequence[Mapping[str, Any]]) -> tuple[Encoded, dict[str, str]]:
+    """``docs`` encoded one by one: those that encode, and why each other one cannot be stored (by id)."""
+    good: list[Encoded] = []
     rejected: dict[str, str] = {}
     for doc in docs:
         try:
-            rows += _rows(kind, [doc])
-        except (KeyError, TypeError, ValueError) as exc:
+            good.append(encode_docs(kind, [doc]))
+        except (TypeError, ValueError) as exc:
             rejected[str(doc.get("id"))] = f"a {kind} record the embedded store cannot hold ({exc})"
-    return rows, rejected
+    return Encoded.join(good), rejected
 
 
 def _bindable(rows: Sequence[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], dict[str, str]]:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from collector import faults
+from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus
 from collector.records import iso_utc
@@ -249,7 +250,7 @@ def fairshare_step(config: ProbeConfig, *, probe: str, now: float) -> Batch:
         if not windows:
             return {}, rewindowed
         rows = rewindowed.get(LEDGER_KEY, checkpoint(LEDGER_KEY)) or []
-        docs = [d for w in windows for d in fairshare_docs(rows, w, config, probe=probe)]
+        docs = Encoded.join(fairshare_docs(rows, w, config, probe=probe) for w in windows)
         kept = [r for r in rows if float(r[0]) >= current - (depth - 1) * width]
         marks = {ROLLED_KEY: {"window_start": windows[-1]}, LEDGER_KEY: kept}
         return ({"fairshare": docs} if docs else {}), rewindowed | marks
@@ -272,7 +273,7 @@ def commit(outbox: Outbox, batches: Sequence[Batch]) -> Batch:
         derived: tuple[Records, dict[str, Any]] = batch.derive(checkpoint) if batch.derive else ({}, {})
         for part in (batch.records, derived[0]):
             for kind, docs in part.items():
-                records.setdefault(kind, []).extend(docs)
+                records[kind] = records[kind] + docs if kind in records else docs
         marks |= batch.checkpoints | derived[1]
     faults.point("before-commit")
     outbox.commit(records, marks)

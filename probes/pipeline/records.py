@@ -13,7 +13,9 @@ kind                      from
 ========================  ==========================================================================
 
 The schema of a document (ids, timestamps, ``kind``, ``probe``) is
-:func:`collector.records.table_docs`, the contract with every store and the collector.
+:func:`collector.records.table_records`, the contract with every store and the collector. A
+record is encoded once, here, straight from its table (:class:`~collector.encoded.Encoded`):
+the outbox keeps those bytes and the store receives them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from collector.records import table_docs
+from collector.encoded import Encoded
+from collector.records import table_docs, table_records
 from probes.accounting.ledger import ledger_fairshare
 from probes.config import ProbeConfig
 from probes.pipeline.overhead import OverheadReport
@@ -38,8 +41,8 @@ __all__ = [
     "with_penalty_usage",
 ]
 
-Records = dict[str, list[dict[str, Any]]]
-"""Documents by kind, as the outbox commits them."""
+Records = dict[str, Encoded]
+"""Records by kind, encoded, as the outbox commits them."""
 
 
 def snapshot_docs(report: OverheadReport, *, idle_known: bool, probe: str) -> Records:
@@ -48,9 +51,9 @@ def snapshot_docs(report: OverheadReport, *, idle_known: bool, probe: str) -> Re
     records: Records = {}
     if len(report.slots):
         slots = report.slots if idle_known else report.slots.drop(columns=["fits_idle"])
-        records["slot"] = table_docs("slot", slots, probe=probe)
+        records["slot"] = table_records("slot", slots, probe=probe)
         if len(report.bills):
-            records["allocation"] = table_docs("allocation", report.bills, probe=probe)
+            records["allocation"] = table_records("allocation", report.bills, probe=probe)
     return records
 
 
@@ -70,12 +73,10 @@ def with_penalty_usage(jobs: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame
 
 def job_docs(jobs: pd.DataFrame | None, *, probe: str) -> Records:
     """The ``job`` records of the jobs read."""
-    return {"job": table_docs("job", jobs, probe=probe)} if jobs is not None and len(jobs) else {}
+    return {"job": table_records("job", jobs, probe=probe)} if jobs is not None and len(jobs) else {}
 
 
-def fairshare_docs(
-    rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str
-) -> list[dict[str, Any]]:
+def fairshare_docs(rows: Sequence[Sequence[Any]], window_start: float, config: ProbeConfig, *, probe: str) -> Encoded:
     """The ``fairshare`` records of one closed window: each credential's usage in it and its
     fairshare state at the window's end (the ``depth`` windows up to it, decayed)."""
     cfg = config.fairshare
@@ -102,7 +103,7 @@ def fairshare_docs(
             "decay": cfg.decay,
         }
     )
-    return table_docs("fairshare", frame, probe=probe)
+    return table_records("fairshare", frame, probe=probe)
 
 
 def fairness_docs(shares: pd.DataFrame, buckets: pd.DataFrame, *, pool: str, probe: str) -> Records:
@@ -112,7 +113,7 @@ def fairness_docs(shares: pd.DataFrame, buckets: pd.DataFrame, *, pool: str, pro
         return {}
     jain = buckets[["bucket_start", "jain_served", "jain_allocation"]]
     frame = shares.merge(jain, on="bucket_start", how="left").assign(pool=pool)
-    return {"fairness": table_docs("fairness", frame, probe=probe)}
+    return {"fairness": table_records("fairness", frame, probe=probe)}
 
 
 def priority_docs(

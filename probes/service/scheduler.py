@@ -77,7 +77,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
-from collector.records import iso_utc
+from collector.records import encode_docs, iso_utc
 from collector.sinks import open_sink
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
@@ -431,11 +431,11 @@ class ProbeService:
         done = ran.committed
         if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
             return None
-        docs = done.records.get("fairshare", [])
+        docs = done.records.get("fairshare")
         if not docs:
             last = float(done.checkpoints[ROLLED_KEY]["window_start"])
             return f"rolled the windows up to {iso_utc([last])[0]}: no usage in them, 0 records"
-        names = ", ".join(s for s in iso_utc(sorted({float(d["window_start"]) for d in docs})) if s)
+        names = ", ".join(sorted({s for s in docs.column("timestamp") if s}))  # a window's start, ISO
         return f"rolled window(s) {names}: {len(docs)} records"
 
     def sync_priority(self) -> str | None:
@@ -449,9 +449,9 @@ class ProbeService:
         with Outbox(self.outbox_path) as outbox:
             ledger = windowed_ledger(outbox.checkpoint, self.config, now=now)
         done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
+        priority = Batch({"priority": encode_docs("priority", done.docs)} if done.docs else {})
         with Outbox(self.outbox_path) as outbox:
-            committed = self.cycle.commit(outbox, [Batch({"priority": done.docs} if done.docs else {})])
-            self._committed(Ran(None, committed, outbox.status()))
+            self._committed(Ran(None, self.cycle.commit(outbox, [priority]), outbox.status()))
         for command in done.commands:
             log.info("priority sync: %s", command)
         return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])

@@ -30,7 +30,7 @@ def test_the_ledger_and_the_fairshare_records_of_a_window() -> None:
         [W0, "bob", "group_cms", None, None, None, "group_cms.bob@pool", 600.0],
     ]
     assert ledger_add(rows, jobs.iloc[1:], np.array([600.0]), now=W0 + 3000, interval_s=3600, depth=2)[2][-1] == 1200.0
-    docs = {(d["type"], d["name"]): d for d in fairshare_docs(rows, W0, config, probe="test")}
+    docs = {(d["type"], d["name"]): d for d in fairshare_docs(rows, W0, config, probe="test").decoded()}
     assert set(docs) == {
         ("user", "alice"), ("user", "bob"), ("group", "group_cms"),
         ("submitter", "group_cms.alice@pool"), ("submitter", "group_cms.bob@pool"),
@@ -79,7 +79,7 @@ def test_a_ledger_of_an_earlier_probe_keeps_its_usage_without_a_submitter() -> N
         [W0, "alice", "group_cms", None, None, None, None, 3600.0],
         [W0, "alice", None, None, None, None, "group_cms.alice@pool", 600.0],
     ]
-    docs = {(d["type"], d["name"]): d["usage"] for d in fairshare_docs(old, W0, config, probe="test")}
+    docs = {(d["type"], d["name"]): d["usage"] for d in fairshare_docs(old, W0, config, probe="test").decoded()}
     assert docs == {("user", "alice"): 3600, ("group", "group_cms"): 3600}
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import Outbox, Parcel
 from collector.records import KINDS, record_id, table_docs
@@ -71,6 +72,9 @@ def test_a_record_waiting_twice_is_stored_once_as_its_newest_copy(tmp_path: Path
         sent: list[list[dict]] = []  # type: ignore[type-arg]
 
         class Recording:
+            def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+                return self.send(kind, records.decoded())
+
             def send(self, kind: str, batch: list[dict]) -> SendResult:  # type: ignore[type-arg]
                 sent.append(batch)
                 return store.send(kind, batch)
@@ -111,6 +115,9 @@ def test_a_record_replaced_while_its_older_copy_is_sent_is_not_lost(tmp_path: Pa
     sent: list[list[dict]] = []  # type: ignore[type-arg]
 
     class ReplacingSink:
+        def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+            return self.send(kind, records.decoded())
+
         def send(self, kind: str, docs: list[dict]) -> SendResult:  # type: ignore[type-arg]
             sent.append(docs)
             if len(sent) == 1:  # a cycle commits a newer copy of the first record meanwhile
@@ -132,6 +139,9 @@ class _HalfSink:
     def __init__(self) -> None:
         self.calls = 0
 
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        return self.send(kind, records.decoded())
+
     def send(self, kind: str, docs: Any) -> SendResult:
         self.calls += 1
         ids = [d["id"] for d in docs]
@@ -148,11 +158,10 @@ class _HalfSink:
 def test_parcels_are_sent_and_rewritten_with_what_is_left(tmp_path: Path) -> None:
     docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
     with Outbox(tmp_path / "outbox.sqlite") as outbox:
-        assert (
-            outbox.commit_parcels(
-                [Parcel("job", docs[:6]), Parcel("job", docs[6:], gzip.compress(orjson.dumps(docs[6:])))]
-            )
-            == 10
+        assert outbox.commit_parcels([Parcel.encoded("job", docs[:6])]) == 6
+        outbox._db.execute(  # as an earlier collector kept a request's gzip-compressed array: read too
+            "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES ('job', 4, ?, 'gzip', 0)",
+            (gzip.compress(orjson.dumps(docs[6:])),),
         )
         assert outbox.status().depth == {"job": 10}
         sink = _HalfSink()
@@ -191,7 +200,9 @@ def test_the_store_keeps_each_value_as_it_comes_or_as_text(tmp_path: Path) -> No
     # a record that cannot be stored is refused by itself; the others of its batch are stored
     with EmbeddedStore(tmp_path / "other.sqlite") as store:
         sent = store.send("slot", [dict(base, id="f"), {"timestamp": "2026-11-21T14:00:00Z"}])
-        assert sent.acked == ["f"] and sent.rejected == {"None": "a slot record the embedded store cannot hold ('id')"}
+        assert sent.acked == ["f"] and sent.rejected == {
+            "None": "a slot record the embedded store cannot hold (a record to encode has no string id, got None)"
+        }
         big = store.send("slot", [dict(base, id="g", total_cpus=2**64), dict(base, id="h", total_cpus=2**63 - 1)])
         assert big.acked == ["h"] and "64" in big.rejected["g"]  # orjson or SQLite says it
         assert sorted(d["id"] for d in store.query("slot")) == ["f", "h"]
@@ -205,7 +216,7 @@ def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
     docs = [{"id": f"r{i}", "timestamp": "2026-11-21T14:00:00Z"} for i in range(10)]
     with Outbox(path) as reader, Outbox(path) as writer:
         writer.commit({"job": docs[:4]}, {})
-        writer.commit_parcels([Parcel("job", docs[4:])])
+        writer.commit_parcels([Parcel.encoded("job", docs[4:])])
         reader._db.execute("PRAGMA query_only = 1")
         writes: list[str] = []
 
@@ -220,6 +231,9 @@ def test_a_flush_writes_through_the_writer_it_is_given(tmp_path: Path) -> None:
         assert writer.status().depth == {} and [d["id"] for d in writer.dead_letters()] == ["r5"]
 
         class Down:
+            def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+                return self.send(kind, records.decoded())
+
             def send(self, kind: str, docs: Any) -> SendResult:
                 raise SinkError("connection refused")
 
@@ -320,6 +334,9 @@ def test_a_parcel_larger_than_a_batch_is_sent_in_slices(tmp_path: Path) -> None:
         assert [d["id"] for d in outbox.waiting("job")] == ["r3", *(f"r{i}" for i in range(4, 10))]
 
         class Taking:
+            def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+                return self.send(kind, records.decoded())
+
             def send(self, kind: str, batch: Any) -> SendResult:
                 return SendResult(acked=[d["id"] for d in batch])
 
@@ -371,5 +388,39 @@ def test_a_drained_backlog_gives_its_space_back_and_the_wal_is_cut_back(tmp_path
 class _TakesAll:
     """A store that takes every record."""
 
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        return self.send(kind, records.decoded())
+
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         return SendResult(acked=[d["id"] for d in docs])
+
+
+def test_parcels_of_the_previous_version_are_read_and_sent(tmp_path: Path) -> None:
+    """A file whose parcels hold JSON arrays (a cycle's) and gzip-compressed ones (a request's),
+    in a parcel table without ``fields``: opened (the column added), sent, and what is left of
+    a parcel is rewritten encoded."""
+    path = tmp_path / "outbox.sqlite"
+    docs = slot_docs()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE parcel (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, count INTEGER NOT NULL,"
+            " docs BLOB NOT NULL, encoding TEXT NOT NULL, enqueued_at REAL NOT NULL,"
+            " attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT)"
+        )
+        db.execute(
+            "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES ('slot', 20, ?, 'json', 1.0)",
+            (orjson.dumps(docs[:20]),),
+        )
+        db.execute(
+            "INSERT INTO parcel(kind, count, docs, encoding, enqueued_at) VALUES ('slot', 16, ?, 'gzip', 2.0)",
+            (gzip.compress(orjson.dumps(docs[20:])),),
+        )
+    db.close()
+    with Outbox(path) as outbox, Outbox(path) as again, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        assert again.waiting("slot") == docs
+        assert outbox.flush(store, batch_size=15, max_batches=1).sent["slot"] == 15
+        rows = outbox._db.execute("SELECT count, encoding FROM parcel ORDER BY seq").fetchall()
+        assert rows == [(5, "records"), (16, "gzip")]
+        assert outbox.waiting("slot") == docs[15:]
+        assert outbox.flush(store).sent["slot"] == 21 and outbox.status().depth == {}
+        assert sorted(store.query("slot"), key=lambda d: d["id"]) == sorted(docs, key=lambda d: d["id"])

@@ -70,7 +70,7 @@ def fairness_docs() -> list[dict[str, Any]]:
     )
     demand = pd.DataFrame({"observed_at": [t0], "user": ["b"], "cpus": [4.0]})
     shares = bucket_shares(allocations, demand, bucket_s=3600)
-    return docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"]
+    return docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"].decoded()
 
 
 @pytest.fixture

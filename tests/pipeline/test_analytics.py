@@ -30,7 +30,7 @@ def test_fairness_records_carry_their_bucket_and_jain() -> None:
     allocations = pd.DataFrame({"observed_at": [0.0, 0.0], "user": ["a", "a"], "cpus": [2, 2]})
     demand = pd.DataFrame({"observed_at": [0.0], "user": ["b"], "cpus": [4.0]})
     shares = bucket_shares(allocations, demand, bucket_s=3600)
-    docs = fairness_docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"]
+    docs = fairness_docs(shares, fairness_by_bucket(shares), pool="p", probe="test")["fairness"].decoded()
     assert [(d["name"], d["starved"], d["jain_served"]) for d in docs] == [("a", False, 0.5), ("b", True, 0.5)]
     assert docs[1]["id"] == record_id("fairness", "p", "user", "b", 0)
     assert docs[0]["bucket_end"] == 3600 and docs[0]["bucket_end_iso"] == "1970-01-01T01:00:00Z"

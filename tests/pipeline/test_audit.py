@@ -103,7 +103,7 @@ def sampled(t0: float = T0) -> dict[str, list[dict[str, Any]]]:
         stands = {"interval_s": INTERVAL_S}  # every sample follows the one before (the first: the nominal interval)
         snap = Snapshot(snap.slots.assign(**stands), snap.allocations.assign(**stands))
         for kind, docs in snapshot_docs(overhead_report(snap, config()), idle_known=False, probe="p").items():
-            out[kind] += docs
+            out[kind] += docs.decoded()
     return out
 
 

@@ -121,7 +121,7 @@ def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_obs
     later = step({"at": observed - 120})  # observed 120 s after the last one accounted, whenever the probe ran
     assert later.batch.checkpoints == {SNAPSHOT_KEY: {"at": observed}}
     assert set(later.snapshot.slots["interval_s"]) == {120.0} and later.replayed is None
-    assert {d["interval_s"] for d in later.batch.records["slot"]} == {120.0}
+    assert {d["interval_s"] for d in later.batch.records["slot"].decoded()} == {120.0}
     assert "interval_s" not in snapshot.slots or set(snapshot.slots["interval_s"]) != {120.0}  # the reading unchanged
 
     again = step({"at": observed})

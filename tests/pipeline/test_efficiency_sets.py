@@ -131,8 +131,11 @@ def test_the_store_places_the_jobs_alike(tmp_path: Path, by: str) -> None:
         ignore_index=True,
     ).assign(end=float(snapshot.slots["observed_at"].max()) + 60.0)  # fmt: skip
     records = {
-        **snapshot_docs(overhead_report(snapshot, CONFIG), idle_known=False, probe="test"),
-        **job_docs(jobs, probe="test"),
+        kind: docs.decoded()
+        for kind, docs in (
+            snapshot_docs(overhead_report(snapshot, CONFIG), idle_known=False, probe="test")
+            | job_docs(jobs, probe="test")
+        ).items()
     }
     with EmbeddedStore(tmp_path / "store.sqlite") as store:
         for kind in ("slot", "job"):

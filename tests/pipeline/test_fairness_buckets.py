@@ -51,7 +51,7 @@ def test_two_snapshots_of_a_bucket_are_bucket_shares_of_both() -> None:
         "demand": {b: 2.0},
         "names": {a: ["a", "g"], b: ["b", None]},
     }
-    docs = bucket_records(state, CONFIG, probe="test")["fairness"]
+    docs = bucket_records(state, CONFIG, probe="test")["fairness"].decoded()
     assert [(d["type"], d["name"], d["user"], d["group"]) for d in docs] == [
         ("submitter", b, "b", None),
         ("submitter", a, "a", "g"),

@@ -52,14 +52,14 @@ def test_jobs_are_priced_by_hand() -> None:
 
 def test_job_records_carry_them_and_summaries_sum_them(tmp_path: Path) -> None:
     records = job_docs(priced_usage(jobs(), MACHINES, ProbeConfig()), probe="test")
-    assert [(d["penalty_usage"], d["cpu_only_usage"]) for d in records["job"]] == [
+    assert [(d["penalty_usage"], d["cpu_only_usage"]) for d in records["job"].decoded()] == [
         (10_800.0, 7_200.0),
         (86_400.0, 7_200.0),
     ]
     unpriced = history_step(Reading(jobs=jobs()), None, ProbeConfig(), probe="test", now=END).batch.records
-    assert not any("penalty_usage" in d for d in unpriced["job"])  # no snapshot: no machines to price against
+    assert not any("penalty_usage" in d for d in unpriced["job"].decoded())  # no snapshot: no machines to price against
     with EmbeddedStore(tmp_path / "store.sqlite") as store:
-        store.send("job", records["job"])
+        store.send_encoded("job", records["job"])
         summarize(store, date(2026, 1, 10), date(2026, 1, 10), probe="test", kinds=["job"])
         [summary] = store.query("summary")
     assert (summary["user"], summary["penalty_hours"], summary["cpu_only_hours"]) == (

@@ -82,7 +82,7 @@ def test_apel_numbers_are_the_sums_of_condor_history(apel_pool: HTCondorPool, tm
     ]  # fmt: skip
     jobs, _ = read_history([dump], JobReading(speed_attribute="HEPSCORE23"))
     store = EmbeddedStore(tmp_path / "store.sqlite")
-    assert len(store.send("job", job_docs(jobs, probe="t")["job"]).acked) == total
+    assert len(store.send_encoded("job", job_docs(jobs, probe="t")["job"]).acked) == total
     ends = {datetime.fromtimestamp(float(r[5]), UTC) for r in rows}
     months = sorted({(t.year, t.month) for t in ends})
     vo_map = {f"group_{vo}": vo for vo, *_ in JOBS.values()}

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from collector.encoded import Encoded
 from collector.errors import ConfigError, ElasticsearchError
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.elasticsearch.auth import read_auth
@@ -182,35 +183,62 @@ class ElasticsearchSink:
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
         """Store documents of one kind (each with ``id`` and ``timestamp``); say what became of each.
 
-        Documents without a usable ``timestamp`` or that are not JSON (NaN, objects) are rejected
-        without a request. Of several documents with the same id, the last counts. A failure
-        that no retry can mend (authentication, TLS) raises :class:`ElasticsearchError`; bulk
-        requests of this call that went before it may have been stored, and sending them again
-        is harmless.
+        Documents that are not JSON (NaN, objects) are rejected without a request; the others
+        are encoded and sent as :meth:`send_encoded` sends records.
+        """
+        ids: list[str] = []
+        stamps: list[Any] = []
+        sources: list[bytes] = []
+        refused: dict[str, str] = {}
+        for position, doc in enumerate(docs):
+            id_ = _string_id(kind, position, doc.get("id"))
+            try:
+                source = json.dumps(doc, allow_nan=False, separators=(",", ":"), default=_plain).encode()
+            except (TypeError, ValueError) as exc:
+                refused[id_] = f"{kind} document {id_}: {exc}"
+                if id_ in ids:  # of several copies, the last counts
+                    keep = [k for k, i in enumerate(ids) if i != id_]
+                    ids, stamps, sources = [ids[k] for k in keep], [stamps[k] for k in keep], [sources[k] for k in keep]
+                continue
+            refused.pop(id_, None)
+            ids.append(id_)
+            stamps.append(doc.get("timestamp"))
+            sources.append(source)
+        result = self.send_encoded(kind, Encoded(tuple(ids), tuple(sources), {"timestamp": tuple(stamps)}))
+        result.rejected.update(refused)
+        return result
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        """Store records of one kind, their JSON as it is, each under the index of its carried
+        ``timestamp``; say what became of each.
+
+        Records without a usable ``timestamp`` are rejected without a request. Of several
+        records with the same id, the last counts. A failure that no retry can mend
+        (authentication, TLS) raises :class:`ElasticsearchError`; bulk requests of this call
+        that went before it may have been stored, and sending them again is harmless.
         """
         self._check_kind(kind)
         result = SendResult()
-        lines: dict[str, str] = {}  # id -> action and source lines, in order
-        for position, doc in enumerate(docs):
-            id_ = doc.get("id")
-            if not isinstance(id_, str) or not id_:
-                raise ValueError(f"{kind} document {position} has no string 'id', got {id_!r}")
+        lines: dict[str, bytes] = {}  # id -> action and source lines, in order
+        for position, (id_, stamp, source) in enumerate(
+            zip(records.ids, records.column("timestamp"), records.docs, strict=True)
+        ):
+            _string_id(kind, position, id_)
             lines.pop(id_, None)
             result.rejected.pop(id_, None)
             try:
-                index = monthly_index(self.prefix, kind, doc.get("timestamp"))
-                source = json.dumps(doc, allow_nan=False, separators=(",", ":"), default=_plain)
+                index = monthly_index(self.prefix, kind, stamp)
             except (TypeError, ValueError) as exc:
                 result.rejected[id_] = f"{kind} document {id_}: {exc}"
                 continue
-            action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":"))
-            lines[id_] = f"{action}\n{source}\n"
+            action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":")).encode()
+            lines[id_] = b"%s\n%s\n" % (action, source)
         ids = list(lines)
         for start in range(0, len(ids), self.batch_size):
             self._bulk(kind, {i: lines[i] for i in ids[start : start + self.batch_size]}, result)
         return result
 
-    def _bulk(self, kind: str, pending: dict[str, str], result: SendResult) -> None:
+    def _bulk(self, kind: str, pending: dict[str, bytes], result: SendResult) -> None:
         """One bulk request of ``pending`` (id -> lines), retrying what may pass."""
         errors: dict[str, str] = {}
         for attempt in range(self.max_retries + 1):
@@ -223,7 +251,8 @@ class ElasticsearchSink:
                 self._sleep(delay)
             what = f"bulk write of {len(pending)} {kind} documents"
             try:
-                response = self._client.request("POST", "/_bulk", "".join(pending.values()), what=what, ndjson=True)
+                body = b"".join(pending.values()).decode()
+                response = self._client.request("POST", "/_bulk", body, what=what, ndjson=True)
             except ElasticsearchError as exc:
                 if not exc.transient:
                     raise
@@ -404,6 +433,12 @@ class ElasticsearchSink:
     def _check_kind(self, kind: str) -> None:
         if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
             raise ValueError(f"record kind must be a lowercase word, got {kind!r}")
+
+
+def _string_id(kind: str, position: int, id_: object) -> str:
+    if not isinstance(id_, str) or not id_:
+        raise ValueError(f"{kind} document {position} has no string 'id', got {id_!r}")
+    return id_
 
 
 def _plain(value: object) -> object:

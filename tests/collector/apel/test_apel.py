@@ -156,7 +156,7 @@ def test_every_fixture_history_gives_messages_apel_accepts_whose_totals_are_the_
     empty_store: Sink, fixtures: Path, index: int
 ) -> None:
     jobs = _jobs(_histories(fixtures)[index])
-    assert empty_store.send("job", job_docs(jobs, probe="t")["job"]).acked
+    assert empty_store.send_encoded("job", job_docs(jobs, probe="t")["job"]).acked
     months = _months(jobs)
     options = ApelOptions(site="T2_TEST")
     result = apel_months(empty_store, months, options)
@@ -192,7 +192,7 @@ def test_the_glidein_job_is_reported_with_its_voms_identity(fixtures: Path, tmp_
 
     jobs = _jobs(fixtures / "classads/history-glidein-job-finished.ad")  # one job: benchmark 12.5
     sink = EmbeddedStore(tmp_path / "s.sqlite")
-    sink.send("job", job_docs(jobs, probe="t")["job"])
+    sink.send_encoded("job", job_docs(jobs, probe="t")["job"])
     options = ApelOptions(benchmark_type="HEPscore23")
     (month,) = apel_months(sink, [(2016, 8)], options).months
     _, (record,) = parse(render(KINDS["normalised"], month.summaries, benchmark_type="HEPscore23"))

@@ -5,7 +5,6 @@ on /healthz as 'degraded', and the next round starts with a new connection and d
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,10 @@ class _BrokenOnce(EmbeddedStore):
         type(self).opened += 1
         self.broken = type(self).opened == 1
 
-    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> Any:
+    def send_encoded(self, kind: str, records: Any) -> Any:
         if self.broken:
             raise OverflowError("Python int too large to convert to SQLite INTEGER")
-        return super().send(kind, docs)
+        return super().send_encoded(kind, records)
 
 
 def test_a_round_that_fails_unexpectedly_costs_that_round_alone(tmp_path: Path) -> None:

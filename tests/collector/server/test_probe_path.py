@@ -149,8 +149,8 @@ class _Recording:
     def __init__(self, sink: CollectorSink, acked: set[str]) -> None:
         self.sink, self.acked = sink, acked
 
-    def send(self, kind: str, docs: Any) -> SendResult:
-        result = self.sink.send(kind, docs)
+    def send_encoded(self, kind: str, records: Any) -> SendResult:
+        result = self.sink.send_encoded(kind, records)
         self.acked.update(result.acked)
         return result
 

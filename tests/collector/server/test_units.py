@@ -57,7 +57,9 @@ async def gratia_like(request: Request, ingest: Ingest) -> Response:
         raise BadRequestError('missing key "arg1"')
     if body == "boom":
         raise RuntimeError("a bug")
-    await ingest.make_durable("gratia", "sender", [Parcel("job", [{"id": body, "timestamp": "2026-11-21T14:00:00Z"}])])
+    await ingest.make_durable(
+        "gratia", "sender", [Parcel.encoded("job", [{"id": body, "timestamp": "2026-11-21T14:00:00Z"}])]
+    )
     return PlainTextResponse("OK")
 
 
@@ -175,7 +177,7 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
     committer = GroupCommitter(tmp_path / "outbox.sqlite", max_depth=100)
     committer.start()
     try:
-        asyncio.run(committer.commit([Parcel("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]))
+        asyncio.run(committer.commit([Parcel.encoded("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]))
 
         def depth(outbox: Outbox) -> tuple[str, dict[str, int]]:
             return threading.current_thread().name, outbox.status().depth
