@@ -27,7 +27,7 @@ from collector.encoded import Encoded
 from collector.records import carried_fields, encode_docs
 from collector.sinks.base import SendResult
 
-__all__ = ["Parcel", "ReadBatch", "next_batch", "parcel_row"]
+__all__ = ["Fail", "Parcel", "ReadBatch", "Settle", "Writes", "next_batch", "parcel_row", "read_parcel"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def read_parcel(kind: str, blob: bytes, encoding: str, fields: bytes | None) -> 
     return encode_docs(kind, orjson.loads(gzip.decompress(blob) if encoding == "gzip" else blob))
 
 
-def read_items(kind: str, ids: Sequence[str], texts: Sequence[str]) -> Encoded:
+def _read_items(kind: str, ids: Sequence[str], texts: Sequence[str]) -> Encoded:
     """Records of ``item`` rows (one document each, as text): their fields read from them."""
     docs = [orjson.loads(t) for t in texts]
     columns = {c: tuple(d.get(c) for d in docs) for c in carried_fields(kind)}
@@ -117,7 +117,7 @@ def next_batch(db: sqlite3.Connection, batch_size: int) -> ReadBatch | None:
         kind = rows[0][1]
         return ReadBatch(
             kind,
-            read_items(kind, [r[2] for r in rows], [r[3] for r in rows]),
+            _read_items(kind, [r[2] for r in rows], [r[3] for r in rows]),
             lambda outbox, sent: _settle_items(outbox, kind, rows, sent),
             lambda outbox, error: outbox.db.executemany(
                 "UPDATE item SET attempts = attempts + 1, last_error = ? WHERE seq = ?", [(error, r[0]) for r in rows]
