@@ -7,7 +7,7 @@ never renamed or removed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import numpy as np
@@ -188,15 +188,16 @@ def write_read_json(out: TextIO, result: Reading, *, slots: bool = True, limit: 
 def write_tables_json(
     out: TextIO,
     tables: Mapping[str, Iterable[pd.DataFrame]],
-    reports: Mapping[str, ReadReport],
+    reports: Mapping[str, ReadReport] | Callable[[], Mapping[str, ReadReport]],
     *,
     limit: int | None = None,
 ) -> None:
     """:func:`read_json`'s document of ``tables``, each given as its parts (frames of the same
     columns, in order), written to ``out`` as they come, one row per line; at most ``limit``
     rows of each (None: all), though every part is taken, for the counts. The counts of
-    ``reports`` are written last, once every part was taken: parts read as they are taken
-    (:func:`~probes.sources.history.iter_history`) complete them only then.
+    ``reports`` are written last, once every part was taken; for parts read as they are taken
+    (:func:`~probes.sources.history.iter_history`), which complete their reports only then,
+    ``reports`` is a function that gives them (their tallies' reports), called at that point.
 
     The rows are encoded as :func:`records` encodes them (pandas' encoder, 15 significant
     digits), so the values are the same, and a row's text does not depend on the part it is in."""
@@ -218,7 +219,8 @@ def write_tables_json(
                 out.write(before + part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/"))
                 before = ",\n"
         out.write("\n],\n")
-    out.write(f'"read": {orjson.dumps(_read_counts(reports)).decode()}}}\n')
+    counts = _read_counts(reports() if callable(reports) else reports)
+    out.write(f'"read": {orjson.dumps(counts).decode()}}}\n')
 
 
 _JSON_SLICE = 2_000  # rows encoded at once: 1 MB of a jobs table's text, 15 MB of pandas' work space (50 at 10,000)

@@ -35,7 +35,7 @@ from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
 from probes.sources.job_identity import adopt_job_identities
 from probes.sources.queue import read_idle, running_job_ids
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.status import Snapshot, read_status
 from probes.sources.user_vo_map import fill_projects, read_user_vo_map
 
@@ -117,15 +117,15 @@ def read_sources(
         running = running_job_ids(snapshot.allocations) if snapshot is not None else None
         idle, reports["idle"] = read_idle(src.idle_files, config.job_reading(), running=running, strict=strict)
     if src.history and "history" in only:
-        frames, report = [], ReadReport()
+        frames, tally = [], ReadTally()
         for path in src.history:
             read, rep = read_history([path], config.job_reading(), strict=strict)
-            report.merge(rep)
+            tally.merge(rep)
             key = history_key(path)
             fresh, marks[key] = new_jobs(read, (checkpoints or {}).get(key))
             frames.append(fresh)
         jobs = stack(frames, JOB_COLUMNS) if len(frames) > 1 else frames[0]
-        reports["history"] = report
+        reports["history"] = tally.report()
     return with_vos(Reading(snapshot=snapshot, idle=idle, jobs=jobs, reports=reports, checkpoints=marks), config)
 
 
@@ -146,14 +146,15 @@ def with_vos(reading: Reading, config: ProbeConfig) -> Reading:
     return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs, idle=idle)
 
 
-def iter_jobs(config: ProbeConfig, report: ReadReport, *, strict: bool | None = None) -> Iterator[pd.DataFrame]:
+def iter_jobs(config: ProbeConfig, tally: ReadTally, *, strict: bool | None = None) -> Iterator[pd.DataFrame]:
     """The configured history as :func:`read_sources` reads it, a few chunks at a time
     (:func:`~probes.sources.history.iter_history`: a caller that writes each part out never
-    holds the table), each part with its projects from the user-vo-map; ``report`` is complete
-    once the parts are exhausted."""
+    holds the table), each part with its projects from the user-vo-map; what was found besides
+    the values is added to ``tally``, whose report is :func:`read_sources`' once the parts are
+    exhausted."""
     strict = config.sources.strict if strict is None else strict
     vos = read_user_vo_map(config.credentials.user_vo_map) if config.credentials.user_vo_map else {}
-    for part in iter_history(config.sources.history, config.job_reading(), report, strict=strict):
+    for part in iter_history(config.sources.history, config.job_reading(), tally, strict=strict):
         yield fill_projects(part, vos)
 
 

@@ -30,7 +30,7 @@ from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import identities, identity_attrs
 from probes.sources.history_folder import list_folder, readable
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
 __all__ = [
@@ -123,34 +123,35 @@ def read_history(
     """
     from probes.sources.classad import collect  # the scanner and numba: only where ads are read
 
-    report = ReadReport()
-    inputs, size = _inputs(paths, report)
+    tally = ReadTally()
+    inputs, size = _inputs(paths, tally)
     builder = ColumnBuilder(size)
-    for columns, done in _job_parts(inputs, reading, report, strict):
+    for columns, done in _job_parts(inputs, reading, tally, strict):
         builder.append(columns, done)
     columns = builder.result() or job_columns(collect((), _attrs(reading)), reading)
-    return _frame(columns), report
+    return _frame(columns), tally.report()
 
 
 def iter_history(
     paths: Sequence[str | os.PathLike[str]],
     reading: JobReading,
-    report: ReadReport,
+    tally: ReadTally,
     *,
     strict: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """:func:`read_history` a few chunks at a time: yield the jobs table in parts (of at least
     2,000 rows, the last maybe fewer, none empty), and add what was found besides values to
-    ``report``, which is complete once the generator is exhausted (the last input's kind is
-    checked after its last part). A caller that writes each part out never holds the table.
+    ``tally``, whose :meth:`~probes.sources.report.ReadTally.report` is read_history's report
+    once the generator is exhausted (the last input's kind is checked after its last part). A
+    caller that writes each part out never holds the table.
 
     The parts, one after another, are :func:`read_history`'s rows and values; a column's dtype
     is inferred per part (a str column without a value in a part is object there).
     """
-    inputs, _ = _inputs(paths, report)
+    inputs, _ = _inputs(paths, tally)
     batch: list[dict[str, np.ndarray]] = []
     rows = 0
-    for columns, _ in _job_parts(inputs, reading, report, strict):
+    for columns, _ in _job_parts(inputs, reading, tally, strict):
         if len(columns["job_id"]):
             batch.append(columns)
             rows += len(columns["job_id"])
@@ -177,12 +178,10 @@ def _joined(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 _Input = tuple[str | os.PathLike[str], list[Path] | None]  # a path, and its per-job files if a directory
 
 
-def _inputs(
-    paths: Sequence[str | os.PathLike[str]], report: ReadReport | None = None
-) -> tuple[list[_Input], int | None]:
+def _inputs(paths: Sequence[str | os.PathLike[str]], tally: ReadTally | None = None) -> tuple[list[_Input], int | None]:
     """The inputs of ``paths``: a folder's per-job files as one input and its other ClassAd
     dumps each as its own (see :mod:`~probes.sources.history_folder`; what it skips is named in
-    ``report``), and their length in bytes (None when unknown: a folder's files are not
+    ``tally``), and their length in bytes (None when unknown: a folder's files are not
     stat'ed twice)."""
     inputs: list[_Input] = []
     size: int | None = 0
@@ -192,8 +191,8 @@ def _inputs(
             if folder.per_job:
                 inputs.append((path, folder.per_job))
             inputs += [(dump, None) for dump in folder.dumps]
-            if report is not None:
-                report.skipped += folder.skipped
+            if tally is not None:
+                tally.skip(folder.skipped)
             size = None
         else:
             inputs.append((path, None))
@@ -203,7 +202,7 @@ def _inputs(
 
 
 def _job_parts(
-    inputs: Sequence[_Input], reading: JobReading, report: ReadReport, strict: bool
+    inputs: Sequence[_Input], reading: JobReading, tally: ReadTally, strict: bool
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted),
     and the bytes of all ``inputs`` read so far; each input's verdict
@@ -216,35 +215,33 @@ def _job_parts(
         with ExitStack() as stack:
             plain = path if listed is not None else stack.enter_context(readable(path))  # a .gz: its text
             parts = (
-                iter_ad_files(listed, attrs, report, strict=strict)
+                iter_ad_files(listed, attrs, tally, strict=strict)
                 if listed is not None
-                else iter_ads(plain, attrs, report, strict=strict)
+                else iter_ads(plain, attrs, tally, strict=strict)
             )
             done = 0
             check = KindCheck(JOB_ADS)
-            malformed = len(report.malformed)
+            malformed = len(tally.malformed)
             for part, done in parts:
-                columns = job_columns(check.keep(part, report), reading)
+                columns = job_columns(check.keep(part, tally), reading)
                 if plain != path:  # a decompressed copy: name the file the site has
-                    _renamed(columns, report, malformed, os.fspath(plain), os.fspath(path))
-                odd_integers(columns, report)
+                    _renamed(columns, tally, malformed, os.fspath(plain), os.fspath(path))
+                odd_integers(columns, tally)
                 yield columns, offset + done
             if plain != path:
-                _renamed(None, report, malformed, os.fspath(plain), os.fspath(path))
-            check.verdict(path, len(report.malformed) - malformed)
+                _renamed(None, tally, malformed, os.fspath(plain), os.fspath(path))
+            check.verdict(path, len(tally.malformed) - malformed)
             offset += done
 
 
 def _renamed(
-    columns: dict[str, np.ndarray] | None, report: ReadReport, first: int, temporary: str, original: str
+    columns: dict[str, np.ndarray] | None, tally: ReadTally, first: int, temporary: str, original: str
 ) -> None:
     """The rows and malformed ads read from the decompressed ``temporary`` copy named after the
-    compressed ``original`` (the malformed ones from index ``first`` of the report)."""
+    compressed ``original`` (the malformed ones from index ``first`` of the tally)."""
     if columns is not None and len(columns["source"]):
         columns["source"] = np.where(columns["source"] == temporary, original, columns["source"]).astype(object)
-    report.malformed[first:] = [
-        replace(m, path=original) if m.path == temporary else m for m in report.malformed[first:]
-    ]
+    tally.malformed[first:] = [replace(m, path=original) if m.path == temporary else m for m in tally.malformed[first:]]
 
 
 def _attrs(reading: JobReading) -> list[Attr]:
@@ -266,14 +263,14 @@ def _whole(values: np.ndarray) -> np.ndarray:
     return whole
 
 
-def odd_integers(columns: dict[str, np.ndarray], report: ReadReport) -> None:
+def odd_integers(columns: dict[str, np.ndarray], tally: ReadTally) -> None:
     """Count the values of the jobs table's integer columns that are not whole numbers within
     range (a ``ClusterId`` of 1e23): they become missing, not an exception."""
     for name in _INTEGER_COLUMNS:
         values = columns[name]
         bad = ~_whole(values) & ~np.isnan(values)
         if bad.any():
-            report.rejects[f"{name}: not a whole number within range, ignored"] += int(bad.sum())
+            tally.rejects[f"{name}: not a whole number within range, ignored"] += int(bad.sum())
 
 
 def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from probes.errors import SourceError
 from probes.sources.classad.model import AdColumns, Attr, Kind
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadTally
 
 __all__ = ["MY_TYPE", "AdKind", "KindCheck"]
 
@@ -56,8 +56,8 @@ class KindCheck:
     others: Counter[str] = field(default_factory=Counter)  # MyType (lower case) -> ads skipped
     unnamed: int = 0
 
-    def keep(self, ads: AdColumns, report: ReadReport) -> AdColumns:
-        """The ads of the kind; the others are counted in ``report``."""
+    def keep(self, ads: AdColumns, tally: ReadTally) -> AdColumns:
+        """The ads of the kind; the others are counted in ``tally``."""
         my_type = ads[MY_TYPE.name]  # str or None
         wanted = self.kind.my_type.lower()
         other = np.zeros(len(ads), dtype=bool)
@@ -70,13 +70,13 @@ class KindCheck:
                 other |= is_t
                 n = int(is_t.sum())
                 self.others[t] += n
-                report.rejects[f"MyType: {t!r} ad among {self.kind.what}, skipped"] += n
+                tally.rejects[f"MyType: {t!r} ad among {self.kind.what}, skipped"] += n
         missing = ~other
         for name in self.kind.needed:
             missing &= pd.isna(ads[name])
         if missing.any():
             self.unnamed += int(missing.sum())
-            report.rejects[f"{' or '.join(self.kind.needed)}: missing, the ad was skipped"] += int(missing.sum())
+            tally.rejects[f"{' or '.join(self.kind.needed)}: missing, the ad was skipped"] += int(missing.sum())
         keep = ~(other | missing)
         self.kept += int(keep.sum())
         return ads if keep.all() else ads.take(keep)

@@ -30,7 +30,7 @@ from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_at
 from probes.sources.frames import stack
 from probes.sources.inputs import is_blank
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
 __all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "queue_attrs", "read_idle", "running_job_ids"]
@@ -81,17 +81,17 @@ def read_idle(
     """
     from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
 
-    frames, report = [], ReadReport()
+    frames, tally = [], ReadTally()
     for path in paths:
         if is_blank(path):  # condor_q -long of an empty queue writes nothing: no idle job
             continue
         ads, rep = read_ads(path, [*queue_attrs(reading), MY_TYPE], strict=strict, keep_raw=True)
+        tally.merge(rep)
         check = KindCheck(QUEUE_ADS)
-        ads = check.keep(ads, rep)
+        ads = check.keep(ads, tally)
         check.verdict(path, len(rep.malformed))
-        report.merge(rep)
         frames.append(idle_table(ads, reading, running=running, origin=os.fspath(path)))
-    return stack(frames, IDLE_COLUMNS), report
+    return stack(frames, IDLE_COLUMNS), tally.report()
 
 
 def idle_table(

@@ -1,9 +1,10 @@
 """What reading a source found besides its values, and the quarantine of what could not be read.
 
 Nothing read is lost: an ad that cannot be parsed is skipped by the cycle, counted in the
-:class:`ReadReport`, and written to the quarantine with where it came from and why it was
-refused (:func:`write_quarantine`); :func:`problem_lines` says it all in one line each, the
-same for the command line (stderr) and the service (its log).
+reader's :class:`ReadTally` and handed on in the frozen :class:`ReadReport` it gives, and
+written to the quarantine with where it came from and why it was refused
+(:func:`write_quarantine`); :func:`problem_lines` says it all in one line each, the same for
+the command line (stderr) and the service (its log).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from probes.errors import ClassAdError
 from probes.files import atomic_write
 
-__all__ = ["EXCERPT_CHARS", "Malformed", "ReadReport", "problem_lines", "write_quarantine"]
+__all__ = ["EXCERPT_CHARS", "Malformed", "ReadReport", "ReadTally", "problem_lines", "write_quarantine"]
 
 EXCERPT_CHARS = 64 * 1024
 
@@ -42,62 +45,108 @@ class Malformed:
         return ClassAdError(self.path, self.line, self.reason)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReadReport:
-    """What reading one or more files found, besides the values.
+    """What reading one or more files found, besides the values: frozen, all the way down.
 
-    Two ways to combine reports: ``a | b`` is a new report, neither ``a`` nor ``b`` changed
-    (what a result handed on should get); :meth:`merge` adds ``other`` to this report in place,
-    for a reader filling its own report as it goes (a streaming reader fills the report it is
-    given: :func:`~probes.sources.history.iter_history`). A report a reader returned belongs to
-    its caller: it is not changed after it was returned.
+    A reader fills a :class:`ReadTally` as it goes and hands on its :meth:`ReadTally.report`;
+    reports are combined into new ones (``a | b``, :meth:`combine`), never changed: the one a
+    reader returned, or a :class:`~probes.pipeline.reading.Reading` holds, is the same for
+    everyone who reads it. ``malformed`` and ``skipped`` are tuples (lists given are copied into
+    tuples) and ``rejects`` a read-only view of its own copy of the counts given, read as a
+    ``Counter`` is (a reason not counted is 0).
     """
 
     ads: int = 0
     evaluated: int = 0  # ads that went through classad2 (expressions, unusual spellings)
-    malformed: list[Malformed] = field(default_factory=list)
-    rejects: Counter[str] = field(default_factory=Counter)  # "attribute: reason" -> count
-    skipped: list[str] = field(default_factory=list)  # "path: why" of each file of a folder not read
+    malformed: tuple[Malformed, ...] = ()
+    rejects: Mapping[str, int] = field(default_factory=dict)  # "attribute: reason" -> count
+    skipped: tuple[str, ...] = ()  # "path: why" of each file of a folder not read
 
-    def merge(self, other: ReadReport) -> None:
-        """Add ``other`` to this report, in place (``other`` is not changed); see ``|`` for a new one."""
-        self.ads += other.ads
-        self.evaluated += other.evaluated
-        self.malformed.extend(other.malformed)
-        self.rejects.update(other.rejects)
-        self.skipped.extend(other.skipped)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "malformed", tuple(self.malformed))
+        object.__setattr__(self, "skipped", tuple(self.skipped))
+        # a copy of its own behind a read-only view: no one holding the mapping given changes it
+        object.__setattr__(self, "rejects", MappingProxyType(Counter(self.rejects)))
 
     def __or__(self, other: ReadReport) -> ReadReport:
         """A new report of both: this one's findings, then ``other``'s; neither is changed."""
         if not isinstance(other, ReadReport):
             return NotImplemented
         rejects = Counter(self.rejects)
-        rejects.update(other.rejects)  # as merge does: not Counter's +, which drops counts <= 0
+        rejects.update(other.rejects)  # not Counter's +, which drops counts <= 0
         return ReadReport(
             ads=self.ads + other.ads,
             evaluated=self.evaluated + other.evaluated,
-            malformed=[*self.malformed, *other.malformed],
+            malformed=self.malformed + other.malformed,
             rejects=rejects,
-            skipped=[*self.skipped, *other.skipped],
+            skipped=self.skipped + other.skipped,
         )
 
     @classmethod
     def combine(cls, reports: Iterable[ReadReport]) -> ReadReport:
         """One new report of all of ``reports``, in order; none of them is changed."""
-        out = cls()
+        tally = ReadTally()
         for report in reports:
-            out.merge(report)
-        return out
+            tally.merge(report)
+        return tally.report()
 
     def shifted(self, lines: int) -> ReadReport:
         """A new report whose malformed ads are ``lines`` further on (ads read in chunks, each
         numbered from 1, placed in the whole answer); this one is not changed."""
-        return replace(
-            self,
-            malformed=[replace(m, line=m.line + lines) for m in self.malformed],
-            rejects=Counter(self.rejects),
-            skipped=list(self.skipped),
-        )
+        return replace(self, malformed=tuple(replace(m, line=m.line + lines) for m in self.malformed))
+
+    def __hash__(self) -> int:
+        # as equal reports' rejects compare (as Counters do, a count of 0 as no count)
+        counts = frozenset((reason, n) for reason, n in self.rejects.items() if n)
+        return hash((self.ads, self.evaluated, self.malformed, counts, self.skipped))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy: the read-only view cannot be pickled, its counts can
+        return (type(self), (self.ads, self.evaluated, self.malformed, dict(self.rejects), self.skipped))
+
+
+@dataclass(slots=True)
+class ReadTally:
+    """What a reader has found so far besides the values: the mutable counterpart of
+    :class:`ReadReport`, of the same fields, that a reader fills as it goes (its counters and
+    lists directly on the hot paths, or :meth:`merge`, :meth:`add_malformed`, :meth:`reject`,
+    :meth:`skip`) and hands on as a frozen report (:meth:`report`).
+
+    A streaming reader (:func:`~probes.sources.history.iter_history`) fills the tally it is
+    given as its parts are taken: its :meth:`report` is complete once they are exhausted.
+    """
+
+    ads: int = 0
+    evaluated: int = 0
+    malformed: list[Malformed] = field(default_factory=list)
+    rejects: Counter[str] = field(default_factory=Counter)
+    skipped: list[str] = field(default_factory=list)
+
+    def merge(self, report: ReadReport) -> None:
+        """Add ``report`` (what a reader of a part returned) to this tally."""
+        self.ads += report.ads
+        self.evaluated += report.evaluated
+        self.malformed.extend(report.malformed)
+        self.rejects.update(report.rejects)
+        self.skipped.extend(report.skipped)
+
+    def add_malformed(self, malformed: Malformed) -> Malformed:
+        """Count an ad that could not be read; return it (to raise its error in strict mode)."""
+        self.malformed.append(malformed)
+        return malformed
+
+    def reject(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` values ignored (or ads skipped) for ``reason``."""
+        self.rejects[reason] += count
+
+    def skip(self, entries: Iterable[str]) -> None:
+        """Name files not read, each as "path: why"."""
+        self.skipped.extend(entries)
+
+    def report(self) -> ReadReport:
+        """A frozen report of what was found so far; the tally goes on, the report does not."""
+        return ReadReport(self.ads, self.evaluated, tuple(self.malformed), self.rejects, tuple(self.skipped))
 
 
 def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datetime) -> Path:

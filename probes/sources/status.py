@@ -37,7 +37,7 @@ from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attr
 from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import Malformed, ReadReport
+from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import SlotReading
 
 __all__ = ["Snapshot", "assign_partitions", "child_list_attrs", "read_status", "slot_attrs", "snapshot_tables"]
@@ -125,17 +125,19 @@ def read_status(
     from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
 
     attrs = unique_attrs([*slot_attrs(reading), MY_TYPE])
-    parts, report = [], ReadReport()
+    parts, tally = [], ReadTally()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
+        tally.merge(rep)
         check = KindCheck(STARTD_ADS)
-        parts.append(check.keep(cols, rep))
+        parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
-        report.merge(rep)
-    return snapshot_tables(_once(AdColumns.concat(parts, attrs), report), reading, report.malformed), report
+    ads = _once(AdColumns.concat(parts, attrs), tally)
+    report = tally.report()
+    return snapshot_tables(ads, reading, report.malformed), report
 
 
-def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
+def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
     """Each slot once per instant: the same dump given twice (or its ``-long`` and ``-json``
     forms) must not double the overhead. Slots of different instants are all kept; they are
     accounted instant by instant."""
@@ -145,7 +147,7 @@ def _once(ads: AdColumns, report: ReadReport) -> AdColumns:
     if not repeated.any():
         return ads
     n = int(repeated.sum())
-    report.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
+    tally.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
     return ads.take(~repeated)
 
 

@@ -21,7 +21,7 @@ from probes.config import SourceSettings, load_config
 from probes.errors import ClassAdError
 from probes.pipeline.reading import Reading, read_sources
 from probes.sources.history import iter_history, read_history
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadTally
 from probes.sources.settings import JobReading
 
 from ..conftest import ROOT
@@ -391,11 +391,12 @@ def test_jobs_json_memory_does_not_grow_with_the_history(generated_history: Call
     by less than a quarter of what their table grows (about 8 MB here)."""
 
     def streamed_peak(path: Path) -> int:
-        report = ReadReport()
+        tally = ReadTally()
         with open(os.devnull, "w") as null:
             tracemalloc.start()
             try:
-                views.write_tables_json(null, {"jobs": iter_history([path], JobReading(), report)}, {"history": report})
+                parts = iter_history([path], JobReading(), tally)
+                views.write_tables_json(null, {"jobs": parts}, lambda: {"history": tally.report()})
                 return tracemalloc.get_traced_memory()[1]
             finally:
                 tracemalloc.stop()

@@ -162,7 +162,7 @@ def test_class1_surrogates_anywhere_in_an_ad_are_read_as_replacement_characters(
     assert snapshot.slots["name"].tolist() == ["slot1@\ufffda"]
     assert snapshot.slots["total_cpus"].tolist() == [4.0]
     replaced = ": a lone UTF-16 surrogate, replaced by U+FFFD"
-    assert report.malformed == []
+    assert report.malformed == ()
     assert report.rejects == {f"{k}{replaced}": 1 for k in ("Name", "(a key)", "List", "Nested", "Start")}
 
 

@@ -13,7 +13,7 @@ import probes.sources.classad.model as classad_module
 from probes.config import parse_config
 from probes.errors import ClassAdError, SourceError
 from probes.sources.history import iter_history, read_history
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadTally
 from probes.sources.settings import JobReading
 
 from ..conftest import DEMO
@@ -149,8 +149,9 @@ def test_a_history_streamed_gives_the_table_in_parts(condor25: Path, generated_h
     the middle is skipped and counted the same way."""
     inputs = [generated_history(3000, malformed=1500), condor25 / "history.ads"]
     whole, report = read_history(inputs)
-    streamed = ReadReport()
-    parts = list(iter_history(inputs, JobReading(), streamed))
+    tally = ReadTally()
+    parts = list(iter_history(inputs, JobReading(), tally))
+    streamed = tally.report()
     assert len(parts) > 1 and all(len(p) for p in parts)
     pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), whole)
     assert (streamed.ads, streamed.evaluated, streamed.rejects) == (report.ads, report.evaluated, report.rejects)
@@ -163,14 +164,14 @@ def test_a_history_streamed_gives_the_table_in_parts(condor25: Path, generated_h
 def test_a_history_streamed_is_checked_as_it_is_read(condor25: Path, generated_history: Callable[..., Path]) -> None:
     """The checks of read_history, where the stream meets them: a file of another kind is refused
     once it is read, a malformed ad raises in strict mode after the parts before it."""
-    streamed = iter_history([generated_history(3000), condor25 / "status.ads"], JobReading(), ReadReport())
+    streamed = iter_history([generated_history(3000), condor25 / "status.ads"], JobReading(), ReadTally())
     assert sum(map(len, itertools.islice(streamed, 1))) >= 2000
     with pytest.raises(SourceError, match=r"status\.ads: this looks like startd ads"):
         list(streamed)
     broken = generated_history(3000, malformed=2500)
     with pytest.raises(ClassAdError) as raised:
         read_history([broken], strict=True)
-    streamed = iter_history([broken], JobReading(), ReadReport(), strict=True)
+    streamed = iter_history([broken], JobReading(), ReadTally(), strict=True)
     assert len(next(streamed)) >= 2000
     with pytest.raises(ClassAdError) as at:
         list(streamed)

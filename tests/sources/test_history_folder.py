@@ -51,7 +51,7 @@ def test_per_job_files_and_a_json_dump_in_one_folder(condor25: Path, tmp_path: P
     shutil.copy(condor25 / "history.json", folder / "history.json")
     per_job = _jobs([condor25 / "per_job_history"])
     table, report = read_history([folder])
-    assert report.skipped == []
+    assert report.skipped == ()
     assert len(table) == len(per_job) + JOBS
     assert (table["source"] == str(folder / "history.json")).sum() == JOBS
     both = pd.concat([per_job, _jobs([condor25 / "history.json"])]).sort_values("job_id").reset_index(drop=True)

@@ -31,15 +31,17 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     the document is left open, and the exit code and message are those of any strict read (1)."""
     from probes.cli import views
     from probes.pipeline.reading import Reading, iter_jobs
-    from probes.sources.report import ReadReport
+    from probes.sources.report import ReadTally
 
     require(config.sources.history, "sources.history", "--history")
     strict = config.sources.strict if args.strict is None else args.strict
-    report = ReadReport()  # filled as the history is read
-    parts = iter_jobs(config, report, strict=strict)
+    tally = ReadTally()  # filled as the history is read: its report is whole once the parts are taken
+    parts = iter_jobs(config, tally, strict=strict)
     if args.json:
-        views.write_tables_json(sys.stdout, {"jobs": parts}, {"history": report}, limit=shown_rows(args))
+        views.write_tables_json(
+            sys.stdout, {"jobs": parts}, lambda: {"history": tally.report()}, limit=shown_rows(args)
+        )
     else:
         print(views.render([views.jobs_section(parts, limit=shown_rows(args))]), end="")
-    report_problems(Reading(reports={"history": report}), args)
+    report_problems(Reading(reports={"history": tally.report()}), args)
     return EXIT_OK

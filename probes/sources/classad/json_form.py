@@ -19,7 +19,7 @@ from probes.sources.classad import model
 from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
-from probes.sources.report import Malformed, ReadReport
+from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_ad
 
 __all__ = ["from_json", "needs_classad2", "read_json"]
@@ -152,18 +152,18 @@ def _clean(value: Any, key: str, rejects: Counter[str]) -> Any:
 def read_json(
     text: TextIO, path: str, attrs: Sequence[Attr], strict: bool, keep_raw: bool = False
 ) -> tuple[AdColumns, ReadReport]:
-    report = ReadReport()
+    tally = ReadTally()
     columns: dict[str, list[Any]] = {a.name: [] for a in attrs}
     lines: list[int] = []
     raws: list[dict[str, Any]] = []
-    for obj, line in _json_objects(text, path, report.rejects):
+    for obj, line in _json_objects(text, path, tally.rejects):
         if isinstance(obj, Malformed):
             if strict:
                 raise obj.error()
-            report.malformed.append(obj)
+            tally.add_malformed(obj)
             continue
         try:
-            values = _values(obj, attrs, report)
+            values = _values(obj, attrs, tally)
         except (classad2.ClassAdException, EvaluationTimeout, ValueError, RecursionError) as exc:
             if isinstance(exc, classad2.ClassAdException):
                 reason = f"cannot parse an expression ({exc})"
@@ -176,7 +176,7 @@ def read_json(
             m = Malformed(path, line, reason, _dumps(obj))
             if strict:
                 raise m.error() from exc
-            report.malformed.append(m)
+            tally.add_malformed(m)
             continue
         for a, v in zip(attrs, values, strict=True):
             columns[a.name].append(v)
@@ -188,24 +188,24 @@ def read_json(
     objects = np.full((n, len(attrs)), None, dtype=object)
     for j, a in enumerate(attrs):
         for i, v in enumerate(columns[a.name]):
-            store_value(numeric, objects, a, i, j, v, report)
+            store_value(numeric, objects, a, i, j, v, tally)
     keep = np.ones(n, dtype=bool)
     for i, reason in out_of_range(numeric, attrs).items():
         m = Malformed(path, lines[i], reason, _dumps({a.name: columns[a.name][i] for a in attrs}))
         if strict:
             raise m.error()
-        report.malformed.append(m)
+        tally.add_malformed(m)
         keep[i] = False
-    drop_infinities(numeric, attrs, report)
+    drop_infinities(numeric, attrs, tally)
     rows = slice(None) if keep.all() else keep
-    report.ads += int(keep.sum())
+    tally.ads += int(keep.sum())
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(attrs)}
     raw = np.array([*raws, None], dtype=object)[:-1][rows] if keep_raw else None
     line_numbers = np.array(lines, dtype=np.int64)[rows]
-    return AdColumns(out, repeat(path, len(line_numbers)), line_numbers, raw), report
+    return AdColumns(out, repeat(path, len(line_numbers)), line_numbers, raw), tally.report()
 
 
-def _values(obj: dict[str, Any], attrs: Sequence[Attr], report: ReadReport) -> list[Any]:
+def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> list[Any]:
     """The values of ``attrs`` in one ad: literals as they are, expressions by classad2."""
     folded = {k.lower(): v for k, v in obj.items()}
     values: list[Any] = []
@@ -221,7 +221,7 @@ def _values(obj: dict[str, Any], attrs: Sequence[Attr], report: ReadReport) -> l
             values.append(from_json(raw))
     if exprs:
         ad = json_to_classad(obj)
-        report.evaluated += 1
+        tally.evaluated += 1
         got = evaluate_ad(ad, [(attrs[j].name, ()) for j in exprs], _expressions(obj))
         for j, value in zip(exprs, got, strict=True):
             values[j] = value

@@ -25,7 +25,7 @@ from probes.sources.classad.kernel import (
     texts,
 )
 from probes.sources.classad.model import Attr, Kind, wide_int
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadTally
 from probes.sources.sandbox import evaluate, from_classad
 
 __all__ = [
@@ -63,7 +63,7 @@ def convert_literals(
     ad_i: np.ndarray,
     attr_j: np.ndarray,
     n_ads: int,
-    report: ReadReport,
+    tally: ReadTally,
     attrs: Sequence[Attr],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Convert the values ``data[vs:ve]`` of the pairs (ad_i, attr_j) of one chunk, which the
@@ -84,7 +84,7 @@ def convert_literals(
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
             for j, count in zip(*np.unique(attr_j[sel], return_counts=True), strict=True):
-                report.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
+                tally.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
 
     def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:
         k = kind[sel]
@@ -200,13 +200,13 @@ def list_literal(text: str) -> list[Any] | None:
 
 
 def store_value(
-    numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, report: ReadReport
+    numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, tally: ReadTally
 ) -> None:
     """Put a classad2 value into its typed column, counting values of the wrong type."""
     if attr.kind is Kind.NUMBER:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if isinstance(value, int) and not -(2**63) <= value < 2**63:  # from JSON, which has no bound
-                report.rejects[f"{attr.name}: an integer beyond 64 bits, read as a real"] += 1
+                tally.rejects[f"{attr.name}: an integer beyond 64 bits, read as a real"] += 1
                 value = wide_int(value)
             numeric[row, j] = value
             return
@@ -217,7 +217,7 @@ def store_value(
     else:
         objects[row, j] = None
     if value is not None:
-        report.rejects[f"{attr.name}: expected a {attr.kind.value}, got {type_name(value)}"] += 1
+        tally.rejects[f"{attr.name}: expected a {attr.kind.value}, got {type_name(value)}"] += 1
 
 
 _PYTHON_TYPE: dict[Kind, type] = {Kind.STRING: str, Kind.BOOL: bool, Kind.LIST: list}
@@ -229,12 +229,12 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def drop_infinities(numeric: np.ndarray, attrs: Sequence[Attr], report: ReadReport) -> None:
+def drop_infinities(numeric: np.ndarray, attrs: Sequence[Attr], tally: ReadTally) -> None:
     """A number out of range (``1e400``, ``real("INF")``) is a malformed value, not a number:
-    NaN in ``numeric`` (ads x attributes, changed in place), counted in ``report`` per attribute."""
+    NaN in ``numeric`` (ads x attributes, changed in place), counted in ``tally`` per attribute."""
     bad = np.isinf(numeric)
     if not bad.any():
         return
     for j in np.flatnonzero(bad.any(axis=0)).tolist():
-        report.rejects[f"{attrs[j].name}: not a finite number, ignored"] += int(bad[:, j].sum())
+        tally.rejects[f"{attrs[j].name}: not a finite number, ignored"] += int(bad[:, j].sum())
     numeric[bad] = np.nan

@@ -42,7 +42,7 @@ from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.inputs import content_problem, open_input, read_input
-from probes.sources.report import Malformed, ReadReport
+from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
 __all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
@@ -67,20 +67,21 @@ def read_ads(
     empty, binary), and :class:`ClassAdError` for the first malformed ad when ``strict``.
     Otherwise malformed ads are skipped and listed in the report.
     """
-    report = ReadReport()
-    return collect(iter_ads(path, attrs, report, strict=strict, keep_raw=keep_raw), attrs, _size(path)), report
+    tally = ReadTally()
+    columns = collect(iter_ads(path, attrs, tally, strict=strict, keep_raw=keep_raw), attrs, _size(path))
+    return columns, tally.report()
 
 
 def iter_ads(
     path: str | os.PathLike[str],
     attrs: Sequence[Attr],
-    report: ReadReport,
+    tally: ReadTally,
     *,
     strict: bool = False,
     keep_raw: bool = False,
 ) -> Iterator[tuple[AdColumns, int]]:
     """:func:`read_ads` a chunk at a time: yield each chunk's ads and the bytes of the file read
-    so far (of ``os.path.getsize(path)``), and add what was found besides values to ``report``.
+    so far (of ``os.path.getsize(path)``), and add what was found besides values to ``tally``.
     A caller that turns each chunk into its own table never holds the file's ads whole."""
     name = os.fspath(path)
     with open_input(path, "a file of ClassAds") as fh:
@@ -90,12 +91,12 @@ def iter_ads(
         if problem:
             raise SourceError(f"{name}: {problem}")
         if head.lstrip()[:1] != b"[":
-            yield from _iter_long(fh, name, attrs, report, strict, keep_raw)
+            yield from _iter_long(fh, name, attrs, tally, strict, keep_raw)
             return
         size = os.fstat(fh.fileno()).st_size
     with open(name, encoding="utf-8", errors="replace") as text:
         columns, found = read_json(text, name, attrs, strict, keep_raw)
-    report.merge(found)
+    tally.merge(found)
     yield columns, size
 
 
@@ -128,7 +129,7 @@ def _size(path: str | os.PathLike[str]) -> int | None:
 _NUL_TO_SOH = bytes.maketrans(b"\0", b"\1")
 
 
-def _chunks(fh: BinaryIO, path: str, report: ReadReport) -> Iterator[tuple[bytes, int, bool]]:
+def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, int, bool]]:
     """Yield (data, n, truncated): ``data[:n]`` holds whole ads and ends with a newline.
 
     ``data`` goes on for at least ``len(_PAD)`` bytes after ``n`` (the next ads, or padding),
@@ -141,7 +142,7 @@ def _chunks(fh: BinaryIO, path: str, report: ReadReport) -> Iterator[tuple[bytes
 
     NUL bytes in a text dump (the zero-filled blocks a power cut leaves at the end of a file)
     are made \\x01, which no ClassAd line holds: the ads they are in are quarantined as
-    malformed and every other ad is read. The region is said once in ``report``.
+    malformed and every other ad is read. The region is said once in ``tally``.
     """
     banners: bool | None = None  # history files separate ads with "*** " lines
     start = 0  # the file offset of data[0]
@@ -154,10 +155,11 @@ def _chunks(fh: BinaryIO, path: str, report: ReadReport) -> Iterator[tuple[bytes
             first, last = data.index(b"\0"), data.rindex(b"\0")
             if start + first not in seen_nul:
                 seen_nul.add(start + first)
-                report.rejects[
+                tally.reject(
                     f"binary data: NUL bytes from offset {start + first} to {start + last}, "
-                    "the ads they are in are quarantined"
-                ] += data.count(b"\0")
+                    "the ads they are in are quarantined",
+                    data.count(b"\0"),
+                )
             # a run of NULs that starts a line starts an ad of its own: the ad before it is whole
             data = data.replace(b"\n\0", b"\n\n").translate(_NUL_TO_SOH)
         if banners is None:
@@ -183,19 +185,19 @@ def _chunks(fh: BinaryIO, path: str, report: ReadReport) -> Iterator[tuple[bytes
 
 
 def _iter_long(
-    fh: BinaryIO, path: str, attrs: Sequence[Attr], report: ReadReport, strict: bool, keep_raw: bool
+    fh: BinaryIO, path: str, attrs: Sequence[Attr], tally: ReadTally, strict: bool, keep_raw: bool
 ) -> Iterator[tuple[AdColumns, int]]:
     scanner = _Scanner(attrs, keep_raw)
     first_line = 1
     done = 0
-    for data, n, truncated in _chunks(fh, path, report):
+    for data, n, truncated in _chunks(fh, path, tally):
         done += n
         if b"\r" in data:
             n -= data.count(b"\r\n", 0, n)
             data = data.replace(b"\r\n", b"\n")
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
-        part, n_lines = scanner.scan(data, n, path, first_line, truncated, report, strict)
+        part, n_lines = scanner.scan(data, n, path, first_line, truncated, tally, strict)
         del data  # not held while the next chunk is read
         first_line += n_lines
         yield part, done
@@ -212,14 +214,15 @@ def read_ad_files(
     Files are joined into chunks and scanned together, so a directory of 100,000 one-ad files
     costs about what one file of 100,000 ads does; paths and lines are mapped back per file.
     """
-    report = ReadReport()
-    return collect(iter_ad_files(paths, attrs, report, strict=strict), attrs), report
+    tally = ReadTally()
+    columns = collect(iter_ad_files(paths, attrs, tally, strict=strict), attrs)
+    return columns, tally.report()
 
 
 def iter_ad_files(
     paths: Sequence[str | os.PathLike[str]],
     attrs: Sequence[Attr],
-    report: ReadReport,
+    tally: ReadTally,
     *,
     strict: bool = False,
 ) -> Iterator[tuple[AdColumns, int]]:
@@ -236,17 +239,18 @@ def iter_ad_files(
         counts = np.array([data.count(b"\n") + 1 for _, data in batch], dtype=np.int64)
         first = np.concatenate(([1], 1 + np.cumsum(counts)[:-1]))
         data = b"\n".join(d for _, d in batch)
-        seen = len(report.malformed)
+        malformed = tally.malformed
+        seen = len(malformed)
         try:
-            part, _ = scanner.scan(data + _PAD, len(data), "", 1, False, report, strict=False)
+            part, _ = scanner.scan(data + _PAD, len(data), "", 1, False, tally, strict=False)
         finally:
             batch, size = [], 0
-        for k in range(seen, len(report.malformed)):
-            m = report.malformed[k]
+        for k in range(seen, len(malformed)):
+            m = malformed[k]
             i = int(np.searchsorted(first, m.line, side="right") - 1)
-            report.malformed[k] = Malformed(str(names[i]), int(m.line - first[i] + 1), m.reason, m.text)
+            malformed[k] = Malformed(str(names[i]), int(m.line - first[i] + 1), m.reason, m.text)
             if strict:
-                raise report.malformed[k].error()
+                raise malformed[k].error()
         rows = np.searchsorted(first, part.line, side="right") - 1
         return AdColumns(part.columns, names[rows], part.line - first[rows] + 1)
 
@@ -261,7 +265,7 @@ def iter_ad_files(
             m = Malformed(name, 1, problem, data[:100000].decode("utf-8", "replace"))
             if strict:
                 raise m.error()
-            report.malformed.append(m)
+            tally.add_malformed(m)
             continue
         batch.append((name, data.replace(b"\r\n", b"\n") if b"\r" in data else data))
         size += len(data)
@@ -298,7 +302,7 @@ class _Scanner:
         path: str,
         first_line: int,
         truncated: bool,
-        report: ReadReport,
+        tally: ReadTally,
         strict: bool,
     ) -> tuple[AdColumns, int]:
         """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
@@ -324,7 +328,7 @@ class _Scanner:
         k = self.name_of[attr_j]
         numeric, objects, fast = convert_literals(
             self.kinds, data, found.literal[ad_i, k], found.number[ad_i, k], found.integer[ad_i, k],
-            found.value_start[ad_i, k], found.value_end[ad_i, k], ad_i, attr_j, n_ads, report, self.attrs,
+            found.value_start[ad_i, k], found.value_end[ad_i, k], ad_i, attr_j, n_ads, tally, self.attrs,
         )  # fmt: skip
         # An expression (or anything else the scan does not read) needs classad2.
         deferred = np.zeros((n_ads, len(self.attrs)), dtype=bool)
@@ -335,26 +339,26 @@ class _Scanner:
         for ad in np.flatnonzero(slow).tolist():
             text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
             line = first_line + int(found.first_line[ad])
-            values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], report)
+            values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
             if values is None:
                 if strict:
-                    raise report.malformed[-1].error()
+                    raise tally.malformed[-1].error()
                 keep[ad] = False
                 continue
-            report.evaluated += 1
+            tally.evaluated += 1
             for j, value in values.items():
-                store_value(numeric, objects, self.attrs[j], ad, j, value, report)
+                store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
 
         for ad, reason in out_of_range(numeric, self.attrs).items():
             if keep[ad]:
                 line = first_line + int(found.first_line[ad])
                 text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
-                report.malformed.append(Malformed(path, line, reason, text))
+                m = tally.add_malformed(Malformed(path, line, reason, text))
                 if strict:
-                    raise report.malformed[-1].error()
+                    raise m.error()
                 keep[ad] = False
-        drop_infinities(numeric, self.attrs, report)
-        report.ads += int(keep.sum())
+        drop_infinities(numeric, self.attrs, tally)
+        tally.ads += int(keep.sum())
         raw = None
         if self.keep_raw:
             raw = np.array(
@@ -380,11 +384,11 @@ class _Scanner:
         truncated: bool,
         deferred: np.ndarray,
         whole: bool,
-        report: ReadReport,
+        tally: ReadTally,
     ) -> dict[int, Any] | None:
-        """Evaluate an ad's wanted attributes with classad2; None (and a report) if malformed."""
+        """Evaluate an ad's wanted attributes with classad2; None (and the ad in ``tally``) if malformed."""
         if truncated:
-            report.malformed.append(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
+            tally.add_malformed(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
             return None
         guard = needs_guard(text)  # a regular expression may backtrack for minutes: not in this process
         if not whole and not guard:
@@ -397,18 +401,18 @@ class _Scanner:
         # attributes as lines proves it; only an ad that repeats a name needs the names compared.
         if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0]}):
             offset, reason = _diagnose(text)
-            report.malformed.append(Malformed(path, line + offset, reason, text))
+            tally.add_malformed(Malformed(path, line + offset, reason, text))
             return None
         ad = ads[0]
         if guard:
-            return self._evaluate_guarded(text, path, line, deferred, whole, report)
+            return self._evaluate_guarded(text, path, line, deferred, whole, tally)
         if not whole:
             return {int(j): evaluate(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
         # every attribute, as classad2 sees the ad: one behind a present attribute is not read
         return {j: None if any(u in ad for u in a.shadows) else evaluate(ad, a.name) for j, a in enumerate(self.attrs)}
 
     def _evaluate_guarded(
-        self, text: str, path: str, line: int, deferred: np.ndarray, whole: bool, report: ReadReport
+        self, text: str, path: str, line: int, deferred: np.ndarray, whole: bool, tally: ReadTally
     ) -> dict[int, Any] | None:
         """:meth:`_evaluate` of an ad that calls a regular expression, in the sandbox's worker
         under its budget; None (and the ad quarantined) past it."""
@@ -418,7 +422,7 @@ class _Scanner:
             values = evaluate_guarded(text, wanted)
         except EvaluationTimeout as exc:
             reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
-            report.malformed.append(Malformed(path, line, reason, text))
+            tally.add_malformed(Malformed(path, line, reason, text))
             return None
         return dict(zip(rows, values, strict=True))
 

@@ -11,7 +11,7 @@ import numpy as np
 from probes.sources.classad.limits import out_of_range
 from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.report import Malformed, ReadReport
+from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_ad
 
 __all__ = ["columns_from_classads"]
@@ -28,7 +28,7 @@ def columns_from_classads(
     (:mod:`probes.sources.sandbox`): past it, the ad is skipped and reported as malformed, its
     line being its place in ``ads`` (1-based).
     """
-    report = ReadReport()
+    tally = ReadTally()
     numeric = np.full((len(ads), len(attrs)), np.nan)
     objects = np.full((len(ads), len(attrs)), None, dtype=object)
     raw = np.array([ad.printOld() for ad in ads] + [None], dtype=object)[:-1]
@@ -39,24 +39,24 @@ def columns_from_classads(
             values = evaluate_ad(ad, wanted, raw[i])
         except (EvaluationTimeout, ValueError) as exc:
             why = f"{exc} (a regular expression that backtracks?)" if isinstance(exc, EvaluationTimeout) else str(exc)
-            report.malformed.append(Malformed(origin, i + 1, f"{why}; the ad was skipped", raw[i]))
+            tally.add_malformed(Malformed(origin, i + 1, f"{why}; the ad was skipped", raw[i]))
             keep[i] = False
             continue
         for j, (a, value) in enumerate(zip(attrs, values, strict=True)):
-            store_value(numeric, objects, a, i, j, value, report)
+            store_value(numeric, objects, a, i, j, value, tally)
     for i, reason in out_of_range(numeric, attrs).items():
         if keep[i]:
-            report.malformed.append(Malformed(origin, i + 1, reason, raw[i]))
+            tally.add_malformed(Malformed(origin, i + 1, reason, raw[i]))
             keep[i] = False
-    drop_infinities(numeric, attrs, report)
-    report.ads = int(keep.sum())
+    drop_infinities(numeric, attrs, tally)
+    tally.ads = int(keep.sum())
     rows = slice(None) if keep.all() else keep
     return (
         AdColumns(
             {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(attrs)},
-            repeat(origin, report.ads),
+            repeat(origin, tally.ads),
             np.arange(1, len(ads) + 1, dtype=np.int64)[rows],
             raw[rows],
         ),
-        report,
+        tally.report(),
     )

@@ -37,7 +37,7 @@ from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
 from probes.sources.live.calls import Calls, close_stream, missing_refs
 from probes.sources.live.projections import history_constraint, history_projection, history_since
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
 __all__ = ["PROGRESS_EVERY_S", "HistoryPass", "HistoryRead"]
@@ -138,7 +138,7 @@ class HistoryPass:
             raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
         attrs = job_attrs(self.reading)
         origin = f"schedd {name}"
-        report = ReadReport()
+        tally = ReadTally()
         parts: list[AdColumns] = []
         ads = iter(answer)
         started = said = time.monotonic()
@@ -163,13 +163,13 @@ class HistoryPass:
                 columns, rep = columns_from_classads(chunk, attrs, origin=origin)
                 columns.line = columns.line + first  # the ad's place in the whole answer
                 columns.raw = None  # kept for evaluating expressions, which this table never does
-                report.merge(rep.shifted(first))
+                tally.merge(rep.shifted(first))
                 parts.append(columns)
         finally:
             close_stream(ads)  # a stream left early (asked again, a failure) frees its worker
         jobs = jobs_table(AdColumns.concat(parts, attrs), self.reading)
         usable = jobs["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(jobs["end"]).to_numpy(dtype=np.float64))
         if not usable.all():
-            report.rejects["GlobalJobId or end time: missing, the job was skipped"] += int((~usable).sum())
+            tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))
             jobs = jobs[usable].reset_index(drop=True)
-        return jobs, report
+        return jobs, tally.report()

@@ -34,7 +34,7 @@ from probes.sources.bindings import CHUNK
 from probes.sources.classad import AdColumns, Attr, columns_from_classads
 from probes.sources.live.calls import Calls, CollectorLike, close_stream, collector_name, missing_refs
 from probes.sources.live.projections import slot_projection
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import SlotReading
 from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
 
@@ -168,14 +168,14 @@ class _SlotAnswer:
 
     ``keys`` and ``heard``: per ad with a ``Name``, in the answer's order, its name case-folded
     and when its collector last heard from it (UTC seconds); a row of ``parts`` has its ad's place
-    among them as its ``line`` (1-based), as has a quarantined ad in ``report.malformed``.
+    among them as its ``line`` (1-based), as has a quarantined ad in ``tally.malformed``.
     """
 
     origin: str
     parts: list[AdColumns] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     heard: list[float] = field(default_factory=list)
-    report: ReadReport = field(default_factory=ReadReport)
+    tally: ReadTally = field(default_factory=ReadTally)
 
     def add(self, chunk: Sequence[classad2.ClassAd], attrs: Sequence[Attr]) -> None:
         """Convert one chunk of the answer; ads without a Name are counted and skipped."""
@@ -184,7 +184,7 @@ class _SlotAnswer:
         for ad in chunk:
             name = ad.get("Name")
             if not isinstance(name, str) or not name:
-                self.report.rejects["Name: missing, the slot ad was skipped"] += 1
+                self.tally.reject("Name: missing, the slot ad was skipped")
                 continue
             named.append(ad)
             self.keys.append(name.lower())
@@ -196,7 +196,7 @@ class _SlotAnswer:
             columns.raw[_dynamic(columns)] = None
         _share_repeats(columns)
         columns.line = columns.line + first
-        self.report.merge(rep.shifted(first))
+        self.tally.merge(rep.shifted(first))
         self.parts.append(columns)
 
 
@@ -239,14 +239,14 @@ def kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[A
     keys = np.array([k for a in answers for k in a.keys], dtype=object)
     heard = np.array([h for a in answers for h in a.heard], dtype=np.float64)
     origin = np.repeat(np.array([a.origin for a in answers], dtype=object), sizes)
-    report = ReadReport()
+    tally = ReadTally()
     if len(keys):
         # idxmax: the first of the latest copies; sort=False: the slots in order of first appearance
         order = pd.Series(heard).groupby(keys, sort=False).idxmax().to_numpy(dtype=np.int64)
     else:
         order = np.array([], dtype=np.int64)
     if len(keys) > len(order):
-        report.rejects["Name: seen twice (two pools or replicas), kept once"] += len(keys) - len(order)
+        tally.reject("Name: seen twice (two pools or replicas), kept once", len(keys) - len(order))
     place = np.zeros(len(keys), dtype=np.int64)  # 1-based place among the kept ads; 0: not kept
     place[order] = np.arange(1, len(order) + 1)
     parts = []
@@ -254,12 +254,12 @@ def kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[A
         for part in answer.parts:
             part.line = part.line - 1 + offset  # the ad's place among all the answers' (0-based)
             parts.append(part)
-        kept = [
+        kept = tuple(
             dataclasses.replace(m, line=int(place[m.line - 1 + offset]))
-            for m in answer.report.malformed
+            for m in answer.tally.malformed
             if place[m.line - 1 + offset]
-        ]
-        report.merge(dataclasses.replace(answer.report, malformed=kept))
+        )
+        tally.merge(dataclasses.replace(answer.tally.report(), malformed=kept))
     columns = AdColumns.concat(parts, attrs)
     if len(order) < len(keys):
         row_of = np.full(len(keys), -1, dtype=np.int64)
@@ -269,8 +269,8 @@ def kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[A
         columns.line = np.flatnonzero(rows >= 0) + 1
     else:  # every ad kept, in its place
         columns.line = columns.line + 1
-    report.ads = len(columns)
-    return columns, origin[order].tolist(), report
+    tally.ads = len(columns)
+    return columns, origin[order].tolist(), tally.report()
 
 
 def _heard(ad: classad2.ClassAd) -> float:

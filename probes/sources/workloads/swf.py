@@ -50,7 +50,7 @@ import pandas as pd
 from probes.errors import SourceError
 from probes.sources.history import JOB_COLUMNS
 from probes.sources.inputs import content_problem, read_input
-from probes.sources.report import ReadReport
+from probes.sources.report import ReadReport, ReadTally
 
 __all__ = ["SWF_FIELDS", "NodePart", "Workload", "parse_node_spec", "read_lines", "read_swf"]
 
@@ -140,19 +140,19 @@ def read_swf(path: str | os.PathLike[str], *, variant: Variant = "auto") -> tupl
     line = np.asarray(numbers, dtype=np.int64)
     values = _numeric(rows, line, name)
     _check_ranges(values, rows, line, name, unix_start)
-    report = ReadReport(ads=len(rows))
+    tally = ReadTally(ads=len(rows))
     jobs = _jobs(values, rows, line, name, unix_start, variant)
     if variant == "metacentrum":
-        requests = _metacentrum_requests(values, rows, line, name, report.rejects)
+        requests = _metacentrum_requests(values, rows, line, name, tally.rejects)
     else:
-        requests = _swf_requests(values, report.rejects)
+        requests = _swf_requests(values, tally.rejects)
     first = requests.drop_duplicates("job")
     for r in ("cpus", "memory", "disk", "gpus"):
         jobs[r] = first[r].to_numpy()
     jobs["n_hosts"] = pd.array(
         np.bincount(requests["job"], weights=requests["count"], minlength=len(jobs)), dtype="Int64"
     )
-    return Workload(jobs=jobs, requests=requests, variant=variant), report
+    return Workload(jobs=jobs, requests=requests, variant=variant), tally.report()
 
 
 def _numeric(rows: list[list[str]], line: np.ndarray, name: str) -> np.ndarray:
