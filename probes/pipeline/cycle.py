@@ -157,7 +157,12 @@ def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig,
     (``checkpoint(SNAPSHOT_KEY)``), so that a record's content depends on the snapshots alone,
     not on when the probe ran (see :func:`~probes.sources.checkpoints.snapshot_interval`; after
     a gap longer than ``pool.max_interval_s`` it stands for ``pool.interval_s`` and the rest is
-    unobserved). With the idle demand known, the ``fairness`` records of its bucket too."""
+    unobserved). With the idle demand known, the ``fairness`` records of its bucket too.
+
+    A reading's tables say ``interval_s = pool.interval_s``, the cadence, which is what a
+    snapshot accounted on its own stands for (``overhead``, ``bill``); in the cycle the time a
+    snapshot stands for is measured from the checkpoint, and replaces it here (the reading is
+    left as it was)."""
     snapshot = reading.snapshot
     if snapshot is None or not len(snapshot.slots):
         return SnapshotStep(Batch(), snapshot)
