@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -74,11 +74,9 @@ __all__ = [
     "Batch",
     "Cycle",
     "Delivery",
-    "HistoryRan",
     "HistoryStep",
     "ProbeCycle",
     "Ran",
-    "SnapshotRan",
     "SnapshotStep",
     "commit",
     "deliver",
@@ -87,6 +85,8 @@ __all__ = [
     "pool_machines",
     "snapshot_step",
 ]
+
+StepT = TypeVar("StepT")
 
 Derived = Callable[[Checkpoint], tuple[Records, dict[str, Any]]]
 """Records and checkpoints made from the checkpoints as the commit's transaction sees them."""
@@ -304,28 +304,15 @@ def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], list[str]] | 
 
 
 @dataclass(frozen=True)
-class Ran:
-    """One job of the cycle, run: what it ``read`` (None: the job reads nothing), what it
-    ``committed`` (records by kind and checkpoints, in one transaction) and the outbox after
-    it (``status``)."""
+class Ran(Generic[StepT]):
+    """One job of the cycle, run: what it ``read`` (empty for a job that reads nothing), its
+    ``step``, what it ``committed`` (records by kind and checkpoints, in one transaction) and
+    the outbox after it (``status``)."""
 
-    read: Reading | None
+    read: Reading
+    step: StepT
     committed: Batch
     status: OutboxStatus
-
-
-@dataclass(frozen=True)
-class SnapshotRan(Ran):
-    """The snapshot job, run: its :class:`SnapshotStep` too."""
-
-    step: SnapshotStep = field(default_factory=lambda: SnapshotStep(Batch()))
-
-
-@dataclass(frozen=True)
-class HistoryRan(Ran):
-    """The history job, run: its :class:`HistoryStep` too."""
-
-    step: HistoryStep = field(default_factory=lambda: HistoryStep(Batch()))
 
 
 class ProbeCycle:
@@ -354,27 +341,27 @@ class ProbeCycle:
     def __repr__(self) -> str:
         return f"ProbeCycle(probe={self.probe!r}, {self.sources!r})"
 
-    def snapshot(self, outbox: Outbox, *, now: float) -> SnapshotRan:
+    def snapshot(self, outbox: Outbox, *, now: float) -> Ran[SnapshotStep]:
         """Read the slots and the idle demand (a live pool's observed at ``now``), account the
         snapshot and commit its records with its time (:func:`snapshot_step`)."""
         reading = self.sources.snapshot(now=now)
         step = snapshot_step(reading, outbox.checkpoint, self.config, probe=self.probe)
         if reading.snapshot is not None:
             self.latest = reading.snapshot
-        return SnapshotRan(reading, self.commit(outbox, [step.batch]), outbox.status(), step)
+        return Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
 
-    def history(self, outbox: Outbox, *, now: float) -> HistoryRan:
+    def history(self, outbox: Outbox, *, now: float) -> Ran[HistoryStep]:
         """Read the jobs past every checkpoint, price them against the latest snapshot's
         machines, and commit their records with the checkpoints and the ledger as of ``now``
         (:func:`history_step`)."""
         reading = self.sources.history(outbox.checkpoint)
         step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
-        return HistoryRan(reading, self.commit(outbox, [step.batch]), outbox.status(), step)
+        return Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
 
-    def fairshare(self, outbox: Outbox, *, now: float) -> Ran:
+    def fairshare(self, outbox: Outbox, *, now: float) -> Ran[Batch]:
         """Commit the ``fairshare`` records of every window closed by ``now`` (:func:`fairshare_step`)."""
-        done = self.commit(outbox, [fairshare_step(self.config, probe=self.probe, now=now)])
-        return Ran(None, done, outbox.status())
+        step = fairshare_step(self.config, probe=self.probe, now=now)
+        return Ran(Reading(), step, self.commit(outbox, [step]), outbox.status())
 
     def commit(self, outbox: Outbox, batches: Sequence[Batch]) -> Batch:
         """:func:`commit` under the cycle's lock."""
@@ -412,9 +399,8 @@ class ProbeCycle:
         history = self.history(outbox, now=now)
         rolled = self.fairshare(outbox, now=now)
         enqueued: dict[str, int] = {}
-        for ran in (snapshot, history, rolled):
-            for kind, docs in ran.committed.records.items():
+        for committed in (snapshot.committed, history.committed, rolled.committed):
+            for kind, docs in committed.records.items():
                 enqueued[kind] = enqueued.get(kind, 0) + len(docs)
-        reading = (snapshot.read or Reading()) | (history.read or Reading())
-        cycle = Cycle(reading, snapshot.step, history.step, enqueued)
+        cycle = Cycle(snapshot.read | history.read, snapshot.step, history.step, enqueued)
         return cycle, self.deliver(outbox, sink)

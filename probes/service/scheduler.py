@@ -76,7 +76,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError
-from collector.outbox import Outbox
+from collector.outbox import Outbox, OutboxStatus
 from collector.records import encode_docs, iso_utc
 from collector.sinks import open_sink
 from collector.summaries.run import last_days, summarize
@@ -84,7 +84,7 @@ from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.files import check_writable
-from probes.pipeline.cycle import Batch, ProbeCycle, Ran
+from probes.pipeline.cycle import Batch, ProbeCycle
 from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading
@@ -333,14 +333,14 @@ class ProbeService:
         """The cycle's snapshot job (:meth:`ProbeCycle.snapshot`), with its problems and figures."""
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.snapshot(outbox, now=self.clock())
-        reading, step = ran.read or Reading(), ran.step
+        reading, step = ran.read, ran.step
         self._problems(reading)
         if reading.snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
         self._snapshot_done.set()
         if step.replayed:
             return step.replayed
-        self._committed(ran)
+        self._committed(ran.committed, ran.status)
         if step.interval_s is not None:
             self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
             if step.unobserved_s:
@@ -369,9 +369,9 @@ class ProbeService:
         self._await_snapshot()
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.history(outbox, now=self.clock())
-        reading = ran.read or Reading()
+        reading = ran.read
         self._problems(reading)
-        self._committed(ran)
+        self._committed(ran.committed, ran.status)
         failed = len(reading.failures)
         jobs = 0 if ran.step.jobs is None else len(ran.step.jobs)
         return f"{jobs} new jobs" + (f", {failed} source(s) skipped" if failed else "")
@@ -427,7 +427,7 @@ class ProbeService:
         (:func:`fairshare_step`)."""
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.fairshare(outbox, now=self.clock())
-        self._committed(ran)
+        self._committed(ran.committed, ran.status)
         done = ran.committed
         if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
             return None
@@ -451,17 +451,17 @@ class ProbeService:
         done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
         priority = Batch({"priority": encode_docs("priority", done.docs)} if done.docs else {})
         with Outbox(self.outbox_path) as outbox:
-            self._committed(Ran(None, self.cycle.commit(outbox, [priority]), outbox.status()))
+            self._committed(self.cycle.commit(outbox, [priority]), outbox.status())
         for command in done.commands:
             log.info("priority sync: %s", command)
         return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _committed(self, ran: Ran) -> None:
+    def _committed(self, committed: Batch, status: OutboxStatus) -> None:
         """A job's commit in the metrics: the records by kind, and the outbox after it."""
-        self.metrics.committed({k: len(v) for k, v in ran.committed.records.items()})
-        self.metrics.set_outbox(ran.status.depth, ran.status.oldest, ran.status.dead_letters)
+        self.metrics.committed({k: len(v) for k, v in committed.records.items()})
+        self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
 
     def _problems(self, reading: Reading) -> None:
         """One log line and a metric per source that failed; malformed ads to the quarantine."""
