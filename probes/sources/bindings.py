@@ -28,7 +28,9 @@ none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``ti
 deadline of each chunk, as of any call). The objects handed to
 :class:`~probes.sources.live.LivePool` (:meth:`Bindings.collector`, :meth:`Bindings.schedd`)
 have the bindings' method signatures, so the pool's code is the same for the bindings and for a
-test's fakes.
+test's fakes. :meth:`Bindings.negotiator`'s client departs from them once: it reads the
+negotiator's priorities whole (``priority_answer``), as ``getPriorities`` loses all but nine
+entries (see :mod:`probes.sources.negotiator`).
 """
 
 from __future__ import annotations
@@ -127,12 +129,27 @@ def _answer(request: tuple[Any, ...], security: htcondor2.SecurityContext | None
     elif daemon == "negotiator":  # the pool's negotiator (COLLECTOR_HOST's), or the one of a location ad
         location = classad2.parseOne(where, classad2.ParserType.New) if where else None
         negotiator = htcondor2.Negotiator(location)
-        if method == "getPriorities":
-            return list(negotiator.getPriorities(bool(kwargs.get("rollup", False))))  # a dict_values on 25.0
+        if method == "priority_answer":
+            return [_priority_answer(negotiator, bool(kwargs.get("rollup", False)))]
         if method in ("setFactor", "setUsage", "setPriority"):
             getattr(negotiator, method)(str(kwargs["user"]), float(kwargs["value"]))
             return None
     raise ValueError(f"unknown call {daemon}.{method}")
+
+
+def _priority_answer(negotiator: htcondor2.Negotiator, rollup: bool) -> classad2.ClassAd:
+    """The negotiator's priority answer whole (``NumSubmittors``, ``Name<i>``, ...): the call
+    ``Negotiator.getPriorities`` makes, before it splits the answer and loses entries 10 and up
+    (see :mod:`probes.sources.negotiator`). The wheel offers no public call for it."""
+    command_return = getattr(htcondor2.htcondor2_impl, "_negotiator_command_return", None)
+    command = getattr(htcondor2.Negotiator, "_GET_PRIORITY_ROLLUP" if rollup else "_GET_PRIORITY", None)
+    if command_return is None or command is None:
+        raise RuntimeError(
+            f"this htcondor2 ({htcondor2.version()}) lacks _negotiator_command_return or Negotiator._GET_PRIORITY: "
+            "fairacct cannot read the negotiator's priority answer whole (getPriorities alone keeps only its "
+            "entries 1..9); use an htcondor wheel of 25.x"
+        )
+    return command_return(negotiator._addr, command)
 
 
 def _serve(conn: multiprocessing.connection.Connection, condor_config: str, timeout_s: float, token_file: str) -> None:
@@ -378,14 +395,23 @@ class _ScheddClient:
 
 
 class _NegotiatorClient:
-    """``htcondor2.Negotiator``'s calls the priority sync makes, in a worker."""
+    """``htcondor2.Negotiator``'s calls the priority sync makes, in a worker; the priorities
+    read whole (:meth:`priority_answer`) instead of by ``getPriorities``."""
 
     def __init__(self, bindings: Bindings, location: str | None) -> None:
         self._bindings = bindings
         self._location = location
 
-    def getPriorities(self, rollup: bool = False) -> Any:  # noqa: N802 - the bindings' name
-        return self._bindings.call(("negotiator", self._location, "getPriorities", {"rollup": rollup}))
+    def priority_answer(self, rollup: bool = False) -> classad2.ClassAd:
+        """The negotiator's answer to a priority query, one ClassAd whole (``NumSubmittors``,
+        ``Name<i>``, ...: what ``condor_userprio -long -legacy`` prints), where the bindings'
+        ``getPriorities`` loses its entries 10 and up; split by
+        :func:`~probes.sources.negotiator.submitter_ads`."""
+        answer = self._bindings.call(("negotiator", self._location, "priority_answer", {"rollup": rollup}))
+        if not (isinstance(answer, list) and len(answer) == 1):
+            raise BindingsError(f"expected the negotiator's answer as one ClassAd, the worker gave {answer!r:.200}")
+        ad: classad2.ClassAd = answer[0]
+        return ad
 
     def setFactor(self, user: str, factor: float) -> None:  # noqa: N802
         self._bindings.call(("negotiator", self._location, "setFactor", {"user": user, "value": factor}))

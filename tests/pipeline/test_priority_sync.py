@@ -39,8 +39,12 @@ class FakeNegotiator:
         }
         self.calls: list[tuple[str, str, float]] = []
 
-    def getPriorities(self, rollup: bool = False) -> list[classad2.ClassAd]:  # noqa: N802
-        return [classad2.ClassAd(ad) for ad in self.ads.values()]
+    def priority_answer(self, rollup: bool = False) -> classad2.ClassAd:
+        """The negotiator's answer as it sends it: NumSubmittors and numbered entries."""
+        answer = classad2.ClassAd({"NumSubmittors": len(self.ads)})
+        for i, ad in enumerate(self.ads.values(), start=1):
+            answer.update({f"{attr}{i}": value for attr, value in ad.items()})
+        return answer
 
     def setFactor(self, user: str, factor: float) -> None:  # noqa: N802
         self.calls.append(("setFactor", user, factor))
