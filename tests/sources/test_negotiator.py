@@ -12,7 +12,7 @@ import htcondor2._negotiator
 import pytest
 
 from probes.errors import SourceError
-from probes.sources.bindings import BindingsError
+from probes.sources.bindings import BindingsError, _priority_answer
 from probes.sources.negotiator import read_negotiator, submitter_ads
 
 # 25 submitters and the group <none>, numbered as the 25.0.13 negotiator numbers them
@@ -107,3 +107,10 @@ def test_read_negotiator_gives_every_submitter_or_raises() -> None:
         read_negotiator(Negotiator(answer(WHOLE[:9], 26)))
     with pytest.raises(SourceError, match=r"the negotiator: no answer within 20 s"):
         read_negotiator(Negotiator(BindingsError("no answer within 20 s (pool.timeout_s)")))
+
+
+def test_a_wheel_without_the_whole_answer_is_an_error_not_getpriorities(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker falls back on nothing: getPriorities would be the silent subset."""
+    monkeypatch.delattr(htcondor2.htcondor2_impl, "_negotiator_command_return")
+    with pytest.raises(RuntimeError, match=r"cannot read the negotiator's priority answer whole"):
+        _priority_answer(htcondor2.Negotiator(classad2.ClassAd({"MyAddress": "<127.0.0.1:9>"})), rollup=False)
