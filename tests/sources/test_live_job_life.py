@@ -151,8 +151,12 @@ def test_a_jobs_bills_and_record_name_it_as_the_negotiator_does_all_its_life(
         assert sorted(claimed) == sorted(ids.values())  # the collector still shows all four claims
         reading = read_live_snapshot(live_pool(load_config(config)), now=time.time())
         assert reading.snapshot is not None
-        billed = reading.snapshot.allocations
-        assert sorted(billed["job_id"]) == sorted(ids[n] for n in ("alice", "bob", "carol"))
+        billed = {a["job_id"]: four(a) for a in reading.snapshot.allocations.to_dict("records")}
+        assert billed == {
+            ids["alice"]: (f"group_phys.cms.alice.smith@{domain}", "alice.smith", "group_phys.cms", "ProjX"),
+            ids["bob"]: (f"group_other.bob@{domain}", "bob", "<none>", None),
+            ids["carol"]: (f"group_phys.cms.carol.jones@{domain}", "condorpool", "group_phys.cms", "ProjY"),
+        }  # alice's job has ended: named as it was; the held job's claim is not billed
         assert reading.reports["status"].rejects[NOT_BILLED.format("held")] == 1
         assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
     finally:

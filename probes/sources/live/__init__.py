@@ -123,6 +123,7 @@ class LivePool:
         )
         self.schedd_queries = Schedds(self.calls, pool, self.groups, jobs)
         self.history_pass = HistoryPass(self.calls, pool, jobs)
+        self._last_groups: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -230,8 +231,14 @@ class LivePool:
 
     def negotiator_groups(self) -> tuple[frozenset[str] | None, str | None]:
         """The negotiators' group names (None: unknown, with why); see
-        :func:`~probes.sources.live.accounting.negotiator_groups`."""
-        return negotiator_groups(self.calls, self.groups)
+        :func:`~probes.sources.live.accounting.negotiator_groups`. While the collector holds
+        none, the last ones seen (the negotiator down, its ads expired): a job's group does not
+        change for that."""
+        groups, why = negotiator_groups(self.calls, self.groups)
+        if groups is None and self._last_groups is not None:
+            return self._last_groups, None
+        self._last_groups = groups if groups is not None else self._last_groups
+        return groups, why
 
     def history(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
         """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""
