@@ -1,12 +1,17 @@
 """Bills named after their jobs whatever the jobs' status, and claims of idle or held jobs apart
-(probes/sources/job_identity.py), by hand."""
+(probes/sources/job_identity.py), by hand; and what a schedd is asked for them
+(probes/sources/live/schedds.py), against the fake daemons of test_live."""
 
 from __future__ import annotations
 
+import classad2
 import numpy as np
 import pandas as pd
 
+from probes.pipeline.reading import live_pool
 from probes.sources.job_identity import JOB_COLUMNS, adopt_job_identities, jobs_table
+from probes.sources.live.schedds import HISTORY_LOOKBACK_S
+from tests.sources.test_live import FakeCollector, FakeSchedd, config
 
 SLOT = ("group_phys.cms.alice.smith@pool", "smith", "group_phys.cms.alice", None)  # what the slot's ad gives
 JOB = ("group_phys.cms.alice.smith@pool", "alice.smith", "group_phys.cms", "ProjX")  # what the job's ad gives
@@ -52,3 +57,41 @@ def test_no_answer_changes_nothing() -> None:
     table = allocations("s#1.0")
     billed, apart = adopt_job_identities(table, jobs_table([], None))
     assert billed is table and apart.empty and "job_status" in apart
+
+
+# -- the schedd's answer: running jobs, then the claimed ones whatever their status ----------------------------
+
+
+def job_ad(n: int, status: int, entered: float) -> classad2.ClassAd:
+    return classad2.ClassAd(
+        {
+            "GlobalJobId": f"vm#{n}.0#1795260000", "JobStatus": status, "EnteredCurrentStatus": int(entered),
+            "Owner": "condorpool", "User": "condorpool@pool", "AccountingGroup": "group_phys.cms.alice.smith",
+            "AcctGroup": "group_phys.cms", "AcctGroupUser": "alice.smith", "ProjectName": "ProjX",
+        }
+    )  # fmt: skip
+
+
+def test_a_schedd_is_asked_for_its_claimed_jobs_in_its_queue_then_its_recent_history() -> None:
+    now = 1795270000.0
+    queue = [job_ad(1, 2, now - 100), job_ad(2, 5, now - 5), job_ad(3, 4, now - 2)]
+    history = [job_ad(4, 4, now - 60), job_ad(5, 4, now - 2 * HISTORY_LOOKBACK_S)]  # newest first
+    vm = FakeSchedd("vm", queue, history)
+    pool = live_pool(config(), collector_factory=lambda *_: FakeCollector(), schedd_factory=lambda _: vm)
+    claimed = {f"vm#{n}.0#1795260000" for n in (1, 2, 3, 4, 5)} | {"other#9.0#1795260000"}
+    jobs, failures = pool.job_identities([("vm", vm.location())], claimed, now=now)
+    assert failures == {}
+    asked = [(c["call"], c["constraint"]) for c in vm.calls]
+    assert asked == [
+        ("query", "JobStatus == 2"),
+        (
+            "query",
+            'member(GlobalJobId, {"vm#2.0#1795260000", "vm#3.0#1795260000", "vm#4.0#1795260000", "vm#5.0#1795260000"})',
+        ),
+        ("history", 'member(GlobalJobId, {"vm#4.0#1795260000", "vm#5.0#1795260000"})'),
+    ]  # fmt: skip; the other schedd's job is not asked of this one
+    assert vm.calls[2]["match"] == 2 and vm.calls[2]["since"] == f"EnteredCurrentStatus < {int(now - 3600)}"
+    # job 5 left the queue two hours ago: past the scan's end, its claim keeps its slot's names
+    assert jobs[["job_id", "status"]].to_numpy().tolist() == [[f"vm#{n}.0#1795260000", s] for n, s in
+                                                              ((1, 2), (2, 5), (3, 4), (4, 4))]  # fmt: skip
+    assert set(map(tuple, jobs[list(JOB_COLUMNS[1:5])].to_numpy().tolist())) == {JOB}

@@ -148,14 +148,17 @@ class Schedds:
                         constraint=running, projection=projection, opts=htcondor2.QueryOpt.Default
                     ),
                 )
-                ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
-                seen = {ad["GlobalJobId"] for ad in ads}
-                others = sorted(j for j in claimed if j.partition("#")[0] == name and j not in seen)
-                if others:
-                    ads += self._claimed_jobs(name, schedd, others, projection, now)
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
                 continue
+            ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
+            seen = {ad["GlobalJobId"] for ad in ads}
+            others = sorted(j for j in claimed if j.partition("#")[0] == name and j not in seen)
+            if others:
+                try:
+                    ads += self._claimed_jobs(name, schedd, others, projection, now)
+                except SourceError as exc:  # the running jobs' names still serve
+                    failures[f"schedd:{name}"] = str(exc)
             frames.append(self._jobs_table(ads))
         return (pd.concat(frames, ignore_index=True) if frames else jobs_table([], None)), failures
 
@@ -164,7 +167,9 @@ class Schedds:
     ) -> list[classad2.ClassAd]:
         """The ads of ``job_ids`` in the schedd's queue, whatever their status, then of those
         not there in its recent history."""
-        listed = f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in job_ids)}}})"
+        listed = conjunction(
+            f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in job_ids)}}})", self.pool.job_constraint
+        )
         ads = self.calls.ads(
             f"schedd {name}: claimed jobs not running",
             lambda: schedd.query(constraint=listed, projection=projection, opts=htcondor2.QueryOpt.Default),
@@ -173,7 +178,9 @@ class Schedds:
         gone = sorted(set(job_ids) - {ad["GlobalJobId"] for ad in ads})
         if not gone:
             return ads
-        listed = f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in gone)}}})"
+        listed = conjunction(
+            f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in gone)}}})", self.pool.job_constraint
+        )
         since = f"EnteredCurrentStatus < {int(now - HISTORY_LOOKBACK_S)}"
         history = self.calls.ads(
             f"schedd {name}: claimed jobs' history",
