@@ -20,6 +20,7 @@ and sites whichever command reads them.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
 from probes.sources.job_identity import adopt_job_identities
+from probes.sources.negotiator_groups import with_negotiator_groups
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.status import Snapshot, read_status
@@ -55,6 +57,11 @@ __all__ = [
     "read_sources",
     "with_vos",
 ]
+
+log = logging.getLogger("fairacct.reading")
+
+NOT_BILLED = "GlobalJobId: its schedd lists the job as {}, its claim is not billed"
+"""The status report's reason for a claim whose job is not running (idle or held)."""
 
 FILE_SOURCES = ("status_files", "idle_files", "history")
 """The file sources of ``[sources]``, by key."""
@@ -196,23 +203,44 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
 
     A pool whose collectors all fail raises :class:`SourceError`; when the schedds cannot be
     located the idle demand is unknown (``failures["collector"]`` says why), and a schedd that
-    fails is left out and listed in ``failures``."""
+    fails is left out and listed in ``failures``.
+
+    Each bill is named after its job (:func:`~probes.sources.job_identity.adopt_job_identities`,
+    whatever the job's status, so its last bill is named as the others), and its group is the
+    one the negotiator charges its submitter to (:mod:`probes.sources.negotiator_groups`; as
+    declared when the collector holds no negotiator's groups). A claim whose job its schedd
+    lists as idle or held is not billed: the status report counts it (:data:`NOT_BILLED`)."""
     snapshot, status = pool.snapshot(now=now)
     try:
         schedds, failures = pool.schedds()
     except SourceError as exc:
         return Reading(snapshot=snapshot, reports={"status": status}, failures={"collector": str(exc)})
     if not schedds:
+        groups, _ = pool.negotiator_groups()
+        snapshot = dataclasses.replace(snapshot, allocations=with_negotiator_groups(snapshot.allocations, groups))
         return Reading(snapshot=snapshot, reports={"status": status}, failures=failures)
     idle = pool.idle(schedds)
-    # bills named after their jobs' own ads: right without STARTD_JOB_ATTRS on the execute nodes
+    # bills named after their jobs' own ads: right without STARTD_JOB_ATTRS on the execute nodes,
+    # and the same for a job's last bill, after its schedd stopped listing it as running
     answered = [(name, ad) for name, ad in schedds if f"schedd:{name}" not in idle.failures]  # a hung one: once
-    running, unnamed = pool.running_identities(answered)
-    snapshot = dataclasses.replace(snapshot, allocations=adopt_job_identities(snapshot.allocations, running))
-    failures = failures | {f"{source} (running jobs' names)": why for source, why in unnamed.items()}
+    claimed = set(snapshot.allocations["job_id"].dropna()) if "job_id" in snapshot.allocations else set()
+    jobs, unnamed = pool.job_identities(answered, claimed, now=now)
+    allocations, not_running = adopt_job_identities(snapshot.allocations, jobs)
+    if len(not_running):
+        held = not_running[["job_id", "job_status"]].itertuples(index=False)
+        log.info(
+            "%d claim(s) of jobs their schedd lists as idle or held, not billed: %s",
+            len(not_running), ", ".join(f"{j} ({s})" for j, s in held),
+        )  # fmt: skip
+        status = status | ReadReport(rejects=dict(not_running["job_status"].map(NOT_BILLED.format).value_counts()))
+    groups, unknown = pool.negotiator_groups()
+    snapshot = dataclasses.replace(snapshot, allocations=with_negotiator_groups(allocations, groups))
+    failures = failures | {f"{source} (jobs' names)": why for source, why in unnamed.items()}
+    if groups is None:
+        log.info("the negotiator's groups are unknown, groups as the jobs declare them: %s", unknown)
     return Reading(
         snapshot=snapshot,
-        idle=idle.idle,
+        idle=None if idle.idle is None else with_negotiator_groups(idle.idle, groups),
         reports={"status": status, "idle": idle.report},
         failures=failures | idle.failures,
     )
@@ -224,8 +252,11 @@ def read_live_history(pool: LivePool, checkpoint: Checkpoint) -> Reading:
     that fails is left out and listed in ``failures``, and its checkpoint stays where it was."""
     schedds, failures = pool.schedds()
     read = pool.history(schedds, checkpoint)
+    groups, unknown = pool.negotiator_groups() if read.jobs is not None and len(read.jobs) else (None, None)
+    if unknown:
+        log.info("the negotiator's groups are unknown, groups as the jobs declare them: %s", unknown)
     return Reading(
-        jobs=read.jobs,
+        jobs=None if read.jobs is None else with_negotiator_groups(read.jobs, groups),
         reports={"history": read.report},
         checkpoints=read.checkpoints,
         failures=failures | read.failures,

@@ -1,47 +1,83 @@
-"""A bill named after its job, not after what the slot's ad kept of it.
+"""A bill named after its job, not after what the slot's ad kept of it; and never a job's
+bill while its schedd says the job is not running.
 
 A dynamic slot names its job's ``AcctGroupUser``, ``AcctGroup`` and ``ProjectName`` only when
 the startds copy them (``STARTD_JOB_ATTRS``); without that a bill has no project and its user
 comes from the slot's ``AccountingGroup``, whose last component cuts a user with a dot
-(``john.smith`` becomes ``smith``). The schedds know: a live probe asks each for its running
-jobs' names (:meth:`~probes.sources.live.LivePool.running_identities`) and
-:func:`adopt_job_identities` gives each allocation its job's, so an ``accounting_group_user``
-pool is billed right without configuring its execute nodes.
+(``alice.smith`` becomes ``smith``, and the group ``group_phys.cms.alice``). The schedds know:
+a live probe asks each for its jobs' names (:meth:`~probes.sources.live.LivePool.job_identities`)
+and :func:`adopt_job_identities` gives each allocation its job's submitter, user, group and
+project, so an ``accounting_group_user`` pool is billed right without configuring its execute
+nodes. Not only the running jobs: a slot's ad outlives its job by a few seconds (the job has
+completed, been removed, or left the queue for the history), and the last bill of a job must
+name it as the ones before did and as its history record will (issue 34): the schedd is asked
+for those jobs whatever their status, in its queue and then in its recent history.
+
+The same answer says which claims are not running their job: a dynamic slot whose job the
+schedd lists as idle or held (a job evicted and requeued, put on hold, whose slot's ad is still
+in the collector) is not billed to it; :func:`adopt_job_identities` returns those rows apart,
+for the reading's report. A claim whose job the schedd does not know at all keeps its slot's
+names, as does every claim of a schedd that did not answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["NAMES", "adopt_job_identities", "running_table"]
+__all__ = ["JOB_COLUMNS", "NAMES", "NOT_RUNNING", "adopt_job_identities", "jobs_table"]
 
-NAMES = ("user", "group", "project")
+NAMES = ("submitter", "user", "group", "project")
 """What a job's own ad names better than its slot's."""
 
+JOB_COLUMNS = ("job_id", *NAMES, "status")
+"""The schedds' answer (:func:`jobs_table`): ``status`` is the job's ``JobStatus``, None when
+its ad does not say."""
 
-def adopt_job_identities(allocations: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
-    """``allocations`` (column ``job_id``, and :data:`NAMES`) with each name its running job has
-    (``jobs``: ``job_id`` and :data:`NAMES`, the schedds' running jobs) in place of the slot's;
-    a name the job lacks keeps the slot's. A new table."""
+NOT_RUNNING = {1: "idle", 5: "held"}
+"""The ``JobStatus`` values whose jobs are never billed (1 idle, 5 held), by name."""
+
+
+def adopt_job_identities(allocations: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``allocations`` (column ``job_id``, and :data:`NAMES`) with each name its job has
+    (``jobs``: :data:`JOB_COLUMNS`, as the schedds answered) in place of the slot's, a name the
+    job lacks keeping the slot's; and apart, the allocations whose job the schedd lists as
+    idle or held (:data:`NOT_RUNNING`), with a column ``job_status`` naming which. New tables."""
     if not len(allocations) or not len(jobs) or "job_id" not in allocations:
-        return allocations
+        return allocations, allocations.iloc[:0].assign(job_status=pd.Series(dtype=object))
     known = jobs.drop_duplicates("job_id").set_index("job_id")
     out = allocations.copy()
     for name in NAMES:
-        if name not in out or name not in known:
+        if name not in known:
             continue
         theirs = out["job_id"].map(known[name])
         use = theirs.notna().to_numpy()
+        if name not in out:
+            out[name] = None
         if use.any():
             out[name] = out[name].mask(use, theirs)
-    return out
+    status = out["job_id"].map(known["status"]) if "status" in known else pd.Series(None, index=out.index)
+    idle = status.map(lambda s: NOT_RUNNING.get(int(s)) if isinstance(s, (int, float)) and s == s else None)
+    unbilled = idle.notna().to_numpy()
+    return (
+        out.loc[~unbilled].reset_index(drop=True),
+        out.loc[unbilled].assign(job_status=idle[unbilled].to_numpy()).reset_index(drop=True),
+    )
 
 
-def running_table(job_ids: list[str], names: dict[str, np.ndarray] | None) -> pd.DataFrame:
-    """The running jobs' table: ``job_id`` and :data:`NAMES` (None where the job has none;
-    ``names`` None: no job)."""
+def jobs_table(
+    job_ids: Sequence[str], names: dict[str, np.ndarray] | None, status: Sequence[object] = ()
+) -> pd.DataFrame:
+    """The schedds' jobs as :data:`JOB_COLUMNS` (names None where the job has none; ``names``
+    None: no job; ``status``: each job's ``JobStatus``, or None)."""
+    n = len(job_ids)
     empty = np.array([], dtype=object)
     return pd.DataFrame(
-        {"job_id": np.array(job_ids, dtype=object), **{n: empty if names is None else names[n] for n in NAMES}}
+        {
+            "job_id": np.array(job_ids, dtype=object),
+            **{k: empty if names is None else names[k] for k in NAMES},
+            "status": np.array(list(status) if len(status) else [None] * n, dtype=object),
+        }
     )

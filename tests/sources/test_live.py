@@ -112,11 +112,14 @@ class FakeCollector(Daemon):
         super().__init__()
         self.startd = list(startd)
         self.schedd_ads = list(schedds)
+        self.accounting: list[classad2.ClassAd] = []
         self.security: list[Any] = []
 
     def query(
         self, ad_type: htcondor2.AdType, constraint: str | None = None, projection: list[str] | None = None
     ) -> Any:
+        if ad_type is htcondor2.AdType.Accounting:  # not counted among the calls; none: groups as declared
+            return [project(ad, projection) for ad in self.accounting if matches(ad, constraint)]
         assert ad_type is htcondor2.AdType.Startd
         answer = (project(ad, projection) for ad in self.startd if matches(ad, constraint))
         return self._answer("query", answer, ad_type=ad_type, constraint=constraint, projection=projection)

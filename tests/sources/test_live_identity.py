@@ -72,9 +72,10 @@ def description(group: str | None, user: str | None, project: str | None, done: 
 
 
 def expected(domain: str, account: str, group: str | None, user: str | None, project: str | None) -> tuple[Any, ...]:
-    """(submitter, user, group, project) as the negotiator and the submit file name them."""
+    """(submitter, user, group, project) as the negotiator and the submit file name them: the
+    groups submitted here are all the negotiator's, and a submitter in none is in ``<none>``."""
     charged = f"{group}.{user}" if group and user else user or account
-    return f"{charged}@{domain}", user or account, group, project
+    return f"{charged}@{domain}", user or account, group or "<none>", project
 
 
 @pytest.fixture(scope="module")

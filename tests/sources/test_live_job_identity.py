@@ -59,10 +59,17 @@ def test_bills_take_their_jobs_names_without_startd_job_attrs(
         assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
         with EmbeddedStore(state / "fairacct.sqlite") as store:
             (bill,) = store.query("allocation")
+        prio = dict(
+            line.split(" = ", 1)
+            for line in pool.tool("condor_userprio", "-allusers", "-l").splitlines()
+            if " = " in line
+        )
+        (n,) = [k[4:] for k, v in prio.items() if k.startswith("Name") and v == f'"{bill["submitter"]}"']
+        assert prio[f"AccountingGroup{n}"] == '"<none>"'  # the negotiator's group of the submitter
         assert (bill["submitter"], bill["user"], bill["group"], bill["project"]) == (
             f"group_physics.cms.john.smith@{domain}",
             "john.smith",
-            "group_physics.cms",
+            "<none>",  # the negotiator's group: this pool has no GROUP_NAMES (condor_userprio agrees)
             "CMS-Top",
         )
     finally:

@@ -14,7 +14,9 @@ idea each, composed by :class:`LivePool`:
   refer to;
 - :mod:`~probes.sources.live.slots`: the startd ads of every pool, streamed in and each slot
   kept once;
-- :mod:`~probes.sources.live.schedds`: the schedds, their idle demand, who their running jobs are;
+- :mod:`~probes.sources.live.schedds`: the schedds, their idle demand, who the jobs of the
+  slots' claims are;
+- :mod:`~probes.sources.live.accounting`: the negotiator's groups;
 - :mod:`~probes.sources.live.history`: the history pass and its checkpoints.
 
 A schedd's failure costs only that schedd's part of a cycle (it is listed in ``failures``); a
@@ -23,7 +25,7 @@ pool whose collectors all fail costs the cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import classad2
@@ -33,6 +35,7 @@ from probes.config import PoolSettings
 from probes.sources.bindings import Bindings
 from probes.sources.checkpoints import checkpoint_key
 from probes.sources.classad import AdColumns
+from probes.sources.live.accounting import negotiator_groups
 from probes.sources.live.calls import (
     Calls,
     CollectorFactory,
@@ -120,6 +123,7 @@ class LivePool:
         )
         self.schedd_queries = Schedds(self.calls, pool, self.groups, jobs)
         self.history_pass = HistoryPass(self.calls, pool, jobs)
+        self._last_groups: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return f"LivePool(collectors={self.pool.collectors!r}, token={'set' if self.security else 'none'})"
@@ -217,13 +221,24 @@ class LivePool:
         """The idle jobs of every schedd, grouped by autocluster."""
         return self.schedd_queries.idle(schedds)
 
-    def running_identities(
-        self, schedds: Sequence[tuple[str, classad2.ClassAd]]
+    def job_identities(
+        self, schedds: Sequence[tuple[str, classad2.ClassAd]], claimed: Collection[str], *, now: float
     ) -> tuple[pd.DataFrame, dict[str, str]]:
-        """Who each running job of every schedd is, by its own ad (the configured job
-        credentials): ``job_id``, ``user``, ``group``, ``project``; and the schedds that failed
-        (source -> why), whose jobs keep their slots' names."""
-        return self.schedd_queries.running_identities(schedds)
+        """Who the jobs of the slots' claims (``claimed``: their ``GlobalJobId``) and every
+        running job are, by their own ads, and their status; see
+        :meth:`~probes.sources.live.schedds.Schedds.job_identities`."""
+        return self.schedd_queries.job_identities(schedds, claimed, now=now)
+
+    def negotiator_groups(self) -> tuple[frozenset[str] | None, str | None]:
+        """The negotiators' group names (None: unknown, with why); see
+        :func:`~probes.sources.live.accounting.negotiator_groups`. While the collector holds
+        none, the last ones seen (the negotiator down, its ads expired): a job's group does not
+        change for that."""
+        groups, why = negotiator_groups(self.calls, self.groups)
+        if groups is None and self._last_groups is not None:
+            return self._last_groups, None
+        self._last_groups = groups if groups is not None else self._last_groups
+        return groups, why
 
     def history(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
         """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""

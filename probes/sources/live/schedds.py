@@ -5,7 +5,9 @@
 - **idle demand**: per schedd, ``Schedd.query("JobStatus == 1", projection)`` of the idle jobs
   themselves, grouped by autocluster. Not an autocluster query: with ``QueryOpt.AutoCluster`` a
   status constraint returns nothing on HTCondor 25, and without one it counts running jobs too.
-- **running identities**: per schedd, the running jobs' own ads, for the names on their bills.
+- **job identities**: per schedd, the running jobs' own ads, for the names on their bills, and
+  those of the other jobs the slots' claims name, whatever their status (queue, then recent
+  history): the names of a job's last bill, and which claims hold an idle or held job.
 
 A schedd's failure costs only that schedd's part of a cycle: it is listed in ``failures``.
 """
@@ -13,7 +15,7 @@ A schedd's failure costs only that schedd's part of a cycle: it is listed in ``f
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import classad2
@@ -26,14 +28,18 @@ from probes.errors import SourceError
 from probes.sources.classad import columns_from_classads
 from probes.sources.credentials import identities, identity_attrs
 from probes.sources.frames import stack
-from probes.sources.job_identity import running_table
+from probes.sources.job_identity import jobs_table
 from probes.sources.live.calls import Calls, ScheddLike
 from probes.sources.live.projections import conjunction, idle_projection, unique_names
 from probes.sources.queue import IDLE_COLUMNS, idle_table, queue_attrs
 from probes.sources.report import ReadReport
 from probes.sources.settings import JobReading
 
-__all__ = ["IdleRead", "Schedds"]
+__all__ = ["HISTORY_LOOKBACK_S", "IdleRead", "Schedds"]
+
+HISTORY_LOOKBACK_S = 3600.0
+"""How far back a schedd's history is scanned for the job of a claim not in its queue (s): a
+job that left the queue longer ago than that is no claim's any more; its slot's ad is stale."""
 
 Located = Sequence[tuple[str, classad2.ClassAd]]
 """Schedds to read: (name, location ad), as :meth:`Schedds.locate` gives them."""
@@ -116,13 +122,21 @@ class Schedds:
             what, lambda: schedd.query(constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default)
         )
 
-    def running_identities(self, schedds: Located) -> tuple[pd.DataFrame, dict[str, str]]:
-        """Who each running job of every schedd is, by its own ad (the configured job
-        credentials): ``job_id``, ``user``, ``group``, ``project``; and the schedds that failed
-        (source -> why), whose jobs keep their slots' names."""
+    def job_identities(
+        self, schedds: Located, claimed: Collection[str], *, now: float
+    ) -> tuple[pd.DataFrame, dict[str, str]]:
+        """Who the jobs of the slots' claims are, by their own ads (the configured job
+        credentials), and their ``JobStatus``: :data:`~probes.sources.job_identity.JOB_COLUMNS`;
+        and the schedds that failed (source -> why), whose jobs keep their slots' names.
+
+        Per schedd, its running jobs; then those of ``claimed`` (the allocations' ``GlobalJobId``,
+        which begins with its schedd's name) that were not among them, whatever their status:
+        first in its queue, then in its history back to :data:`HISTORY_LOOKBACK_S` before
+        ``now`` (a job that has just left the queue; the scan stops there, so a claim of a long
+        gone job costs no scan of the whole file)."""
         identity = self.reading.identity
-        projection = unique_names(["GlobalJobId", *(a.name for a in identity_attrs(identity))])
-        constraint = conjunction("JobStatus == 2", self.pool.job_constraint)
+        projection = unique_names(["GlobalJobId", "JobStatus", *(a.name for a in identity_attrs(identity))])
+        running = conjunction("JobStatus == 2", self.pool.job_constraint)
         frames, failures = [], {}
         for name, location in schedds:
             what = f"schedd {name}: running jobs"
@@ -131,17 +145,53 @@ class Schedds:
                 ads = self.calls.ads(
                     what,
                     lambda s=schedd: s.query(  # type: ignore[misc]
-                        constraint=constraint, projection=projection, opts=htcondor2.QueryOpt.Default
+                        constraint=running, projection=projection, opts=htcondor2.QueryOpt.Default
                     ),
                 )
             except SourceError as exc:
                 failures[f"schedd:{name}"] = str(exc)
                 continue
             ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
+            seen = {ad["GlobalJobId"] for ad in ads}
+            others = sorted(j for j in claimed if j.partition("#")[0] == name and j not in seen)
+            if others:
+                try:
+                    ads += self._claimed_jobs(name, schedd, others, projection, now)
+                except SourceError as exc:  # the running jobs' names still serve
+                    failures[f"schedd:{name}"] = str(exc)
+            frames.append(self._jobs_table(ads))
+        return (pd.concat(frames, ignore_index=True) if frames else jobs_table([], None)), failures
 
-            def values(attr: str, ads: list[classad2.ClassAd] = ads) -> np.ndarray:
-                return np.array([v if isinstance(v := ad.get(attr), str) else None for ad in ads], dtype=object)
+    def _claimed_jobs(
+        self, name: str, schedd: ScheddLike, job_ids: list[str], projection: list[str], now: float
+    ) -> list[classad2.ClassAd]:
+        """The ads of ``job_ids`` in the schedd's queue, whatever their status, then of those
+        not there in its recent history."""
+        listed = conjunction(
+            f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in job_ids)}}})", self.pool.job_constraint
+        )
+        ads = self.calls.ads(
+            f"schedd {name}: claimed jobs not running",
+            lambda: schedd.query(constraint=listed, projection=projection, opts=htcondor2.QueryOpt.Default),
+        )
+        ads = [ad for ad in ads if isinstance(ad.get("GlobalJobId"), str)]
+        gone = sorted(set(job_ids) - {ad["GlobalJobId"] for ad in ads})
+        if not gone:
+            return ads
+        listed = conjunction(
+            f"member(GlobalJobId, {{{', '.join(classad2.quote(j) for j in gone)}}})", self.pool.job_constraint
+        )
+        since = f"EnteredCurrentStatus < {int(now - HISTORY_LOOKBACK_S)}"
+        history = self.calls.ads(
+            f"schedd {name}: claimed jobs' history",
+            lambda: list(schedd.history(constraint=listed, projection=projection, match=len(gone), since=since)),
+        )
+        return ads + [ad for ad in history if isinstance(ad.get("GlobalJobId"), str)]
 
-            names = identities(values, len(ads), identity)
-            frames.append(running_table([ad["GlobalJobId"] for ad in ads], names))
-        return (pd.concat(frames, ignore_index=True) if frames else running_table([], None)), failures
+    def _jobs_table(self, ads: list[classad2.ClassAd]) -> pd.DataFrame:
+        def values(attr: str, ads: list[classad2.ClassAd] = ads) -> np.ndarray:
+            return np.array([v if isinstance(v := ad.get(attr), str) else None for ad in ads], dtype=object)
+
+        names = identities(values, len(ads), self.reading.identity)
+        status = [v if isinstance(v := ad.get("JobStatus"), int) else None for ad in ads]
+        return jobs_table([ad["GlobalJobId"] for ad in ads], names, status)
