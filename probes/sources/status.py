@@ -16,6 +16,11 @@ dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool
 query configured to leave them out (``pool.child_lists``): a live answer may hold none because
 the pool was between two claims, its p-slots listing the released one or the next.
 
+Only what the pool still hears from is billed, and a job on one slot only
+(:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in
+``Snapshot.unheard``; a dynamic slot that is stale or of its startd's previous run is left out;
+a ``GlobalJobId`` on two slots of one instant is billed on the one heard from last.
+
 Units are HTCondor's: cpus in cores, memory in MiB, disk in KiB, gpus in devices, times in
 UNIX seconds (UTC).
 """

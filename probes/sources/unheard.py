@@ -175,7 +175,8 @@ def one_slot_per_job(
 def _size(ads: AdColumns, total: str, own: str, rows: np.ndarray) -> np.ndarray:
     size = ads[total][rows].astype(np.float64)
     mine = np.nan_to_num(ads[own][rows].astype(np.float64), nan=0.0)
-    return np.where(np.isnan(size), mine, size)
+    out: np.ndarray = np.where(np.isnan(size), mine, size)
+    return out
 
 
 def _numbers(ads: AdColumns, attr: str) -> np.ndarray:
