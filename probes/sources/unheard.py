@@ -43,6 +43,7 @@ __all__ = [
     "MARGIN",
     "PREVIOUS_RUN",
     "STALE_DYNAMIC",
+    "UNBILLED",
     "UNHEARD",
     "UNHEARD_COLUMNS",
     "heard_rules",
@@ -61,6 +62,9 @@ UNHEARD = "LastHeardFrom: node not heard from within twice its update interval (
 STALE_DYNAMIC = "LastHeardFrom: dynamic slot not heard from within twice its update interval, not billed"
 PREVIOUS_RUN = "DaemonStartTime: dynamic slot of a previous run of its startd, not billed"
 DUPLICATE_JOB = "GlobalJobId: also on a slot heard from later, billed there only"
+
+#: The dynamic slots left out, by a short reason (a metric's label) and the report's reason.
+UNBILLED = {"stale": STALE_DYNAMIC, "previous_run": PREVIOUS_RUN, "job_on_another_slot": DUPLICATE_JOB}
 
 _SIZE = {"cpus": ("TotalSlotCpus", "Cpus"), "memory": ("TotalSlotMemory", "Memory"), "gpus": ("TotalSlotGPUs", "GPUs")}
 
