@@ -20,7 +20,7 @@ def test_the_metrics_count_unheard_nodes_and_their_claims(tmp_path: Path, condor
             ad["LastHeardFrom"] = SILENT_SINCE
     vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
     collector = FakeCollector(ads, [vm.location()])
-    config = live_config(tmp_path)
+    config = live_config(tmp_path, pool={"update_interval_s": 300})  # HTCondor's UPDATE_INTERVAL default
     svc = ProbeService(
         config, probe="test", clock=Clock(HEARD + 22.0), pool=FakePool({None: collector}, [vm]).live(config)
     )
