@@ -169,6 +169,20 @@ def watch(pool: HTCondorPool, seconds: float, until: Any = None) -> list[Sample]
     return samples
 
 
+def rerun(started_before: float, since: float) -> Any:
+    """Whether the last of the samples, ``since`` seconds after the kill, bills every job again
+    on a slot other than the killed run's (the new run of glidein_cpu, or glidein_gpu)."""
+
+    def done(samples: list[Sample]) -> bool:
+        if not samples or time.time() < since:
+            return False
+        s = samples[-1]
+        elsewhere = {j for n, p, j in s.billed if p != NODE or (n in s.ads and s.ads[n].started > started_before)}
+        return len(elsewhere) >= JOBS
+
+    return done
+
+
 def wrongly_billed(samples: list[Sample]) -> list[str]:
     """Allocations billed from a stale dynamic-slot ad or one of its startd's previous run."""
     out = []
@@ -197,9 +211,8 @@ def test_a_startd_killed_and_restarted_by_its_master_is_not_billed_twice(pool: H
     started_before = float(pool.tool("condor_status", "-af", "DaemonStartTime", "-const", f'Name == "{NODE}"'))
     os.kill(cpu_startd(pool), signal.SIGKILL)
     killed = time.time()
-    # until its jobs run again (each 2 cores: on the new glidein_cpu or on glidein_gpu) and a while
-    rerun = lambda ss: bool(ss) and time.time() - killed > 50 and len(ss[-1].billed) >= JOBS  # noqa: E731
-    samples = watch(pool, 90, rerun)
+    # until its jobs run again (each 2 cores: on the new glidein_cpu or on glidein_gpu)
+    samples = watch(pool, 100, rerun(started_before, killed + 20))
     restarted = [s for s in samples if s.node_started.get(NODE, 0) > started_before]
     summary = (
         f"{len(samples)} snapshots over {samples[-1].now - killed:.0f} s after the kill; restarted "
@@ -217,12 +230,12 @@ def test_a_startd_killed_and_restarted_by_its_master_is_not_billed_twice(pool: H
 
 def test_a_startd_killed_for_good_is_reported_unheard(pool: HTCondorPool) -> None:
     run_on_cpu(pool)
+    started_before = float(pool.tool("condor_status", "-af", "DaemonStartTime", "-const", f'Name == "{NODE}"'))
     os.kill(cpu_startd(pool), signal.SIGKILL)
     killed = time.time()
     condor_off_startd(pool)
     # its jobs are idle once their lease (40 s) ran out, and run again on glidein_gpu
-    rerun = lambda ss: bool(ss) and time.time() - killed > 45 and len(ss[-1].billed) >= JOBS  # noqa: E731
-    samples = watch(pool, 100, rerun)
+    samples = watch(pool, 100, rerun(started_before, killed + 20))
     frozen = float(pool.tool("condor_status", "-af", "LastHeardFrom", "-const", f'Name == "{NODE}"'))
     late = [s for s in samples if s.now - frozen > LIMIT_S + 1]
     on_dead = [n for s in late for n, p, _ in s.billed if p == NODE]
