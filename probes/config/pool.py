@@ -18,6 +18,12 @@ class PoolSettings(Section):
         description="Longest time one live snapshot may stand for: a snapshot stands for the real time since "
         "the previous successful one, capped here (a probe that was down did not observe its pool).",
     )
+    update_interval_s: float = Field(
+        300.0,
+        gt=0,
+        description="The startds' UPDATE_INTERVAL (seconds), for the slot ads that do not publish UpdateInterval: "
+        "a slot ad not heard from (LastHeardFrom) for twice that is not billed, its node reported as unheard.",
+    )
     collectors: list[str] = Field(
         default_factory=list,
         description='Collectors to query ("host:port"); an entry "cm1:9618, cm2:9618" lists replicas of one pool, '

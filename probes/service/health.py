@@ -27,6 +27,11 @@ metric                                                  type      labels
 ``fairacct_unobserved_seconds_total``                   counter   (gaps between snapshots longer than
                                                                   ``pool.max_interval_s``, less what the
                                                                   next snapshot stands for)
+``fairacct_unheard_nodes``                              gauge     (nodes of the last snapshot left
+                                                                  unbilled, their ads stale)
+``fairacct_unheard_since_timestamp_seconds``            gauge     (the oldest of their LastHeardFrom)
+``fairacct_unbilled_claims_total``                      counter   ``reason`` (``stale``,
+                                                                  ``previous_run``, ``job_on_another_slot``)
 ======================================================  ========  =====================================
 
 The server is the standard library's, bound to 127.0.0.1 by default; it serves nothing else.
@@ -38,7 +43,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +90,9 @@ class Metrics:
         self.outbox = _Outbox()
         self.snapshot_interval_s: float | None = None
         self.unobserved_s = 0.0
+        self.unheard_nodes: int | None = None  # in the last snapshot (None: none read yet)
+        self.unheard_since: float | None = None  # the oldest LastHeardFrom of those nodes
+        self.unbilled_claims: Counter[str] = Counter()  # dynamic slots left out, by reason
 
     def register(self, job: str, every_s: float) -> None:
         with self._lock:
@@ -121,6 +129,14 @@ class Metrics:
         """Count the malformed ads a read skipped (and quarantined), by input."""
         with self._lock:
             self.quarantined.update({k: v for k, v in counts.items() if v})
+
+    def status_read(self, unheard_since: Sequence[float], unbilled: Mapping[str, int]) -> None:
+        """A snapshot's unheard nodes (the ``since`` of each) and its dynamic slots left out,
+        counted by reason (:mod:`probes.sources.unheard`)."""
+        with self._lock:
+            self.unheard_nodes = len(unheard_since)
+            self.unheard_since = min(unheard_since) if len(unheard_since) else None
+            self.unbilled_claims.update({k: v for k, v in unbilled.items() if v})
 
     def set_outbox(self, depth: Mapping[str, int], oldest: float | None, dead: Mapping[str, int]) -> None:
         with self._lock:
@@ -232,6 +248,18 @@ class Metrics:
             )
             family("fairacct_unobserved_seconds_total", "counter", "Seconds of gaps no snapshot observed.",
                    [("", {}, self.unobserved_s)])  # fmt: skip
+            nodes: list[tuple[str, dict[str, str], float]] = (
+                [] if self.unheard_nodes is None else [("", {}, float(self.unheard_nodes))]
+            )
+            family("fairacct_unheard_nodes", "gauge",
+                   "Nodes of the last snapshot whose ads are stale (not heard from within twice their update "
+                   "interval), left unbilled.", nodes)  # fmt: skip
+            family("fairacct_unheard_since_timestamp_seconds", "gauge",
+                   "UNIX time the oldest unheard node of the last snapshot was last heard from.",
+                   [] if self.unheard_since is None else [("", {}, self.unheard_since)])  # fmt: skip
+            family("fairacct_unbilled_claims_total", "counter",
+                   "Dynamic slots left unbilled: stale, of a startd's previous run, or a job billed on another slot.",
+                   [("", {"reason": k}, v) for k, v in sorted(self.unbilled_claims.items())])  # fmt: skip
         return "\n".join(out) + "\n"
 
 

@@ -95,6 +95,7 @@ from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
 from probes.sources.live import LivePool
 from probes.sources.negotiator import NegotiatorLike
 from probes.sources.report import problem_lines
+from probes.sources.unheard import UNBILLED
 
 __all__ = ["ProbeService"]
 
@@ -468,6 +469,11 @@ class ProbeService:
         for source in reading.failures:
             self.metrics.source_failed(source)
         self.metrics.quarantined_ads({name: len(report.malformed) for name, report in reading.reports.items()})
+        if reading.snapshot is not None and "status" in reading.reports:
+            rejects = reading.reports["status"].rejects
+            self.metrics.status_read(
+                reading.snapshot.unheard["since"].tolist(), {why: rejects[key] for why, key in UNBILLED.items()}
+            )
         quarantine = self.config.probe.state_dir / "quarantine"
         for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):
             log.warning("%s", line)

@@ -79,12 +79,14 @@ def _read(reading: type[Any], config: Configuration) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SlotReading:
     """What the startd reader needs: the pool's name and snapshot cadence (written on every row),
+    the startds' update interval (when a slot ad is stale),
     the attributes naming site, resource, speed and cost, the slot attributes naming who holds
     a claim (:class:`~probes.sources.credentials.Identity`), the extra attributes kept as
     columns, and the partitions as ``(name, ClassAd match expression)`` in match order."""
 
     pool: str = _setting("pool", "name")
     interval_s: float = _setting("pool", "interval_s")
+    update_interval_s: float = _setting("pool", "update_interval_s")
     site_attributes: tuple[str, ...] = _setting("site", "attributes")
     resource_attributes: tuple[str, ...] = _setting("site", "resource_attributes")
     site_default: str = _setting("site", "default")

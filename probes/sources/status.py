@@ -16,6 +16,11 @@ dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool
 query configured to leave them out (``pool.child_lists``): a live answer may hold none because
 the pool was between two claims, its p-slots listing the released one or the next.
 
+Only what the pool still hears from is billed, and a job on one slot only
+(:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in
+``Snapshot.unheard``; a dynamic slot that is stale or of its startd's previous run is left out;
+a ``GlobalJobId`` on two slots of one instant is billed on the one heard from last.
+
 Units are HTCondor's: cpus in cores, memory in MiB, disk in KiB, gpus in devices, times in
 UNIX seconds (UTC).
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import classad2
@@ -39,8 +44,17 @@ from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_at
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import SlotReading
+from probes.sources.unheard import UNHEARD_COLUMNS, heard_rules, one_slot_per_job
 
-__all__ = ["Snapshot", "assign_partitions", "child_list_attrs", "read_status", "slot_attrs", "snapshot_tables"]
+__all__ = [
+    "DAEMON_START",
+    "Snapshot",
+    "assign_partitions",
+    "child_list_attrs",
+    "read_status",
+    "slot_attrs",
+    "snapshot_tables",
+]
 
 _OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
 _CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
@@ -62,12 +76,22 @@ ALLOCATION_COLUMNS = (
 )  # fmt: skip
 
 
+#: When a slot's startd started: a dynamic slot older than its p-slot is a previous run's. Read
+#: from dumps, and from a live answer that carries it (a glidein's GLIDEIN_ToRetire refers to it,
+#: and the projection learns it), but not asked for: without it, a previous run's ads are stale
+#: two update intervals after its startd died all the same.
+DAEMON_START = Attr("DaemonStartTime", Kind.NUMBER, limits=INSTANT)
+
 STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """One instant of a pool: its slots (partitionable and static) and allocations (dynamic).
+
+    ``unheard`` holds the nodes (partitionable or static slots) left out because their ads are
+    stale, one row each (:data:`~probes.sources.unheard.UNHEARD_COLUMNS`; ``since``: their
+    ``LastHeardFrom``): neither they nor their dynamic slots are in ``slots`` or ``allocations``.
 
     ``ads`` holds each slots row's own ad (text or JSON object), for evaluating expressions
     such as an idle job's Requirements against it; None when the source kept no ads. It is a
@@ -81,6 +105,7 @@ class Snapshot:
     slots: pd.DataFrame
     allocations: pd.DataFrame
     ads: np.ndarray | None = None
+    unheard: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(UNHEARD_COLUMNS)))
 
     def __post_init__(self) -> None:
         if self.ads is not None and self.ads.flags.writeable:
@@ -98,6 +123,7 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         *(Attr(_OWN[r], n, limits=AMOUNT) for r in RESOURCES),
         *(Attr(_TOTAL[r], n, limits=AMOUNT) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
+        Attr("UpdateInterval", n, limits=AMOUNT),
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
         Attr("GlobalJobId", s), *identity_attrs(reading.identity), *child_list_attrs(reading),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),
@@ -124,7 +150,7 @@ def read_status(
     """Read startd dumps into the slots and allocations tables."""
     from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
 
-    attrs = unique_attrs([*slot_attrs(reading), MY_TYPE])
+    attrs = unique_attrs([*slot_attrs(reading), DAEMON_START, MY_TYPE])
     parts, tally = [], ReadTally()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
@@ -133,8 +159,8 @@ def read_status(
         parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
     ads = _once(AdColumns.concat(parts, attrs), tally)
-    report = tally.report()
-    return snapshot_tables(ads, reading, report.malformed), report
+    snapshot = snapshot_tables(ads, reading, tuple(tally.malformed), tally=tally)
+    return snapshot, tally.report()
 
 
 def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
@@ -152,9 +178,19 @@ def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
 
 
 def snapshot_tables(
-    ads: AdColumns, reading: SlotReading, quarantined: Sequence[Malformed] = (), *, child_lists: bool = True
+    ads: AdColumns,
+    reading: SlotReading,
+    quarantined: Sequence[Malformed] = (),
+    *,
+    child_lists: bool = True,
+    now: float | None = None,
+    tally: ReadTally | None = None,
 ) -> Snapshot:
     """Turn startd ads (from files or a live collector) into the slots and allocations tables.
+
+    Only the ads heard from recently are billed, and a job on one slot only
+    (:mod:`probes.sources.unheard`): ``now``, when the collector answered (UTC s; None for a
+    dump, judged at its newest ``LastHeardFrom``); what was left out is counted in ``tally``.
 
     ``quarantined``: the ads of the same read that could not be read (the reader's report), so
     that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
@@ -168,13 +204,19 @@ def snapshot_tables(
     site = ads.first(reading.site_attributes, reading.site_default)
     resource = ads.first(reading.resource_attributes)
     name = ads["Name"]
+    parents = _parents(name)  # of a dynamic slot; a p-slot's own name elsewhere, unused
+    heard, unheard = heard_rules(
+        ads, dynamic, parents, site, update_interval_s=reading.update_interval_s, now=now, tally=tally
+    )
 
-    # dynamic slots: one allocation each, under the parent named slotN@host
-    d = np.flatnonzero(dynamic)
-    from_ads = _held(ads, d, _parents(name[d]), {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
+    # dynamic slots: one allocation each, under the parent named slotN@host; a job on one only
+    d = np.flatnonzero(dynamic & heard)
+    from_ads = _held(ads, d, parents[d], {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
+    last_heard = ads["LastHeardFrom"].astype(np.float64)
+    from_ads, _ = one_slot_per_job(from_ads, last_heard, tally)
 
     # partitionable and static slots
-    p = np.flatnonzero(~dynamic)
+    p = np.flatnonzero(~dynamic & heard)
     is_part = partitionable[p]
     claimed = pd.Series(ads["State"][p], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
     slots = pd.DataFrame(
@@ -210,6 +252,7 @@ def snapshot_tables(
     from_static = _held(ads, st, name[st], whole, observed, reading.pool)
     listed = _child_allocations(ads, p[from_lists], observed, reading.pool)
     allocations = pd.concat([f for f in (from_ads, from_static, listed) if len(f)] or [from_ads], ignore_index=True)
+    allocations, _ = one_slot_per_job(allocations, last_heard, tally)  # a static slot's job on a dynamic one too
     allocations = _named(allocations, ads, reading, site, resource)
     allocations["interval_s"] = reading.interval_s
     allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
@@ -234,6 +277,7 @@ def snapshot_tables(
         slots=slots.reset_index(drop=True),
         allocations=allocations.reset_index(drop=True),
         ads=ads.raw[p] if ads.raw is not None else None,
+        unheard=unheard,
     )
 
 

@@ -35,7 +35,8 @@ def fake_service(state: Path, condor25: Path, url: str, **sections: dict[str, An
     """The service on the fake daemons (a collector and schedd 'vm' answering condor25's ads),
     its state in ``state``, its store at ``url``; ``sections`` add to the configuration."""
     raw: dict[str, Any] = {
-        "pool": {"name": "test"},
+        # the dump's startds are taken as heard from however long ago it was taken
+        "pool": {"name": "test", "update_interval_s": 1e7},
         "sources": {"live": True},
         "machines": {"speed_attribute": "HEPSPEC"},
         "probe": {"state_dir": str(state)},

@@ -57,7 +57,9 @@ class Clock:
 
 def live_config(tmp_path: Path, **sections: dict[str, Any]) -> ProbeConfig:
     raw: dict[str, Any] = {
-        "pool": {"name": "test"},
+        # the fake collector answers the dump's LastHeardFrom while the tests' clocks run days on:
+        # its startds are taken as heard from (tests/service/test_unheard_metrics.py: when not)
+        "pool": {"name": "test", "update_interval_s": 1e7},
         "sources": {"live": True},
         "machines": {"speed_attribute": "HEPSPEC"},
         "probe": {"state_dir": str(tmp_path / "state")},

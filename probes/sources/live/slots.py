@@ -8,7 +8,8 @@ is read as it streams in, a chunk of :data:`~probes.sources.bindings.CHUNK` ads 
 columns at a time, and never held whole as ClassAds: the duplicates are found over the columns
 once every collector has answered (:func:`kept_slots`). A live snapshot is observed when the
 collector answered (the ``now`` passed in), not at the startd's last update, so that snapshots
-taken more often than startds update are distinct.
+taken more often than startds update are distinct; and its ads are judged stale or not at that
+instant (:mod:`probes.sources.unheard`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ import pandas as pd
 from probes.config import PoolSettings
 from probes.errors import SourceError
 from probes.sources.bindings import CHUNK
-from probes.sources.classad import AdColumns, Attr, columns_from_classads
+from probes.sources.classad import AdColumns, Attr, columns_from_classads, unique_attrs
 from probes.sources.live.calls import Calls, CollectorLike, close_stream, collector_name, missing_refs
 from probes.sources.live.projections import slot_projection
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import SlotReading
-from probes.sources.status import Snapshot, slot_attrs, snapshot_tables
+from probes.sources.status import DAEMON_START, Snapshot, slot_attrs, snapshot_tables
 
 __all__ = ["SlotStream", "kept_slots"]
 
@@ -91,17 +92,23 @@ class SlotStream:
                 answer = self._failover(group, projection, again=False)
             assert answer is not None  # the second answer is always read whole
             answers.append(answer)
-        return kept_slots(answers, slot_attrs(self.reading))
+        return kept_slots(answers, unique_attrs([*slot_attrs(self.reading), DAEMON_START]))
 
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
         """The slots and allocations tables of the pool, observed at ``now``; see
         :meth:`probes.sources.live.LivePool.snapshot`."""
         columns, origins, report = self.columns()
-        snapshot = snapshot_tables(columns, self.reading, report.malformed, child_lists=self.pool.child_lists)
+        tally = ReadTally()
+        tally.merge(report)
+        snapshot = snapshot_tables(
+            columns, self.reading, report.malformed, child_lists=self.pool.child_lists, now=now, tally=tally
+        )
+        where = np.array(origins, dtype=object)
         lines = snapshot.slots["line"].to_numpy(dtype=np.int64) - 1
-        slots = snapshot.slots.assign(source=np.array(origins, dtype=object)[lines], observed_at=float(now))
+        slots = snapshot.slots.assign(source=where[lines], observed_at=float(now))
         allocations = snapshot.allocations.assign(observed_at=float(now))
-        return dataclasses.replace(snapshot, slots=slots, allocations=allocations), report
+        unheard = snapshot.unheard.assign(source=where[snapshot.unheard["line"].to_numpy(dtype=np.int64) - 1])
+        return dataclasses.replace(snapshot, slots=slots, allocations=allocations, unheard=unheard), tally.report()
 
     def _failover(self, group: Sequence[str | None], projection: list[str], *, again: bool) -> _SlotAnswer | None:
         """The startd ads of the first replica of ``group`` that answers whole (see
@@ -128,7 +135,7 @@ class SlotStream:
         converted), all of it is learned, and the caller asks again, once."""
         if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
             raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
-        attrs = slot_attrs(self.reading)
+        attrs = unique_attrs([*slot_attrs(self.reading), DAEMON_START])
         out = _SlotAnswer(f"collector {collector_name(address)}")
         missing: set[str] = set()
         ads = iter(answer)

@@ -1,0 +1,38 @@
+"""The service's metrics of unheard nodes and unbilled claims (the fake daemons of
+tests/sources/test_live.py answering the HTCondor 25 dump, one node of it long silent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probes.service.scheduler import ProbeService
+from tests.service.test_scheduler import Clock, live_config, outbox_docs
+from tests.sources.test_live import FakeCollector, FakePool, FakeSchedd, parse
+
+HEARD = 1795269378  # the dump's newest LastHeardFrom
+SILENT_SINCE = HEARD - 700  # more than twice the default 300 s update interval before the answer
+
+
+def test_the_metrics_count_unheard_nodes_and_their_claims(tmp_path: Path, condor25: Path) -> None:
+    ads = parse(condor25 / "status.ads")
+    for ad in ads:
+        if str(ad["Name"]).endswith("@cpu-node1@vm"):  # its p-slot and its 2 dynamic slots
+            ad["LastHeardFrom"] = SILENT_SINCE
+    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
+    collector = FakeCollector(ads, [vm.location()])
+    config = live_config(tmp_path, pool={"update_interval_s": 300})  # HTCondor's UPDATE_INTERVAL default
+    svc = ProbeService(
+        config, probe="test", clock=Clock(HEARD + 22.0), pool=FakePool({None: collector}, [vm]).live(config)
+    )
+    try:
+        svc._run("snapshot", svc.snapshot)
+        text = svc.metrics.render()
+    finally:
+        collector.released.set()
+        vm.released.set()
+    assert "fairacct_unheard_nodes 1\n" in text
+    assert f"fairacct_unheard_since_timestamp_seconds {SILENT_SINCE}\n" in text
+    assert 'fairacct_unbilled_claims_total{reason="stale"} 2\n' in text
+    slots = {d["name"] for d in outbox_docs(config.probe.state_dir, "slot")}
+    allocations = {d["parent"] for d in outbox_docs(config.probe.state_dir, "allocation")}
+    assert slots == allocations == {"slot1@gpu-node1@vm"}
