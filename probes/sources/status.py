@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import classad2
@@ -62,6 +62,17 @@ ALLOCATION_COLUMNS = (
 )  # fmt: skip
 
 
+UNHEARD_COLUMNS = ("name", "machine", "site", "since", "source", "cpus", "memory", "gpus")
+"""A snapshot's unheard nodes (:attr:`Snapshot.unheard`): a partitionable or static slot's
+``name``, ``machine``, ``site``, ``since`` (its ``LastHeardFrom``, UTC seconds), ``source`` (the
+collector) and the ``cpus``, ``memory`` (MiB) and ``gpus`` it offered."""
+
+
+def _no_unheard() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "machine", "site", "source") else float)
+                         for c in UNHEARD_COLUMNS})  # fmt: skip
+
+
 STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
 
 
@@ -76,11 +87,15 @@ class Snapshot:
     Immutable, but the tables are not copied (a snapshot of a global pool holds hundreds of MB):
     treat them as read-only. A step that changes a table makes a new snapshot with its new
     table (``dataclasses.replace(snapshot, allocations=...)``), never changes one in place.
+
+    ``unheard``: one row per node (partitionable or static slot) left unbilled because its ads
+    are stale (:data:`UNHEARD_COLUMNS`); empty when every node was heard from.
     """
 
     slots: pd.DataFrame
     allocations: pd.DataFrame
     ads: np.ndarray | None = None
+    unheard: pd.DataFrame = field(default_factory=_no_unheard)
 
     def __post_init__(self) -> None:
         if self.ads is not None and self.ads.flags.writeable:
