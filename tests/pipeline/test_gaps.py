@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from collector.outbox import Outbox
+from collector.sinks.sqlite import EmbeddedStore
+from probes.cli.commands.audit import audit_json
 from probes.config import ProbeConfig
+from probes.pipeline.audit import audit
 from probes.pipeline.cycle import snapshot_step
 from probes.pipeline.reading import Reading
 from probes.sources.checkpoints import NODES_KEY
@@ -98,6 +102,19 @@ def test_a_node_missing_then_back_is_a_gap_per_snapshot_and_a_hole_is_unobserved
         (B, "unobserved", 1180.0, 1540.0, 4.0, 1.0),
     ]
     assert _gaps(step(1660, [A, B])) == []  # A back, nothing more
+
+    # audit names them per node: A 180 s missing and 360 s unobserved with 4 cores running, B 360 s
+    with Outbox(tmp_path / "outbox.db") as outbox, EmbeddedStore(tmp_path / "store.db") as store:
+        outbox.flush(store)
+        report = audit(store, _config(tmp_path), 900, 1700)
+    got = report.node_gaps.set_index(["name", "reason"])
+    assert got.loc[(A, "missing"), ["gaps", "seconds"]].tolist() == [3, 180]
+    assert got.loc[(A, "unobserved"), "seconds"] == 360 and got.loc[(B, "unobserved"), "seconds"] == 360
+    assert got.loc[(A, "missing"), "core_hours"] == pytest.approx(8 * 180 / 3600)
+    assert report.running_unbilled == pytest.approx((4 * 540 + 1 * 360) / 3600)  # 0.7 core-hours
+    assert report.interval_s == CADENCE  # the hole no longer widens the bound
+    shown = audit_json(report)
+    assert shown["balanced"] is False and len(shown["node_gaps"]) == 3
 
 
 def test_a_missing_node_is_named_up_to_the_horizon_then_forgotten(tmp_path: Path) -> None:
