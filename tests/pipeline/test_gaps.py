@@ -86,9 +86,9 @@ A, B = "slot1@a.example.org", "slot1@b.example.org"
 def test_a_node_missing_then_back_is_a_gap_per_snapshot_and_a_hole_is_unobserved(tmp_path: Path) -> None:
     step = _stepper(tmp_path)
     first = step(1000, [A, B])
-    assert _gaps(first) == [] and set(first.batch.checkpoints[NODES_KEY]) == {A, B}
     # A missing (a collector restarted): the time this snapshot stands for, with A's 8 cores, 4 running
     assert _gaps(step(1060, [B])) == [(A, "missing", 1000.0, 1060.0, 8.0, 4.0)]
+    assert _gaps(first) == [] and set(first.batch.checkpoints[NODES_KEY]) == {A, B}
     assert _gaps(step(1120, [B])) == [(A, "missing", 1060.0, 1120.0, 8.0, 4.0)]
     back = step(1180, [A, B])  # back: each snapshot that lacked it named its part already
     assert _gaps(back) == [] and back.interval_s == CADENCE

@@ -106,13 +106,15 @@ def test_a_collector_restart_is_a_gap_of_each_missing_node(pool: HTCondorPool, t
 
     # what the service recorded: in the store, or still waiting in the outbox
     with Outbox(cfg.probe.state_dir / "outbox.sqlite") as outbox:
-        slots, gaps = outbox.waiting("slot"), outbox.waiting("gap")
+        slots = outbox.waiting("slot")
     with EmbeddedStore(cfg.probe.state_dir / "fairacct.sqlite", create=False) as store:
         slots = list({d["id"]: d for d in [*store.query("slot"), *slots]}.values())
-        gaps = list({d["id"]: d for d in [*store.query("gap"), *gaps]}.values())
-
     # no snapshot stands for longer than the cadence (within the scheduler's lateness)
     assert max(d["interval_s"] for d in slots) <= CADENCE_S * 1.1, sorted(d["interval_s"] for d in slots)[-5:]
+    with Outbox(cfg.probe.state_dir / "outbox.sqlite") as outbox:
+        gaps = outbox.waiting("gap")
+    with EmbeddedStore(cfg.probe.state_dir / "fairacct.sqlite", create=False) as store:
+        gaps = list({d["id"]: d for d in [*store.query("gap"), *gaps]}.values())
     # each node's time from its first snapshot to its last is billed or named, exactly once
     for node in (CPU, GPU):
         mine = sorted((d for d in slots if d["name"] == node), key=lambda d: d["observed_at"])
@@ -142,7 +144,13 @@ def test_a_collector_restart_is_a_gap_of_each_missing_node(pool: HTCondorPool, t
     print(
         f"\nglidein_cpu unbilled: {sum(g['seconds'] for g in cpu_gaps):.1f} s in {len(cpu_gaps)} gaps, "
         f"{books.running_unbilled:.5f} running core-hours in all; back at {back}; "
-        f"longest interval {max(d['interval_s'] for d in slots):.3f} s"
+        f"longest interval {max(d['interval_s'] for d in slots):.3f} s\n"
+        + "\n".join(
+            f"  {g['name']} {g['reason']} {g['start'] - began:+.1f}..{g['end'] - began:+.1f} s, "
+            f"{g['running_cpus']:g} cores running"
+            for g in sorted(gaps, key=lambda g: (g["start"], g["name"]))
+        )
+        + f"\nback (condor_status) at {', '.join(f'{k} {v - began:+.1f} s' for k, v in back.items())}"
     )
 
 
