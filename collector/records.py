@@ -14,6 +14,7 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
 | fairness   | credential and time bucket             | pool, credential type and name, bucket start |
+| gap        | node and stretch no snapshot billed it | pool, node name, start                    |
 | summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
 | gratia     | Gratia JobUsageRecord (GRACC's fields) | its content, less RecordId, CreateTime and what GRACC leaves out |
 
@@ -106,6 +107,10 @@ KINDS: dict[str, RecordKind] = {
                    ("window_start", "window_end"), ("type", "name")),
         RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start",
                    ("bucket_start", "bucket_end"), ("type", "name")),
+        RecordKind(
+            "gap", ("pool", "name", "start"), "end", ("start", "end", "since", "observed_at"), ("site", "reason"),
+            ("pool", "machine", "seconds", "cpus", "memory", "gpus", "running_cpus", "running_memory", "running_gpus"),
+        ),
         RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",),
                    ("submitter", "action")),
         RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",),

@@ -15,8 +15,9 @@ class PoolSettings(Section):
     max_interval_s: float = Field(
         900.0,
         gt=0,
-        description="Longest time one live snapshot may stand for: a snapshot stands for the real time since "
-        "the previous successful one, capped here (a probe that was down did not observe its pool).",
+        description="How long a node missing from the snapshots (a collector restarted, a glidein gone) is "
+        "still named in gap records after it was last seen; a node gone longer has left the pool. A snapshot "
+        "itself never stands for longer than interval_s: the rest is unobserved, and named per node.",
     )
     update_interval_s: float = Field(
         300.0,

@@ -2,7 +2,9 @@
 books and the gaps are :mod:`collector.summaries.audit`'s (the daily summaries show the same);
 here are the nodes': slot records by node (amount x ``interval_s`` per resource), allocation
 records by ``parent`` (:mod:`probes.accounting.audit` has their math, :mod:`collector.books` the
-submitters' and the sampling bound).
+submitters' and the sampling bound), and the ``gap`` records by node and reason: the time a
+node was not billed (missing from the snapshots, unheard, or unobserved: :mod:`probes.pipeline.gaps`),
+in node-seconds and in the core-hours it offered and ran when last seen.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ __all__ = ["DEFAULT_LAG_S", "AuditReport", "audit"]
 @dataclass(frozen=True)
 class AuditReport:
     """The books of ``[start, end)`` (UNIX seconds): per submitter and site (``submitters``),
-    per node (``nodes``), the ``gaps``, the longest snapshot interval ``interval_s`` (0: no
-    snapshot) and the ``lag_s`` the bound allows."""
+    per node (``nodes``), the ``gaps`` no snapshot of a pool stands for, the ``node_gaps`` (per
+    node and reason: ``gaps``, ``seconds``, ``core_hours`` offered and ``running_core_hours``
+    unbilled), the longest snapshot interval ``interval_s`` (0: no snapshot) and the ``lag_s``
+    the bound allows."""
 
     start: float
     end: float
@@ -38,11 +42,17 @@ class AuditReport:
     submitters: pd.DataFrame
     nodes: pd.DataFrame
     gaps: pd.DataFrame
+    node_gaps: pd.DataFrame
 
     @property
     def beyond(self) -> int:
         """Submitter and site rows whose difference is beyond the sampling bound."""
         return int(self.submitters["beyond"].sum())
+
+    @property
+    def running_unbilled(self) -> float:
+        """Core-hours running on nodes when they went unbilled (the sum of ``node_gaps``)."""
+        return float(pd.to_numeric(self.node_gaps["running_core_hours"]).sum())
 
     @property
     def unbalanced(self) -> int:
@@ -73,6 +83,13 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
     slot_sums = _sum(sink, Aggregation("slot", ("pool", "site", "name", "partition"), slot_totals, None, since, until))
     alloc_totals = tuple(Total(f"allocated_{r}_hours", (r, "interval_s"), 1 / 3600) for r in RESOURCES)
     alloc_sums = _sum(sink, Aggregation("allocation", ("pool", "parent"), alloc_totals, None, since, until))
+    gap_totals = (
+        Total("gaps"),
+        Total("seconds", ("seconds",)),
+        Total("core_hours", ("cpus", "seconds"), 1 / 3600),
+        Total("running_core_hours", ("running_cpus", "seconds"), 1 / 3600),
+    )
+    node_gaps = _sum(sink, Aggregation("gap", ("pool", "site", "name", "reason"), gap_totals, None, since, until))
 
     return AuditReport(
         start=start,
@@ -82,6 +99,7 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         submitters=books.submitters,
         nodes=node_books(slot_sums, alloc_sums, canonical_units(config.partitions)),
         gaps=books.gaps,
+        node_gaps=node_gaps.sort_values(["pool", "name", "reason"], kind="stable").reset_index(drop=True),
     )
 
 

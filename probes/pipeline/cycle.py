@@ -5,7 +5,9 @@ service (``probe run``) runs job by job on its cadences.
 step                   what it makes
 =====================  ===========================================================================
 :func:`snapshot_step`  a snapshot's ``slot`` and ``allocation`` records (its true overhead and
-                       bills) and its ``fairness`` records, timed by the last snapshot accounted
+                       bills), its ``fairness`` records, timed by the last snapshot accounted,
+                       and the ``gap`` records of the nodes it did not bill
+                       (:mod:`probes.pipeline.gaps`)
 :func:`history_step`   the ``job`` records of the jobs read, priced against the pool's machines
                        (their penalty and CPU-only usage), and their fairshare usage for the ledger
 :func:`fairshare_step` the ``fairshare`` records of every window that closed since the last roll
@@ -52,14 +54,16 @@ from collector.sinks import Sink, ensure_templates
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
 from probes.pipeline.fairness_buckets import snapshot_fairness
+from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.reading import Checkpoint, Reading, Sources
-from probes.pipeline.records import Records, fairshare_docs, job_docs, snapshot_docs, with_penalty_usage
+from probes.pipeline.records import Records, fairshare_docs, gap_docs, job_docs, snapshot_docs, with_penalty_usage
 from probes.pipeline.usage import fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import (
     COUNTED_KEY,
     FAIRNESS_KEY,
     LEDGER_KEY,
+    NODES_KEY,
     ROLLED_KEY,
     SNAPSHOT_KEY,
     fairshare_windows,
@@ -108,8 +112,9 @@ class Batch:
 @dataclass(frozen=True)
 class SnapshotStep:
     """A snapshot accounted: its ``batch``, the ``snapshot`` as accounted (standing for
-    ``interval_s`` seconds, after ``unobserved_s`` that no snapshot observed) and its
-    ``overhead`` (true overhead and bills). A snapshot observed at or before the last one
+    ``interval_s`` seconds, after ``unobserved_s`` that no snapshot observed), its
+    ``overhead`` (true overhead and bills) and its ``gaps`` (the rows of its ``gap`` records:
+    :mod:`probes.pipeline.gaps`). A snapshot observed at or before the last one
     accounted is a replay: ``replayed`` says so, and it makes no records."""
 
     batch: Batch
@@ -118,6 +123,7 @@ class SnapshotStep:
     interval_s: float | None = None
     unobserved_s: float = 0.0
     replayed: str | None = None
+    gaps: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -155,9 +161,11 @@ class Delivery:
 def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig, *, probe: str) -> SnapshotStep:
     """Account the reading's snapshot: it stands for the time since the last snapshot accounted
     (``checkpoint(SNAPSHOT_KEY)``), so that a record's content depends on the snapshots alone,
-    not on when the probe ran (see :func:`~probes.sources.checkpoints.snapshot_interval`; after
-    a gap longer than ``pool.max_interval_s`` it stands for ``pool.interval_s`` and the rest is
-    unobserved). With the idle demand known, the ``fairness`` records of its bucket too.
+    not on when the probe ran (see :func:`~probes.sources.checkpoints.snapshot_interval`: never
+    longer than ``pool.interval_s``, the rest is unobserved). The nodes it does not bill (missing
+    since the last snapshot, unheard, or not observed at all) are its ``gap`` records, against
+    the nodes remembered in ``checkpoint(NODES_KEY)`` (:func:`~probes.pipeline.gaps.node_gaps`).
+    With the idle demand known, the ``fairness`` records of its bucket too.
 
     A reading's tables say ``interval_s = pool.interval_s``, the cadence, which is what a
     snapshot accounted on its own stands for (``overhead``, ``bill``); in the cycle the time a
@@ -169,7 +177,7 @@ def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig,
     observed = float(pd.to_numeric(snapshot.slots["observed_at"]).max())
     last = checkpoint(SNAPSHOT_KEY)
     pool = config.pool
-    timed = snapshot_interval(last, observed, interval_s=pool.interval_s, max_interval_s=pool.max_interval_s)
+    timed = snapshot_interval(last, observed, interval_s=pool.interval_s)
     if timed is None:
         at, before = iso_utc([observed, float(last["at"])])
         why = (
@@ -184,13 +192,18 @@ def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig,
     )
     overhead = overhead_report(snapshot, config, reading.idle)
     records = snapshot_docs(overhead, idle_known=reading.idle is not None, probe=probe)
-    marks: dict[str, Any] = {SNAPSHOT_KEY: {"at": observed}}
+    gaps, nodes = node_gaps(
+        snapshot, checkpoint(NODES_KEY), pool=pool.name, observed_at=observed, interval_s=interval,
+        horizon_s=pool.max_interval_s,
+    )  # fmt: skip
+    records |= gap_docs(gaps, probe=probe)
+    marks: dict[str, Any] = {SNAPSHOT_KEY: {"at": observed}, NODES_KEY: nodes}
     if reading.idle is not None:
         fair, bucket = snapshot_fairness(
             snapshot.allocations, reading.idle, checkpoint(FAIRNESS_KEY), config, observed_at=observed, probe=probe
         )
         records, marks = records | fair, marks | bucket
-    return SnapshotStep(Batch(records, marks), snapshot, overhead, interval, unobserved)
+    return SnapshotStep(Batch(records, marks), snapshot, overhead, interval, unobserved, gaps=gaps)
 
 
 def pool_machines(snapshot: Snapshot | None, config: ProbeConfig) -> pd.DataFrame | None:

@@ -9,6 +9,8 @@ kind                      from
                           usage where the probe priced it: :func:`with_penalty_usage`)
 ``fairshare``             the ledger's state at the end of a closed window, per credential
 ``fairness``              demand, allocation, served part and starvation per credential and bucket
+``gap``                   a snapshot's nodes it did not bill: missing since the previous snapshot,
+                          unheard (stale ads), or not observed at all (:mod:`probes.pipeline.gaps`)
 ``priority``              a priority sync (or restore): per credential, the negotiator's value before and after
 ========================  ==========================================================================
 
@@ -35,6 +37,7 @@ __all__ = [
     "Records",
     "fairness_docs",
     "fairshare_docs",
+    "gap_docs",
     "job_docs",
     "priority_docs",
     "snapshot_docs",
@@ -114,6 +117,11 @@ def fairness_docs(shares: pd.DataFrame, buckets: pd.DataFrame, *, pool: str, pro
     jain = buckets[["bucket_start", "jain_served", "jain_allocation"]]
     frame = shares.merge(jain, on="bucket_start", how="left").assign(pool=pool)
     return {"fairness": table_records("fairness", frame, probe=probe)}
+
+
+def gap_docs(gaps: pd.DataFrame, *, probe: str) -> Records:
+    """The ``gap`` records of a snapshot's gap rows (:func:`probes.pipeline.gaps.node_gaps`)."""
+    return {"gap": table_records("gap", gaps, probe=probe)} if len(gaps) else {}
 
 
 def priority_docs(

@@ -25,7 +25,7 @@ metric                                                  type      labels
 ``fairacct_outbox_dead_letters``                        gauge     ``kind``
 ``fairacct_snapshot_interval_seconds``                  gauge     (what the last snapshot stands for)
 ``fairacct_unobserved_seconds_total``                   counter   (gaps between snapshots longer than
-                                                                  ``pool.max_interval_s``, less what the
+                                                                  ``pool.interval_s``, less what the
                                                                   next snapshot stands for)
 ``fairacct_unheard_nodes``                              gauge     (nodes of the last snapshot left
                                                                   unbilled, their ads stale)

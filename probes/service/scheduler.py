@@ -23,11 +23,11 @@ summaries      ``summaries.every_s``      re-summarizes the last ``summaries.rec
 =============  =========================  =================================================
 
 A slot record stands for the time since the previous snapshot accounted (its ``observed_at``
-is kept in the outbox, so across restarts too): when a cycle is missed, canonical-unit hours
-stay right. After a gap longer than ``pool.max_interval_s`` (the probe or the collector was
-down) the snapshot stands for ``pool.interval_s`` only and the rest of the gap is reported as
-unobserved (a WARNING and ``fairacct_unobserved_seconds_total``): a probe that was down does
-not claim to have watched, and slots are not counted empty for time nobody saw them.
+is kept in the outbox, so across restarts too), never longer than ``pool.interval_s``: after a
+missed cycle or an outage (the probe or the collector was down) the rest is reported as
+unobserved (a WARNING, ``fairacct_unobserved_seconds_total`` and a ``gap`` record per node the
+last snapshot had): a probe that was down does not claim to have watched, and slots are not
+counted empty or full for time nobody saw them.
 Fairshare windows are rolled on their boundaries (multiples of ``fairshare.interval_s`` since
 the epoch, UTC), whenever the service started.
 
@@ -346,9 +346,9 @@ class ProbeService:
             self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
             if step.unobserved_s:
                 log.warning(
-                    "the snapshot came %.0f s after the last one, more than pool.max_interval_s (%g s): "
-                    "it stands for %.0f s, the %.0f s before are unobserved (no slot record claims them)",
-                    step.interval_s + step.unobserved_s, self.config.pool.max_interval_s, step.interval_s,
+                    "the snapshot came %.0f s after the last one, more than pool.interval_s (%g s): "
+                    "it stands for %.0f s, the %.0f s before are unobserved (gap records name them per node)",
+                    step.interval_s + step.unobserved_s, self.config.pool.interval_s, step.interval_s,
                     step.unobserved_s,
                 )  # fmt: skip
         idle = reading.idle

@@ -14,6 +14,9 @@ checkpoint                             value
                                        :func:`new_schedd_jobs`)
 ``snapshot:last`` (:data:`SNAPSHOT_KEY`)  ``{"at": UNIX seconds}``: when the last snapshot accounted
                                        was observed (its latest ``observed_at``)
+``snapshot:nodes`` (:data:`NODES_KEY`)  the nodes of the last snapshot accounted, and those
+                                       missing since, one entry per node (what it offered
+                                       and ran when last seen: :mod:`probes.pipeline.gaps`)
 ``fairshare:ledger`` (:data:`LEDGER_KEY`)  the fairshare usage ledger (rows of
                                        :data:`probes.accounting.ledger.LEDGER_COLUMNS`)
 ``fairshare:counted`` (:data:`COUNTED_KEY`)  ``{job id: end}`` of the jobs in the ledger that
@@ -56,6 +59,8 @@ __all__ = [
     "FAIRNESS_KEY",
     "HISTORY_PREFIX",
     "LEDGER_KEY",
+    "NODES_KEY",
+    "ON_TIME",
     "ROLLED_KEY",
     "SNAPSHOT_KEY",
     "TAIL",
@@ -70,6 +75,7 @@ __all__ = [
 ]
 
 SNAPSHOT_KEY = "snapshot:last"
+NODES_KEY = "snapshot:nodes"
 LEDGER_KEY = "fairshare:ledger"
 COUNTED_KEY = "fairshare:counted"
 ROLLED_KEY = "fairshare:rolled"
@@ -193,18 +199,25 @@ def new_schedd_jobs(
     return fresh, mark, problem
 
 
+ON_TIME = 1.1
+"""A snapshot that comes within this many cadences of the last one is that cadence's (the
+scheduler starts a job a few milliseconds late, never a tenth of a cycle): it stands for the
+whole time since the last one. Later, a cycle was missed, and the rest is a hole."""
+
+
 def snapshot_interval(
-    last: Mapping[str, Any] | None, observed_at: float, *, interval_s: float, max_interval_s: float
+    last: Mapping[str, Any] | None, observed_at: float, *, interval_s: float
 ) -> tuple[float, float] | None:
     """What a snapshot observed at ``observed_at`` stands for: (seconds, seconds unobserved
     before them). ``last`` is the :data:`SNAPSHOT_KEY` checkpoint.
 
-    - the first snapshot stands for the nominal ``interval_s``;
-    - a snapshot within ``max_interval_s`` of the last one accounted stands for the whole time
-      since it (a late or missed cycle: canonical-unit hours stay right);
-    - after a longer gap (an outage of the probe or of the pool's collector) it stands for the
-      nominal ``interval_s`` only, and the rest of the gap is *unobserved*: nobody saw the pool
-      then (jobs may have come and gone), so no slot is claimed to have been empty or full;
+    - the first snapshot stands for the nominal ``interval_s`` (the cadence);
+    - a snapshot within :data:`ON_TIME` cadences of the last one accounted stands for the whole
+      time since it;
+    - later (a missed cycle, an outage of the probe or of the pool's collector) it stands for
+      the cadence only, never longer, and the rest is *unobserved*: nobody saw the pool then
+      (jobs may have come and gone), so no slot is claimed to have been empty or full, and the
+      snapshot step names the hole per node (:mod:`probes.pipeline.gaps`);
     - a snapshot observed at or before the last one was accounted already (the same dump read
       again, a clock that went back): None, and accounting it again would rewrite its records.
     """
@@ -213,9 +226,8 @@ def snapshot_interval(
     elapsed = observed_at - float(last["at"])
     if elapsed <= 0:
         return None
-    if elapsed > max_interval_s:
-        stands = min(interval_s, max_interval_s)
-        return stands, elapsed - stands
+    if elapsed > interval_s * ON_TIME:
+        return interval_s, elapsed - interval_s
     return elapsed, 0.0
 
 

@@ -100,6 +100,9 @@ class Snapshot:
     Immutable, but the tables are not copied (a snapshot of a global pool holds hundreds of MB):
     treat them as read-only. A step that changes a table makes a new snapshot with its new
     table (``dataclasses.replace(snapshot, allocations=...)``), never changes one in place.
+
+    ``unheard``: one row per node (partitionable or static slot) left unbilled because its ads
+    are stale (:data:`UNHEARD_COLUMNS`); empty when every node was heard from.
     """
 
     slots: pd.DataFrame

@@ -91,7 +91,7 @@ def test_ids_come_from_the_facts() -> None:
     docs = slot_docs()
     assert len({d["id"] for d in docs}) == len(docs)
     assert {d["kind"] for d in docs} == {"slot"} and all(d["schema_version"] == 1 for d in docs)
-    assert set(KINDS) == {"slot", "allocation", "job", "fairshare", "fairness", "priority", "summary", "gratia"}
+    assert set(KINDS) == {"slot", "allocation", "job", "fairshare", "fairness", "gap", "priority", "summary", "gratia"}
 
 
 def test_the_store_answers_queries_by_time(tmp_path: Path) -> None:

@@ -114,15 +114,15 @@ def test_a_replayed_snapshot_is_reported_and_skipped_and_intervals_come_from_obs
         return snapshot_step(reading, {SNAPSHOT_KEY: last}.get, config, probe="test")
 
     first = step(None)
-    assert first.batch.checkpoints == {SNAPSHOT_KEY: {"at": observed}}
+    assert first.batch.checkpoints[SNAPSHOT_KEY] == {"at": observed}
     assert set(first.snapshot.slots["interval_s"]) == {300.0}  # the nominal one, for the first
     assert set(first.batch.records) == {"slot", "allocation"}  # no idle demand read: no fairness records
 
-    later = step({"at": observed - 120})  # observed 120 s after the last one accounted, whenever the probe ran
-    assert later.batch.checkpoints == {SNAPSHOT_KEY: {"at": observed}}
-    assert set(later.snapshot.slots["interval_s"]) == {120.0} and later.replayed is None
-    assert {d["interval_s"] for d in later.batch.records["slot"].decoded()} == {120.0}
-    assert "interval_s" not in snapshot.slots or set(snapshot.slots["interval_s"]) != {120.0}  # the reading unchanged
+    later = step({"at": observed - 270})  # observed 270 s after the last one accounted, whenever the probe ran
+    assert later.batch.checkpoints[SNAPSHOT_KEY] == {"at": observed}
+    assert set(later.snapshot.slots["interval_s"]) == {270.0} and later.replayed is None
+    assert {d["interval_s"] for d in later.batch.records["slot"].decoded()} == {270.0}
+    assert "interval_s" not in snapshot.slots or set(snapshot.slots["interval_s"]) != {270.0}  # the reading unchanged
 
     again = step({"at": observed})
     assert again.batch.checkpoints == {} and again.batch.records == {} and again.overhead is None

@@ -110,13 +110,19 @@ def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(
         collector.fail = "Failed communication with collector." if fails else None
         svc._run("snapshot", svc.snapshot)
     slots = [d for d in outbox_docs(config.probe.state_dir, "slot") if d["name"] == "slot1@gpu-node1@vm"]
-    # the failed cycle at 1795269700 is covered by the next one; after the 5000 s of silence
-    # (more than max_interval_s) the snapshot stands for its nominal 300 s, the rest is unobserved
+    # a snapshot never stands for longer than the cadence (300 s): the late one at 1795269450, the
+    # one after the failed cycle and the one after 5000 s of silence stand for 300 s, the rest is
+    # unobserved, and a gap of every node the last snapshot had
     assert [(d["observed_at"], d["interval_s"]) for d in slots] == [
-        (1795269000, 300), (1795269450, 450), (1795270000, 550), (1795275000, 300)
+        (1795269000, 300), (1795269450, 300), (1795270000, 300), (1795275000, 300)
     ]  # fmt: skip
-    assert [d["overhead_cu_hours"] for d in slots] == pytest.approx([0.25, 0.375, 3 * 550 / 3600, 0.25])  # 3 GPUs idle
-    assert svc.metrics.unobserved_s == 4700 and "fairacct_unobserved_seconds_total 4700" in svc.metrics.render()
+    assert [d["overhead_cu_hours"] for d in slots] == pytest.approx([0.25] * 4)  # 3 GPUs idle
+    assert svc.metrics.unobserved_s == 5100 and "fairacct_unobserved_seconds_total 5100" in svc.metrics.render()
+    gaps = [d for d in outbox_docs(config.probe.state_dir, "gap") if d["name"] == "slot1@gpu-node1@vm"]
+    assert [(d["reason"], d["start"], d["end"]) for d in gaps] == [
+        ("unobserved", 1795269000, 1795269150), ("unobserved", 1795269450, 1795269700),
+        ("unobserved", 1795270000, 1795274700),
+    ]  # fmt: skip
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
         assert outbox.checkpoint(SNAPSHOT_KEY) == {"at": 1795275000.0}
     state = svc.metrics.jobs["snapshot"]

@@ -7,25 +7,21 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from probes.config import ProbeConfig
 from probes.sources.checkpoints import checkpoint_key, history_key, new_jobs, new_schedd_jobs, snapshot_interval
 
 
 @pytest.mark.parametrize(
     ("last", "now", "expected"),
-    [(None, 1000.0, (300.0, 0.0)), ({"at": 700.0}, 1000.0, (300.0, 0.0)), ({"at": 500.0}, 1000.0, (500.0, 0.0)),
-     ({"at": 100.0}, 1000.0, (900.0, 0.0)), ({"at": 0.0}, 5000.0, (300.0, 4700.0)),
-     ({"at": 2000.0}, 1000.0, None), ({"at": 1000.0}, 1000.0, None)],
+    [(None, 1000.0, (300.0, 0.0)), ({"at": 700.0}, 1000.0, (300.0, 0.0)), ({"at": 720.0}, 1000.0, (280.0, 0.0)),
+     ({"at": 675.0}, 1000.0, (325.0, 0.0)), ({"at": 500.0}, 1000.0, (300.0, 200.0)),
+     ({"at": 0.0}, 5000.0, (300.0, 4700.0)), ({"at": 2000.0}, 1000.0, None), ({"at": 1000.0}, 1000.0, None)],
 )  # fmt: skip
-def test_snapshot_interval(last: dict[str, float] | None, now: float, expected: tuple[float, float] | None) -> None:
-    """(what it stands for, unobserved before it); after a gap longer than max_interval_s the
-    nominal interval and the rest unobserved; a replay: None, the caller skips it."""
-    assert (
-        snapshot_interval(
-            last, now, interval_s=ProbeConfig().pool.interval_s, max_interval_s=ProbeConfig().pool.max_interval_s
-        )
-        == expected
-    )
+def test_a_snapshot_never_stands_for_a_hole(
+    last: dict[str, float] | None, now: float, expected: tuple[float, float] | None
+) -> None:
+    """(what it stands for, unobserved before it): the whole time since the last one within a
+    tenth of a cadence of it (the scheduler's lateness), else the cadence and the rest unobserved."""
+    assert snapshot_interval(last, now, interval_s=300.0) == expected
 
 
 def test_new_jobs_at_the_same_second_are_neither_skipped_nor_doubled() -> None:

@@ -2,8 +2,10 @@
 (:mod:`probes.pipeline.audit`; the math and the sampling bound in :mod:`probes.accounting.audit`).
 
 The JSON shape is a contract: ``{"from", "to" (ISO-8601 UTC), "interval_s", "lag_s",
-"balanced" (no difference beyond the bound, no node out of balance, no gap), "gaps": [{"pool",
-"start", "end", "seconds"}], "submitters": [{"submitter", "site", "held_core_hours",
+"balanced" (no difference beyond the bound, no node out of balance, no gap, no running core
+unbilled in a node gap), "gaps": [{"pool", "start", "end", "seconds"}], "node_gaps": [{"pool",
+"site", "name", "reason" (missing, unheard, unobserved), "gaps", "seconds", "core_hours",
+"running_core_hours"}], "submitters": [{"submitter", "site", "held_core_hours",
 "claimed_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours", "jobs",
 "beyond"}], "nodes": [{"pool", "site", "name", "partition", "snapshots", "offered_cu_hours",
 "overhead_cu_hours", "allocated_cu_hours", "difference_cu_hours", "orphan", "balanced"}]}``;
@@ -36,6 +38,7 @@ _SUBMITTER_VIEW = (
     "claimed_core_hours", "beyond",
 )  # fmt: skip
 _GAP_VIEW = ("pool", "start", "end", "seconds")
+_NODE_GAP_VIEW = ("pool", "name", "reason", "gaps", "seconds", "core_hours", "running_core_hours")
 _NODE_VIEW = (
     "pool", "name", "partition", "snapshots", "offered_cu_hours", "overhead_cu_hours", "allocated_cu_hours",
     "difference_cu_hours", "balanced",
@@ -91,8 +94,9 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
         "to": iso_utc([report.end])[0],
         "interval_s": report.interval_s,
         "lag_s": report.lag_s,
-        "balanced": not (report.beyond or report.unbalanced or len(report.gaps)),
+        "balanced": not (report.beyond or report.unbalanced or len(report.gaps) or report.running_unbilled > 0),
         "gaps": views.records(gaps),
+        "node_gaps": views.records(report.node_gaps),
         "submitters": views.records(report.submitters),
         "nodes": views.records(report.nodes),
     }
@@ -106,7 +110,9 @@ def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> l
     gaps = _gaps(report)
     verdict = (
         f"{report.beyond} of {len(report.submitters)} submitter rows beyond the sampling bound; "
-        f"{report.unbalanced} of {len(report.nodes)} nodes out of balance; {len(report.gaps)} gaps"
+        f"{report.unbalanced} of {len(report.nodes)} nodes out of balance; {len(report.gaps)} gaps; "
+        f"{report.node_gaps['name'].nunique()} nodes unbilled for a while, {report.running_unbilled:.4f} "
+        "running core-hours"
     )
     head = (
         f"{start} to {end}: snapshots every {report.interval_s:g} s at most, bound = cores x "
@@ -116,6 +122,8 @@ def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> l
     return [
         ("audit", head),
         ("gaps (no snapshot stands for them: the probe or the collector was down)", views.table(gaps, _GAP_VIEW)),
+        ("node gaps (missing from a snapshot, unheard, or unobserved): unbilled seconds and core-hours",
+         views.table(report.node_gaps, _NODE_GAP_VIEW)),
         ("core-hours per submitter and site: held in allocation records vs completed jobs", views.table(
             report.submitters, _SUBMITTER_VIEW)),
         ("node books: offered CU-hours vs true overhead and allocated", views.table(

@@ -86,8 +86,9 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
     if cycle.snapshot.unobserved_s:
         print(
-            f"fairacct: note: {cycle.snapshot.unobserved_s:.0f} s before this snapshot were not observed (a gap "
-            f"longer than pool.max_interval_s = {config.pool.max_interval_s:g} s): no slot record claims them",
+            f"fairacct: note: {cycle.snapshot.unobserved_s:.0f} s before this snapshot were not observed (more "
+            f"than pool.interval_s = {config.pool.interval_s:g} s since the last one): no slot record claims them, "
+            "gap records name them per node",
             file=sys.stderr,
         )
     print_doc(args, *_show_cycle(cycle, delivery, config))

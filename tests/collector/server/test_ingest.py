@@ -80,7 +80,7 @@ def test_records_are_refused_one_by_one_with_their_index_and_reason(shared_colle
     ]
     reasons = [r["reason"] for r in body["rejected"]]
     assert reasons[0] == (
-        "'kind' must be one of slot, allocation, job, fairshare, fairness, priority, got 'jobs' (summaries are "
+        "'kind' must be one of slot, allocation, job, fairshare, fairness, gap, priority, got 'jobs' (summaries are "
         "made by the collector, Gratia records come from Gratia probes to /gratia-servlets/rmi)"
     )
     assert reasons[1] == "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday'"

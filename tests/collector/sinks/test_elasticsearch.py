@@ -819,6 +819,7 @@ def test_every_kind_has_a_template_with_explicit_types() -> None:
 
 
 def test_the_templates_name_every_column_of_the_tables() -> None:
+    from probes.pipeline.gaps import GAP_COLUMNS
     from probes.sources.history import JOB_COLUMNS
     from probes.sources.status import ALLOCATION_COLUMNS, RESOURCES, SLOT_COLUMNS
 
@@ -830,6 +831,7 @@ def test_the_templates_name_every_column_of_the_tables() -> None:
         "slot": [*SLOT_COLUMNS, *overhead],
         "allocation": [*ALLOCATION_COLUMNS, *billing],
         "job": list(JOB_COLUMNS),
+        "gap": list(GAP_COLUMNS),
     }
     templates = load_templates()
     for kind, names in columns.items():
