@@ -135,33 +135,15 @@ def submitter_audit(
 
     with_job, every = held(("job_id",)), held(())
 
-    job_totals = (
-        Total("jobs"),
-        Total("cores", ("cpus",)),
-        Total("cores_start", ("cpus", "start")),
-        Total("cores_end", ("cpus", "end")),
-    )
-    parts = []
     segments = observed_segments(snaps, start, end)
-    for a, b in zip(segments["start"].tolist(), segments["end"].tolist(), strict=True):
-        for start_clipped in (False, True):
-            for end_clipped in (False, True):
-                starts = (None, a) if start_clipped else (a, b)
-                ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
-                # the record's time is its end in whole seconds: the end itself is asked for
-                # (read from each record) only where a segment's edge falls inside a second
-                exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
-                query = Aggregation(
-                    "job", ("submitter", "site"), job_totals, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
-                    ranges=(("start", *starts), *exact),
-                )  # fmt: skip
-                parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
+    edges = zip(segments["start"].tolist(), segments["end"].tolist(), strict=True)
+    parts = [part for a, b in edges for part in _used_parts(sink, a, b, longest_s)]
     used = job_core_seconds(parts)
     late = None
     if interval > 0:  # with no snapshot, no sample after the window stands for time in it
         late = _sum(
             sink,
-            Aggregation("job", ("submitter", "site"), job_totals, None, until,
+            Aggregation("job", ("submitter", "site"), _JOB_TOTALS, None, until,
                         _iso_or_none(_after(end + interval, longest_s)), ranges=(("start", end, end + interval),)),
         )  # fmt: skip
     return SubmitterBooks(
@@ -169,10 +151,96 @@ def submitter_audit(
         end=end,
         interval_s=interval,
         lag_s=lag_s,
-        submitters=submitter_books(with_job, every, used, interval_s=interval, lag_s=lag_s, late=late),
+        submitters=submitter_books(
+            with_job, every, used, interval_s=interval, lag_s=lag_s, late=late, unplaced=_unplaced(sink, segments)
+        ),
         gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
         snapshots=len(snaps),
     )
+
+
+_JOB_TOTALS = (
+    Total("jobs"),
+    Total("cores", ("cpus",)),
+    Total("cores_start", ("cpus", "start")),
+    Total("cores_end", ("cpus", "end")),
+)
+_RUN_TOTALS = (
+    Total("jobs"),
+    Total("cores", ("cpus",)),
+    Total("cores_start", ("cpus", "ran_from")),
+    Total("cores_end", ("cpus", "ran_to")),
+    Total("core_runs", ("cpus", "runs")),
+    Total("runs", ("runs",)),
+)
+_SETTLE_S = 60.0
+"""How long before its record's time (its completion or removal, in whole seconds) a job's wall
+time may end: the last run's end is its start plus its wall time, both rounded to the second."""
+
+
+def _used_parts(
+    sink: Sink, a: float, b: float, longest_s: float | None
+) -> list[tuple[pd.DataFrame, float, float, bool, bool]]:
+    """The sums :func:`collector.books.job_core_seconds` takes for the segment ``[a, b)``: per
+    class (the wall time starts before ``a`` or not, ends at or after ``b`` or not), the records
+    with ``ran_from``/``ran_to`` summed over those, plus the older records over ``start``/``end``
+    (all records' sums less those of the records that have ``ran_from``: a store cannot ask for
+    the records that lack a field)."""
+    parts = []
+    for start_clipped in (False, True):
+        for end_clipped in (False, True):
+            starts = (None, a) if start_clipped else (a, b)
+            ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
+            # the record's time is its end in whole seconds: the end itself is asked for
+            # (read from each record) only where a segment's edge falls inside a second
+            exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
+            since, until = _iso_or_none(ends[0]), _iso_or_none(ends[1])
+
+            def sums(totals: tuple[Total, ...], requires: tuple[str, ...] = ()) -> pd.DataFrame:
+                query = Aggregation("job", ("submitter", "site"), totals, None, since, until, requires,
+                                    ranges=(("start", *starts), *exact))  # fmt: skip
+                return _sum(sink, query)
+
+            older = _less(sums(_JOB_TOTALS), sums(_JOB_TOTALS, ("ran_from",)))
+            older = older.assign(core_runs=older["cores"], runs=older["jobs"])  # one run each, as before
+            # a job's wall time ends at ran_to, up to _SETTLE_S before its record's time and
+            # any time before (held, then removed weeks later): no upper bound on that time
+            ran = Aggregation(
+                "job", ("submitter", "site"), _RUN_TOTALS, None, _iso((b if end_clipped else a) - _SETTLE_S), None,
+                ranges=(("ran_from", *starts), ("ran_to", *ends)),
+            )  # fmt: skip
+            rows = pd.concat([older, _sum(sink, ran)], ignore_index=True)
+            parts.append((rows, a, b, start_clipped, end_clipped))
+    return parts
+
+
+def _less(rows: pd.DataFrame, minus: pd.DataFrame) -> pd.DataFrame:
+    """``rows``' sums less ``minus``'s, per submitter and site (groups of ``rows`` only)."""
+    keys = ["submitter", "site"]
+    values = [c for c in rows.columns if c not in keys]
+    if not len(minus):
+        return rows
+    both = pd.concat([rows, minus.assign(**{c: -pd.to_numeric(minus[c]) for c in values})], ignore_index=True)
+    out = both.groupby(keys, dropna=False, sort=False)[values].sum().reset_index()
+    return out[(out["jobs"] != 0)].reset_index(drop=True)
+
+
+def _unplaced(sink: Sink, segments: pd.DataFrame) -> pd.DataFrame:
+    """cpus x ``earlier_s`` per submitter and site of the jobs whose earlier runs' span
+    ``(first_start, start)`` holds an edge of an observed segment: where in it they ran is not
+    known, so what of them the window holds is not either. Each job counts once, at the first
+    edge inside its span (``first_start`` at or after the edge before)."""
+    edges = sorted({float(t) for t in (*segments["start"].tolist(), *segments["end"].tolist())})
+    frames = []
+    previous: float | None = None
+    for x in edges:
+        query = Aggregation(
+            "job", ("submitter", "site"), (Total("core_s", ("cpus", "earlier_s")),), None, _iso(x - _SETTLE_S),
+            None, ranges=(("first_start", previous, x), ("start", x, None), ("earlier_s", 1e-9, None)),
+        )  # fmt: skip
+        frames.append(_sum(sink, query))
+        previous = x
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["submitter", "site", "core_s"])
 
 
 def _after(t: float, longest_s: float | None) -> float | None:
