@@ -11,6 +11,23 @@ allocation record of ``c`` cores holds ``c x d`` core-seconds, of which the part
 The parts of the window no snapshot stands for are the *gaps* (the probe or the collector was
 down: the probe's "unobserved" time, or records lost).
 
+**What a job used.** Every run, nothing while it waited: a job record (read from the history,
+:data:`probes.sources.history.RUN_COLUMNS`) carries ``runs`` (the times a shadow started it),
+``first_start``, ``earlier_s`` (the wall time of its runs before the last: ``RemoteWallClockTime``
+less ``LastRemoteWallClockTime``) and ``[ran_from, ran_to]``: its whole wall time laid end to end
+before its last run ended (``ran_to`` = last start + last run's wall time, ``ran_from`` =
+last start - ``earlier_s``; ``ran_to - ran_from`` = ``RemoteWallClockTime``). Inside a segment
+``[a, b)`` of observed time a job counts ``cpus x (min(ran_to, b) - max(ran_from, a))``. The last
+run is where it ran, exactly (a job held, evicted or removed after it ran stops at its last run's
+end, not at its removal); the earlier runs lie somewhere in ``(first_start, start)``, each known
+only by their sum. Counting them as the ``earlier_s`` before the last start is exact whenever no
+edge of an observed segment (the window's, a gap's) falls inside ``(first_start, start)``: each
+segment then holds all of them or none, as it does the true runs. When an edge falls inside, the
+window holds between 0 and ``earlier_s`` of them, and so does the block: the used time may be off
+by up to ``cpus x earlier_s``, which the bound adds for that job (once, however many edges). A
+record written before these fields (no ``ran_from``) is counted as before: ``cpus x (min(end, b)
+- max(start, a))``, its last run from its start to its completion or removal, one run.
+
 **The sampling bound.** A job holds its dynamic slot over ``[s, e]``; the probe samples at
 ``t_0 < t_1 < ...`` with ``d_k = t_k - t_(k-1)``, and a sample sees the job when ``s <= t_k <= e``.
 With ``t_a`` the first sample at or after ``s`` and ``t_b`` the last at or before ``e``, the
@@ -18,21 +35,29 @@ records hold ``c x (t_b - t_(a-1))`` core-seconds against ``c x (e - s)``, so
 
     held - used = c x [(s - t_(a-1)) - (e - t_b)],  with 0 <= s - t_(a-1) < d_a and 0 <= e - t_b < d_(b+1)
 
-that is ``-c x d_(b+1) < held - used < c x d_a``: a job is over-counted by less than one interval
+that is ``-c x d_(b+1) < held - used < c x d_a``: a run is over-counted by less than one interval
 at its start and under-counted by less than one at its end, never both beyond one interval,
-``|held - used| < c x d`` with ``d`` the longest interval around its ends (a job no sample saw
-ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
-window's edges, exactly, keeps it. Per submitter and site the difference is thus within
+``|held - used| < c x d`` with ``d`` the longest interval around its ends (a run no sample saw
+lasted less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
+window's edges, exactly, keeps it. A job of ``n`` runs has ``2n`` ends, each worth less than one
+interval, and its runs' errors add: ``|held - used| < n x c x d``. A run clipped by the window (or
+by a gap) keeps one end inside and loses nothing at the clipped one (both sides are cut at the same
+instant), so a clipped run's error is within the same ``c x d``; ``n`` is ``runs``, all of the
+job's, an upper bound on those the window holds. A failed start (a shadow started, the job did not
+execute: ``runs`` >= 1, no wall time) may still have a claim a sample saw: one run's worth. Per
+submitter and site the difference is thus within
 
-    bound = sum over its jobs of cores x (d_max + lag_s)
+    bound = sum over its jobs of cores x runs x (d_max + lag_s)
+            + sum over the jobs whose earlier runs an edge cuts of cores x earlier_s
 
 over the jobs that ran in the window and those that started within ``d_max`` after it (the
-sample after the window's end stands partly for time inside it), with ``d_max`` the longest
-snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the collector
-hears of a new dynamic slot, or drops a released one's ad, up to about a second late, and a
-claim is made a moment before its job starts. A difference beyond it is a fault of the books
-(a job billed that did not run, a job that ran unbilled, records lost or doubled, jobs not yet
-in the history).
+sample after the window's end stands partly for time inside it; one run each), with ``d_max`` the
+longest snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the
+collector hears of a new dynamic slot, or drops a released one's ad, up to about a second late,
+and a claim is made a moment before its job starts. The first term is the sampling; the second,
+where it applies, what the history does not say (where each earlier run lay). A difference beyond
+it is a fault of the books (a job billed that did not run or while it waited, a job that ran
+unbilled, records lost or doubled, jobs not yet in the history).
 """
 
 from __future__ import annotations

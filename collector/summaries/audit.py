@@ -22,6 +22,7 @@ like every summary by the day and their dimensions, so that re-summarizing a day
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -194,14 +195,12 @@ def _used_parts(
             # the record's time is its end in whole seconds: the end itself is asked for
             # (read from each record) only where a segment's edge falls inside a second
             exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
-            since, until = _iso_or_none(ends[0]), _iso_or_none(ends[1])
-
-            def sums(totals: tuple[Total, ...], requires: tuple[str, ...] = ()) -> pd.DataFrame:
-                query = Aggregation("job", ("submitter", "site"), totals, None, since, until, requires,
-                                    ranges=(("start", *starts), *exact))  # fmt: skip
-                return _sum(sink, query)
-
-            older = _less(sums(_JOB_TOTALS), sums(_JOB_TOTALS, ("ran_from",)))
+            old_style = Aggregation(
+                "job", ("submitter", "site"), _JOB_TOTALS, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
+                ranges=(("start", *starts), *exact),
+            )  # fmt: skip
+            with_runs = dataclasses.replace(old_style, requires=("ran_from",))
+            older = _less(_sum(sink, old_style), _sum(sink, with_runs))
             older = older.assign(core_runs=older["cores"], runs=older["jobs"])  # one run each, as before
             # a job's wall time ends at ran_to, up to _SETTLE_S before its record's time and
             # any time before (held, then removed weeks later): no upper bound on that time

@@ -32,8 +32,8 @@ HELP = "the books balance: allocation records against completed jobs, node books
 
 NODES_SHOWN = 20  # nodes in the table, those out of balance first (--limit); --json has them all
 _SUBMITTER_VIEW = (
-    "submitter", "site", "jobs", "runs", "held_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours",
-    "claimed_core_hours", "beyond",
+    "submitter", "site", "jobs", "runs", "held_core_hours", "used_core_hours", "difference_core_hours",
+    "bound_core_hours", "claimed_core_hours", "beyond",
 )  # fmt: skip
 _GAP_VIEW = ("pool", "start", "end", "seconds")
 _NODE_VIEW = (
