@@ -10,10 +10,15 @@ comes back is a row per snapshot (for the gaps) and per submitter and site:
 - held: allocation records observed in the window, ``cpus x interval_s`` by pool, submitter and
   site, with and without a job; those within ``reach_s`` after each edge also by snapshot, to
   clip them to the window;
-- used: per observed segment ``[a, b)``, the job records that overlap it, in four sums (start
-  before ``a`` or not, end before ``b`` or not: ``ranges`` on ``start`` and the record's time,
-  its ``end``) of jobs, cores, cores x start and cores x end, which give each job's
-  ``cpus x (min(end, b) - max(start, a))`` summed without a job coming back.
+- used: per observed segment ``[a, b)``, the job records that overlap it, in four sums (wall time
+  starting before ``a`` or not, ending before ``b`` or not) of jobs, cores, cores x start and
+  cores x end, which give each job's ``cpus x (min(end, b) - max(start, a))`` summed without a
+  job coming back. A job's wall time is ``[ran_from, ran_to]`` (every run, laid end to end before
+  its last run ended: :mod:`collector.books`), asked for by ``ranges`` on those fields; a record
+  written before them counts ``[start, end]`` (``ranges`` on ``start`` and the record's time):
+  all records' sums less those of the records with ``ran_from``, as no store can ask for the
+  records that lack a field. With the jobs also the sum of cores x runs (the bound), and per
+  edge of an observed segment the cores x ``earlier_s`` of the jobs whose earlier runs it cuts.
 
 A day's books are written as summary records (:func:`audit_docs`): one ``audit`` record per
 submitter and site (``record_kind`` ``audit``) and one ``gap`` record per pool with gaps, keyed

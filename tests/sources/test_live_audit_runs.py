@@ -171,7 +171,7 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
         assert user == "failed" or not row["beyond"], (user, report)
     assert rows["evict"]["runs"] >= 12 and rows["startd"]["runs"] >= 6, report
     # the books before: the last run only (start -> completion or removal), a bound of one run a job
-    for user in ("evict", "startd"):
+    for user in ("evict", "startd", "holdrm"):
         last_only = sum(c * ((done or left) - began) for c, _, _, _, done, left, began in history[user]) / 3600
         assert abs(rows[user]["held_core_hours"] - last_only) > cores_of(user) * len(history[user]) * (d + LAG_S) / 3600
 
