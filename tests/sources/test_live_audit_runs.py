@@ -111,7 +111,7 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
             )
         running = {u: n for u, (_, _, _, n, _) in JOBS.items() if u != "failed"}
         pool.wait_for("the jobs running", lambda: all(statuses(pool, u).count(2) == n for u, n in running.items()))
-        time.sleep(6.0)  # each has run a few samples' worth
+        time.sleep(12.0)  # each has run some samples: a first run the books before would miss
         os.environ["CONDOR_CONFIG"] = str(pool.condor_config)
         htcondor2.reload_config()
         htcondor2.Schedd().act(htcondor2.JobAction.Vacate, 'AcctGroupUser == "evict"')
