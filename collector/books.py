@@ -11,6 +11,23 @@ allocation record of ``c`` cores holds ``c x d`` core-seconds, of which the part
 The parts of the window no snapshot stands for are the *gaps* (the probe or the collector was
 down: the probe's "unobserved" time, or records lost).
 
+**What a job used.** Every run, nothing while it waited: a job record (read from the history,
+:data:`probes.sources.history.RUN_COLUMNS`) carries ``runs`` (the times a shadow started it),
+``first_start``, ``earlier_s`` (the wall time of its runs before the last: ``RemoteWallClockTime``
+less ``LastRemoteWallClockTime``) and ``[ran_from, ran_to]``: its whole wall time laid end to end
+before its last run ended (``ran_to`` = last start + last run's wall time, ``ran_from`` =
+last start - ``earlier_s``; ``ran_to - ran_from`` = ``RemoteWallClockTime``). Inside a segment
+``[a, b)`` of observed time a job counts ``cpus x (min(ran_to, b) - max(ran_from, a))``. The last
+run is where it ran, exactly (a job held, evicted or removed after it ran stops at its last run's
+end, not at its removal); the earlier runs lie somewhere in ``(first_start, start)``, each known
+only by their sum. Counting them as the ``earlier_s`` before the last start is exact whenever no
+edge of an observed segment (the window's, a gap's) falls inside ``(first_start, start)``: each
+segment then holds all of them or none, as it does the true runs. When an edge falls inside, the
+window holds between 0 and ``earlier_s`` of them, and so does the block: the used time may be off
+by up to ``cpus x earlier_s``, which the bound adds for that job (once, however many edges). A
+record written before these fields (no ``ran_from``) is counted as before: ``cpus x (min(end, b)
+- max(start, a))``, its last run from its start to its completion or removal, one run.
+
 **The sampling bound.** A job holds its dynamic slot over ``[s, e]``; the probe samples at
 ``t_0 < t_1 < ...`` with ``d_k = t_k - t_(k-1)``, and a sample sees the job when ``s <= t_k <= e``.
 With ``t_a`` the first sample at or after ``s`` and ``t_b`` the last at or before ``e``, the
@@ -18,21 +35,29 @@ records hold ``c x (t_b - t_(a-1))`` core-seconds against ``c x (e - s)``, so
 
     held - used = c x [(s - t_(a-1)) - (e - t_b)],  with 0 <= s - t_(a-1) < d_a and 0 <= e - t_b < d_(b+1)
 
-that is ``-c x d_(b+1) < held - used < c x d_a``: a job is over-counted by less than one interval
+that is ``-c x d_(b+1) < held - used < c x d_a``: a run is over-counted by less than one interval
 at its start and under-counted by less than one at its end, never both beyond one interval,
-``|held - used| < c x d`` with ``d`` the longest interval around its ends (a job no sample saw
-ran less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
-window's edges, exactly, keeps it. Per submitter and site the difference is thus within
+``|held - used| < c x d`` with ``d`` the longest interval around its ends (a run no sample saw
+lasted less than ``d``: held 0, used ``< c x d``, within it too). Clipping both sides at the
+window's edges, exactly, keeps it. A job of ``n`` runs has ``2n`` ends, each worth less than one
+interval, and its runs' errors add: ``|held - used| < n x c x d``. A run clipped by the window (or
+by a gap) keeps one end inside and loses nothing at the clipped one (both sides are cut at the same
+instant), so a clipped run's error is within the same ``c x d``; ``n`` is ``runs``, all of the
+job's, an upper bound on those the window holds. A failed start (a shadow started, the job did not
+execute: ``runs`` >= 1, no wall time) may still have a claim a sample saw: one run's worth. Per
+submitter and site the difference is thus within
 
-    bound = sum over its jobs of cores x (d_max + lag_s)
+    bound = sum over its jobs of cores x runs x (d_max + lag_s)
+            + sum over the jobs whose earlier runs an edge cuts of cores x earlier_s
 
 over the jobs that ran in the window and those that started within ``d_max`` after it (the
-sample after the window's end stands partly for time inside it), with ``d_max`` the longest
-snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the collector
-hears of a new dynamic slot, or drops a released one's ad, up to about a second late, and a
-claim is made a moment before its job starts. A difference beyond it is a fault of the books
-(a job billed that did not run, a job that ran unbilled, records lost or doubled, jobs not yet
-in the history).
+sample after the window's end stands partly for time inside it; one run each), with ``d_max`` the
+longest snapshot interval of the window and ``lag_s`` what the pool adds to the ends: the
+collector hears of a new dynamic slot, or drops a released one's ad, up to about a second late,
+and a claim is made a moment before its job starts. The first term is the sampling; the second,
+where it applies, what the history does not say (where each earlier run lay). A difference beyond
+it is a fault of the books (a job billed that did not run or while it waited, a job that ran
+unbilled, records lost or doubled, jobs not yet in the history).
 """
 
 from __future__ import annotations
@@ -130,27 +155,38 @@ def held_core_seconds(bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end
 
 def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
     """Core-seconds the completed jobs ran inside observed segments, by submitter and site, with
-    their number and cores.
+    their number, cores and runs.
 
     Each part is ``(rows, a, b, start_clipped, end_clipped)``: the store's sums over the jobs of
-    one segment ``[a, b)`` whose start is before ``a`` (``start_clipped``) or not, and whose end
-    is at or after ``b`` (``end_clipped``) or inside; ``rows``: ``submitter``, ``site``, ``jobs``,
-    ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start and cpus x
-    end). A job counts ``cpus x (min(end, b) - max(start, a))``."""
+    one segment ``[a, b)`` whose wall time starts before ``a`` (``start_clipped``) or not, and
+    ends at or after ``b`` (``end_clipped``) or inside; ``rows``: ``submitter``, ``site``,
+    ``jobs``, ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start
+    and cpus x end of the wall time: ``ran_from`` and ``ran_to``, or ``start`` and ``end`` for a
+    record without them), and optionally ``core_runs`` (sum of cpus x runs) and ``runs``
+    (without them: one run a job). A job counts ``cpus x (min(end, b) - max(start, a))``."""
     frames = []
     for rows, a, b, start_clipped, end_clipped in parts:
         _require(rows, ["submitter", "site", "jobs", "cores", "cores_start", "cores_end"], "job sums")
         cores = pd.to_numeric(rows["cores"]).astype(float)
+        jobs = pd.to_numeric(rows["jobs"]).astype(float)
         upper = cores * b if end_clipped else pd.to_numeric(rows["cores_end"]).astype(float)
         lower = cores * a if start_clipped else pd.to_numeric(rows["cores_start"]).astype(float)
         frames.append(
             rows[["submitter", "site"]].assign(
-                pool=None, used_core_s=upper - lower, jobs=pd.to_numeric(rows["jobs"]), cores=cores
+                pool=None,
+                used_core_s=upper - lower,
+                jobs=jobs,
+                cores=cores,
+                core_runs=pd.to_numeric(rows["core_runs"]).astype(float) if "core_runs" in rows else cores,
+                runs=pd.to_numeric(rows["runs"]).astype(float) if "runs" in rows else jobs,
             )
         )
     if not frames:
-        return pd.DataFrame(columns=[*KEYS, "used_core_s", "jobs", "cores"])
-    return _sum_by_keys(pd.concat(frames, ignore_index=True), ["used_core_s", "jobs", "cores"])
+        return pd.DataFrame(columns=[*KEYS, *_USED])
+    return _sum_by_keys(pd.concat(frames, ignore_index=True), list(_USED))
+
+
+_USED = ("used_core_s", "jobs", "cores", "core_runs", "runs")
 
 
 def submitter_books(
@@ -161,25 +197,34 @@ def submitter_books(
     interval_s: float,
     lag_s: float,
     late: pd.DataFrame | None = None,
+    unplaced: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
     ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
-    ``used_core_hours`` (the completed jobs), ``difference_core_hours`` (held - used),
-    ``bound_core_hours`` (``cores x (interval_s + lag_s)`` summed over the jobs, see the module
-    docstring) and ``beyond`` (the difference exceeds it). ``held`` (the records with a job) and
-    ``every`` (all of them): as :func:`held_core_seconds` gives them; ``used``: as
+    ``used_core_hours`` (the completed jobs, every run), ``difference_core_hours`` (held -
+    used), ``bound_core_hours`` and ``beyond`` (the difference exceeds it), ``jobs`` and
+    ``runs``. The bound (see the module docstring) is ``(interval_s + lag_s)`` x the jobs' cores
+    x runs, plus the ``unplaced`` core-seconds. ``held`` (the records with a job) and ``every``
+    (all of them): as :func:`held_core_seconds` gives them; ``used``: as
     :func:`job_core_seconds` does. The pool of a row is dropped: jobs carry none, so a
     submitter's bills of every pool meet its jobs.
     ``late``: ``submitter``, ``site``, ``cores`` of the jobs that started within ``interval_s``
     after the window: the first sample that saw one may stand for time inside the window, so
-    their cores count in the bound, though they ran none of it."""
+    their cores count in the bound, though they ran none of it.
+    ``unplaced``: ``submitter``, ``site``, ``core_s``: cpus x ``earlier_s`` of the jobs whose
+    earlier runs' span crosses an edge of an observed segment (their place is not known)."""
     keys = ["submitter", "site"]
+    used_cols = list(_USED)
     h = _sum_by_keys(held, ["core_s"], keys).rename(columns={"core_s": "held_core_s"})
     c = _sum_by_keys(every, ["core_s"], keys).rename(columns={"core_s": "claimed_core_s"})
-    u = _sum_by_keys(used, ["used_core_s", "jobs", "cores"], keys)
+    u = used.assign(unplaced_core_s=0.0)
+    extra = [u[[*keys, *used_cols, "unplaced_core_s"]]]
     if late is not None and len(late):
-        extra = late[[*keys, "cores"]].assign(used_core_s=0.0, jobs=0)
-        u = _sum_by_keys(pd.concat([u, extra], ignore_index=True), ["used_core_s", "jobs", "cores"], keys)
+        cores = pd.to_numeric(late["cores"]).astype(float)
+        extra.append(late[keys].assign(used_core_s=0.0, jobs=0.0, cores=cores, core_runs=cores, runs=0.0))
+    if unplaced is not None and len(unplaced):
+        extra.append(unplaced[keys].assign(unplaced_core_s=pd.to_numeric(unplaced["core_s"]).astype(float)))
+    u = _sum_by_keys(pd.concat(extra, ignore_index=True).fillna(0.0), [*used_cols, "unplaced_core_s"], keys)
     books = (
         _sentinel(h, keys)
         .merge(_sentinel(c, keys), on=keys, how="outer")
@@ -187,7 +232,7 @@ def submitter_books(
     )
     for k in keys:
         books[k] = books[k].astype(object).where(books[k] != _NONE, None)
-    for col in ("held_core_s", "claimed_core_s", "used_core_s", "jobs", "cores"):
+    for col in ("held_core_s", "claimed_core_s", *used_cols, "unplaced_core_s"):
         books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
     out = books[keys].copy()
     out["held_core_hours"] = books["held_core_s"] / 3600.0
@@ -195,7 +240,8 @@ def submitter_books(
     out["used_core_hours"] = books["used_core_s"] / 3600.0
     out["difference_core_hours"] = out["held_core_hours"] - out["used_core_hours"]
     out["jobs"] = books["jobs"].astype(np.int64)
-    out["bound_core_hours"] = books["cores"] * (interval_s + lag_s) / 3600.0
+    out["runs"] = books["runs"].astype(np.int64)
+    out["bound_core_hours"] = (books["core_runs"] * (interval_s + lag_s) + books["unplaced_core_s"]) / 3600.0
     # a relative hair for the sums' rounding (cpus x UNIX seconds summed, then subtracted)
     slack = 1e-9 * (out["held_core_hours"].abs() + out["used_core_hours"].abs()) + 1e-9
     out["beyond"] = out["difference_core_hours"].abs() > out["bound_core_hours"] + slack

@@ -10,10 +10,15 @@ comes back is a row per snapshot (for the gaps) and per submitter and site:
 - held: allocation records observed in the window, ``cpus x interval_s`` by pool, submitter and
   site, with and without a job; those within ``reach_s`` after each edge also by snapshot, to
   clip them to the window;
-- used: per observed segment ``[a, b)``, the job records that overlap it, in four sums (start
-  before ``a`` or not, end before ``b`` or not: ``ranges`` on ``start`` and the record's time,
-  its ``end``) of jobs, cores, cores x start and cores x end, which give each job's
-  ``cpus x (min(end, b) - max(start, a))`` summed without a job coming back.
+- used: per observed segment ``[a, b)``, the job records that overlap it, in four sums (wall time
+  starting before ``a`` or not, ending before ``b`` or not) of jobs, cores, cores x start and
+  cores x end, which give each job's ``cpus x (min(end, b) - max(start, a))`` summed without a
+  job coming back. A job's wall time is ``[ran_from, ran_to]`` (every run, laid end to end before
+  its last run ended: :mod:`collector.books`), asked for by ``ranges`` on those fields; a record
+  written before them counts ``[start, end]`` (``ranges`` on ``start`` and the record's time):
+  all records' sums less those of the records with ``ran_from``, as no store can ask for the
+  records that lack a field. With the jobs also the sum of cores x runs (the bound), and per
+  edge of an observed segment the cores x ``earlier_s`` of the jobs whose earlier runs it cuts.
 
 A day's books are written as summary records (:func:`audit_docs`): one ``audit`` record per
 submitter and site (``record_kind`` ``audit``) and one ``gap`` record per pool with gaps, keyed
@@ -22,6 +27,7 @@ like every summary by the day and their dimensions, so that re-summarizing a day
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -135,33 +141,15 @@ def submitter_audit(
 
     with_job, every = held(("job_id",)), held(())
 
-    job_totals = (
-        Total("jobs"),
-        Total("cores", ("cpus",)),
-        Total("cores_start", ("cpus", "start")),
-        Total("cores_end", ("cpus", "end")),
-    )
-    parts = []
     segments = observed_segments(snaps, start, end)
-    for a, b in zip(segments["start"].tolist(), segments["end"].tolist(), strict=True):
-        for start_clipped in (False, True):
-            for end_clipped in (False, True):
-                starts = (None, a) if start_clipped else (a, b)
-                ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
-                # the record's time is its end in whole seconds: the end itself is asked for
-                # (read from each record) only where a segment's edge falls inside a second
-                exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
-                query = Aggregation(
-                    "job", ("submitter", "site"), job_totals, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
-                    ranges=(("start", *starts), *exact),
-                )  # fmt: skip
-                parts.append((_sum(sink, query), a, b, start_clipped, end_clipped))
+    edges = zip(segments["start"].tolist(), segments["end"].tolist(), strict=True)
+    parts = [part for a, b in edges for part in _used_parts(sink, a, b, longest_s)]
     used = job_core_seconds(parts)
     late = None
     if interval > 0:  # with no snapshot, no sample after the window stands for time in it
         late = _sum(
             sink,
-            Aggregation("job", ("submitter", "site"), job_totals, None, until,
+            Aggregation("job", ("submitter", "site"), _JOB_TOTALS, None, until,
                         _iso_or_none(_after(end + interval, longest_s)), ranges=(("start", end, end + interval),)),
         )  # fmt: skip
     return SubmitterBooks(
@@ -169,10 +157,94 @@ def submitter_audit(
         end=end,
         interval_s=interval,
         lag_s=lag_s,
-        submitters=submitter_books(with_job, every, used, interval_s=interval, lag_s=lag_s, late=late),
+        submitters=submitter_books(
+            with_job, every, used, interval_s=interval, lag_s=lag_s, late=late, unplaced=_unplaced(sink, segments)
+        ),
         gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
         snapshots=len(snaps),
     )
+
+
+_JOB_TOTALS = (
+    Total("jobs"),
+    Total("cores", ("cpus",)),
+    Total("cores_start", ("cpus", "start")),
+    Total("cores_end", ("cpus", "end")),
+)
+_RUN_TOTALS = (
+    Total("jobs"),
+    Total("cores", ("cpus",)),
+    Total("cores_start", ("cpus", "ran_from")),
+    Total("cores_end", ("cpus", "ran_to")),
+    Total("core_runs", ("cpus", "runs")),
+    Total("runs", ("runs",)),
+)
+_SETTLE_S = 60.0
+"""How long before its record's time (its completion or removal, in whole seconds) a job's wall
+time may end: the last run's end is its start plus its wall time, both rounded to the second."""
+
+
+def _used_parts(
+    sink: Sink, a: float, b: float, longest_s: float | None
+) -> list[tuple[pd.DataFrame, float, float, bool, bool]]:
+    """The sums :func:`collector.books.job_core_seconds` takes for the segment ``[a, b)``: per
+    class (the wall time starts before ``a`` or not, ends at or after ``b`` or not), the records
+    with ``ran_from``/``ran_to`` summed over those, plus the older records over ``start``/``end``
+    (all records' sums less those of the records that have ``ran_from``: a store cannot ask for
+    the records that lack a field)."""
+    parts = []
+    for start_clipped in (False, True):
+        for end_clipped in (False, True):
+            starts = (None, a) if start_clipped else (a, b)
+            ends: tuple[float | None, float | None] = (b, _after(b, longest_s)) if end_clipped else (a, b)
+            # the record's time is its end in whole seconds: the end itself is asked for
+            # (read from each record) only where a segment's edge falls inside a second
+            exact = () if all(e is None or e.is_integer() for e in ends) else (("end", *ends),)
+            old_style = Aggregation(
+                "job", ("submitter", "site"), _JOB_TOTALS, None, _iso_or_none(ends[0]), _iso_or_none(ends[1]),
+                ranges=(("start", *starts), *exact),
+            )  # fmt: skip
+            with_runs = dataclasses.replace(old_style, requires=("ran_from",))
+            older = _less(_sum(sink, old_style), _sum(sink, with_runs))
+            older = older.assign(core_runs=older["cores"], runs=older["jobs"])  # one run each, as before
+            # a job's wall time ends at ran_to, up to _SETTLE_S before its record's time and
+            # any time before (held, then removed weeks later): no upper bound on that time
+            ran = Aggregation(
+                "job", ("submitter", "site"), _RUN_TOTALS, None, _iso((b if end_clipped else a) - _SETTLE_S), None,
+                ranges=(("ran_from", *starts), ("ran_to", *ends)),
+            )  # fmt: skip
+            rows = pd.concat([older, _sum(sink, ran)], ignore_index=True)
+            parts.append((rows, a, b, start_clipped, end_clipped))
+    return parts
+
+
+def _less(rows: pd.DataFrame, minus: pd.DataFrame) -> pd.DataFrame:
+    """``rows``' sums less ``minus``'s, per submitter and site (groups of ``rows`` only)."""
+    keys = ["submitter", "site"]
+    values = [c for c in rows.columns if c not in keys]
+    if not len(minus):
+        return rows
+    both = pd.concat([rows, minus.assign(**{c: -pd.to_numeric(minus[c]) for c in values})], ignore_index=True)
+    out = both.groupby(keys, dropna=False, sort=False)[values].sum().reset_index()
+    return out[(out["jobs"] != 0)].reset_index(drop=True)
+
+
+def _unplaced(sink: Sink, segments: pd.DataFrame) -> pd.DataFrame:
+    """cpus x ``earlier_s`` per submitter and site of the jobs whose earlier runs' span
+    ``(first_start, start)`` holds an edge of an observed segment: where in it they ran is not
+    known, so what of them the window holds is not either. Each job counts once, at the first
+    edge inside its span (``first_start`` at or after the edge before)."""
+    edges = sorted({float(t) for t in (*segments["start"].tolist(), *segments["end"].tolist())})
+    frames = []
+    previous: float | None = None
+    for x in edges:
+        query = Aggregation(
+            "job", ("submitter", "site"), (Total("core_s", ("cpus", "earlier_s")),), None, _iso(x - _SETTLE_S),
+            None, ranges=(("first_start", previous, x), ("start", x, None), ("earlier_s", 1e-9, None)),
+        )  # fmt: skip
+        frames.append(_sum(sink, query))
+        previous = x
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["submitter", "site", "core_s"])
 
 
 def _after(t: float, longest_s: float | None) -> float | None:

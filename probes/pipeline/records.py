@@ -6,7 +6,8 @@ kind                      from
 ``slot``                  a snapshot's slots with their true overhead, phase and idle-demand fit
 ``allocation``            a snapshot's bills, one per running job (dynamic slot)
 ``job``                   the jobs table of the history read past its checkpoint (with its penalty
-                          usage where the probe priced it: :func:`with_penalty_usage`)
+                          usage where the probe priced it: :func:`with_penalty_usage`), every run
+                          of a job included (``RUN_COLUMNS`` of :mod:`probes.sources.history`)
 ``fairshare``             the ledger's state at the end of a closed window, per credential
 ``fairness``              demand, allocation, served part and starvation per credential and bucket
 ``gap``                   a snapshot's nodes it did not bill: missing since the previous snapshot,

@@ -134,10 +134,11 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(
         ),
         **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
         **dict.fromkeys(["vo", "fqan", "dn"], "object"),  # no VOMS proxy in these histories: all None
-        **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts"], "Int64"),
+        **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts", "runs"], "Int64"),
         **dict.fromkeys(
             ["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"
         ),
+        **dict.fromkeys(["first_start", "earlier_s", "ran_from", "ran_to"], "float64"),
         "provisioned": "bool",
         "line": "int64",
     }

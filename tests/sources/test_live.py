@@ -276,6 +276,8 @@ def test_the_job_projections_hold_what_default_request_expressions_refer_to() ->
     )
     assert {"GlobalJobId", "CompletionDate", "EnteredCurrentStatus", "MemoryProvisioned", "MachineAttrHEPSPEC0",
             "JobQOS", "ExitBySignal", "AccountingGroup", "MemoryUsage", "DiskUsage"} <= set(history)  # fmt: skip
+    # every run of a job, for the books: how many, the first start, the last run's wall time, its vacate
+    assert {"NumJobStarts", "JobRunCount", "JobStartDate", "LastRemoteWallClockTime", "LastVacateTime"} <= set(history)
 
 
 # -- slots ---------------------------------------------------------------------------------------------

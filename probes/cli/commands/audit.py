@@ -7,7 +7,7 @@ unbilled in a node gap), "gaps": [{"pool", "start", "end", "seconds"}], "node_ga
 "site", "name", "reason" (missing, unheard, unobserved), "gaps", "seconds", "core_hours",
 "running_core_hours"}], "submitters": [{"submitter", "site", "held_core_hours",
 "claimed_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours", "jobs",
-"beyond"}], "nodes": [{"pool", "site", "name", "partition", "snapshots", "offered_cu_hours",
+"runs", "beyond"}], "nodes": [{"pool", "site", "name", "partition", "snapshots", "offered_cu_hours",
 "overhead_cu_hours", "allocated_cu_hours", "difference_cu_hours", "orphan", "balanced"}]}``;
 keys are added, never renamed or removed.
 """
@@ -34,8 +34,8 @@ HELP = "the books balance: allocation records against completed jobs, node books
 
 NODES_SHOWN = 20  # nodes in the table, those out of balance first (--limit); --json has them all
 _SUBMITTER_VIEW = (
-    "submitter", "site", "jobs", "held_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours",
-    "claimed_core_hours", "beyond",
+    "submitter", "site", "jobs", "runs", "held_core_hours", "used_core_hours", "difference_core_hours",
+    "bound_core_hours", "claimed_core_hours", "beyond",
 )  # fmt: skip
 _GAP_VIEW = ("pool", "start", "end", "seconds")
 _NODE_GAP_VIEW = ("pool", "name", "reason", "gaps", "seconds", "core_hours", "running_core_hours")
