@@ -39,8 +39,10 @@ demo-usage: $(BIN)/.installed
 	$(BIN)/fairacct penalty --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 	$(BIN)/fairacct fairshare --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 
+# Two workers (pytest-xdist): the live-pool tests mostly wait on their pool's daemons.
+TEST_WORKERS ?= 2
 test: $(BIN)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # What pyproject.toml configures: ruff's rules and format over the whole tree, mypy --strict
 # over probes/ and collector/ ([tool.mypy] files).

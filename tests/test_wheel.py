@@ -68,10 +68,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+def _outside() -> dict[str, str]:
+    """This environment without what would make the checkout importable (pytest-xdist's workers
+    put the rootdir on ``PYTHONPATH``)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def _fairacct(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run(
-        [str(venv / "bin/fairacct"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+        [str(venv / "bin/fairacct"), *args], capture_output=True, text=True, cwd=cwd, env=_outside(), timeout=600
     )
 
 
@@ -100,6 +105,7 @@ def test_the_installed_probe_installs_templates_and_runs_a_cycle(
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=_outside(),
         check=True,
     ).stdout
     assert str(ROOT) not in probe_path  # the installed copy ran, not the checkout

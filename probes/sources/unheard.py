@@ -7,8 +7,8 @@ too) every ``UPDATE_INTERVAL`` seconds, and at once on a change of state; ``UPDA
 delays only its first update after a start or a reconfiguration. So an ad heard from longer
 ago than :data:`MARGIN` times its interval has missed at least one periodic update it could
 not have skipped (one lost update, or a first update delayed by an ``UPDATE_OFFSET`` of up to
-an interval, is within that). Measured on the pool of ``../shared/htcondor`` (HTCondor 25.0.13,
-``UPDATE_INTERVAL = 10``): ages of 0 to 10 s, never more, for every ad of a live startd.
+an interval, is within that). Measured on a real HTCondor 25.0.13 pool (``UPDATE_INTERVAL =
+10``): ages of 0 to 10 s, never more, for every ad of a live startd.
 
 - A partitionable or static slot heard from too long ago is *unheard*: it is not billed (nor
   its dynamic slots, nor its unallocated amounts), and it is a row of :attr:`Snapshot.unheard`

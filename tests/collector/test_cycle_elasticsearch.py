@@ -35,7 +35,7 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
     assert (
-        code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, priority, summary" in err
+        code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, gap, priority, summary" in err
     )
     assert "172 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err

@@ -205,7 +205,9 @@ def test_a_slow_cycle_is_never_run_twice_at_once(
     assert "maximum number of running instances reached (1)" in caplog.text
     with EmbeddedStore(config.probe.state_dir / "fairacct.sqlite") as store:
         intervals = sorted({d["interval_s"] for d in store.query("slot")})
-    assert intervals[0] == 0.2 and all(0.45 < i < 1.5 for i in intervals[1:])  # the real time between snapshots
+    # a query of 0.3 s each 0.2 s: a snapshot stands for the cadence at most, the rest is unobserved
+    # (no bound on how late: a loaded machine only makes the holes longer)
+    assert intervals == [0.2] and svc.metrics.unobserved_s > 0
 
 
 # -- the fairshare ledger and window roll ---------------------------------------------------------------------
