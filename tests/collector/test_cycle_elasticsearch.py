@@ -34,9 +34,8 @@ def test_the_demo_cycle_lands_in_elasticsearch(
     common = ["--config", str(config), "--store", url]
     # without fairacct's templates, Elasticsearch would guess the types: not sent, queued (exit 3)
     code, _, err = run(capsys, "probe", "once", *common)
-    assert (
-        code == 3 and "index templates missing for slot, allocation, job, fairshare, fairness, gap, priority, summary" in err
-    )
+    kinds = "slot, allocation, job, fairshare, fairness, gap, priority, summary"
+    assert code == 3 and f"index templates missing for {kinds}" in err
     assert "172 record(s) queued in the outbox, not sent" in err
     assert "run `fairacct mappings install` first" in err
     code, out, err = run(capsys, "mappings", "install", *common)
