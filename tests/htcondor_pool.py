@@ -139,19 +139,28 @@ class HTCondorPool:
                 raise TimeoutError(f"the HTCondor pool in {self.work}: {what} did not happen within {timeout:g} s")
             time.sleep(0.5)
 
-    def daemon_pid(self, daemon: str) -> int:
+    def daemon_pid(self, daemon: str, *, local_name: bool | None = None) -> int:
         """The pid of this pool's ``daemon`` (e.g. ``condor_collector``): the process whose
-        executable is this install's copy, so that no other pool's daemon is ever touched."""
+        executable is this install's copy, so that no other pool's daemon is ever touched.
+        ``local_name``: only one started with (True) or without (False) ``-local-name``."""
         exe = (self.release / "sbin" / daemon).resolve()
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
                 continue
             try:
-                if Path(os.readlink(proc / "exe")) == exe:
+                mine = Path(os.readlink(proc / "exe")) == exe
+                if mine and local_name is not None:
+                    mine = local_name == (b"-local-name" in (proc / "cmdline").read_bytes())
+                if mine:
                     return int(proc.name)
             except OSError:
                 continue
         raise LookupError(f"no {daemon} of the pool in {self.work} is running ({exe})")
+
+    def cpu_startd(self) -> int:
+        """The pid of glidein_cpu's startd: this pool's condor_startd without ``-local-name
+        STARTD2`` (glidein_gpu's)."""
+        return self.daemon_pid("condor_startd", local_name=False)
 
     def pause_collector(self) -> int:
         """Stop the collector (SIGSTOP): it accepts connections and never answers. Its pid."""

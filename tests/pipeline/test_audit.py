@@ -122,13 +122,18 @@ def records(dropped: frozenset[int] = frozenset(), t0: float = T0) -> dict[str, 
     return out
 
 
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """An empty store of the fixture's parameter: the embedded one, or osmem-server's with the templates."""
+    if request.param == "sqlite":
+        return EmbeddedStore(tmp_path / "store.sqlite")
+    sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
+    sink.install_templates()
+    return sink
+
+
 @pytest.fixture(params=["sqlite", "osmem"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "sqlite":
-        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
+    sink = open_store(request, tmp_path)
     yield sink
     sink.close()
 

@@ -19,8 +19,6 @@ import pandas as pd
 import pytest
 
 from collector.records import table_docs
-from collector.sinks.elasticsearch import ElasticsearchSink
-from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
 from probes.pipeline.audit import audit
 from probes.pipeline.overhead import overhead_report
@@ -28,6 +26,7 @@ from probes.pipeline.records import snapshot_docs
 from probes.sources.history import read_history
 from probes.sources.status import Snapshot
 from tests.collector.conftest import osmem_server  # noqa: F401 - the session's server, its pipe closed at the end
+from tests.pipeline.test_audit import open_store
 
 T0 = 1_800_000_000.0
 INTERVAL_S = 10.0
@@ -106,11 +105,7 @@ def sampled() -> dict[str, list[dict[str, Any]]]:
 
 @pytest.fixture(params=["sqlite", "osmem"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "sqlite":
-        sink: Any = EmbeddedStore(tmp_path / "store.sqlite")
-    else:
-        sink = ElasticsearchSink(request.getfixturevalue("osmem_url"))
-        sink.install_templates()
+    sink = open_store(request, tmp_path)
     jobs, report = read_history([history(tmp_path)])
     assert report.ads == 3 and not report.malformed
     # dave's record is alice's job as a probe before the run fields wrote it

@@ -60,19 +60,6 @@ def life_pool() -> Iterator[HTCondorPool]:
         yield pool
 
 
-def startd_pid(pool: HTCondorPool) -> int:
-    """glidein_cpu's startd: this pool's condor_startd without a local name."""
-    exe = (pool.release / "sbin" / "condor_startd").resolve()
-    for proc in Path("/proc").iterdir():
-        try:
-            mine = proc.name.isdigit() and Path(os.readlink(proc / "exe")) == exe
-            if mine and b"-local-name" not in (proc / "cmdline").read_bytes():
-                return int(proc.name)
-        except OSError:
-            continue
-    raise LookupError(f"no glidein_cpu startd of the pool in {pool.work}")
-
-
 def userprio_groups(pool: HTCondorPool) -> dict[str, str]:
     """Each submitter's group as ``condor_userprio -allusers -l`` names it."""
     attrs = {}
@@ -132,7 +119,7 @@ def test_a_jobs_bills_and_record_name_it_as_the_negotiator_does_all_its_life(
     )
     assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
 
-    pid = startd_pid(pool)
+    pid = pool.cpu_startd()
     os.kill(pid, signal.SIGSTOP)  # its ads stay as they are: every slot still claims its job
     try:
         (folder / "done_alice").touch()

@@ -21,7 +21,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import classad2
@@ -75,20 +74,6 @@ class Sample:
 def number(ad: classad2.ClassAd, attr: str) -> float:
     value = ad.get(attr)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
-
-
-def cpu_startd(pool: HTCondorPool) -> int:
-    """The pid of the pool's glidein_cpu startd: its own copy of condor_startd, without
-    ``-local-name STARTD2`` (glidein_gpu)."""
-    exe = (pool.release / "sbin" / "condor_startd").resolve()
-    for proc in Path("/proc").iterdir():
-        try:
-            mine = proc.name.isdigit() and Path(os.readlink(proc / "exe")) == exe
-            if mine and b"-local-name" not in (proc / "cmdline").read_bytes():
-                return int(proc.name)
-        except OSError:
-            continue
-    raise LookupError(f"no glidein_cpu startd of the pool in {pool.work}")
 
 
 def config(pool: HTCondorPool) -> ProbeConfig:
@@ -209,7 +194,7 @@ def twice(samples: list[Sample]) -> list[str]:
 def test_a_startd_killed_and_restarted_by_its_master_is_not_billed_twice(pool: HTCondorPool) -> None:
     run_on_cpu(pool)
     started_before = float(pool.tool("condor_status", "-af", "DaemonStartTime", "-const", f'Name == "{NODE}"'))
-    os.kill(cpu_startd(pool), signal.SIGKILL)
+    os.kill(pool.cpu_startd(), signal.SIGKILL)
     killed = time.time()
     # until its jobs run again (each 2 cores: on the new glidein_cpu or on glidein_gpu)
     samples = watch(pool, 100, rerun(started_before, killed + 20))
@@ -231,7 +216,7 @@ def test_a_startd_killed_and_restarted_by_its_master_is_not_billed_twice(pool: H
 def test_a_startd_killed_for_good_is_reported_unheard(pool: HTCondorPool) -> None:
     run_on_cpu(pool)
     started_before = float(pool.tool("condor_status", "-af", "DaemonStartTime", "-const", f'Name == "{NODE}"'))
-    os.kill(cpu_startd(pool), signal.SIGKILL)
+    os.kill(pool.cpu_startd(), signal.SIGKILL)
     killed = time.time()
     condor_off_startd(pool)
     # its jobs are idle once their lease (40 s) ran out, and run again on glidein_gpu
