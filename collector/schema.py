@@ -30,24 +30,36 @@ takes (see the collector's benchmark, bench_collector.py in the source tree, for
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import re
-from collections.abc import Mapping, Sequence
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
 
+from collector.instants import CANONICAL, utc_second
 from mappings import DIRECTORY
 
-__all__ = ["MAX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault", "records_faults", "show"]
+__all__ = [
+    "MAX_FIELDS", "MAX_INDEX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault",
+    "records_faults", "show", "utc_times",
+]  # fmt: skip
 
 MAX_STRING_BYTES = 32_766
 """Lucene's largest term: a longer keyword makes Elasticsearch refuse the whole document."""
 
 MAX_FIELDS = 256
-"""Fields of one record: a probe's table has about forty; Elasticsearch's index stops at 1,000."""
+"""Fields of one record, unless the collector's ``max_fields_per_record`` says otherwise: a
+probe's table has about forty (a hundred with a site's extra attributes); the index templates
+stop an index at :data:`MAX_INDEX_FIELDS`."""
+
+MAX_INDEX_FIELDS = 1000
+"""Fields one index may map (``index.mapping.total_fields.limit`` in every template of
+``mappings/``, Elasticsearch's default made explicit): the fields of records of many shapes
+add up in one monthly index, and a document that would map more is refused by the store (a
+dead letter in the collector's outbox), never a mapping that grows without end."""
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -63,36 +75,58 @@ def field_types(kind: str) -> Mapping[str, str]:
     return {name: spec.get("type", "object") for name, spec in properties.items()}
 
 
-def records_faults(kind: str, docs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+def records_faults(kind: str, docs: Sequence[Mapping[str, Any]], *, max_fields: int = MAX_FIELDS) -> dict[int, str]:
     """Why a store could not hold each of ``docs`` that it could not (by position), as
-    :func:`record_fault` says it. Checked a field at a time across the batch: a column's types
-    and ranges in one pass of C-level builtins (a request's records are mostly alike), and only
-    the records of a column that does not pass are looked at one by one."""
-    suspects = {i for i, doc in enumerate(docs) if len(doc) > MAX_FIELDS}
-    types = field_types(kind)
-    names = sorted(set().union(*docs)) if docs else []
-    for name, values in zip(names, _columns(docs, names), strict=True):
-        expected = types.get(name)
-        if (expected is None and not _NAME.fullmatch(name)) or not _column_fits(expected, values):
-            suspects.update(i for i, v in enumerate(values) if v is not None or name in docs[i])
-    faults = {}
+    :func:`record_fault` says it. Checked a field at a time across the records that have the
+    same fields in the same order (a request's records are mostly alike): a column's types and
+    ranges in one pass of C-level builtins, and only the records of a column that does not pass
+    are looked at one by one. The cost is linear in the fields of the batch, however many
+    distinct names its records hold (a record alone in its shape is checked by itself)."""
+    faults: dict[int, str] = {}
+    shapes: dict[tuple[str, ...], list[int]] = {}
+    for i, doc in enumerate(docs):
+        if len(doc) > max_fields:
+            faults[i] = _too_many_fields(len(doc), max_fields)
+        else:
+            shapes.setdefault(tuple(doc), []).append(i)
+    types = _types(kind)
+    suspects: set[int] = set()
+    for names, members in shapes.items():
+        if len(members) < _COLUMNAR or not names:  # alone in its shape: a column of one costs more
+            suspects.update(members)
+            continue
+        rows = list(map(operator.itemgetter(*names), map(docs.__getitem__, members)))
+        columns: Iterable[Sequence[Any]] = zip(*rows, strict=True) if len(names) > 1 else [rows]
+        for name, values in zip(names, columns, strict=True):
+            expected = types.get(name) or _dynamic_type(name)
+            if name not in types and not _NAME.fullmatch(name):
+                suspects.update(members)
+            elif not _column_fits(expected, values):
+                bad = (m for m, v in zip(members, values, strict=True) if v is not None and _value_fault(expected, v))
+                suspects.update(bad)
     for i in sorted(suspects):
-        reason = record_fault(kind, docs[i])
+        reason = record_fault(kind, docs[i], max_fields=max_fields)
         if reason is not None:
             faults[i] = reason
-    return faults
+    return dict(sorted(faults.items()))
 
 
-def _columns(docs: Sequence[Mapping[str, Any]], names: list[str]) -> list[Sequence[Any]]:
-    """The values of each of ``names`` in ``docs`` (None where a record lacks it), transposed
-    in C when every record has every name (the common case), else a name at a time."""
-    try:
-        rows = list(map(operator.itemgetter(*names), docs)) if len(names) > 1 else None
-    except KeyError:
-        rows = None
-    if rows is not None:
-        return list(zip(*rows, strict=True))
-    return [list(map(dict.get, docs, itertools.repeat(name))) for name in names]  # type: ignore[arg-type]
+_COLUMNAR = 4  # records of one shape from which a column at a time is cheaper than a record at a time
+
+
+def _too_many_fields(count: int, max_fields: int) -> str:
+    return f"a record has at most {max_fields} fields (collector.max_fields_per_record), this one {count}"
+
+
+def _dynamic_type(name: str) -> str | None:
+    """The type the index templates give a field they do not name (their dynamic templates:
+    ``*_iso`` is a date; anything else takes any scalar)."""
+    return "date" if name.endswith("_iso") else None
+
+
+@cache
+def _types(kind: str) -> Mapping[str, str]:
+    return field_types(kind) if (DIRECTORY / f"{kind}.json").exists() else {}
 
 
 _SCALARS = {
@@ -118,6 +152,8 @@ def _column_fits(expected: str | None, values: Sequence[Any]) -> bool:
         if max(map(len, texts)) > _SURE_FIT:
             return False
         if expected == "date":
+            if not all(map(CANONICAL.fullmatch, texts)):
+                return False  # another form of time, or none: look at each (utc_times rewrites them)
             try:
                 list(map(datetime.fromisoformat, texts))  # in C: a call per value costs more than the parse
             except ValueError:
@@ -130,20 +166,20 @@ def _column_fits(expected: str | None, values: Sequence[Any]) -> bool:
     return True
 
 
-def record_fault(kind: str, doc: Mapping[str, Any]) -> str | None:
+def record_fault(kind: str, doc: Mapping[str, Any], *, max_fields: int = MAX_FIELDS) -> str | None:
     """Why a store could not hold ``doc``, a record of ``kind`` (None: it can), naming the
     field, what was expected and a short rendering of what came."""
-    if len(doc) > MAX_FIELDS:
-        return f"a record has at most {MAX_FIELDS} fields, this one {len(doc)}"
-    types = field_types(kind)
+    if len(doc) > max_fields:
+        return _too_many_fields(len(doc), max_fields)
+    types = _types(kind)
     for name, value in doc.items():
         if value is None:
             continue
-        expected = types.get(name)
+        expected = types.get(name) or _dynamic_type(name)
         fault = _value_fault(expected, value)
         if fault is not None:
             return f"field {show(name)}: expected {fault}, got {show(value)}"
-        if expected is None and not _NAME.fullmatch(name):
+        if name not in types and not _NAME.fullmatch(name):
             return (
                 f"field name {show(name)}: expected a letter then letters, digits or '_' "
                 "(at most 128; no '.', no leading '_')"
@@ -162,7 +198,7 @@ def _value_fault(expected: str | None, value: object) -> str | None:
         if len(text) > _SURE_FIT and len(text.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES:
             return f"a string of at most {MAX_STRING_BYTES} bytes"
         if expected == "date" and not is_iso_time(text):
-            return "an ISO-8601 time like '2026-11-21T14:00:00Z'"
+            return "an ISO-8601 time with a UTC offset like '2026-11-21T14:00:00Z'"
         return None
     if t is bool:
         return None if expected in (None, "boolean") else f"a {expected}"
@@ -185,15 +221,41 @@ def _value_fault(expected: str | None, value: object) -> str | None:
 
 
 def is_iso_time(text: str) -> bool:
-    """Whether ``text`` is an ISO-8601 time (``datetime.fromisoformat``'s reading)."""
+    """Whether ``text`` is an ISO-8601 time with a UTC offset, within the years 1 to 9999 in
+    UTC (what :func:`collector.instants.utc_second` takes)."""
     try:
-        datetime.fromisoformat(text)
+        utc_second(text)
     except ValueError:
         return False
     return True
 
 
+def utc_times(kind: str, doc: dict[str, Any]) -> None:
+    """Write every time of ``doc`` (a record of ``kind`` that :func:`record_fault` passed: its
+    ``date`` fields, and the ``*_iso`` ones its template does not name) in the one form of
+    :mod:`collector.instants`, in place."""
+    types = _types(kind)
+    names = [n for n in _date_fields(kind) if n in doc]
+    if len(doc) > len(types) or not doc.keys() <= types.keys():
+        names += [n for n in doc.keys() - types.keys() if n.endswith("_iso")]
+    for name in names:
+        value = doc[name]
+        if type(value) is str and not CANONICAL.fullmatch(value):
+            doc[name] = utc_second(value)
+
+
+@cache
+def _date_fields(kind: str) -> tuple[str, ...]:
+    return tuple(name for name, type_ in _types(kind).items() if type_ == "date")
+
+
+_SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist = 2, 4, 4
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 60
+
+
 def show(value: object) -> str:
-    """A short, safe rendering of a value from the network for a message."""
-    text = repr(value)
+    """A short, safe rendering of a value from the network for a message: nested values are cut
+    a few levels down (a record nested a thousand deep is shown, not recursed through)."""
+    text = _SHOWN.repr(value) if type(value) in (list, dict) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -37,7 +37,7 @@ from collector.errors import ConfigError
 from collector.sinks import check_url
 from collector.units import parse_size
 
-__all__ = ["CollectorSettings", "CollectorStoreSettings", "SinkSettings"]
+__all__ = ["CollectorSettings", "CollectorStoreSettings", "ProbeScope", "SinkSettings"]
 
 MIB = 1024**2
 
@@ -115,6 +115,14 @@ class CollectorStoreSettings(SinkSettings):
         return value
 
 
+class ProbeScope(_Section):
+    """What one probe (its token) may report for: an entry of ``collector.probes``."""
+
+    probe: str = Field(min_length=1, description="The probe's name (its token file's name).")
+    sites: list[str] = Field(default_factory=list, description="Sites its records may name ('site').")
+    pools: list[str] = Field(default_factory=list, description="Pools its records may name ('pool').")
+
+
 class CollectorSettings(_Section):
     """The collector service's settings, the ``[collector]`` section, with its store
     (``[collector.store]``) and the bounds no operator sets: ``max_group_records`` bounds one
@@ -137,6 +145,20 @@ class CollectorSettings(_Section):
     gratia_senders: list[str] = Field(
         default_factory=list,
         description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
+    )
+    probes: list[ProbeScope] = Field(
+        default_factory=list,
+        description='The sites and pools each probe may report for, e.g. [{probe = "fairacct@ce01.example.org", '
+        'sites = ["SiteA"], pools = ["cm.site-a.org"]}]; a record for another is refused with 403, and a probe '
+        "not listed may send only records that name no site and no pool.",
+    )
+    max_fields_per_record: int = Field(
+        256,
+        ge=16,
+        le=900,
+        description="Fields one record may have (a probe's records have about forty, a hundred with a site's "
+        "extra attributes); a record with more is refused by itself (400). At most 900: an index maps at most "
+        "1000 fields.",
     )
     max_body_size: _Bytes = Field(
         64.0 * MIB,
@@ -218,6 +240,15 @@ class CollectorSettings(_Section):
     store: CollectorStoreSettings = Field(
         default_factory=CollectorStoreSettings, description="The collector's store ([collector.store])."
     )
+
+    @field_validator("probes")
+    @classmethod
+    def _each_probe_once(cls, value: list[ProbeScope]) -> list[ProbeScope]:
+        names = [p.probe for p in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"each probe is listed once in probes, got {', '.join(map(repr, twice))} more than once")
+        return value
 
     @model_validator(mode="after")
     def _tls_pair(self) -> Self:

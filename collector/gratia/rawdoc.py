@@ -34,11 +34,16 @@ form), we do here, without a clock but the arrival time its caller gives:
   ``Grid``, ``RawXML``, ``type``) and without the pipeline's times; it is the document id, so
   a record sent twice is stored once. Ours leaves out the same fields and fairacct's own
   (``id``, ``kind``, ``schema_version``, ``probe``, ``timestamp``), so a record re-sent by a
-  probe (with a new ``RecordId`` and ``CreateTime``), or the same record sent by two senders,
-  gets the same id. It is SHA-256 of the sorted JSON of GRACC's collector's fields and
-  ``CoreHours`` (before the numbers are converted and the times derived, so that the ids of
-  records stored by earlier versions stay what they were), cut to 32 hex digits like every
-  other record id (GRACC's is MD5 of Ruby's JSON, which nothing here needs to reproduce).
+  probe (with a new ``RecordId`` and ``CreateTime``) gets the same id. That content hash
+  (:func:`content_id`) is SHA-256 of the sorted JSON of GRACC's collector's fields and
+  ``CoreHours`` (before the numbers are converted and the times derived), cut to 32 hex
+  digits like every other record id (GRACC's is MD5 of Ruby's JSON, which nothing here needs
+  to reproduce). Unlike GRACC's, the stored ``id`` is that hash within its sender
+  (:func:`collector.records.owned_id` of the sender and the hash, as a fairacct probe's
+  records are): the fields the hash leaves out (``SiteName``, the VO, the user) are the ones
+  that say whose record it is, so with the hash alone any listed sender could replace another
+  sender's record by sending its content again under another site, VO or user. A sender
+  replaces only what it sent; the same job sent by two senders is two records, one each.
 * ``timestamp``: the pipeline dates a record by its ``EndTime`` (given or derived); ours is
   that instant in UTC, to the second.
 
@@ -58,7 +63,7 @@ from typing import Any
 import orjson
 
 from collector.gratia.isotime import utc_iso
-from collector.records import KINDS, SCHEMA_VERSION
+from collector.records import KINDS, SCHEMA_VERSION, owned_id
 
 __all__ = [
     "DEDUP_EXCLUDED", "KIND", "META_FIELDS", "QUARANTINE", "content_id", "core_hours", "logstash_float",
@@ -161,10 +166,11 @@ def raw_doc(fields: dict[str, Any], *, probe: str | None, received: float | None
     if reason is not None:
         fields[QUARANTINE] = reason
         return fields
-    fields["id"] = doc_id
+    sender = probe if probe is not None else fields.get("ProbeName")
+    fields["id"] = owned_id(str(sender), doc_id)
     fields["kind"] = KIND
     fields["schema_version"] = SCHEMA_VERSION
-    fields["probe"] = probe if probe is not None else fields.get("ProbeName")
+    fields["probe"] = sender
     return fields
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -39,10 +40,10 @@ from collector.server.connections import Connections
 from collector.server.flusher import Flusher, FlushState
 from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
-from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics
+from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, SummaryGauges
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer
-from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
+from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer, SummaryState
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
 from collector.settings import CollectorSettings
@@ -113,8 +114,17 @@ def create_app(
         state = flusher.state
         since = state.last_store_success or state.started
         stale = committer.depth > 0 and now - since > settings.store_stale_s
-        status = "flusher stopped" if not flusher.alive else "store stale" if stale else "ok"
-        degraded = _degraded(state)
+        revived = summarizer.revive()
+        outbox_failing = _outbox_failing(committer, settings, now)
+        failing = [
+            *(["flusher stopped"] if not flusher.alive else []),
+            *([f"outbox failing: {outbox_failing}"] if outbox_failing else []),
+            *(["summarizer stopped (started again)"] if revived else []),
+            *([f"summarizer failing: {summarizer.state.crashed}"] if summarizer.state.crashed else []),
+            *(["store stale"] if stale else []),
+        ]
+        status = "; ".join(failing) or "ok"
+        degraded = _degraded(state) + _summaries_degraded(summarizer.state)
         if status == "ok" and degraded:
             status = "degraded"  # taking and delivering records, and something to look at: 200 all the same
         doc = {
@@ -134,13 +144,21 @@ def create_app(
                 "last_run": {name: _iso(at) for name, at in summarizer.state.last_run.items()},
                 "failures": summarizer.state.failures,
                 "last_error": summarizer.state.last_error,
+                "crashes": summarizer.state.crashes,
+                "crashed": summarizer.state.crashed,
+                "restarts": summarizer.state.restarts,
             },
         }
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
 
     async def metrics_text(request: Request) -> Response:
         held = None if connections is None else ConnectionGauges(connections.open, dict(connections.closed))
-        return PlainTextResponse(metrics.render(gauges(), held), media_type="text/plain; version=0.0.4; charset=utf-8")
+        summarizer.revive()
+        done = summarizer.state
+        summaries = SummaryGauges(summarizer.alive and done.crashed is None, done.runs, done.failures, done.crashes,
+                                  done.restarts)  # fmt: skip
+        text = metrics.render(gauges(), held, summaries)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def stats(request: Request) -> Response:
         return JSONResponse(metrics.stats())
@@ -201,6 +219,33 @@ def _degraded(state: FlushState) -> list[str]:
     if state.crashed:
         out.append(f"the last flush round failed unexpectedly ({state.crashes} so far): {state.crashed}")
     return out
+
+
+OUTBOX_FAILURE_HOLD_S = 300.0
+"""How long /healthz reports a failed outbox commit when no commit came after it (seconds):
+long enough for probes' retries to come and tell again, short enough that a collector whose
+disk was freed while no request came is not kept out of its load balancer for ever."""
+
+
+def _outbox_failing(committer: GroupCommitter, settings: CollectorSettings, now: float) -> str | None:
+    """Why requests would get 503 from the outbox now: its last commit failed (and none
+    succeeded since, within :data:`OUTBOX_FAILURE_HOLD_S`), or its file system has no room for
+    one more batch; None when neither."""
+    failing = committer.failing
+    if failing is not None and now - failing[1] < OUTBOX_FAILURE_HOLD_S:
+        return f"the last commit failed, every request gets 503 until one succeeds ({failing[0]})"
+    try:
+        free = shutil.disk_usage(settings.outbox_path.parent).free
+    except OSError:
+        return None
+    if free < settings.max_records_body_bytes:
+        return f"{free} bytes free on the outbox's file system ({settings.outbox_path.parent}), less than a batch"
+    return None
+
+
+def _summaries_degraded(state: SummaryState) -> list[str]:
+    """Summary runs the store failed (the summaries are late; records are taken all the same)."""
+    return [f"the last summary run failed ({state.failures} so far): {state.last_error}"] if state.last_error else []
 
 
 def _iso(seconds: float | None) -> str | None:

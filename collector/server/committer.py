@@ -37,6 +37,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,9 @@ class GroupCommitter:
         self._thread = threading.Thread(target=self._run, name="fairacct: outbox writer", daemon=True)
         self.commits = 0  # transactions, for the metrics
         self.committed = 0  # records
+        # Why the last commit failed (the disk is full, an I/O error), and when (UNIX seconds),
+        # until one succeeds: /healthz fails meanwhile, since every request gets 503.
+        self.failing: tuple[str, float] | None = None
 
     def __repr__(self) -> str:
         return f"GroupCommitter({str(self.path)!r}, depth={self._depth})"
@@ -238,11 +242,13 @@ class GroupCommitter:
         except Exception as exc:  # noqa: BLE001  StoreError, or a bug: either way each waiting request must hear of it
             if isinstance(exc, StoreError):
                 _log.error("%d request(s) refused with 503: %s", len(live), exc)
+            self.failing = (str(exc)[:500], time.time())
             with self._lock:
                 self._depth -= sum(job.count for job in group)
             for job in live:
                 job.done.set_exception(exc)
             return
+        self.failing = None
         self.commits += 1
         self.committed += sum(job.count for job in live)
         for job in live:

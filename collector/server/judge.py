@@ -3,11 +3,14 @@
 A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``kind`` (one of
 the kinds a probe makes, :data:`collector.records.PROBE_KINDS`), ``schema_version`` (this
 collector's :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and
-``timestamp`` (ISO-8601, the time sinks index by); every other field must be one the store can
-hold (:func:`collector.schema.record_fault`: types, ranges, string sizes, no nesting). A record
-that breaks a rule is refused by itself, with its index and the reason; the others are
-accepted. A record in another probe's name refuses the whole request
-(:class:`ForbiddenError`): the token is not that probe's.
+``timestamp`` (ISO-8601 with a UTC offset, the time sinks index by, within
+:func:`collector.instants.timestamp_range`); every other field must be one the store can hold
+(:func:`collector.schema.record_fault`: at most ``max_fields`` fields, types, ranges, string
+sizes, no nesting). A record that breaks a rule is refused by itself, with its index and the
+reason; the others are accepted, their times written in the one form of
+:mod:`collector.instants` (``2025-12-31T00:00:00Z``). A record in another probe's name, or for
+a site or pool its probe may not report for (:class:`~collector.server.scopes.Scope`), refuses
+the whole request (:class:`ForbiddenError`).
 
 An accepted record is stored under :func:`collector.records.owned_id` of its sender and its
 ``id`` (the probe's own id kept as ``source_id``): a probe can neither overwrite nor shadow
@@ -24,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from collector.errors import ForbiddenError
+from collector.instants import timestamp_range, utc_second
 from collector.records import PROBE_KINDS, SCHEMA_VERSION, owned_id
-from collector.schema import is_iso_time, records_faults, show
+from collector.schema import MAX_FIELDS, records_faults, show, utc_times
 from collector.server.body import Unreadable
+from collector.server.scopes import Scope
 
 __all__ = ["Judgement", "Refusal", "judge_records"]
 
@@ -55,15 +60,25 @@ class Judgement:
     refused: list[Refusal] = field(default_factory=list)
 
 
-def judge_records(items: Iterable[object], probe: str) -> Judgement:
-    """Sort ``items`` (parsed JSON values) into accepted and refused records for ``probe``; a
-    refused item is not kept (only its :class:`Refusal`). The fields are checked kind by kind
-    over the whole batch (:func:`collector.schema.records_faults`), once the rest of each
-    record passed."""
+def judge_records(
+    items: Iterable[object], scope: Scope | str, *, now: float, max_fields: int = MAX_FIELDS
+) -> Judgement:
+    """Sort ``items`` (parsed JSON values) into accepted and refused records for the probe of
+    ``scope`` (a probe's name alone: it may report for no site or pool); a refused item is not
+    kept (only its :class:`Refusal`). The fields are checked kind by kind over the whole batch
+    (:func:`collector.schema.records_faults`), once the rest of each record passed. ``now``:
+    the collector's clock (UNIX seconds), which bounds the timestamps. Costs time linear in
+    the batch's fields."""
+    if isinstance(scope, str):
+        scope = Scope(scope)
+    probe = scope.probe
+    window = timestamp_range(now)
     out = Judgement()
     candidates: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, item in enumerate(items):
-        reason = _fault(item, probe, index)
+        reason = _fault(item, probe, index, window)
+        if reason is None:
+            scope.check(item, index)  # type: ignore[arg-type]  # _fault checked it is a dict
         if reason is None:
             doc = cast(dict[str, Any], item)  # _fault checked it is a dict
             candidates.setdefault(doc["kind"], []).append((index, doc))
@@ -71,12 +86,13 @@ def judge_records(items: Iterable[object], probe: str) -> Judgement:
             out.refused.append(Refusal(index, _id_of(item), reason))
     for kind, pairs in candidates.items():
         docs = [doc for _, doc in pairs]
-        faults = records_faults(kind, docs)
+        faults = records_faults(kind, docs, max_fields=max_fields)
         accepted = out.accepted.setdefault(kind, [])
         for position, (index, doc) in enumerate(pairs):
             if position in faults:
                 out.refused.append(Refusal(index, _id_of(doc), faults[position]))
                 continue
+            utc_times(kind, doc)
             doc["source_id"] = doc["id"]
             doc["id"] = owned_id(probe, doc["id"])
             accepted.append(doc)
@@ -92,8 +108,9 @@ def _id_of(item: object) -> str | None:
     return id_ if isinstance(id_, str) else None
 
 
-def _fault(item: object, probe: str, index: int) -> str | None:
-    """Why ``item`` cannot be accepted, or None; raises ForbiddenError for another probe's record."""
+def _fault(item: object, probe: str, index: int, window: tuple[str, str]) -> str | None:
+    """Why ``item`` cannot be accepted, or None; raises ForbiddenError for another probe's
+    record. Its ``timestamp`` is written in the one form, within ``window`` (first, last)."""
     if type(item) is not dict:
         if isinstance(item, Unreadable):
             return item.reason
@@ -119,8 +136,19 @@ def _fault(item: object, probe: str, index: int) -> str | None:
             "a probe may send only its own records"
         )
     stamp = item.get("timestamp")
-    if type(stamp) is not str or not is_iso_time(stamp):
-        return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {show(stamp)}"
+    try:
+        if type(stamp) is not str:
+            raise ValueError("not a string")
+        utc = utc_second(stamp)
+    except ValueError as exc:
+        return f"'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got {show(stamp)} ({exc})"
+    first, last = window
+    if not first <= utc <= last:
+        return (
+            f"'timestamp' {show(stamp)} is {utc}, outside the times this collector takes: from {first} "
+            f"to a day after its clock, {last}"
+        )
+    item["timestamp"] = utc
     if "source_id" in item:
         return "'source_id' is the collector's to set (the id the probe sent)"
     return None

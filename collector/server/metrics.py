@@ -18,6 +18,11 @@ metric                                                  type       labels
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
+``fairacct_collector_summarizer_up``                    gauge      (1: its last run did not crash
+                                                                   and its thread runs)
+``fairacct_collector_summary_runs_total``               counter    ``outcome`` (``ok``, ``failed``:
+                                                                   the store failed, ``crashed``)
+``fairacct_collector_summarizer_restarts_total``        counter
 ``fairacct_collector_connections``                      gauge      (open now)
 ``fairacct_collector_connections_closed_total``         counter    ``reason`` (by the collector: a
                                                                    deadline, the cap;
@@ -41,7 +46,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics"]
+__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics", "SummaryGauges"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -92,6 +97,18 @@ class ConnectionGauges:
 
     open: int
     closed: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class SummaryGauges:
+    """The summarizer: whether it is well (its thread runs, its last run did not crash), and
+    its runs by outcome since the start."""
+
+    up: bool
+    runs: int
+    failures: int
+    crashes: int
+    restarts: int
 
 
 class ServerMetrics:
@@ -149,8 +166,10 @@ class ServerMetrics:
                 "RequestErrors": sum(n for (e, code), n in self.requests.items() if e in self._ingest and code >= 400),
             }
 
-    def render(self, outbox: OutboxGauges, connections: ConnectionGauges | None = None) -> str:
-        """Every metric in Prometheus' text format (those of connections when given)."""
+    def render(
+        self, outbox: OutboxGauges, connections: ConnectionGauges | None = None, summaries: SummaryGauges | None = None
+    ) -> str:
+        """Every metric in Prometheus' text format (those of connections and summaries when given)."""
         now = self._clock()
         out: list[str] = []
 
@@ -196,6 +215,14 @@ class ServerMetrics:
         family(f"{p}last_store_success_timestamp_seconds", "gauge",
                "UNIX time the store last took records (or the outbox was found empty).",
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
+        if summaries is not None:
+            family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
+                   [("", {}, int(summaries.up))])  # fmt: skip
+            family(f"{p}summary_runs_total", "counter", "Summary runs, by outcome (failed: the store failed).",
+                   [("", {"outcome": o}, n) for o, n in (("ok", summaries.runs), ("failed", summaries.failures),
+                                                         ("crashed", summaries.crashes))])  # fmt: skip
+            family(f"{p}summarizer_restarts_total", "counter", "Summarizer threads started again after one ended.",
+                   [("", {}, summaries.restarts)])  # fmt: skip
         if connections is not None:
             family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
             family(f"{p}connections_closed_total", "counter",

@@ -5,8 +5,13 @@ last 365 once a day), so that late records count and vanished groups go.
 Two schedules (``recent_days`` every ``every_s`` seconds, ``nightly_days`` every 86,400 s; 0 days
 turns one off), both due when the thread starts, then at their period after each start: a run
 that takes longer than the period is followed by the next at once, never by several. A run
-that fails (the store is down) is logged and counted; the next goes on. Stopping ends a run
-under way between two chunks of days: what was summarized stays, the rest waits for the next.
+that fails (the store is down) is logged and counted; the next goes on. A run that fails
+unexpectedly (a bug, or something in the store no summary foresaw) is logged with its
+traceback and counted as crashed, and the schedules are tried again after
+:data:`CRASH_RETRY_S`: the thread goes on, and /healthz says "summarizer failing" until a run
+succeeds. Should the thread end all the same, :meth:`Summarizer.revive` starts another (the
+collector's /healthz calls it). Stopping ends a run under way between two chunks of days: what
+was summarized stays, the rest waits for the next.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from collector.errors import FairacctError
 from collector.sinks import Sink
 from collector.summaries.run import last_days, summarize
 
-__all__ = ["NIGHTLY_S", "Schedule", "Summarizer", "SummaryState"]
+__all__ = ["CRASH_RETRY_S", "NIGHTLY_S", "Schedule", "Summarizer", "SummaryState"]
 
 _log = logging.getLogger("fairacct.collector")
 
 NIGHTLY_S = 86400.0
+CRASH_RETRY_S = 60.0
+"""Seconds after a run that crashed before the schedules are tried again (at most their period)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,11 @@ class SummaryState:
     last_run: dict[str, float] = field(default_factory=dict)
     last_summaries: dict[str, int] = field(default_factory=dict)
     runs: int = 0
-    failures: int = 0
+    failures: int = 0  # runs the store failed (FairacctError)
     last_error: str | None = None
+    crashes: int = 0  # runs that failed unexpectedly
+    crashed: str | None = None  # why the last run crashed, until one succeeds
+    restarts: int = 0  # threads started again after one ended
 
 
 class _Stopped(Exception):
@@ -71,15 +81,31 @@ class Summarizer:
         self._stop = threading.Event()
         self._due = {s.name: 0.0 for s in self.schedules}  # all due at the start
         self.state = SummaryState()
-        self._thread = threading.Thread(target=self._run, name="fairacct: summarizer", daemon=True)
+        self._thread = self._new_thread()
+        self._started = False
+
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, name="fairacct: summarizer", daemon=True)
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        """Whether the summarizer runs its schedules (or has none to run)."""
+        return not self.schedules or not self._started or self._thread.is_alive() or self._stop.is_set()
 
     def start(self) -> None:
         if self.schedules:
+            self._started = True
             self._thread.start()
+
+    def revive(self) -> bool:
+        """Start the thread again if it ended while it should run; whether it had to be."""
+        if self.alive:
+            return False
+        self.state.restarts += 1
+        _log.error("summaries: the summarizer's thread had ended; started again")
+        self._thread = self._new_thread()
+        self._thread.start()
+        return True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
@@ -133,11 +159,17 @@ class Summarizer:
             sink.close()
         self.state.runs += 1
         self.state.last_error = None
+        self.state.crashed = None
         self.state.last_summaries[schedule.name] = done.total
         _log.info(
             "summaries (%s): %d of %s .. %s, %d stale deleted, in %.1f s",
             schedule.name, done.total, first, last, sum(done.deleted.values()), time.perf_counter() - start,
         )  # fmt: skip
+        if done.undated:
+            _log.warning(
+                "summaries (%s): left out groups of records whose timestamp names no day (stored before this "
+                "collector wrote times in one form), by kind: %s", schedule.name, done.undated,
+            )  # fmt: skip
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -145,4 +177,14 @@ class Summarizer:
                 self.run_due()
             except _Stopped:
                 return
+            except Exception as exc:  # noqa: BLE001  counted and shown; the next run may do better
+                self._crashed(exc)
             self._stop.wait(max(0.0, self.next_due() - self._clock()))
+
+    def _crashed(self, exc: Exception) -> None:
+        self.state.crashes += 1
+        self.state.crashed = f"{type(exc).__name__}: {exc}"[:500]
+        _log.exception("summaries: a run failed unexpectedly (%d so far); trying again later", self.state.crashes)
+        now = self._clock()
+        for s in self.schedules:
+            self._due[s.name] = now + min(CRASH_RETRY_S, s.every_s)

@@ -29,6 +29,7 @@ reply has an ``accepted`` field**):
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.requests import Request
@@ -39,6 +40,8 @@ from collector.server.body import decode_records
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.judge import Judgement, Refusal, judge_records
 from collector.server.replies import Style
+from collector.server.scopes import Scope
+from collector.settings import CollectorSettings
 
 __all__ = ["REASONS_LISTED", "RECORDS", "post_records"]
 
@@ -49,7 +52,12 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
     with ingest.sender(request) as probe:
         settings = ingest.settings
         data = (await ingest.body(request, settings.max_records_body_bytes)).data
-        parcels, judged = _judge(data, request.headers.get("content-type"), probe, settings.max_records_per_request)
+        # Parsing and judging cost time linear in the body, but a few megabytes of records take
+        # a second of CPU: in the conversion's thread, so that the event loop goes on answering
+        # (other probes' batches, /healthz) meanwhile.
+        parcels, judged = await ingest.off_loop(
+            _judge, data, request.headers.get("content-type"), Scope.of(probe, settings.probes), settings
+        )
         del data  # the commit waits with the accepted records alone
         await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
     if not judged.refused:
@@ -67,10 +75,13 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
     )
 
 
-def _judge(data: bytes, content_type: str | None, probe: str, max_records: int) -> tuple[list[Parcel], Judgement]:
+def _judge(
+    data: bytes, content_type: str | None, scope: Scope, settings: CollectorSettings
+) -> tuple[list[Parcel], Judgement]:
     """The accepted records in parcels, encoded, and the judgement: of what the request parsed,
     only the accepted records outlive this call (a refused item is dropped as it is judged)."""
-    judged = judge_records(decode_records(data, content_type, max_records), probe)
+    items = decode_records(data, content_type, settings.max_records_per_request)
+    judged = judge_records(items, scope, now=time.time(), max_fields=settings.max_fields_per_record)
     return [Parcel.encoded(kind, docs) for kind, docs in judged.accepted.items()], judged
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "KINDS",
     "Progress",
     "Summarized",
+    "dated_rows",
     "day_range",
     "last_days",
     "source_rows",
@@ -52,6 +53,7 @@ class Summarized:
     last: date
     records: dict[str, int] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
+    undated: dict[str, int] = field(default_factory=dict)  # groups of records whose timestamp names no day
 
     @property
     def total(self) -> int:
@@ -108,6 +110,28 @@ def _integer(value: Any) -> Any:
 
 
 _NUMBER = re.compile(r"\s*[+-]?[0-9]{1,18}(?:\.[0-9]*)?\s*", re.ASCII)  # longer: over an integer field
+
+
+def dated_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The rows of a daily aggregation whose ``period`` is a day (``YYYY-MM-DD``), and how many
+    were not. A collector stores times in one form (collector/instants.py), but a store may
+    hold records from before it did (``20251231T000000Z`` once made the period
+    ``20251231T0``): such a group is left out of the summaries, counted, never a crash."""
+    good = [r for r in rows if _is_day(r["period"])]
+    return good, len(rows) - len(good)
+
+
+def _is_day(period: object) -> bool:
+    if not isinstance(period, str) or _DAY.fullmatch(period) is None:
+        return False
+    try:
+        date.fromisoformat(period)
+    except ValueError:
+        return False
+    return True
+
+
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 
 def summary_docs(kind: str, rows: Sequence[dict[str, Any]], *, probe: str) -> list[dict[str, Any]]:
@@ -177,7 +201,10 @@ def summarize(
         for start, end in day_range(first, last, chunk_days):
             since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
             query = Aggregation(kind, source.dimensions, source.totals, "day", since, until, source.requires)
-            docs = summary_docs(kind, source_rows(source, sink.aggregate(query)), probe=probe)
+            rows, undated = dated_rows(sink.aggregate(query))
+            if undated:
+                done.undated[kind] = done.undated.get(kind, 0) + undated
+            docs = summary_docs(kind, source_rows(source, rows), probe=probe)
             done.records[kind] += len(docs)
             done.deleted[kind] += _replace(sink, kind, docs, since, until)
             if progress is not None:
@@ -242,7 +269,7 @@ def _watched_days(sink: Sink, start: date, end: date, reach_s: float) -> set[dat
     and the days before them within ``reach_s`` (a snapshot stands for the time before it)."""
     ahead = timedelta(days=math.ceil(reach_s / 86400.0))
     query = Aggregation("slot", ("pool",), (Total("slots"),), "day", f"{start}T00:00:00Z", f"{end + ahead}T00:00:00Z")
-    seen = {date.fromisoformat(r["period"]) for r in sink.aggregate(query)}
+    seen = {date.fromisoformat(r["period"]) for r in dated_rows(sink.aggregate(query))[0]}
     return {d - timedelta(days=k) for d in seen for k in range(ahead.days + 1)}
 
 

@@ -74,8 +74,10 @@ def test_a_hundred_records(gracc: Path) -> None:
     assert len({d["id"] for d in result.docs}) == 100
     assert sum(d["WallDuration"] for d in result.docs) == sum(60 + i % 17 for i in range(100))
     assert [d["LocalJobId"] for d in result.docs[:2]] == ["i-065c9ddf.0", "i-065c9ddf.1"]
-    again = envelope_docs(envelope(records), probe="another")
+    again = envelope_docs(envelope(records), probe="p")  # sent again: the same records
     assert [d["id"] for d in again.docs] == [d["id"] for d in result.docs]
+    another = envelope_docs(envelope(records), probe="another")  # another sender's are its own
+    assert not {d["id"] for d in another.docs} & {d["id"] for d in result.docs}
 
 
 def test_bad_records_are_reported_by_index_and_the_rest_kept(gracc: Path) -> None:

@@ -19,7 +19,7 @@ from collector.gratia.rawdoc import (
     logstash_integer,
     raw_doc,
 )
-from collector.records import SCHEMA_VERSION, table_docs
+from collector.records import SCHEMA_VERSION, owned_id, table_docs
 
 from .conftest import PAIRS, fields, jur, pair
 
@@ -56,7 +56,7 @@ def test_the_added_fields_of_the_conformance_records(gracc: Path, name: str) -> 
     assert doc["CoreHours"] == pytest.approx(CORE_HOURS[name], rel=1e-12)
     assert (doc["kind"], doc["schema_version"], doc["probe"]) == ("gratia", SCHEMA_VERSION, "probe-a")
     assert doc["timestamp"] == END_TIMES[name]
-    assert doc["id"] == content_id({**fields(xml), "CoreHours": doc["CoreHours"]})
+    assert doc["id"] == owned_id("probe-a", content_id({**fields(xml), "CoreHours": doc["CoreHours"]}))
     assert len(doc["id"]) == 32 and int(doc["id"], 16) >= 0
 
 
@@ -106,14 +106,17 @@ def test_a_record_resent_by_its_probe_has_the_same_id() -> None:
     assert first["id"] == again["id"] == remade["id"]
 
 
-def test_a_record_sent_by_two_senders_has_the_same_id() -> None:
-    # The same record from two senders (the form's `from`: a probe and a Gratia collector that
-    # forwards it, or two hosts draining one outbox), and with the user's identity rewritten
-    # on the way (a VO mapping), as Gratia's and GRACC's duplicate checks allow.
+def test_a_record_is_its_senders_and_two_senders_never_share_an_id() -> None:
+    # The same content from two senders (the form's `from`), the second with another site and
+    # VO (the fields the content hash leaves out): two records, so that one listed sender can
+    # never replace another's. From one sender, the VO rewritten on the way (a VO mapping) is
+    # the same record, as Gratia's and GRACC's duplicate checks allow.
     a = one_doc(jur(RECORD), probe="condor:submit-3")
-    b = one_doc(jur(RECORD.replace("<VOName>GLOW</VOName>", "<VOName>osg</VOName>")), probe="gratia-collector")
+    moved = RECORD.replace("<VOName>GLOW</VOName>", "<VOName>osg</VOName>")
+    b = one_doc(jur(moved), probe="gratia-collector")
     assert (a["probe"], b["probe"], a["VOName"], b["VOName"]) == ("condor:submit-3", "gratia-collector", "GLOW", "osg")
-    assert a["id"] == b["id"]
+    assert a["id"] != b["id"] and a["id"] == one_doc(jur(moved), probe="condor:submit-3")["id"]
+    assert a["id"] == owned_id("condor:submit-3", content_id({**fields(jur(RECORD)), "CoreHours": a["CoreHours"]}))
 
 
 @pytest.mark.parametrize(
@@ -133,7 +136,7 @@ def test_the_id_leaves_out_what_gracc_leaves_out() -> None:
     doc = one_doc(jur(RECORD))
     sent = {**fields(jur(RECORD)), "CoreHours": doc["CoreHours"], "RawXML": doc["RawXML"]}
     changed = {**sent, **{k: "changed" for k in DEDUP_EXCLUDED}}
-    assert content_id(sent) == content_id(changed) == doc["id"]
+    assert owned_id("probe-a", content_id(sent)) == owned_id("probe-a", content_id(changed)) == doc["id"]
     assert {"RecordId", "CreateTime", "GlobalUsername", "LocalUserId", "VOName", "RawXML", "probe"} <= DEDUP_EXCLUDED
 
 
@@ -228,10 +231,10 @@ def test_the_ids_are_of_the_fields_as_gracc_sent_them(gracc: Path) -> None:
     xml, _ = pair(gracc, "JobUsageRecord01")
     doc = one_doc(xml)
     sent = {**doc, "Processors": "1", "NodeCount": "1", "Memory": "3.75"}
-    assert content_id(sent) == doc["id"] != content_id(doc)
+    assert owned_id("probe-a", content_id(sent)) == doc["id"] != owned_id("probe-a", content_id(doc))
     started = one_doc(jur(RECORD.replace("EndTime", "StartTime")))  # its EndTime is GRACC's, not the record's
     sent = {k: v for k, v in started.items() if k != "EndTime"}
-    assert content_id({**sent, "Processors": "1"}) == started["id"]
+    assert owned_id("probe-a", content_id({**sent, "Processors": "1"})) == started["id"]
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,9 @@ def test_records_are_refused_one_by_one_with_their_index_and_reason(shared_colle
         "'kind' must be one of slot, allocation, job, fairshare, fairness, gap, priority, got 'jobs' (summaries are "
         "made by the collector, Gratia records come from Gratia probes to /gratia-servlets/rmi)"
     )
-    assert reasons[1] == "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday'"
+    assert reasons[1] == (
+        "'timestamp' must be an ISO-8601 UTC time like '2026-11-21T14:00:00Z', got 'yesterday' (not an ISO-8601 time)"
+    )
     assert reasons[2] == "expected a JSON object (a record), got 'not a record'"
     assert reasons[3] == "'schema_version' must be 1 (this collector's), got 2"
     drained(c)
