@@ -35,6 +35,7 @@ import collector.sinks.elasticsearch as es_module
 from collector.errors import ConfigError, ElasticsearchError, SinkError
 from collector.outbox import Outbox
 from collector.records import KINDS, table_docs
+from collector.schema import MAX_INDEX_FIELDS
 from collector.sinks import open_sink
 from collector.sinks.elasticsearch import ElasticsearchSink, load_templates, monthly_index, transport
 
@@ -423,6 +424,21 @@ def test_a_document_that_conflicts_with_the_mapping_is_rejected_and_the_rest_ack
     assert sink.count("slot") == 9
 
 
+def test_an_index_maps_no_more_fields_than_its_template_allows(sink: ElasticsearchSink) -> None:
+    # records of many shapes, each within a record's bound (250 fields of its own), add up in
+    # one monthly index: the store refuses the documents that would map more than the limit
+    docs = [
+        {"id": f"wide-{i}", "kind": "job", "schema_version": 1, "probe": "p", "timestamp": "2026-11-21T14:00:00Z",
+         **{f"Attr{i}_{j}": j for j in range(250)}}
+        for i in range(6)
+    ]  # fmt: skip
+    result = sink.send("job", docs)
+    assert sorted(result.acked) == ["wide-0", "wide-1", "wide-2"] and result.retry == {}
+    assert sorted(result.rejected) == ["wide-3", "wide-4", "wide-5"]
+    assert all("Limit of total fields [1000]" in reason for reason in result.rejected.values())
+    assert len(sink.field_types("job")[f"{sink.prefix}-job-2026.11"]) <= MAX_INDEX_FIELDS
+
+
 def test_documents_that_cannot_be_indexed_are_rejected_without_a_request(sink: ElasticsearchSink) -> None:
     docs = slot_docs()
     undated = {**docs[0], "timestamp": None}
@@ -800,6 +816,9 @@ def test_every_kind_has_a_template_with_explicit_types() -> None:
         assert template["index_patterns"] == [f"fairacct-{kind}-*"]
         mappings = template["template"]["mappings"]
         assert mappings["date_detection"] is False and mappings["numeric_detection"] is False
+        # extra fields are mapped as they come (a site's ClassAd attributes), within a bound
+        assert mappings["dynamic"] is True
+        assert template["template"]["settings"]["index"]["mapping"]["total_fields"]["limit"] == MAX_INDEX_FIELDS
         props = {name: spec["type"] for name, spec in mappings["properties"].items()}
         assert {props[f] for f in ("id", "kind", "probe")} == {"keyword"} and props["timestamp"] == "date"
         assert all(t == "date" for f, t in props.items() if f.endswith("_iso")), kind
