@@ -196,6 +196,7 @@ def create_app(
         finally:
             await asyncio.to_thread(summarizer.stop)
             await asyncio.to_thread(ingest.cpu.shutdown)  # uvicorn answered what was under way: nothing waits
+            await asyncio.to_thread(ingest.judges.shutdown)
             await asyncio.to_thread(flusher.stop)  # its last settle goes through the committer
             await asyncio.to_thread(committer.stop)
             _log.info("collector stopped")

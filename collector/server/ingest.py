@@ -64,6 +64,15 @@ class Ingest:
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fairacct: convert")
     )
 
+    # A few threads for judging batches of /v1/records (parsing and checking every field: time
+    # linear in the body, up to a second for a large one). Not the conversion's single thread:
+    # a small batch would wait there behind every large one before it; among a few threads
+    # under the GIL it gets its share of the CPU at every switch interval, so one probe's heavy
+    # batch delays another probe's reply by a fraction of its own time, never by all of it.
+    judges: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fairacct: judge")
+    )
+
     # Requests under way by probe (read and written on the event loop only).
     under_way: Counter[str] = field(default_factory=Counter)
 
@@ -103,6 +112,10 @@ class Ingest:
     async def off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``fn(*args, **kwargs)`` in the :attr:`cpu` thread, awaited (its exception raised here)."""
         return await asyncio.wrap_future(self.cpu.submit(fn, *args, **kwargs))
+
+    async def judged(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` in one of the :attr:`judges` threads, awaited (its exception raised here)."""
+        return await asyncio.wrap_future(self.judges.submit(fn, *args, **kwargs))
 
     async def make_durable(self, endpoint: str, probe: str, parcels: Sequence[Parcel], *, refused: int = 0) -> int:
         """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on

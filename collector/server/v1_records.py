@@ -53,9 +53,9 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
         settings = ingest.settings
         data = (await ingest.body(request, settings.max_records_body_bytes)).data
         # Parsing and judging cost time linear in the body, but a few megabytes of records take
-        # a second of CPU: in the conversion's thread, so that the event loop goes on answering
-        # (other probes' batches, /healthz) meanwhile.
-        parcels, judged = await ingest.off_loop(
+        # a second of CPU: in a thread of their own (Ingest.judges), so that the event loop goes
+        # on answering (other probes' batches, /healthz) meanwhile.
+        parcels, judged = await ingest.judged(
             _judge, data, request.headers.get("content-type"), Scope.of(probe, settings.probes), settings
         )
         del data  # the commit waits with the accepted records alone

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -49,6 +50,7 @@ class Collector:
     settings: dict[str, Any] = field(default_factory=dict)
     store: str = "sqlite:///store.sqlite"
     process: subprocess.Popen[bytes] | None = None
+    max_file_bytes: int | None = None  # RLIMIT_FSIZE of the process: its disk is "full" at this file size
 
     @property
     def url(self) -> str:
@@ -84,8 +86,9 @@ class Collector:
         self.config.write_text("\n".join(lines) + "\n")
         with open(self.root / "collector.log", "ab") as log:
             self.process = subprocess.Popen(
-                [FAIRACCT, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log
-            )
+                [FAIRACCT, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log,
+                preexec_fn=None if self.max_file_bytes is None else _file_size_limit(self.max_file_bytes),
+            )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process.poll() is not None:
@@ -112,11 +115,25 @@ class Collector:
         return code
 
 
+def _file_size_limit(size: int) -> Any:
+    """What the child runs before it starts: no file of its may grow past ``size`` bytes (a
+    write beyond fails with EFBIG, as on a full disk; SIGXFSZ ignored, so it is an error and
+    not the end of the process)."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
 def _toml(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -135,9 +152,9 @@ def start_collector(tmp_path: Path) -> Iterator[Any]:
     started: list[Collector] = []
 
     def start(name: str = "c1", *, tokens: dict[str, str] | None = None, store: str = "sqlite:///store.sqlite",
-              port: int | None = None, **settings: Any) -> Collector:  # fmt: skip
+              port: int | None = None, max_file_bytes: int | None = None, **settings: Any) -> Collector:  # fmt: skip
         collector = Collector(tmp_path / name, port or free_port(), tokens or {"p1": "token-one", "p2": "token-two"},
-                              {"flush_every_s": 0.2, **settings}, store)  # fmt: skip
+                              {"flush_every_s": 0.2, **settings}, store, max_file_bytes=max_file_bytes)  # fmt: skip
         started.append(collector)
         return collector.start()
 
