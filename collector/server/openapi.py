@@ -194,7 +194,10 @@ def openapi_document(
                             },
                         },
                         "401": _error("No bearer token, or an unknown one."),
-                        "403": _error("A record in another probe's name; nothing was stored."),
+                        "403": _error(
+                            "A record in another probe's name, or for a site or pool the probe may not report for "
+                            "(collector.probes); nothing was stored."
+                        ),
                         "413": _error(
                             "The body is over the size limit (as sent or decompressed), or holds more records than "
                             "a request may; nothing was stored. Send the batch in halves."

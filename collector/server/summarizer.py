@@ -182,9 +182,9 @@ class Summarizer:
             self._stop.wait(max(0.0, self.next_due() - self._clock()))
 
     def _crashed(self, exc: Exception) -> None:
-        self.state.crashes += 1
-        self.state.crashed = f"{type(exc).__name__}: {exc}"[:500]
-        _log.exception("summaries: a run failed unexpectedly (%d so far); trying again later", self.state.crashes)
         now = self._clock()
         for s in self.schedules:
             self._due[s.name] = now + min(CRASH_RETRY_S, s.every_s)
+        self.state.crashed = f"{type(exc).__name__}: {exc}"[:500]
+        self.state.crashes += 1
+        _log.exception("summaries: a run failed unexpectedly (%d so far); trying again later", self.state.crashes)

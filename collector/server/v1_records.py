@@ -18,7 +18,9 @@ reply has an ``accepted`` field**):
   :data:`REASONS_LISTED` as ``{"index", "id", "reason"}``, the others as ``{"index"}`` alone:
   a batch holds at most ``collector.max_records_per_request`` records, so the reply is bounded.
 * **400/401/403/413/415** ``{"error": "..."}`` (no ``accepted`` field): the request was refused
-  whole and nothing was stored. 413: the body is over ``collector.max_records_body_size`` (or
+  whole and nothing was stored. 403: a record is in another probe's name, or for a site or
+  pool this probe may not report for (``collector.probes``, :mod:`collector.server.scopes`);
+  the probe keeps the batch until the operator lists it. 413: the body is over ``collector.max_records_body_size`` (or
   ``max_body_size``), or holds more than ``max_records_per_request`` records; send it in halves.
 * **429** ``{"error": "..."}`` with ``Retry-After``: the probe has ``max_requests_per_probe``
   requests under way, or the store is slower than the probes and the outbox holds

@@ -3,13 +3,14 @@ against a real embedded store with a clock the test moves (no waiting)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from collector.errors import ConfigError
-from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
+from collector.server.summarizer import CRASH_RETRY_S, NIGHTLY_S, Schedule, Summarizer
 from collector.settings import CollectorSettings
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig
@@ -35,8 +36,13 @@ def test_the_cadence_is_configured_in_the_collector_section() -> None:
     [
         ({"summaries_every_s": 0}, "collector summaries_every_s: expected more than 0, got 0"),
         ({"summaries_nightly_days": -1}, "collector summaries_nightly_days: expected at least 0, got -1"),
+        ({"probes": [{"probe": "p1"}, {"probe": "p1", "sites": ["A"]}]},
+         "collector probes: each probe is listed once in probes, got 'p1' more than once"),
+        ({"probes": [{"probe": "p1", "site": ["A"]}]},
+         r"collector probes.0.site: extra inputs are not permitted, got \['A'\]"),
+        ({"max_fields_per_record": 1000}, "collector max_fields_per_record: expected at most 900, got 1000"),
     ],
-)
+)  # fmt: skip
 def test_server_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         CollectorSettings.of(token_dir=tmp_path, state_dir=tmp_path, **change)
@@ -86,3 +92,51 @@ def test_a_store_that_fails_costs_one_run(tmp_path: Path) -> None:
     assert summarizer.run_due() == []
     assert summarizer.state.failures == 1 and "no embedded store here" in str(summarizer.state.last_error)
     assert summarizer.next_due() == T0 + 900  # tried again at the next period, not at once
+
+
+def _until(condition: Any, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.02)
+
+
+def test_a_run_that_crashes_is_counted_and_the_thread_goes_on(tmp_path: Path) -> None:
+    """A clock past datetime's years (1e20 s) makes a run fail with no FairacctError: once the
+    end of the thread, silently; now counted, shown, and tried again."""
+    path = tmp_path / "store.sqlite"
+    EmbeddedStore(path).close()
+    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 7, 900.0),), probe="t", clock=lambda: 1e20)
+    summarizer.start()
+    try:
+        _until(lambda: summarizer.state.crashes == 1)
+        assert summarizer.alive and summarizer.state.crashed is not None
+        assert summarizer.state.crashed.startswith(("ValueError: year", "OverflowError")), summarizer.state.crashed
+        assert summarizer.next_due() == 1e20 + CRASH_RETRY_S and summarizer.state.runs == 0
+    finally:
+        summarizer.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit, on purpose
+def test_a_thread_that_ended_is_started_again(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    EmbeddedStore(path).close()
+    calls = [0]
+
+    def clock() -> float:  # the first call ends the thread (as only a BaseException could)
+        calls[0] += 1
+        if calls[0] == 1:
+            raise SystemExit
+        return T0
+
+    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 7, 900.0),), probe="t", clock=clock)
+    assert summarizer.alive and not summarizer.revive()  # not started: nothing to revive
+    summarizer.start()
+    try:
+        _until(lambda: not summarizer._thread.is_alive())
+        assert not summarizer.alive
+        assert summarizer.revive() and summarizer.state.restarts == 1
+        _until(lambda: summarizer.state.runs == 1)
+        assert summarizer.alive and summarizer.state.crashed is None and not summarizer.revive()
+    finally:
+        summarizer.stop()
