@@ -181,7 +181,7 @@ class CollectorSink:
                 "; store.url is wrong: nothing at this path answers /v1/records (a collector's URL is its root, "
                 "or the prefix a proxy serves it under)"
             )
-        if status in (401, 403):
+        if status == 401:
             hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"
         raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
 

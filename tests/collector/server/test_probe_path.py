@@ -228,7 +228,9 @@ def test_a_site_points_its_probe_at_the_collector_and_changes_nothing_else(
     from ...conftest import ROOT
 
     probe = f"fairacct@{socket.gethostname()}"  # the name a probe writes its records in
-    c = start_collector(tokens={probe: "site-token"})
+    # the demo pool's sites: what this probe may report for (collector.probes)
+    sites = ["CIT_CMS_T2", "FNAL", "Nebraska", "Purdue", "UCSD", "unknown"]
+    c = start_collector(tokens={probe: "site-token"}, probes=[{"probe": probe, "sites": sites, "pools": ["demo"]}])
     (tmp_path / "probe.token").write_text("site-token\n")
     config = tmp_path / "probe.toml"
     demo = (
