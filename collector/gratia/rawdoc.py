@@ -28,7 +28,9 @@ form), we do here, without a clock but the arrival time its caller gives:
   to be stored (collector/gratia/envelope.py sets it aside, counted). So does a record that
   GRACC's raw index would refuse, which its Elasticsearch drops: a number over the field's
   type (``Processors`` or ``NodeCount`` over an int32, ``Njobs`` over an int64, a float that
-  is not finite) or a time outside the years 1 to 9999.
+  is not finite) or a time outside the years 1 to 9999. Unlike GRACC, so is a record of more
+  fields than any record may have, or whose ``EndTime`` is outside the times a collector takes
+  (collector/instants.py: from 1990 to a day after it arrived).
 * ``id``: the pipeline's ``checksum`` is a hash of the document without the fields Gratia's own
   duplicate check left out (``RecordId``, ``CreateTime``, the user's identity, ``SiteName``,
   ``Grid``, ``RawXML``, ``type``) and without the pipeline's times; it is the document id, so
@@ -63,7 +65,9 @@ from typing import Any
 import orjson
 
 from collector.gratia.isotime import utc_iso
+from collector.instants import EARLIEST, timestamp_range
 from collector.records import KINDS, SCHEMA_VERSION, owned_id
+from collector.schema import MAX_FIELDS
 
 __all__ = [
     "DEDUP_EXCLUDED", "KIND", "META_FIELDS", "QUARANTINE", "content_id", "core_hours", "logstash_float",
@@ -162,7 +166,7 @@ def raw_doc(fields: dict[str, Any], *, probe: str | None, received: float | None
     fields.update(numbers)
     if fields.get("ResourceType") == "Payload":
         fields["PayloadSiteName"] = fields.get("Host_description", "%{Host_description}")
-    reason = too_big or _dated(fields, received)
+    reason = too_big or _dated(fields, received) or _beyond(fields, received)
     if reason is not None:
         fields[QUARANTINE] = reason
         return fields
@@ -204,6 +208,20 @@ def _dated(fields: dict[str, Any], received: float | None) -> str | None:
     if quarantine:
         return str(quarantine)
     fields["timestamp"] = timestamp
+    return None
+
+
+def _beyond(fields: dict[str, Any], received: float | None) -> str | None:
+    """Why a record GRACC's pipeline would keep is set aside all the same, if it is: more
+    fields than a record may have (:data:`collector.schema.MAX_FIELDS`), or a ``timestamp``
+    outside the times a collector takes (:func:`collector.instants.timestamp_range`, when the
+    arrival time is known). GRACC stores both; either would stand in the summaries for years
+    to come, or grow an index's mapping, from one envelope."""
+    if len(fields) + len(META_FIELDS) > MAX_FIELDS:
+        return f"more than {MAX_FIELDS} fields ({len(fields)})"
+    first, last = timestamp_range(received) if received is not None else (EARLIEST, "9999")
+    if not first <= fields["timestamp"] <= last:
+        return f"an EndTime ({fields['timestamp']}) outside the times this collector takes: {first} to {last}"
     return None
 
 

@@ -203,6 +203,30 @@ def test_what_gracc_sets_aside_is_quarantined_with_its_reason(record: str, reaso
     assert (result.docs, result.errors, [i for i, _ in result.quarantined]) == ([], [], [0])
 
 
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        (RECORD.replace("2016-05-27T22:36:42Z", "1989-12-31T23:59:59Z"),
+         "an EndTime (1989-12-31T23:59:59Z) outside the times this collector takes: 1990-01-01T00:00:00Z to "
+         "2016-05-29T00:00:00Z"),
+        (RECORD.replace("2016-05-27T22:36:42Z", "2016-05-29T00:00:01Z"),
+         "an EndTime (2016-05-29T00:00:01Z) outside the times this collector takes"),  # a day after it arrived
+        (RECORD + "".join(f'<Resource urwg:description="r{i}">{i}</Resource>' for i in range(300)),
+         "more than 256 fields"),
+    ],
+)  # fmt: skip
+def test_what_a_collector_sets_aside_beyond_gracc(record: str, reason: str) -> None:
+    """GRACC stores these; one envelope of them would stand in the summaries for years to come,
+    or grow an index's mapping by thousands of fields."""
+    arrived = 1464393600.0  # 2016-05-28T00:00:00Z
+    doc = raw_doc(fields(jur(record)), probe="p", received=arrived)
+    assert doc[QUARANTINE].startswith(reason), doc[QUARANTINE]
+    assert "id" not in doc
+    result = envelope_docs(jur(record), probe="p", received=arrived)
+    assert (result.docs, result.errors, [i for i, _ in result.quarantined]) == ([], [], [0])
+    assert raw_doc(fields(jur(RECORD)), probe="p", received=arrived)["timestamp"] == "2016-05-27T22:36:42Z"
+
+
 def test_a_start_time_after_the_first_day_of_1970_is_kept() -> None:
     doc = one_doc(jur(RECORD + "<StartTime>1970-01-02T00:00:01Z</StartTime>"))
     assert QUARANTINE not in doc and doc["StartTime"] == "1970-01-02T00:00:01Z"
