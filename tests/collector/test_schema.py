@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.schema import MAX_STRING_BYTES, field_types, record_fault, records_faults
+from collector.schema import MAX_STRING_BYTES, field_types, record_fault, records_faults, utc_times
 
 NAMES = ["cpus", "user", "end", "end_iso", "provisioned", "exit_code", "Extra", "_bad", "a.b"]
 VALUES = st.one_of(
@@ -40,3 +40,29 @@ def test_the_types_come_from_the_index_template() -> None:
     assert record_fault("job", {"cpus": 2.5, "end": 1795269600.0, "user": "alice", "Extra": [1]}) == (
         "field 'Extra': expected a scalar (records are flat: no arrays or objects), got [1]"
     )
+
+
+def test_times_are_checked_and_written_in_one_form() -> None:
+    """A date field, or an extra ``*_iso`` one (a date to the index templates), takes an ISO-8601
+    time with a UTC offset, then kept in UTC to the second."""
+    doc: dict[str, Any] = {"end_iso": "20251231T000000Z", "benchmarked_iso": "2025-12-31T14:00:00+14:00", "n": 1}
+    assert records_faults("job", [doc] * 5) == {} and record_fault("job", doc) is None
+    utc_times("job", doc)
+    assert doc == {"end_iso": "2025-12-31T00:00:00Z", "benchmarked_iso": "2025-12-31T00:00:00Z", "n": 1}
+    assert record_fault("job", {"benchmarked_iso": "2025-12-31"}) == (
+        "field 'benchmarked_iso': expected an ISO-8601 time with a UTC offset like '2026-11-21T14:00:00Z', "
+        "got '2025-12-31'"
+    )
+
+
+def test_a_batch_of_distinct_names_is_judged_a_record_at_a_time() -> None:
+    """Records that share no shape (every name distinct) are each checked alone: the same
+    answers as one by one, in time linear in their fields."""
+    docs = [{f"F{i}_{j}": j for j in range(200)} for i in range(50)]
+    docs[7] = {**docs[7], "F7_3": [1]}
+    docs[9] = {f"F{j}": j for j in range(300)}
+    assert records_faults("job", docs) == {
+        7: "field 'F7_3': expected a scalar (records are flat: no arrays or objects), got [1]",
+        9: "a record has at most 256 fields (collector.max_fields_per_record), this one 300",
+    }
+    assert records_faults("job", docs, max_fields=100)[0].startswith("a record has at most 100 fields")
