@@ -10,8 +10,9 @@ What a body costs: the body itself (as sent, and decompressed), and its parse. o
 a JSON array whole, which for a hostile body costs up to about 35 times its size
 (``[{"a":{}},...]``; ``[[],[],...]`` costs an empty list, 56 bytes and a pointer, for every 3
 bytes); an NDJSON body is parsed a line at a time, each line as its item is asked for. Hence
-the small limit of ``/v1/records`` (``collector.max_records_body_size``), and one parse at a
-time (on the event loop), whose refused items are dropped as they are judged.
+the small limit of ``/v1/records`` (``collector.max_records_body_size``), and at most two
+parses at a time (the threads that judge batches, :attr:`collector.server.ingest.Ingest.judges`),
+whose refused items are dropped as they are judged.
 """
 
 from __future__ import annotations

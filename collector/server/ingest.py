@@ -64,13 +64,14 @@ class Ingest:
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fairacct: convert")
     )
 
-    # A few threads for judging batches of /v1/records (parsing and checking every field: time
+    # Two threads for judging batches of /v1/records (parsing and checking every field: time
     # linear in the body, up to a second for a large one). Not the conversion's single thread:
-    # a small batch would wait there behind every large one before it; among a few threads
-    # under the GIL it gets its share of the CPU at every switch interval, so one probe's heavy
-    # batch delays another probe's reply by a fraction of its own time, never by all of it.
+    # a small batch would wait there behind every large one before it; beside another under
+    # the GIL it gets its share of the CPU at every switch interval, so one heavy batch delays
+    # another probe's reply by a fraction of its own time, never by all of it. Two, not more:
+    # a hostile array costs up to 35 times its size while it is parsed (collector/server/body.py).
     judges: concurrent.futures.ThreadPoolExecutor = field(
-        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="fairacct: judge")
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fairacct: judge")
     )
 
     # Requests under way by probe (read and written on the event loop only).
