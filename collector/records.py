@@ -16,11 +16,11 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | fairness   | credential and time bucket             | pool, credential type and name, bucket start |
 | gap        | node and stretch no snapshot billed it | pool, node name, start                    |
 | summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
-| gratia     | Gratia JobUsageRecord (GRACC's fields) | its content, less RecordId, CreateTime and what GRACC leaves out |
+| gratia     | Gratia JobUsageRecord (GRACC's fields) | its sender, and its content less RecordId, CreateTime and what GRACC leaves out |
 
 Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
 probes send, with GRACC's field names; their time field is ``EndTime`` (ISO-8601, as GRACC
-indexes them) and their id a hash of their content (collector/gratia/rawdoc.py).
+indexes them) and their id a hash of their content within their sender (collector/gratia/rawdoc.py).
 
 Fairness records measure the share as Sedighi et al. 2014, "Fairness of task scheduling in high
 performance computing environments", do (the papers are cited in full in :mod:`probes.accounting`).
