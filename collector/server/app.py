@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,6 +43,7 @@ from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer
+from collector.server.sources import SourceBudgets
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
@@ -80,7 +82,8 @@ def create_app(
         max_records=settings.max_group_records,
         backpressure_depth=settings.backpressure_depth,
     )
-    ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics)
+    anonymous = SourceBudgets(math.ceil(settings.anonymous_memory_per_source), math.ceil(settings.anonymous_memory))
+    ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics, anonymous)
     flusher = Flusher(
         settings.outbox_path,
         sink_factory or store_sink_factory(settings),
@@ -178,6 +181,7 @@ def create_app(
         finally:
             await asyncio.to_thread(summarizer.stop)
             await asyncio.to_thread(ingest.cpu.shutdown)  # uvicorn answered what was under way: nothing waits
+            await asyncio.to_thread(ingest.inflating.shutdown)
             await asyncio.to_thread(flusher.stop)  # its last settle goes through the committer
             await asyncio.to_thread(committer.stop)
             _log.info("collector stopped")

@@ -137,6 +137,16 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
             "'collector+https://c.example.org'",
         ),
         ({"max_group_records": 5}, "collector max_group_records: extra inputs are not permitted, got 5"),
+        (
+            {"gratia_senders": ["condor:ce01"]},  # the old form: which networks, it cannot say
+            'collector gratia_senders.0: a Gratia sender is named with the networks it sends from: write '
+            '{probe = "condor:ce01", networks = ["192.0.2.0/24"]}',
+        ),
+        (
+            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.1/24"]}]},
+            'collector gratia_senders.0.networks.0: expected an address or a network (CIDR, e.g. "192.0.2.0/24"), '
+            "got '192.0.2.1/24': 192.0.2.1/24 has host bits set",
+        ),
     ],
 )
 def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -152,12 +162,14 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
 
     section = {
         "listen_address": "0.0.0.0", "port": 0, "tls_cert_file": "c.pem", "tls_key_file": "k.pem",
-        "token_dir": "/t", "gratia_senders": ["condor:ce01"], "max_body_size": "1 KiB", "max_outbox_depth": 9,
+        "token_dir": "/t", "max_body_size": "1 KiB", "max_outbox_depth": 9,
+        "gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24", "2001:db8::7"]}],
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
         "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,
-        "backpressure_depth": 5, "outbox_keep_free_mib": 1.0,
+        "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "max_anonymous_connections": 7,
+        "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
     }  # fmt: skip
     config = parse_config({"collector": section})
@@ -168,6 +180,9 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     assert settings.max_records_body_size == 2048 and settings.max_records_body_bytes == 1024  # the smaller
     assert settings.store.auth() == {"prefix": "fairacct", "username": "u"} and settings.store.install_templates
     assert (settings.max_group_records, settings.max_header_bytes) == (50_000, 64 * 1024)
+    (sender,) = settings.gratia_senders
+    assert [str(n) for n in sender.networks] == ["192.0.2.0/24", "2001:db8::7/128"]
+    assert (settings.anonymous_memory_per_source, settings.anonymous_memory) == (3072, 9216)
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:
