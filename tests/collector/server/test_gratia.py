@@ -30,6 +30,8 @@ LOOPBACK = ["127.0.0.1/32"]  # where the tests' senders send from
 def senders(*names: str, networks: list[str] = LOOPBACK) -> list[dict[str, Any]]:
     """collector.gratia_senders naming ``names``, each sending from ``networks``."""
     return [{"probe": name, "networks": networks} for name in names]
+
+
 STORAGE_ELEMENT = b"<StorageElement><UniqueID>SE</UniqueID></StorageElement>"
 
 

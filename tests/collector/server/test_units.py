@@ -139,7 +139,7 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
         ({"max_group_records": 5}, "collector max_group_records: extra inputs are not permitted, got 5"),
         (
             {"gratia_senders": ["condor:ce01"]},  # the old form: which networks, it cannot say
-            'collector gratia_senders.0: a Gratia sender is named with the networks it sends from: write '
+            "collector gratia_senders.0: a Gratia sender is named with the networks it sends from: write "
             '{probe = "condor:ce01", networks = ["192.0.2.0/24"]}',
         ),
         (
