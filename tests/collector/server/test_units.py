@@ -22,12 +22,20 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from collector import errors
-from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeError, UnauthorizedError
+from collector.errors import (
+    BadRequestError,
+    ConfigError,
+    OverloadedError,
+    StoreError,
+    TooLargeError,
+    UnauthorizedError,
+)
 from collector.outbox import Outbox, Parcel
 from collector.server import CollectorSettings, Endpoint, Ingest, Style, create_app
 from collector.server.body import gunzip
 from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
+from collector.server.sources import SourceBudgets, source_of
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
 from collector.sinks.sqlite import EmbeddedStore
@@ -117,6 +125,46 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
         gunzip(bomb, 1000)
     assert gunzip(gzip.compress(b"[1]") + gzip.compress(b""), 1000) == (b"[1]", 2)
     assert gunzip(gzip.compress(b"[]"), 2) == (b"[]", 1)
+
+
+def test_gzip_is_inflated_a_slice_at_a_time_each_taken_before_it_is_kept() -> None:
+    taken: list[int] = []
+    data = b"x" * (3 * 2**20 + 5)
+    assert gunzip(gzip.compress(data, mtime=0), 2**22, taken.append) == (data, 1)
+    assert sum(taken) == len(data) and max(taken) <= 2**20  # a slice of at most 1 MiB at a time
+    many = b"".join(gzip.compress(b"%d," % i, mtime=0) for i in range(20_000))  # each member read once
+    assert gunzip(many, 2**20) == (b"".join(b"%d," % i for i in range(20_000)), 20_000)
+    assert gunzip(gzip.compress(b"[1]") + b"\0" * 1000, 100) == (b"[1]", 0)  # padding: not kept as sent
+    with pytest.raises(BadRequestError, match="truncated"):
+        gunzip(gzip.compress(b"[1]")[:-3], 100)
+
+    def refuse(size: int) -> None:
+        raise OverloadedError("no room")
+
+    with pytest.raises(OverloadedError, match="no room"):
+        gunzip(gzip.compress(data), 2**22, refuse)
+
+
+def test_requests_without_a_token_hold_bytes_within_their_sources_budget_and_all() -> None:
+    budgets = SourceBudgets(per_source=100, total=150)
+    first, second = budgets.lease("192.0.2.7"), budgets.lease("192.0.2.7")
+    first.take(60)
+    with pytest.raises(OverloadedError, match=re.escape("from 192.0.2.7 hold 60 bytes")):
+        second.take(41)
+    second.take(40)
+    elsewhere = budgets.lease("2001:db8::1")
+    with pytest.raises(OverloadedError):  # 151 bytes in all
+        elsewhere.take(51)
+    elsewhere.take(50)
+    with pytest.raises(TooLargeError, match="the most a request without a token may hold"):
+        budgets.lease("198.51.100.1").take(101)  # alone over its source's budget: no retry would help
+    first.close()
+    second.close()
+    assert (budgets.held, budgets.in_all) == ({"2001:db8::/64": 50}, 50)
+    elsewhere.close()
+    assert (budgets.held, budgets.in_all) == ({}, 0)
+    assert source_of("2001:db8::1") == source_of("2001:db8::ffff:7") == "2001:db8::/64"  # one host's /64
+    assert (source_of("::ffff:192.0.2.7"), source_of(None)) == ("192.0.2.7", "-")
 
 
 @pytest.mark.parametrize(
