@@ -142,7 +142,9 @@ def create_app(
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
 
     async def metrics_text(request: Request) -> Response:
-        held = None if connections is None else ConnectionGauges(connections.open, dict(connections.closed))
+        held = None
+        if connections is not None:
+            held = ConnectionGauges(connections.open, dict(connections.closed), connections.anonymous, anonymous.in_all)
         return PlainTextResponse(metrics.render(gauges(), held), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def stats(request: Request) -> Response:

@@ -19,6 +19,9 @@ metric                                                  type       labels
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
 ``fairacct_collector_connections``                      gauge      (open now)
+``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token)
+``fairacct_collector_anonymous_body_bytes``             gauge      (held by requests without a token,
+                                                                   as sent and decompressed)
 ``fairacct_collector_connections_closed_total``         counter    ``reason`` (by the collector: a
                                                                    deadline, the cap;
                                                                    collector/server/connections.py)
@@ -92,6 +95,8 @@ class ConnectionGauges:
 
     open: int
     closed: Mapping[str, int]
+    anonymous: int = 0  # open without a probe's token
+    anonymous_bytes: int = 0  # of bodies held by requests without a token
 
 
 class ServerMetrics:
@@ -198,6 +203,10 @@ class ServerMetrics:
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
         if connections is not None:
             family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
+            family(f"{p}connections_anonymous", "gauge", "Connections open without a probe's token.",
+                   [("", {}, connections.anonymous)])  # fmt: skip
+            family(f"{p}anonymous_body_bytes", "gauge", "Bytes of bodies held by requests without a token.",
+                   [("", {}, connections.anonymous_bytes)])  # fmt: skip
             family(f"{p}connections_closed_total", "counter",
                    "Connections the collector closed, by reason (a deadline, the cap on connections).",
                    [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip

@@ -121,6 +121,7 @@ def test_strangers_stalled_mid_body_cannot_lock_a_probe_out(tmp_path: Path, stal
     assert probe.replies == [202] * len(probe.replies), probe.replies
     assert 'fairacct_collector_connections_closed_total{reason="evicted"}' in metrics.text
     assert metric(c, "fairacct_collector_connections") <= 24
+    assert metric(c, "fairacct_collector_connections_anonymous") <= 12
 
 
 def bomb(inflated: int, sender: str = "condor:intruder") -> bytes:
@@ -177,6 +178,7 @@ def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(tmp_path: P
             refused = ce01.post(url, content=bomb(2 * MIB, "condor:ce01"), headers=head)
             assert (refused.status_code, refused.text) == (503, "Service unavailable right now")
             assert refused.headers["Retry-After"] == "10"
+            assert metric(c, "fairacct_collector_anonymous_body_bytes") == 2 * MIB  # the stalled body's
             other = ce02.post(url, content=b"command=update&arg1=xxx&from=condor:ce02", headers=head | {
                 "Content-Encoding": "identity"})  # fmt: skip
             assert (other.status_code, other.text) == (200, "OK")
@@ -189,6 +191,7 @@ def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(tmp_path: P
         alone = ce01.post(url, content=bomb(4 * MIB, "condor:ce01"), headers=head)
         assert alone.status_code == 413
     assert "the most a request without a token may hold (collector.anonymous_memory_per_source)" in c.log
+    assert metric(c, "fairacct_collector_anonymous_body_bytes") == 0
     assert ping(c).status_code == 400  # from 127.0.0.1: in neither sender's networks
 
 
