@@ -24,9 +24,9 @@ app      the body is whole               none: the             the reply is sent
 Past its deadline a connection is closed; an application reading its body then sees the client
 gone (:class:`~collector.errors.DisconnectedError`, one line at INFO). A reply given while the
 body is still owed (a request refused before its body: no token, a stranger at Gratia's door, a
-path that takes none) leaves a connection without a probe's token at most ``LINGER_S`` more to
-send the rest, which is read and dropped (closing at once, with unread bytes, would reset the
-connection and lose the reply).
+path that takes none) leaves a stranger's connection at most ``LINGER_S`` more to send the rest,
+which is read and dropped (closing at once, with unread bytes, would reset the connection and
+lose the reply); a probe's or a sender's keeps its body's deadline.
 
 Who holds a connection (issue 35): every connection is a stranger's until the application
 vouches for it (:func:`vouch`): a probe's token makes it a probe's for good, a Gratia request
@@ -69,7 +69,7 @@ CLOSED_BY = "fairacct.closed_by"
 _VOUCH = "fairacct.vouch"
 
 LINGER_S = 5.0
-"""Seconds a connection without a probe's token keeps sending a body its reply refused."""
+"""Seconds a stranger's connection may go on sending a body its reply refused."""
 
 _log = logging.getLogger("fairacct.collector")
 
@@ -287,7 +287,7 @@ class _GuardedProtocol(HttpToolsProtocol):
             self.guard._waiting.setdefault(self, None)
         elif self._phase is _Phase.BODY:  # answered before its body was whole: refused
             self._refused = True
-            if self._trust is not Trust.PROBE:
+            if self._trust is Trust.STRANGER:  # a probe or a sender keeps the body's deadline to send the rest
                 self._arm(min(LINGER_S, self.guard.body_timeout_s), "body_timeout")
 
     # Deadlines
