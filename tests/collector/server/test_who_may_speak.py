@@ -163,7 +163,8 @@ def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(tmp_path: P
     no cap per source. Here a listed sender holds 2 MiB of a body it stalls on; its address's
     budget is 3 MiB: its next body, 2 MiB inflated, is refused 503 (gratia-probe keeps it and
     retries) while another sender's address is served; once the stalled one is gone the same
-    body is read (and refused as a form), and one alone over the budget is 413."""
+    body is read (and refused as a form), and one alone over the budget is 413. A sender is taken
+    from its own networks only, not from another listed sender's."""
     c = start(tmp_path, "c", anonymous_memory_per_source="3 MiB", max_body_size="16 MiB",
               gratia_senders=[{"probe": "condor:ce01", "networks": [f"{LISTED}/32"]},
                               {"probe": "condor:ce02", "networks": [ELSEWHERE]}])  # fmt: skip
@@ -190,6 +191,11 @@ def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(tmp_path: P
         assert read.status_code == 400 and "error unmarshalling xml" in read.text, read.text
         alone = ce01.post(url, content=bomb(4 * MIB, "condor:ce01"), headers=head)
         assert alone.status_code == 413
+        posing = ce01.post(url, content=b"command=update&arg1=xxx&from=condor:ce02", headers=head | {
+            "Content-Encoding": "identity"})  # fmt: skip
+        assert (posing.status_code, posing.text) == (
+            400, "Error handling request: sender 'condor:ce02' is not allowed from address 127.0.0.2: ask the "
+                 "collector's operator to add the address to its networks in collector.gratia_senders")  # fmt: skip
     assert "the most a request without a token may hold (collector.anonymous_memory_per_source)" in c.log
     assert metric(c, "fairacct_collector_anonymous_body_bytes") == 0
     assert ping(c).status_code == 400  # from 127.0.0.1: in neither sender's networks
