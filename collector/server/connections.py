@@ -32,8 +32,9 @@ Who holds a connection (issue 35): every connection is a stranger's until the ap
 vouches for it (:func:`vouch`): a probe's token makes it a probe's for good, a Gratia request
 from a listed network a sender's. At most ``max_connections`` are open, and of them at most
 ``max_anonymous`` are not probes'. A new connection beyond either cap closes one without a
-probe's token, in this order: one refused before its body, the oldest stranger's, the oldest
-sender's, whatever phase it is in (stalled mid-body too); when there is none, the probe's
+probe's token, in this order: one refused before its body, the oldest stranger's of the address
+that holds the most (a flood from one address closes its own), the oldest sender's, whatever
+phase it is in (stalled mid-body too); when there is none, the probe's
 connection that has waited longest without a request under way; when every connection is a
 probe's with a request under way, the new one is closed at once. So strangers cannot keep a
 probe out, whatever they send and however slowly, and cost at most ``max_anonymous``
@@ -158,13 +159,17 @@ class Connections:
 
     def _victim(self) -> _GuardedProtocol | None:
         """The connection a new one closes (see the module docstring), None if none may be."""
-        stranger: _GuardedProtocol | None = None
+        oldest: dict[str, _GuardedProtocol] = {}  # each address's oldest stranger
+        held: Counter[str] = Counter()  # strangers' connections by address
         for connection in self._anonymous:  # the oldest first
             if connection._refused:
                 return connection
-            if stranger is None and connection._trust is Trust.STRANGER:
-                stranger = connection
-        return stranger or next(iter(self._anonymous), None) or next(iter(self._waiting), None)
+            if connection._trust is Trust.STRANGER:
+                held[connection._address] += 1
+                oldest.setdefault(connection._address, connection)
+        if held:  # a flood from one address closes its own (ties: the oldest's address)
+            return oldest[max(held, key=held.__getitem__)]
+        return next(iter(self._anonymous), None) or next(iter(self._waiting), None)
 
 
 class _GuardedProtocol(HttpToolsProtocol):
@@ -183,10 +188,12 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._trust = Trust.STRANGER
         self._refused = False  # its request was answered while its body was owed
         self._closed = False  # by the guard (the parser's callbacks are then ignored)
+        self._address = "-"  # the peer's (a proxy's, behind one)
 
     # The connection
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._address = self.client[0] if self.client else "-"
         if not self.guard._admit(self):
             self._close("refused")
             return

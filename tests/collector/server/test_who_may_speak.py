@@ -124,6 +124,26 @@ def test_strangers_stalled_mid_body_cannot_lock_a_probe_out(tmp_path: Path, stal
     assert metric(c, "fairacct_collector_connections_anonymous") <= 12
 
 
+def test_a_flood_of_idle_connections_from_one_address_closes_its_own(tmp_path: Path) -> None:
+    """Issue 35, point 1: connections without a token have budgets per source address. A
+    monitor at another address holds one idle connection; 40 more from one address, against a
+    share of 12, close that address's own oldest, and the monitor's still answers. Before, the
+    longest waiting went first, whoever held it."""
+    c = start(tmp_path, "c", max_connections=24, max_anonymous_connections=12)
+    monitor = socket.create_connection(("127.0.0.1", c.port), timeout=5, source_address=(ELSEWHERE, 0))
+    time.sleep(0.2)  # the monitor's is the oldest
+    flood = [socket.create_connection(("127.0.0.1", c.port), timeout=5) for _ in range(40)]
+    try:
+        time.sleep(0.3)
+        monitor.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert monitor.recv(65536).startswith(b"HTTP/1.1 200 ")
+        assert metric(c, 'fairacct_collector_connections_closed_total{reason="evicted"}') >= 28
+    finally:
+        monitor.close()
+        for sock in flood:
+            sock.close()
+
+
 def bomb(inflated: int, sender: str = "condor:intruder") -> bytes:
     """A gzip body of a Gratia form that inflates to ``inflated`` bytes (about a thousandth of it as sent)."""
     form = f"command=multiupdate&from={sender}&arg1=".encode()
