@@ -32,9 +32,24 @@ LISTED = "127.0.0.2"  # the listed Gratia sender's address (all of 127/8 is loop
 ELSEWHERE = "127.0.0.3"  # another listed sender's
 
 
-def start(tmp_path: Path, name: str, **settings: Any) -> Collector:
-    c = Collector(tmp_path / name, free_port(), {"p1": "token-one"}, {"flush_every_s": 0.2, **settings})
-    return c.start()
+def start(root: Path, **settings: Any) -> Iterator[Collector]:
+    c = Collector(root, free_port(), {"p1": "token-one"}, {"flush_every_s": 0.2, **settings})
+    yield c.start()
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """24 connections at most, 12 of them without a token."""
+    yield from start(tmp_path_factory.mktemp("capped"), max_connections=24, max_anonymous_connections=12)
+
+
+@pytest.fixture(scope="module")
+def gratia(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """Two Gratia senders, ce01 at LISTED and ce02 at ELSEWHERE; 3 MiB of bodies an address."""
+    yield from start(tmp_path_factory.mktemp("gratia"), anonymous_memory_per_source="3 MiB",
+                     gratia_senders=[{"probe": "condor:ce01", "networks": [f"{LISTED}/32"]},
+                                     {"probe": "condor:ce02", "networks": [ELSEWHERE]}])  # fmt: skip
 
 
 class Probe:
@@ -61,6 +76,8 @@ class Probe:
             batch += 1
 
     def __enter__(self) -> Probe:
+        warm = post(self.c, orjson.dumps([record("warm", "p1")]))  # a fresh collector's first commit: not counted
+        assert warm.status_code == 202, warm.text
         self._thread.start()
         return self
 
@@ -90,13 +107,13 @@ def stallers() -> Iterator[list[socket.socket]]:
         sock.close()
 
 
-def test_strangers_stalled_mid_body_cannot_lock_a_probe_out(tmp_path: Path, stallers: list[socket.socket]) -> None:
+def test_strangers_stalled_mid_body_cannot_lock_a_probe_out(capped: Collector, stallers: list[socket.socket]) -> None:
     """Issue 35, point 1: connections that send the headers of a POST with Content-Length
     1000000 and stall (no token, a wrong one, a path that takes no body, Gratia's with no sender
     listed) were never chosen for eviction: at the cap, every new connection, a probe's and
     /metrics' included, was refused for the 60 s of the body deadline, and reconnecting repeated
     it. Here 48 of them, re-opened as they are closed, against a cap of 24."""
-    c = start(tmp_path, "c", max_connections=24, max_anonymous_connections=12)
+    c = capped
     paths = [("/gratia-servlets/rmi", ""), ("/v1/records", "Authorization: Bearer wrong\r\n"), ("/nope", "")]
 
     def reopen() -> None:
@@ -124,12 +141,12 @@ def test_strangers_stalled_mid_body_cannot_lock_a_probe_out(tmp_path: Path, stal
     assert metric(c, "fairacct_collector_connections_anonymous") <= 12
 
 
-def test_a_flood_of_idle_connections_from_one_address_closes_its_own(tmp_path: Path) -> None:
+def test_a_flood_of_idle_connections_from_one_address_closes_its_own(capped: Collector) -> None:
     """Issue 35, point 1: connections without a token have budgets per source address. A
     monitor at another address holds one idle connection; 40 more from one address, against a
     share of 12, close that address's own oldest, and the monitor's still answers. Before, the
     longest waiting went first, whoever held it."""
-    c = start(tmp_path, "c", max_connections=24, max_anonymous_connections=12)
+    c = capped
     monitor = socket.create_connection(("127.0.0.1", c.port), timeout=5, source_address=(ELSEWHERE, 0))
     time.sleep(0.2)  # the monitor's is the oldest
     flood = [socket.create_connection(("127.0.0.1", c.port), timeout=5) for _ in range(40)]
@@ -150,12 +167,12 @@ def bomb(inflated: int, sender: str = "condor:intruder") -> bytes:
     return gzip.compress(form + b"0" * (inflated - len(form)), mtime=0)
 
 
-def test_an_unlisted_senders_gzip_bombs_are_never_inflated(tmp_path: Path) -> None:
+def test_an_unlisted_senders_gzip_bombs_are_never_inflated(gratia: Collector) -> None:
     """Issue 35, point 4: 16 concurrent 61 KB bodies inflating to 60 MiB each, from an unlisted
     sender, stalled /healthz for 21 s and a probe for 18.5 s, and took 1,144 MiB: each was
     inflated on the event loop before its sender was checked. Here 8 of 32 MiB, from an address
     in no sender's networks: refused from the headers, the bodies never read."""
-    c = start(tmp_path, "c", gratia_senders=[{"probe": "condor:ce01", "networks": [f"{LISTED}/32"]}])
+    c = gratia
     body = bomb(32 * MIB)
     gz = {"Content-Encoding": "gzip"}
 
@@ -178,16 +195,14 @@ def rmi_from(address: str) -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30)
 
 
-def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(tmp_path: Path) -> None:
+def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(gratia: Collector) -> None:
     """Issue 35, point 4: each concurrent Gratia body, from anyone, cost its size inflated, with
     no cap per source. Here a listed sender holds 2 MiB of a body it stalls on; its address's
     budget is 3 MiB: its next body, 2 MiB inflated, is refused 503 (gratia-probe keeps it and
     retries) while another sender's address is served; once the stalled one is gone the same
     body is read (and refused as a form), and one alone over the budget is 413. A sender is taken
     from its own networks only, not from another listed sender's."""
-    c = start(tmp_path, "c", anonymous_memory_per_source="3 MiB", max_body_size="16 MiB",
-              gratia_senders=[{"probe": "condor:ce01", "networks": [f"{LISTED}/32"]},
-                              {"probe": "condor:ce02", "networks": [ELSEWHERE]}])  # fmt: skip
+    c = gratia
     url = f"{c.url}/gratia-servlets/rmi"
     head = {"Content-Type": "application/x-www-form-urlencoded", "Content-Encoding": "gzip"}
     held = socket.create_connection(("127.0.0.1", c.port), timeout=5, source_address=(LISTED, 0))
