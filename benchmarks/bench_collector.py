@@ -248,7 +248,7 @@ def main() -> int:
         (work / "collector.toml").write_text(
             f"[collector]\nport = {port}\n"
             f"flush_every_s = {args.flush_every}\nmax_outbox_depth = 100000000\n"
-            f"gratia_senders = [{', '.join(f'{chr(34)}{p}{chr(34)}' for p in tokens) if args.gratia else ''}]\n"
+            f"gratia_senders = [{', '.join(_sender(p) for p in tokens) if args.gratia else ''}]\n"
             '[collector.store]\nurl = "sqlite:///store.sqlite"\n'
         )
         if args.gratia:
@@ -409,6 +409,11 @@ def count_rows(path: Path, sql: str) -> int:
             return int(db.execute(sql).fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+def _sender(probe: str) -> str:
+    """A Gratia sender of the benchmark's collector: ``probe``, sending from loopback."""
+    return f'{{probe = "{probe}", networks = ["127.0.0.1/32"]}}'
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ file or environment variable, never held by value.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
@@ -37,7 +38,7 @@ from collector.errors import ConfigError
 from collector.sinks import check_url
 from collector.units import parse_size
 
-__all__ = ["CollectorSettings", "CollectorStoreSettings", "ProbeScope", "SinkSettings"]
+__all__ = ["CollectorSettings", "CollectorStoreSettings", "GratiaSender", "ProbeScope", "SinkSettings"]
 
 MIB = 1024**2
 
@@ -123,6 +124,49 @@ class ProbeScope(_Section):
     pools: list[str] = Field(default_factory=list, description="Pools its records may name ('pool').")
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _network(value: Any) -> Any:
+    """A network as operators write it: a CIDR ("192.0.2.0/24", "2001:db8::/48") or one address."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return ipaddress.ip_network(value.strip())
+    except ValueError as exc:
+        raise ValueError(
+            f'expected an address or a network (CIDR, e.g. "192.0.2.0/24"), got {value!r}: {exc}'
+        ) from None
+
+
+def _no_bare_name(value: Any) -> Any:
+    """The list's old form, a bare name, says nothing of where the sender may send from: a
+    ConfigError that shows the new form (issue 35), rather than records taken from anywhere."""
+    if isinstance(value, str):
+        raise ValueError(
+            f"a Gratia sender is named with the networks it sends from: write "
+            f'{{probe = "{value}", networks = ["192.0.2.0/24"]}} with its addresses or CIDRs, got the bare '
+            f'name {value!r} (["0.0.0.0/0", "::/0"] takes it from anywhere)'
+        )
+    return value
+
+
+class GratiaSender(_Section):
+    """A Gratia probe the collector takes records from (an item of ``collector.gratia_senders``):
+    its name (the form's ``from``) and the networks its requests must come from."""
+
+    probe: str = Field(min_length=1, description="The probe's name (its ProbeName, the form's 'from').")
+    networks: list[Annotated[Network, BeforeValidator(_network)]] = Field(
+        min_length=1,
+        description='Addresses or CIDRs the probe sends from, e.g. ["192.0.2.0/24"]; others are refused '
+        "before their body is read.",
+    )
+
+    def allows(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        """Whether ``address`` is in one of the sender's networks."""
+        return any(address in network for network in self.networks)
+
+
 class CollectorSettings(_Section):
     """The collector service's settings, the ``[collector]`` section, with its store
     (``[collector.store]``) and the bounds no operator sets: ``max_group_records`` bounds one
@@ -142,9 +186,10 @@ class CollectorSettings(_Section):
         Path("tokens"),
         description="Directory of probe tokens: one file per probe, named after the probe, holding its token.",
     )
-    gratia_senders: list[str] = Field(
+    gratia_senders: list[Annotated[GratiaSender, BeforeValidator(_no_bare_name)]] = Field(
         default_factory=list,
-        description="Gratia probes (their 'from' names) the Gratia endpoint accepts records from; empty: none.",
+        description="Gratia probes the Gratia endpoint accepts records from, each with the networks it sends "
+        'from: [{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"]}]; empty: none.',
     )
     probes: list[ProbeScope] = Field(
         default_factory=list,
@@ -185,6 +230,25 @@ class CollectorSettings(_Section):
         ge=1,
         description="Connections open at once; a new one beyond closes the one that has waited longest "
         "without a request under way, or is closed itself when every one has a request under way.",
+    )
+    max_anonymous_connections: int = Field(
+        100,
+        ge=1,
+        description="Connections without a probe's token (Gratia senders, strangers) open at once, within "
+        "max_connections; a new connection beyond closes one of them (first one refused before its body, "
+        "then the oldest), so they never keep a probe out.",
+    )
+    anonymous_memory_per_source: _Bytes = Field(
+        128.0 * MIB,
+        gt=0,
+        description="Bytes of bodies (as sent and decompressed) that requests without a token from one address "
+        "(IPv6: one /64) may hold at once; beyond, 503 with Retry-After.",
+    )
+    anonymous_memory: _Bytes = Field(
+        512.0 * MIB,
+        gt=0,
+        description="Bytes of bodies (as sent and decompressed) that requests without a token may hold at once, "
+        "from all addresses; beyond, 503 with Retry-After.",
     )
     idle_timeout_s: float = Field(
         75.0, gt=0, description="Seconds a connection may wait for a request (new, or after a reply) before it closes."

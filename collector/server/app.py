@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import shutil
 import socket
 import time
@@ -43,6 +44,7 @@ from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, SummaryGauges
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer
+from collector.server.sources import SourceBudgets
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer, SummaryState
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
@@ -81,7 +83,8 @@ def create_app(
         max_records=settings.max_group_records,
         backpressure_depth=settings.backpressure_depth,
     )
-    ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics)
+    anonymous = SourceBudgets(math.ceil(settings.anonymous_memory_per_source), math.ceil(settings.anonymous_memory))
+    ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics, anonymous)
     flusher = Flusher(
         settings.outbox_path,
         sink_factory or store_sink_factory(settings),
@@ -152,7 +155,9 @@ def create_app(
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
 
     async def metrics_text(request: Request) -> Response:
-        held = None if connections is None else ConnectionGauges(connections.open, dict(connections.closed))
+        held = None
+        if connections is not None:
+            held = ConnectionGauges(connections.open, dict(connections.closed), connections.anonymous, anonymous.in_all)
         summarizer.revive()
         done = summarizer.state
         summaries = SummaryGauges(summarizer.alive and done.crashed is None, done.runs, done.failures, done.crashes,
@@ -197,6 +202,7 @@ def create_app(
             await asyncio.to_thread(summarizer.stop)
             await asyncio.to_thread(ingest.cpu.shutdown)  # uvicorn answered what was under way: nothing waits
             await asyncio.to_thread(ingest.judges.shutdown)
+            await asyncio.to_thread(ingest.inflating.shutdown)
             await asyncio.to_thread(flusher.stop)  # its last settle goes through the committer
             await asyncio.to_thread(committer.stop)
             _log.info("collector stopped")

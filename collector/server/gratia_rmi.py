@@ -40,15 +40,21 @@ status  body                                                   when
 ======  =====================================================  ==============================================
 
 **Senders.** Gratia probes carry no token, so the collector takes records only from the
-probes named in ``collector.gratia_senders`` (the form's ``from``, e.g. ``condor:ce01.example.org``).
-A sender not listed gets **400** ``Error handling request: sender '<from>' is not allowed
-...``, pings included: GRACC has no list of senders and answers every request it refuses
-with 400 and that text, and gratia-probe, which reads only the text, keeps the records and
-retries, so nothing is lost while the operator adds the name. **An empty list refuses every
-sender**: the endpoint is off until senders are named (a collector reachable from the
-network must not take records in any name from anyone). The check comes before the XML is
-read, so a sender not allowed costs no parsing; a name in ``from`` is only a claim, so a
-collector open to the internet should also restrict by address (its firewall or proxy).
+probes named in ``collector.gratia_senders``, each with the networks it sends from
+(``{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"]}``; the probe is the
+form's ``from``). A request from an address in none of those networks is refused before a
+byte of its body is read (400 ``Error handling request: address ... is not among the networks
+...``; the connection is then closed with the first of the strangers', not kept for a body
+it is not given); a sender not listed, or not from one of its own networks, gets **400**
+``Error handling request: sender '<from>' is not allowed ...``, pings included: GRACC has no
+list of senders and answers every request it refuses with 400 and that text, and gratia-probe,
+which reads only the text, keeps the records and retries, so nothing is lost while the
+operator adds the name. **An empty list refuses every sender**: the endpoint is off until
+senders are named (a collector reachable from the network must not take records in any name
+from anyone). The address is the connection's, or the one a proxy the collector trusts gives
+in ``X-Forwarded-For`` (uvicorn's ``forwarded_allow_ips``: 127.0.0.1 unless the environment's
+``FORWARDED_ALLOW_IPS`` says otherwise). Senders' bodies, carrying no token, are read and
+inflated within the memory of requests without one (:mod:`collector.server.sources`).
 
 **Records** become documents of kind ``gratia`` exactly as GRACC's collector makes them
 (collector/gratia/); their ids are hashes of their content, so an envelope sent again (gratia-probe
@@ -60,6 +66,7 @@ as for ``/v1/records``.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections import Counter
@@ -74,10 +81,13 @@ from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
 from collector.gratia.rawdoc import KIND
 from collector.gratia.wire import OK
 from collector.outbox import Parcel
+from collector.server.connections import Trust, vouch
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.replies import Style
+from collector.server.sources import Lease
+from collector.settings import GratiaSender
 
-__all__ = ["GRATIA", "allowed_sender", "convert", "post_rmi"]
+__all__ = ["GRATIA", "allowed_sender", "allowed_source", "convert", "post_rmi"]
 
 NAME = "gratia"
 _log = logging.getLogger("fairacct.collector")
@@ -89,14 +99,23 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
     if media not in (_FORM, ""):
         raise UnsupportedMediaError(f"Content-Type must be {_FORM}, got {media[:60]!r}")
-    body = await ingest.body(request)
+    senders = ingest.settings.gratia_senders
+    address = request.client.host if request.client else None
+    allowed_source(address, senders)  # before a byte of the body: a stranger's is never read nor inflated
+    vouch(request.scope, Trust.SENDER)
+    with ingest.anonymous_lease(request) as lease:
+        return await _post_rmi(request, ingest, lease, address)
+
+
+async def _post_rmi(request: Request, ingest: Ingest, lease: Lease, address: str | None) -> Response:
+    body = await ingest.body(request, lease=lease)
     # A ping is decoded here; an envelope's form (a megabyte: milliseconds of percent-decoding)
     # in the conversion's thread, where it interleaves with nothing: on the loop, sharing the
     # core with the conversion of the previous envelope, it cost several times its own CPU
     # (bench_collector.py --gratia; the figures are in the benchmarks' README, in the source tree).
     small = len(body.data) <= _DECODED_ON_LOOP
     rmi = decode_rmi(body.data) if small else await ingest.off_loop(decode_rmi, body.data)
-    allowed_sender(rmi.probe, ingest.settings.gratia_senders)
+    allowed_sender(rmi.probe, address, ingest.settings.gratia_senders)
     if not isinstance(rmi, MultiUpdate):  # a ping
         return PlainTextResponse(OK)
     result = await ingest.off_loop(convert, rmi)  # tens of milliseconds of CPU: not on the event loop
@@ -123,18 +142,42 @@ async def post_rmi(request: Request, ingest: Ingest) -> Response:
     return PlainTextResponse(OK)
 
 
-def allowed_sender(sender: str, senders: Sequence[str]) -> None:
-    """Nothing when ``sender`` is in ``senders``; SenderNotAllowedError otherwise (see the module docstring)."""
-    if sender in senders:
-        return
+def allowed_source(address: str | None, senders: Sequence[GratiaSender]) -> None:
+    """Nothing when ``address`` is in the networks of one of ``senders``; SenderNotAllowedError
+    otherwise (see the module docstring). Decided from the connection alone, before the body."""
     if not senders:
+        raise SenderNotAllowedError("this collector takes no Gratia records (its collector.gratia_senders is empty)")
+    ip = _ip(address)
+    if ip is None or not any(sender.allows(ip) for sender in senders):
         raise SenderNotAllowedError(
-            f"sender {sender[:200]!r} is not allowed: this collector takes no Gratia records "
-            "(its collector.gratia_senders is empty)"
+            f"address {(address or '-')[:60]} is not among the networks of collector.gratia_senders: ask the "
+            "collector's operator to add the sender with the networks it sends from"
         )
-    raise SenderNotAllowedError(
-        f"sender {sender[:200]!r} is not allowed: ask the collector's operator to add it to collector.gratia_senders"
-    )
+
+
+def allowed_sender(sender: str, address: str | None, senders: Sequence[GratiaSender]) -> None:
+    """Nothing when ``sender`` is in ``senders`` and ``address`` in that sender's networks;
+    SenderNotAllowedError otherwise (see the module docstring)."""
+    named = [s for s in senders if s.probe == sender]
+    if not named:
+        raise SenderNotAllowedError(
+            f"sender {sender[:200]!r} is not allowed: ask the collector's operator to add it to "
+            "collector.gratia_senders"
+        )
+    ip = _ip(address)
+    if ip is None or not any(s.allows(ip) for s in named):
+        raise SenderNotAllowedError(
+            f"sender {sender[:200]!r} is not allowed from address {(address or '-')[:60]}: ask the collector's "
+            "operator to add the address to its networks in collector.gratia_senders"
+        )
+
+
+def _ip(address: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return None
+    return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
 
 
 def convert(rmi: MultiUpdate) -> EnvelopeResult:

@@ -34,8 +34,10 @@ from collector.errors import TooManyRequestsError
 from collector.outbox import Parcel
 from collector.server.body import Body, read_body
 from collector.server.committer import GroupCommitter
+from collector.server.connections import Trust, vouch
 from collector.server.metrics import ServerMetrics
 from collector.server.replies import Style
+from collector.server.sources import Lease, SourceBudgets
 from collector.server.tokens import TokenRing
 from collector.settings import CollectorSettings
 
@@ -53,6 +55,8 @@ class Ingest:
     tokens: TokenRing
     committer: GroupCommitter
     metrics: ServerMetrics
+    # The memory requests without a token may hold (Gratia's: their senders carry none).
+    anonymous: SourceBudgets
     # One thread for the CPU-bound part of a request (a Gratia envelope of hundreds of records
     # takes tens of milliseconds of CPU: bench_gratia.py). On the event loop it would stall
     # every other request for that long (pings, /healthz, whose load balancer may then drop the
@@ -74,6 +78,12 @@ class Ingest:
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fairacct: judge")
     )
 
+    # Two threads to inflate gzip bodies (zlib lets go of the GIL: they run beside the loop and
+    # the conversion), so that one sender's bomb does not hold up another's body.
+    inflating: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fairacct: inflate")
+    )
+
     # Requests under way by probe (read and written on the event loop only).
     under_way: Counter[str] = field(default_factory=Counter)
 
@@ -90,6 +100,7 @@ class Ingest:
         SlowDownError when the store is behind (:meth:`GroupCommitter.admit`), before the body
         is read: a refused request costs its headers alone."""
         probe = self.probe(request)
+        vouch(request.scope, Trust.PROBE)  # its connection is a probe's now: never closed for a stranger's
         self.committer.admit()
         limit = self.settings.max_requests_per_probe
         if self.under_way[probe] >= limit:
@@ -105,10 +116,22 @@ class Ingest:
             if not self.under_way[probe]:
                 del self.under_way[probe]
 
-    async def body(self, request: Request, limit: int | None = None) -> Body:
+    async def body(self, request: Request, limit: int | None = None, lease: Lease | None = None) -> Body:
         """The body, decompressed, within ``limit`` bytes (default ``max_body_bytes``;
-        TooLargeError over it)."""
-        return await read_body(request, self.settings.max_body_bytes if limit is None else limit)
+        TooLargeError over it), inflated in the :attr:`inflating` threads; its bytes taken from
+        ``lease`` (a request without a token: :meth:`anonymous_lease`)."""
+        limit = self.settings.max_body_bytes if limit is None else limit
+        return await read_body(request, limit, lease=lease, inflating=self.inflating)
+
+    @contextlib.contextmanager
+    def anonymous_lease(self, request: Request) -> Iterator[Lease]:
+        """The share of the :attr:`anonymous` budgets a request without a token reads its body
+        within, given back when the block ends."""
+        lease = self.anonymous.lease(request.client.host if request.client else None)
+        try:
+            yield lease
+        finally:
+            lease.close()
 
     async def off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``fn(*args, **kwargs)`` in the :attr:`cpu` thread, awaited (its exception raised here)."""

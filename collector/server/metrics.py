@@ -24,6 +24,9 @@ metric                                                  type       labels
                                                                    the store failed, ``crashed``)
 ``fairacct_collector_summarizer_restarts_total``        counter
 ``fairacct_collector_connections``                      gauge      (open now)
+``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token)
+``fairacct_collector_anonymous_body_bytes``             gauge      (held by requests without a token,
+                                                                   as sent and decompressed)
 ``fairacct_collector_connections_closed_total``         counter    ``reason`` (by the collector: a
                                                                    deadline, the cap;
                                                                    collector/server/connections.py)
@@ -97,6 +100,8 @@ class ConnectionGauges:
 
     open: int
     closed: Mapping[str, int]
+    anonymous: int = 0  # open without a probe's token
+    anonymous_bytes: int = 0  # of bodies held by requests without a token
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,10 @@ class ServerMetrics:
                    [("", {}, summaries.restarts)])  # fmt: skip
         if connections is not None:
             family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
+            family(f"{p}connections_anonymous", "gauge", "Connections open without a probe's token.",
+                   [("", {}, connections.anonymous)])  # fmt: skip
+            family(f"{p}anonymous_body_bytes", "gauge", "Bytes of bodies held by requests without a token.",
+                   [("", {}, connections.anonymous_bytes)])  # fmt: skip
             family(f"{p}connections_closed_total", "counter",
                    "Connections the collector closed, by reason (a deadline, the cap on connections).",
                    [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip

@@ -33,7 +33,8 @@ def _gratia_rmi(settings: CollectorSettings) -> dict[str, Any]:
     return {
         "post": {
             "summary": "Gratia probes: a ping, or an envelope of records (GRACC's wire protocol)",
-            "description": "Senders are named in collector.gratia_senders (Gratia probes carry no token). "
+            "description": "Senders are named in collector.gratia_senders with the networks they send from (Gratia "
+            "probes carry no token); a request from elsewhere is refused (400) before its body is read. "
             "Only the exact body 'OK' tells a Gratia probe that its records are durable.",
             "operationId": "postGratiaRmi",
             "requestBody": {

@@ -283,16 +283,18 @@ def test_a_probe_has_two_requests_under_way_at_most_and_another_probes_all_land_
         assert closed_after(sock, 10) is not None  # at body_timeout_s: p2's requests are over
     assert post(strict, orjson.dumps([record("later", "p2")]), "p2").status_code == 202
     sent = {f"p1-job-c{p}-{b}-{i}" for p in range(2) for b in range(15) for i in range(20)}
+    assert stored_ids(strict, "p1", sent)
     mine = [d["source_id"] for d in stored(strict) if d["probe"] == "p1" and d["source_id"] in sent]
-    assert stored_ids(strict, "p1", sent) and len(mine) == len(sent)  # each once
+    assert len(mine) == len(sent)  # each once
 
 
 def test_idle_connections_by_the_hundred_do_not_keep_a_probe_out(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The collector may open 64 files: before, 100 idle connections took them all, and a
     probe's request was refused (the event loop could accept nothing more). Now the cap (16)
-    closes the longest idle for each new connection; connections that all have a request
-    under way refuse a new one until a deadline frees them."""
-    c = collector(tmp_path_factory, "capped", max_connections=16, body_timeout_s=2)
+    closes the longest idle for each new connection, and connections refused before their body
+    give way as well (issue 35); only probes' requests under way, all 16, refuse a new one
+    until a deadline frees them."""
+    c = collector(tmp_path_factory, "capped", max_connections=16, body_timeout_s=2, max_requests_per_probe=8)
     try:
         assert c.process is not None
         resource.prlimit(c.process.pid, resource.RLIMIT_NOFILE, (64, 64))
@@ -304,7 +306,13 @@ def test_idle_connections_by_the_hundred_do_not_keep_a_probe_out(tmp_path_factor
         for sock in idle:
             sock.close()
         unread = b"POST /v1/records HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n["  # 401, body still owed
-        busy = [connect(c, unread) for _ in range(16)]
+        refused = [connect(c, unread) for _ in range(16)]
+        time.sleep(0.5)
+        assert post(c, orjson.dumps([record("past-refused", "p1")])).status_code == 202
+        for sock in refused:
+            sock.close()
+        head = b"POST /v1/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-%s\r\nContent-Length: 100\r\n\r\n["
+        busy = [connect(c, head % token) for token in (b"one", b"two") for _ in range(8)]
         time.sleep(0.5)
         assert closed_after(connect(c), 1) is not None  # refused at once: none could give way
         with pytest.raises(httpx.HTTPError):

@@ -21,7 +21,7 @@ from collector.exports.table import Period, usage_table
 from collector.sinks.sqlite import EmbeddedStore
 
 from .conftest import Collector, record
-from .test_gratia import form
+from .test_gratia import form, senders
 from .test_gratia import post as post_rmi
 
 JSON = {"Content-Type": "application/json"}
@@ -221,7 +221,7 @@ RECORD = """<JobUsageRecord xmlns="http://www.gridforum.org/2003/ur-wg">
 
 def test_a_gratia_sender_replaces_only_what_it_sent(start_collector: Any) -> None:
     ce01, ce02 = "condor:ce01.example.org", "condor:ce02.example.org"
-    c = start_collector(gratia_senders=[ce01, ce02])
+    c = start_collector(gratia_senders=senders(ce01, ce02))
     from ..gratia.conftest import envelope
 
     mine = envelope([RECORD.encode()])

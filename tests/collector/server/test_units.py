@@ -22,12 +22,20 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from collector import errors
-from collector.errors import BadRequestError, ConfigError, StoreError, TooLargeError, UnauthorizedError
+from collector.errors import (
+    BadRequestError,
+    ConfigError,
+    OverloadedError,
+    StoreError,
+    TooLargeError,
+    UnauthorizedError,
+)
 from collector.outbox import Outbox, Parcel
 from collector.server import CollectorSettings, Endpoint, Ingest, Style, create_app
 from collector.server.body import gunzip
 from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
+from collector.server.sources import SourceBudgets, source_of
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
 from collector.sinks.sqlite import EmbeddedStore
@@ -119,6 +127,46 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
     assert gunzip(gzip.compress(b"[]"), 2) == (b"[]", 1)
 
 
+def test_gzip_is_inflated_a_slice_at_a_time_each_taken_before_it_is_kept() -> None:
+    taken: list[int] = []
+    data = b"x" * (3 * 2**20 + 5)
+    assert gunzip(gzip.compress(data, mtime=0), 2**22, taken.append) == (data, 1)
+    assert sum(taken) == len(data) and max(taken) <= 2**20  # a slice of at most 1 MiB at a time
+    many = b"".join(gzip.compress(b"%d," % i, mtime=0) for i in range(20_000))  # each member read once
+    assert gunzip(many, 2**20) == (b"".join(b"%d," % i for i in range(20_000)), 20_000)
+    assert gunzip(gzip.compress(b"[1]") + b"\0" * 1000, 100) == (b"[1]", 0)  # padding: not kept as sent
+    with pytest.raises(BadRequestError, match="truncated"):
+        gunzip(gzip.compress(b"[1]")[:-3], 100)
+
+    def refuse(size: int) -> None:
+        raise OverloadedError("no room")
+
+    with pytest.raises(OverloadedError, match="no room"):
+        gunzip(gzip.compress(data), 2**22, refuse)
+
+
+def test_requests_without_a_token_hold_bytes_within_their_sources_budget_and_all() -> None:
+    budgets = SourceBudgets(per_source=100, total=150)
+    first, second = budgets.lease("192.0.2.7"), budgets.lease("192.0.2.7")
+    first.take(60)
+    with pytest.raises(OverloadedError, match=re.escape("from 192.0.2.7 hold 60 bytes")):
+        second.take(41)
+    second.take(40)
+    elsewhere = budgets.lease("2001:db8::1")
+    with pytest.raises(OverloadedError):  # 151 bytes in all
+        elsewhere.take(51)
+    elsewhere.take(50)
+    with pytest.raises(TooLargeError, match="the most a request without a token may hold"):
+        budgets.lease("198.51.100.1").take(101)  # alone over its source's budget: no retry would help
+    first.close()
+    second.close()
+    assert (budgets.held, budgets.in_all) == ({"2001:db8::/64": 50}, 50)
+    elsewhere.close()
+    assert (budgets.held, budgets.in_all) == ({}, 0)
+    assert source_of("2001:db8::1") == source_of("2001:db8::ffff:7") == "2001:db8::/64"  # one host's /64
+    assert (source_of("::ffff:192.0.2.7"), source_of(None)) == ("192.0.2.7", "-")
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -137,6 +185,16 @@ def test_gzip_is_inflated_no_further_than_the_limit() -> None:
             "'collector+https://c.example.org'",
         ),
         ({"max_group_records": 5}, "collector max_group_records: extra inputs are not permitted, got 5"),
+        (
+            {"gratia_senders": ["condor:ce01"]},  # the old form: which networks, it cannot say
+            "collector gratia_senders.0: a Gratia sender is named with the networks it sends from: write "
+            '{probe = "condor:ce01", networks = ["192.0.2.0/24"]}',
+        ),
+        (
+            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.1/24"]}]},
+            'collector gratia_senders.0.networks.0: expected an address or a network (CIDR, e.g. "192.0.2.0/24"), '
+            "got '192.0.2.1/24': 192.0.2.1/24 has host bits set",
+        ),
     ],
 )
 def test_settings_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -152,13 +210,15 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
 
     section = {
         "listen_address": "0.0.0.0", "port": 0, "tls_cert_file": "c.pem", "tls_key_file": "k.pem",
-        "token_dir": "/t", "gratia_senders": ["condor:ce01"], "max_body_size": "1 KiB", "max_outbox_depth": 9,
+        "token_dir": "/t", "max_body_size": "1 KiB", "max_outbox_depth": 9,
+        "gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24", "2001:db8::7"]}],
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
         "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,
         "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "max_fields_per_record": 64,
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
+        "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
     }  # fmt: skip
     config = parse_config({"collector": section})
@@ -169,6 +229,9 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     assert settings.max_records_body_size == 2048 and settings.max_records_body_bytes == 1024  # the smaller
     assert settings.store.auth() == {"prefix": "fairacct", "username": "u"} and settings.store.install_templates
     assert (settings.max_group_records, settings.max_header_bytes) == (50_000, 64 * 1024)
+    (sender,) = settings.gratia_senders
+    assert [str(n) for n in sender.networks] == ["192.0.2.0/24", "2001:db8::7/128"]
+    assert (settings.anonymous_memory_per_source, settings.anonymous_memory) == (3072, 9216)
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:
