@@ -27,6 +27,7 @@ UNIX seconds (UTC).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ __all__ = [
     "Snapshot",
     "assign_partitions",
     "child_list_attrs",
+    "incomplete_nodes",
     "read_status",
     "slot_attrs",
     "snapshot_tables",
@@ -63,6 +65,11 @@ _TOTAL = {"cpus": "TotalSlotCpus", "memory": "TotalSlotMemory", "disk": "TotalSl
 # that could not be read as a whole
 _IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
 _DYNAMIC_NAME = re.compile(r"^(slot\d+)_\d+@")
+_SLOT_NAME = re.compile(r"^slot\d+(_\d+)?@", re.IGNORECASE)
+_UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
+#: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
+#: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
+_ROUNDING = 1e-9
 
 SLOT_COLUMNS = (
     "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
@@ -82,7 +89,9 @@ ALLOCATION_COLUMNS = (
 #: two update intervals after its startd died all the same.
 DAEMON_START = Attr("DaemonStartTime", Kind.NUMBER, limits=INSTANT)
 
-STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
+#: A slot ad without a usable ``Name`` but with its ``Machine`` is kept here, and quarantined by
+#: :func:`snapshot_tables` with its node left incomplete (never billed to its neighbours).
+STARTD_ADS = AdKind("Machine", ("Name", "Machine"), "startd ads (condor_status -long or -json)")
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
     attrs = [
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
-        *(Attr(_OWN[r], n, limits=AMOUNT) for r in RESOURCES),
-        *(Attr(_TOTAL[r], n, limits=AMOUNT) for r in RESOURCES),
+        *(Attr(_OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
+        *(Attr(_TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
         Attr("UpdateInterval", n, limits=AMOUNT),
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
@@ -172,7 +181,7 @@ def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
     accounted instant by instant."""
     name = pd.Series(ads["Name"], dtype=object).str.lower()
     observed = pd.Series(_first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
-    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy()
+    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy() & name.notna().to_numpy()
     if not repeated.any():
         return ads
     n = int(repeated.sum())
@@ -199,9 +208,19 @@ def snapshot_tables(
     that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
     ``child_lists``: whether a source without dynamic-slot ads is billed from its p-slots'
     ``Child*`` lists (a dump cannot say why it has none; a live query knows what it asked for).
+
+    The pool is checked against itself: a slot ad without a ``Name``, or a dynamic slot's whose
+    ``Name`` is not ``slotN_M@host``, and a partitionable slot whose dynamic slots hold more of a
+    resource than its ``TotalSlot*`` are quarantined (added to ``tally``) and their node is
+    ``incomplete``: not billed, never billed to its neighbours (:func:`incomplete_nodes`).
     """
+    quarantined = list(quarantined)
+    unnamed = _unnamed(ads, _dynamic(ads))
+    if unnamed.any():
+        quarantined += [_quarantine(ads, i, str(unnamed[i]), tally) for i in np.flatnonzero(unnamed != "").tolist()]
+        ads = ads.take(unnamed == "")
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
+    dynamic = _dynamic(ads)
     partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
     observed = _instants(ads)
     site = ads.first(reading.site_attributes, reading.site_default)
@@ -236,6 +255,10 @@ def snapshot_tables(
     from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
     incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
     held = _held_sums(from_ads, name[p], observed[p])
+    overfull = _overfull(ads, p, is_part & ~from_lists, held, from_ads, observed[p])
+    for k, why in overfull.items():
+        _quarantine(ads, int(p[k]), why, tally)
+        incomplete[k] = True
     for r in RESOURCES:
         own = _zero(ads[_OWN[r]][p])
         size = ads[_TOTAL[r]][p]
@@ -282,6 +305,77 @@ def snapshot_tables(
         ads=ads.raw[p] if ads.raw is not None else None,
         unheard=unheard,
     )
+
+
+def incomplete_nodes(snapshot: Snapshot) -> list[str]:
+    """The nodes of ``snapshot`` left unbilled because what the pool said of them is not whole or
+    contradicts itself: those flagged ``incomplete``, and those whose own ad was quarantined (their
+    dynamic slots' parent is not in the slots table), by name."""
+    flagged = snapshot.slots.loc[snapshot.slots["incomplete"].fillna(False).astype(bool), "name"]
+    known = set(snapshot.slots["name"])
+    lost = {str(p) for p in snapshot.allocations["parent"].dropna() if p not in known}
+    return sorted({str(n) for n in flagged} | lost)
+
+
+def _dynamic(ads: AdColumns) -> np.ndarray:
+    """Whether each ad is of a dynamic slot (its ``SlotType``, else ``DynamicSlot``)."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    out: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
+    return out
+
+
+def _unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
+    """Why each ad cannot be placed on its node ("" where it can): no ``Name``, or a dynamic
+    slot's ``Name`` not of the form ``slotN_M@host`` (its parent cannot be known)."""
+    name = pd.Series(ads["Name"], dtype=object)
+    out = np.full(len(ads), "", dtype=object)
+    out[name.isna().to_numpy()] = "no Name (a string) to place the slot on its node"
+    odd = dynamic & name.notna().to_numpy() & ~name.fillna("").str.match(_DYNAMIC_NAME).to_numpy(dtype=bool)
+    out[odd] = [f"dynamic slot Name {n!r} is not slotN_M@host: its partitionable slot is unknown" for n in name[odd]]
+    return out
+
+
+def _quarantine(ads: AdColumns, row: int, why: str, tally: ReadTally | None) -> Malformed:
+    """The ad of ``row`` quarantined for ``why`` (its node left unbilled), counted in ``tally``."""
+    raw = ads.raw[row] if ads.raw is not None else None
+    text = raw if isinstance(raw, str) else json.dumps(raw, default=str) if isinstance(raw, dict) else ""
+    if not text:  # no text kept: what the quarantine needs to find its node
+        text = "".join(f'{a} = "{ads[a][row]}"\n' for a in ("Name", "Machine") if isinstance(ads[a][row], str))
+    m = Malformed(str(ads.path[row]), int(ads.line[row]), f"{why}; its node is left unbilled (incomplete)", text)
+    if tally is not None:
+        tally.add_malformed(m)
+    return m
+
+
+def _overfull(
+    ads: AdColumns,
+    rows: np.ndarray,
+    checked: np.ndarray,
+    held: dict[str, np.ndarray],
+    allocations: pd.DataFrame,
+    observed: np.ndarray,
+) -> dict[int, str]:
+    """The partitionable slots of ``rows`` (where ``checked``) whose dynamic slots hold more of a
+    resource than their size (``TotalSlot<r>``, or 0 and none is known), by position in
+    ``rows``, each with why: a node that contradicts itself cannot be billed (one of its numbers
+    is wrong, and a wrong one bills its neighbours)."""
+    out: dict[int, str] = {}
+    for r in RESOURCES:
+        size = ads[_TOTAL[r]][rows]
+        with np.errstate(invalid="ignore"):
+            over = checked & (held[r] > np.nan_to_num(size, nan=0.0) * (1 + _ROUNDING) + _ROUNDING)
+        for k in np.flatnonzero(over).tolist():
+            if k in out:
+                continue
+            name = ads["Name"][rows[k]]
+            mine = allocations[(allocations["parent"] == name) & (allocations["observed_at"] == observed[k])]
+            listed = ", ".join(f"{n} {v:g}" for n, v in zip(mine["name"], mine[r], strict=True) if v)
+            size_text = "undefined" if np.isnan(size[k]) else f"{size[k]:g}"
+            out[k] = (
+                f"attribute '{_TOTAL[r]}' = {size_text}, but its dynamic slots hold {held[r][k]:g} {_UNITS[r]} "
+                f"({listed}): the node contradicts itself"
+            )
+    return out
 
 
 def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -368,9 +462,9 @@ def _quarantined_nodes(
     out = np.zeros(len(rows), dtype=bool)
     for ad in quarantined:
         name, machine = _identity(ad.text)
-        if name is not None:
+        if name is not None and (_SLOT_NAME.match(name) or machine is None):
             hit = names == str(_parents(np.array([name.lower()], dtype=object))[0])
-        elif machine is not None:
+        elif machine is not None:  # no name, or none that says its node (a damaged dynamic slot's)
             hit = machines == machine.lower()
         else:
             hit = _unmatched_children(ads, rows, from_ads)
