@@ -65,7 +65,6 @@ _TOTAL = {"cpus": "TotalSlotCpus", "memory": "TotalSlotMemory", "disk": "TotalSl
 # that could not be read as a whole
 _IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
 _DYNAMIC_NAME = re.compile(r"^(slot\d+)_\d+@")
-_SLOT_NAME = re.compile(r"^slot\d+(_\d+)?@", re.IGNORECASE)
 _UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
 #: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
 #: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
@@ -214,10 +213,13 @@ def snapshot_tables(
     resource than its ``TotalSlot*`` are quarantined (added to ``tally``) and their node is
     ``incomplete``: not billed, never billed to its neighbours (:func:`incomplete_nodes`).
     """
-    quarantined = list(quarantined)
     unnamed = _unnamed(ads, _dynamic(ads))
-    if unnamed.any():
-        quarantined += [_quarantine(ads, i, str(unnamed[i]), tally) for i in np.flatnonzero(unnamed != "").tolist()]
+    unplaced = np.flatnonzero(unnamed != "")
+    for i in unplaced.tolist():
+        _quarantine(ads, i, str(unnamed[i]), tally)
+    # their node is known by its machine only: every slot of it, in the same source, is incomplete
+    unplaced_on = {(str(ads.path[i]), str(ads["Machine"][i]).lower()) for i in unplaced.tolist()}
+    if len(unplaced):
         ads = ads.take(unnamed == "")
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
     dynamic = _dynamic(ads)
@@ -254,6 +256,11 @@ def snapshot_tables(
     )
     from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
     incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
+    if unplaced_on:
+        machines = pd.Series(ads["Machine"][p], dtype=object).str.lower()
+        incomplete |= is_part & np.array(
+            [(str(w), m) in unplaced_on for w, m in zip(ads.path[p], machines, strict=True)], dtype=bool
+        )
     held = _held_sums(from_ads, name[p], observed[p])
     overfull = _overfull(ads, p, is_part & ~from_lists, held, from_ads, observed[p])
     for k, why in overfull.items():
@@ -462,9 +469,9 @@ def _quarantined_nodes(
     out = np.zeros(len(rows), dtype=bool)
     for ad in quarantined:
         name, machine = _identity(ad.text)
-        if name is not None and (_SLOT_NAME.match(name) or machine is None):
+        if name is not None:
             hit = names == str(_parents(np.array([name.lower()], dtype=object))[0])
-        elif machine is not None:  # no name, or none that says its node (a damaged dynamic slot's)
+        elif machine is not None:
             hit = machines == machine.lower()
         else:
             hit = _unmatched_children(ads, rows, from_ads)
