@@ -49,6 +49,7 @@ from probes.sources.unheard import UNHEARD_COLUMNS, heard_rules, one_slot_per_jo
 
 __all__ = [
     "DAEMON_START",
+    "STARTD_ADDRESS",
     "Snapshot",
     "assign_partitions",
     "child_list_attrs",
@@ -87,6 +88,9 @@ ALLOCATION_COLUMNS = (
 #: and the projection learns it), but not asked for: without it, a previous run's ads are stale
 #: two update intervals after its startd died all the same.
 DAEMON_START = Attr("DaemonStartTime", Kind.NUMBER, limits=INSTANT)
+#: Which startd a slot's ad is of (its address): read where an answer carries it, not asked for,
+#: to place a dynamic slot whose ``Name`` says no node (without it, its ``Machine`` does).
+STARTD_ADDRESS = Attr("MyAddress", Kind.STRING)
 
 #: A slot ad without a usable ``Name`` but with its ``Machine`` is kept here, and quarantined by
 #: :func:`snapshot_tables` with its node left incomplete (never billed to its neighbours).
@@ -161,7 +165,7 @@ def read_status(
     """Read startd dumps into the slots and allocations tables."""
     from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
 
-    attrs = unique_attrs([*slot_attrs(reading), DAEMON_START, MY_TYPE])
+    attrs = unique_attrs([*slot_attrs(reading), DAEMON_START, STARTD_ADDRESS, MY_TYPE])
     parts, tally = [], ReadTally()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
@@ -217,8 +221,9 @@ def snapshot_tables(
     unplaced = np.flatnonzero(unnamed != "")
     for i in unplaced.tolist():
         _quarantine(ads, i, str(unnamed[i]), tally)
-    # their node is known by its machine only: every slot of it, in the same source, is incomplete
-    unplaced_on = {(str(ads.path[i]), str(ads["Machine"][i]).lower()) for i in unplaced.tolist()}
+    # their node is known by their startd only: every slot of it, in the same source, is incomplete
+    startd = _startds(ads)
+    unplaced_on = set(startd[unplaced].tolist())
     if len(unplaced):
         ads = ads.take(unnamed == "")
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
@@ -257,10 +262,7 @@ def snapshot_tables(
     from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
     incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
     if unplaced_on:
-        machines = pd.Series(ads["Machine"][p], dtype=object).str.lower()
-        incomplete |= is_part & np.array(
-            [(str(w), m) in unplaced_on for w, m in zip(ads.path[p], machines, strict=True)], dtype=bool
-        )
+        incomplete |= is_part & pd.Series(_startds(ads)[p]).isin(unplaced_on).to_numpy(dtype=bool)
     held = _held_sums(from_ads, name[p], observed[p])
     overfull = _overfull(ads, p, is_part & ~from_lists, held, from_ads, observed[p])
     for k, why in overfull.items():
@@ -340,6 +342,14 @@ def _unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
     odd = dynamic & name.notna().to_numpy() & ~name.fillna("").str.match(_DYNAMIC_NAME).to_numpy(dtype=bool)
     out[odd] = [f"dynamic slot Name {n!r} is not slotN_M@host: its partitionable slot is unknown" for n in name[odd]]
     return out
+
+
+def _startds(ads: AdColumns) -> np.ndarray:
+    """The startd of each ad, in its source: its address (``MyAddress``: two startds of one host,
+    a glidein's, have their own), else its ``Machine``."""
+    address = ads["MyAddress"] if "MyAddress" in ads.columns else np.full(len(ads), None, dtype=object)
+    where = pd.Series(address, dtype=object).fillna(pd.Series(ads["Machine"], dtype=object).str.lower())
+    return (pd.Series(ads.path, dtype=object).fillna("").astype(str) + "\0" + where.fillna("").astype(str)).to_numpy()
 
 
 def _quarantine(ads: AdColumns, row: int, why: str, tally: ReadTally | None) -> Malformed:
