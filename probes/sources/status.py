@@ -222,8 +222,7 @@ def snapshot_tables(
     for i in unplaced.tolist():
         _quarantine(ads, i, str(unnamed[i]), tally)
     # their node is known by their startd only: every slot of it, in the same source, is incomplete
-    startd = _startds(ads)
-    unplaced_on = set(startd[unplaced].tolist())
+    unplaced_on = set(_startds(ads)[unplaced].tolist()) if len(unplaced) else set()
     if len(unplaced):
         ads = ads.take(unnamed == "")
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
