@@ -372,23 +372,23 @@ def _overfull(
     observed: np.ndarray,
 ) -> dict[int, str]:
     """The partitionable slots of ``rows`` (where ``checked``) whose dynamic slots hold more of a
-    resource than their size (``TotalSlot<r>``, or 0 and none is known), by position in
-    ``rows``, each with why: a node that contradicts itself cannot be billed (one of its numbers
-    is wrong, and a wrong one bills its neighbours)."""
+    resource than their size (``TotalSlot<r>``), by position in ``rows``, each with why: a node
+    that contradicts itself cannot be billed (one of its numbers is wrong, and a wrong one bills
+    its neighbours). A slot that does not say its size (a pool older than ``TotalSlot*``) is
+    billed from its own amounts, as before: it says nothing to contradict."""
     out: dict[int, str] = {}
     for r in RESOURCES:
         size = ads[_TOTAL[r]][rows]
-        with np.errstate(invalid="ignore"):
-            over = checked & (held[r] > np.nan_to_num(size, nan=0.0) * (1 + _ROUNDING) + _ROUNDING)
+        with np.errstate(invalid="ignore"):  # NaN (unknown size) compares false
+            over = checked & (held[r] > size * (1 + _ROUNDING) + _ROUNDING)
         for k in np.flatnonzero(over).tolist():
             if k in out:
                 continue
             name = ads["Name"][rows[k]]
             mine = allocations[(allocations["parent"] == name) & (allocations["observed_at"] == observed[k])]
             listed = ", ".join(f"{n} {v:g}" for n, v in zip(mine["name"], mine[r], strict=True) if v)
-            size_text = "undefined" if np.isnan(size[k]) else f"{size[k]:g}"
             out[k] = (
-                f"attribute '{_TOTAL[r]}' = {size_text}, but its dynamic slots hold {held[r][k]:g} {_UNITS[r]} "
+                f"attribute '{_TOTAL[r]}' = {size[k]:g}, but its dynamic slots hold {held[r][k]:g} {_UNITS[r]} "
                 f"({listed}): the node contradicts itself"
             )
     return out

@@ -90,8 +90,8 @@ OVERFULL = {
         f"'TotalSlotMemory' = 32768, {_HOLD} 40960 MiB",
     ),
     "a GPU on a node of none": (
-        node(alice={"GPUs": "1"}),
-        f"'TotalSlotGPUs' = undefined, {_HOLD} 1 devices (slot1_1@n1 1)",
+        node({"TotalSlotGPUs": "0"}, {"GPUs": "1"}),
+        f"'TotalSlotGPUs' = 0, {_HOLD} 1 devices (slot1_1@n1 1)",
     ),
     # the issue billed 2 and 6, then 0 and 0
     "TotalSlotCpus = 8": (node(p={"TotalSlotCpus": "8"}), f"'TotalSlotCpus' = 8, {_HOLD} 16 cores"),
@@ -117,6 +117,19 @@ def test_a_node_that_contradicts_itself_is_not_billed(
     kept = quarantined(tmp_path)
     assert kept.startswith(f"# from {tmp_path / 'status.ads'} line 1\n# reason: attribute ") and why in kept
     assert 'Name = "slot1@n1"' in kept
+
+
+def test_a_node_that_does_not_say_its_size_is_billed_from_its_own_amounts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool older than TotalSlot* (or a dump without them): nothing to contradict, so the node
+    is not flagged, and is billed as before from what its p-slot says (its own amounts)."""
+    text = "\n".join(
+        [pslot().replace("TotalSlotCpus = 16\n", "").replace("TotalSlotMemory = 32768\n", ""),
+         dslot(1, "alice", 4, 8192, "1.0", GPUs="1"), dslot(2, "bob", 12, 24576, "2.0")]
+    )  # fmt: skip
+    doc, err = bill(tmp_path, capsys, text)
+    assert doc["incomplete_nodes"] == [] and err == "" and doc["nodes"][0]["name"] == NODE
 
 
 def test_dynamic_slots_that_fill_their_node_exactly_are_billed(
@@ -268,3 +281,21 @@ def test_bills_of_a_damaged_node_are_never_a_number_of_another(tmp_path: Path) -
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("command", ["slots", "overhead"])
+def test_slots_and_overhead_say_what_was_quarantined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``Cpus = error`` was read as 1 core by every command: now each reads the node without the
+    ad, counts it as malformed and names it; ``slots`` flags the node incomplete."""
+    path = tmp_path / "status.ads"
+    path.write_text(node(alice={"Cpus": "error"}))
+    assert main([command, "--status-file", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert f"{path} line 14: attribute 'Cpus' = error: expected a finite number" in err
+    if command == "slots":
+        assert doc["read"]["status"]["malformed"] == 1
+        assert [s["incomplete"] for s in doc["slots"]] == [True]
+        assert [a["name"] for a in doc["allocations"]] == ["slot1_2@n1"]
