@@ -16,6 +16,11 @@ dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool
 query configured to leave them out (``pool.child_lists``): a live answer may hold none because
 the pool was between two claims, its p-slots listing the released one or the next.
 
+The pool is checked against itself (issue 41): a slot amount that is not a finite number
+quarantines its ad (:attr:`~probes.sources.classad.Attr.finite`), and so do a node whose dynamic
+slots hold more than its ``TotalSlot*`` and a dynamic slot whose ``Name`` places it on no node;
+each leaves its node ``incomplete`` (:func:`incomplete_nodes`), never billed to its neighbours.
+
 Only what the pool still hears from is billed, and a job on one slot only
 (:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in
 ``Snapshot.unheard``; a dynamic slot that is stale or of its startd's previous run is left out;
