@@ -373,6 +373,148 @@ def warm_up() -> None:
             os.chdir(here)
 
 
+# -- issue 41: the pool checked against itself ------------------------------------------------------
+
+#: Values of a slot's amount that are not finite numbers: (-long text, -json value); ``{a}`` is
+#: the attribute's own name (``Cpus = Cpus``).
+NOT_NUMBERS: tuple[tuple[str, object], ...] = (
+    ("error", "/Expr(error)/"), ("undefined", None), ("{a}", "/Expr({a})/"), ("1/0", "/Expr(1/0)/"),
+    ('"4"', "4"), ("1e309", float("inf")), ('real("INF")', '/Expr(real("INF"))/'), ("Infinity", "/Expr(Infinity)/"),
+    ("9223372036854775808", 2**63), ("36893488147419103232", 2**65), ("2 * {a}", "/Expr(2 * {a})/"),
+)  # fmt: skip
+#: More of each resource than any node of the fixture has.
+_OVERFULL = {"Cpus": 1000, "Memory": 10**7, "Disk": 10**12, "GPUs": 1000}
+_PARENT = re.compile(r"^(slot\d+)_\d+@")
+
+
+@dataclass
+class SemanticCase(Case):
+    """A case whose mutation touches the ads of one node only (``node``: its p-slot's name)."""
+
+    node: str = ""
+
+
+def semantic_case(seed: int, number: int) -> SemanticCase:
+    """Case ``number``: one node of the HTCondor 25 dump (-long or -json) made to contradict
+    itself (a dynamic slot bigger than its node, a node smaller than its dynamic slots), a job
+    claimed twice (with its GlobalJobId, or a copy without it), an amount that is not a finite
+    number, or a dynamic slot without a usable Name; read by ``bill --json``."""
+    rng = random.Random(seed * 100_019 + number)
+    name = rng.choice(["status.ads", "status.json"])
+    data = (CONDOR25 / name).read_bytes()
+    texts = [t.strip("\n") for t in data.decode().split("\n\n") if t.strip()] if name.endswith(".ads") else []
+    ads: list[dict[str, object]] = [] if texts else json.loads(data)
+    names = [str(a["Name"]) for a in ads] or [_long_name(t) for t in texts]
+    dynamic = [i for i, n in enumerate(names) if _PARENT.match(n)]
+    kind = rng.choice(["overfull", "smaller", "twice", "not-a-number", "no-name"])
+    i = rng.choice(dynamic)
+    if kind == "overfull":
+        attr = rng.choice(sorted(_OVERFULL))
+        changes: dict[str, object] = {attr: _OVERFULL[attr]}
+    elif kind == "smaller":
+        i = rng.choice([k for k in range(len(names)) if k not in dynamic])
+        attr = rng.choice(["TotalSlotCpus", "TotalSlotMemory"])
+        changes = {attr: rng.choice([0, 1])}
+    elif kind == "not-a-number":
+        i = rng.randrange(len(names))
+        attr = rng.choice(["Cpus", "Memory", "TotalSlotCpus", "TotalSlotMemory"])
+        text, value = rng.choice(NOT_NUMBERS)
+        changes = {attr: (text if texts else value)}
+    elif kind == "no-name":
+        changes = {"Name": rng.choice(['"garbage"', "17", None])}
+    else:
+        changes = {}
+    node = _PARENT.sub(r"\1@", names[i])
+    how = f"{kind}: {names[i]} {changes}"
+    if texts:
+        ad = texts[i]
+        for attr, value in changes.items():
+            line = "" if value is None else f"{attr} = {str(value).replace('{a}', attr)}\n"
+            ad = re.sub(rf"^{attr} = .*\n", line, ad + "\n", count=1, flags=re.M).rstrip("\n")
+        if kind == "twice":
+            copy = re.sub(r'^Name = "slot(\d+)_\d+@', r'Name = "slot\1_99@', ad, count=1, flags=re.M)
+            if rng.random() < 0.5:
+                copy = re.sub(r"^GlobalJobId = .*\n", "", copy + "\n", flags=re.M).rstrip("\n")
+                how += " without its GlobalJobId"
+            texts.append(copy)
+        texts[i] = ad
+        damaged = ("\n\n".join(texts) + "\n").encode()
+    else:
+        ad = dict(ads[i])
+        for attr, value in changes.items():
+            if attr == "Name" and value is None:
+                del ad["Name"]
+            else:
+                ad[attr] = value.replace("{a}", attr) if isinstance(value, str) else value
+                if attr == "Name" and isinstance(value, str):
+                    ad[attr] = json.loads(value)
+        if kind == "twice":
+            copy = dict(ad, Name=_PARENT.sub(lambda m: f"{m[1]}_99@", str(ad["Name"])))
+            if rng.random() < 0.5:
+                del copy["GlobalJobId"]
+                how += " without its GlobalJobId"
+            ads.append(copy)
+        ads[i] = ad
+        damaged = json.dumps(ads, indent=2).encode()
+    argv = ["bill", "--status-file", name, "--json"]
+    return SemanticCase(number, f"{name}: {how}", argv, {name: damaged}, node=node)
+
+
+def _long_name(text: str) -> str:
+    m = re.search(r'^Name = "(.*)"$', text, re.M)
+    return m[1] if m else ""
+
+
+def bills_oracle(before: dict[str, object], after: dict[str, object], stderr: str, node: str) -> list[str]:
+    """What is wrong with the bills ``after`` a mutation of ``node`` (``bill --json`` documents):
+    every allocation of another node is billed as ``before``, and ``node``'s are billed as
+    before or not at all, the node then named ``incomplete`` with a message on stderr."""
+
+    def by_name(doc: dict[str, object]) -> dict[str, tuple[str, dict[str, float | None]]]:
+        return {str(a["name"]): (str(a["parent"]), a["billed"]) for a in doc["allocations"]}  # type: ignore[attr-defined, index]
+
+    old, new = by_name(before), by_name(after)
+    incomplete = set(after.get("incomplete_nodes", ()))  # type: ignore[call-overload]
+    problems = []
+    for name, (parent, billed) in old.items():
+        if parent != node and new.get(name) != (parent, billed):
+            problems.append(f"{name} of untouched node {parent}: billed {new.get(name)}, before {billed}")
+    if incomplete - {node}:
+        problems.append(f"untouched nodes left unbilled: {sorted(incomplete - {node})}")
+    mine = {n: v for n, v in new.items() if v[0] == node}
+    if node in incomplete:
+        # a resource a job holds none of is billed 0 wherever it runs: no share of anyone's
+        billed_anyway = {n: b for n, (_, b) in mine.items() if any(x not in (None, 0.0) for x in b.values())}
+        if billed_anyway:
+            problems.append(f"{node} is incomplete but billed {billed_anyway}")
+        if not stderr.strip():
+            problems.append(f"{node} left unbilled without a message")
+    elif mine != {n: v for n, v in old.items() if v[0] == node}:
+        problems.append(f"{node} billed differently and not incomplete: {mine}")
+    return problems
+
+
+def run_semantic_cases(seed: int, numbers: range, root: Path) -> list[str]:
+    """Run the semantic cases ``numbers`` of ``seed``: each problem found, with its case."""
+    baselines: dict[str, dict[str, object]] = {}
+    problems = []
+    for name in ("status.ads", "status.json"):
+        case = Case(-1, "unchanged", ["bill", "--status-file", name, "--json"], {name: (CONDOR25 / name).read_bytes()})
+        outcome = run_case(case, root / f"baseline-{name}")
+        assert outcome.kind == "ok", outcome
+        baselines[name] = json.loads((root / f"baseline-{name}" / "stdout").read_text())
+    for number in numbers:
+        case = semantic_case(seed, number)
+        outcome = run_case(case, root / str(number))
+        if outcome.kind != "ok":
+            problems.append(f"{case.label()}: {outcome.kind} {outcome.code}: {outcome.stderr[-400:]}")
+            continue
+        after = json.loads((root / str(number) / "stdout").read_text())
+        found = bills_oracle(baselines[case.argv[2]], after, outcome.stderr, case.node)
+        problems += [f"{case.label()}: {p}" for p in found]
+    return problems
+
+
 def _signature(outcome: Outcome) -> str:
     """A defect's kind and its last line (the exception), to group the cases by cause."""
     lines = [line for line in outcome.stderr.splitlines() if line.strip()]
@@ -385,8 +527,15 @@ def main() -> int:
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("--show", type=int, default=30, help="defect causes to print")
+    parser.add_argument("--semantic", action="store_true", help="the bills' oracle over issue 41's mutations")
     args = parser.parse_args()
     warm_up()
+    if args.semantic:
+        with tempfile.TemporaryDirectory() as tmp:
+            problems = run_semantic_cases(args.seed, range(args.first, args.first + args.cases), Path(tmp))
+        print(f"{args.cases} semantic cases (seed {args.seed}): {len(problems)} problems")
+        print("\n".join(problems[: args.show]))
+        return 1 if problems else 0
     cpu = time.process_time()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:

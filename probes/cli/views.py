@@ -40,6 +40,7 @@ __all__ = [
     "records_summary",
     "render",
     "table",
+    "unbilled_nodes",
     "units_text",
     "write_read_json",
     "write_tables_json",
@@ -356,14 +357,33 @@ def bill_json(nodes: pd.DataFrame, bills: pd.DataFrame) -> dict[str, Any]:
     ):
         doc["allocated"], doc["billed"] = held, billed
         doc["billed_hours"] = {r: (None if np.isnan(v) else float(v)) for r, v in zip(RESOURCES, h, strict=True)}
-    return {"nodes": node_docs, "allocations": alloc_docs, "unbilled_nodes": int(nodes["incomplete"].sum())}
+    unbilled = unbilled_nodes(nodes, bills)
+    return {
+        "nodes": node_docs,
+        "allocations": alloc_docs,
+        "unbilled_nodes": len(unbilled),
+        "incomplete_nodes": unbilled,
+    }
+
+
+def unbilled_nodes(nodes: pd.DataFrame, bills: pd.DataFrame) -> list[str]:
+    """The nodes left unbilled, by name: those ``incomplete`` (an ad of theirs quarantined, or
+    their dynamic slots holding more than they have), and those whose own ad was quarantined (the
+    parents of orphan allocations)."""
+    flagged = {str(n) for n in nodes.loc[nodes["incomplete"].fillna(False).astype(bool), "name"]}
+    orphans = bills["orphan"].fillna(False).astype(bool) if "orphan" in bills.columns else bills["parent"].isna()
+    return sorted(flagged | {str(p) for p in bills.loc[orphans, "parent"].dropna()})
 
 
 def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = True) -> list[Section]:
     title = f"rates of {len(nodes)} nodes (bill / allocation; '-' where nothing is allocated)"
-    unbilled = int(nodes["incomplete"].sum())
+    unbilled = unbilled_nodes(nodes, bills)
     if unbilled:
-        title += f"; {unbilled} node(s) left unbilled: their dynamic slots are not all known"
+        named = ", ".join(unbilled[:10]) + (f" and {len(unbilled) - 10} more" if len(unbilled) > 10 else "")
+        title += (
+            f"; {len(unbilled)} node(s) left unbilled (incomplete: an ad quarantined, or the node contradicts "
+            f"itself; see the quarantine): {named}"
+        )
     sections = [(title, table(nodes, NODE_VIEW))]
     if per_job:
         sections.append((f"bills of {len(bills)} allocations", table(bills, BILL_VIEW)))

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
 import pandas as pd
 
 from probes.accounting import (
+    RESOURCES,
     CanonicalUnit,
     DemandOverlap,
     bill,
@@ -94,6 +96,8 @@ def account_snapshot(
     unbilled = set(slots.loc[incomplete, "name"])
     nodes["incomplete"] = incomplete.to_numpy()
     bills["incomplete"] = bills["parent"].isin(unbilled).to_numpy()
+    if incomplete.any():  # a node of no partition has no overhead to leave unknown: unbill it here
+        _unbill(nodes, bills)
     slots["phase"] = slot_phase(slots)
     overlap = None
     if idle is not None:
@@ -121,6 +125,18 @@ def snapshot_bills(snapshot: Snapshot, config: ProbeConfig) -> tuple[pd.DataFram
     """Proportional bills of a snapshot: (nodes, bills); see :func:`probes.accounting.bill`."""
     report = overhead_report(snapshot, config)
     return report.nodes, report.bills
+
+
+def _unbill(nodes: pd.DataFrame, bills: pd.DataFrame) -> None:
+    """The rates of the ``incomplete`` nodes, and their jobs' bills of what they hold, made NaN
+    (in place: the tables :func:`account_snapshot` just made). A job holding none of a resource
+    still owes none of it."""
+    flagged = nodes["incomplete"].to_numpy(dtype=bool)
+    held = bills["incomplete"].to_numpy(dtype=bool)
+    for r in RESOURCES:
+        nodes.loc[flagged, f"rate_{r}"] = np.nan
+        owes = held & (pd.to_numeric(bills[r]).fillna(0.0).to_numpy(dtype=np.float64) > 0)
+        bills.loc[owes, [f"billed_{r}", f"billed_{r}_hours"]] = np.nan
 
 
 def _incomplete(slots: pd.DataFrame) -> pd.Series:

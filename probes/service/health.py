@@ -30,6 +30,9 @@ metric                                                  type      labels
 ``fairacct_unheard_nodes``                              gauge     (nodes of the last snapshot left
                                                                   unbilled, their ads stale)
 ``fairacct_unheard_since_timestamp_seconds``            gauge     (the oldest of their LastHeardFrom)
+``fairacct_incomplete_nodes``                           gauge     (nodes of the last snapshot left
+                                                                  unbilled: an ad quarantined, or
+                                                                  more allocated than they have)
 ``fairacct_unbilled_claims_total``                      counter   ``reason`` (``stale``,
                                                                   ``previous_run``, ``job_on_another_slot``)
 ======================================================  ========  =====================================
@@ -92,6 +95,7 @@ class Metrics:
         self.unobserved_s = 0.0
         self.unheard_nodes: int | None = None  # in the last snapshot (None: none read yet)
         self.unheard_since: float | None = None  # the oldest LastHeardFrom of those nodes
+        self.incomplete_nodes: int | None = None  # in the last snapshot (None: none read yet)
         self.unbilled_claims: Counter[str] = Counter()  # dynamic slots left out, by reason
 
     def register(self, job: str, every_s: float) -> None:
@@ -130,10 +134,12 @@ class Metrics:
         with self._lock:
             self.quarantined.update({k: v for k, v in counts.items() if v})
 
-    def status_read(self, unheard_since: Sequence[float], unbilled: Mapping[str, int]) -> None:
-        """A snapshot's unheard nodes (the ``since`` of each) and its dynamic slots left out,
-        counted by reason (:mod:`probes.sources.unheard`)."""
+    def status_read(self, unheard_since: Sequence[float], unbilled: Mapping[str, int], incomplete: int = 0) -> None:
+        """A snapshot's unheard nodes (the ``since`` of each), its dynamic slots left out,
+        counted by reason (:mod:`probes.sources.unheard`), and its ``incomplete`` nodes
+        (:func:`probes.sources.status.incomplete_nodes`)."""
         with self._lock:
+            self.incomplete_nodes = incomplete
             self.unheard_nodes = len(unheard_since)
             self.unheard_since = min(unheard_since) if len(unheard_since) else None
             self.unbilled_claims.update({k: v for k, v in unbilled.items() if v})
@@ -257,6 +263,10 @@ class Metrics:
             family("fairacct_unheard_since_timestamp_seconds", "gauge",
                    "UNIX time the oldest unheard node of the last snapshot was last heard from.",
                    [] if self.unheard_since is None else [("", {}, self.unheard_since)])  # fmt: skip
+            family("fairacct_incomplete_nodes", "gauge",
+                   "Nodes of the last snapshot left unbilled as incomplete: an ad of theirs quarantined, or their "
+                   "dynamic slots holding more than their size.",
+                   [] if self.incomplete_nodes is None else [("", {}, float(self.incomplete_nodes))])  # fmt: skip
             family("fairacct_unbilled_claims_total", "counter",
                    "Dynamic slots left unbilled: stale, of a startd's previous run, or a job billed on another slot.",
                    [("", {"reason": k}, v) for k, v in sorted(self.unbilled_claims.items())])  # fmt: skip

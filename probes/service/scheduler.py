@@ -95,6 +95,7 @@ from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
 from probes.sources.live import LivePool
 from probes.sources.negotiator import NegotiatorLike
 from probes.sources.report import problem_lines
+from probes.sources.status import incomplete_nodes
 from probes.sources.unheard import UNBILLED
 
 __all__ = ["ProbeService"]
@@ -472,7 +473,9 @@ class ProbeService:
         if reading.snapshot is not None and "status" in reading.reports:
             rejects = reading.reports["status"].rejects
             self.metrics.status_read(
-                reading.snapshot.unheard["since"].tolist(), {why: rejects[key] for why, key in UNBILLED.items()}
+                reading.snapshot.unheard["since"].tolist(),
+                {why: rejects[key] for why, key in UNBILLED.items()},
+                len(incomplete_nodes(reading.snapshot)),
             )
         quarantine = self.config.probe.state_dir / "quarantine"
         for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):

@@ -16,6 +16,11 @@ dynamic-slot ads at all (``condor_status -long`` of p-slots only, or an old pool
 query configured to leave them out (``pool.child_lists``): a live answer may hold none because
 the pool was between two claims, its p-slots listing the released one or the next.
 
+The pool is checked against itself (issue 41): a slot amount that is not a finite number
+quarantines its ad (:attr:`~probes.sources.classad.Attr.finite`), and so do a node whose dynamic
+slots hold more than its ``TotalSlot*`` and a dynamic slot whose ``Name`` places it on no node;
+each leaves its node ``incomplete`` (:func:`incomplete_nodes`), never billed to its neighbours.
+
 Only what the pool still hears from is billed, and a job on one slot only
 (:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in
 ``Snapshot.unheard``; a dynamic slot that is stale or of its startd's previous run is left out;
@@ -27,6 +32,7 @@ UNIX seconds (UTC).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -48,9 +54,11 @@ from probes.sources.unheard import UNHEARD_COLUMNS, heard_rules, one_slot_per_jo
 
 __all__ = [
     "DAEMON_START",
+    "STARTD_ADDRESS",
     "Snapshot",
     "assign_partitions",
     "child_list_attrs",
+    "incomplete_nodes",
     "read_status",
     "slot_attrs",
     "snapshot_tables",
@@ -63,6 +71,10 @@ _TOTAL = {"cpus": "TotalSlotCpus", "memory": "TotalSlotMemory", "disk": "TotalSl
 # that could not be read as a whole
 _IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
 _DYNAMIC_NAME = re.compile(r"^(slot\d+)_\d+@")
+_UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
+#: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
+#: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
+_ROUNDING = 1e-9
 
 SLOT_COLUMNS = (
     "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
@@ -81,8 +93,13 @@ ALLOCATION_COLUMNS = (
 #: and the projection learns it), but not asked for: without it, a previous run's ads are stale
 #: two update intervals after its startd died all the same.
 DAEMON_START = Attr("DaemonStartTime", Kind.NUMBER, limits=INSTANT)
+#: Which startd a slot's ad is of (its address): read where an answer carries it, not asked for,
+#: to place a dynamic slot whose ``Name`` says no node (without it, its ``Machine`` does).
+STARTD_ADDRESS = Attr("MyAddress", Kind.STRING)
 
-STARTD_ADS = AdKind("Machine", ("Name",), "startd ads (condor_status -long or -json)")
+#: A slot ad without a usable ``Name`` but with its ``Machine`` is kept here, and quarantined by
+#: :func:`snapshot_tables` with its node left incomplete (never billed to its neighbours).
+STARTD_ADS = AdKind("Machine", ("Name", "Machine"), "startd ads (condor_status -long or -json)")
 
 
 @dataclass(frozen=True)
@@ -123,8 +140,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
     attrs = [
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
-        *(Attr(_OWN[r], n, limits=AMOUNT) for r in RESOURCES),
-        *(Attr(_TOTAL[r], n, limits=AMOUNT) for r in RESOURCES),
+        *(Attr(_OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
+        *(Attr(_TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
         Attr("UpdateInterval", n, limits=AMOUNT),
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
@@ -153,7 +170,7 @@ def read_status(
     """Read startd dumps into the slots and allocations tables."""
     from probes.sources.classad import read_ads  # the scanner and numba: only where ads are read
 
-    attrs = unique_attrs([*slot_attrs(reading), DAEMON_START, MY_TYPE])
+    attrs = unique_attrs([*slot_attrs(reading), DAEMON_START, STARTD_ADDRESS, MY_TYPE])
     parts, tally = [], ReadTally()
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
@@ -172,7 +189,7 @@ def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
     accounted instant by instant."""
     name = pd.Series(ads["Name"], dtype=object).str.lower()
     observed = pd.Series(_first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
-    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy()
+    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy() & name.notna().to_numpy()
     if not repeated.any():
         return ads
     n = int(repeated.sum())
@@ -199,9 +216,22 @@ def snapshot_tables(
     that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
     ``child_lists``: whether a source without dynamic-slot ads is billed from its p-slots'
     ``Child*`` lists (a dump cannot say why it has none; a live query knows what it asked for).
+
+    The pool is checked against itself: a slot ad without a ``Name``, or a dynamic slot's whose
+    ``Name`` is not ``slotN_M@host``, and a partitionable slot whose dynamic slots hold more of a
+    resource than its ``TotalSlot*`` are quarantined (added to ``tally``) and their node is
+    ``incomplete``: not billed, never billed to its neighbours (:func:`incomplete_nodes`).
     """
+    unnamed = _unnamed(ads, _dynamic(ads))
+    unplaced = np.flatnonzero(unnamed != "")
+    for i in unplaced.tolist():
+        _quarantine(ads, i, str(unnamed[i]), tally)
+    # their node is known by their startd only: every slot of it, in the same source, is incomplete
+    unplaced_on = set(_startds(ads)[unplaced].tolist()) if len(unplaced) else set()
+    if len(unplaced):
+        ads = ads.take(unnamed == "")
     slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    dynamic = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
+    dynamic = _dynamic(ads)
     partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
     observed = _instants(ads)
     site = ads.first(reading.site_attributes, reading.site_default)
@@ -235,7 +265,13 @@ def snapshot_tables(
     )
     from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
     incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
+    if unplaced_on:
+        incomplete |= is_part & pd.Series(_startds(ads)[p]).isin(unplaced_on).to_numpy(dtype=bool)
     held = _held_sums(from_ads, name[p], observed[p])
+    overfull = _overfull(ads, p, is_part & ~from_lists, held, from_ads, observed[p])
+    for k, why in overfull.items():
+        _quarantine(ads, int(p[k]), why, tally)
+        incomplete[k] = True
     for r in RESOURCES:
         own = _zero(ads[_OWN[r]][p])
         size = ads[_TOTAL[r]][p]
@@ -282,6 +318,85 @@ def snapshot_tables(
         ads=ads.raw[p] if ads.raw is not None else None,
         unheard=unheard,
     )
+
+
+def incomplete_nodes(snapshot: Snapshot) -> list[str]:
+    """The nodes of ``snapshot`` left unbilled because what the pool said of them is not whole or
+    contradicts itself: those flagged ``incomplete``, and those whose own ad was quarantined (their
+    dynamic slots' parent is not in the slots table), by name."""
+    flagged = snapshot.slots.loc[snapshot.slots["incomplete"].fillna(False).astype(bool), "name"]
+    known = set(snapshot.slots["name"])
+    lost = {str(p) for p in snapshot.allocations["parent"].dropna() if p not in known}
+    return sorted({str(n) for n in flagged} | lost)
+
+
+def _dynamic(ads: AdColumns) -> np.ndarray:
+    """Whether each ad is of a dynamic slot (its ``SlotType``, else ``DynamicSlot``)."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    out: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
+    return out
+
+
+def _unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
+    """Why each ad cannot be placed on its node ("" where it can): no ``Name``, or a dynamic
+    slot's ``Name`` not of the form ``slotN_M@host`` (its parent cannot be known)."""
+    name = pd.Series(ads["Name"], dtype=object)
+    out = np.full(len(ads), "", dtype=object)
+    out[name.isna().to_numpy()] = "no Name (a string) to place the slot on its node"
+    odd = dynamic & name.notna().to_numpy() & ~name.fillna("").str.match(_DYNAMIC_NAME).to_numpy(dtype=bool)
+    out[odd] = [f"dynamic slot Name {n!r} is not slotN_M@host: its partitionable slot is unknown" for n in name[odd]]
+    return out
+
+
+def _startds(ads: AdColumns) -> np.ndarray:
+    """The startd of each ad, in its source: its address (``MyAddress``: two startds of one host,
+    a glidein's, have their own), else its ``Machine``."""
+    address = ads["MyAddress"] if "MyAddress" in ads.columns else np.full(len(ads), None, dtype=object)
+    where = pd.Series(address, dtype=object).fillna(pd.Series(ads["Machine"], dtype=object).str.lower())
+    return (pd.Series(ads.path, dtype=object).fillna("").astype(str) + "\0" + where.fillna("").astype(str)).to_numpy()
+
+
+def _quarantine(ads: AdColumns, row: int, why: str, tally: ReadTally | None) -> Malformed:
+    """The ad of ``row`` quarantined for ``why`` (its node left unbilled), counted in ``tally``."""
+    raw = ads.raw[row] if ads.raw is not None else None
+    text = raw if isinstance(raw, str) else json.dumps(raw, default=str) if isinstance(raw, dict) else ""
+    if not text:  # no text kept: what the quarantine needs to find its node
+        text = "".join(f'{a} = "{ads[a][row]}"\n' for a in ("Name", "Machine") if isinstance(ads[a][row], str))
+    m = Malformed(str(ads.path[row]), int(ads.line[row]), f"{why}; its node is left unbilled (incomplete)", text)
+    if tally is not None:
+        tally.add_malformed(m)
+    return m
+
+
+def _overfull(
+    ads: AdColumns,
+    rows: np.ndarray,
+    checked: np.ndarray,
+    held: dict[str, np.ndarray],
+    allocations: pd.DataFrame,
+    observed: np.ndarray,
+) -> dict[int, str]:
+    """The partitionable slots of ``rows`` (where ``checked``) whose dynamic slots hold more of a
+    resource than their size (``TotalSlot<r>``), by position in ``rows``, each with why: a node
+    that contradicts itself cannot be billed (one of its numbers is wrong, and a wrong one bills
+    its neighbours). A slot that does not say its size (a pool older than ``TotalSlot*``) is
+    billed from its own amounts, as before: it says nothing to contradict."""
+    out: dict[int, str] = {}
+    for r in RESOURCES:
+        size = ads[_TOTAL[r]][rows]
+        with np.errstate(invalid="ignore"):  # NaN (unknown size) compares false
+            over = checked & (held[r] > size * (1 + _ROUNDING) + _ROUNDING)
+        for k in np.flatnonzero(over).tolist():
+            if k in out:
+                continue
+            name = ads["Name"][rows[k]]
+            mine = allocations[(allocations["parent"] == name) & (allocations["observed_at"] == observed[k])]
+            listed = ", ".join(f"{n} {v:g}" for n, v in zip(mine["name"], mine[r], strict=True) if v)
+            out[k] = (
+                f"attribute '{_TOTAL[r]}' = {size[k]:g}, but its dynamic slots hold {held[r][k]:g} {_UNITS[r]} "
+                f"({listed}): the node contradicts itself"
+            )
+    return out
 
 
 def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tuple[str, str]]) -> np.ndarray:

@@ -204,9 +204,10 @@ def test_bill_says_how_many_nodes_were_left_unbilled(
 ) -> None:
     dump = _without_a_dynamic_slot(condor25, tmp_path, drop_lists=True)
     assert main(["bill", "--status-file", str(dump), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["unbilled_nodes"] == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unbilled_nodes"] == 1 and doc["incomplete_nodes"] == ["slot1@cpu-node1@vm"]
     assert main(["bill", "--status-file", str(dump)]) == 0
-    assert "1 node(s) left unbilled: their dynamic slots are not all known" in capsys.readouterr().out
+    assert "1 node(s) left unbilled (incomplete: an ad quarantined, " in capsys.readouterr().out
 
 
 def _later(dump: Path, tmp_path: Path, seconds: int) -> Path:

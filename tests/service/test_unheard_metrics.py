@@ -36,3 +36,36 @@ def test_the_metrics_count_unheard_nodes_and_their_claims(tmp_path: Path, condor
     slots = {d["name"] for d in outbox_docs(config.probe.state_dir, "slot")}
     allocations = {d["parent"] for d in outbox_docs(config.probe.state_dir, "allocation")}
     assert slots == allocations == {"slot1@gpu-node1@vm"}
+
+
+def test_the_metrics_count_incomplete_nodes_of_a_live_pool(tmp_path: Path, condor25: Path) -> None:
+    """Issue 41 on a live answer: cpu-node1's 4-core claim says ``Cpus = error`` (read as 1 core
+    before), gpu-node1's dynamic slots hold 22 of its 16 cores. Neither node is billed, both are
+    counted, and the quarantine names the ads."""
+    import classad2
+
+    ads = parse(condor25 / "status.ads")
+    for ad in ads:
+        if ad["Name"] == "slot1_1@cpu-node1@vm":
+            ad["Cpus"] = classad2.ExprTree("error")
+        if ad["Name"] == "slot1_1@gpu-node1@vm":
+            ad["Cpus"] = 15
+    vm = FakeSchedd("vm", parse(condor25 / "queue.ads"), parse(condor25 / "history.ads"))
+    collector = FakeCollector(ads, [vm.location()])
+    config = live_config(tmp_path, pool={"update_interval_s": 300})
+    pool = FakePool({None: collector}, [vm]).live(config)
+    svc = ProbeService(config, probe="test", clock=Clock(HEARD + 5.0), pool=pool)
+    try:
+        svc._run("snapshot", svc.snapshot)
+        text = svc.metrics.render()
+    finally:
+        collector.released.set()
+        vm.released.set()
+    assert "fairacct_incomplete_nodes 2\n" in text
+    (kept,) = (config.probe.state_dir / "quarantine").glob("malformed-*.ads")
+    quarantine = kept.read_text()
+    assert "# reason: attribute 'Cpus' = error: expected a finite number from 0" in quarantine
+    assert "# reason: attribute 'TotalSlotCpus' = 16, but its dynamic slots hold 22 cores" in quarantine
+    allocations = outbox_docs(config.probe.state_dir, "allocation")
+    assert len(allocations) == 5  # cpu-node1's 12-core claim and gpu-node1's four, none billed
+    assert all("billed_cpus_hours" in d and d["billed_cpus_hours"] is None for d in allocations), allocations

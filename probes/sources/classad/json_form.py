@@ -156,6 +156,8 @@ def read_json(
     columns: dict[str, list[Any]] = {a.name: [] for a in attrs}
     lines: list[int] = []
     raws: list[dict[str, Any]] = []
+    finite = [j for j, a in enumerate(attrs) if a.finite]
+    given: list[dict[int, Any]] = []  # per ad, the raw values of the finite attributes it has
     for obj, line in _json_objects(text, path, tally.rejects):
         if isinstance(obj, Malformed):
             if strict:
@@ -183,6 +185,8 @@ def read_json(
         lines.append(line)
         if keep_raw:
             raws.append(obj)
+        if finite:
+            given.append(_given(obj, [attrs[j] for j in finite], finite))
     n = len(lines)
     numeric = np.full((n, len(attrs)), np.nan)
     objects = np.full((n, len(attrs)), None, dtype=object)
@@ -190,13 +194,21 @@ def read_json(
         for i, v in enumerate(columns[a.name]):
             store_value(numeric, objects, a, i, j, v, tally)
     keep = np.ones(n, dtype=bool)
-    for i, reason in out_of_range(numeric, attrs).items():
+    present = np.zeros((n, len(attrs)), dtype=bool)
+    for i, values_given in enumerate(given):
+        present[i, list(values_given)] = True
+
+    def shown(i: int, j: int) -> str:
+        raw = given[i][j]
+        return str(raw[6:-2]) if is_expr(raw) else _dumps(raw)
+
+    for i, reason in out_of_range(numeric, attrs, present, shown).items():
         m = Malformed(path, lines[i], reason, _dumps({a.name: columns[a.name][i] for a in attrs}))
         if strict:
             raise m.error()
         tally.add_malformed(m)
         keep[i] = False
-    drop_infinities(numeric, attrs, tally)
+    drop_infinities(numeric, attrs, tally, keep)
     rows = slice(None) if keep.all() else keep
     tally.ads += int(keep.sum())
     out = {a.name: (numeric if a.kind is Kind.NUMBER else objects)[rows, j] for j, a in enumerate(attrs)}
@@ -228,7 +240,18 @@ def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> lis
     return values
 
 
-def _dumps(obj: dict[str, Any]) -> str:
+def _given(obj: dict[str, Any], attrs: Sequence[Attr], columns: Sequence[int]) -> dict[int, Any]:
+    """The raw values of ``attrs`` (at ``columns``) that ``obj`` has and that are read (not
+    behind a present attribute), by column."""
+    folded = {k.lower(): v for k, v in obj.items()}
+    return {
+        j: folded[a.name.lower()]
+        for a, j in zip(attrs, columns, strict=True)
+        if a.name.lower() in folded and not any(u.lower() in folded for u in a.shadows)
+    }
+
+
+def _dumps(obj: Any) -> str:
     """An ad as JSON text for the quarantine (a value that is no JSON, as text)."""
     return json.dumps(obj, default=str)[:100000]
 

@@ -4,12 +4,14 @@ or time cannot be accounted, and one such ad must not stop a table (issue 29: a 
 
 The limits are half-open ranges ``[low, high)`` on :class:`~probes.sources.classad.model.Attr`;
 a missing value (NaN) is never out of range, and a non-finite one is made missing and counted
-by :func:`~probes.sources.classad.literals.drop_infinities`.
+by :func:`~probes.sources.classad.literals.drop_infinities` -- except in an attribute that must
+be a finite number (:attr:`~probes.sources.classad.model.Attr.finite`): there a value present
+that is not one (``undefined``, ``error``, a string, an infinity) makes the ad malformed as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,15 +27,34 @@ AMOUNT = (0.0, 2.0**53)
 INSTANT = (-(2.0**53), 2.0**53)
 
 
-def out_of_range(numeric: np.ndarray, attrs: Sequence[Attr]) -> dict[int, str]:
+def out_of_range(
+    numeric: np.ndarray,
+    attrs: Sequence[Attr],
+    present: np.ndarray | None = None,
+    shown: Callable[[int, int], str] | None = None,
+) -> dict[int, str]:
     """The ads (rows of ``numeric``, ads x ``attrs``) holding a value outside its attribute's
-    limits, each with why (its first such attribute, named with its value and range)."""
+    limits, each with why (its first such attribute, named with its value and range).
+
+    ``present`` (ads x ``attrs``, bool): where each attribute is present (and read); with it, a
+    :attr:`~Attr.finite` attribute present but not a finite number (NaN or infinite in
+    ``numeric``) is out of range too, its value named by ``shown(ad, attribute)`` (its text)."""
     reasons: dict[int, str] = {}
     for j, a in enumerate(attrs):
+        column = numeric[:, j]
+        if a.finite and present is not None:
+            unknown = np.flatnonzero(present[:, j] & ~np.isfinite(column))
+            low, high = a.limits or (-np.inf, np.inf)
+            for i in unknown.tolist():
+                if i not in reasons:
+                    got = shown(i, j) if shown is not None else f"{column[i]!r}"
+                    reasons[i] = (
+                        f"attribute '{a.name}' = {_excerpt(got)}: expected a finite number from {low:.17g} "
+                        f"to below {high:.17g}; the ad was skipped"
+                    )
         if a.limits is None:
             continue
         low, high = a.limits
-        column = numeric[:, j]
         with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range
             bad = np.flatnonzero(((column < low) | (column >= high)) & np.isfinite(column))
         for i in bad.tolist():
@@ -43,3 +64,9 @@ def out_of_range(numeric: np.ndarray, attrs: Sequence[Attr]) -> dict[int, str]:
                     f"to below {high:.17g}; the ad was skipped"
                 )
     return reasons
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    """A value's text as a message quotes it: one line, at most ``limit`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else f"{one[:limit]}... ({len(one)} characters)"

@@ -17,6 +17,7 @@ from probes.sources.classad.kernel import (
     INT,
     LIST,
     NUMBER_TEXT,
+    OTHER,
     REAL,
     STRING,
     TRUE,
@@ -84,7 +85,8 @@ def convert_literals(
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
             for j, count in zip(*np.unique(attr_j[sel], return_counts=True), strict=True):
-                tally.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
+                if not attrs[j].finite:  # else its ad is malformed, and says so (limits.out_of_range)
+                    tally.rejects[f"{attrs[j].name}: expected a {attrs[j].kind.value}, got {got}"] += int(count)
 
     def store(sel: np.ndarray, accepts: tuple[int, ...], values: Any, got: str) -> None:
         k = kind[sel]
@@ -95,14 +97,20 @@ def convert_literals(
         reject(sel[~to_obj], got)
         fast[sel] = True
 
-    # numbers in spellings the scan leaves to Python (exponents, long mantissas)
-    for i in np.flatnonzero(literal == NUMBER_TEXT).tolist():
+    # numbers in spellings the scan leaves to Python (exponents, long mantissas, integers of more
+    # digits than it reads, which classad2 would read as 0 past 64 bits)
+    leading = np.frombuffer(data, dtype=np.uint8)[vs]
+    digit = (leading == 45) | ((leading >= 48) & (leading <= 57))
+    for i in np.flatnonzero(((literal == NUMBER_TEXT) | (literal == OTHER)) & digit).tolist():
         text = data[vs[i] : ve[i]].decode("ascii", "replace")
         m = _NUMBER_TEXT.fullmatch(text)
         if m is None:
             continue
         if m.group(2) is None and m.group(3) is None:
-            continue  # an integer the scan did not take is beyond int64: classad2 decides
+            if kind[i] != NUMBER_CODE or -(2**63) <= _integer(text) < 2**63:
+                continue  # an int64 the scan did not take, or not read as a number: classad2's value
+            # as the -json reader does (model.wide_int): a real, out of range of any amount
+            tally.rejects[f"{attrs[attr_j[i]].name}: an integer beyond 64 bits, read as a real"] += 1
         literal[i], number[i] = REAL, float(text)
 
     s = np.flatnonzero((literal == INT) | (literal == REAL))
@@ -163,6 +171,15 @@ def decode_strings(data: bytes, a: np.ndarray, b: np.ndarray, *, unescape: bool 
 _NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
+def _integer(text: str) -> int:
+    """An integer's text as an int; one of more digits than any 64-bit integer as +-2^64 (Python
+    refuses to convert more than 4300 digits)."""
+    digits = len(text) - text.startswith("-")
+    if digits > 20:
+        return -(2**64) if text.startswith("-") else 2**64
+    return int(text)
+
+
 _STRINGS: dict[str, str] = {}
 
 
@@ -204,7 +221,8 @@ def store_value(
 ) -> None:
     """Put a classad2 value into its typed column, counting values of the wrong type."""
     if attr.kind is Kind.NUMBER:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        # classad2's error and undefined are an IntEnum: never numbers (``Cpus = error`` is not 1)
+        if isinstance(value, (int, float)) and not isinstance(value, (bool, classad2.Value)):
             if isinstance(value, int) and not -(2**63) <= value < 2**63:  # from JSON, which has no bound
                 tally.rejects[f"{attr.name}: an integer beyond 64 bits, read as a real"] += 1
                 value = wide_int(value)
@@ -216,7 +234,7 @@ def store_value(
         return
     else:
         objects[row, j] = None
-    if value is not None:
+    if value is not None and not attr.finite:  # a finite attribute's ad is malformed instead (limits)
         tally.rejects[f"{attr.name}: expected a {attr.kind.value}, got {type_name(value)}"] += 1
 
 
@@ -229,12 +247,16 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def drop_infinities(numeric: np.ndarray, attrs: Sequence[Attr], tally: ReadTally) -> None:
+def drop_infinities(
+    numeric: np.ndarray, attrs: Sequence[Attr], tally: ReadTally, kept: np.ndarray | None = None
+) -> None:
     """A number out of range (``1e400``, ``real("INF")``) is a malformed value, not a number:
-    NaN in ``numeric`` (ads x attributes, changed in place), counted in ``tally`` per attribute."""
+    NaN in ``numeric`` (ads x attributes, changed in place), counted in ``tally`` per attribute
+    among the ads ``kept`` (a mask; all if None: an ad quarantined already said why)."""
     bad = np.isinf(numeric)
     if not bad.any():
         return
-    for j in np.flatnonzero(bad.any(axis=0)).tolist():
-        tally.rejects[f"{attrs[j].name}: not a finite number, ignored"] += int(bad[:, j].sum())
+    counted = bad if kept is None else bad & kept[:, None]
+    for j in np.flatnonzero(counted.any(axis=0)).tolist():
+        tally.rejects[f"{attrs[j].name}: not a finite number, ignored"] += int(counted[:, j].sum())
     numeric[bad] = np.nan

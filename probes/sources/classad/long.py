@@ -349,7 +349,14 @@ class _Scanner:
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
 
-        for ad, reason in out_of_range(numeric, self.attrs).items():
+        read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+        read[ad_i, attr_j] = True
+
+        def shown(ad: int, j: int) -> str:
+            k = self.name_of[j]
+            return data[found.value_start[ad, k] : found.value_end[ad, k]].decode("utf-8", "replace")
+
+        for ad, reason in out_of_range(numeric, self.attrs, read, shown).items():
             if keep[ad]:
                 line = first_line + int(found.first_line[ad])
                 text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
@@ -357,7 +364,7 @@ class _Scanner:
                 if strict:
                     raise m.error()
                 keep[ad] = False
-        drop_infinities(numeric, self.attrs, tally)
+        drop_infinities(numeric, self.attrs, tally, keep)
         tally.ads += int(keep.sum())
         raw = None
         if self.keep_raw:

@@ -55,12 +55,18 @@ class Attr:
     ``limits`` (NUMBER only): the range ``[low, high)`` a value must lie in. An ad with a value
     outside it (a negative ``Cpus``, a ``RemoteWallClockTime`` of 2^63) is malformed and
     quarantined by the reader (:mod:`probes.sources.classad.limits`).
+
+    ``finite`` (NUMBER only): a value that is present but does not evaluate to a finite number
+    (``undefined``, ``error``, a string, ``real("INF")``, ``Cpus = Cpus``) makes the ad malformed
+    too, where it would otherwise be a missing value: an amount that is added up (a slot's
+    ``Cpus``) must be known, or a neighbour is billed for it.
     """
 
     name: str
     kind: Kind = Kind.ANY
     unless: str | tuple[str, ...] | None = None
     limits: tuple[float, float] | None = None
+    finite: bool = False
 
     @property
     def shadows(self) -> tuple[str, ...]:
@@ -87,7 +93,9 @@ def unique_attrs(attrs: Sequence[Attr]) -> list[Attr]:
             continue
         old = merged[key]
         common = tuple(u for u in old.shadows if u.lower() in {v.lower() for v in a.shadows})
-        merged[key] = Attr(old.name, old.kind, unless=common or None, limits=old.limits or a.limits)
+        merged[key] = Attr(
+            old.name, old.kind, unless=common or None, limits=old.limits or a.limits, finite=old.finite or a.finite
+        )
     return list(merged.values())
 
 

@@ -44,11 +44,19 @@ def columns_from_classads(
             continue
         for j, (a, value) in enumerate(zip(attrs, values, strict=True)):
             store_value(numeric, objects, a, i, j, value, tally)
-    for i, reason in out_of_range(numeric, attrs).items():
+    present = np.zeros((len(ads), len(attrs)), dtype=bool)
+    for j, a in enumerate(attrs):
+        if a.finite:  # where a value that is no number makes the ad malformed
+            present[:, j] = [a.name in ad and not any(u in ad for u in a.shadows) for ad in ads]
+
+    def shown(i: int, j: int) -> str:
+        return str(ads[i].lookup(attrs[j].name))
+
+    for i, reason in out_of_range(numeric, attrs, present, shown).items():
         if keep[i]:
             tally.add_malformed(Malformed(origin, i + 1, reason, raw[i]))
             keep[i] = False
-    drop_infinities(numeric, attrs, tally)
+    drop_infinities(numeric, attrs, tally, keep)
     tally.ads = int(keep.sum())
     rows = slice(None) if keep.all() else keep
     return (

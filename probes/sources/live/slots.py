@@ -37,7 +37,7 @@ from probes.sources.live.calls import Calls, CollectorLike, close_stream, collec
 from probes.sources.live.projections import slot_projection
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import SlotReading
-from probes.sources.status import DAEMON_START, Snapshot, slot_attrs, snapshot_tables
+from probes.sources.status import DAEMON_START, STARTD_ADDRESS, Snapshot, slot_attrs, snapshot_tables
 
 __all__ = ["SlotStream", "kept_slots"]
 
@@ -92,7 +92,7 @@ class SlotStream:
                 answer = self._failover(group, projection, again=False)
             assert answer is not None  # the second answer is always read whole
             answers.append(answer)
-        return kept_slots(answers, unique_attrs([*slot_attrs(self.reading), DAEMON_START]))
+        return kept_slots(answers, unique_attrs([*slot_attrs(self.reading), DAEMON_START, STARTD_ADDRESS]))
 
     def snapshot(self, *, now: float) -> tuple[Snapshot, ReadReport]:
         """The slots and allocations tables of the pool, observed at ``now``; see
@@ -135,7 +135,7 @@ class SlotStream:
         converted), all of it is learned, and the caller asks again, once."""
         if isinstance(answer, (str, bytes, Mapping)) or not isinstance(answer, Iterable):
             raise SourceError(f"{what}: expected a list of ClassAds, got {type(answer).__name__}")
-        attrs = unique_attrs([*slot_attrs(self.reading), DAEMON_START])
+        attrs = unique_attrs([*slot_attrs(self.reading), DAEMON_START, STARTD_ADDRESS])
         out = _SlotAnswer(f"collector {collector_name(address)}")
         missing: set[str] = set()
         ads = iter(answer)
