@@ -16,7 +16,7 @@ import numpy as np
 
 from probes.errors import SourceError
 from probes.sources.classad import model
-from probes.sources.classad.limits import out_of_range
+from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
 from probes.sources.report import Malformed, ReadReport, ReadTally
@@ -164,8 +164,10 @@ def read_json(
             continue
         try:
             values = _values(obj, attrs, tally)
-        except (classad2.ClassAdException, EvaluationTimeout, ValueError, RecursionError) as exc:
-            if isinstance(exc, classad2.ClassAdException):
+        except (classad2.ClassAdException, EvaluationTimeout, ValueError, RecursionError, _TooLong) as exc:
+            if isinstance(exc, _TooLong):
+                reason = str(exc)
+            elif isinstance(exc, classad2.ClassAdException):
                 reason = f"cannot parse an expression ({exc})"
             elif isinstance(exc, EvaluationTimeout):
                 reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
@@ -205,6 +207,10 @@ def read_json(
     return AdColumns(out, repeat(path, len(line_numbers)), line_numbers, raw), tally.report()
 
 
+class _TooLong(Exception):
+    """An expression longer than classad2 can take (:func:`~probes.sources.classad.limits.too_many_operators`)."""
+
+
 def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> list[Any]:
     """The values of ``attrs`` in one ad: literals as they are, expressions by classad2."""
     folded = {k.lower(): v for k, v in obj.items()}
@@ -219,6 +225,10 @@ def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> lis
             values.append(None)
         else:
             values.append(from_json(raw))
+    for key, raw in obj.items():  # the ad is made a classad2 ad here, or later if kept whole
+        long_expr = isinstance(raw, str) and len(raw) > MAX_OPERATORS and is_expr(raw)
+        if long_expr and (why := too_many_operators(f"{key} = {raw[6:-2]}")) is not None:
+            raise _TooLong(why)
     if exprs:
         ad = json_to_classad(obj)
         tally.evaluated += 1

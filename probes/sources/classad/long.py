@@ -38,7 +38,7 @@ from probes.sources.classad import model
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.json_form import read_json
 from probes.sources.classad.kernel import NameTable, scan_lines
-from probes.sources.classad.limits import out_of_range
+from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.inputs import content_problem, open_input, read_input
@@ -336,10 +336,25 @@ class _Scanner:
         slow = odd | deferred.any(axis=1)
 
         keep = np.ones(n_ads, dtype=bool)
+        # the ads classad2 will parse (the slow ones, and with keep_raw all of them, later) that
+        # are long enough to hold an expression beyond what it can parse
+        parsed = (slow | self.keep_raw) & (found.end - found.begin > MAX_OPERATORS)
+        for ad in np.flatnonzero(parsed).tolist():
+            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
+            if (why := too_many_operators(text)) is not None:
+                m = tally.add_malformed(Malformed(path, first_line + int(found.first_line[ad]), why, text))
+                if strict:
+                    raise m.error()
+                keep[ad] = slow[ad] = False
         for ad in np.flatnonzero(slow).tolist():
             text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
             line = first_line + int(found.first_line[ad])
-            values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
+            try:
+                values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
+            except (classad2.ClassAdException, RecursionError) as exc:  # classad2 bounds what it evaluates
+                reason = f"classad2 cannot evaluate this ad ({exc}: an expression too long or nested too deep?)"
+                tally.add_malformed(Malformed(path, line, f"{reason}; the ad was skipped", text))
+                values = None
             if values is None:
                 if strict:
                     raise tally.malformed[-1].error()
