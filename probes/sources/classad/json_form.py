@@ -43,12 +43,13 @@ def _json_objects(fh: TextIO, path: str, rejects: Counter[str]) -> Iterator[tupl
     while True:
         # skip separators
         while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n,[":
-                if buf[pos] == "\n":
-                    line += 1
-                if buf[pos] == "[":
-                    started = True
+            gap = _SEPARATORS.match(buf, pos).end()  # type: ignore[union-attr]  # it matches "" at least
+            line += buf.count("\n", pos, gap)
+            pos = gap
+            if pos < len(buf) and buf[pos] == "[" and not started:  # the array's own; any other is damage
+                started = True
                 pos += 1
+                continue
             if pos < len(buf):
                 break
             more = fh.read(model.CHUNK_BYTES)
@@ -101,6 +102,7 @@ def _json_objects(fh: TextIO, path: str, rejects: Counter[str]) -> Iterator[tupl
 # Where the next ad of a damaged array starts: "{" at a line start (HTCondor's layout), else "}, {".
 _AD_START = re.compile(r"(?m)^\{")
 _AD_AFTER = re.compile(r"\}\s*,\s*(\{)")
+_SEPARATORS = re.compile(r"[ \t\r\n,]*")  # between ads (a run of them found at C speed)
 _KEY = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str from json: only lone ones (pairs are decoded)
 
