@@ -37,6 +37,8 @@ def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested deeper than can be read") from None
     return parse_config(raw, str(path)).resolved(path.parent.absolute())
 
 
