@@ -129,6 +129,24 @@ def test_no_input_crashes_or_blocks_a_command(warm: None, tmp_path: Path, batch:
     assert sum(len(v) for v in by_kind.values()) == FUZZ_BATCH
 
 
+# -- issue 41: semantic mutations (duplicate jobs, impossible times), with an oracle on the bills --------
+
+SEMANTIC_SEED = 2041
+SEMANTIC_CASES = 12  # three runs each, about 5 s
+
+
+@pytest.mark.parametrize("case", range(SEMANTIC_CASES))
+def test_a_semantic_mutation_never_changes_a_bill_in_silence(warm: None, tmp_path: Path, case: int) -> None:
+    """A job read twice (in one file, the file twice, a .bak copy in the folder) is billed once
+    and named; a job whose times or status are impossible is billed as before or quarantined
+    with a message, and every other job's fairshare usage never changes."""
+    from tests.fuzzing import check_semantic, make_semantic_case
+
+    semantic = make_semantic_case(SEMANTIC_SEED, case)
+    problem = check_semantic(semantic, tmp_path)
+    assert problem is None, f"{semantic.label()}: {problem}"
+
+
 # -- issue 29, class by class ----------------------------------------------------------------------------
 
 
