@@ -304,9 +304,13 @@ def _attrs(reading: JobReading) -> list[Attr]:
     return unique_attrs([*job_attrs(reading), MY_TYPE])
 
 
-def jobs_table(ads: AdColumns, reading: JobReading) -> pd.DataFrame:
-    """Turn job ads (from files or a live schedd) into the jobs table."""
-    return _frame(job_columns(ads, reading))
+def jobs_table(ads: AdColumns, reading: JobReading, tally: ReadTally | None = None) -> pd.DataFrame:
+    """Turn job ads (from files or a live schedd) into the jobs table; with ``tally``, without
+    the jobs whose times or status are impossible, quarantined in it."""
+    columns = job_columns(ads, reading)
+    if tally is not None:
+        columns = _possible(columns, ads, tally, strict=False)
+    return _frame(columns)
 
 
 _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts", "runs"})  # nullable Int64
