@@ -408,3 +408,18 @@ def test_config_check_refuses_a_user_vo_map_that_is_no_file(
             f"fairacct: configuration error: credentials.user_vo_map: {vo_map}: is {what}, "
             "expected a user-vo-map (lines of 'account vo') in a regular file\n"
         ), err
+
+
+def test_a_configuration_that_is_a_fifo_is_refused_before_it_blocks(tmp_path: Path) -> None:
+    """main blocked in read_text() for ever; run in a process of its own so that it fails, not hangs."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fairacct.toml"
+    os.mkfifo(fifo)
+    command = [str(Path(sys.executable).parent / "fairacct"), "config", "check", "--config", str(fifo)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"fairacct: configuration error: {fifo}: is a FIFO (named pipe), expected a TOML configuration in a regular file\n"
+    )
