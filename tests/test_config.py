@@ -421,5 +421,6 @@ def test_a_configuration_that_is_a_fifo_is_refused_before_it_blocks(tmp_path: Pa
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert done.stderr == (
-        f"fairacct: configuration error: {fifo}: is a FIFO (named pipe), expected a TOML configuration in a regular file\n"
+        f"fairacct: configuration error: {fifo}: is a FIFO (named pipe), "
+        "expected a TOML configuration in a regular file\n"
     )
