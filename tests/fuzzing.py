@@ -10,6 +10,10 @@ Used by ``tests/test_fuzz_inputs.py``, and run on its own to count (the issue's 
 
     python tests/fuzzing.py --cases 2000 [--seed N] [--show 20]
 
+Semantic cases (issue 41: a job read twice, a job whose times or status are impossible) read
+well and must not change a bill in silence: :func:`make_history_case` and the oracle
+:func:`check_history_case` compare the fairshare usage of the mutated history with its baseline's.
+
 The script imports ``probes`` from whatever environment runs it, so the same mutations can be
 run against another checkout's virtualenv (``/work/main/.venv/bin/python tests/fuzzing.py``).
 """
@@ -258,6 +262,96 @@ def _swf_sample() -> bytes:
     return b"".join(out)
 
 
+# -- semantic mutations: inputs that read well and must not bill wrong (issue 41) ---------------------
+
+#: Far after every job of the fixtures: fairshare evaluated at one instant whatever the jobs read.
+_AT = "1795300000"
+
+
+@dataclass
+class HistoryCase:
+    """A history whose jobs are read twice (``duplicate``) or one of whose jobs is impossible
+    (``impossible``), the fairshare command over it, and over the histories it must bill as:
+    ``baseline`` (the job as it was: the bill unchanged) and, for an impossible job, ``without``
+    (the job quarantined); ``expect``, what stderr must then say."""
+
+    number: int
+    how: str
+    mutated: Case
+    baseline: Case
+    without: Case | None
+    expect: str
+
+    def label(self) -> str:
+        return f"semantic case {self.number}: {self.how}"
+
+
+def make_history_case(seed: int, number: int) -> HistoryCase:
+    """Semantic case ``number`` of the run seeded ``seed``: the same every time."""
+    rng = random.Random(seed * 100_003 + number + 7_000_000)
+    history = (CONDOR25 / "history.ads").read_bytes()
+    ads = history.rstrip(b"\n").split(b"\n\n")
+    i = rng.randrange(len(ads))
+
+    def fairshare(files: dict[str, bytes], *histories: str) -> Case:
+        argv = ["fairshare", *(a for h in histories for a in ("--history", h)), "--at", _AT, "--json"]
+        return Case(number, "", argv, files)
+
+    baseline = fairshare({"h.ads": history}, "h.ads")
+    if rng.random() < 0.5:
+        how = rng.choice(["the same ad again in the file", "the file given twice", "a .bak copy in the folder"])
+        if how == "the same ad again in the file":
+            mutated = fairshare({"h.ads": b"\n\n".join([*ads, ads[i]]) + b"\n"}, "h.ads")
+        elif how == "the file given twice":
+            mutated = fairshare({"h.ads": history}, "h.ads", "h.ads")
+        else:
+            folder = {f"h/{p.name}": p.read_bytes() for p in sorted((CONDOR25 / "per_job_history").iterdir())}
+            victim = rng.choice(sorted(folder))
+            baseline = fairshare(dict(folder), "h")
+            mutated = fairshare({**folder, f"{victim}.bak": folder[victim]}, "h")
+        return HistoryCase(number, f"duplicate: {how}", mutated, baseline, None, "read more than once")
+    ad = ads[i].decode()
+    values = {m.group(1): m.group(2) for m in _LONG_LINE.finditer(ads[i])}
+    start = float(values.get(b"JobCurrentStartDate", b"0") or 0)
+    what = rng.choice(["CompletionDate", "JobStatus", "RemoteWallClockTime"])
+    if what == "CompletionDate":
+        value = str(int(start) - rng.randint(1, 10**6))
+    elif what == "JobStatus":
+        value = str(rng.choice([-1, 0, 8, 9, 100, -(2**31)]))
+    else:
+        value = str(rng.choice([10**6, 10**9, 2**40]))
+    changed = re.sub(rf"(?m)^{what} = .*$", f"{what} = {value}", ad, count=1).encode()
+    mutated = fairshare({"h.ads": b"\n\n".join([*ads[:i], changed, *ads[i + 1 :]]) + b"\n"}, "h.ads")
+    without = fairshare({"h.ads": b"\n\n".join([*ads[:i], *ads[i + 1 :]]) + b"\n"}, "h.ads")
+    how = f"impossible: ad {i + 1} {what} = {value}"
+    return HistoryCase(number, how, mutated, baseline, without, "malformed history ad(s) skipped")
+
+
+def check_history_case(case: HistoryCase, workdir: Path) -> str | None:
+    """The oracle: the mutated history bills as its baseline, or (an impossible job) as if the
+    job were not there and stderr says it was quarantined; a duplicate never counts twice and
+    is named. None when it holds, else what went wrong."""
+    runs = {"mutated": case.mutated, "baseline": case.baseline, **({"without": case.without} if case.without else {})}
+    usage: dict[str, object] = {}
+    for name, run in runs.items():
+        outcome = run_case(run, workdir / name)
+        if outcome.kind != "ok":
+            return f"{name}: {outcome.kind} {outcome.code}: {outcome.stderr[-400:]}"
+        document = json.loads((workdir / name / "stdout").read_text())
+        usage[name] = {(c["type"], c["name"]): c["usage"] for c in document["credentials"]}
+        if name == "mutated":
+            said = outcome.stderr
+    if case.without is None:  # a duplicate: billed once, and said
+        if usage["mutated"] != usage["baseline"]:
+            return f"a job read twice changed the usage: {usage['mutated']} != {usage['baseline']}"
+        return None if case.expect in said else f"a job read twice, not said: {said!r}"
+    if usage["mutated"] == usage["baseline"]:
+        return None  # the change does not touch the bill (a job that never started)
+    if usage["mutated"] != usage["without"]:
+        return f"an impossible job was billed: {usage['mutated']} (quarantined: {usage['without']})"
+    return None if case.expect in said else f"an impossible job left out in silence: {said!r}"
+
+
 # -- running --------------------------------------------------------------------------------------
 
 
@@ -388,13 +482,13 @@ _PARENT = re.compile(r"^(slot\d+)_\d+@")
 
 
 @dataclass
-class SemanticCase(Case):
+class NodeCase(Case):
     """A case whose mutation touches the ads of one node only (``node``: its p-slot's name)."""
 
     node: str = ""
 
 
-def semantic_case(seed: int, number: int) -> SemanticCase:
+def node_case(seed: int, number: int) -> NodeCase:
     """Case ``number``: one node of the HTCondor 25 dump (-long or -json) made to contradict
     itself (a dynamic slot bigger than its node, a node smaller than its dynamic slots), a job
     claimed twice (with its GlobalJobId, or a copy without it), an amount that is not a finite
@@ -457,7 +551,7 @@ def semantic_case(seed: int, number: int) -> SemanticCase:
         ads[i] = ad
         damaged = json.dumps(ads, indent=2).encode()
     argv = ["bill", "--status-file", name, "--json"]
-    return SemanticCase(number, f"{name}: {how}", argv, {name: damaged}, node=node)
+    return NodeCase(number, f"{name}: {how}", argv, {name: damaged}, node=node)
 
 
 def _long_name(text: str) -> str:
@@ -494,7 +588,7 @@ def bills_oracle(before: dict[str, object], after: dict[str, object], stderr: st
     return problems
 
 
-def run_semantic_cases(seed: int, numbers: range, root: Path) -> list[str]:
+def run_node_cases(seed: int, numbers: range, root: Path) -> list[str]:
     """Run the semantic cases ``numbers`` of ``seed``: each problem found, with its case."""
     baselines: dict[str, dict[str, object]] = {}
     problems = []
@@ -504,7 +598,7 @@ def run_semantic_cases(seed: int, numbers: range, root: Path) -> list[str]:
         assert outcome.kind == "ok", outcome
         baselines[name] = json.loads((root / f"baseline-{name}" / "stdout").read_text())
     for number in numbers:
-        case = semantic_case(seed, number)
+        case = node_case(seed, number)
         outcome = run_case(case, root / str(number))
         if outcome.kind != "ok":
             problems.append(f"{case.label()}: {outcome.kind} {outcome.code}: {outcome.stderr[-400:]}")
@@ -532,7 +626,7 @@ def main() -> int:
     warm_up()
     if args.semantic:
         with tempfile.TemporaryDirectory() as tmp:
-            problems = run_semantic_cases(args.seed, range(args.first, args.first + args.cases), Path(tmp))
+            problems = run_node_cases(args.seed, range(args.first, args.first + args.cases), Path(tmp))
         print(f"{args.cases} semantic cases (seed {args.seed}): {len(problems)} problems")
         print("\n".join(problems[: args.show]))
         return 1 if problems else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -344,3 +345,86 @@ def test_collector_serve_says_it_reads_store_in_one_line(tmp_path: Path, capsys:
     path.write_text('[collector]\nstate_dir = "busy"\n[collector.store]\nurl = "sqlite:///s.sqlite"\n')
     assert main(["collector", "serve", "--config", str(path)]) == 2
     assert "note" not in capsys.readouterr().err
+
+
+# -- issue 41, point 8: config check runs the checks the commands run -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('name = "gpu"', 'name = ""', "partitions[0].name: String should have at least 1 character, got ''"),
+        ('name = "gpu"', 'name = "  "', "partitions[0].name: String should match pattern"),
+        ('resources = ["cpus", "memory"]', "resources = []",
+         "penalty.resources: List should have at least 1 item after validation, not 0, got []"),
+        ("depth = 8", "depth = 100000000", "fairshare.depth: expected a number at most 10000, got 100000000"),
+        ('state_dir = "state"', 'state_dir = "' + "/".join(["d"] * 2000) + '"',
+         "probe.state_dir: a path 2000 folders deep, more than 256"),
+        ('state_dir = "state"', 'state_dir = "' + "x" * 256 + '"',
+         "probe.state_dir: a path whose part 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... is 256 bytes long, "
+         "more than the 255 a file name may be"),
+        ("class_attributes = []", "class_attributes = " + "[" * 600 + "]" * 600,
+         "not valid TOML: arrays or tables nested deeper than can be read"),
+    ],
+    ids=["partition-empty", "partition-blank", "no-resources", "depth", "deep-state", "long-name", "toml-600"],
+)  # fmt: skip
+def test_config_check_refuses_what_probe_once_fails_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], old: str, new: str,
+    message: str,
+) -> None:  # fmt: skip
+    """Each passed `config check` and then failed `probe once` (ValueError, 2.5 GiB of windows,
+    RecursionError), or was a traceback of both: now both exit 2 naming the key."""
+    from probes.cli import main
+
+    example = (ROOT / "config/example.toml").read_text()
+    assert f"\n{old}\n" in example
+    path = tmp_path / "fairacct.toml"
+    path.write_text(example.replace(f"\n{old}\n", f"\n{new}\n", 1))
+    monkeypatch.chdir(tmp_path)
+    for command in (["config", "check"], ["probe", "once"]):
+        assert main([*command, "--config", str(path)]) == 2, command
+        err = capsys.readouterr().err
+        assert err.startswith(f"fairacct: configuration error: {path}: {message}") and err.count("\n") == 1, err
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "a FIFO"])
+def test_config_check_refuses_a_user_vo_map_that_is_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A user-vo-map that is a device or a FIFO: `config check` passed it, and `probe once` read
+    /dev/zero without end or blocked on the FIFO for ever."""
+    from probes.cli import main
+
+    if kind == "a FIFO":
+        os.mkfifo(tmp_path / "vo.map")
+        vo_map, what = tmp_path / "vo.map", "a FIFO (named pipe)"
+    else:
+        vo_map, what = Path("/dev/zero"), "a character device"
+    path = tmp_path / "fairacct.toml"
+    (tmp_path / "h.ads").write_bytes((ROOT / "config/demo/history.ads").read_bytes())
+    path.write_text(f'[sources]\nhistory = ["h.ads"]\n[credentials]\nuser_vo_map = "{vo_map}"\n')
+    monkeypatch.chdir(tmp_path)
+    for command in (["config", "check"], ["probe", "once"]):
+        assert main([*command, "--config", str(path)]) == 2, command
+        err = capsys.readouterr().err
+        assert err == (
+            f"fairacct: configuration error: credentials.user_vo_map: {vo_map}: is {what}, "
+            "expected a user-vo-map (lines of 'account vo') in a regular file\n"
+        ), err
+
+
+def test_a_configuration_that_is_a_fifo_is_refused_before_it_blocks(tmp_path: Path) -> None:
+    """main blocked in read_text() for ever; run in a process of its own so that it fails, not hangs."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fairacct.toml"
+    os.mkfifo(fifo)
+    command = [str(Path(sys.executable).parent / "fairacct"), "config", "check", "--config", str(fifo)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"fairacct: configuration error: {fifo}: is a FIFO (named pipe), "
+        "expected a TOML configuration in a regular file\n"
+    )

@@ -179,7 +179,7 @@ def store_of(args: argparse.Namespace, config: ProbeConfig) -> tuple[SinkSetting
     if args.config:
         try:
             raw = tomllib.loads(Path(args.config).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):  # load_config read it already
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):  # load_config read it already
             raw = {}
     if "collector" in raw and "probe" not in raw:
         return config.collector_settings(getattr(args, "store", None)).store, config.collector.state_dir
@@ -205,13 +205,18 @@ def probe_name() -> str:
 
 
 def check_config(config: ProbeConfig) -> None:
-    """What the commands check beyond the file's own validation: the sources go together, and
-    the store's settings make a sink (secrets read, TLS set up; nothing is connected to, and
+    """What the commands check beyond the file's own validation: the sources go together, the
+    user-vo-map can be read (not a FIFO nor a device, nor too large), and the store's settings
+    make a sink (secrets read, TLS set up; nothing is connected to, and
     the embedded store's file is not created)."""
     from collector.sinks import open_sink, sqlite_path
     from probes.pipeline.reading import check_sources
 
     check_sources(config)
+    if config.credentials.user_vo_map:  # read as every command that reads jobs reads it, key named
+        from probes.sources.user_vo_map import read_user_vo_map
+
+        read_user_vo_map(config.credentials.user_vo_map)
     if sqlite_path(config.store.url, config.probe.state_dir) is None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 

@@ -246,6 +246,7 @@ def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
 def _read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
+        | ({"duplicates": r.duplicates, "duplicate_jobs": list(r.duplicate_jobs)} if r.duplicates else {})
         for what, r in reports.items()
     }
 

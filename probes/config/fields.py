@@ -6,11 +6,12 @@ and strict (a TOML string is not a number); sizes are read as operators write th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import classad2
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict
 
 from probes.units import parse_size
 
@@ -47,7 +48,28 @@ OptionalExpression = Annotated[
 ]
 
 
-LaxPath = Annotated[Path, Strict(False)]  # a TOML string becomes a Path
+#: What a path setting may be on Linux (PATH_MAX, NAME_MAX), and a depth no site needs: deeper,
+#: creating the folder (``mkdir -p``, by recursion) fails later than the check that should say so.
+PATH_BYTES, NAME_BYTES, PATH_DEPTH = 4095, 255, 256
+
+
+def _path(path: Path) -> Path:
+    """A path no system call will refuse for its length or depth (named in the error)."""
+    text = os.fsencode(path)
+    longest = max((os.fsencode(p) for p in path.parts), key=len, default=b"")
+    if len(text) > PATH_BYTES:
+        raise ValueError(f"a path of {len(text)} bytes, more than the {PATH_BYTES} a system call takes")
+    if len(longest) > NAME_BYTES:
+        raise ValueError(
+            f"a path whose part {longest[:40].decode(errors='replace')!r}... is {len(longest)} bytes long, "
+            f"more than the {NAME_BYTES} a file name may be"
+        )
+    if len(path.parts) > PATH_DEPTH:
+        raise ValueError(f"a path {len(path.parts)} folders deep, more than {PATH_DEPTH}")
+    return path
+
+
+LaxPath = Annotated[Path, Strict(False), AfterValidator(_path)]  # a TOML string becomes a Path
 MemorySize = Annotated[float | None, _size(MIB, "memory")]
 DiskSize = Annotated[float | None, _size(KIB, "disk")]
 

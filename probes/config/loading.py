@@ -18,8 +18,13 @@ from pydantic import BaseModel, ValidationError
 
 from collector.errors import ConfigError
 from probes.config.model import ProbeConfig
+from probes.errors import SourceError
+from probes.sources.inputs import read_input  # a FIFO or a device is refused before it blocks
 
 __all__ = ["MAX_SECONDS", "load_config", "parse_config"]
+
+
+_CONFIG_BYTES = 16 << 20  # a configuration of every key documented is some 30 KB
 
 
 def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
@@ -27,16 +32,20 @@ def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
     if path is None:
         return ProbeConfig().resolved(Path.cwd())
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such configuration file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such configuration file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_input(path, "a TOML configuration", limit=_CONFIG_BYTES).decode("utf-8")
+    except SourceError as exc:
+        raise ConfigError(str(exc)) from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested deeper than can be read") from None
     return parse_config(raw, str(path)).resolved(path.parent.absolute())
 
 

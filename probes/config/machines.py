@@ -37,7 +37,7 @@ class MachineSettings(Section):
 
 
 class Partition(Section):
-    name: str = Field(description="Name of the partition, e.g. cpu or gpu.")
+    name: str = Field(description="Name of the partition, e.g. cpu or gpu.", min_length=1, pattern=r"\S")
     match: Expression = Field(
         "true", description="ClassAd expression over the slot ad; the first partition that matches wins."
     )

@@ -73,6 +73,7 @@ def _fairshare_targets(value: Any) -> Any:
 class PenaltySettings(Section):
     resources: list[Literal["cpus", "memory", "disk", "gpus"]] = Field(
         ["cpus", "memory"],
+        min_length=1,
         description="Resources in the max of the multi-resource penalty (Klusáček & Rudová 2015, formula 7).",
     )
     gpu_weight: float = Field(
@@ -91,7 +92,9 @@ class PenaltySettings(Section):
 
 class FairshareSettings(Section):
     interval_s: float = Field(86400.0, gt=0, description="Seconds per fairshare window (Maui's FSINTERVAL).")
-    depth: int = Field(8, ge=1, description="Windows that count (Maui's FSDEPTH).")
+    depth: int = Field(
+        8, ge=1, le=10_000, description="Windows that count (Maui's FSDEPTH); at most 10,000 (27 years of days)."
+    )
     decay: float = Field(1.0, gt=0, le=1, description="Weight factor per window of age (Maui's FSDECAY); 1: no decay.")
     metric: Annotated[str, BeforeValidator(_fairshare_metric)] = Field(
         "dedicated_ps",

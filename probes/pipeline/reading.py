@@ -32,6 +32,7 @@ from probes.accounting.fairshare import PRICED_METRICS
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.sources.checkpoints import history_key, new_jobs
+from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
 from probes.sources.job_identity import adopt_job_identities
@@ -124,9 +125,9 @@ def read_sources(
         running = running_job_ids(snapshot.allocations) if snapshot is not None else None
         idle, reports["idle"] = read_idle(src.idle_files, config.job_reading(), running=running, strict=strict)
     if src.history and "history" in only:
-        frames, tally = [], ReadTally()
+        frames, tally, seen = [], ReadTally(), JobsSeen()  # each job once, whichever inputs hold it
         for path in src.history:
-            read, rep = read_history([path], config.job_reading(), strict=strict)
+            read, rep = read_history([path], config.job_reading(), strict=strict, seen=seen)
             tally.merge(rep)
             key = history_key(path)
             fresh, marks[key] = new_jobs(read, (checkpoints or {}).get(key))

@@ -27,10 +27,13 @@ from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.limits import AMOUNT, INSTANT
+from probes.sources.classad.model import expr_text
 from probes.sources.credentials import identities, identity_attrs
+from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.history_folder import list_folder, readable
+from probes.sources.impossible_jobs import impossible_jobs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import ReadReport, ReadTally
+from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
 __all__ = [
@@ -132,18 +135,21 @@ def read_history(
     reading: JobReading = JobReading(),
     *,
     strict: bool = False,
+    seen: JobsSeen | None = None,
 ) -> tuple[pd.DataFrame, ReadReport]:
     """Read history dumps, history files and per-job history directories into the jobs table.
 
     Each chunk of ads becomes its rows of the jobs table at once, so the ads of a big history
-    are never held whole beside the table made of them.
+    are never held whole beside the table made of them. A job is read once: the jobs of
+    ``seen`` (the reads before this one in the same run), and a job read again within
+    ``paths``, are left out and counted in the report (:mod:`~probes.sources.duplicate_jobs`).
     """
     from probes.sources.classad import collect  # the scanner and numba: only where ads are read
 
     tally = ReadTally()
     inputs, size = _inputs(paths, tally)
     builder = ColumnBuilder(size)
-    for columns, done in _job_parts(inputs, reading, tally, strict):
+    for columns, done in _job_parts(inputs, reading, tally, strict, JobsSeen() if seen is None else seen):
         builder.append(columns, done)
     columns = builder.result() or job_columns(collect((), _attrs(reading)), reading)
     return _frame(columns), tally.report()
@@ -160,7 +166,7 @@ def iter_history(
     2,000 rows, the last maybe fewer, none empty), and add what was found besides values to
     ``tally``, whose :meth:`~probes.sources.report.ReadTally.report` is read_history's report
     once the generator is exhausted (the last input's kind is checked after its last part). A
-    caller that writes each part out never holds the table.
+    caller that writes each part out never holds the table. Each job once, as read_history.
 
     The parts, one after another, are :func:`read_history`'s rows and values; a column's dtype
     is inferred per part (a str column without a value in a part is object there).
@@ -168,7 +174,7 @@ def iter_history(
     inputs, _ = _inputs(paths, tally)
     batch: list[dict[str, np.ndarray]] = []
     rows = 0
-    for columns, _ in _job_parts(inputs, reading, tally, strict):
+    for columns, _ in _job_parts(inputs, reading, tally, strict, JobsSeen()):
         if len(columns["job_id"]):
             batch.append(columns)
             rows += len(columns["job_id"])
@@ -219,10 +225,11 @@ def _inputs(paths: Sequence[str | os.PathLike[str]], tally: ReadTally | None = N
 
 
 def _job_parts(
-    inputs: Sequence[_Input], reading: JobReading, tally: ReadTally, strict: bool
+    inputs: Sequence[_Input], reading: JobReading, tally: ReadTally, strict: bool, seen: JobsSeen
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
-    """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted),
-    and the bytes of all ``inputs`` read so far; each input's verdict
+    """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted,
+    its impossible jobs quarantined, and the jobs ``seen`` before left out and counted), and the
+    bytes of all ``inputs`` read so far; each input's verdict
     (:meth:`~probes.sources.kinds.KindCheck.verdict`) once its last chunk was yielded."""
     from probes.sources.classad import iter_ad_files, iter_ads  # the scanner and numba: only where ads are read
 
@@ -240,15 +247,47 @@ def _job_parts(
             check = KindCheck(JOB_ADS)
             malformed = len(tally.malformed)
             for part, done in parts:
-                columns = job_columns(check.keep(part, tally), reading)
+                ads = check.keep(part, tally)
+                columns = job_columns(ads, reading)
                 if plain != path:  # a decompressed copy: name the file the site has
                     _renamed(columns, tally, malformed, os.fspath(plain), os.fspath(path))
                 odd_integers(columns, tally)
-                yield columns, offset + done
+                columns = _possible(columns, ads, tally, strict)
+                once = seen.first_reads(columns["job_id"], columns["source"], columns["line"], tally)
+                yield (columns if once is None else _rows(columns, once)), offset + done
             if plain != path:
                 _renamed(None, tally, malformed, os.fspath(plain), os.fspath(path))
             check.verdict(path, len(tally.malformed) - malformed)
             offset += done
+
+
+def _possible(columns: dict[str, np.ndarray], ads: AdColumns, tally: ReadTally, strict: bool) -> dict[str, np.ndarray]:
+    """``columns`` (of ``ads``) without the jobs whose times or status are impossible
+    (:func:`~probes.sources.impossible_jobs.impossible_jobs`), each quarantined in ``tally``
+    with its file, line and the attributes that contradict each other (the first raised when
+    ``strict``)."""
+    reasons = impossible_jobs(columns, ads["JobStartDate"])
+    if not reasons:
+        return columns
+    for row, reason in reasons.items():
+        text = f"GlobalJobId = {expr_text(str(columns['job_id'][row]))}\n" + "".join(
+            f"{name} = {ads[name][row]:.17g}\n" for name in _TIMES if not np.isnan(ads[name][row])
+        )
+        m = tally.add_malformed(Malformed(str(columns["source"][row]), int(columns["line"][row]), reason, text))
+        if strict:
+            raise m.error()
+    keep = np.ones(len(columns["job_id"]), dtype=bool)
+    keep[list(reasons)] = False
+    return _rows(columns, keep)
+
+
+# what a quarantined impossible job is shown with (the rest of its ad is in its input)
+_TIMES = ("JobStatus", "QDate", "JobStartDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus",
+          "RemoteWallClockTime")  # fmt: skip
+
+
+def _rows(columns: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: values[rows] for name, values in columns.items()}
 
 
 def _renamed(
@@ -265,9 +304,13 @@ def _attrs(reading: JobReading) -> list[Attr]:
     return unique_attrs([*job_attrs(reading), MY_TYPE])
 
 
-def jobs_table(ads: AdColumns, reading: JobReading) -> pd.DataFrame:
-    """Turn job ads (from files or a live schedd) into the jobs table."""
-    return _frame(job_columns(ads, reading))
+def jobs_table(ads: AdColumns, reading: JobReading, tally: ReadTally | None = None) -> pd.DataFrame:
+    """Turn job ads (from files or a live schedd) into the jobs table; with ``tally``, without
+    the jobs whose times or status are impossible, quarantined in it."""
+    columns = job_columns(ads, reading)
+    if tally is not None:
+        columns = _possible(columns, ads, tally, strict=False)
+    return _frame(columns)
 
 
 _INTEGER_COLUMNS = frozenset({"cluster", "proc", "status", "exit_code", "n_hosts", "runs"})  # nullable Int64

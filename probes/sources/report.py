@@ -20,9 +20,20 @@ from typing import Any
 from probes.errors import ClassAdError
 from probes.files import atomic_write
 
-__all__ = ["EXCERPT_CHARS", "Malformed", "ReadReport", "ReadTally", "problem_lines", "write_quarantine"]
+__all__ = [
+    "DUPLICATES_NAMED",
+    "EXCERPT_CHARS",
+    "Malformed",
+    "ReadReport",
+    "ReadTally",
+    "problem_lines",
+    "write_quarantine",
+]
 
 EXCERPT_CHARS = 64 * 1024
+DUPLICATES_NAMED = 20
+"""Jobs read more than once are all counted, and the first this many named: a history given
+twice names a few of its jobs, not all of them again."""
 
 
 @dataclass(frozen=True)
@@ -62,10 +73,13 @@ class ReadReport:
     malformed: tuple[Malformed, ...] = ()
     rejects: Mapping[str, int] = field(default_factory=dict)  # "attribute: reason" -> count
     skipped: tuple[str, ...] = ()  # "path: why" of each file of a folder not read
+    duplicates: int = 0  # jobs read again (a GlobalJobId read before), counted once
+    duplicate_jobs: tuple[str, ...] = ()  # the first DUPLICATES_NAMED of them: "id (path line N)"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "malformed", tuple(self.malformed))
         object.__setattr__(self, "skipped", tuple(self.skipped))
+        object.__setattr__(self, "duplicate_jobs", tuple(self.duplicate_jobs)[:DUPLICATES_NAMED])
         # a copy of its own behind a read-only view: no one holding the mapping given changes it
         object.__setattr__(self, "rejects", MappingProxyType(Counter(self.rejects)))
 
@@ -81,6 +95,8 @@ class ReadReport:
             malformed=self.malformed + other.malformed,
             rejects=rejects,
             skipped=self.skipped + other.skipped,
+            duplicates=self.duplicates + other.duplicates,
+            duplicate_jobs=self.duplicate_jobs + other.duplicate_jobs,
         )
 
     @classmethod
@@ -99,11 +115,17 @@ class ReadReport:
     def __hash__(self) -> int:
         # as equal reports' rejects compare (as Counters do, a count of 0 as no count)
         counts = frozenset((reason, n) for reason, n in self.rejects.items() if n)
-        return hash((self.ads, self.evaluated, self.malformed, counts, self.skipped))
+        return hash((self.ads, self.evaluated, self.malformed, counts, self.skipped, self.duplicates))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickle and copy: the read-only view cannot be pickled, its counts can
-        return (type(self), (self.ads, self.evaluated, self.malformed, dict(self.rejects), self.skipped))
+        return (
+            type(self),
+            (
+                self.ads, self.evaluated, self.malformed, dict(self.rejects), self.skipped,
+                self.duplicates, self.duplicate_jobs,
+            ),
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -122,6 +144,8 @@ class ReadTally:
     malformed: list[Malformed] = field(default_factory=list)
     rejects: Counter[str] = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    duplicate_jobs: list[str] = field(default_factory=list)
 
     def merge(self, report: ReadReport) -> None:
         """Add ``report`` (what a reader of a part returned) to this tally."""
@@ -130,6 +154,9 @@ class ReadTally:
         self.malformed.extend(report.malformed)
         self.rejects.update(report.rejects)
         self.skipped.extend(report.skipped)
+        for name in report.duplicate_jobs:
+            self.duplicate(name)
+        self.duplicates += report.duplicates - len(report.duplicate_jobs)
 
     def add_malformed(self, malformed: Malformed) -> Malformed:
         """Count an ad that could not be read; return it (to raise its error in strict mode)."""
@@ -140,13 +167,22 @@ class ReadTally:
         """Count ``count`` values ignored (or ads skipped) for ``reason``."""
         self.rejects[reason] += count
 
+    def duplicate(self, name: str) -> None:
+        """Count a job read again (its GlobalJobId read before), named as "id (path line N)"."""
+        self.duplicates += 1
+        if len(self.duplicate_jobs) < DUPLICATES_NAMED:
+            self.duplicate_jobs.append(name)
+
     def skip(self, entries: Iterable[str]) -> None:
         """Name files not read, each as "path: why"."""
         self.skipped.extend(entries)
 
     def report(self) -> ReadReport:
         """A frozen report of what was found so far; the tally goes on, the report does not."""
-        return ReadReport(self.ads, self.evaluated, tuple(self.malformed), self.rejects, tuple(self.skipped))
+        return ReadReport(
+            self.ads, self.evaluated, tuple(self.malformed), self.rejects, tuple(self.skipped),
+            self.duplicates, tuple(self.duplicate_jobs),
+        )  # fmt: skip
 
 
 def write_quarantine(malformed: Sequence[Malformed], directory: Path, now: datetime) -> Path:
@@ -183,5 +219,11 @@ def problem_lines(
                     lines.append(f"{line}; quarantined in {write_quarantine(report.malformed, quarantine, now)}")
                 except OSError as exc:  # the ads are still in their input; say why no copy was kept
                     lines.append(f"{line}; NOT quarantined: cannot write in {quarantine} ({exc.strerror or exc})")
+        if report.duplicates:
+            named = ", ".join(report.duplicate_jobs[:3]) + (", ..." if report.duplicates > 3 else "")
+            lines.append(
+                f"{what}: {report.duplicates} job(s) read more than once (a GlobalJobId read before: the same job "
+                f"in two inputs, or twice in one), each counted once; again: {named}"
+            )
         lines += [f"{what}: {count} value(s) ignored: {reason}" for reason, count in sorted(report.rejects.items())]
     return lines

@@ -23,6 +23,8 @@ import os
 import pandas as pd
 
 from collector.errors import ConfigError
+from probes.errors import SourceError
+from probes.sources.inputs import read_input
 
 __all__ = ["fill_projects", "read_user_vo_map"]
 
@@ -32,9 +34,10 @@ def read_user_vo_map(path: str | os.PathLike[str]) -> dict[str, str]:
     and what was expected for a line that is not ``account vo``."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        lines = read_input(name, "a user-vo-map (lines of 'account vo')").decode("utf-8").splitlines()
+    except SourceError as exc:  # missing, a FIFO or a device, too large, a read error: named with its key
+        raise ConfigError(f"credentials.user_vo_map: {exc}") from exc
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"credentials.user_vo_map: {name}: cannot be read ({exc})") from exc
     voi: list[str] = []
     voc: list[str] = []

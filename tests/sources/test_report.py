@@ -15,8 +15,16 @@ from types import MappingProxyType
 import orjson
 import pytest
 
+from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.history import iter_history, read_history
-from probes.sources.report import Malformed, ReadReport, ReadTally, problem_lines, write_quarantine
+from probes.sources.report import (
+    DUPLICATES_NAMED,
+    Malformed,
+    ReadReport,
+    ReadTally,
+    problem_lines,
+    write_quarantine,
+)
 from probes.sources.settings import JobReading
 
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=UTC)
@@ -172,7 +180,8 @@ def test_a_tally_gives_what_merging_in_place_gave_on_real_reads(
 ) -> None:
     """The readers' tallies hand on the values the in-place merge of their reports gave: each
     input read on its own, then the reports merged, is the read of all of them at once (a
-    history with a malformed ad, odd values and a folder with a file skipped among them)."""
+    history with a malformed ad, odd values and a folder with a file skipped among them). The
+    inputs hold the same jobs more than once: read alone, they share what was seen before."""
     folder = tmp_path / "folder"
     shutil.copytree(condor25 / "per_job_history", folder)
     (folder / "notes.txt").write_text("rotated on Mondays\n")
@@ -180,8 +189,10 @@ def test_a_tally_gives_what_merging_in_place_gave_on_real_reads(
     odd.write_text((condor25 / "history.ads").read_text().replace("\nJobStatus = 4\n", '\nJobStatus = "done"\n', 3))
     inputs = [generated_history(3000, malformed=1500), condor25 / "history.ads", condor25 / "history.json", folder, odd]
     reading = JobReading()
-    alone = [read_history([path], reading)[1] for path in inputs]
+    seen = JobsSeen()
+    alone = [read_history([path], reading, seen=seen)[1] for path in inputs]
     whole = read_history(inputs, reading)[1]
+    assert whole.duplicates == 42 + 12 + 42 and len(whole.duplicate_jobs) == DUPLICATES_NAMED
     assert _values(whole) == _merged_in_place(alone)
     assert whole.malformed and whole.skipped and whole.rejects  # each kind of finding met
     tally = ReadTally()

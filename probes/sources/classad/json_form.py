@@ -16,7 +16,7 @@ import numpy as np
 
 from probes.errors import SourceError
 from probes.sources.classad import model
-from probes.sources.classad.limits import out_of_range
+from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
 from probes.sources.report import Malformed, ReadReport, ReadTally
@@ -43,12 +43,13 @@ def _json_objects(fh: TextIO, path: str, rejects: Counter[str]) -> Iterator[tupl
     while True:
         # skip separators
         while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n,[":
-                if buf[pos] == "\n":
-                    line += 1
-                if buf[pos] == "[":
-                    started = True
+            gap = _SEPARATORS.match(buf, pos).end()  # type: ignore[union-attr]  # it matches "" at least
+            line += buf.count("\n", pos, gap)
+            pos = gap
+            if pos < len(buf) and buf[pos] == "[" and not started:  # the array's own; any other is damage
+                started = True
                 pos += 1
+                continue
             if pos < len(buf):
                 break
             more = fh.read(model.CHUNK_BYTES)
@@ -101,6 +102,7 @@ def _json_objects(fh: TextIO, path: str, rejects: Counter[str]) -> Iterator[tupl
 # Where the next ad of a damaged array starts: "{" at a line start (HTCondor's layout), else "}, {".
 _AD_START = re.compile(r"(?m)^\{")
 _AD_AFTER = re.compile(r"\}\s*,\s*(\{)")
+_SEPARATORS = re.compile(r"[ \t\r\n,]*")  # between ads (a run of them found at C speed)
 _KEY = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str from json: only lone ones (pairs are decoded)
 
@@ -166,8 +168,10 @@ def read_json(
             continue
         try:
             values = _values(obj, attrs, tally)
-        except (classad2.ClassAdException, EvaluationTimeout, ValueError, RecursionError) as exc:
-            if isinstance(exc, classad2.ClassAdException):
+        except (classad2.ClassAdException, EvaluationTimeout, ValueError, RecursionError, _TooLong) as exc:
+            if isinstance(exc, _TooLong):
+                reason = str(exc)
+            elif isinstance(exc, classad2.ClassAdException):
                 reason = f"cannot parse an expression ({exc})"
             elif isinstance(exc, EvaluationTimeout):
                 reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
@@ -217,6 +221,10 @@ def read_json(
     return AdColumns(out, repeat(path, len(line_numbers)), line_numbers, raw), tally.report()
 
 
+class _TooLong(Exception):
+    """An expression longer than classad2 can take (:func:`~probes.sources.classad.limits.too_many_operators`)."""
+
+
 def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> list[Any]:
     """The values of ``attrs`` in one ad: literals as they are, expressions by classad2."""
     folded = {k.lower(): v for k, v in obj.items()}
@@ -231,6 +239,10 @@ def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> lis
             values.append(None)
         else:
             values.append(from_json(raw))
+    for key, raw in obj.items():  # the ad is made a classad2 ad here, or later if kept whole
+        long_expr = isinstance(raw, str) and len(raw) > MAX_OPERATORS and is_expr(raw)
+        if long_expr and (why := too_many_operators(f"{key} = {raw[6:-2]}")) is not None:
+            raise _TooLong(why)
     if exprs:
         ad = json_to_classad(obj)
         tally.evaluated += 1

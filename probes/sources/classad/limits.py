@@ -11,13 +11,14 @@ that is not one (``undefined``, ``error``, a string, an infinity) makes the ad m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from probes.sources.classad.model import Attr
 
-__all__ = ["AMOUNT", "INSTANT", "out_of_range"]
+__all__ = ["AMOUNT", "INSTANT", "MAX_OPERATORS", "out_of_range", "too_many_operators"]
 
 #: An amount of a resource (cores, MiB, KiB, devices, hosts) or a duration (seconds): not below
 #: nothing, and exact in a float64 (2^53: no pool nor job comes near it).
@@ -25,6 +26,33 @@ AMOUNT = (0.0, 2.0**53)
 #: An instant (UNIX seconds) or an id: exact in a float64, either side of zero (``-1`` stands for
 #: "never" in some attributes).
 INSTANT = (-(2.0**53), 2.0**53)
+
+
+MAX_OPERATORS = 16_384
+"""The most operators one value may hold to be handed to classad2, which parses, evaluates,
+prints and frees an expression by recursion over its tree: a chain of 35,000 ``+`` overflows its
+8 MiB stack (a signal, not an exception; 450 already fail to evaluate, which the readers
+quarantine). A real ``Requirements`` or ``START`` of a few thousand terms is well within it."""
+
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_OPERATOR = re.compile(r"=\?=|=!=|==|!=|<=|>=|&&|\|\||>>>|<<|>>|[-+*/%&|^<>!?:~]")
+
+
+def too_many_operators(text: str) -> str | None:
+    """Why ``text`` (an ad's ``Name = value`` lines, or one expression) must not reach classad2:
+    a line of more than :data:`MAX_OPERATORS` operators outside its string literals, named with
+    its attribute; None when none has. A line shorter than the bound is not looked into."""
+    for line in text.split("\n"):
+        if len(line) <= MAX_OPERATORS:
+            continue
+        n = len(_OPERATOR.findall(_STRING.sub('""', line)))
+        if n > MAX_OPERATORS:
+            name = line.partition("=")[0].strip()[:60] if "=" in line else "(an expression)"
+            return (
+                f"attribute '{name}' holds an expression of {n} operators, more than the {MAX_OPERATORS} "
+                "classad2 can evaluate without overflowing its stack; the ad was skipped"
+            )
+    return None
 
 
 def out_of_range(

@@ -25,6 +25,7 @@ reported with its file and line, counted, and written to the quarantine file, or
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,10 +39,10 @@ from probes.sources.classad import model
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.json_form import read_json
 from probes.sources.classad.kernel import NameTable, scan_lines
-from probes.sources.classad.limits import out_of_range
+from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.inputs import content_problem, open_input, read_input
+from probes.sources.inputs import MAX_AD_BYTES, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
@@ -94,7 +95,7 @@ def iter_ads(
             yield from _iter_long(fh, name, attrs, tally, strict, keep_raw)
             return
         size = os.fstat(fh.fileno()).st_size
-    with open(name, encoding="utf-8", errors="replace") as text:
+    with io.TextIOWrapper(open_input(path, "a file of ClassAds"), encoding="utf-8", errors="replace") as text:
         columns, found = read_json(text, name, attrs, strict, keep_raw)
     tally.merge(found)
     yield columns, size
@@ -175,7 +176,12 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
         if banners:
             cut = max(cut, data.rfind(b"\n***"))
         if cut < 0:
-            size *= 2  # one ad longer than a chunk: read it whole
+            if size >= MAX_AD_BYTES:
+                raise SourceError(
+                    f"{path}: an ad (or a line) of more than {MAX_AD_BYTES >> 20} MiB from byte {start}: HTCondor "
+                    "writes none so long (is this a ClassAd dump?); the file was not read further"
+                )
+            size = min(2 * size, MAX_AD_BYTES)  # one ad longer than a chunk: read it whole
             continue
         n = cut + 1
         yield (data if len(data) - n >= len(_PAD) else data[:n] + _PAD), n, False
@@ -256,7 +262,7 @@ def iter_ad_files(
 
     for p in paths:
         name = os.fspath(p)
-        data = read_input(p, "a ClassAd", missing_ok=True)
+        data = read_input(p, "a ClassAd", missing_ok=True, limit=MAX_AD_BYTES)  # a per-job file holds one ad
         if data is None:
             continue  # HTCondor removed it (history rotation) between the listing and now
         done += len(data)
@@ -336,10 +342,25 @@ class _Scanner:
         slow = odd | deferred.any(axis=1)
 
         keep = np.ones(n_ads, dtype=bool)
+        # the ads classad2 will parse (the slow ones, and with keep_raw all of them, later) that
+        # are long enough to hold an expression beyond what it can parse
+        parsed = (slow | self.keep_raw) & (found.end - found.begin > MAX_OPERATORS)
+        for ad in np.flatnonzero(parsed).tolist():
+            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
+            if (why := too_many_operators(text)) is not None:
+                m = tally.add_malformed(Malformed(path, first_line + int(found.first_line[ad]), why, text))
+                if strict:
+                    raise m.error()
+                keep[ad] = slow[ad] = False
         for ad in np.flatnonzero(slow).tolist():
             text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
             line = first_line + int(found.first_line[ad])
-            values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
+            try:
+                values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
+            except (classad2.ClassAdException, RecursionError) as exc:  # classad2 bounds what it evaluates
+                reason = f"classad2 cannot evaluate this ad ({exc}: an expression too long or nested too deep?)"
+                tally.add_malformed(Malformed(path, line, f"{reason}; the ad was skipped", text))
+                values = None
             if values is None:
                 if strict:
                     raise tally.malformed[-1].error()

@@ -167,7 +167,7 @@ class HistoryPass:
                 parts.append(columns)
         finally:
             close_stream(ads)  # a stream left early (asked again, a failure) frees its worker
-        jobs = jobs_table(AdColumns.concat(parts, attrs), self.reading)
+        jobs = jobs_table(AdColumns.concat(parts, attrs), self.reading, tally)  # impossible jobs quarantined
         usable = jobs["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(jobs["end"]).to_numpy(dtype=np.float64))
         if not usable.all():
             tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))

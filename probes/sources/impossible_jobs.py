@@ -1,0 +1,74 @@
+"""Jobs whose own ad contradicts itself: quarantined with the reason, never billed.
+
+Each value of such a job is in range on its own (:mod:`probes.sources.classad.limits`), but
+together they describe a run that cannot have happened, and any bill made of them is wrong:
+
+- ``JobStatus`` outside HTCondor's states, 1 (idle) to 7 (suspended) (``JobStatus = -1``);
+- for a job that ended (``JobStatus`` 3, removed, or 4, completed), an end (``CompletionDate``,
+  else ``EnteredCurrentStatus`` for a removed job) before its last start
+  (``JobCurrentStartDate``, else ``JobStartDate``): a negative run;
+- for a job that ended, a ``RemoteWallClockTime`` (the wall time of all its runs, which follow
+  one another) longer than the time from its first start (``JobStartDate``, else its ``QDate``)
+  to its end, by more than :data:`CLOCK_SLACK_S` (``RemoteWallClockTime = 1e9`` on a 51 s job).
+
+A queued or running job (a ``condor_q`` dump read as jobs) has no end yet: only its status is
+checked.
+
+A job's times are all written by its schedd and shadow on the submit host, from one clock; the
+slack only covers their rounding to whole seconds and a small clock step between writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CLOCK_SLACK_S", "JOB_STATES", "impossible_jobs"]
+
+JOB_STATES = range(1, 8)
+"""HTCondor's ``JobStatus`` values: 1 idle, 2 running, 3 removed, 4 completed, 5 held,
+6 transferring output, 7 suspended."""
+
+_ENDED = (3, 4)  # removed, completed: the jobs of a history, whose end is known
+
+CLOCK_SLACK_S = 60.0
+"""How much longer than its span (first start to end) a job's ``RemoteWallClockTime`` may be, in
+seconds, before the job is impossible."""
+
+
+def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) -> dict[int, str]:
+    """The rows of the jobs table's ``columns`` (:func:`~probes.sources.history.job_columns`:
+    ``status``, ``start``, ``end``, ``qdate``, ``walltime_s``; UNIX seconds, NaN where missing)
+    that cannot be a job, each with why (the first rule it breaks, its values named as the ad's
+    attributes); ``job_start_date`` is each job's ``JobStartDate`` (its first start)."""
+    status, start, end = columns["status"], columns["start"], columns["end"]
+    wall, qdate = columns["walltime_s"], columns["qdate"]
+    reasons: dict[int, str] = {}
+    with np.errstate(invalid="ignore"):  # NaN compares false: a missing value breaks no rule
+        bad_status = ~np.isnan(status) & ~np.isin(status, np.array(JOB_STATES, dtype=np.float64))
+        for i in np.flatnonzero(bad_status).tolist():
+            reasons[i] = (
+                f"attribute 'JobStatus' = {status[i]:.17g}: HTCondor's job states are "
+                f"{JOB_STATES.start} (idle) to {JOB_STATES.stop - 1} (suspended); the job was skipped"
+            )
+        # only a job that has ended has an end: a queued or running job's "end" is the time it
+        # entered its status (EnteredCurrentStatus), a second before its shadow starts it
+        ended = np.isin(status, np.array(_ENDED, dtype=np.float64))
+        for i in np.flatnonzero(ended & (end > 0) & (end < start)).tolist():
+            reasons.setdefault(
+                i,
+                f"the job ends (CompletionDate, or EnteredCurrentStatus when removed, {end[i]:.17g}) "
+                f"{start[i] - end[i]:.17g} s before it started (JobCurrentStartDate {start[i]:.17g}); "
+                "the job was skipped",
+            )
+        earliest = np.where(job_start_date > 0, job_start_date, np.where(qdate > 0, qdate, np.nan))
+        # the last start, if the first is later still (but never the last start alone: runs before it)
+        earliest = np.where(np.isnan(start), earliest, np.minimum(earliest, start))
+        span = end - earliest
+        for i in np.flatnonzero(ended & (wall > span + CLOCK_SLACK_S)).tolist():
+            reasons.setdefault(
+                i,
+                f"attribute 'RemoteWallClockTime' = {wall[i]:.17g}: longer than the {span[i]:.17g} s from its "
+                f"first start ({earliest[i]:.17g}) to its end ({end[i]:.17g}) by more than {CLOCK_SLACK_S:g} s; "
+                "the job was skipped",
+            )
+    return reasons
