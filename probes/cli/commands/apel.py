@@ -93,6 +93,7 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
         vo_attribute=a.vo_attribute,
         vo_map=dict(a.vo_map),
         site_benchmarks=dict(a.site_benchmarks),
+        placeholder_site=config.site.default,
     )
 
 
@@ -107,7 +108,7 @@ def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) ->
             if (m.year, m.month) in done:
                 continue
             done.add((m.year, m.month))
-            records, _ = job_records(sink, m.year, m.month, options)
+            records, _ = job_records(sink, m.year, m.month, options)  # left out: as the summaries say
             for site in sorted({r["Site"] for r in records}):
                 mine = [r for r in records if r["Site"] == site]
                 for i in range(0, len(mine), JOBS_PER_MESSAGE):
@@ -161,10 +162,12 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
                 "jobs": int(sum(r["NumberOfJobs"] for r in m.summaries)),
                 "unbenchmarked_jobs": m.unbenchmarked_jobs,
                 "unbenchmarked_wall_hours": m.unbenchmarked_wall_s / 3600.0,
+                "left_out": m.left_out,
             }
             for m in result.months
         ],
         "unsited_jobs": result.unsited_jobs,
+        "merged": [str(m) for m in result.merged],
     }
     if delivered is not None:
         doc |= {"out": str(out), "added": len(delivered.added), "replaced": len(delivered.replaced)}
@@ -183,10 +186,15 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             if s["unbenchmarked_jobs"]
             else ""
         )
+        + "".join(f"; {jobs} jobs left out: {reason}" for reason, jobs in s["left_out"].items())
         for s in doc["sites"]
     ]
+    lines += [f"merged: {m}" for m in doc["merged"]]
     if result.unsited_jobs:
-        lines.append(f"{result.unsited_jobs} jobs without a site: not sent (set [apel] site or --site)")
+        lines.append(
+            f"{result.unsited_jobs} jobs without a site (or with [site] default {config.site.default!r}): "
+            "not sent (set [apel] site or --site)"
+        )
     if delivered is not None:
         lines.append(
             f"{len(delivered.added)} {KINDS[args.kind].header} messages into {out}"
