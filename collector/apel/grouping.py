@@ -267,7 +267,7 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     keys["benchmarked"] = known
     keys, merges = merge_spellings(keys)
     keys["left_out"] = [
-        NO_VO if r["VO"] is None else too_long(r) or "" for r in keys[list(NAME_KEYS)].to_dict("records")
+        too_long(r) or ("" if isinstance(r["VO"], str) else NO_VO) for r in keys[list(NAME_KEYS)].to_dict("records")
     ]  # "" where the record can be sent
     if len(options.infrastructure) > 20:
         keys["left_out"] = "Infrastructure longer than APEL's 20 characters"

@@ -9,10 +9,12 @@ Without ../shared/apel, MariaDB (``make apel-server`` installs it) or APEL's Pyt
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +25,11 @@ import pytest
 APEL_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "apel"
 _DEPS = ("dirq", "iso8601", "future", "daemon", "pymysql")
 
-# what APEL's loader fills and the summariser derives: emptied between tests
+# what APEL's loader fills and the summariser derives, and the names (the first spelling loaded
+# is the one APEL shows): emptied between tests
 _TABLES = (
-    "JobRecords", "Summaries", "SuperSummaries", "NormalisedSummaries", "NormalisedSuperSummaries",
-    "HybridSuperSummaries", "SyncRecords",
+    "JobRecords", "Summaries", "NormalisedSummaries", "SuperSummaries", "HybridSuperSummaries", "SyncRecords",
+    "LastUpdated", "Sites", "DNs", "SubmitHosts", "MachineNames", "Queues", "VOs", "VORoles", "VOGroups",
 )  # fmt: skip
 
 
@@ -107,7 +110,13 @@ def _apel_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApelServ
     if reason:
         pytest.skip(reason)
     home = tmp_path_factory.mktemp("apelserver")
-    db = home / "db"
+    # As root, the script runs MariaDB as user mysql, which must reach and write the directory:
+    # pytest's own temporary root is private (0700), so the database has a temporary directory
+    # of its own, open to mysql, removed at the end.
+    db = Path(tempfile.mkdtemp(prefix="fairacct-apeldb-"))
+    if os.geteuid() == 0:
+        db.chmod(0o755)
+        shutil.chown(db, "mysql", "mysql")
     r = subprocess.run(
         ["bash", str(APEL_DIR / "start-apel-server.sh"), str(db), str(_free_port())],
         capture_output=True,
@@ -122,6 +131,7 @@ def _apel_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApelServ
         )
     finally:
         subprocess.run(["bash", str(APEL_DIR / "stop-apel-server.sh"), str(db)], capture_output=True, timeout=60)
+        shutil.rmtree(db, ignore_errors=True)
 
 
 @pytest.fixture
