@@ -114,6 +114,42 @@ def test_the_demo_month_in_apel_is_the_export(
     )
 
 
+def test_a_month_sent_again_replaces_the_month_in_apel_and_a_kind_switch_is_asked_for(
+    apel_server: ApelServer, demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def send(kind: str, out: str, *extra: str) -> tuple[int, str]:
+        code = main(["apel", "--config", str(demo), "--month", "2026-11", "--kind", kind, "--out", str(tmp_path / out),
+                     *extra])  # fmt: skip
+        said = capsys.readouterr()
+        return code, said.out + said.err
+
+    def totals() -> dict[str, tuple[int, int]]:
+        rows = apel_server.rows(
+            "SELECT VO, SUM(NumberOfJobs) AS n, SUM(WallDuration) AS wall FROM VNormalisedSuperSummaries "
+            "WHERE Month = 11 AND Year = 2026 GROUP BY VO"
+        )
+        return {r["VO"]: (int(r["n"]), int(r["wall"])) for r in rows if int(r["n"])}
+
+    assert send("summary", "q1")[0] == 0
+    apel_server.load(tmp_path / "q1")
+    first = totals()
+    assert sum(n for n, _ in first.values()) == 59 and "group_cms" in first
+    # the site renames a VO: the month sent again is the new month in APEL, not both
+    demo.write_text(demo.read_text() + '\n[apel]\nvo_map = { group_cms = "cms" }\n')
+    code, said = send("summary", "q2")
+    assert code == 0 and "records of zero jobs for keys sent before and no longer produced" in said
+    apel_server.load(tmp_path / "q2")
+    second = totals()
+    assert "group_cms" not in second and second["cms"] == first["group_cms"]
+    assert {k: v for k, v in second.items() if k != "cms"} == {k: v for k, v in first.items() if k != "group_cms"}
+    # the other kind for a month already sent: refused, unless asked; then APEL holds the month once
+    code, said = send("normalised", "q3")
+    assert code != 0 and "was sent to APEL as --kind summary" in said and "--switch-kind" in said
+    assert send("normalised", "q3", "--switch-kind")[0] == 0
+    apel_server.load(tmp_path / "q3")
+    assert totals() == second
+
+
 # -- a generated month of edge cases ------------------------------------------------------------------
 
 OCT = 1_791_331_200.0  # 2026-10-07T00:00:00Z
