@@ -185,7 +185,11 @@ def generated(tmp_path: Path) -> EmbeddedStore:
     return store
 
 
-OPTIONS = ApelOptions(placeholder_site="unknown")
+def options() -> ApelOptions:
+    """The site's options: [site] default's "unknown" is no site."""
+    return ApelOptions(placeholder_site="unknown")
+
+
 # APEL's rows, by hand: Anna's four spellings and two submit host spellings are one key each
 EXPECTED = {
     ("T2_A", 10, 2026, "cms", ANNA, "ce1.example"): (
@@ -200,7 +204,7 @@ def test_keys_differing_in_case_and_spacing_are_one_key_in_apel_and_nothing_is_l
     apel_server: ApelServer, tmp_path: Path
 ) -> None:
     store = generated(tmp_path)
-    result = apel_months(store, [(2026, 10)], OPTIONS)
+    result = apel_months(store, [(2026, 10)], options())
     texts = [render(KINDS[k], m.summaries if k == "summary" else m.sync, benchmark_type="HEPSPEC")
              for m in result.months for k in ("summary", "sync")]  # fmt: skip
     apel_server.load(write(tmp_path / "out", texts))
@@ -229,7 +233,7 @@ def test_keys_differing_in_case_and_spacing_are_one_key_in_apel_and_nothing_is_l
         ("T2_A", "ce1.example", 4), ("T2_A", "ce2.example", 1), ("T2_B", "ce2.example", 1),
     ]  # fmt: skip
     # the export's APEL sheet says the same
-    view = apel_view(store, [(2026, 10)], OPTIONS).set_index("VO")
+    view = apel_view(store, [(2026, 10)], options()).set_index("VO")
     assert view.loc["cms", "apel_jobs"] == 4 and view.loc["atlas", "apel_jobs"] == 2
     assert view["left_out_jobs"].sum() == 3 and view["unbenchmarked_jobs"].sum() == 1
     store.close()
@@ -237,7 +241,7 @@ def test_keys_differing_in_case_and_spacing_are_one_key_in_apel_and_nothing_is_l
 
 def test_individual_job_messages_land_as_the_summaries_say(apel_server: ApelServer, tmp_path: Path) -> None:
     store = generated(tmp_path)
-    records, left_out = job_records(store, 2026, 10, OPTIONS)
+    records, left_out = job_records(store, 2026, 10, options())
     assert left_out == {
         ("T2_A", "no benchmark"): 1,
         ("T2_A", "GlobalUserName longer than APEL's 255 characters"): 1,
