@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-usage test check browser bench clean
+.PHONY: demo demo-usage test check browser apel-server bench clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -56,6 +56,13 @@ check: $(BIN)/.installed-test
 # install anything: without it that test skips and says so.
 browser:
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+# APEL's own server for the tests that load fairacct's messages into it (../shared/apel): Debian's
+# MariaDB (needs root) and APEL's Python dependencies (the apel-test extra). Without them those
+# tests skip and say so.
+apel-server: $(BIN)/.installed-test
+	command -v mariadbd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[apel-test]'
 
 bench: $(BIN)/.installed-test
 	-$(BIN)/python benchmarks/bench_readers.py

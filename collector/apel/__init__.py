@@ -5,6 +5,8 @@ own client delivers them (a directory queue ssmsend sends from).
 - :mod:`collector.apel.messages`: APEL's message kinds as data (header, field order,
   mandatory and integer fields) and their text;
 - :mod:`collector.apel.identity`: VO, VO group and role of an FQAN;
+- :mod:`collector.apel.keys`: APEL's keys as its server compares them (whitespace, collation,
+  column lengths);
 - :mod:`collector.apel.grouping`: the store's sums per site, month and APEL's keys, and the
   APEL records made of them (normalised by each host's benchmark per core);
 - :mod:`collector.apel.outgoing`: the directory queue, a month re-sent replacing the month.

@@ -29,8 +29,13 @@ per core of the site from ``[apel] site_benchmarks`` (a Gratia record carries no
 
 A job (or Gratia record) without a benchmark is never normalised by a factor of 1 or any
 other made-up one: it is left out of the summaries and counted, per site and month, in
-``unbenchmarked``; the sync message, which says how many jobs the site ran, counts it.
-Records without a site are counted in ``unsited`` and sent nowhere.
+``unbenchmarked``; the sync message counts, as APEL's client makes it, the jobs the summaries
+hold. Records without a site are counted in ``unsited`` and sent nowhere.
+
+The keys are made as APEL's server will key on them (:mod:`collector.apel.keys`): text with its
+whitespace collapsed, spellings APEL's collation compares equal merged (``merged``), and a
+record with a name longer than APEL's column left out with the reason (``left_out``), never the
+rest of its message.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from collector.apel.identity import parse_fqan
+from collector.apel.keys import NAME_KEYS, Merge, clean, merge_spellings, too_long
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = [
@@ -65,6 +71,12 @@ KEYS = (
 )  # fmt: skip
 """APEL's summary keys (besides Infrastructure, one per run)."""
 
+BENCHMARK_DECIMALS = 3
+"""The decimals APEL keeps of a benchmark (``ServiceLevel DECIMAL(10,3)``)."""
+
+NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
+"""Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
+
 _SUMS = ("WallDuration", "CpuDuration", "NormalisedWallDuration", "NormalisedCpuDuration", "NumberOfJobs", "penalty_s")
 
 
@@ -79,6 +91,9 @@ class ApelOptions:
     vo_attribute: str = "group"
     vo_map: Mapping[str, str] = field(default_factory=dict)
     site_benchmarks: Mapping[str, float] = field(default_factory=dict)
+    placeholder_site: str = ""
+    """The site ``[site] default`` gives a job no attribute places ("unknown"): not a site APEL
+    knows, so such a job is unsited (not sent) unless ``site`` names the site."""
 
 
 @dataclass
@@ -94,6 +109,8 @@ class ApelMonth:
     sync: list[dict[str, Any]]
     unbenchmarked_jobs: int = 0
     unbenchmarked_wall_s: float = 0.0
+    left_out: dict[str, int] = field(default_factory=dict)
+    """Jobs of records APEL could not take, by reason (a name longer than its column)."""
 
 
 def months_between(first: tuple[int, int], last: tuple[int, int]) -> list[tuple[int, int]]:
@@ -158,11 +175,12 @@ def _epoch(value: object, *, ms: bool) -> float:
     return float(value) / 1000.0 if ms else float(value)  # type: ignore[arg-type]
 
 
-def _text(value: object) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = str(value)
-    return text if text.strip() else None
+_text = clean  # every text field with its whitespace as APEL keys on it (collapsed)
+
+
+def _job_site(value: object, options: ApelOptions) -> str | None:
+    site = _text(value)
+    return None if site is None or site == _text(options.placeholder_site) else site
 
 
 def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
@@ -172,10 +190,12 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
         _text(vo) or fq[0] or (options.vo_map.get(fb, fb) if fb is not None else None)
         for vo, fq, fb in zip(rows["vo"], fqans, fallback, strict=True)
     ]
-    benchmark = pd.to_numeric(rows["speed"], errors="coerce").to_numpy(dtype=np.float64)
+    # the benchmark as APEL keeps a job's ServiceLevel (DECIMAL(10,3)), so summaries and job
+    # messages normalise alike
+    benchmark = np.round(pd.to_numeric(rows["speed"], errors="coerce").to_numpy(dtype=np.float64), BENCHMARK_DECIMALS)
     return pd.DataFrame(
         {
-            "Site": [options.site or _text(s) for s in rows["site"]],
+            "Site": [options.site or _job_site(s, options) for s in rows["site"]],
             "GlobalUserName": [_text(d) for d in rows["dn"]],
             "VO": vos,
             "VOGroup": [f[1] for f in fqans],
@@ -206,7 +226,9 @@ def _gratia_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
             "SubmitHost": [(_text(p) or "").partition(":")[2] or _text(p) for p in rows["ProbeName"]],
             "NodeCount": pd.to_numeric(rows["NodeCount"], errors="coerce").fillna(1.0).to_numpy(),
             "Processors": pd.to_numeric(rows["Processors"], errors="coerce").fillna(1.0).to_numpy(),
-            "benchmark": [options.site_benchmarks.get(s, math.nan) if s else math.nan for s in sites],
+            "benchmark": [
+                round(options.site_benchmarks.get(s, math.nan), BENCHMARK_DECIMALS) if s else math.nan for s in sites
+            ],
             "NumberOfJobs": rows["jobs"].to_numpy(dtype=np.float64),
             "penalty_s": 0.0,
         }
@@ -216,9 +238,16 @@ def _gratia_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
 def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.DataFrame:
     """APEL's summary records of the groups of one month as the store gives them (the rows of
     :func:`_aggregation`'s query, with ``period`` 'YYYY-MM'), with ``benchmarked`` (False: the
-    records of hosts without a benchmark, whose normalised times are NaN). Pure."""
+    records of hosts without a benchmark, whose normalised times are NaN) and ``left_out`` (why
+    APEL could not take the record, "" where it can: :func:`collector.apel.keys.too_long`). The
+    names are grouped as APEL keys them (:func:`collector.apel.keys.merge_spellings`). Pure."""
+    return _apel_table(rows, options)[0]
+
+
+def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tuple[pd.DataFrame, list[Merge]]:
     if not rows:
-        return pd.DataFrame(columns=[*KEYS, *_SUMS, "EarliestEndTime", "LatestEndTime", "benchmarked"])
+        columns = [*KEYS, *_SUMS, "EarliestEndTime", "LatestEndTime", "benchmarked", "left_out"]
+        return pd.DataFrame(columns=columns), []
     frame = pd.DataFrame(list(rows))
     keys = _gratia_keys(frame, options) if options.source == "gratia" else _job_keys(frame, options)
     period = frame["period"].astype(str)
@@ -236,12 +265,18 @@ def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.Da
     keys["EarliestEndTime"] = [_epoch(v, ms=ms) for v in frame["first_end"]]
     keys["LatestEndTime"] = [_epoch(v, ms=ms) for v in frame["last_end"]]
     keys["benchmarked"] = known
-    grouped = keys.groupby([*KEYS, "benchmarked"], dropna=False, sort=True)
+    keys, merges = merge_spellings(keys)
+    keys["left_out"] = [
+        too_long(r) or ("" if isinstance(r["VO"], str) else NO_VO) for r in keys[list(NAME_KEYS)].to_dict("records")
+    ]  # "" where the record can be sent
+    if len(options.infrastructure) > 20:
+        keys["left_out"] = "Infrastructure longer than APEL's 20 characters"
+    grouped = keys.groupby([*KEYS, "benchmarked", "left_out"], dropna=False, sort=True)
     sums = grouped[list(_SUMS)].sum(min_count=1)
     sums["EarliestEndTime"] = grouped["EarliestEndTime"].min()
     sums["LatestEndTime"] = grouped["LatestEndTime"].max()
     out = sums.reset_index()
-    return out.astype({"NodeCount": np.int64, "Processors": np.int64})
+    return out.astype({"NodeCount": np.int64, "Processors": np.int64}), merges
 
 
 def _records(frame: pd.DataFrame, infrastructure: str) -> list[dict[str, Any]]:
@@ -249,7 +284,7 @@ def _records(frame: pd.DataFrame, infrastructure: str) -> list[dict[str, Any]]:
     for row in frame.to_dict("records"):
         record = {str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         record["Infrastructure"] = infrastructure
-        del record["benchmarked"]
+        del record["benchmarked"], record["left_out"]
         records.append(record)
     return records
 
@@ -257,9 +292,12 @@ def _records(frame: pd.DataFrame, infrastructure: str) -> list[dict[str, Any]]:
 def _months(table: pd.DataFrame, options: ApelOptions) -> Iterator[ApelMonth]:
     sited = table[table["Site"].notna()]
     for (site, year, month), part in sited.groupby(["Site", "Year", "Month"], sort=True):
-        good = part[part["benchmarked"]]
-        bad = part[~part["benchmarked"]]
-        per_host = part.groupby("SubmitHost", dropna=False, sort=True)["NumberOfJobs"].sum()
+        sendable = part["left_out"] == ""
+        good = part[part["benchmarked"] & sendable]
+        bad = part[~part["benchmarked"] & sendable]
+        left_out = part[~sendable].groupby("left_out", sort=True)["NumberOfJobs"].sum()
+        # as APEL's client: the sync record counts what the summaries of the site hold
+        per_host = good.groupby("SubmitHost", dropna=False, sort=True)["NumberOfJobs"].sum()
         sync = [
             {"Site": site, "SubmitHost": host if isinstance(host, str) else None, "NumberOfJobs": jobs,
              "Month": month, "Year": year}
@@ -273,6 +311,7 @@ def _months(table: pd.DataFrame, options: ApelOptions) -> Iterator[ApelMonth]:
             sync,
             int(bad["NumberOfJobs"].sum()),
             float(bad["WallDuration"].sum()),
+            {str(reason): int(jobs) for reason, jobs in left_out.items()},
         )
 
 
@@ -283,6 +322,8 @@ class ApelResult:
     months: list[ApelMonth]
     unsited_jobs: int = 0
     tables: list[pd.DataFrame] = field(default_factory=list)
+    merged: list[Merge] = field(default_factory=list)
+    """Spellings of a name sent as one, because APEL's tables compare them equal."""
 
 
 def apel_months(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOptions) -> ApelResult:
@@ -292,26 +333,30 @@ def apel_months(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOpti
     result = ApelResult([])
     for year, month in months:
         since, until = month_bounds(year, month)
-        table = apel_table(sink.aggregate(_aggregation(options, since, until)), options)
+        table, merges = _apel_table(sink.aggregate(_aggregation(options, since, until)), options)
         result.tables.append(table)
+        result.merged.extend(merges)
         result.unsited_jobs += int(table.loc[table["Site"].isna(), "NumberOfJobs"].sum())
         result.months.extend(_months(table, options))
     return result
 
 
-def job_records(sink: Sink, year: int, month: int, options: ApelOptions) -> tuple[list[dict[str, Any]], int]:
+def job_records(
+    sink: Sink, year: int, month: int, options: ApelOptions
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
     """APEL's individual job records of the ``job`` records of a month (those with a site and a
-    benchmark), and how many were left out for want of a benchmark. The records are read, not
-    grouped: one message record per job."""
+    benchmark, every field within APEL's columns), and the jobs left out, per (site, reason).
+    The records are read, not grouped: one message record per job."""
     since, until = month_bounds(year, month)
-    records, unbenchmarked = [], 0
+    records: list[dict[str, Any]] = []
+    left_out: dict[tuple[str, str], int] = {}
     for doc in sink.query("job", since=since, until=until):
-        site = options.site or _text(doc.get("site"))
+        site = options.site or _job_site(doc.get("site"), options)
         speed = doc.get("speed")
         if site is None:
             continue
         if not isinstance(speed, (int, float)) or not math.isfinite(speed) or speed <= 0:
-            unbenchmarked += 1
+            left_out[site, "no benchmark"] = left_out.get((site, "no benchmark"), 0) + 1
             continue
         vo, group, role = parse_fqan(_text(doc.get("fqan")))
         fallback = _text(doc.get(options.vo_attribute))
@@ -338,7 +383,11 @@ def job_records(sink: Sink, year: int, month: int, options: ApelOptions) -> tupl
                 "InfrastructureDescription": "APEL-HTCondor-fairacct",
                 "InfrastructureType": options.infrastructure,
                 "ServiceLevelType": options.benchmark_type,
-                "ServiceLevel": float(speed),
+                "ServiceLevel": round(float(speed), BENCHMARK_DECIMALS),
             }
         )
-    return records, unbenchmarked
+        reason = NO_VO if records[-1]["VO"] is None else too_long(records[-1])
+        if reason:
+            records.pop()
+            left_out[site, reason] = left_out.get((site, reason), 0) + 1
+    return records, left_out

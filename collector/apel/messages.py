@@ -128,6 +128,8 @@ def render(kind: MessageKind, records: Sequence[Mapping[str, Any]], *, benchmark
                 continue
             if name in kind.integers:
                 text = str(round(float(value)))
+            elif name == "ServiceLevel":  # APEL keeps DECIMAL(10,3)
+                text = f"{round(float(value), 3):.3f}".rstrip("0").rstrip(".")
             elif isinstance(value, float):
                 text = f"{value:.6g}"
             else:

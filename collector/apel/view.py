@@ -26,6 +26,7 @@ VIEW_COLUMNS = {
     "apel_wall_hours": "APEL's WallDuration, in hours.",
     "apel_normalised_wall_hours": "APEL's NormalisedWallDuration, in benchmark-hours (wall x benchmark per core).",
     "unbenchmarked_jobs": "Jobs on hosts without a benchmark: not normalised, not in the APEL summaries.",
+    "left_out_jobs": "Jobs not sent: without a site or a VO, or with a name longer than APEL's column.",
     "penalty_hours": "fairacct: multi-resource penalty usage of the jobs, PE-hours (Klusacek & Rudova 2015).",
     "billed_core_hours": "fairacct: core-hours billed to the running jobs' allocations (Andrijauskas et al. 2023).",
 }
@@ -38,13 +39,15 @@ def apel_view(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOption
     for table in result.tables:
         if not len(table):
             continue
+        sendable = (table["left_out"] == "") & table["Site"].notna()
         t = table.assign(
             month=[f"{y:04d}-{m:02d}" for y, m in zip(table["Year"], table["Month"], strict=True)],
             VO=table["VO"].fillna("(none)"),
-            apel_jobs=table["NumberOfJobs"].where(table["benchmarked"], 0.0),
-            apel_wall_hours=table["WallDuration"].where(table["benchmarked"], 0.0) / 3600.0,
-            apel_normalised_wall_hours=table["NormalisedWallDuration"].fillna(0.0) / 3600.0,
-            unbenchmarked_jobs=table["NumberOfJobs"].where(~table["benchmarked"], 0.0),
+            apel_jobs=table["NumberOfJobs"].where(table["benchmarked"] & sendable, 0.0),
+            apel_wall_hours=table["WallDuration"].where(table["benchmarked"] & sendable, 0.0) / 3600.0,
+            apel_normalised_wall_hours=table["NormalisedWallDuration"].where(sendable, 0.0).fillna(0.0) / 3600.0,
+            unbenchmarked_jobs=table["NumberOfJobs"].where(~table["benchmarked"] & sendable, 0.0),
+            left_out_jobs=table["NumberOfJobs"].where(~sendable, 0.0),
             penalty_hours=table["penalty_s"] / 3600.0,
         )
         frames.append(t)
@@ -75,6 +78,6 @@ def apel_view(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOption
         else pd.DataFrame(columns=["month", "VO", "billed_core_hours"])
     )
     view = jobs.merge(billed, on=["month", "VO"], how="outer").fillna(0.0)
-    for c in ("apel_jobs", "unbenchmarked_jobs"):
+    for c in ("apel_jobs", "unbenchmarked_jobs", "left_out_jobs"):
         view[c] = view[c].astype("int64")
     return view[columns].sort_values(["month", "VO"], kind="stable").reset_index(drop=True)

@@ -7,6 +7,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError
@@ -46,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
     parser.add_argument(
         "--source", choices=("job", "gratia"), default="job", help="fairacct's job records or Gratia records"
+    )
+    parser.add_argument(
+        "--switch-kind",
+        action="store_true",
+        help="send a month already sent as the other summary kind (the old kind's records are zeroed)",
     )
 
 
@@ -93,6 +99,7 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
         vo_attribute=a.vo_attribute,
         vo_map=dict(a.vo_map),
         site_benchmarks=dict(a.site_benchmarks),
+        placeholder_site=config.site.default,
     )
 
 
@@ -107,7 +114,7 @@ def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) ->
             if (m.year, m.month) in done:
                 continue
             done.add((m.year, m.month))
-            records, _ = job_records(sink, m.year, m.month, options)
+            records, _ = job_records(sink, m.year, m.month, options)  # left out: as the summaries say
             for site in sorted({r["Site"] for r in records}):
                 mine = [r for r in records if r["Site"] == site]
                 for i in range(0, len(mine), JOBS_PER_MESSAGE):
@@ -118,6 +125,53 @@ def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) ->
         if records:
             texts.append(render(spec, records, benchmark_type=options.benchmark_type))
     return texts
+
+
+LEDGER_FILE = "apel-sent.json"
+"""The keys and kind sent per site and month (:mod:`collector.apel.ledger`), in the state directory."""
+
+
+def _read_ledger(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the ledger of what was sent to APEL ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the ledger of what was sent to APEL is not a JSON object")
+    return data
+
+
+def _with_zeros(
+    kind: str, result: ApelResult, months: list[tuple[int, int]], ledger: dict[str, Any], *, switch: bool
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """The summary records to send per kind, with the zero records that cancel in APEL the keys
+    sent before and no longer produced, and the ledger's new entries. Raises ConfigError when a
+    month was sent as the other kind and ``switch`` is not given."""
+    from collector.apel.ledger import ledger_entry, month_id, zero_records
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    entries: dict[str, Any] = {}
+    now = {month_id(m.site, m.year, m.month): m.summaries for m in result.months}
+    wanted = {f"{y:04d}-{mo:02d}" for y, mo in months}
+    for name in sorted(set(now) | {n for n in ledger if n.rpartition(" ")[2] in wanted}):
+        records = now.get(name, [])
+        before = ledger.get(name)
+        if before and before.get("kind") != kind:
+            if not switch:
+                raise ConfigError(
+                    f"{name} was sent to APEL as --kind {before.get('kind')}; APEL keeps the two kinds in two "
+                    f"tables, so sending it as --kind {kind} would count the month twice. Send --kind "
+                    f"{before.get('kind')} again, or give --switch-kind, which sends zero records for what "
+                    f"the {before.get('kind')} messages held"
+                )
+            out.setdefault(str(before.get("kind")), []).extend(zero_records(before.get("keys", []), []))
+            before = None
+        zeros = zero_records(before.get("keys", []), records) if before else []
+        out.setdefault(kind, []).extend([*records, *zeros])
+        entries[name] = ledger_entry(kind, records)
+    return out, entries
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
@@ -146,7 +200,29 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     finally:
         sink.close()
     out = args.out or config.apel.outgoing
+    ledger_path = Path(config.probe.state_dir) / LEDGER_FILE
+    entries: dict[str, Any] = {}
+    zeroed = 0
+    if out and args.kind in ("summary", "normalised"):
+        # a re-send replaces the month in APEL's tables: zero records for the keys sent before
+        from collector.apel import KINDS as _KINDS
+        from collector.apel import render
+
+        ledger = _read_ledger(ledger_path)
+        per_kind, entries = _with_zeros(args.kind, result, months, ledger, switch=args.switch_kind)
+        texts = []
+        for kind, records in sorted(per_kind.items()):
+            zeroed += sum(1 for r in records if r["NumberOfJobs"] == 0)
+            by_month: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+            for r in records:
+                by_month.setdefault((r["Site"], r["Year"], r["Month"]), []).append(r)
+            for part in by_month.values():
+                texts.append(render(_KINDS[kind], part, benchmark_type=options.benchmark_type))
     delivered = deliver(out, texts) if out else None
+    if delivered is not None and entries:
+        from probes.files import atomic_write
+
+        atomic_write(ledger_path, json.dumps(_read_ledger(ledger_path) | entries, indent=1, sort_keys=True))
     doc: dict[str, Any] = {
         "kind": args.kind,
         "header": KINDS[args.kind].header,
@@ -161,13 +237,15 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
                 "jobs": int(sum(r["NumberOfJobs"] for r in m.summaries)),
                 "unbenchmarked_jobs": m.unbenchmarked_jobs,
                 "unbenchmarked_wall_hours": m.unbenchmarked_wall_s / 3600.0,
+                "left_out": m.left_out,
             }
             for m in result.months
         ],
         "unsited_jobs": result.unsited_jobs,
+        "merged": [str(m) for m in result.merged],
     }
     if delivered is not None:
-        doc |= {"out": str(out), "added": len(delivered.added), "replaced": len(delivered.replaced)}
+        doc |= {"out": str(out), "added": len(delivered.added), "replaced": len(delivered.replaced), "zeroed": zeroed}
     elif args.json:
         doc["texts"] = texts
     if args.json:
@@ -183,10 +261,17 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             if s["unbenchmarked_jobs"]
             else ""
         )
+        + "".join(f"; {jobs} jobs left out: {reason}" for reason, jobs in s["left_out"].items())
         for s in doc["sites"]
     ]
+    lines += [f"merged: {m}" for m in doc["merged"]]
     if result.unsited_jobs:
-        lines.append(f"{result.unsited_jobs} jobs without a site: not sent (set [apel] site or --site)")
+        lines.append(
+            f"{result.unsited_jobs} jobs without a site (or with [site] default {config.site.default!r}): "
+            "not sent (set [apel] site or --site)"
+        )
+    if zeroed:
+        lines.append(f"{zeroed} records of zero jobs for keys sent before and no longer produced (APEL keeps them)")
     if delivered is not None:
         lines.append(
             f"{len(delivered.added)} {KINDS[args.kind].header} messages into {out}"

@@ -82,7 +82,7 @@ def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, An
     a = config.apel
     options = ApelOptions(
         site=a.site, benchmark_type=a.benchmark_type, infrastructure=a.infrastructure,
-        vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map),
+        vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map), placeholder_site=config.site.default,
     )  # fmt: skip
     months = months_between((period.first.year, period.first.month), (period.last.year, period.last.month))
     return {"apel": (apel_view(sink, months, options), VIEW_COLUMNS)}

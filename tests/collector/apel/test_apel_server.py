@@ -1,0 +1,259 @@
+"""What lands in APEL's own tables is what fairacct reported.
+
+fairacct's messages go through APEL's own loader and summariser into APEL's schema in MariaDB
+(../shared/apel, the fixture in conftest.py); APEL's views are read back and summed per site,
+month, VO, user and submit host, and compared with fairacct's own account of the month (its
+summaries, its export's ``apel`` sheet, what it says it left out) and with sums by hand.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collector.apel import KINDS, ApelOptions, apel_months, job_records, render
+from collector.apel.view import apel_view
+from collector.sinks.sqlite import EmbeddedStore
+from probes.cli import main
+from probes.pipeline.records import job_docs
+from probes.sources.history import read_history
+from tests.collector.apel.conftest import ApelServer
+
+from ...conftest import ROOT
+
+SUMS = ("NumberOfJobs", "WallDuration", "CpuDuration", "NormalisedWallDuration")
+BY = ("Site", "Month", "Year", "VO", "GlobalUserName", "SubmitHost")
+
+
+def apel_sums(server: ApelServer) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """APEL's sums per site, month, VO, user and submit host (its normalised super summaries)."""
+    rows = server.rows(
+        f"SELECT {', '.join(BY)}, {', '.join(f'SUM({s}) AS {s}' for s in SUMS)} "
+        f"FROM VNormalisedSuperSummaries GROUP BY {', '.join(BY)}"
+    )
+    return {tuple(r[k] for k in BY): tuple(int(r[s]) for s in SUMS) for r in rows}
+
+
+def fairacct_sums(records: list[dict[str, Any]]) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """The same sums of the summary records fairacct sent (each value rounded as written)."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for r in records:
+        key = tuple(r[k] for k in BY)
+        sums = out.setdefault(key, [0] * len(SUMS))
+        for i, s in enumerate(SUMS):
+            sums[i] += round(float(r[s]))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def write(folder: Path, texts: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, text in enumerate(texts):
+        (folder / f"{n:04d}.msg").write_text(text)
+    return folder
+
+
+# -- the demo, through fairacct's command line -------------------------------------------------------
+
+
+@pytest.fixture
+def demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The demo pool's configuration, one probe cycle into its store in tmp_path."""
+    config = tmp_path / "probe.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config.write_text(text.replace('"../.demo"', '"state"'))
+    assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return config
+
+
+@pytest.mark.parametrize("kind", ["summary", "normalised"])
+def test_the_demo_month_in_apel_is_the_export(
+    apel_server: ApelServer, demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    out = tmp_path / "outgoing"
+    for k in (kind, "sync"):
+        code = main(["apel", "--config", str(demo), "--month", "2026-11", "--kind", k, "--out", str(out)])
+        assert code == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    # the demo's one job that no attribute places has [site] default's "unknown": not sent
+    assert "1 jobs without a site (or with [site] default 'unknown'): not sent" in said
+    apel_server.load(out)
+
+    export = tmp_path / "usage.xlsx"
+    assert main(["summarize", "--config", str(demo), "--from", "2026-11-01", "--to", "2026-11-30"]) == 0
+    code = main(["export", "--config", str(demo), "--from", "2026-11-01", "--to", "2026-11-30", "--by", "project",
+                 "--format", "xlsx", "--out", str(export)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    sheet = pd.read_excel(export, sheet_name="apel")
+    per_vo = apel_server.rows(
+        "SELECT VO, SUM(NumberOfJobs) AS jobs, SUM(WallDuration) AS wall, SUM(NormalisedWallDuration) AS norm "
+        "FROM VNormalisedSuperSummaries WHERE Month = 11 AND Year = 2026 GROUP BY VO ORDER BY VO"
+    )
+    assert [r["VO"] for r in per_vo] == sorted(sheet.loc[sheet["apel_jobs"] > 0, "VO"])
+    for r in per_vo:
+        row = sheet.loc[sheet["VO"] == r["VO"]].iloc[0]
+        assert int(r["jobs"]) == row["apel_jobs"]
+        assert int(r["wall"]) == pytest.approx(row["apel_wall_hours"] * 3600, abs=len(sheet))
+        assert int(r["norm"]) == pytest.approx(row["apel_normalised_wall_hours"] * 3600, abs=len(sheet))
+    # 60 jobs ended in the month: 59 sent, the unsited one not; no site 'unknown' in APEL
+    assert sum(int(r["jobs"]) for r in per_vo) == 59
+    assert "unknown" not in {r["Site"] for r in apel_server.rows("SELECT name AS Site FROM Sites")}
+    # the sync records count what the summaries hold, site by site and host by host
+    sync = apel_server.rows("SELECT Site, SubmitHost, NumberOfJobs FROM VSyncRecords WHERE Month = 11")
+    held = apel_server.rows(
+        "SELECT Site, SubmitHost, SUM(NumberOfJobs) AS n FROM VNormalisedSuperSummaries WHERE Month = 11 "
+        "GROUP BY Site, SubmitHost"
+    )
+    assert sorted((r["Site"], r["SubmitHost"], int(r["NumberOfJobs"])) for r in sync) == sorted(
+        (r["Site"], r["SubmitHost"], int(r["n"])) for r in held
+    )
+
+
+def test_a_month_sent_again_replaces_the_month_in_apel_and_a_kind_switch_is_asked_for(
+    apel_server: ApelServer, demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def send(kind: str, out: str, *extra: str) -> tuple[int, str]:
+        code = main(["apel", "--config", str(demo), "--month", "2026-11", "--kind", kind, "--out", str(tmp_path / out),
+                     *extra])  # fmt: skip
+        said = capsys.readouterr()
+        return code, said.out + said.err
+
+    def totals() -> dict[str, tuple[int, int]]:
+        rows = apel_server.rows(
+            "SELECT VO, SUM(NumberOfJobs) AS n, SUM(WallDuration) AS wall FROM VNormalisedSuperSummaries "
+            "WHERE Month = 11 AND Year = 2026 GROUP BY VO"
+        )
+        return {r["VO"]: (int(r["n"]), int(r["wall"])) for r in rows if int(r["n"])}
+
+    assert send("summary", "q1")[0] == 0
+    apel_server.load(tmp_path / "q1")
+    first = totals()
+    assert sum(n for n, _ in first.values()) == 59 and "group_cms" in first
+    # the site renames a VO: the month sent again is the new month in APEL, not both
+    demo.write_text(demo.read_text() + '\n[apel]\nvo_map = { group_cms = "cms" }\n')
+    code, said = send("summary", "q2")
+    assert code == 0 and "records of zero jobs for keys sent before and no longer produced" in said
+    apel_server.load(tmp_path / "q2")
+    second = totals()
+    assert "group_cms" not in second and second["cms"] == first["group_cms"]
+    assert {k: v for k, v in second.items() if k != "cms"} == {k: v for k, v in first.items() if k != "group_cms"}
+    # the other kind for a month already sent: refused, unless asked; then APEL holds the month once
+    code, said = send("normalised", "q3")
+    assert code != 0 and "was sent to APEL as --kind summary" in said and "--switch-kind" in said
+    assert send("normalised", "q3", "--switch-kind")[0] == 0
+    apel_server.load(tmp_path / "q3")
+    assert totals() == second
+
+
+# -- a generated month of edge cases ------------------------------------------------------------------
+
+OCT = 1_791_331_200.0  # 2026-10-07T00:00:00Z
+ANNA = "/DC=org/DC=example/CN=Anna Smith"
+LONG_DN = "/DC=org/DC=example/OU=" + "x" * 270 + "/CN=Long Name"  # 300 characters
+SPEED = 10.12345  # HS06 per core: APEL keeps 10.123
+
+
+def generated(tmp_path: Path) -> EmbeddedStore:
+    """Ten jobs of October 2026 (a row each: site, DN, VO, submit host, wall s, benchmark)."""
+    rows = [
+        ("T2_A", ANNA, "cms", "ce1.example", 3600, SPEED),
+        ("T2_A", ANNA.replace("Anna Smith", "Anna  Smith"), "cms ", "ce1.example", 7200, SPEED),
+        ("T2_A", ANNA.lower(), "CMS", "ce1.example", 1800, SPEED),
+        ("T2_A", ANNA, "cms", "CE1.example ", 600, SPEED),
+        ("T2_A", LONG_DN, "cms", "ce1.example", 1000, SPEED),
+        ("unknown", ANNA, "cms", "ce1.example", 5000, SPEED),  # [site] default: no site
+        ("T2_A", ANNA, None, "ce1.example", 700, SPEED),  # no proxy, no FQAN, no group: no VO
+        ("T2_A", ANNA, "cms", "ce1.example", 900, np.nan),  # no benchmark
+        ("T2_A", "/DC=org/CN=Bob", "atlas", "ce2.example", 2000, 8.0),
+        ("T2_B", "/DC=org/CN=Bob", "atlas", "ce2.example", 400, 8.0),
+    ]
+    jobs, _ = read_history([ROOT / "config/demo/history.ads"])
+    jobs = jobs.iloc[: len(rows)].copy()
+    site, dn, vo, schedd, wall, speed = (list(c) for c in zip(*rows, strict=True))
+    jobs = jobs.assign(
+        site=site, dn=dn, vo=vo, schedd=schedd, walltime_s=[float(w) for w in wall], cpu_time_s=[w / 2 for w in wall],
+        speed=speed, cpus=1.0, n_hosts=1, fqan=None, group=None, end=[OCT + 60 * i for i in range(len(rows))],
+        start=[OCT - 7200 + 60 * i for i in range(len(rows))],
+    )  # fmt: skip
+    store = EmbeddedStore(tmp_path / "store.sqlite")
+    assert store.send_encoded("job", job_docs(jobs, probe="t")["job"]).acked
+    return store
+
+
+def options() -> ApelOptions:
+    """The site's options: [site] default's "unknown" is no site."""
+    return ApelOptions(placeholder_site="unknown")
+
+
+# APEL's rows, by hand: Anna's four spellings and two submit host spellings are one key each
+EXPECTED = {
+    ("T2_A", 10, 2026, "cms", ANNA, "ce1.example"): (
+        4, 13200, 6600, round(3600 * 10.123) + round(7200 * 10.123) + round(1800 * 10.123) + round(600 * 10.123)
+    ),
+    ("T2_A", 10, 2026, "atlas", "/DC=org/CN=Bob", "ce2.example"): (1, 2000, 1000, 16000),
+    ("T2_B", 10, 2026, "atlas", "/DC=org/CN=Bob", "ce2.example"): (1, 400, 200, 3200),
+}  # fmt: skip
+
+
+def test_keys_differing_in_case_and_spacing_are_one_key_in_apel_and_nothing_is_lost(
+    apel_server: ApelServer, tmp_path: Path
+) -> None:
+    store = generated(tmp_path)
+    result = apel_months(store, [(2026, 10)], options())
+    texts = [render(KINDS[k], m.summaries if k == "summary" else m.sync, benchmark_type="HEPSPEC")
+             for m in result.months for k in ("summary", "sync")]  # fmt: skip
+    apel_server.load(write(tmp_path / "out", texts))
+    got = apel_sums(apel_server)
+    sent = fairacct_sums([r for m in result.months for r in m.summaries])
+    # the record keys merge before the sums: a record's normalised time is its summed wall x 10.123
+    assert set(got) == set(sent) == set(EXPECTED)
+    assert got == sent
+    assert {k: v[:3] for k, v in got.items()} == {k: v[:3] for k, v in EXPECTED.items()}
+    assert got[("T2_A", 10, 2026, "cms", ANNA, "ce1.example")][3] == round(13200 * 10.123)
+    # what was left out, and why, per site and month
+    t2a = next(m for m in result.months if m.site == "T2_A")
+    assert t2a.left_out == {
+        "GlobalUserName longer than APEL's 255 characters": 1,
+        "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)": 1,
+    }
+    assert t2a.unbenchmarked_jobs == 1 and result.unsited_jobs == 1
+    assert sorted(str(m) for m in result.merged) == [
+        f"GlobalUserName '{ANNA.lower()}' sent as '{ANNA}' (APEL compares them equal; 7 jobs)",
+        "SubmitHost 'CE1.example' sent as 'ce1.example' (APEL compares them equal; 8 jobs)",
+        "VO 'CMS' sent as 'cms' (APEL compares them equal; 7 jobs)",
+    ]
+    # the sync records: the jobs the summaries hold, per site and submit host
+    sync = apel_server.rows("SELECT Site, SubmitHost, NumberOfJobs FROM VSyncRecords")
+    assert sorted((r["Site"], r["SubmitHost"], int(r["NumberOfJobs"])) for r in sync) == [
+        ("T2_A", "ce1.example", 4), ("T2_A", "ce2.example", 1), ("T2_B", "ce2.example", 1),
+    ]  # fmt: skip
+    # the export's APEL sheet says the same
+    view = apel_view(store, [(2026, 10)], options()).set_index("VO")
+    assert view.loc["cms", "apel_jobs"] == 4 and view.loc["atlas", "apel_jobs"] == 2
+    assert view["left_out_jobs"].sum() == 3 and view["unbenchmarked_jobs"].sum() == 1
+    store.close()
+
+
+def test_individual_job_messages_land_as_the_summaries_say(apel_server: ApelServer, tmp_path: Path) -> None:
+    store = generated(tmp_path)
+    records, left_out = job_records(store, 2026, 10, options())
+    assert left_out == {
+        ("T2_A", "no benchmark"): 1,
+        ("T2_A", "GlobalUserName longer than APEL's 255 characters"): 1,
+        ("T2_A", "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"): 1,
+    }
+    assert Counter(r["ServiceLevel"] for r in records) == {10.123: 4, 8.0: 2}
+    texts = [render(KINDS["jobs"], [r for r in records if r["Site"] == s], benchmark_type="HEPSPEC")
+             for s in ("T2_A", "T2_B")]  # fmt: skip
+    apel_server.load(write(tmp_path / "out", texts))
+    jobs = apel_server.rows("SELECT COUNT(*) AS n, SUM(WallDuration) AS wall FROM JobRecords")[0]
+    assert (int(jobs["n"]), int(jobs["wall"])) == (6, 13200 + 2000 + 400)
+    # APEL's summariser: one key for Anna's spellings; its normalised time of each job's ServiceLevel
+    got = apel_sums(apel_server)
+    assert {k[0:4]: v[:3] for k, v in got.items()} == {k[0:4]: v[:3] for k, v in EXPECTED.items()}
+    store.close()
