@@ -1,7 +1,7 @@
 """fairacct ``job`` records -> Gratia JobUsageRecord XML, with the fields and values that
 gratia-probe's ``condor-ap`` (``classadToJUR`` in ``common/gratia/common/condor.py``) makes of
 the same job ad, as far as a job record holds them; the deliberate differences are in the
-README's table ("Reporting to OSG's GRACC").
+README's table ("Reporting to OSG's GRACC, replacing condor-ap").
 
 The XML is built with :mod:`xml.etree.ElementTree`, which escapes every text and attribute, so
 a user name or project with ``<``, ``&`` or quotes cannot change the record's structure.
@@ -124,8 +124,6 @@ def job_usage_record(doc: Mapping[str, Any], who: GratiaIdentity) -> Element:
             SubElement(user, tag).text = value
     if (vo := _text(doc, "vo")) is not None:
         SubElement(user, "ReportableVOName").text = vo
-        if _text(doc, "fqan") is None:  # a VO from the user-vo-map: condor-ap names it in both
-            SubElement(user, "VOName").text = vo
 
     SubElement(root, "JobName").text = job_id
     submit_host = job_id.split("#", 1)[0] if "#" in job_id else None
