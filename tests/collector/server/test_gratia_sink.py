@@ -109,3 +109,31 @@ def test_other_kinds_are_acknowledged_unsent_and_a_bad_url_is_named() -> None:
         assert sink.send("slot", [{"id": "s1", "timestamp": "2026-11-21T13:55:02Z"}]).acked == ["s1"]
     with pytest.raises(ConfigError, match="expected gratia\\+https://HOST"):
         GratiaSink("gratia+http:///rmi")
+
+
+def test_a_site_points_probe_once_at_a_gratia_collector(
+    start_collector: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from probes.cli import main
+
+    from ...conftest import ROOT
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    config = tmp_path / "probe.toml"
+    demo = (
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
+    store = f'\n[store]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
+    config.write_text(demo + store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
+    code = main(["probe", "once", "--config", str(config), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["dead"] == {}
+    drained(c)
+    docs = stored(c)
+    assert len(docs) == 60 and {(d["ProbeName"], d["SiteName"]) for d in docs} == {(PROBE, "EXAMPLE_AP")}
