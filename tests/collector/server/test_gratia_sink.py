@@ -137,3 +137,24 @@ def test_a_site_points_probe_once_at_a_gratia_collector(
     drained(c)
     docs = stored(c)
     assert len(docs) == 60 and {(d["ProbeName"], d["SiteName"]) for d in docs} == {(PROBE, "EXAMPLE_AP")}
+
+
+def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_twice(
+    start_collector: Any, tmp_path: Path, condor25: Path
+) -> None:
+    import signal
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    encoded, docs = _history_records(condor25)
+    with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, _sink(c, bundle_size=5) as sink:
+        outbox.commit({"job": encoded}, {"history:x": 1})
+        assert outbox.flush(sink, batch_size=10, max_batches=2).sent["job"] == 20
+        c.stop(signal.SIGKILL)  # the OKs it gave are durable; nothing after them was sent
+        result = outbox.flush(sink, batch_size=10)
+        assert result.sent["job"] == 0 and outbox.status().depth == {"job": 22}
+        assert "no answer from the Gratia collector" in result.errors[0]
+        c.start()
+        outbox.commit({"job": encoded}, {"history:x": 2})  # and the probe, killed too, sends all again
+        assert outbox.flush(sink, batch_size=10).sent["job"] == 64
+    drained(c)
+    assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(d["job_id"] for d in docs)
