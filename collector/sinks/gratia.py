@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 _SCHEMES = {"gratia+http": "http", "gratia+https": "https"}
 BUNDLE_SIZE = 100
 """Records to an envelope: GratiaCore's default ``BundleSize``."""
-_REPLY_CHARS = 500  # of a reply kept in an error or dead letter
+_REPLY_BYTES = 500  # of a reply read, and kept in an error or dead letter
 _NOT_ALLOWED = ("is not allowed", "is not among the networks")  # the operator's to mend: retry
 
 
@@ -158,28 +158,31 @@ class GratiaSink:
     def _send(self, ids: list[str], records: list[str], result: SendResult) -> None:
         form = [("command", "multiupdate"), ("arg1", envelope_xml(records)), ("from", self.who.probe_name),
                 ("bundlesize", str(len(records)))]  # fmt: skip
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
         try:
-            reply = self._client.post(
-                self.endpoint,
-                content=urlencode(form).encode(),
-                headers={"Content-Type": "application/x-www-form-urlencoded"},
-            )
+            with self._client.stream("POST", self.endpoint, content=urlencode(form).encode(), headers=headers) as reply:
+                body = b""
+                for chunk in reply.iter_bytes():  # the reply's start only: a proxy's page may be large
+                    body += chunk
+                    if len(body) >= _REPLY_BYTES:
+                        break
+                status = reply.status_code
         except httpx.HTTPError as exc:
             why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
             raise SinkError(f"{self.endpoint}: no answer from the Gratia collector ({why})") from exc
-        text = reply.text[:_REPLY_CHARS].strip()
-        if reply.status_code == 200 and text.startswith("OK"):
+        text = body[:_REPLY_BYTES].decode("utf-8", "replace").strip()
+        if status == 200 and text.startswith("OK"):
             result.acked.extend(ids)
             return
-        refused = reply.status_code == 413 or (
-            text.startswith("Error") and reply.status_code < 500 and not any(s in text for s in _NOT_ALLOWED)
+        refused = status == 413 or (
+            text.startswith("Error") and status < 500 and not any(s in text for s in _NOT_ALLOWED)
         )
         if not refused:
-            raise SinkError(f"{self.endpoint}: the Gratia collector answered {reply.status_code}: {text!r}")
+            raise SinkError(f"{self.endpoint}: the Gratia collector answered {status}: {text!r}")
         if len(ids) > 1:  # find the record refused: the others go through
             half = len(ids) // 2
             self._send(ids[:half], records[:half], result)
             self._send(ids[half:], records[half:], result)
             return
         log.warning("%s refused job record %s: %s", self.endpoint, ids[0], text)
-        result.rejected[ids[0]] = f"refused by the Gratia collector ({reply.status_code}): {text}"
+        result.rejected[ids[0]] = f"refused by the Gratia collector ({status}): {text}"
