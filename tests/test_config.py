@@ -163,7 +163,7 @@ def test_the_demo_config_loads() -> None:
     ("store", "message"),
     [
         ('url = "mysql://db.example.org/acct"',
-         "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "),
+         "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT, "),
         ('url = "http://elastic:hunter2@es.example.org:9200"',
          "store.url: credentials in the URL are not accepted (http://es.example.org:9200)"),
         ('url = "https://es.example.org:9200"\nusername = "fairacct"\npassword_file = "/nonexistent/es-password"',

@@ -3,7 +3,9 @@
 Store URLs: ``sqlite:///PATH`` (the embedded store, :mod:`collector.sinks.sqlite`),
 ``http(s)://HOST:PORT`` (Elasticsearch) and ``opensearch+http(s)://HOST:PORT`` (OpenSearch),
 both :mod:`collector.sinks.elasticsearch`, whose client libraries are imported only for them,
-and ``collector+http(s)://HOST[:PORT]`` (a fairacct collector service, :mod:`collector.sinks.http`).
+``collector+http(s)://HOST[:PORT]`` (a fairacct collector service, :mod:`collector.sinks.http`)
+and ``gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi`` (a Gratia collector, OSG's GRACC:
+:mod:`collector.sinks.gratia`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def describe_url(url: str, base: Path) -> str:
 
 SCHEMES = (
     "sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://", "collector+http://", "collector+https://",
+    "gratia+http://", "gratia+https://",
 )  # fmt: skip
 """The store URLs there are sinks for."""
 
@@ -73,8 +76,8 @@ def check_url(url: str) -> None:
     credentials in it (those come from files or the environment)."""
     if not url.startswith(SCHEMES):
         raise ConfigError(
-            "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT or "
-            f"collector+http(s)://HOST[:PORT], got {url!r}"
+            "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT, "
+            f"collector+http(s)://HOST[:PORT] or gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi, got {url!r}"
         )
     parts = urlsplit(url)
     if not url.startswith("sqlite:///") and (parts.username or parts.password):
@@ -98,6 +101,10 @@ def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None, cr
         from collector.sinks.http import CollectorSink
 
         return CollectorSink.from_url(url, **dict(auth or {}))
+    if url.startswith("gratia+"):
+        from collector.sinks.gratia import GratiaSink
+
+        return GratiaSink.from_url(url, **dict(auth or {}))
     from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
 
     return ElasticsearchSink.from_url(url, **dict(auth or {}))

@@ -29,10 +29,11 @@ COLLECTOR_STORE_NOTE = (
 
 
 def store_for_collector(store: StoreSettings) -> CollectorStoreSettings:
-    """The probe's ``[store]`` as the collector's store (its ``token_file``, a probe's, left
-    out); ConfigError naming ``store.url`` when it is another collector."""
+    """The probe's ``[store]`` as the collector's store (its ``token_file`` and ``gratia_*``, a
+    probe's, left out); ConfigError naming ``store.url`` when it is another collector."""
     hint = " (without [collector.store], the collector's store is read from [store]; give it its own there)"
-    return collector_store(store.model_dump(exclude={"token_file"}), "store", hint)
+    probe_only = {"token_file", "gratia_probe_name", "gratia_site", "gratia_bundle_size"}
+    return collector_store(store.model_dump(exclude=probe_only), "store", hint)
 
 
 def collector_store(raw: Mapping[str, Any], key: str, hint: str = "") -> CollectorStoreSettings:

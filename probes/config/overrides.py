@@ -36,8 +36,8 @@ OVERRIDES = (
         "store",
         "url",
         "URL",
-        "sqlite:///PATH, http(s)://... (Elasticsearch), opensearch+http(s)://... or collector+http(s)://... "
-        "(a fairacct collector)",
+        "sqlite:///PATH, http(s)://... (Elasticsearch), opensearch+http(s)://..., collector+http(s)://... "
+        "(a fairacct collector) or gratia+http(s)://.../gratia-servlets/rmi (GRACC)",
         many=False,
     ),
 )

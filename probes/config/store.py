@@ -7,6 +7,8 @@ also be a fairacct collector (``collector+https://``), which it sends to with ``
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from collector.settings import SinkSettings
@@ -18,17 +20,39 @@ class StoreSettings(SinkSettings):
     url: str = Field(
         "sqlite:///fairacct.sqlite",
         description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch), "
-        "opensearch+http(s)://... (OpenSearch) or collector+https://HOST[:PORT] "
-        "(a fairacct collector, with token_file).",
+        "opensearch+http(s)://... (OpenSearch), collector+https://HOST[:PORT] "
+        "(a fairacct collector, with token_file) or gratia+https://HOST/gratia-servlets/rmi (OSG's GRACC: job records "
+        "as Gratia JobUsageRecords).",
     )
     token_file: str = Field(
         "",
         description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself).",
     )
 
-    def auth(self) -> dict[str, str]:
+    gratia_probe_name: str = Field(
+        "",
+        description="ProbeName of the records a gratia+https:// store receives; empty: condor:<this host's FQDN>, "
+        "as gratia-probe's condor-ap names itself.",
+    )
+    gratia_site: str = Field(
+        "",
+        description="SiteName of the records a gratia+https:// store receives (the access point's site as OSG "
+        "Topology names it, condor-ap's SiteName); empty: each job's site from [site].",
+    )
+    gratia_bundle_size: int = Field(
+        100,
+        ge=1,
+        le=10000,
+        description="JobUsageRecords to a request to a gratia+https:// store (GratiaCore's BundleSize).",
+    )
+
+    def auth(self) -> dict[str, Any]:
         """The sink's settings that are set, as the sink names them (secrets by reference, never
-        by value): the collector sink's, or as :meth:`SinkSettings.auth`."""
+        by value): the collector sink's, the Gratia sink's, or as :meth:`SinkSettings.auth`."""
+        if self.url.startswith("gratia+"):
+            gratia = {"probe_name": self.gratia_probe_name, "site": self.gratia_site,
+                      "bundle_size": self.gratia_bundle_size}  # fmt: skip
+            return gratia | ({"ca_file": self.ca_file} if self.ca_file else {})
         if self.url.startswith("collector+"):
             return {"token_file": self.token_file} | ({"ca_file": self.ca_file} if self.ca_file else {})
         return super().auth()

@@ -1,0 +1,188 @@
+"""The probe's side of OSG's GRACC: a sink that sends job records as Gratia JobUsageRecords.
+
+Store URL ``gratia+https://HOST[:PORT]/gratia-servlets/rmi`` (``gratia+http://`` for loopback
+and tests). Job records become JobUsageRecords (:mod:`collector.gratia.jobusage`), bundled
+``bundle_size`` to an envelope (GratiaCore's ``BundleSize``, 100) and POSTed as gratia-probe
+does: a form with ``command=multiupdate``, the ``<RecordEnvelope>`` in ``arg1``, the probe's
+name in ``from`` and ``bundlesize``. The reply's body decides, as it does for gratia-probe:
+
+* ``OK``: every record of the bundle is acknowledged (the outbox deletes them);
+* 413, or ``Error`` about the records (GRACC refuses an envelope whole when one record of it
+  cannot be converted): the bundle is split in halves, each sent again, until the record that is
+  refused stands alone; that record goes to the outbox's dead letters with the reply;
+* ``Error`` saying this sender or its address is not allowed, any other reply (5xx, a proxy's
+  page), or no answer: :class:`SinkError`: nothing is acknowledged, the outbox keeps the bundle
+  and the flusher tries again later with its backoff. Only the collector's operator can mend
+  a sender refused, and that must not cost records.
+
+A record is the same bytes every time it is sent (see :mod:`collector.gratia.jobusage`), so a
+bundle sent again after a lost ``OK`` (the probe killed between send and acknowledgement) is
+stored once by a collector that keys records on their content, as GRACC and fairacct's do.
+
+Gratia carries job usage only: records of other kinds (slots, gaps, fairshare...) are
+acknowledged without being sent; a site that wants them too keeps a store of its own for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from collector.encoded import Encoded
+from collector.errors import ConfigError, RecordError, SinkError
+from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, record_xml
+from collector.records import encode_docs
+from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.sinks.http import _tls_context
+from collector.sinks.tls import tls_reason
+
+__all__ = ["BUNDLE_SIZE", "GratiaSink"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMES = {"gratia+http": "http", "gratia+https": "https"}
+BUNDLE_SIZE = 100
+"""Records to an envelope: GratiaCore's default ``BundleSize``."""
+_REPLY_BYTES = 500  # of a reply read, and kept in an error or dead letter
+_NOT_ALLOWED = ("is not allowed", "is not among the networks")  # the operator's to mend: retry
+
+
+class GratiaSink:
+    """Job records to a Gratia collector (GRACC, or fairacct's ``/gratia-servlets/rmi``); see the
+    module docstring. ``probe_name`` (empty: ``condor:<fqdn>``), ``site`` (the ``SiteName`` of a
+    record that names none), ``ca_file`` for https, ``timeout_s`` bounds one request,
+    ``transport`` replaces httpx's (tests)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        probe_name: str = "",
+        site: str = "",
+        grid: str = "OSG",
+        bundle_size: int = BUNDLE_SIZE,
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES or not parts.hostname or parts.query or parts.fragment:
+            raise ConfigError(f"store.url: expected gratia+https://HOST[:PORT]/gratia-servlets/rmi, got {url!r}")
+        if parts.username or parts.password:
+            raise ConfigError("store.url: no credentials in a Gratia collector URL")
+        if bundle_size < 1:
+            raise ConfigError(f"store.gratia_bundle_size: expected at least 1, got {bundle_size}")
+        self.url = url
+        self.endpoint = urlunsplit((_SCHEMES[parts.scheme], parts.netloc, parts.path or "/gratia-servlets/rmi", "", ""))
+        self.who = GratiaIdentity(probe_name or default_probe_name(), site, grid)
+        self.bundle_size = bundle_size
+        self._client = httpx.Client(
+            headers={"User-Agent": "fairacct-probe"},
+            timeout=timeout_s,
+            verify=_tls_context(ca_file) if parts.scheme == "gratia+https" else False,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> GratiaSink:
+        """The sink of a store URL; ``options`` as the constructor takes them."""
+        return cls(url, **options)
+
+    def __repr__(self) -> str:
+        return f"GratiaSink({self.url!r}, probe_name={self.who.probe_name!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> GratiaSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check_templates(self) -> TemplateCheck:
+        """A Gratia collector has no templates a probe could check."""
+        return TemplateCheck()
+
+    def install_templates(self) -> list[str]:
+        raise ConfigError(f"{self}: a Gratia collector has no index templates to install")
+
+    def count(self, kind: str) -> int:
+        raise SinkError(f"{self}: records sent to Gratia are read in GRACC, not through the probe")
+
+    def query(
+        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: records sent to Gratia are read in GRACC, not through the probe")
+
+    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: records sent to Gratia are summed in GRACC, not through the probe")
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """Nothing to do: GRACC is not read through the probe."""
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        raise SinkError(f"{self}: records sent to Gratia are summed in GRACC, not through the probe")
+
+    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
+        """Send documents of one kind; say what became of each (see the module docstring)."""
+        return self.send_encoded(kind, encode_docs(kind, docs))
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        """Send job records as JobUsageRecords, ``bundle_size`` to a request; records of other
+        kinds are acknowledged unsent (Gratia has no place for them). A record that cannot be
+        made a JobUsageRecord is refused for good, with the reason."""
+        result = SendResult()
+        if kind != "job":
+            result.acked.extend(records.ids)
+            return result
+        ids: list[str] = []
+        xml: list[str] = []
+        for id_, raw in zip(records.ids, records.docs, strict=True):
+            try:
+                xml.append(record_xml(orjson.loads(raw), self.who))
+            except (RecordError, orjson.JSONDecodeError, TypeError, ValueError) as exc:
+                result.rejected[id_] = f"cannot be made a JobUsageRecord: {exc}"
+                continue
+            ids.append(id_)
+        for at in range(0, len(ids), self.bundle_size):
+            self._send(ids[at : at + self.bundle_size], xml[at : at + self.bundle_size], result)
+        return result
+
+    def _send(self, ids: list[str], records: list[str], result: SendResult) -> None:
+        form = [("command", "multiupdate"), ("arg1", envelope_xml(records)), ("from", self.who.probe_name),
+                ("bundlesize", str(len(records)))]  # fmt: skip
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        try:
+            with self._client.stream("POST", self.endpoint, content=urlencode(form).encode(), headers=headers) as reply:
+                body = b""
+                for chunk in reply.iter_bytes():  # the reply's start only: a proxy's page may be large
+                    body += chunk
+                    if len(body) >= _REPLY_BYTES:
+                        break
+                status = reply.status_code
+        except httpx.HTTPError as exc:
+            why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
+            raise SinkError(f"{self.endpoint}: no answer from the Gratia collector ({why})") from exc
+        text = body[:_REPLY_BYTES].decode("utf-8", "replace").strip()
+        if status == 200 and text.startswith("OK"):
+            result.acked.extend(ids)
+            return
+        refused = status == 413 or (
+            text.startswith("Error") and status < 500 and not any(s in text for s in _NOT_ALLOWED)
+        )
+        if not refused:
+            raise SinkError(f"{self.endpoint}: the Gratia collector answered {status}: {text!r}")
+        if len(ids) > 1:  # find the record refused: the others go through
+            half = len(ids) // 2
+            self._send(ids[:half], records[:half], result)
+            self._send(ids[half:], records[half:], result)
+            return
+        log.warning("%s refused job record %s: %s", self.endpoint, ids[0], text)
+        result.rejected[ids[0]] = f"refused by the Gratia collector ({status}): {text}"

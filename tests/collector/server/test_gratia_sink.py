@@ -1,0 +1,160 @@
+"""The gratia+http:// sink under the probe's outbox, against a fairacct collector process taking
+Gratia records (its /gratia-servlets/rmi answers as GRACC's collector does): the jobs of a real
+history come back once each with their wall, CPU, cores and times; sent twice, stored once; a
+sender the collector does not know keeps its records; a record refused goes to the dead letters
+with the reply while the rest of its bundle is stored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.outbox import Outbox
+from collector.records import table_docs
+from collector.sinks import open_sink
+from collector.sinks.gratia import GratiaSink
+from probes.pipeline.records import job_docs
+from probes.sources.history import read_history
+from probes.sources.settings import JobReading
+
+from .conftest import Collector
+from .test_gratia import drained, senders, stored
+
+PROBE = "condor:ap.example.org"
+
+
+def _seconds(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+
+
+def _history_records(condor25: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """The job records of the condor25 history as the probe commits them, and decoded."""
+    jobs, _ = read_history([condor25 / "history.ads"], JobReading())
+    return job_docs(jobs, probe="p")["job"], table_docs("job", jobs, probe="p")
+
+
+def _sink(c: Collector, **options: Any) -> GratiaSink:
+    sink = open_sink(f"gratia+{c.url}/gratia-servlets/rmi", base=Path("."), auth={"probe_name": PROBE, **options})
+    assert isinstance(sink, GratiaSink)
+    return sink
+
+
+def test_every_job_comes_back_once_with_its_numbers_and_twice_sent_is_stored_once(
+    start_collector: Any, tmp_path: Path, condor25: Path
+) -> None:
+    c = start_collector(gratia_senders=senders(PROBE))
+    encoded, docs = _history_records(condor25)
+    with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, _sink(c, bundle_size=10) as sink:
+        outbox.commit({"job": encoded}, {"history:x": 1})
+        result = outbox.flush(sink, batch_size=25)
+        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (42, 0, {})
+        drained(c)
+        first = stored(c)
+        # the probe killed after the send, before it deleted: the same records again
+        outbox.commit({"job": encoded}, {"history:x": 2})
+        assert outbox.flush(sink).sent["job"] == 42
+    drained(c)
+    again = stored(c)
+    assert len(first) == len(again) == 42
+    by_job = {d["GlobalJobId"]: d for d in again}
+    assert sorted(by_job) == sorted(d["job_id"] for d in docs)  # every job, once
+    for job in docs:
+        got = by_job[job["job_id"]]
+        start = job["first_start"] or job["end"] - job["walltime_s"]  # GRACC starts an unstarted job at its end
+        assert (got["WallDuration"], got["CpuDuration"], got["Processors"]) == (
+            job["walltime_s"], job["cpu_time_s"], job["cpus"]
+        ), job["job_id"]  # fmt: skip
+        assert (_seconds(got["StartTime"]), _seconds(got["EndTime"])) == (start, job["end"]), job["job_id"]
+        assert (got["ProbeName"], got["ResourceType"]) == (PROBE, "Payload" if job["resource_name"] else "Batch")
+
+
+def test_a_sender_the_collector_does_not_know_keeps_its_records(start_collector: Any, tmp_path: Path) -> None:
+    c = start_collector(gratia_senders=senders("condor:someone-else"))
+    doc = {"id": "j1", "job_id": "ap#1.0#1", "cluster": 1, "proc": 0, "end": 1795269302.0, "walltime_s": 6.0,
+           "timestamp": "2026-11-21T13:55:02Z"}  # fmt: skip
+    with Outbox(tmp_path / "o.sqlite") as outbox, _sink(c) as sink:
+        outbox.commit({"job": [doc]}, {})
+        result = outbox.flush(sink)
+        assert result.retried["job"] == 1 and outbox.status().depth == {"job": 1} and not outbox.dead_letters()
+        assert f"sender '{PROBE}' is not allowed" in result.errors[0]
+
+
+def test_a_record_refused_goes_to_the_dead_letters_and_its_bundle_goes_through(
+    start_collector: Any, tmp_path: Path
+) -> None:
+    c = start_collector(gratia_senders=senders(PROBE), max_body_size="8 KiB")
+
+    def job(i: int, project: str = "P") -> dict[str, Any]:
+        return {"id": f"j{i}", "job_id": f"ap#{i}.0#1", "cluster": i, "proc": 0, "end": 1795269302.0 + i,
+                "walltime_s": 6.0, "cpus": 1.0, "project": project, "timestamp": "2026-11-21T13:55:02Z"}  # fmt: skip
+
+    docs = [job(i) for i in range(6)] + [job(6, "x" * 9000)]
+    with Outbox(tmp_path / "o.sqlite") as outbox, _sink(c) as sink:
+        outbox.commit({"job": docs}, {})
+        result = outbox.flush(sink)
+        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (6, 1, {})
+        (dead,) = outbox.dead_letters()
+        assert dead["id"] == "j6" and "refused by the Gratia collector (413): Error: " in dead["error"]
+    drained(c)
+    assert sorted(d["LocalJobId"] for d in stored(c)) == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_other_kinds_are_acknowledged_unsent_and_a_bad_url_is_named() -> None:
+    from collector.errors import ConfigError
+
+    with GratiaSink("gratia+http://127.0.0.1:9/gratia-servlets/rmi", probe_name=PROBE) as sink:
+        assert sink.send("slot", [{"id": "s1", "timestamp": "2026-11-21T13:55:02Z"}]).acked == ["s1"]
+    with pytest.raises(ConfigError, match="expected gratia\\+https://HOST"):
+        GratiaSink("gratia+http:///rmi")
+
+
+def test_a_site_points_probe_once_at_a_gratia_collector(
+    start_collector: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from probes.cli import main
+
+    from ...conftest import ROOT
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    config = tmp_path / "probe.toml"
+    demo = (
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
+    store = f'\n[store]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
+    config.write_text(demo + store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
+    code = main(["probe", "once", "--config", str(config), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["dead"] == {}
+    drained(c)
+    docs = stored(c)
+    assert len(docs) == 60 and {(d["ProbeName"], d["SiteName"]) for d in docs} == {(PROBE, "EXAMPLE_AP")}
+
+
+def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_twice(
+    start_collector: Any, tmp_path: Path, condor25: Path
+) -> None:
+    import signal
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    encoded, docs = _history_records(condor25)
+    with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, _sink(c, bundle_size=5) as sink:
+        outbox.commit({"job": encoded}, {"history:x": 1})
+        assert outbox.flush(sink, batch_size=10, max_batches=2).sent["job"] == 20
+        c.stop(signal.SIGKILL)  # the OKs it gave are durable; nothing after them was sent
+        result = outbox.flush(sink, batch_size=10)
+        assert result.sent["job"] == 0 and outbox.status().depth == {"job": 22}
+        assert "no answer from the Gratia collector" in result.errors[0]
+        c.start()
+        outbox.commit({"job": encoded}, {"history:x": 2})  # and the probe, killed too, sends all again
+        assert outbox.flush(sink, batch_size=10).sent["job"] == 64
+    drained(c)
+    assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(d["job_id"] for d in docs)
