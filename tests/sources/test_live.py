@@ -754,10 +754,13 @@ def test_configured_schedds_and_a_schedd_nobody_knows(queue_ads: list[classad2.C
 
 
 def job(template: classad2.ClassAd, cluster: int, proc: int, end: int) -> classad2.ClassAd:
-    """A copy of ``template`` as job ``cluster.proc`` of schedd vm that ended at ``end``."""
+    """A copy of ``template`` as job ``cluster.proc`` of schedd vm that ended at ``end``, its run
+    moved with it (a job that ends before it starts is impossible, and quarantined)."""
     ad = copy(template)
+    start = end - int(template.get("RemoteWallClockTime", 0))
     ad.update({"GlobalJobId": f"vm#{cluster}.{proc}#1795260000", "ClusterId": cluster, "ProcId": proc,
-               "CompletionDate": end, "EnteredCurrentStatus": end})  # fmt: skip
+               "CompletionDate": end, "EnteredCurrentStatus": end,
+               "QDate": start, "JobStartDate": start, "JobCurrentStartDate": start})  # fmt: skip
     return ad
 
 

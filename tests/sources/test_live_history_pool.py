@@ -137,8 +137,11 @@ def _late_job(history: Path, source: Path, dump: object, *, end: int) -> str:
         fh.seek(int(dump.starts[0]))  # type: ignore[attr-defined]
         ad = fh.read(int(dump.ends[0] - dump.starts[0])).decode()  # type: ignore[attr-defined]
     job_id = "late.example.org#7.0#1700000000"
+    wall = re.search(r"(?m)^RemoteWallClockTime = (\S+)$", ad)
+    start = str(end - int(float(wall.group(1)) if wall else 0))  # its run moved with its end
     for name, value in (("GlobalJobId", f'"{job_id}"'), ("ClusterId", "7"), ("ProcId", "0"), ("JobStatus", "3"),
-                        ("CompletionDate", "0"), ("EnteredCurrentStatus", str(end))):  # fmt: skip
+                        ("CompletionDate", "0"), ("EnteredCurrentStatus", str(end)), ("QDate", start),
+                        ("JobStartDate", start), ("JobCurrentStartDate", start)):  # fmt: skip
         ad, count = re.subn(rf"(?m)^{name} = .*$", f"{name} = {value}", ad)
         ad += "" if count else f"{name} = {value}\n"
     writer.append_job(history, ad, 7, 0, "late", 0, end + 3 * 86400)
