@@ -86,7 +86,7 @@ def test_a_collector_url_with_a_wrong_path_is_said_once_and_the_records_wait(
             sink.send("job", [record(2, "p1")])
     # the service: one ERROR line however many flushes fail the same way
     run = subprocess.run(
-        [sys.executable, "-m", "probes", "probe", "run", "--for", "3", "--config",
+        [sys.executable, "-m", "probes", "probe", "run", "--for", "6", "--config",
          str(probe_config(tmp_path, wrong, token))],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
