@@ -42,6 +42,7 @@ __all__ = [
     "EXIT_QUEUED",
     "EXIT_USAGE",
     "check_config",
+    "check_source_files",
     "log_lines",
     "nonzero",
     "open_store",
@@ -219,6 +220,27 @@ def check_config(config: ProbeConfig) -> None:
         read_user_vo_map(config.credentials.user_vo_map)
     if sqlite_path(config.store.url, config.probe.state_dir) is None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
+
+
+def check_source_files(config: ProbeConfig) -> None:
+    """Each file source of ``[sources]`` can be opened, and each history folder listed, by the
+    user running the check (the service's account, run as it); a :class:`ConfigError` naming
+    the key otherwise. Only ``config check`` asks it: the service keeps running when a source
+    fails (the failure is a log line and a count), as a folder may be mounted later."""
+    from probes.errors import SourceError
+    from probes.pipeline.reading import FILE_SOURCES
+    from probes.sources.history_folder import list_folder
+    from probes.sources.inputs import open_input
+
+    for key in FILE_SOURCES:
+        for i, path in enumerate(getattr(config.sources, key)):
+            try:
+                if key == "history" and path.is_dir():
+                    list_folder(path)
+                else:
+                    open_input(path, "a history" if key == "history" else "ClassAds").close()
+            except SourceError as exc:
+                raise ConfigError(f"sources.{key}[{i}]: {exc}") from exc
 
 
 def warn_loose_token(config: ProbeConfig) -> None:
