@@ -4,6 +4,7 @@ interpreter's teardown once the command is done, and loses nothing doing so."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,28 @@ def test_ctrl_c_on_probe_once_is_one_line_and_exit_130(tmp_path: Path, after_s: 
     with sqlite3.connect(tmp_path / "state/fairacct.sqlite") as db:
         stored = [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")]
     assert stored == [36, 72, 60]
+
+
+def test_the_services_log_level_and_format_from_the_configuration_and_the_command_line(tmp_path: Path) -> None:
+    """Issue 39, point 7: the services logged INFO text lines, nothing else could be asked.
+    `[log] format = "json"` makes each line one JSON object; `--log-level WARNING
+    --log-format text` on the command line then win over the file."""
+    import json
+
+    config = tmp_path / "probe.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config.write_text(text.replace('"../.demo"', f'"{tmp_path / "state"}"') + '\n[log]\nformat = "json"\n')
+    as_json = _process("probe", "run", "--config", str(config), "--for", "0.1")
+    assert as_json.returncode == 0, as_json.stderr
+    docs = [json.loads(line) for line in as_json.stderr.decode().splitlines()]
+    assert docs[0]["logger"] == "fairacct.service" and docs[0]["level"] == "INFO", docs
+    assert docs[0]["message"].startswith("started: ") and re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", docs[0]["time"]
+    )
+    assert docs[-1]["message"] == "stopped" and all(set(d) == {"time", "logger", "level", "message"} for d in docs)
+    quiet = _process("probe", "run", "--config", str(config), "--for", "0.1", "--log-level", "WARNING",
+                     "--log-format", "text")  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    assert " INFO " not in quiet.stderr.decode() and "{" not in quiet.stderr.decode(), quiet.stderr
+    refused = _process("probe", "run", "--config", str(config), "--log-level", "LOUD")
+    assert refused.returncode == 2 and b"argument --log-level: invalid choice: 'LOUD'" in refused.stderr
