@@ -103,3 +103,36 @@ def test_the_services_log_level_and_format_from_the_configuration_and_the_comman
     assert " INFO " not in quiet.stderr.decode() and "{" not in quiet.stderr.decode(), quiet.stderr
     refused = _process("probe", "run", "--config", str(config), "--log-level", "LOUD")
     assert refused.returncode == 2 and b"argument --log-level: invalid choice: 'LOUD'" in refused.stderr
+
+
+def test_sighup_on_the_probe_service_is_said_not_to_reload(tmp_path: Path) -> None:
+    """Issue 39, point 7: SIGHUP (what `systemctl reload` and many tools send) killed the probe
+    service, as its default does. Now it logs that the configuration is not reloaded, and the
+    service goes on to its clean stop."""
+    import signal
+
+    config = tmp_path / "probe.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config.write_text(text.replace('"../.demo"', f'"{tmp_path / "state"}"'))
+    cmd = [sys.executable, "-m", "probes", "probe", "run", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True) as service:
+        assert service.stderr is not None
+        try:
+            for line in service.stderr:
+                lines.append(line)
+                if " INFO started: " in line:
+                    service.send_signal(signal.SIGHUP)
+                if " WARNING SIGHUP: " in line:
+                    service.send_signal(signal.SIGTERM)
+            assert service.wait(timeout=60) == 0, "".join(lines)
+        finally:
+            if service.poll() is None:
+                service.kill()
+    said = [line for line in lines if "SIGHUP" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "fairacct.service WARNING SIGHUP: the configuration is not reloaded while the service runs; restart it "
+        "to apply a change (systemctl restart fairacct-probe)\n"
+    ), "".join(lines)
+    assert lines[-1].endswith(" INFO stopped\n"), "".join(lines)
