@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import signal
 import time
+from typing import Any
 
 import httpx
 
@@ -78,3 +80,19 @@ def test_a_wrong_path_or_method_is_logged_and_counted(shared_collector: Collecto
     assert re.search(r" INFO 127\.0\.0\.1 POST /v1/records/ 404 \d+ [\d.]+ ms not_found$", lines[1]), lines
     assert re.search(r" INFO 127\.0\.0\.1 GET /v1/records 405 \d+ [\d.]+ ms method_not_allowed$", lines[2]), lines
     assert re.search(r" INFO 127\.0\.0\.1 DELETE /healthz 405 \d+ [\d.]+ ms method_not_allowed$", lines[3]), lines
+
+
+def test_sighup_is_said_not_to_reload_and_the_collector_goes_on(start_collector: Any) -> None:
+    """Issue 39, point 7: SIGHUP killed the collector (its default; uvicorn handles only SIGTERM
+    and SIGINT). Now it logs that the configuration is not reloaded, and goes on answering."""
+    c = start_collector()
+    assert c.process is not None
+    c.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "SIGHUP" not in c.log:
+        assert time.monotonic() < deadline and c.process.poll() is None, c.log
+        time.sleep(0.05)
+    assert "fairacct.collector WARNING SIGHUP: the configuration is not reloaded while the collector runs" in c.log
+    assert httpx.post(f"{c.url}/v1/records", json=[record("hup-1", "p1")], headers=c.auth("p1")).status_code == 202
+    assert c.stop() in (0, -signal.SIGTERM)  # uvicorn raises SIGTERM again once it has shut down cleanly
+    assert "collector stopped" in c.log
