@@ -19,6 +19,8 @@ The probes' own branch (``SourceError``, ``ClassAdError``: what reading a pool f
         ├── TooLargeError         the body is over the size limit (as sent or decompressed), or holds
         │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
+        ├── NotFoundError         a path the collector does not answer (names those it does)
+        ├── MethodNotAllowedError a method the path does not take (names those it does)
         ├── TooManyRequestsError  the probe has as many requests under way as it may; retry later
         │   └── SlowDownError     the store is slower than the probes and the outbox is at its
         │                         backpressure depth; retry later
@@ -41,6 +43,8 @@ __all__ = [
     "FairacctError",
     "ForbiddenError",
     "IngestError",
+    "MethodNotAllowedError",
+    "NotFoundError",
     "OverloadedError",
     "RecordError",
     "SenderNotAllowedError",
@@ -128,6 +132,18 @@ class TooLargeError(IngestError):
 
 class UnsupportedMediaError(IngestError):
     """A Content-Type or Content-Encoding that the endpoint does not take."""
+
+
+class NotFoundError(IngestError):
+    """A path the collector does not answer: most often a probe's ``store.url`` that is wrong."""
+
+
+class MethodNotAllowedError(IngestError):
+    """A method the path does not take; ``allowed`` are those it does (the reply's ``Allow``)."""
+
+    def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
 
 
 class OverloadedError(IngestError):

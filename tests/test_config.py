@@ -26,7 +26,7 @@ from .conftest import ROOT
         (
             {"bogus": 1},
             "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, probe, "
-            "penalty, fairshare, priority, summaries, fairness, collector, apel",
+            "log, penalty, fairshare, priority, summaries, fairness, collector, apel",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},

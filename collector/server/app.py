@@ -35,7 +35,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
+from collector.errors import NotFoundError
 from collector.server.committer import GroupCommitter
 from collector.server.connections import Connections
 from collector.server.flusher import Flusher, FlushState
@@ -43,7 +45,7 @@ from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, SummaryGauges
 from collector.server.openapi import openapi_document
-from collector.server.replies import Style, answer
+from collector.server.replies import Style, answer, bounded_path
 from collector.server.sources import SourceBudgets
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer, SummaryState
 from collector.server.tokens import TokenRing
@@ -175,10 +177,12 @@ def create_app(
         async def handler(request: Request) -> Response:
             return await endpoint.handler(request, ingest)
 
-        return answer(endpoint.name, endpoint.style, handler, metrics)
+        return answer(endpoint.name, endpoint.style, handler, metrics, ("POST",))
 
-    routes = [Route(e.path, bind(e), methods=["POST"]) for e in endpoints] + [
-        Route(path, answer(name, Style.JSON, fn, metrics), methods=["GET"])
+    # each handler an ASGI app of its own (_Answered): Route then takes every method, and a wrong
+    # one is answered (405) by answer(), logged and counted, not by Starlette
+    routes = [Route(e.path, _Answered(bind(e))) for e in endpoints] + [
+        Route(path, _Answered(answer(name, Style.JSON, fn, metrics, ("GET", "HEAD"))))
         for path, name, fn in (
             ("/healthz", "healthz", healthz),
             ("/metrics", "metrics", metrics_text),
@@ -186,6 +190,14 @@ def create_app(
             ("/openapi.json", "openapi", openapi),
         )
     ]
+    paths = ", ".join(route.path for route in routes)
+
+    async def no_such_path(request: Request) -> Response:
+        raise NotFoundError(f"no such path {bounded_path(request.url.path)}; this collector answers {paths}")
+
+    # every path no route has (a probe's wrong store.url): counted under the endpoint ``unknown``
+    # (its path is in the access line, never a metric label)
+    not_found = _Answered(answer("unknown", Style.JSON, no_such_path, metrics))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -207,7 +219,25 @@ def create_app(
             await asyncio.to_thread(committer.stop)
             _log.info("collector stopped")
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.router.default = not_found
+    app.router.redirect_slashes = False  # a 307 for /v1/records/ would be an answer no one counts
+    return app
+
+
+class _Answered:
+    """A handler of :func:`~collector.server.replies.answer` as an ASGI application: as such
+    Starlette's Route passes it every method and the router's default every path."""
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # a websocket: closed, as Starlette's own default does
+            await send({"type": "websocket.close"})
+            return
+        response = await self.handler(Request(scope, receive))
+        await response(scope, receive, send)
 
 
 def _version() -> str:

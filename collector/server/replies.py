@@ -13,6 +13,8 @@ UnauthorizedError          401     unauthorized           the message (+ ``WWW-A
 ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
 UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+NotFoundError              404     not_found              ``{"error": MESSAGE}``             (none: a path no route has)
+MethodNotAllowedError      405     method_not_allowed     ``{"error": MESSAGE}`` (+ ``Allow``) ``Error handling request: MESSAGE``
 SlowDownError              429     backpressure           the message (+ ``Retry-After``)    ``Service unavailable right now``
 TooManyRequestsError       429     too_many_requests      the message (+ ``Retry-After``)    ``Service unavailable right now``
 OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
@@ -44,6 +46,8 @@ from collector.errors import (
     BadRequestError,
     DisconnectedError,
     ForbiddenError,
+    MethodNotAllowedError,
+    NotFoundError,
     OverloadedError,
     RecordError,
     SenderNotAllowedError,
@@ -57,7 +61,7 @@ from collector.errors import (
 from collector.gratia.wire import INTERNAL_ERROR, POST_TOO_LARGE, UNAVAILABLE, record_error_reply, request_error_reply
 from collector.server.metrics import ServerMetrics
 
-__all__ = ["RETRY_AFTER_S", "Style", "answer", "error_reply"]
+__all__ = ["RETRY_AFTER_S", "Style", "answer", "bounded_path", "error_reply"]
 
 _log = logging.getLogger("fairacct.collector")
 _access = logging.getLogger("fairacct.collector.access")
@@ -76,6 +80,8 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (RecordError, 400, "bad_record"),
     (UnauthorizedError, 401, "unauthorized"),
     (ForbiddenError, 403, "forbidden"),
+    (NotFoundError, 404, "not_found"),
+    (MethodNotAllowedError, 405, "method_not_allowed"),
     (TooLargeError, 413, "too_large"),
     (UnsupportedMediaError, 415, "unsupported_media"),
     (SlowDownError, 429, "backpressure"),  # before TooManyRequestsError, its base
@@ -110,6 +116,8 @@ def error_reply(exc: Exception, style: Style, where: str = "") -> tuple[Response
     headers = {}
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="fairacct"'
+    if isinstance(exc, MethodNotAllowedError):
+        headers["Allow"] = ", ".join(exc.allowed)
     if status in (429, 503):
         headers["Retry-After"] = str(RETRY_AFTER_S)
     if style is Style.TEXT:
@@ -135,17 +143,24 @@ def _gracc_text(exc: Exception, status: int, message: str) -> str:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics) -> Handler:
+def answer(
+    endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics, methods: tuple[str, ...] = ()
+) -> Handler:
     """``handler`` as a Starlette endpoint whose errors are replies and whose requests are counted.
 
-    A reply the handler gives itself with a status of 400 or more (records refused one by one)
-    is counted under the reason ``records_refused``.
+    A request whose method is not one of ``methods`` (when given) is answered 405 here, so it
+    is logged and counted as every other (Starlette's own 405 is neither). A reply the handler
+    gives itself with a status of 400 or more (records refused one by one) is counted under the
+    reason ``records_refused``.
     """
 
     async def run(request: Request) -> Response:
         start = time.perf_counter()
         reason: str | None = None
         try:
+            if methods and request.method not in methods:
+                path, method = bounded_path(request.url.path), bounded_path(request.method)
+                raise MethodNotAllowedError(f"{path} takes {' or '.join(methods)}, not {method}", methods)
             response = await handler(request)
         except Exception as exc:  # noqa: BLE001  every error becomes a reply here, and nowhere else
             client = f" from {request.client.host}:{request.client.port}" if request.client else ""
@@ -156,9 +171,9 @@ def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics
         metrics.request(endpoint, response.status_code, seconds, reason)
         if _access.isEnabledFor(logging.INFO):
             _access.info(
-                "%s %s %s %d %s %.1f ms%s", request.client.host if request.client else "-", request.method,
-                _bounded(request.url.path), response.status_code, response.headers.get("content-length", "-"),
-                seconds * 1000, f" {reason}" if reason else "",
+                "%s %s %s %d %s %.1f ms%s", request.client.host if request.client else "-",
+                bounded_path(request.method), bounded_path(request.url.path), response.status_code,
+                response.headers.get("content-length", "-"), seconds * 1000, f" {reason}" if reason else "",
             )  # fmt: skip
         return response
 
@@ -166,7 +181,7 @@ def answer(endpoint: str, style: Style, handler: Handler, metrics: ServerMetrics
     return run
 
 
-def _bounded(path: str) -> str:
+def bounded_path(path: str) -> str:
     """A path as an access line shows it: printable, at most :data:`ACCESS_PATH_CHARS` characters."""
     shown = path.encode("ascii", "backslashreplace").decode("ascii").replace(" ", "%20")
     return shown if len(shown) <= ACCESS_PATH_CHARS else shown[:ACCESS_PATH_CHARS] + "..."

@@ -42,6 +42,7 @@ __all__ = [
     "EXIT_QUEUED",
     "EXIT_USAGE",
     "check_config",
+    "check_source_files",
     "log_lines",
     "nonzero",
     "open_store",
@@ -221,6 +222,27 @@ def check_config(config: ProbeConfig) -> None:
         open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
 
 
+def check_source_files(config: ProbeConfig) -> None:
+    """Each file source of ``[sources]`` can be opened, and each history folder listed, by the
+    user running the check (the service's account, run as it); a :class:`ConfigError` naming
+    the key otherwise. Only ``config check`` asks it: the service keeps running when a source
+    fails (the failure is a log line and a count), as a folder may be mounted later."""
+    from probes.errors import SourceError
+    from probes.pipeline.reading import FILE_SOURCES
+    from probes.sources.history_folder import list_folder
+    from probes.sources.inputs import open_input
+
+    for key in FILE_SOURCES:
+        for i, path in enumerate(getattr(config.sources, key)):
+            try:
+                if key == "history" and path.is_dir():
+                    list_folder(path)
+                else:
+                    open_input(path, "a history" if key == "history" else "ClassAds").close()
+            except SourceError as exc:
+                raise ConfigError(f"sources.{key}[{i}]: {exc}") from exc
+
+
 def warn_loose_token(config: ProbeConfig) -> None:
     """A warning on stderr when the token a probe sends with can be read by other users."""
     if not (config.store.url.startswith("collector+") and config.store.token_file):
@@ -235,21 +257,42 @@ def warn_loose_token(config: ProbeConfig) -> None:
 
 
 @contextlib.contextmanager
-def log_lines() -> Iterator[None]:
-    """Log INFO and above to stderr, one line per event (:class:`_LineFormatter`), while inside."""
+def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
+    """Log ``level`` and above to stderr, one line per event while inside: text
+    (:class:`_LineFormatter`) or, with ``form`` ``json``, one JSON object (:class:`_JsonFormatter`)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
+    if form == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
     root = logging.getLogger()
-    level = root.level
+    previous = root.level
     # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
     logging.getLogger("httpx").setLevel(logging.WARNING)
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(level)
     try:
         yield
     finally:
         root.removeHandler(handler)
-        root.setLevel(level)
+        root.setLevel(previous)
+
+
+class _JsonFormatter(logging.Formatter):
+    """``{"time": "2026-11-21T14:00:00Z", "logger": "fairacct.service", "level": "INFO",
+    "message": "..."}`` (and ``exception``, the traceback's text, when there is one): one object
+    per line, as journald's JSON and log shippers read them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "logger": record.name,
+            "level": record.levelname,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
 
 
 class _LineFormatter(logging.Formatter):

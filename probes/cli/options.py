@@ -46,11 +46,14 @@ def add_options(cmd: argparse.ArgumentParser, *overrides: str) -> argparse.Argum
         if o.many:
             cmd.add_argument(o.option, metavar=o.metavar, action="append", default=[], help=o.help)
         else:
-            cmd.add_argument(o.option, metavar=o.metavar, help=o.help)
+            cmd.add_argument(o.option, metavar=o.metavar, help=o.help, choices=o.choices or None)
     cmd.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    cmd.add_argument("--strict", action="store_true", default=None, help="stop at the first malformed ad")
-    if any(o in _SOURCES for o in overrides) and "--store" not in overrides:  # reads, and writes nothing
-        cmd.add_argument("--quarantine", metavar="DIR", help="keep the malformed ads read in DIR (default: not kept)")
+    if any(o in _SOURCES for o in overrides):  # only a command that reads ads has a malformed one to stop at
+        cmd.add_argument("--strict", action="store_true", default=None, help="stop at the first malformed ad")
+        if "--store" not in overrides:  # reads, and writes nothing
+            cmd.add_argument(
+                "--quarantine", metavar="DIR", help="keep the malformed ads read in DIR (default: not kept)"
+            )
     return cmd
 
 

@@ -401,16 +401,17 @@ def bill_sections(nodes: pd.DataFrame, bills: pd.DataFrame, *, per_job: bool = T
 
 
 def records_summary(enqueued: Mapping[str, int], delivery: Delivery, url: str) -> str:
-    """What became of a cycle's records (``enqueued``, by kind) once delivered to ``url``."""
+    """What became of a cycle's records (``enqueued``, by kind) once delivered to ``url``; each
+    kind's line says how many of its records the outbox holds after the delivery, however the
+    delivery stopped (a flush stops at the first batch the store fails: the kinds after it were
+    not tried, and wait all the same)."""
     flushed = delivery.flushed
     lines = []
     for kind, n in enqueued.items():
         sent = flushed.sent.get(kind, 0) if flushed else 0
         line = f"{kind}: {n} new, {sent} sent to {url}"
-        if flushed is None:  # not sent at all: the store could not be reached
-            line += f", {n} waiting in the outbox"
-        elif flushed.retried.get(kind):
-            line += f", {flushed.retried[kind]} waiting in the outbox"
+        if waiting := delivery.status.depth.get(kind, 0):
+            line += f", {waiting} waiting in the outbox"
         if flushed and flushed.dead.get(kind):
             line += f", {flushed.dead[kind]} refused (dead letters)"
         lines.append(line)

@@ -17,6 +17,7 @@ from probes.config.apel import ApelSettings
 from probes.config.collector import collector_store, store_for_collector
 from probes.config.credentials import CredentialSettings, SiteSettings
 from probes.config.fields import Section
+from probes.config.log import LogSettings
 from probes.config.machines import DEFAULT_PARTITIONS, MachineSettings, Partition
 from probes.config.policies import (
     FairnessSettings,
@@ -59,6 +60,7 @@ class ProbeConfig(Section):
     )
     store: StoreSettings = Field(default_factory=StoreSettings, description="Where records go.")
     probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state and service.")
+    log: LogSettings = Field(default_factory=LogSettings, description="What the services log, and how.")
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")
     fairshare: FairshareSettings = Field(default_factory=FairshareSettings, description="Maui-style fairshare.")
     priority: PrioritySettings = Field(default_factory=PrioritySettings, description="HTCondor priority sync.")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.config.log import LOG_FORMATS, LOG_LEVELS
 from probes.config.model import ProbeConfig, replaced
 
 __all__ = ["OVERRIDES", "Override", "apply_overrides"]
@@ -23,6 +24,7 @@ class Override:
     metavar: str
     help: str
     many: bool = True
+    choices: tuple[str, ...] = ()
 
 
 OVERRIDES = (
@@ -40,7 +42,11 @@ OVERRIDES = (
         "(a fairacct collector) or gratia+http(s)://.../gratia-servlets/rmi (GRACC)",
         many=False,
     ),
-)
+    Override("--log-level", "log", "level", "LEVEL", "the least severe events logged (default: log.level)",
+             many=False, choices=LOG_LEVELS),
+    Override("--log-format", "log", "format", "FORMAT", "text lines or JSON objects (default: log.format)",
+             many=False, choices=LOG_FORMATS),
+)  # fmt: skip
 
 
 def apply_overrides(config: ProbeConfig, values: Mapping[str, Any]) -> ProbeConfig:

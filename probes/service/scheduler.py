@@ -172,9 +172,18 @@ class ProbeService:
             why[0] = signal.Signals(signum).name
             stop.set()
 
+        def on_hangup(signum: int, frame: FrameType | None) -> None:
+            # the schedules, the store and the state are built from the configuration at start: a
+            # reload would change them under running jobs; said, rather than dying of SIGHUP's default
+            log.warning(
+                "SIGHUP: the configuration is not reloaded while the service runs; restart it to apply "
+                "a change (systemctl restart fairacct-probe)"
+            )
+
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+            previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
         try:
             self.start()
             if not stop.wait(duration):

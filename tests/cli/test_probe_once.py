@@ -51,7 +51,8 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
     code, out, err = run(capsys, "probe", "once", "--config", str(demo), "--store", down)
     assert code == EXIT_QUEUED, err
     assert "fairacct: 172 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
-    assert "slot: 36 new, 0 sent to " in out and "36 waiting in the outbox" in out
+    for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
+        assert f"\n{kind}: {n} new, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
     with Outbox(demo.parent / "state/outbox.sqlite") as outbox:
         assert outbox.status().depth == {"allocation": 72, "fairness": 4, "job": 60, "slot": 36}
 
@@ -64,6 +65,23 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
             72,
             60,
         ]
+
+
+def test_every_kind_says_it_waits_in_the_outbox_during_a_collector_outage(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
+    """Issue 39, point 5: a flush stops at the first batch the collector fails (slot's), and
+    only slot's line said its records wait; allocation, fairness and job said nothing though
+    they wait all the same. Now each kind's line says it, the same way."""
+    token = demo.parent / "token"
+    token.write_text("secret\n")
+    token.chmod(0o600)
+    down = f"collector+http://127.0.0.1:{free_port()}"  # nothing listens there
+    demo.write_text(demo.read_text() + f'\n[store]\nurl = "{down}"\ntoken_file = "{token}"\n')
+    code, out, err = run(capsys, "probe", "once", "--config", str(demo))
+    assert code == EXIT_QUEUED, err
+    for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
+        assert f"\n{kind}: {n} new, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
 
 
 def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(

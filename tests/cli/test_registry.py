@@ -170,7 +170,9 @@ def test_a_new_command_is_one_module_and_one_line_of_the_registry(
     with pytest.raises(SystemExit) as info:
         main(["hello", "--help"])
     out = capsys.readouterr().out
-    assert info.value.code == 0 and "usage: fairacct hello [-h] [--config FILE] [--json] [--strict]" in out, out
+    assert (
+        info.value.code == 0 and "usage: fairacct hello [-h] [--config FILE] [--json]" in out and "--strict" not in out
+    ), out
     assert "--times TIMES" in out and "who to greet" in out
     assert main(["hello", "world", "--times", "2"]) == 7
     assert capsys.readouterr().out == "hello world hello world\n"
@@ -179,3 +181,22 @@ def test_a_new_command_is_one_module_and_one_line_of_the_registry(
     with pytest.raises(SystemExit) as info:  # its options are its own: argparse refuses another command's
         main(["hello", "world", "--status-file", "x"])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["outbox"],
+        ["records", "job"],
+        ["export", "--from", "2026-11-01", "--to", "2026-11-02", "--out", "x.csv"],
+        ["collector", "serve"],
+        ["probe", "checkpoints"],
+        ["mappings", "install"],
+    ],
+)
+def test_strict_is_offered_only_where_ads_are_read(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39, point 7: `--strict` ("stop at the first malformed ad") was offered, and ignored,
+    by commands that read no ads; now argparse refuses it there, as any option a command lacks."""
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--strict"])
+    assert info.value.code == 2 and "unrecognized arguments: --strict" in capsys.readouterr().err

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -173,26 +174,91 @@ def test_a_looping_link_in_a_history_folder_is_skipped_by_name(
     assert f"history: skipped {folder / 'a'}: cannot be read (Too many levels of symbolic links)" in captured.err
 
 
-def test_a_history_folder_that_cannot_be_listed_is_named(condor25: Path) -> None:
-    """As a user who may not list it (nobody, when the tests run as root); in a folder of the
+def _as_nobody(*args: str) -> list[str]:
+    """The fairacct command as a user who may not list a folder closed to others (nobody, when
+    the tests run as root)."""
+    command = [str(Path(sys.executable).parent / "fairacct"), *args]
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no user to be refused")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+
+
+@pytest.fixture
+def closed_spool(condor25: Path) -> Iterator[Path]:
+    """A history folder that is searchable, not listable, by other users; in a folder of the
     system's temporary directory, as the tests' own are closed to other users."""
-    command = [str(Path(sys.executable).parent / "fairacct"), "jobs", "--history"]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: no user to be refused")
-        command = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *command]
     with tempfile.TemporaryDirectory(prefix="fairacct-test-") as top:
         Path(top).chmod(0o755)
         folder = Path(top) / "spool"
         shutil.copytree(condor25 / "per_job_history", folder)
-        folder.chmod(0o311)  # searchable, not listable
-        done = subprocess.run(
-            [*command, str(folder)], cwd="/", capture_output=True, text=True, timeout=120, check=False
+        folder.chmod(0o311)
+        state = Path(top) / "state"
+        state.mkdir()
+        if os.geteuid() == 0:
+            os.chown(state, 65534, 65534)
+        config = Path(top) / "fairacct.toml"
+        config.write_text(
+            f'[sources]\nhistory = ["{folder}"]\n[probe]\nstate_dir = "{state}"\nhistory_every_s = 1\nhealth_port = 0\n'
         )
+        config.chmod(0o644)
+        yield folder
         folder.chmod(0o755)
+
+
+def test_a_history_folder_that_cannot_be_listed_is_named(closed_spool: Path) -> None:
+    done = subprocess.run(
+        _as_nobody("jobs", "--history", str(closed_spool)), cwd="/", capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1, done.stderr
-    assert done.stderr.endswith(f"fairacct: {folder}: this history folder cannot be listed (Permission denied)\n")
+    assert done.stderr.endswith(f"fairacct: {closed_spool}: this history folder cannot be listed (Permission denied)\n")
+
+
+def test_config_check_and_probe_once_name_a_history_folder_that_cannot_be_listed(closed_spool: Path) -> None:
+    """Issue 39, point 2: `config check` passed it (exit 0) and `probe once` failed on it; now
+    the check refuses it naming the key (exit 2), and `probe once` says it in one line (exit 1)."""
+    config = str(closed_spool.parent / "fairacct.toml")
+    said = f"{closed_spool}: this history folder cannot be listed (Permission denied)"
+    check = subprocess.run(
+        _as_nobody("config", "check", "--config", config), cwd="/", capture_output=True, text=True, timeout=120
+    )
+    assert check.returncode == 2 and check.stderr == f"fairacct: configuration error: sources.history[0]: {said}\n", (
+        check.stderr
+    )
+    once = subprocess.run(
+        _as_nobody("probe", "once", "--config", config), cwd="/", capture_output=True, text=True, timeout=120
+    )
+    assert once.returncode == 1 and once.stderr.endswith(f"fairacct: {said}\n"), once.stderr
+    assert "Traceback" not in once.stderr
+
+
+def test_probe_run_logs_a_history_folder_that_cannot_be_listed_in_one_line(closed_spool: Path) -> None:
+    """The history job fails each second; its failure is one ERROR line (said once while it fails
+    the same way), never a traceback of the scheduler's, and the service goes on to a clean stop."""
+    config = str(closed_spool.parent / "fairacct.toml")
+    lines = []
+    with subprocess.Popen(
+        _as_nobody("probe", "run", "--config", config), cwd="/", stderr=subprocess.PIPE, text=True
+    ) as service:
+        assert service.stderr is not None
+        try:
+            for line in service.stderr:
+                lines.append(line)
+                if " ERROR " in line:
+                    break
+            service.send_signal(signal.SIGTERM)
+            lines += service.stderr.readlines()
+            assert service.wait(timeout=60) == 0, "".join(lines)
+        finally:
+            service.kill() if service.poll() is None else None
+    errors = [line for line in lines if " ERROR " in line]
+    assert len(errors) == 1 and errors[0].endswith(
+        f"fairacct.service ERROR history failed: {closed_spool}: this history folder cannot be listed "
+        "(Permission denied) (said once while it fails the same way)\n"
+    ), "".join(lines)
+    assert "Traceback" not in "".join(lines) and lines[-1].endswith("INFO stopped\n"), "".join(lines)
 
 
 def test_a_read_error_after_open_is_named(capsys: pytest.CaptureFixture[str]) -> None:

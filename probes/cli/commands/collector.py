@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "serve", help="take records from probes over HTTP ([collector] section) until SIGTERM or SIGINT"
         ),
         "--store",
+        "--log-level",
+        "--log-format",
     )
 
 
@@ -45,6 +47,6 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             ensure_templates(sink, settings.store.url, install=settings.store.install_templates)
         finally:
             sink.close()
-        with log_lines():
+        with log_lines(config.log.level, config.log.format):
             serve(settings)
     return EXIT_OK

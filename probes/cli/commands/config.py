@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collector.errors import ConfigError
-from probes.cli.common import EXIT_OK, check_config, warn_loose_token
+from probes.cli.common import EXIT_OK, check_config, check_source_files, warn_loose_token
 from probes.cli.options import ALL_SOURCES, add_actions, add_options
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.action == "example":
         return _examples(args)
     check_config(config)
+    check_source_files(config)
     warn_loose_token(config)
     print(json.dumps(config.model_dump(mode="json"), indent=2))
     return EXIT_OK

@@ -57,7 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = add_actions(parser)
     add_options(action("once", help="run one cycle into the store and print what it found"), *ALL_SOURCES)
     service = add_options(
-        action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"), *ALL_SOURCES
+        action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"),
+        *ALL_SOURCES,
+        "--log-level",
+        "--log-format",
     )
     service.add_argument(
         "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
@@ -221,7 +224,7 @@ def _serve(config: ProbeConfig, duration: float | None) -> int:
     check_config(config)  # what `probe once` and `config check` refuse (a missing token), refused before starting
     warn_loose_token(config)
     check_writable(config.probe.state_dir, "probe.state_dir")
-    with hold_state_dir(config.probe.state_dir, "probe.state_dir"), log_lines():
+    with hold_state_dir(config.probe.state_dir, "probe.state_dir"), log_lines(config.log.level, config.log.format):
         service = ProbeService(config, probe=probe_name())
         service.run(duration=duration)
     return EXIT_OK
