@@ -194,9 +194,13 @@ def test_a_new_command_is_one_module_and_one_line_of_the_registry(
         ["mappings", "install"],
     ],
 )
-def test_strict_is_offered_only_where_ads_are_read(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_strict_is_offered_only_where_ads_are_read(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 39, point 7: `--strict` ("stop at the first malformed ad") was offered, and ignored,
-    by commands that read no ads; now argparse refuses it there, as any option a command lacks."""
+    by commands that read no ads; now argparse refuses it there, as any option a command lacks.
+    In a temporary directory: on code that took it, `collector serve` would start there."""
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as info:
         main([*argv, "--strict"])
     assert info.value.code == 2 and "unrecognized arguments: --strict" in capsys.readouterr().err
