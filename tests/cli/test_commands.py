@@ -137,7 +137,8 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
          "fairacct: configuration error: /nonexistent.toml: no such configuration file\n"),
         (["records", "slot", "--store", "ftp://localhost/x"], 2,
          "fairacct: configuration error: store.url: expected sqlite:///PATH, http(s)://HOST:PORT, "
-         "opensearch+http(s)://HOST:PORT or collector+http(s)://HOST[:PORT], got 'ftp://localhost/x'\n"),
+         "opensearch+http(s)://HOST:PORT, collector+http(s)://HOST[:PORT] or "
+         "gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi, got 'ftp://localhost/x'\n"),
         (["records", "slot", "--since", "yesterday", "--store", "sqlite:///:memory:"], 2,
          "fairacct: configuration error: --since: expected UNIX seconds or an ISO-8601 time like 2013-03-30T00:00:00Z, "
          "got 'yesterday'\n"),

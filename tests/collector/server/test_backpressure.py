@@ -17,11 +17,11 @@ from .test_ingest import drained, post, stored
 
 
 def test_a_store_slower_than_the_probes_gets_429_and_the_outbox_stays_bounded(start_collector: Any) -> None:
-    # The flusher moves 50 records a batch, 20 batches a round: once its first round has
+    # The flusher moves 10 records a batch, 20 batches a round: once its first round has
     # stored some of 3,000 records, the store is held (another process's write transaction on
     # it) and the flusher waits on it: the store was taking records, and the outbox holds more
     # than backpressure_depth.
-    c = start_collector(backpressure_depth=100, flush_batch_size=50)
+    c = start_collector(backpressure_depth=100, flush_batch_size=10)  # 200 a round: still behind once held
     assert post(c, orjson.dumps([record(i, "p1") for i in range(3000)])).status_code == 202
     deadline = time.monotonic() + 20
     while httpx.get(f"{c.url}/healthz").json()["outbox"]["depth"] == 3000 and time.monotonic() < deadline:
