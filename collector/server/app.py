@@ -25,7 +25,9 @@ import contextlib
 import logging
 import math
 import shutil
+import signal
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -201,6 +203,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():  # where signals are delivered
+            loop.add_signal_handler(signal.SIGHUP, _said_not_to_reload)
         await asyncio.to_thread(committer.start)
         flusher.start()
         summarizer.start()
@@ -223,6 +228,16 @@ def create_app(
     app.router.default = not_found
     app.router.redirect_slashes = False  # a 307 for /v1/records/ would be an answer no one counts
     return app
+
+
+def _said_not_to_reload() -> None:
+    """SIGHUP (``systemctl reload``), called on the event loop (never inside a signal handler, where
+    a log line could land in the middle of another): the listener, the outbox and the store are
+    built from the configuration at start."""
+    _log.warning(
+        "SIGHUP: the configuration is not reloaded while the collector runs (the token directory is re-read "
+        "as it changes); restart it to apply a change (systemctl restart fairacct-collector)"
+    )
 
 
 class _Answered:

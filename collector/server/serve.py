@@ -15,7 +15,6 @@ import socket
 import ssl
 import sys
 from collections.abc import Callable
-from types import FrameType
 
 import uvicorn
 
@@ -83,7 +82,9 @@ def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None =
         _log.debug("malloc keeps its own thresholds (not glibc's)")
     server = uvicorn.Server(config)
     _log.info("collector listening on %s://%s:%d", settings.scheme, settings.listen_address, sock.getsockname()[1])
-    hangup = signal.signal(signal.SIGHUP, _on_hangup)  # uvicorn handles SIGTERM and SIGINT, not this
+    # uvicorn handles SIGTERM and SIGINT, not this: ignored until the app's lifespan says it from
+    # the event loop (create_app), rather than dying of its default
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         server.run(sockets=[sock])
     finally:
@@ -91,15 +92,6 @@ def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None =
         sock.close()
     if not server.started:
         raise FairacctError("the collector did not start; the log above says why")
-
-
-def _on_hangup(signum: int, frame: FrameType | None) -> None:
-    """SIGHUP (``systemctl reload``): said not to reload, rather than dying of its default; the
-    listener, the outbox and the store are built from the configuration at start."""
-    _log.warning(
-        "SIGHUP: the configuration is not reloaded while the collector runs (the token directory is re-read "
-        "as it changes); restart it to apply a change (systemctl restart fairacct-collector)"
-    )
 
 
 # glibc's malloc maps a block of 128 KiB or more on its own and unmaps it when freed, and trims

@@ -102,6 +102,12 @@ __all__ = ["ProbeService"]
 
 log = logging.getLogger("fairacct.service")
 
+_HANGUP_CHECK_S = 0.5
+"""How often the waiting main thread wakes (seconds): Python runs a signal's handler in the main
+thread only when it runs, and the kernel may deliver SIGTERM or SIGHUP to one of the scheduler's
+threads, which leaves a main thread blocked without a timeout deaf to it (seen: a SIGHUP said, and
+acted on, only when a later signal reached the main thread). Also when it says a noted SIGHUP."""
+
 
 class ProbeService:
     """The scheduler, its jobs, the health server. ``clock`` gives UNIX seconds (the snapshot
@@ -167,18 +173,17 @@ class ProbeService:
         stop cleanly. Returns why it stopped."""
         stop = stop or threading.Event()
         why = ["stopped"]
+        hangups: list[int] = []
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             why[0] = signal.Signals(signum).name
             stop.set()
 
         def on_hangup(signum: int, frame: FrameType | None) -> None:
-            # the schedules, the store and the state are built from the configuration at start: a
-            # reload would change them under running jobs; said, rather than dying of SIGHUP's default
-            log.warning(
-                "SIGHUP: the configuration is not reloaded while the service runs; restart it to apply "
-                "a change (systemctl restart fairacct-probe)"
-            )
+            # Only noted here: a handler runs between two bytecodes of the main thread, maybe in
+            # the middle of a log line of its own, where logging again would write into the
+            # stream's buffer re-entrantly. The wait below says it.
+            hangups.append(signum)
 
         previous = {}
         if threading.current_thread() is threading.main_thread():
@@ -186,8 +191,20 @@ class ProbeService:
             previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
         try:
             self.start()
-            if not stop.wait(duration):
-                why[0] = "--for elapsed"
+            deadline = math.inf if duration is None else time.monotonic() + duration
+            while not stop.wait(min(_HANGUP_CHECK_S, max(0.0, deadline - time.monotonic()))):
+                if hangups:
+                    hangups.clear()
+                    # the schedules, the store and the state are built from the configuration at
+                    # start: a reload would change them under running jobs; said, rather than dying
+                    # of SIGHUP's default
+                    log.warning(
+                        "SIGHUP: the configuration is not reloaded while the service runs; restart it to apply "
+                        "a change (systemctl restart fairacct-probe)"
+                    )
+                if time.monotonic() >= deadline:
+                    why[0] = "--for elapsed"
+                    break
             log.info("stopping (%s)", why[0])
         finally:
             self.stop()

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,8 @@ def test_sighup_on_the_probe_service_is_said_not_to_reload(tmp_path: Path) -> No
     lines: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True) as service:
         assert service.stderr is not None
+        watchdog = threading.Timer(90, service.kill)  # a service that never says it ends the read, not the suite
+        watchdog.start()
         try:
             for line in service.stderr:
                 lines.append(line)
@@ -128,6 +131,7 @@ def test_sighup_on_the_probe_service_is_said_not_to_reload(tmp_path: Path) -> No
                     service.send_signal(signal.SIGTERM)
             assert service.wait(timeout=60) == 0, "".join(lines)
         finally:
+            watchdog.cancel()
             if service.poll() is None:
                 service.kill()
     said = [line for line in lines if "SIGHUP" in line]
