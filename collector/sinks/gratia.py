@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -37,9 +36,8 @@ import orjson
 from collector.encoded import Encoded
 from collector.errors import ConfigError, RecordError, SinkError
 from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, record_xml
-from collector.records import encode_docs
-from collector.sinks.base import Aggregation, SendResult, TemplateCheck
-from collector.sinks.http import _tls_context
+from collector.sinks.base import SendResult
+from collector.sinks.http import WriteOnlySink, tls_context
 from collector.sinks.tls import tls_reason
 
 __all__ = ["BUNDLE_SIZE", "GratiaSink"]
@@ -53,7 +51,7 @@ _REPLY_BYTES = 500  # of a reply read, and kept in an error or dead letter
 _NOT_ALLOWED = ("is not allowed", "is not among the networks")  # the operator's to mend: retry
 
 
-class GratiaSink:
+class GratiaSink(WriteOnlySink):
     """Job records to a Gratia collector (GRACC, or fairacct's ``/gratia-servlets/rmi``); see the
     module docstring. ``probe_name`` (empty: ``condor:<fqdn>``), ``site`` (the ``SiteName`` of a
     record that names none), ``ca_file`` for https, ``timeout_s`` bounds one request,
@@ -85,7 +83,7 @@ class GratiaSink:
         self._client = httpx.Client(
             headers={"User-Agent": "fairacct-probe"},
             timeout=timeout_s,
-            verify=_tls_context(ca_file) if parts.scheme == "gratia+https" else False,
+            verify=tls_context(ca_file) if parts.scheme == "gratia+https" else False,
             transport=transport,
         )
 
@@ -94,45 +92,12 @@ class GratiaSink:
         """The sink of a store URL; ``options`` as the constructor takes them."""
         return cls(url, **options)
 
+    _no_templates = "a Gratia collector has no index templates to install"
+    _not_read = "records sent to Gratia are read in GRACC, not through the probe"
+    _not_summed = "records sent to Gratia are summed in GRACC, not through the probe"
+
     def __repr__(self) -> str:
         return f"GratiaSink({self.url!r}, probe_name={self.who.probe_name!r})"
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> GratiaSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def check_templates(self) -> TemplateCheck:
-        """A Gratia collector has no templates a probe could check."""
-        return TemplateCheck()
-
-    def install_templates(self) -> list[str]:
-        raise ConfigError(f"{self}: a Gratia collector has no index templates to install")
-
-    def count(self, kind: str) -> int:
-        raise SinkError(f"{self}: records sent to Gratia are read in GRACC, not through the probe")
-
-    def query(
-        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        raise SinkError(f"{self}: records sent to Gratia are read in GRACC, not through the probe")
-
-    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
-        raise SinkError(f"{self}: records sent to Gratia are summed in GRACC, not through the probe")
-
-    def index_aggregation(self, query: Aggregation) -> None:
-        """Nothing to do: GRACC is not read through the probe."""
-
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
-        raise SinkError(f"{self}: records sent to Gratia are summed in GRACC, not through the probe")
-
-    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
-        """Send documents of one kind; say what became of each (see the module docstring)."""
-        return self.send_encoded(kind, encode_docs(kind, docs))
 
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         """Send job records as JobUsageRecords, ``bundle_size`` to a request; records of other

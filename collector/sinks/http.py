@@ -25,7 +25,7 @@ import os
 import ssl
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -37,12 +37,63 @@ from collector.records import encode_docs
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
-__all__ = ["CollectorSink", "loose_token"]
+__all__ = ["CollectorSink", "WriteOnlySink", "loose_token", "tls_context"]
 
 _SCHEMES = {"collector+http": "http", "collector+https": "https"}
 
 
-class CollectorSink:
+class WriteOnlySink:
+    """What a sink that only sends over HTTP (to a fairacct collector, to a Gratia collector) does
+    not do, said once: the records are read, summed and templated by the service it sends to.
+    A subclass sets ``_client`` and the three reasons, and sends in :meth:`send_encoded`."""
+
+    _client: httpx.Client
+    _no_templates: str  # why install_templates is not its to do
+    _not_read: str  # why count and query are not
+    _not_summed: str  # why aggregate and delete_stale are not
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check_templates(self) -> TemplateCheck:
+        """The service sent to keeps its own templates: nothing for a probe to check."""
+        return TemplateCheck()
+
+    def install_templates(self) -> list[str]:
+        raise ConfigError(f"{self}: {self._no_templates}")
+
+    def count(self, kind: str) -> int:
+        raise SinkError(f"{self}: {self._not_read}")
+
+    def query(
+        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: {self._not_read}")
+
+    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
+        raise SinkError(f"{self}: {self._not_summed}")
+
+    def index_aggregation(self, query: Aggregation) -> None:
+        """Nothing to do: the service sent to is not read through this sink."""
+
+    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+        raise SinkError(f"{self}: {self._not_summed}")
+
+    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
+        """Send documents of one kind; say what became of each (see the module docstring)."""
+        return self.send_encoded(kind, encode_docs(kind, docs))
+
+    def send_encoded(self, kind: str, records: Encoded) -> SendResult:
+        raise NotImplementedError
+
+
+class CollectorSink(WriteOnlySink):
     """Records to a fairacct collector (see the module docstring).
 
     ``ca_file`` verifies the collector's certificate for https (default: the system's CAs);
@@ -72,7 +123,7 @@ class CollectorSink:
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {token}", "User-Agent": "fairacct-probe"},
             timeout=timeout_s,
-            verify=_tls_context(ca_file),
+            verify=tls_context(ca_file),
             transport=transport,
         )
 
@@ -82,49 +133,12 @@ class CollectorSink:
         :func:`collector.sinks.open_sink` passes as ``auth``)."""
         return cls(url, **options)
 
+    _no_templates = "the collector's operator installs the index templates of its store, not a probe"
+    _not_read = "records are read from the collector's store, not through the collector"
+    _not_summed = "summaries are computed by the collector service in its store, not through the collector"
+
     def __repr__(self) -> str:
         return f"CollectorSink({self.url!r}, token_file={str(self.token_file)!r})"
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> CollectorSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def check_templates(self) -> TemplateCheck:
-        """The collector keeps its store's templates: nothing for a probe to check."""
-        return TemplateCheck()
-
-    def install_templates(self) -> list[str]:
-        raise ConfigError(f"{self}: the collector's operator installs the index templates of its store, not a probe")
-
-    def count(self, kind: str) -> int:
-        raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
-
-    def query(
-        self, kind: str, *, since: str | None = None, until: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        raise SinkError(f"{self}: records are read from the collector's store, not through the collector")
-
-    def aggregate(self, query: Aggregation) -> list[dict[str, Any]]:
-        raise SinkError(
-            f"{self}: summaries are computed by the collector service in its store, not through the collector"
-        )
-
-    def index_aggregation(self, query: Aggregation) -> None:
-        """Nothing to do: the collector's store is not reached through it."""
-
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
-        raise SinkError(
-            f"{self}: summaries are computed by the collector service in its store, not through the collector"
-        )
-
-    def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:
-        """Send documents of one kind; say what became of each (see the module docstring)."""
-        return self.send_encoded(kind, encode_docs(kind, docs))
 
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         """Send records of one kind, their JSON as it is, joined into one array; say what became
@@ -186,7 +200,7 @@ class CollectorSink:
         raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
 
 
-def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+def tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
     """Certificates are checked against ``ca_file``, or the system's CAs."""
     try:
         return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
