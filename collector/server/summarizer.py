@@ -173,13 +173,15 @@ class Summarizer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            pause_s = 0.0
             try:
                 self.run_due()
             except _Stopped:
                 return
             except Exception as exc:  # noqa: BLE001  counted and shown; the next run may do better
                 self._crashed(exc)
-            self._stop.wait(max(0.0, self.next_due() - self._clock()))
+                pause_s = 1.0  # a clock that jumps or has lost its precision must not make this a busy loop
+            self._stop.wait(max(pause_s, self.next_due() - self._clock()))
 
     def _crashed(self, exc: Exception) -> None:
         now = self._clock()
