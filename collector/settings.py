@@ -191,6 +191,11 @@ class CollectorSettings(_Section):
         description="Gratia probes the Gratia endpoint accepts records from, each with the networks it sends "
         'from: [{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"]}]; empty: none.',
     )
+    trusted_proxies: list[Annotated[Network, BeforeValidator(_network)]] = Field(
+        default_factory=list,
+        description="Addresses or CIDRs of the proxies whose X-Forwarded-For the collector believes, e.g. "
+        "[\"127.0.0.1\"] behind nginx on the same host; empty: a request's address is always its connection's.",
+    )
     probes: list[ProbeScope] = Field(
         default_factory=list,
         description='The sites and pools each probe may report for, e.g. [{probe = "fairacct@ce01.example.org", '

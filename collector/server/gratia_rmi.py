@@ -51,10 +51,10 @@ list of senders and answers every request it refuses with 400 and that text, and
 which reads only the text, keeps the records and retries, so nothing is lost while the
 operator adds the name. **An empty list refuses every sender**: the endpoint is off until
 senders are named (a collector reachable from the network must not take records in any name
-from anyone). The address is the connection's, or the one a proxy the collector trusts gives
-in ``X-Forwarded-For`` (uvicorn's ``forwarded_allow_ips``: 127.0.0.1 unless the environment's
-``FORWARDED_ALLOW_IPS`` says otherwise). Senders' bodies, carrying no token, are read and
-inflated within the memory of requests without one (:mod:`collector.server.sources`).
+from anyone). The address is the connection's, or the one a proxy listed in
+``collector.trusted_proxies`` gives in ``X-Forwarded-For`` (none by default). Senders' bodies,
+carrying no token, are read and inflated within the memory of requests without one
+(:mod:`collector.server.sources`).
 
 **Records** become documents of kind ``gratia`` exactly as GRACC's collector makes them
 (collector/gratia/); their ids are hashes of their content, so an envelope sent again (gratia-probe

@@ -56,6 +56,10 @@ def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None =
         access_log=False,
         log_config=None,  # the caller's logging (one line per event on stderr)
         server_header=False,
+        # an X-Forwarded-For believed from anyone (uvicorn's default: from 127.0.0.1, or as the environment
+        # says) would let any local user take a Gratia sender's address
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=[str(n) for n in settings.trusted_proxies],
         timeout_graceful_shutdown=30,
     )
     try:

@@ -236,6 +236,25 @@ def test_a_listed_senders_bodies_are_held_within_its_addresss_budget(gratia: Col
     assert ping(c).status_code == 400  # from 127.0.0.1: in neither sender's networks
 
 
+def test_a_forwarded_address_is_believed_only_from_a_trusted_proxy(gratia: Collector, tmp_path: Path) -> None:
+    """uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise, so any local user of
+    the collector's host could take a listed sender's address. Believed only from the proxies in
+    collector.trusted_proxies (none by default)."""
+    form = b"command=update&arg1=xxx&from=condor:ce01"
+    head = {"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-For": LISTED}
+    posing = httpx.post(f"{gratia.url}/gratia-servlets/rmi", content=form, headers=head, timeout=30)
+    assert (posing.status_code, posing.text) == (
+        400, "Error handling request: address 127.0.0.1 is not among the networks of collector.gratia_senders: "
+             "ask the collector's operator to add the sender with the networks it sends from")  # fmt: skip
+    for c in start(tmp_path, trusted_proxies=["127.0.0.1"], gratia_senders=[
+            {"probe": "condor:ce01", "networks": [f"{LISTED}/32"]}]):  # fmt: skip
+        proxied = httpx.post(f"{c.url}/gratia-servlets/rmi", content=form, headers=head, timeout=30)
+        assert (proxied.status_code, proxied.text) == (200, "OK")
+        with rmi_from(ELSEWHERE) as stranger:  # not a trusted proxy: its header is not believed
+            refused = stranger.post(f"{c.url}/gratia-servlets/rmi", content=form, headers=head)
+        assert refused.status_code == 400 and "address 127.0.0.3 is not among" in refused.text, refused.text
+
+
 @pytest.mark.parametrize(
     "headers",
     [b"X-Pad: " + b"p" * 100_000 + b"\r\n", b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 40) for i in range(2000))],
