@@ -101,15 +101,25 @@ def _until(condition: Any, timeout_s: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_run_that_crashes_is_counted_and_the_thread_goes_on(tmp_path: Path) -> None:
-    """A clock past datetime's years (1e13 s, year 318,857) makes a run fail with no FairacctError:
-    once the end of the thread, silently; now counted, shown, and tried again a minute later."""
+def _crashed_once(tmp_path: Path, now: float) -> Summarizer:
+    """A summarizer started with its clock stopped at ``now`` (UNIX seconds), once its first run crashed."""
     path = tmp_path / "store.sqlite"
     EmbeddedStore(path).close()
-    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 7, 900.0),), probe="t", clock=lambda: 1e13)
+    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 7, 900.0),), probe="t", clock=lambda: now)
     summarizer.start()
     try:
         _until(lambda: summarizer.state.crashes >= 1)
+    except AssertionError:
+        summarizer.stop()
+        raise
+    return summarizer
+
+
+def test_a_run_that_crashes_is_counted_and_the_thread_goes_on(tmp_path: Path) -> None:
+    """A clock past datetime's years (1e13 s, year 318,857) makes a run fail with no FairacctError:
+    once the end of the thread, silently; now counted, shown, and tried again a minute later."""
+    summarizer = _crashed_once(tmp_path, 1e13)
+    try:
         assert summarizer.alive and summarizer.state.crashed is not None
         assert summarizer.state.crashed.startswith("ValueError: year 318857"), summarizer.state.crashed
         assert summarizer.next_due() == 1e13 + CRASH_RETRY_S and summarizer.state.runs == 0
@@ -122,12 +132,8 @@ def test_a_run_that_crashes_is_counted_and_the_thread_goes_on(tmp_path: Path) ->
 def test_a_clock_without_precision_does_not_make_a_busy_loop(tmp_path: Path) -> None:
     """At 1e20 s a float cannot add the minute's retry (1e20 + 60 == 1e20): the retry is due at once,
     and the thread crashed in a loop (the first version of the test above caught it only by chance)."""
-    path = tmp_path / "store.sqlite"
-    EmbeddedStore(path).close()
-    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 7, 900.0),), probe="t", clock=lambda: 1e20)
-    summarizer.start()
+    summarizer = _crashed_once(tmp_path, 1e20)
     try:
-        _until(lambda: summarizer.state.crashes >= 1)
         time.sleep(0.5)
         assert summarizer.state.crashes == 1  # a second apart at least
     finally:
