@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from collector.books import set_open_apart
 from collector.errors import ConfigError
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
-from collector.books import set_open_apart
 from collector.summaries.audit import DEFAULT_LAG_S, open_held, submitter_audit
 from probes.accounting._tables import RESOURCES
 from probes.accounting.audit import node_books
