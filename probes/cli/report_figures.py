@@ -103,7 +103,7 @@ def _verdict(report: AuditReport, history_jobs: int) -> str:
             "not run or while it waited, a job that ran unbilled, records lost or doubled)."
         )
     else:
-        said = f"The books balance: each of the {rows} rows is within its bound."
+        said = f"The books balance: 0 of {rows} rows beyond their bound."
     if report.open_jobs:
         said += (
             f" No fault in the {report.open_core_hours:.4g} core-hours held by the {report.open_jobs} jobs still "

@@ -281,4 +281,5 @@ def test_the_command_prints_the_books_as_a_table_and_as_json(
     page = (tmp_path / "report" / "index.html").read_text()
     section = page[page.index("The books: allocation records against completed jobs") :]
     assert "0 of 4 rows" in section and "alice@pool" in section and "Nodes out of balance" in section
-    assert f"synthetic {T0 + 1140:.0f}-{T0 + 1200:.0f} (60 s)" in section  # the dropped snapshot's gap
+    # the dropped snapshot's gap, as UTC times and a duration a reader takes in (not UNIX seconds)
+    assert "synthetic 2027-01-15 08:19 UTC to 2027-01-15 08:20 UTC (60 s)" in section
