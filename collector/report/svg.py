@@ -20,7 +20,7 @@ __all__ = ["PALETTE", "bar_chart", "has_values", "line_chart"]
 PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 70
-X_LABEL_CHARS = 26
+X_LABEL_CHARS = 30
 """The longest label below a plot, in characters; a longer one is shortened (its whole text in a tooltip)."""
 LEGEND_CHARS = 20
 """The longest name in a legend, in characters (the legend's column is ``RIGHT`` wide)."""
@@ -150,9 +150,11 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
     parts, zero, scale = _frame(title, unit, _ticks(max(values)), 0.0)
     n = max(1, len(xs) - 1)
     step = (WIDTH - LEFT - RIGHT) / n
+    # one point alone stands in the middle, not on the axis where it reads as part of it
+    first = LEFT + (WIDTH - LEFT - RIGHT) / 2 if len(xs) == 1 else LEFT
     for s, (name, vs) in enumerate(series.items()):
         colour = PALETTE[s % len(PALETTE)]
-        points = [(LEFT + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
+        points = [(first + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for (x, y), v, label in zip(points, vs, xs, strict=True):
@@ -162,6 +164,6 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
             )
     every = max(1, len(xs) // 10)
     shown = [label for i, label in enumerate(xs) if i % every == 0]
-    parts += [_x_label(LEFT + i * every * step, HEIGHT - BOTTOM + 12, label) for i, label in enumerate(shown)]
+    parts += [_x_label(first + i * every * step, HEIGHT - BOTTOM + 12, label) for i, label in enumerate(shown)]
     parts += _legend(list(series))
     return _svg(parts, title, shown)
