@@ -30,14 +30,16 @@ _EVERY = 5
 
 def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     """Scheduling, job and system efficiency per set (a table of
-    :func:`~probes.pipeline.stored_efficiency.store_efficiency`)."""
+    :func:`~probes.pipeline.stored_efficiency.store_efficiency`; its core-seconds shown as core-hours)."""
     names = frame["set"].astype(str).tolist()
     series = {k: frame[k].astype(float).tolist() for k in ("scheduling", "job", "system")}
-    table = frame[
+    # core-hours, as the rest of the page: a reader does not take in 1,728,000 core-seconds
+    hours = {f"{k}_core_hours": frame[f"{k}_core_s"].astype(float) / 3600.0 for k in ("available", "dedicated")}
+    table = frame.assign(**hours)[
         [
             "set",
-            "available_core_s",
-            "dedicated_core_s",
+            "available_core_hours",
+            "dedicated_core_hours",
             "scheduling",
             "scheduling_cu",
             "jobs",

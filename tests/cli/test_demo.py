@@ -102,6 +102,8 @@ def test_durations_and_times_read_as_hours_days_and_utc(demo: Path) -> None:
         "demo 2026-11-21 22:26:40 UTC to 2026-12-01 00:00 UTC (9.06 days)"
     ) in page
     assert "longest snapshot interval 5 min + 2 s" in page
+    # the efficiency table in core-hours, as the rest of the page (not 10^6 core-seconds)
+    assert " available_core_hours " in page and "available_core_s" not in page
 
 
 def test_labels_fit_their_plot_and_keep_their_whole_text(demo: Path) -> None:
