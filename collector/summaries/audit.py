@@ -172,17 +172,18 @@ def _held(
 
 def open_held(sink: Sink, start: float, end: float, *, reach_s: float) -> pd.DataFrame:
     """Core-seconds held inside ``[start, end)`` (UNIX seconds) by the jobs still running: those
-    whose allocation records are in their pool's newest snapshot of the store and that have no
-    job record ending at or after the snapshot before it (the history holds a job once it has
-    left the queue), per ``submitter``, ``site`` and ``job_id``, with ``pool``
-    (:func:`collector.books.set_open_apart` sets them apart). Empty when no such job ran in the
-    window. Asks the store per job only for the window's jobs of those pools."""
+    whose allocation records are in their pool's newest snapshot in the store (however long after
+    the window: a job may run for days) and that have no job record ending after ``reach_s``
+    before that snapshot (the history holds a job once it has left the queue), per ``pool``,
+    ``submitter``, ``site`` and ``job_id`` (:func:`collector.books.set_open_apart` sets them
+    apart). Empty when no such job ran in the window. The window's allocation records are summed
+    per job here, once: for a report or an audit, not for every day of the daily summaries."""
     columns = ["pool", "submitter", "site", "job_id", "core_s"]
     newest = _sum(sink, Aggregation("slot", ("pool",), (Total("last", ("observed_at",), op="max"),), None))
     running: set[tuple[object, object]] = set()
     for pool, last in newest[["pool", "last"]].itertuples(index=False):
-        if last is None or last != last or float(last) - reach_s >= end:
-            continue  # the pool's newest snapshot is past the window by more than one can stand for
+        if last is None or last != last:
+            continue
         seen = _sum(
             sink,
             Aggregation("allocation", ("pool", "job_id"), (Total("records"),), None, _iso(float(last)),
