@@ -99,6 +99,7 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
         vo_attribute=a.vo_attribute,
         vo_map=dict(a.vo_map),
         site_benchmarks=dict(a.site_benchmarks),
+        gratia_vos=tuple(a.gratia_vos),
         placeholder_site=config.site.default,
     )
 
