@@ -93,9 +93,6 @@ NOT_BATCH = "ResourceType not Batch and Grid not Local (gracc-apel counts a payl
 OTHER_VO = "VO not in [apel] gratia_vos (gracc-apel reports only its listed VOs)"
 """Why a Gratia record of a VO not listed is not sent."""
 
-NOT_SELECTED = frozenset({NOT_BATCH, OTHER_VO})
-"""The reasons of records gracc-apel's query does not select: not sent, and never counted unsited."""
-
 NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
 """Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
 
@@ -388,8 +385,7 @@ def apel_months(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOpti
         table, merges = _apel_table(sink.aggregate(_aggregation(options, since, until)), options)
         result.tables.append(table)
         result.merged.extend(merges)
-        unsited = table["Site"].isna() & ~table["left_out"].isin(NOT_SELECTED)
-        result.unsited_jobs += int(table.loc[unsited, "NumberOfJobs"].sum())
+        result.unsited_jobs += int(table.loc[table["Site"].isna(), "NumberOfJobs"].sum())
         result.months.extend(_months(table, options))
     return result
 
