@@ -63,9 +63,9 @@ from collector.apel.keys import NAME_KEYS, Merge, clean, merge_spellings, too_lo
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = [
+    "GRACC_APEL_VOS",
     "ApelMonth",
     "ApelOptions",
-    "GRACC_APEL_VOS",
     "ApelResult",
     "apel_months",
     "apel_table",
@@ -150,12 +150,17 @@ def month_bounds(year: int, month: int) -> tuple[str, str]:
     return f"{year:04d}-{month:02d}-01T00:00:00Z", f"{after[0]:04d}-{after[1]:02d}-01T00:00:00Z"
 
 
+_GRATIA_KEYS = (
+    "SiteName", "ProbeName", "DN", "VOName", "ReportableVOName", "Processors", "NodeCount", "ResourceType", "Grid",
+)  # fmt: skip
+"""What Gratia records are grouped by: APEL's keys of them, and what gracc-apel selects on."""
+
+
 def _aggregation(options: ApelOptions, since: str, until: str) -> Aggregation:
     if options.source == "gratia":
         return Aggregation(
             "gratia",
-            ("SiteName", "ProbeName", "DN", "VOName", "ReportableVOName", "Processors", "NodeCount", "ResourceType",
-             "Grid"),  # fmt: skip
+            _GRATIA_KEYS,
             (
                 Total("jobs"),  # GRACC's Count, which gracc-apel sends: one a record, whatever its Njobs
                 Total("wall_s", ("WallDuration",), whole=True),

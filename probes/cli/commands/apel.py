@@ -46,7 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
     parser.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
     parser.add_argument(
-        "--source", choices=("job", "gratia"), default="job", help="fairacct's job records or Gratia records"
+        "--source",
+        choices=("job", "gratia"),
+        default="job",
+        help="fairacct's job records, or Gratia records as gracc-apel sends them (Batch or Grid Local, of [apel] "
+        "gratia_vos, records counted)",
     )
     parser.add_argument(
         "--switch-kind",
