@@ -20,6 +20,7 @@ from collector.apel import KINDS, ApelOptions, apel_months, job_records, render
 from collector.apel.grouping import NOT_BATCH, OTHER_VO
 from collector.apel.view import apel_view
 from collector.gratia import envelope_docs
+from collector.sinks import Sink
 from collector.sinks.sqlite import EmbeddedStore
 from probes.cli import main
 from probes.pipeline.records import job_docs
@@ -298,8 +299,10 @@ GRATIA_EXPECTED = {
 }
 
 
-def test_gratia_records_reach_apel_as_gracc_apel_sends_them(apel_server: ApelServer, tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path / "store.sqlite")
+def test_gratia_records_reach_apel_as_gracc_apel_sends_them(
+    apel_server: ApelServer, empty_store: Sink, tmp_path: Path
+) -> None:
+    store = empty_store  # the embedded store and Elasticsearch (osmem-server): each sums whole wall seconds
     docs = envelope_docs(envelope(GRATIA_MONTH), probe="gratia-test").docs
     assert len(store.send("gratia", docs).acked) == 6
     options = ApelOptions(source="gratia", site_benchmarks={"T2_G": SPEED})
@@ -320,4 +323,3 @@ def test_gratia_records_reach_apel_as_gracc_apel_sends_them(apel_server: ApelSer
                                                          gratia_vos=("CMS", "nova")))  # fmt: skip
     assert {r["VO"]: r["NumberOfJobs"] for r in listed.months[0].summaries} == {"cms": 3, "nova": 1}
     assert listed.months[0].left_out == {NOT_BATCH: 1, OTHER_VO: 1}  # atlas, now
-    store.close()
