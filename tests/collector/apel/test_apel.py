@@ -272,3 +272,12 @@ def test_the_parser_refuses_what_apel_refuses() -> None:
         with pytest.raises(AssertionError):
             parse(bad)
     assert math.isfinite(date.today().year)
+
+
+def test_the_gratia_vos_are_gracc_apels_by_default() -> None:
+    # opensciencegrid/gracc-apel's vo_list, in [apel] gratia_vos and in the options alike
+    from collector.apel.grouping import GRACC_APEL_VOS
+    from probes.config.apel import ApelSettings
+
+    assert GRACC_APEL_VOS == ("atlas", "alice", "belle", "cms", "enmr.eu", "lhcb")
+    assert tuple(ApelSettings().gratia_vos) == ApelOptions().gratia_vos == GRACC_APEL_VOS
