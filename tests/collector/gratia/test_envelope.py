@@ -203,7 +203,7 @@ def test_elasticsearch_indexes_them_by_end_time_with_gracc_types(
     types = es_sink.field_types("gratia")["fairacct-gratia-2016.05"]
     expected = {
         "EndTime": "date", "CreateTime": "date", "timestamp": "date", "TimeInstant_submit": "date",
-        "WallDuration": "double", "CpuDuration": "double", "CpuDuration_user": "double", "CoreHours": "double",
+        "WallDuration": "long", "CpuDuration": "double", "CpuDuration_user": "double", "CoreHours": "double",
         "TimeDuration_CommittedTime": "double", "Network_phaseUnit": "double",
         "VOName": "keyword", "ProbeName": "keyword", "Processors": "integer", "Resource_ExitCode": "keyword",
         "Njobs": "long", "NodeCount": "integer", "Network": "double",
