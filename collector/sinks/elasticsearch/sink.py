@@ -265,7 +265,9 @@ class ElasticsearchSink:
         result.retry.update(errors)
 
     def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id."""
+        """Sort a bulk response's items into ``result``; return the transient errors by id. A
+        stored item's ``result`` says whether its id was new to the index (``created``) or there
+        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
         items = response.get("items") if isinstance(response, Mapping) else None
         if not isinstance(items, list) or len(items) != len(ids):
             got = len(items) if isinstance(items, list) else "no"
@@ -278,6 +280,11 @@ class ElasticsearchSink:
                 transient[id_] = f"{self._where}: no status for this document in the bulk response"
             elif 200 <= status < 300:
                 result.acked.append(id_)
+                told = outcome.get("result")
+                if told == "created":
+                    result.created.append(id_)
+                elif told in ("updated", "noop"):  # the id was in the index already
+                    result.existed.append(id_)
             elif is_transient(status):
                 transient[id_] = f"{status} {error_text(outcome.get('error'))}"
             else:
