@@ -15,8 +15,9 @@ no caller needs to know which store it has: writing (``send``), reading back (``
 composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
 summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left
 stale (``delete_stale``: summaries of groups that no
-longer exist) and the index templates (``check_templates``, ``install_templates``), which a store
-without templates answers trivially.
+longer exist), the index templates (``check_templates``, ``install_templates``), which a store
+without templates answers trivially, and whether it can be reached at all (``ping``: ``config
+check --connect``).
 """
 
 from __future__ import annotations
@@ -144,5 +145,11 @@ class Sink(Protocol):
 
     def install_templates(self) -> list[str]:
         """Install (or update) the index template of every kind; the names installed."""
+
+    def ping(self) -> str:
+        """Reach the store as a write would, storing nothing (the embedded store: its write lock;
+        Elasticsearch: who the cluster is, with the credentials; a collector: ``/healthz`` and the
+        token): what answered, in a few words. A :class:`~collector.errors.SinkError` saying why
+        it cannot be reached otherwise."""
 
     def close(self) -> None: ...

@@ -17,6 +17,7 @@ that index in order.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -85,6 +86,16 @@ class EmbeddedStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def ping(self) -> str:
+        """Take the write lock and let it go (a transaction that writes nothing): the file and
+        its directory are writable by this user, and no other writer holds the lock longer than
+        the timeout."""
+        if self.path != ":memory:" and not os.access(self.path, os.W_OK):
+            raise StoreError(f"{self.path}: the embedded store is not writable by user id {os.geteuid()}")
+        with write_transaction(self._db, self.path, "cannot take the embedded store's write lock"):
+            pass
+        return f"{self.path} writable"
 
     def _table(self, kind: str) -> str:
         if kind not in KINDS:

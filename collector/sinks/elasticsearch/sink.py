@@ -298,6 +298,15 @@ class ElasticsearchSink:
 
     # -- templates ------------------------------------------------------------------------------
 
+    def ping(self) -> str:
+        """Ask the cluster who it is, with this sink's credentials (``GET /``): its name, flavour
+        and version; :class:`ElasticsearchError` when it does not answer or refuses them."""
+        info = self._client.request("GET", "/", None, what="asking the cluster who it is")
+        version = info.get("version") if isinstance(info, Mapping) else None
+        version = version if isinstance(version, Mapping) else {}
+        name = info.get("cluster_name", "?") if isinstance(info, Mapping) else "?"
+        return f"cluster {name} ({version.get('distribution', 'elasticsearch')} {version.get('number', '?')})"
+
     def install_templates(self) -> list[str]:
         """Put the index template of every kind (idempotent: a template is replaced by its
         current version); return their names."""
