@@ -1,8 +1,8 @@
 """Whether what a configuration names can be reached: ``fairacct config check --connect``.
 
 Each thing is tried as the probe (or the collector) would use it, storing nothing, within one
-deadline (``timeout_s``): the pool's collectors (each group of replicas, by an htcondor2 query of
-their own ad, in a worker process killed at the deadline, as every live query is), the store
+deadline (``timeout_s``): the pool's collectors (each group of replicas, by an htcondor2
+``locateAll`` of the schedds, in a worker process killed at the deadline, as every live query is), the store
 (:meth:`~collector.sinks.base.Sink.ping`: the embedded store's write lock, Elasticsearch's
 cluster with the credentials, a fairacct collector's ``/healthz`` and the probe's token, a
 Gratia collector's answer) and, in a collector's configuration, the collector's own store. Each
@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collector.errors import FairacctError
+from collector.errors import ElasticsearchError, FairacctError
 
 if TYPE_CHECKING:
     from collector.settings import SinkSettings
     from probes.config import ProbeConfig
 
 __all__ = ["Reached", "reach"]
+
+_CREDENTIALS_HINT = "; check {key}.username with password_file or password_env, or {key}.api_key_file or api_key_env"
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,8 @@ def reach(config: ProbeConfig, *, timeout_s: float) -> list[Reached]:
 
 
 def _pool(config: ProbeConfig, timeout_s: float) -> list[Reached]:
-    """Each group of the pool's collector replicas, asked for their own ads (a query as small as
-    a collector answers), the first replica to answer for its group."""
+    """Each group of the pool's collector replicas, asked for the schedds it knows (as a history
+    pass asks first), the first replica to answer for its group."""
     import htcondor2
 
     from probes.sources.live.calls import Calls, collector_name, replica_groups
@@ -61,13 +63,16 @@ def _pool(config: ProbeConfig, timeout_s: float) -> list[Reached]:
             name = "pool collector " + ", ".join(collector_name(a) for a in group)
             try:
                 ads, answered = calls.failover(
-                    group, "query", lambda c: c.query(htcondor2.AdType.Collector, projection=["Name"])
+                    group, "locate schedds", lambda c: c.locateAll(htcondor2.DaemonType.Schedd)
                 )
             except FairacctError as exc:
                 tried.append(Reached(name, False, str(exc)))
                 continue
             names = sorted({str(ad.get("Name", "?")) for ad in ads})
-            tried.append(Reached(name, True, f"{answered} answered ({', '.join(names) or 'no collector ad'})"))
+            said = f"{answered} answered, {len(names)} schedd(s) known" + (f": {', '.join(names)}" if names else "")
+            if unknown := sorted(set(pool.schedds) - set(names)):
+                said += f"; not among them (pool.schedds): {', '.join(unknown)}"
+            tried.append(Reached(name, True, said))
     finally:
         if calls.bindings is not None:
             calls.bindings.close()
@@ -92,6 +97,9 @@ def _store(key: str, store: SinkSettings, base: Path, timeout_s: float) -> Reach
             check = sink.check_templates()
         finally:
             sink.close()
+    except ElasticsearchError as exc:
+        hint = _CREDENTIALS_HINT.format(key=key) if exc.status in (401, 403) else ""
+        return Reached(name, False, f"{exc}{hint}")
     except FairacctError as exc:
         return Reached(name, False, str(exc))
     if not check.ok and not store.install_templates:

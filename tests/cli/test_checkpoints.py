@@ -109,6 +109,42 @@ def test_a_backfill_says_its_jobs_were_stored_already(
     )
 
 
+def test_a_backfill_to_a_collector_says_the_collector_cannot_tell(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collector acknowledges records once they are in its outbox, before its store has them:
+    it cannot say which it held already, and probe once says so rather than count them new."""
+    from probes.cli.common import probe_name
+
+    from ..collector.server.conftest import Collector, free_port
+
+    jobs, _ = read_history([HISTORY])
+    sites = sorted(str(s) for s in jobs["site"].dropna().unique())
+    scope = {"probe": probe_name(), "sites": sites, "pools": ["demo"]}  # the records are in this host's name
+    settings = {"flush_every_s": 0.2, "probes": [scope]}
+    collector = Collector(tmp_path / "collector", free_port(), {probe_name(): "token-one"}, settings).start()
+    try:
+        token = tmp_path / "token"
+        token.write_text("token-one\n")
+        token.chmod(0o600)
+        url = f"collector+http://127.0.0.1:{collector.port}"
+        config.write_text(config.read_text() + f'[store]\nurl = "{url}"\ntoken_file = "{token}"\n')
+        code, out, err = run(capsys, "probe", "once", "--config", str(config))
+        assert code == 0, err
+        assert (
+            f"\njob: 60 records, 60 sent to {url}\n  {url} does not say which of the records sent it held already\n"
+            in out
+        )
+        code, out, err = run(capsys, "probe", "checkpoints", "--config", str(config), "--reset", str(HISTORY))
+        assert code == 0, err
+        code, out, err = run(capsys, "probe", "once", "--config", str(config), "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert (doc["sent"], doc["new"], doc["already_stored"], doc["untold"]) == ({"job": 60}, {}, {}, {"job": 60})
+    finally:
+        collector.stop()
+
+
 def test_a_checkpoint_is_not_changed_under_a_running_probe(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
