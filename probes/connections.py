@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Reached", "reach"]
 
 _CREDENTIALS_HINT = "; check {key}.username with password_file or password_env, or {key}.api_key_file or api_key_env"
+_PRIVILEGE_HINT = "; the credentials of {key} are accepted, without the privilege this needs"
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _store(key: str, store: SinkSettings, base: Path, timeout_s: float) -> Reach
         finally:
             sink.close()
     except ElasticsearchError as exc:
-        hint = _CREDENTIALS_HINT.format(key=key) if exc.status in (401, 403) else ""
+        hint = {401: _CREDENTIALS_HINT, 403: _PRIVILEGE_HINT}.get(exc.status or 0, "").format(key=key)
         return Reached(name, False, f"{exc}{hint}")
     except FairacctError as exc:
         return Reached(name, False, str(exc))

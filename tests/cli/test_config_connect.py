@@ -99,21 +99,30 @@ def test_an_elasticsearch_store_is_reached_and_its_templates_checked(
         clone.close()
 
 
-class _Secured(http.server.BaseHTTPRequestHandler):
-    """What Elasticsearch with security on answers a request without credentials."""
+_UNAUTHENTICATED = (
+    b'{"error":{"type":"security_exception","reason":"missing authentication credentials for REST request [/]"},'
+    b'"status":401}'
+)
+_UNAUTHORIZED = (
+    b'{"error":{"type":"security_exception","reason":"action [cluster:monitor/main] is unauthorized for user '
+    b'[writer]"},"status":403}'
+)
 
-    ANSWER = (
-        b'{"error":{"type":"security_exception","reason":"missing authentication credentials for REST request [/]"},'
-        b'"status":401}'
-    )
+
+class _Secured(http.server.BaseHTTPRequestHandler):
+    """What Elasticsearch with security on answers a request without credentials (401), or with
+    those of a user without the privilege asked for (403): ``status`` says which."""
+
+    status = 401
 
     def do_GET(self) -> None:
-        self.send_response(401)
+        answer = _UNAUTHENTICATED if self.status == 401 else _UNAUTHORIZED
+        self.send_response(self.status)
         self.send_header("WWW-Authenticate", 'Basic realm="security"')
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.ANSWER)))
+        self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
-        self.wfile.write(self.ANSWER)
+        self.wfile.write(answer)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -122,6 +131,16 @@ class _Secured(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def secured() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Secured)
+    yield from _serve(server)
+
+
+@pytest.fixture
+def unprivileged() -> Iterator[str]:
+    handler = type("_Unprivileged", (_Secured,), {"status": 403})
+    yield from _serve(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler))
+
+
+def _serve(server: http.server.ThreadingHTTPServer) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -141,6 +160,22 @@ def test_an_elasticsearch_store_that_refuses_the_credentials_is_named(
         "security_exception: missing authentication credentials for REST request [/]; check store.username with "
         "password_file or password_env, or store.api_key_file or api_key_env"
     ]
+
+
+def test_credentials_without_a_privilege_are_told_from_wrong_ones(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, unprivileged: str
+) -> None:
+    """403: the credentials were accepted (GET / needs a privilege a writer need not have), but
+    the index templates, which the probe reads at its first flush, cannot be read with them."""
+    config = write_config(tmp_path, f'[store]\nurl = "{unprivileged}"\n')
+    code, lines, err = check(capsys, config)
+    assert code == EXIT_FAILED, err
+    [line] = lines
+    assert line.startswith(f"store {unprivileged}: FAILED: elasticsearch {unprivileged}: reading index template "), line
+    assert line.endswith(
+        "403 security_exception: action [cluster:monitor/main] is unauthorized for user [writer]; the credentials "
+        "of store are accepted, without the privilege this needs"
+    ), line
 
 
 def test_a_collector_store_its_healthz_and_the_token(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -300,8 +300,15 @@ class ElasticsearchSink:
 
     def ping(self) -> str:
         """Ask the cluster who it is, with this sink's credentials (``GET /``): its name, flavour
-        and version; :class:`ElasticsearchError` when it does not answer or refuses them."""
-        info = self._client.request("GET", "/", None, what="asking the cluster who it is")
+        and version; :class:`ElasticsearchError` when it does not answer or refuses them (401).
+        A 403 says the credentials were accepted, without the ``monitor`` privilege that ``GET /``
+        needs and a writer need not have: that is an answer."""
+        try:
+            info = self._client.request("GET", "/", None, what="asking the cluster who it is")
+        except ElasticsearchError as exc:
+            if exc.status != 403:
+                raise
+            return "the credentials accepted (GET / is not theirs to ask: 403)"
         version = info.get("version") if isinstance(info, Mapping) else None
         version = version if isinstance(version, Mapping) else {}
         name = info.get("cluster_name", "?") if isinstance(info, Mapping) else "?"
