@@ -209,6 +209,25 @@ def test_a_collector_store_its_healthz_and_the_token(capsys: pytest.CaptureFixtu
     ), lines
 
 
+def test_a_gratia_store_answers_or_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A Gratia collector has no health check nor token: it answers its servlet's URL (the
+    fairacct collector's Gratia endpoint takes POSTs only, and says 405 to a GET), or not."""
+    collector = Collector(tmp_path / "collector", free_port(), {"p1": "token-one"}, {"flush_every_s": 0.2}).start()
+    url = f"gratia+http://127.0.0.1:{collector.port}/gratia-servlets/rmi"
+    config = write_config(tmp_path, f'[store]\nurl = "{url}"\n')
+    try:
+        code, lines, err = check(capsys, config)
+        assert (code, lines) == (0, [f"store {url}: ok: the Gratia collector answered (HTTP 405)"]), err
+    finally:
+        collector.stop()
+    code, lines, err = check(capsys, config)
+    assert code == EXIT_FAILED, err
+    assert lines[0].startswith(
+        f"store {url}: FAILED: http://127.0.0.1:{collector.port}/gratia-servlets/rmi: no answer from the Gratia "
+        "collector ("
+    ), lines
+
+
 def test_a_collectors_own_store_is_tried_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     down = free_port()
     config = tmp_path / "collector.toml"
