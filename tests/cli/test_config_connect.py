@@ -56,6 +56,10 @@ def test_nothing_listening_is_named_for_each(capsys: pytest.CaptureFixture[str],
     ], lines
     assert main(["config", "check", "--config", str(config)]) == 0  # offline: nothing tried
     assert json.loads(capsys.readouterr().out)["store"]["url"] == f"http://127.0.0.1:{store}"
+    assert main(["config", "check", "--config", str(config), "--timeout", "5"]) == 2
+    assert "--timeout is for --connect" in capsys.readouterr().err
+    code, _, err = check(capsys, config, "--timeout", "0")
+    assert code == 2 and "--timeout: expected a number of seconds > 0, got 0" in err
 
 
 def test_the_embedded_store_is_writable_or_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -21,6 +21,9 @@ __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "configuration"
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long each thing ``config check --connect`` tries may take to answer, unless --timeout says."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probes.examples import EXAMPLES
@@ -36,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--timeout",
         type=float,
-        default=10.0,
         metavar="SECONDS",
-        help="with --connect: seconds each may take to answer (default %(default)g; the pool at most pool.timeout_s)",
+        help=f"with --connect: seconds each may take to answer (default {CONNECT_TIMEOUT_S:g}; the pool at most "
+        "pool.timeout_s)",
     )
     example = add_options(
         action(
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     warn_loose_token(config)
     if args.connect:
         return _connect(args, config)
+    if args.timeout is not None:
+        raise ConfigError("--timeout is for --connect: without it, config check connects to nothing")
     print(json.dumps(config.model_dump(mode="json"), indent=2))
     return EXIT_OK
 
@@ -71,9 +76,10 @@ def _connect(args: argparse.Namespace, config: ProbeConfig) -> int:
     if any failed."""
     from probes.connections import reach
 
-    if not args.timeout > 0:
-        raise ConfigError(f"--timeout: expected a number of seconds > 0, got {args.timeout:g}")
-    tried = reach(config, timeout_s=args.timeout)
+    timeout_s = CONNECT_TIMEOUT_S if args.timeout is None else args.timeout
+    if not timeout_s > 0:
+        raise ConfigError(f"--timeout: expected a number of seconds > 0, got {timeout_s:g}")
+    tried = reach(config, timeout_s=timeout_s)
     if args.json:
         print(json.dumps({"connect": [{"name": r.name, "ok": r.ok, "said": r.said} for r in tried]}, indent=2))
     else:
