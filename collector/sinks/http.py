@@ -92,6 +92,22 @@ class WriteOnlySink:
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         raise NotImplementedError
 
+    def _ask(self, method: str, url: str, what: str, content: bytes | None = None) -> tuple[int, str]:
+        """One request of :meth:`ping`: the status and the reply's start (a proxy's page may be
+        large); :class:`SinkError` naming ``what`` did not answer."""
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        try:
+            with self._client.stream(method, url, content=content, headers=headers) as reply:
+                body = b""
+                for chunk in reply.iter_bytes():
+                    body += chunk
+                    if len(body) >= _REPLY_BYTES:
+                        break
+                return reply.status_code, body[:_REPLY_BYTES].decode("utf-8", "replace")
+        except httpx.HTTPError as exc:
+            why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
+            raise SinkError(f"{url}: no answer from {what} ({why})") from exc
+
 
 class CollectorSink(WriteOnlySink):
     """Records to a fairacct collector (see the module docstring).
@@ -147,6 +163,25 @@ class CollectorSink(WriteOnlySink):
         if records:
             self._send(records, result)
         return result
+
+    def ping(self) -> str:
+        """``GET /healthz`` (the collector takes records and delivers them), then an empty batch
+        to ``/v1/records`` (the collector takes this probe's token; nothing is stored)."""
+        base = self.endpoint.removesuffix("/v1/records")
+        status, text = self._ask("GET", f"{base}/healthz", "the collector")
+        said = _json_text(text).get("status", text.strip()[:200])
+        if status != 200:
+            raise SinkError(f"{base}/healthz answered {status}: {said}")
+        status, text = self._ask("POST", self.endpoint, "the collector", b"[]")
+        if status in (401, 403):
+            why = _json_text(text).get("error", text.strip()[:200])
+            raise SinkError(
+                f"{self.endpoint}: the collector refused this probe's token ({status}: {why}); check store.token_file "
+                f"({self.token_file}) against the collector's token for this probe"
+            )
+        if status in (404, 405):
+            raise SinkError(f"{self.endpoint}: nothing answers /v1/records here ({status}): store.url is wrong")
+        return f"/healthz {said}, token accepted"
 
     def _send(self, docs: Encoded, result: SendResult) -> None:
         body = gzip.compress(docs.json_array(), compresslevel=1)
@@ -244,8 +279,16 @@ def _read_token(path: Path | None) -> str:
 
 
 def _json(reply: httpx.Response) -> dict[str, Any]:
+    return _json_text(reply.content)
+
+
+def _json_text(content: str | bytes) -> dict[str, Any]:
     try:
-        value = orjson.loads(reply.content)
+        value = orjson.loads(content)
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+_REPLY_BYTES = 64 * 1024
+"""What :meth:`WriteOnlySink.ping` reads of a reply at most."""

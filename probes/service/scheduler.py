@@ -435,9 +435,11 @@ class ProbeService:
             )
         if not sent:
             return None
-        return (
-            f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
-        )
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.sent.items()))
+        if not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
+            new, already = sum(result.new.values()), sum(result.already_stored.values())
+            kinds += f"; {new} new, {already} already stored"
+        return f"sent {sent} records ({kinds}), {waiting} waiting"
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""

@@ -265,7 +265,9 @@ class ElasticsearchSink:
         result.retry.update(errors)
 
     def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id."""
+        """Sort a bulk response's items into ``result``; return the transient errors by id. A
+        stored item's ``result`` says whether its id was new to the index (``created``) or there
+        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
         items = response.get("items") if isinstance(response, Mapping) else None
         if not isinstance(items, list) or len(items) != len(ids):
             got = len(items) if isinstance(items, list) else "no"
@@ -278,6 +280,11 @@ class ElasticsearchSink:
                 transient[id_] = f"{self._where}: no status for this document in the bulk response"
             elif 200 <= status < 300:
                 result.acked.append(id_)
+                told = outcome.get("result")
+                if told == "created":
+                    result.created.append(id_)
+                elif told in ("updated", "noop"):  # the id was in the index already
+                    result.existed.append(id_)
             elif is_transient(status):
                 transient[id_] = f"{status} {error_text(outcome.get('error'))}"
             else:
@@ -290,6 +297,22 @@ class ElasticsearchSink:
         return float(base * (0.5 + 0.5 * self._jitter()))
 
     # -- templates ------------------------------------------------------------------------------
+
+    def ping(self) -> str:
+        """Ask the cluster who it is, with this sink's credentials (``GET /``): its name, flavour
+        and version; :class:`ElasticsearchError` when it does not answer or refuses them (401).
+        A 403 says the credentials were accepted, without the ``monitor`` privilege that ``GET /``
+        needs and a writer need not have: that is an answer."""
+        try:
+            info = self._client.request("GET", "/", None, what="asking the cluster who it is")
+        except ElasticsearchError as exc:
+            if exc.status != 403:
+                raise
+            return "the credentials accepted (GET / is not theirs to ask: 403)"
+        version = info.get("version") if isinstance(info, Mapping) else None
+        version = version if isinstance(version, Mapping) else {}
+        name = info.get("cluster_name", "?") if isinstance(info, Mapping) else "?"
+        return f"cluster {name} ({version.get('distribution', 'elasticsearch')} {version.get('number', '?')})"
 
     def install_templates(self) -> list[str]:
         """Put the index template of every kind (idempotent: a template is replaced by its
