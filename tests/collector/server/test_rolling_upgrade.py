@@ -142,8 +142,8 @@ def previous_fairacct(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     venv = root / "venv"
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # type: ignore[attr-defined]
     (site,) = venv.glob("lib/python*/site-packages")
-    ours = next(p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_relative_to(sys.prefix))
-    (site / "dependencies.pth").write_text(f"{ours}\n")  # a path, not addsitedir: not our editable install
+    ours = [p for p in sys.path if Path(p).name == "site-packages"]
+    (site / "dependencies.pth").write_text("".join(f"{p}\n" for p in ours))  # paths: not our editable install
     (wheel,) = (root / "wheel").glob("fairacct-*.whl")
     subprocess.run([*pip, "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--no-index",
                     "--ignore-installed", str(wheel)], capture_output=True, check=True, timeout=600)  # fmt: skip
