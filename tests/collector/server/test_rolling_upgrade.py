@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -237,3 +238,30 @@ def test_todays_probe_sends_to_the_previous_releases_collector_and_keeps_what_it
         result = outbox.flush(sink, max_batches=1)
         assert result.retried["gap"] == 1 and outbox.status().depth == {"gap": 1} and not outbox.dead_letters()
         assert "it does not know 'gap' records yet; upgrade the collector" in result.errors[0]
+
+
+@pytest.mark.slow
+def test_an_embedded_store_the_previous_release_wrote_is_migrated_and_kept_whole(
+    previous_fairacct: str, tmp_path: Path
+) -> None:
+    config = probe_config(tmp_path, "", tmp_path / "unused")
+    config.write_text(config.read_text().replace('url = "collector+"', 'url = "sqlite:///store.sqlite"'))
+    run = probe_once(previous_fairacct, config)
+    assert run.returncode == 0, run.stdout + run.stderr
+    path = tmp_path / "state" / "store.sqlite"
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (0,)  # the previous release's: no number
+        before = {kind: db.execute(f'SELECT count(*), total(length(doc)) FROM "{kind}"').fetchone()
+                  for (kind,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}  # fmt: skip
+    db.close()
+    assert before["job"][0] == 60 and before["slot"][0] == 36
+    run = probe_once(FAIRACCT, config)  # today's probe, on the same state directory
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{path}: embedded store migrated from layout 0 to 1: " in run.stderr
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        (jobs,) = db.execute("SELECT count(*) FROM job").fetchone()
+        kept = {kind: db.execute(f'SELECT count(*), total(length(doc)) FROM "{kind}"').fetchone() for kind in before}
+    db.close()
+    assert jobs == 60  # the history was read once: nothing doubled
+    assert all(kept[k][0] >= before[k][0] for k in before), (before, kept)  # nothing lost
