@@ -61,7 +61,12 @@ class Total:
     so a sum over records that lack a field is 0, in every store.
 
     ``op`` ``"min"`` or ``"max"`` makes it the least or greatest value of one field instead
-    (unscaled; None over records that all lack it): APEL's earliest and latest end times."""
+    (unscaled; None over records that all lack it): APEL's earliest and latest end times.
+
+    ``whole``: each record's value of the one field counts in whole units, its fraction dropped
+    (towards zero), as an Elasticsearch ``long`` field indexes a number: GRACC's raw index holds
+    ``WallDuration`` so, and its summaries sum whole seconds. The embedded store drops the
+    fraction in its query; Elasticsearch, by the field's ``long`` mapping (mappings/gratia.json)."""
 
     name: str
     fields: tuple[str, ...] = ()
@@ -69,8 +74,11 @@ class Total:
     where: str | None = None
     missing: float = 0.0
     op: Literal["sum", "min", "max"] = "sum"
+    whole: bool = False
 
     def __post_init__(self) -> None:
+        if self.whole and (len(self.fields) != 1 or self.op != "sum"):
+            raise ValueError(f"total {self.name!r}: whole units are of a sum of one field")
         if self.op != "sum" and (len(self.fields) != 1 or self.where or self.missing or self.scale != 1.0):
             raise ValueError(f"total {self.name!r}: a {self.op} is of one field, unscaled, without where or missing")
         if len(self.fields) > 2:

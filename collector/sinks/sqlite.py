@@ -165,6 +165,8 @@ class EmbeddedStore:
                 sums.append(f"count(CASE WHEN {value(t.where)} THEN 1 END)" if t.where else "count(*)")
                 continue
             term = " * ".join(value(f) for f in t.fields)
+            if t.whole:  # CAST to INTEGER drops the fraction towards zero, as a long field indexes it
+                term = f"CAST({term} AS INTEGER)"
             if t.missing:
                 term = f"coalesce({term}, {float(t.missing)!r})"
             if t.where is not None:
