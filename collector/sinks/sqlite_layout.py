@@ -69,8 +69,10 @@ def bring_up_table(db: sqlite3.Connection, kind: str) -> list[str]:
     for c in dict.fromkeys((*spec.labels, *spec.measured)):
         if c not in have:  # measured ones untyped: numbers stay numbers, names stay text
             db.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}"{" TEXT" if c in spec.labels else ""}')
-            db.execute(f"""UPDATE "{kind}" SET "{c}" = json_extract(doc, '$."{c}"')""")
             changed.append(c)
+    if changed:  # one pass over the table for all of them (a pass each: 10 times the writes)
+        filled = ", ".join(f""""{c}" = json_extract(doc, '$."{c}"')""" for c in changed)
+        db.execute(f'UPDATE "{kind}" SET {filled}')
     indexes = {row[1] for row in db.execute(f'PRAGMA index_list("{kind}")')}
     dropped = [f"{kind}_{c}" for c in spec.labels if f"{kind}_{c}" in indexes]
     for name in dropped:
