@@ -7,7 +7,10 @@ recorded has none: 0). An index behind the installed template is moved, by
 :meth:`ElasticsearchSink.upgrade_indices <collector.sinks.elasticsearch.sink.ElasticsearchSink.upgrade_indices>`:
 
 1. a new index ``<monthly name>-v<N>`` is made (the template gives it the current mapping);
-2. ``_reindex`` copies every document into it, under the same ids (run again, it replaces them);
+2. ``_reindex`` copies every document into it, under the same ids (run again, it replaces them),
+   in the background (a big month takes longer than one request may), watched until the new
+   index holds as many documents as the old (given up once it copies nothing for
+   :data:`REINDEX_STALL_S`);
 3. the two indices' document counts are compared; unequal, nothing is swapped and the old
    index stays as it was (an error says so);
 4. one ``_aliases`` request makes the monthly name an alias of the new index and removes the
@@ -27,9 +30,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["VERSION_KEY", "Move", "behind", "swap_actions"]
+__all__ = ["REINDEX_POLL_S", "REINDEX_STALL_S", "VERSION_KEY", "Move", "behind", "swap_actions"]
 
 VERSION_KEY = "fairacct_mapping_version"
+
+REINDEX_POLL_S = 0.5
+"""Seconds between two looks at how many documents the reindex has copied."""
+
+REINDEX_STALL_S = 300.0
+"""Seconds a reindex may copy nothing before the move is given up (its old index kept)."""
 
 
 @dataclass(frozen=True)

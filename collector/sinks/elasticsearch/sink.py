@@ -38,7 +38,7 @@ from collector.errors import ConfigError, ElasticsearchError
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.elasticsearch.auth import read_auth
 from collector.sinks.elasticsearch.composite import composite_body, page_rows
-from collector.sinks.elasticsearch.migration import Move, behind, swap_actions
+from collector.sinks.elasticsearch.migration import REINDEX_POLL_S, REINDEX_STALL_S, Move, behind, swap_actions
 from collector.sinks.elasticsearch.templates import (
     INDEX_PREFIX,
     KIND_NAME,
@@ -325,15 +325,13 @@ class ElasticsearchSink:
         except ElasticsearchError as exc:
             if exc.status != 400 or "already_exists" not in str(exc):  # an earlier move cut short: fill it again
                 raise
-        self._client.request(
-            "POST", "/_reindex?refresh=true", {"source": {"index": move.index}, "dest": {"index": move.target}},
-            what=f"{where}: reindexing",
+        # in the background: a month of a big pool takes longer than one request may (timeout_s)
+        answer = self._client.request(
+            "POST", "/_reindex?wait_for_completion=false&refresh=true",
+            {"source": {"index": move.index}, "dest": {"index": move.target}}, what=f"{where}: reindexing",
         )  # fmt: skip
-        self._client.request("POST", f"/{move.index},{move.target}/_refresh", None, what=f"{where}: refreshing")
-        counts = [
-            int(self._client.request("GET", f"/{name}/_count", None, what=f"{where}: counting {name}")["count"])
-            for name in (move.index, move.target)
-        ]
+        task = answer.get("task") if isinstance(answer, Mapping) else None
+        counts = [self._count_now(move.index, where), self._await_copy(move, where, task)]
         if counts[0] != counts[1]:
             raise ElasticsearchError(
                 f"{self._where}: {where}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
@@ -345,6 +343,26 @@ class ElasticsearchSink:
             f"{move.index}: mapping v{move.version} behind v{move.current}: {counts[0]} documents reindexed into "
             f"{move.target}, counts equal; {move.alias} is now an alias of {move.target}, {move.index} removed"
         )
+
+    def _count_now(self, index: str, where: str) -> int:
+        self._client.request("POST", f"/{index}/_refresh", None, what=f"{where}: refreshing {index}")
+        return int(self._client.request("GET", f"/{index}/_count", None, what=f"{where}: counting {index}")["count"])
+
+    def _await_copy(self, move: Move, where: str, task: object) -> int:
+        """The documents in ``move.target`` once the reindex has copied as many as ``move.index``
+        holds; raises ElasticsearchError when the copy stops growing for :data:`REINDEX_STALL_S`."""
+        want = self._count_now(move.index, where)
+        copied, grew = -1, time.monotonic()
+        while (now := self._count_now(move.target, where)) < want:
+            if now > copied:
+                copied, grew = now, time.monotonic()
+            elif time.monotonic() - grew > REINDEX_STALL_S:
+                raise ElasticsearchError(
+                    f"{self._where}: {where}: the reindex stopped at {now} of {want} documents for {REINDEX_STALL_S:g} "
+                    f"s (task {task}: GET _tasks/{task} says why); nothing swapped, {move.index} kept"
+                )
+            self._sleep(REINDEX_POLL_S)
+        return now
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' templates are missing on the server or differ from ``mappings/``."""
