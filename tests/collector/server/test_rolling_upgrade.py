@@ -174,7 +174,7 @@ token_file = "{token}"
 
 def probe_once(fairacct: str, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([fairacct, "probe", "once", "--config", str(config)], capture_output=True, text=True,
-                          timeout=300, cwd=config.parent)  # fmt: skip
+                          timeout=900, cwd=config.parent)  # fmt: skip
 
 
 def drained(c: Collector, timeout_s: float = 120) -> None:

@@ -134,3 +134,16 @@ def test_the_collector_moves_them_at_start_and_logs_each(osmem_url: str, tmp_pat
     assert [line.split(":")[0] for line in lines] == ["fairacct-job-2026.10", "fairacct-job-2026.11"]
     assert "30 documents reindexed into fairacct-job-2026.10-v5, counts equal" in lines[0]
     assert stored(osmem_url) == before
+
+
+def test_mappings_install_says_what_it_moved(osmem_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from probes.cli import main
+
+    written_the_old_way(osmem_url)
+    assert main(["mappings", "install", "--store", osmem_url, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert "fairacct-job" in said["installed"] and [m.split(":")[0] for m in said["migrated"]] == [
+        "fairacct-job-2026.10", "fairacct-job-2026.11"
+    ]  # fmt: skip
+    assert main(["mappings", "install", "--store", osmem_url]) == 0
+    assert "migrated" not in capsys.readouterr().out  # done once
