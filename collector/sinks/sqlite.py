@@ -8,8 +8,9 @@ old one; the ids a write found already stored are looked up in its transaction, 
 backfill can say what it read again. The record's time (indexed: every query bounds it) and the fields its kind names as
 ``labels`` are text columns; those it names as ``measured`` are plain columns, so that
 :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``) sums columns instead of parsing every
-document. A table made before a field became a column gets the column, filled from the
-documents, when the store first touches it. The daily summaries ask for a covering index of
+document. A store file written by an earlier release is brought to this release's layout
+when it is opened (:mod:`collector.sinks.sqlite_layout`: ``PRAGMA user_version``), and one
+written by a later release is refused. The daily summaries ask for a covering index of
 what they group and sum (:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads
 that index in order.
 """
@@ -29,6 +30,7 @@ from collector.encoded import Encoded
 from collector.errors import ConfigError, StoreError
 from collector.records import KINDS, encode_docs
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.sinks.sqlite_layout import migrate
 from collector.transaction import use_wal, write_transaction
 
 __all__ = ["EmbeddedStore"]
@@ -70,8 +72,12 @@ class EmbeddedStore:
             # one fsync per batch: wall time, not CPU (bench_store.py counts the same CPU-s per
             # record as with NORMAL).
             self._db.execute("PRAGMA synchronous=FULL")
+            migrate(self._db, self.path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the embedded store ({exc})") from exc
+        except StoreError:
+            self._db.close()
+            raise
         self._ready: set[str] = set()
         self._indexes: set[str] = set()  # covering indexes known to exist (index_aggregation)
 
@@ -103,22 +109,15 @@ class EmbeddedStore:
         if kind not in self._ready:
             spec = KINDS[kind]
             cols = "".join(f', "{c}" TEXT' for c in spec.labels)
+            cols += "".join(f', "{c}"' for c in _measured(kind))  # untyped: numbers stay numbers, names text
             # one writer: another process (the service's flush, a summary) may be making it too
             with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
                 self._db.execute(
                     f'CREATE TABLE IF NOT EXISTS "{kind}" '
                     f"(id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)"
                 )
-                # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label;
-                # a store of an earlier version has them, and every write paid for them)
+                # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label)
                 self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_timestamp" ON "{kind}"(timestamp)')
-                for c in spec.labels:
-                    self._db.execute(f'DROP INDEX IF EXISTS "{kind}_{c}"')
-                have = {row[1] for row in self._db.execute(f'PRAGMA table_info("{kind}")')}
-                for c in _measured(kind):
-                    if c not in have:  # untyped: numbers stay numbers, names stay text
-                        self._db.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}"')
-                        self._db.execute(f"""UPDATE "{kind}" SET "{c}" = json_extract(doc, '$."{c}"')""")
             self._ready.add(kind)
         return f'"{kind}"'
 
