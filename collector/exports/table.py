@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -138,10 +138,12 @@ AUDIT_SHEET = (
 """The sums of the daily ``audit`` summaries an export's ``audit`` sheet shows, per day, submitter and site."""
 
 
-def audit_table(sink: Sink, period: Period) -> tuple[pd.DataFrame, dict[str, str]]:
+def audit_table(sink: Sink, period: Period, *, reach_s: float | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
     """The books of each day of ``period`` (the ``audit`` summaries, summed in the store: one
     per day, submitter and site), and what each column means. ``audit_beyond``: 1 where the
-    day's difference is beyond the sampling bound."""
+    day's difference is beyond the sampling bound. With ``reach_s`` (the probe's
+    ``pool.max_interval_s``), the core-hours of the jobs still running are set apart in
+    ``audit_open_core_hours`` as the report sets them apart (:func:`_running_set_apart`)."""
     totals = (
         *(Total(c, (c,)) for c in AUDIT_SHEET),
         Total("audit_beyond", where="audit_beyond"),
@@ -153,4 +155,32 @@ def audit_table(sink: Sink, period: Period) -> tuple[pd.DataFrame, dict[str, str
     table = table.sort_values(["day", "submitter", "site"], key=lambda c: c.astype(str)).reset_index(drop=True)
     meanings = {"day": "The day (UTC) of the books.", "submitter": COLUMNS["submitter"].help}
     meanings |= {"site": COLUMNS["site"].help, **{t.name: COLUMNS[t.name].help for t in totals}}
+    if reach_s is not None and len(table):
+        table = _running_set_apart(sink, table, reach_s)
+        meanings["audit_open_core_hours"] = (
+            "Audit: core-hours held by jobs still running at their pool's newest snapshot (not in the history yet), "
+            "set apart from audit_held_core_hours and not compared: a job is in the history once it has left the queue."
+        )
+        meanings = {c: meanings[c] for c in table.columns}
     return table, meanings
+
+
+def _running_set_apart(sink: Sink, table: pd.DataFrame, reach_s: float) -> pd.DataFrame:
+    """``table`` (:func:`audit_table`'s) with each day's jobs still running set apart
+    (:func:`collector.books.set_open_apart`), its difference and ``audit_beyond`` again. The
+    daily summaries cannot do it: when a day is summarized its running jobs' end is not known, and
+    a job that ends later is then in the history; an export reads the store as it is now."""
+    from collector.books import set_open_apart
+    from collector.summaries.audit import open_held
+
+    books = table.rename(columns=lambda c: c.removeprefix("audit_"))
+    days = []
+    for day, rows in books.groupby("day", sort=False):
+        start = datetime.fromisoformat(f"{str(day)[:10]}T00:00:00+00:00").timestamp()
+        running = open_held(sink, start, start + 86400.0, reach_s=reach_s)
+        days.append(set_open_apart(rows.reset_index(drop=True), running))
+    out = pd.concat(days, ignore_index=True)
+    out["beyond"] = out["beyond"].astype(int)
+    held = list(out.columns).index("held_core_hours") + 1
+    order = [*out.columns[:held], "open_core_hours", *[c for c in out.columns[held:] if c != "open_core_hours"]]
+    return out[order].rename(columns=lambda c: c if c in ("day", "submitter", "site") else f"audit_{c}")

@@ -79,6 +79,21 @@ def test_the_demos_books_balance_and_say_why(demo: Path) -> None:
     assert sum(running) == pytest.approx(held, abs=0.01)  # each shown to 2 decimals
 
 
+def test_the_exports_books_agree_with_the_report(demo: Path) -> None:
+    """The XLSX's ``audit`` sheet (the daily summaries) sets the running jobs apart as the report
+    does: a committee that opens both reads the same books."""
+    from openpyxl import load_workbook
+
+    sheet = list(load_workbook(demo / "usage.xlsx", read_only=True)["audit"].iter_rows(values_only=True))
+    table = sheet[1 : sheet.index((None,) * len(sheet[0]))]  # the columns' meanings follow a blank row
+    rows = [dict(zip(sheet[0], row, strict=True)) for row in table]
+    assert len(rows) == 18
+    assert [r["audit_beyond"] for r in rows] == [0] * 18
+    assert [r["audit_held_core_hours"] for r in rows] == [0] * 18
+    held = RUNNING_CORES * INTERVAL_S / 3600.0
+    assert sum(r["audit_open_core_hours"] for r in rows) == pytest.approx(held, rel=1e-5)  # each to 6 digits
+
+
 def test_no_chart_is_drawn_empty(demo: Path) -> None:
     page = (demo / "report" / "index.html").read_text()
     found = sections(page)

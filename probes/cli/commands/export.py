@@ -55,7 +55,10 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         table = usage_table(sink, period, by, raw=args.raw)
         sheets = None
         if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
-            sheets = {**_apel_sheet(sink, config, period), "audit": audit_table(sink, period)}
+            sheets = {
+                **_apel_sheet(sink, config, period),
+                "audit": audit_table(sink, period, reach_s=float(config.pool.max_interval_s)),
+            }
         path = write_export(table, args.out, args.fmt, period, sheets)
     print_text(args, {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}")
     return EXIT_OK
