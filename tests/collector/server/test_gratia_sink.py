@@ -158,3 +158,28 @@ def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_t
         assert outbox.flush(sink, batch_size=10).sent["job"] == 64
     drained(c)
     assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(d["job_id"] for d in docs)
+
+
+def test_the_bundles_answered_before_the_collector_died_are_not_sent_again(
+    start_collector: Any, tmp_path: Path
+) -> None:
+    # the collector stores its 2nd bundle and is SIGKILLed before it answers (a test-only fault point)
+    c = start_collector(gratia_senders=senders(PROBE), env={"FAIRACCT_CRASH_AT": "gratia-after-commit:2"})
+
+    def job(i: int) -> dict[str, Any]:
+        return {"id": f"j{i}", "job_id": f"ap#{i}.0#1", "cluster": i, "proc": 0, "end": 1795269302.0 + i,
+                "walltime_s": 6.0, "cpus": 1.0, "timestamp": "2026-11-21T13:55:02Z"}  # fmt: skip
+
+    with Outbox(tmp_path / "o.sqlite") as outbox, _sink(c, bundle_size=3) as sink:
+        outbox.commit({"job": [job(i) for i in range(9)]}, {})
+        result = outbox.flush(sink)
+        assert c.process is not None and c.process.wait(30) == -9, c.log
+        # the 1st bundle was answered OK: settled; the 2nd (stored, unanswered) and the 3rd wait
+        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (3, 0, {"job": 6})
+        assert "no answer from the Gratia collector" in result.errors[0]
+        assert sorted(d["id"] for d in outbox.waiting("job")) == ["j3", "j4", "j5", "j6", "j7", "j8"]
+        c.process, c.env = None, {}
+        c.start()
+        assert outbox.flush(sink).sent["job"] == 6 and outbox.status().depth == {}
+    drained(c)
+    assert sorted(d["LocalJobId"] for d in stored(c)) == [str(i) for i in range(9)]  # each once
