@@ -150,7 +150,8 @@ def shared_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Colle
 
 @pytest.fixture
 def start_collector(tmp_path: Path) -> Iterator[Any]:
-    """start_collector(name, tokens=..., store=..., env=..., **settings) -> a started Collector; all are stopped at the end."""
+    """start_collector(name, tokens=..., store=..., env=..., **settings) -> a started Collector; all are
+    stopped at the end."""
     started: list[Collector] = []
 
     def start(name: str = "c1", *, tokens: dict[str, str] | None = None, store: str = "sqlite:///store.sqlite",
