@@ -84,7 +84,7 @@ from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.files import check_writable
-from probes.pipeline.cycle import Batch, ProbeCycle
+from probes.pipeline.cycle import UPSTREAM_JOBS, Batch, ProbeCycle
 from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading
@@ -422,21 +422,32 @@ class ProbeService:
         result, status = delivery.flushed, delivery.status
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
-        waiting = sum(status.depth.values())
+        waiting = sum(n for kind, n in status.depth.items() if kind != UPSTREAM_JOBS)
         if result.errors and waiting:
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
+            )
+        upstream = delivery.upstream
+        if upstream is not None and upstream.errors and status.depth.get(UPSTREAM_JOBS):
+            self.metrics.source_failed("upstream")
+            raise SinkError(
+                f"[upstream] did not take every job record ({status.depth[UPSTREAM_JOBS]} waiting in the outbox): "
+                f"{upstream.errors[0]}"
             )
         sent = sum(result.sent.values())
         if sum(result.dead.values()):
             log.warning(
                 "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
             )
-        if not sent:
+        up = sum(upstream.sent.values()) if upstream is not None else 0
+        if upstream is not None and (refused := sum(upstream.dead.values())):
+            log.warning("flush: [upstream] refused %d job record(s) for good; see `fairacct outbox`", refused)
+        if not sent and not up:
             return None
         return (
             f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
+            + (f"; {up} job records to [upstream]" if up else "")
         )
 
     def summarize(self, days: int) -> str:

@@ -183,3 +183,51 @@ def test_the_bundles_answered_before_the_collector_died_are_not_sent_again(
         assert outbox.flush(sink).sent["job"] == 6 and outbox.status().depth == {}
     drained(c)
     assert sorted(d["LocalJobId"] for d in stored(c)) == [str(i) for i in range(9)]  # each once
+
+
+def test_upstream_reports_the_job_records_to_a_gratia_collector_besides_the_store(
+    start_collector: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from collector.sinks.sqlite import EmbeddedStore
+    from probes.cli import main
+
+    from ...conftest import ROOT
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    c.stop()  # down at the first cycle
+    config = tmp_path / "probe.toml"
+    demo = (
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', '"state"')
+    )
+    upstream = f'\n[upstream]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
+    config.write_text(demo + upstream + "gratia_bundle_size = 7\n")
+    # the store takes every record; the job records wait in [upstream]'s lane, and the exit says so
+    assert main(["probe", "once", "--config", str(config), "--json"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["upstream"]["sent"] == {}
+    assert "[upstream] did not take every job record: " in err and "no answer from the Gratia collector" in err
+    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
+        assert outbox.status().depth == {"upstream:job": 60}
+    c.start()
+    assert main(["probe", "once", "--config", str(config), "--json"]) == 0, capsys.readouterr().err
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["upstream"] == {"sent": {"job": 60}, "retry": {}, "dead": {}}
+    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
+        assert outbox.status().depth == {}
+    drained(c)
+    with EmbeddedStore(tmp_path / "state" / "fairacct.sqlite") as store:
+        jobs = store.query("job")
+    docs = stored(c)
+    assert len(jobs) == len(docs) == 60  # each job once in each place, with the same numbers
+    by_job = {d["GlobalJobId"]: d for d in docs}
+    assert sorted(by_job) == sorted(j["job_id"] for j in jobs)
+    for job in jobs:
+        got = by_job[job["job_id"]]
+        assert (got["WallDuration"], got["CpuDuration"], got["Processors"], got["ProbeName"]) == (
+            job["walltime_s"], job["cpu_time_s"], job["cpus"], PROBE
+        ), job["job_id"]  # fmt: skip
