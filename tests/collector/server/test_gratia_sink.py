@@ -36,6 +36,16 @@ def _history_records(condor25: Path) -> tuple[Any, list[dict[str, Any]]]:
     return job_docs(jobs, probe="p")["job"], table_docs("job", jobs, probe="p")
 
 
+def _demo_config(folder: Path, more: str) -> Path:
+    """config/demo.toml (the demo pool's files, 60 jobs) with ``more`` added, its state in ``folder``/state."""
+    from ...conftest import ROOT
+
+    demo = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config = folder / "probe.toml"
+    config.write_text(demo.replace('"../.demo"', '"state"') + more)
+    return config
+
+
 def _sink(c: Collector, **options: Any) -> GratiaSink:
     sink = open_sink(f"gratia+{c.url}/gratia-servlets/rmi", base=Path("."), auth={"probe_name": PROBE, **options})
     assert isinstance(sink, GratiaSink)
@@ -118,18 +128,9 @@ def test_a_site_points_probe_once_at_a_gratia_collector(
 
     from probes.cli import main
 
-    from ...conftest import ROOT
-
     c = start_collector(gratia_senders=senders(PROBE))
-    config = tmp_path / "probe.toml"
-    demo = (
-        (ROOT / "config/demo.toml")
-        .read_text()
-        .replace('"demo/', f'"{ROOT}/config/demo/')
-        .replace('"../.demo"', '"state"')
-    )
     store = f'\n[store]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
-    config.write_text(demo + store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
+    config = _demo_config(tmp_path, store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
     code = main(["probe", "once", "--config", str(config), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -193,19 +194,10 @@ def test_upstream_reports_the_job_records_to_a_gratia_collector_besides_the_stor
     from collector.sinks.sqlite import EmbeddedStore
     from probes.cli import main
 
-    from ...conftest import ROOT
-
     c = start_collector(gratia_senders=senders(PROBE))
     c.stop()  # down at the first cycle
-    config = tmp_path / "probe.toml"
-    demo = (
-        (ROOT / "config/demo.toml")
-        .read_text()
-        .replace('"demo/', f'"{ROOT}/config/demo/')
-        .replace('"../.demo"', '"state"')
-    )
     upstream = f'\n[upstream]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
-    config.write_text(demo + upstream + "gratia_bundle_size = 7\n")
+    config = _demo_config(tmp_path, upstream + "gratia_bundle_size = 7\n")
     # the store takes every record; the job records wait in [upstream]'s lane, and the exit says so
     assert main(["probe", "once", "--config", str(config), "--json"]) == 3
     out, err = capsys.readouterr()
