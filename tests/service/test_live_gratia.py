@@ -1,7 +1,8 @@
 """fairacct as a Gratia sender on the real pool (issue 37): ``fairacct probe run`` reads the
 history of a pool of its own (twelve short jobs of four users, 1 to 3 cores) and sends the
 job records as JobUsageRecords, three to a bundle, to a ``fairacct collector serve`` process
-taking Gratia records from it (``/gratia-servlets/rmi``, its embedded store).
+taking Gratia records from it (``/gratia-servlets/rmi``, its embedded store): as its store,
+or as its ``[upstream]`` beside its own embedded store (which then holds every job too).
 
 The collector is SIGKILLed mid-bundle twice, at the worst moment: a bundle durable in its
 outbox, the ``OK`` not yet sent (the test-only fault point ``gratia-after-commit`` of
@@ -48,7 +49,19 @@ HISTORY = ["GlobalJobId", "RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu"
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[HTCondorPool]:
+    """A pool of the module's own whose history holds the jobs of USERS, all finished."""
     with own_pool(SHARED) as pool:
+        for code, (user, (cpus, n)) in enumerate(USERS.items(), start=2):  # exit codes 2..5: Status
+            pool.submit(
+                f"executable = /bin/sh\narguments = \"-c 'sleep 2; exit {code}'\"\nrequest_cpus = {cpus}\n"
+                f"request_memory = 256\naccounting_group_user = {user}\nqueue {n}\n",
+                f"gratia_{user}",
+            )
+        pool.wait_for(
+            f"{JOBS} jobs in the history",
+            lambda: len(history(pool)) == JOBS and not pool.tool("condor_q", "-allusers", "-af", "ClusterId").split(),
+            timeout=240,
+        )
         yield pool
 
 
@@ -100,20 +113,12 @@ def seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
 
 
+@pytest.mark.parametrize("section", ["store", "upstream"])
 def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
-    pool: HTCondorPool, tmp_path: Path
+    pool: HTCondorPool, tmp_path: Path, section: str
 ) -> None:
-    for code, (user, (cpus, n)) in enumerate(USERS.items(), start=2):  # exit codes 2..5: Status
-        pool.submit(
-            f"executable = /bin/sh\narguments = \"-c 'sleep 2; exit {code}'\"\nrequest_cpus = {cpus}\n"
-            f"request_memory = 256\naccounting_group_user = {user}\nqueue {n}\n",
-            f"gratia_{user}",
-        )
-    pool.wait_for(
-        f"{JOBS} jobs in the history",
-        lambda: len(history(pool)) == JOBS and not pool.tool("condor_q", "-allusers", "-af", "ClusterId").split(),
-        timeout=240,
-    )
+    """The collector as the probe's store (``[store] url = "gratia+..."``), or as its
+    ``[upstream]`` beside its own embedded store."""
     jobs = history(pool)
 
     settings = {"flush_every_s": 0.2, "gratia_senders": [{"probe": PROBE, "networks": ["127.0.0.1/32"]}]}
@@ -125,7 +130,7 @@ def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
         f'[pool]\nname = "gratia"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 30\ninterval_s = 5\n'
         f"[sources]\nlive = true\n"
         f'[probe]\nstate_dir = "{state}"\nhistory_every_s = 2\nflush_every_s = 1\n'
-        f'[store]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
+        f'[{section}]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
         f"gratia_bundle_size = {BUNDLE}\n",
         encoding="utf-8",
     )
@@ -155,7 +160,10 @@ def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
     # the probe holds nothing back, and refused nothing
     with Outbox(state / "outbox.sqlite") as outbox:
         status = outbox.status()
-    assert "job" not in status.depth and not status.dead_letters, status
+    assert not {"job", "upstream:job"} & set(status.depth) and not status.dead_letters, status
+    if section == "upstream":  # and the probe's own store has every job too
+        with EmbeddedStore(state / "fairacct.sqlite") as own:
+            assert sorted(j["job_id"] for j in own.query("job")) == sorted(jobs)
     # each crash came mid-stream, a bundle durable that the probe never heard OK for: the 2nd; then,
     # the 1st settled, the 2nd sent again and the 3rd
     assert held == [2 * BUNDLE, 3 * BUNDLE], held
