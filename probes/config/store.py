@@ -15,7 +15,12 @@ from pydantic import Field, field_validator
 from collector.settings import SinkSettings
 from probes.config.fields import Section
 
-__all__ = ["StoreSettings", "UpstreamSettings"]
+__all__ = ["UPSTREAM", "UPSTREAM_JOBS", "StoreSettings", "UpstreamSettings"]
+
+UPSTREAM = "upstream"
+"""The outbox lane of ``[upstream]``: job records wait there for its Gratia collector."""
+UPSTREAM_JOBS = f"{UPSTREAM}:job"
+"""Their kind in the outbox (:func:`collector.parcels.lane_kind`), in ``fairacct outbox`` too."""
 
 
 class _GratiaFields(Section):

@@ -49,11 +49,11 @@ from collector import faults
 from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus
-from collector.parcels import lane_kind
 from collector.records import iso_utc
 from collector.sinks import Sink, ensure_templates, open_sink
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
+from probes.config.store import UPSTREAM, UPSTREAM_JOBS
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
@@ -76,8 +76,6 @@ if TYPE_CHECKING:  # the bindings and the scanner: only a live pool's commands i
     from probes.sources.live import LivePool
 
 __all__ = [
-    "UPSTREAM",
-    "UPSTREAM_JOBS",
     "Batch",
     "Cycle",
     "Delivery",
@@ -95,9 +93,6 @@ __all__ = [
 
 StepT = TypeVar("StepT")
 
-UPSTREAM = "upstream"
-"""The outbox lane of ``[upstream]``: job records wait there for its Gratia collector."""
-UPSTREAM_JOBS = lane_kind(UPSTREAM, "job")
 
 Derived = Callable[[Checkpoint], tuple[Records, dict[str, Any]]]
 """Records and checkpoints made from the checkpoints as the commit's transaction sees them."""

@@ -82,9 +82,10 @@ from collector.sinks import open_sink
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
+from probes.config.store import UPSTREAM_JOBS
 from probes.errors import SourceError
 from probes.files import check_writable
-from probes.pipeline.cycle import UPSTREAM_JOBS, Batch, ProbeCycle
+from probes.pipeline.cycle import Batch, ProbeCycle
 from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading
