@@ -58,6 +58,12 @@ and a claim is made a moment before its job starts. The first term is the sampli
 where it applies, what the history does not say (where each earlier run lay). A difference beyond
 it is a fault of the books (a job billed that did not run or while it waited, a job that ran
 unbilled, records lost or doubled, jobs not yet in the history).
+
+**Jobs still running.** The history holds a job once it has left the queue: the allocation
+records of a job that was still running at its pool's newest snapshot (and has no job record)
+are of a job the history cannot hold yet. Their core-hours are set apart as ``open_core_hours``
+(:func:`set_open_apart`), not compared: the books of a window that reaches the present balance
+with them left out, and say how much is waiting for the history.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ __all__ = [
     "held_core_seconds",
     "job_core_seconds",
     "observed_segments",
+    "set_open_apart",
     "submitter_books",
 ]
 
@@ -132,8 +139,11 @@ def gaps(snapshots: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     return out.assign(seconds=out["end"] - out["start"])
 
 
-def held_core_seconds(bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
-    """Core-seconds the allocation records hold inside ``[start, end)``, by pool, submitter and site.
+def held_core_seconds(
+    bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end: float, keys: tuple[str, ...] = KEYS
+) -> pd.DataFrame:
+    """Core-seconds the allocation records hold inside ``[start, end)``, by pool, submitter and site
+    (or ``keys``: the same with ``job_id``, for the jobs still running).
 
     ``bulk``: ``pool``, ``submitter``, ``site``, ``core_s`` (the sum of ``cpus x interval_s`` of
     the records observed in ``[start, end)``). ``edges``: the records that may reach across an
@@ -141,16 +151,16 @@ def held_core_seconds(bulk: pd.DataFrame, edges: pd.DataFrame, start: float, end
     ``interval_s``, ``cpus`` (those observed within the longest interval after ``start`` and
     after ``end``); each counts ``cpus`` x the part of ``(observed_at - interval_s,
     observed_at]`` inside the window, in place of what ``bulk`` counted of it."""
-    _require(bulk, [*KEYS, "core_s"], "held core-seconds")
-    _require(edges, [*KEYS, "observed_at", "interval_s", "cpus"], "window edges")
+    _require(bulk, [*keys, "core_s"], "held core-seconds")
+    _require(edges, [*keys, "observed_at", "interval_s", "cpus"], "window edges")
     t = pd.to_numeric(edges["observed_at"]).to_numpy(dtype=np.float64)
     d = pd.to_numeric(edges["interval_s"]).to_numpy(dtype=np.float64)
     c = pd.to_numeric(edges["cpus"]).to_numpy(dtype=np.float64)
     inside = np.clip(np.minimum(t, end) - np.maximum(t - d, start), 0.0, None)
     counted = np.where((t >= start) & (t < end), d, 0.0)
-    fix = edges[list(KEYS)].assign(core_s=c * (inside - counted))
-    both = pd.concat([bulk[[*KEYS, "core_s"]], fix], ignore_index=True)
-    return _sum_by_keys(both, ["core_s"])
+    fix = edges[list(keys)].assign(core_s=c * (inside - counted))
+    both = pd.concat([bulk[[*keys, "core_s"]], fix], ignore_index=True)
+    return _sum_by_keys(both, ["core_s"], list(keys))
 
 
 def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
@@ -242,10 +252,32 @@ def submitter_books(
     out["jobs"] = books["jobs"].astype(np.int64)
     out["runs"] = books["runs"].astype(np.int64)
     out["bound_core_hours"] = (books["core_runs"] * (interval_s + lag_s) + books["unplaced_core_s"]) / 3600.0
-    # a relative hair for the sums' rounding (cpus x UNIX seconds summed, then subtracted)
-    slack = 1e-9 * (out["held_core_hours"].abs() + out["used_core_hours"].abs()) + 1e-9
-    out["beyond"] = out["difference_core_hours"].abs() > out["bound_core_hours"] + slack
+    out["beyond"] = _beyond(out)
     return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
+
+
+def _beyond(books: pd.DataFrame) -> pd.Series:
+    """Whether each row's difference exceeds its bound, by more than a relative hair for the
+    sums' rounding (cpus x UNIX seconds summed, then subtracted)."""
+    slack = 1e-9 * (books["held_core_hours"].abs() + books["used_core_hours"].abs()) + 1e-9
+    return books["difference_core_hours"].abs() > books["bound_core_hours"] + slack
+
+
+def set_open_apart(books: pd.DataFrame, open_held: pd.DataFrame) -> pd.DataFrame:
+    """The books (:func:`submitter_books`) with the core-hours of the jobs still running set
+    apart: ``open_core_hours`` per submitter and site, taken out of ``held_core_hours`` and so
+    out of the difference (``beyond`` again). ``open_held``: ``submitter``, ``site``, ``core_s``
+    (held inside the window by the jobs still running at their pool's newest snapshot and not
+    in the history: see the module docstring)."""
+    keys = ["submitter", "site"]
+    opened = _sum_by_keys(open_held.assign(core_s=pd.to_numeric(open_held["core_s"]).astype(float)), ["core_s"], keys)
+    merged = _sentinel(books, keys).merge(_sentinel(opened, keys), on=keys, how="left")
+    out = books.copy()
+    out["open_core_hours"] = merged["core_s"].fillna(0.0).to_numpy(dtype=np.float64) / 3600.0
+    out["held_core_hours"] = out["held_core_hours"] - out["open_core_hours"]
+    out["difference_core_hours"] = out["held_core_hours"] - out["used_core_hours"]
+    out["beyond"] = _beyond(out)
+    return out
 
 
 _NONE = (

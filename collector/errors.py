@@ -16,6 +16,8 @@ The probes' own branch (``SourceError``, ``ClassAdError``: what reading a pool f
         │   └── SenderNotAllowedError  a Gratia sender (the form's ``from``) not in collector.gratia_senders
         ├── UnauthorizedError     no bearer token, or one the collector does not know
         ├── ForbiddenError        a known token, but records in another probe's name
+        ├── SchemaTooNewError     a record of a newer schema than the collector takes (a probe
+        │                         upgraded before its collector); the probe keeps its records
         ├── TooLargeError         the body is over the size limit (as sent or decompressed), or holds
         │                         more records than a request may
         ├── UnsupportedMediaError a Content-Type or Content-Encoding the endpoint does not take
@@ -47,6 +49,7 @@ __all__ = [
     "NotFoundError",
     "OverloadedError",
     "RecordError",
+    "SchemaTooNewError",
     "SenderNotAllowedError",
     "SinkError",
     "SlowDownError",
@@ -123,6 +126,12 @@ class UnauthorizedError(IngestError):
 
 class ForbiddenError(IngestError):
     """A known token, but the request would write in another probe's name."""
+
+
+class SchemaTooNewError(IngestError):
+    """A record's ``schema_version`` is newer than the collector takes: its probe is of a later
+    release than the collector. Nothing is stored; the probe keeps the batch (it is not the
+    record's fault) until the collector is upgraded."""
 
 
 class TooLargeError(IngestError):

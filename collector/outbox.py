@@ -145,12 +145,20 @@ def _counts(counts: Counter[str] | None = None) -> Mapping[str, int]:
 
 @dataclass(frozen=True)
 class FlushResult:
-    """What one flush did, per kind (read-only: 0 for a kind it did not touch)."""
+    """What one flush did, per kind (read-only: 0 for a kind it did not touch). Of the records
+    ``sent``, the store said which were ``new`` to it and which it held ``already_stored`` (a
+    backfill's jobs read again); those it did not say of (the collector, Gratia) are in neither."""
 
     sent: Mapping[str, int] = field(default_factory=_counts)
     retried: Mapping[str, int] = field(default_factory=_counts)
     dead: Mapping[str, int] = field(default_factory=_counts)
     errors: tuple[str, ...] = ()  # one line per failed batch
+    new: Mapping[str, int] = field(default_factory=_counts)
+    already_stored: Mapping[str, int] = field(default_factory=_counts)
+
+    def untold(self, kind: str) -> int:
+        """How many of the records of ``kind`` sent the store did not say were new or stored already."""
+        return self.sent.get(kind, 0) - self.new.get(kind, 0) - self.already_stored.get(kind, 0)
 
 
 Writer = Callable[[Callable[["Outbox"], object]], object]
@@ -364,6 +372,8 @@ class Outbox:
         ``<kind>``; None: only the records of no lane."""
         write: Writer = writer or (lambda fn: fn(self))
         sent_n: Counter[str] = Counter()
+        new: Counter[str] = Counter()
+        already: Counter[str] = Counter()
         retried: Counter[str] = Counter()
         dead: Counter[str] = Counter()
         errors: list[str] = []
@@ -385,13 +395,17 @@ class Outbox:
             faults.point("during-flush")  # the sink has them, the outbox does not know yet
             write(functools.partial(batch.settle, sent=sent))
             sent_n[kind] += len(sent.acked)
+            new[kind] += len(sent.created)
+            already[kind] += len(sent.existed)
             dead[kind] += len(sent.rejected)
             retried[kind] += len(sent.retry)
             if sent.retry:
                 errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
             if not sent.acked and not sent.rejected:
                 break
-        return FlushResult(_counts(sent_n), _counts(retried), _counts(dead), tuple(errors))
+        return FlushResult(
+            _counts(sent_n), _counts(retried), _counts(dead), tuple(errors), _counts(new), _counts(already)
+        )
 
     # -- looking ---------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ import pandas as pd
 from collector.encoded import Encoded
 
 __all__ = [
+    "ACCEPTED_SCHEMA_VERSIONS",
     "KINDS",
     "PROBE_KINDS",
     "SCHEMA_VERSION",
@@ -58,6 +59,13 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+"""The record schema this release's probes write (``schema_version`` of every record)."""
+
+ACCEPTED_SCHEMA_VERSIONS = (SCHEMA_VERSION - 1, SCHEMA_VERSION)
+"""The record schemas the collector takes: the previous release's and this one's, so that a
+central collector is upgraded first and its probes one at a time after it (README, "Upgrading").
+The schema did not change since the previous release (909f578 wrote 1 too), so this is {0, 1}.
+A record of a newer schema is refused whole (409 ``schema_too_new``) and its probe keeps it."""
 
 
 @dataclass(frozen=True)

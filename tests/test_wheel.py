@@ -95,7 +95,7 @@ def test_the_installed_probe_installs_templates_and_runs_a_cycle(
     config.write_text(f'[sources]\nstatus_files = ["{DEMO}/status.ads"]\n[probe]\nstate_dir = "{tmp_path}/state"\n')
     cycle = _fairacct(installed, tmp_path, "probe", "once", "--config", str(config), "--store", url)
     assert cycle.returncode == 0, cycle.stderr
-    assert f"slot: 36 new, 36 sent to {url}" in cycle.stdout
+    assert f"slot: 36 records, 36 sent to {url} (36 new, 0 already stored)" in cycle.stdout
     probe_path = subprocess.run(
         [
             str(installed / "bin/python"),

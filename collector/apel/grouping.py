@@ -21,11 +21,20 @@ From fairacct's ``job`` records (a record per completed job, dated by its end):
   As APEL's, the normalised wall time is per job, not per core: APEL multiplies by
   Processors itself.
 
-From Gratia records (GRACC's fields, dated by ``EndTime``): Site ``SiteName``, SubmitHost the
-host of ``ProbeName`` (``condor-ce:ce.example.org``), GlobalUserName ``DN``, VO
-``ReportableVOName`` (else ``VOName``), group and role of ``VOName`` when it is an FQAN,
-``Processors``, ``NodeCount``, jobs ``Njobs`` (1 where absent, as GRACC), and the benchmark
-per core of the site from ``[apel] site_benchmarks`` (a Gratia record carries none).
+From Gratia records (GRACC's fields, dated by ``EndTime``), as OSG's gracc-apel
+(opensciencegrid/gracc-apel, ``apel_report.py``) selects and sums them: only the records of
+ResourceType ``Batch``, or of Grid ``Local`` (a pilot's payloads are counted through the
+pilot's Batch record; a local site's own jobs are not), of the VOs of ``[apel] gratia_vos``
+(gracc-apel's ``vo_list`` by default: :data:`GRACC_APEL_VOS`); the others are counted per site
+and month in ``left_out`` with the reason. NumberOfJobs is the number of records (GRACC's
+``Count``), not ``Njobs``; WallDuration the sum of each record's whole seconds (GRACC's raw
+index holds ``WallDuration`` as a ``long``: :class:`~collector.sinks.base.Total` ``whole``);
+CpuDuration ``CpuDuration_user`` + ``CpuDuration_system``; every duration written as
+gracc-apel's ``int()`` writes it (towards zero). Site ``SiteName``, SubmitHost the host of
+``ProbeName`` (``condor-ce:ce.example.org``), GlobalUserName ``DN``, VO ``ReportableVOName``
+(else the VO of ``VOName``'s FQAN, else ``VOName``), group and role of ``VOName`` when it is
+an FQAN, ``Processors``, ``NodeCount``, and the benchmark per core of the site from ``[apel]
+site_benchmarks`` (a Gratia record carries none).
 
 A job (or Gratia record) without a benchmark is never normalised by a factor of 1 or any
 other made-up one: it is left out of the summaries and counted, per site and month, in
@@ -54,6 +63,7 @@ from collector.apel.keys import NAME_KEYS, Merge, clean, merge_spellings, too_lo
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = [
+    "GRACC_APEL_VOS",
     "ApelMonth",
     "ApelOptions",
     "ApelResult",
@@ -74,6 +84,15 @@ KEYS = (
 BENCHMARK_DECIMALS = 3
 """The decimals APEL keeps of a benchmark (``ServiceLevel DECIMAL(10,3)``)."""
 
+GRACC_APEL_VOS = ("atlas", "alice", "belle", "cms", "enmr.eu", "lhcb")
+"""The VOs gracc-apel reports to APEL (its ``vo_list``): the default of ``[apel] gratia_vos``."""
+
+NOT_BATCH = "ResourceType not Batch and Grid not Local (gracc-apel counts a payload through its pilot)"
+"""Why a Gratia record is not sent: gracc-apel selects ``ResourceType: Batch`` or ``Grid: Local``."""
+
+OTHER_VO = "VO not in [apel] gratia_vos (gracc-apel reports only its listed VOs)"
+"""Why a Gratia record of a VO not listed is not sent."""
+
 NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
 """Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
 
@@ -91,6 +110,8 @@ class ApelOptions:
     vo_attribute: str = "group"
     vo_map: Mapping[str, str] = field(default_factory=dict)
     site_benchmarks: Mapping[str, float] = field(default_factory=dict)
+    gratia_vos: Sequence[str] = GRACC_APEL_VOS
+    """The VOs whose Gratia records are sent (compared as APEL compares names: case and spacing aside)."""
     placeholder_site: str = ""
     """The site ``[site] default`` gives a job no attribute places ("unknown"): not a site APEL
     knows, so such a job is unsited (not sent) unless ``site`` names the site."""
@@ -129,16 +150,22 @@ def month_bounds(year: int, month: int) -> tuple[str, str]:
     return f"{year:04d}-{month:02d}-01T00:00:00Z", f"{after[0]:04d}-{after[1]:02d}-01T00:00:00Z"
 
 
+_GRATIA_KEYS = (
+    "SiteName", "ProbeName", "DN", "VOName", "ReportableVOName", "Processors", "NodeCount", "ResourceType", "Grid",
+)  # fmt: skip
+"""What Gratia records are grouped by: APEL's keys of them, and what gracc-apel selects on."""
+
+
 def _aggregation(options: ApelOptions, since: str, until: str) -> Aggregation:
     if options.source == "gratia":
         return Aggregation(
             "gratia",
-            ("SiteName", "ProbeName", "DN", "VOName", "ReportableVOName", "Processors", "NodeCount"),
+            _GRATIA_KEYS,
             (
-                Total("records"),
-                Total("jobs", ("Njobs",), missing=1.0),
-                Total("wall_s", ("WallDuration",)),
-                Total("cpu_s", ("CpuDuration",)),
+                Total("jobs"),  # GRACC's Count, which gracc-apel sends: one a record, whatever its Njobs
+                Total("wall_s", ("WallDuration",), whole=True),
+                Total("cpu_user_s", ("CpuDuration_user",)),
+                Total("cpu_system_s", ("CpuDuration_system",)),
                 Total("first_end", ("timestamp",), op="min"),
                 Total("last_end", ("timestamp",), op="max"),
             ),
@@ -210,17 +237,32 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     )
 
 
+def _gratia_selected(rows: pd.DataFrame, vos: Sequence[object], options: ApelOptions) -> list[str]:
+    """Per row, why gracc-apel's query does not select it ("" where it does): its ResourceType
+    and Grid, then its VO."""
+    listed = {name.casefold() for v in options.gratia_vos if (name := _text(v))}
+    out = []
+    for kind, grid, vo in zip(rows["ResourceType"], rows["Grid"], vos, strict=True):
+        if _text(kind) != "Batch" and _text(grid) != "Local":
+            out.append(NOT_BATCH)
+        elif not isinstance(vo, str) or vo.casefold() not in listed:
+            out.append(OTHER_VO)
+        else:
+            out.append("")
+    return out
+
+
 def _gratia_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     fqans = [parse_fqan(_text(v)) for v in rows["VOName"]]
     sites = [_text(s) for s in rows["SiteName"]]
+    vos = [
+        _text(r) or fq[0] or _text(v) for r, fq, v in zip(rows["ReportableVOName"], fqans, rows["VOName"], strict=True)
+    ]
     return pd.DataFrame(
         {
             "Site": [options.site or s for s in sites],
             "GlobalUserName": [_text(d) for d in rows["DN"]],
-            "VO": [
-                _text(r) or fq[0] or _text(v)
-                for r, fq, v in zip(rows["ReportableVOName"], fqans, rows["VOName"], strict=True)
-            ],
+            "VO": vos,
             "VOGroup": [f[1] for f in fqans],
             "VORole": [f[2] for f in fqans],
             "SubmitHost": [(_text(p) or "").partition(":")[2] or _text(p) for p in rows["ProbeName"]],
@@ -231,6 +273,7 @@ def _gratia_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
             ],
             "NumberOfJobs": rows["jobs"].to_numpy(dtype=np.float64),
             "penalty_s": 0.0,
+            "selected": _gratia_selected(rows, vos, options),
         }
     )
 
@@ -254,7 +297,13 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     keys["Year"] = period.str[:4].astype(int).to_numpy()
     keys["Month"] = period.str[5:7].astype(int).to_numpy()
     wall = pd.to_numeric(frame["wall_s"], errors="coerce").fillna(0.0).to_numpy()
-    cpu = pd.to_numeric(frame["cpu_s"], errors="coerce").fillna(0.0).to_numpy()
+    gratia = options.source == "gratia"
+    cpu = (
+        sum(pd.to_numeric(frame[c], errors="coerce").fillna(0.0).to_numpy() for c in ("cpu_user_s", "cpu_system_s"))
+        if gratia
+        else pd.to_numeric(frame["cpu_s"], errors="coerce").fillna(0.0).to_numpy()
+    )
+    selected = keys.pop("selected").to_numpy() if gratia else np.full(len(frame), "", dtype=object)
     benchmark = keys.pop("benchmark").to_numpy(dtype=np.float64)
     known = np.isfinite(benchmark) & (benchmark > 0)
     keys["WallDuration"] = wall
@@ -267,7 +316,8 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     keys["benchmarked"] = known
     keys, merges = merge_spellings(keys)
     keys["left_out"] = [
-        too_long(r) or ("" if isinstance(r["VO"], str) else NO_VO) for r in keys[list(NAME_KEYS)].to_dict("records")
+        why or too_long(r) or ("" if isinstance(r["VO"], str) else NO_VO)
+        for why, r in zip(selected, keys[list(NAME_KEYS)].to_dict("records"), strict=True)
     ]  # "" where the record can be sent
     if len(options.infrastructure) > 20:
         keys["left_out"] = "Infrastructure longer than APEL's 20 characters"
@@ -276,6 +326,10 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     sums["EarliestEndTime"] = grouped["EarliestEndTime"].min()
     sums["LatestEndTime"] = grouped["LatestEndTime"].max()
     out = sums.reset_index()
+    if gratia:  # gracc-apel writes each sum as Python's int() makes it: towards zero (of the
+        # sum to the microsecond, so that 6000 s x 10.123 is 60738, not a binary float's 60737.99...)
+        durations = ["WallDuration", "CpuDuration", "NormalisedWallDuration", "NormalisedCpuDuration"]
+        out[durations] = np.trunc(np.round(out[durations].to_numpy(dtype=np.float64), 6))
     return out.astype({"NodeCount": np.int64, "Processors": np.int64}), merges
 
 

@@ -26,7 +26,8 @@ VIEW_COLUMNS = {
     "apel_wall_hours": "APEL's WallDuration, in hours.",
     "apel_normalised_wall_hours": "APEL's NormalisedWallDuration, in benchmark-hours (wall x benchmark per core).",
     "unbenchmarked_jobs": "Jobs on hosts without a benchmark: not normalised, not in the APEL summaries.",
-    "left_out_jobs": "Jobs not sent: without a site or a VO, or with a name longer than APEL's column.",
+    "left_out_jobs": "Jobs not sent: without a site or a VO, with a name longer than APEL's column, or Gratia records "
+    "gracc-apel would not send (not Batch nor Grid Local, a VO not in [apel] gratia_vos).",
     "penalty_hours": "fairacct: multi-resource penalty usage of the jobs, PE-hours (Klusacek & Rudova 2015).",
     "billed_core_hours": "fairacct: core-hours billed to the running jobs' allocations (Andrijauskas et al. 2023).",
 }

@@ -2,7 +2,11 @@
 pandas' readers take it as is), CSV for Excel (``csv-excel``: the same with a byte-order mark,
 so Excel reads accented names without an import wizard), XLSX (the table, and a sheet that
 explains every column and its unit), Parquet (through pyarrow, units in the field metadata)
-and JSON (the period, the columns with their units, the rows)."""
+and JSON (the period, the columns with their units, the rows).
+
+The formats a person reads (CSV, XLSX) hold every number rounded to
+:data:`~collector.readable.SIGNIFICANT` significant digits (``0.9999999999999989`` is ``1``:
+the sums' rounding, not a measure); those a program reads (Parquet, JSON) keep full precision."""
 
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import pandas as pd
 from collector.errors import ConfigError
 from collector.exports.table import Period
 from collector.filemode import as_umask_allows
+from collector.readable import SIGNIFICANT, round_significant
 from collector.summaries.spec import COLUMNS, Column
 
-__all__ = ["FORMATS", "column_notes", "write_export"]
+__all__ = ["FORMATS", "PRECISION", "column_notes", "write_export"]
 
 
 def column_notes(table: pd.DataFrame) -> list[Column]:
@@ -35,13 +40,22 @@ def column_notes(table: pd.DataFrame) -> list[Column]:
     return notes
 
 
+PRECISION = (
+    f"CSV and XLSX: numbers rounded to {SIGNIFICANT} significant digits for reading; "
+    "Parquet and JSON keep full precision"
+)
+"""What the exports say of their numbers' precision (the XLSX's 'columns' sheet, the docs)."""
+
+_FLOAT_FORMAT = f"%.{SIGNIFICANT}g"
+
+
 def _csv(table: pd.DataFrame, path: Path, period: Period) -> None:
-    table.to_csv(path, index=False, encoding="utf-8", lineterminator="\r\n", float_format="%.6g")
+    table.to_csv(path, index=False, encoding="utf-8", lineterminator="\r\n", float_format=_FLOAT_FORMAT)
 
 
 def _csv_excel(table: pd.DataFrame, path: Path, period: Period) -> None:
     # the byte-order mark is what makes Excel read the file as UTF-8; other readers take it for data
-    table.to_csv(path, index=False, encoding="utf-8-sig", lineterminator="\r\n", float_format="%.6g")
+    table.to_csv(path, index=False, encoding="utf-8-sig", lineterminator="\r\n", float_format=_FLOAT_FORMAT)
 
 
 def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
@@ -69,6 +83,7 @@ def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
         notes.append([note.name, note.unit, note.help])
     notes.append([])
     notes.append(["period", "UTC", f"{period.first} to {period.last}, both days included"])
+    notes.append(["precision", "", PRECISION])
     notes.column_dimensions["A"].width = 32
     notes.column_dimensions["C"].width = 100
     book.save(path)
@@ -95,9 +110,11 @@ def _add_sheets(path: Path, sheets: Mapping[str, tuple[pd.DataFrame, Mapping[str
 
 
 def _cell(value: Any) -> Any:
+    """A value as an XLSX cell holds it: missing is empty, a float rounded for reading."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    return value.item() if hasattr(value, "item") else value
+    plain = value.item() if hasattr(value, "item") else value
+    return round_significant(plain) if isinstance(plain, float) else plain
 
 
 def _parquet(table: pd.DataFrame, path: Path, period: Period) -> None:

@@ -20,18 +20,23 @@ from collector.report.svg import bar_chart, line_chart
 from collector.report.tables import ReportTables
 from collector.summaries.spec import COLUMNS
 
-__all__ = ["Figure", "render_page", "write_report"]
+__all__ = ["NOTHING_TO_DRAW", "Figure", "render_page", "write_report"]
+
+
+NOTHING_TO_DRAW = "Nothing to draw: every value in this period is 0 (the table below holds them)."
 
 
 @dataclass(frozen=True)
 class Figure:
     """A section made elsewhere: its title, one sentence of what it shows, its plot (an
-    ``<svg>`` of :mod:`collector.report.svg`) and the table behind it."""
+    ``<svg>`` of :mod:`collector.report.svg`, "" when it has nothing to draw), the table behind
+    it, and the sentence said in place of a plot with nothing to draw (``blank``)."""
 
     title: str
     what: str
     plot: str
     table: pd.DataFrame
+    blank: str = NOTHING_TO_DRAW
 
 
 _STYLE = """
@@ -43,7 +48,8 @@ svg .grid { stroke: #e4e4e4; } svg .axis { stroke: #888; }
 table { border-collapse: collapse; margin: 12px 0; font-size: 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; } th { background: #f2f2f2; }
 td:first-child, th:first-child { text-align: left; }
-p.note { color: #666; } details { margin: 8px 0; }
+p.note { color: #666; } p.blank { padding: 12px; background: #fafafa; border: 1px solid #eee; }
+details { margin: 8px 0; } svg text title { pointer-events: auto; }
 """
 
 
@@ -76,9 +82,17 @@ def _names(values: pd.Series) -> list[str]:
     return ["(none)" if v is None or v != v else str(v) for v in values]
 
 
-def _section(title: str, what: str, plot: str, frame: pd.DataFrame) -> str:
-    body = plot if not frame.empty else ""
+def _section(title: str, what: str, plot: str, frame: pd.DataFrame, blank: str = NOTHING_TO_DRAW) -> str:
+    """A section: the plot, or ``blank`` said in its place when it has nothing to draw (an empty
+    chart reads as a broken page); no records at all is the table's to say."""
+    body = "" if frame.empty else plot or f'<p class="note blank">{escape(blank)}</p>'
     return f"<section><h2>{escape(title)}</h2><p>{escape(what)}</p>{body}{_table(frame)}</section>"
+
+
+def _bucket(iso: object) -> str:
+    """A bucket's ISO-8601 start as a plot's label: ``2026-11-21 22:00`` (UTC, said in the title)."""
+    text = str(iso)
+    return text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] == "T" else text
 
 
 def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Sequence[Figure] = ()) -> str:
@@ -99,6 +113,7 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "Slot snapshots by their true overhead: whole canonical units idle in every resource at once "
         "(Andrijauskas et al. 2023).",
         bar_chart([f"{c:g} CU" for c in cus], counts, title="slot snapshots by overhead (CU)", unit="snapshots"), h,
+        "No slot snapshot in this period.",
     ))  # fmt: skip
     o = t.overhead
     days = sorted(o["day"].unique()) if not o.empty else []
@@ -116,6 +131,7 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "Overhead over time per site",
         "CU-hours of true overhead per day and site, and the part of it beside idle jobs that would have fit.",
         line_chart([str(d) for d in days], series, title="true overhead per day", unit="CU-hours"), o,
+        "No true overhead on any day: no node was idle in every resource at once by a whole canonical unit.",
     ))  # fmt: skip
     p = t.projects
     sections.append(_section(
@@ -125,6 +141,7 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         bar_chart(_names(p["project"]),
                   {"held": p["held_core_hours"].tolist(), "billed": p["billed_core_hours"].tolist()},
                   title="core-hours per project", unit="core-hours"), p,
+        "No core-hours held or billed in this period.",
     ))  # fmt: skip
     u = t.users
     sections.append(_section(
@@ -133,6 +150,8 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "(Klusáček & Rudová 2015), in percentage points: above 0 pays more.",
         bar_chart(_names(u["user"]), {"share change": u["change"].tolist()}, title="change of share under the penalty",
                   unit="percentage points"), u,
+        f"Nobody pays more or less: each of the {len(u)} users' share of the pool is the same under the penalty "
+        "as under a CPU-only count (change 0 for all): cores are the resource every job asks most of.",
     ))  # fmt: skip
     f = t.fairshare
     labels = [f"{a}:{b}" for a, b in zip(f["type"], f["name"], strict=True)]
@@ -143,6 +162,7 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         bar_chart(labels, {"effective usage": f["effective_percent"].astype(float).tolist(),
                            "target": f["target_percent"].astype(float).fillna(0.0).tolist()},
                   title="fairshare usage and target", unit="% of the pool"), f,
+        "Every credential's effective usage and target are 0 at the last window.",
     ))  # fmt: skip
     b = t.fairness
     sections.append(_section(
@@ -150,9 +170,10 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "Jain's index per bucket across the users with demand or allocation (Sedighi et al. 2014): of the part "
         "of what each wanted that it got (1 when all got the same part, as a queue-proportional share always "
         "gives) and of the cores allocated (1/n when one took all).",
-        line_chart(b["bucket"].astype(str).tolist(),
+        line_chart([_bucket(x) for x in b["bucket"]],
                    {"Jain, served part": b["jain_served"].tolist(), "Jain, allocation": b["jain_allocation"].tolist()},
-                   title="Jain's index per bucket", unit="index (0..1)"), b,
+                   title="Jain's index per bucket (its start, UTC)", unit="index (0..1)"), b,
+        "Jain's index is 0 in every bucket: nobody was allocated anything.",
     ))  # fmt: skip
     v = t.starvation
     sections.append(_section(
@@ -161,15 +182,17 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "equal share) while others were served.",
         bar_chart(_names(v["name"]), {"starved": v["starved_hours"].tolist()}, title="starved hours per credential",
                   unit="hours"), v,
+        f"No credential starved: none of the {len(v)} waited with idle jobs while getting nothing (or at most the "
+        "configured fraction of an equal share).",
     ))  # fmt: skip
-    sections += [_section(f.title, f.what, f.plot, f.table) for f in figures]
+    sections += [_section(f.title, f.what, f.plot, f.table, f.blank) for f in figures]
     if appendix:  # synthetic cases beside a site's data would read as the site's: set apart and said so
         sections.append(
             '<h1 id="appendix">Appendix: synthetic cases, not this site\'s data</h1><p class="note">'
             "The fair-share lab's cases (Sedighi et al. 2014), simulated by fairacct to show how each policy "
             "behaves; nothing below was read from this site's pool or store.</p>"
         )
-        sections += [_section(f.title, f.what, f.plot, f.table) for f in appendix]
+        sections += [_section(f.title, f.what, f.plot, f.table, f.blank) for f in appendix]
     title = f"fairacct report, {t.period.first} to {t.period.last}"
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'

@@ -2,6 +2,9 @@
 
 Each function takes the numbers and returns one ``<svg>`` element (text) that sizes itself to
 its container; colours come from one palette, so a series has the same colour in every plot.
+A label too long for its place is shortened in the middle (:func:`collector.readable.shorten`),
+its whole text in a ``<title>`` (the tooltip); the plot grows downwards to fit the labels below it.
+A plot with nothing to draw (:func:`has_values`) is for the page to replace with a sentence.
 """
 
 from __future__ import annotations
@@ -10,11 +13,40 @@ import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
-__all__ = ["PALETTE", "bar_chart", "line_chart"]
+from collector.readable import shorten
+
+__all__ = ["PALETTE", "bar_chart", "has_values", "line_chart"]
 
 PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 70
+X_LABEL_CHARS = 30
+"""The longest label below a plot, in characters; a longer one is shortened (its whole text in a tooltip)."""
+LEGEND_CHARS = 20
+"""The longest name in a legend, in characters (the legend's column is ``RIGHT`` wide)."""
+_CHAR_W = 6.0  # the width of a 10 px character of the tick font, generously (system-ui, digits and letters)
+_SLANT = math.radians(35)  # labels below a plot are turned by this, so neighbours do not overlap
+
+
+def has_values(series: Mapping[str, Sequence[float]]) -> bool:
+    """Whether a plot of ``series`` would draw anything: some value finite and not 0."""
+    return any(math.isfinite(v) and v != 0 for vs in series.values() for v in vs)
+
+
+def _bottom(labels: Sequence[str]) -> float:
+    """The margin below the plot that the turned ``labels`` need (at least ``BOTTOM``)."""
+    longest = min(max((len(t) for t in labels), default=0), X_LABEL_CHARS)
+    return max(float(BOTTOM), 20 + longest * _CHAR_W * math.sin(_SLANT) + 12)
+
+
+def _x_label(x: float, y: float, label: str) -> str:
+    """A turned label under the plot at ``x``, shortened to fit, its whole text as its tooltip."""
+    short = shorten(label, X_LABEL_CHARS)
+    tip = f"<title>{escape(label)}</title>" if short != label else ""
+    return (
+        f'<text transform="translate({x:.1f} {y:.1f}) rotate({math.degrees(_SLANT):g})" class="tick">'
+        f"{escape(short)}{tip}</text>"
+    )
 
 
 def _ticks(top: float, count: int = 5) -> list[float]:
@@ -38,7 +70,7 @@ def _frame(title: str, unit: str, ticks: Sequence[float], low: float) -> tuple[l
     """The outline, title, y grid and labels; returns the parts and the y of 0 and the scale."""
     high = ticks[-1]
     span = (high - low) or 1.0
-    plot_h = HEIGHT - TOP - BOTTOM
+    plot_h = HEIGHT - TOP - BOTTOM  # the plot's own height: the labels' margin is added below it
     scale = plot_h / span
     zero = TOP + high * scale
     parts = [f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>']
@@ -60,22 +92,28 @@ def _legend(names: Sequence[str]) -> list[str]:
         parts.append(
             f'<rect x="{WIDTH - RIGHT + 12}" y="{y - 9}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
         )
-        parts.append(f'<text x="{WIDTH - RIGHT + 28}" y="{y}" class="tick">{escape(name[:20])}</text>')
+        short = shorten(name, LEGEND_CHARS)
+        tip = f"<title>{escape(name)}</title>" if short != name else ""
+        parts.append(f'<text x="{WIDTH - RIGHT + 28}" y="{y}" class="tick">{escape(short)}{tip}</text>')
     return parts
 
 
-def _svg(parts: Sequence[str], title: str) -> str:
+def _svg(parts: Sequence[str], title: str, labels: Sequence[str]) -> str:
     body = "\n".join(parts)
+    height = HEIGHT - BOTTOM + _bottom(labels)
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" role="img" '
         f'aria-label="{escape(title)}">\n'
         f"{body}\n</svg>"
     )
 
 
 def bar_chart(categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, unit: str) -> str:
-    """Grouped bars: one group per category, one bar per series (negative values go down)."""
+    """Grouped bars: one group per category, one bar per series (negative values go down); ""
+    when there is nothing to draw (no category, or every value 0: :func:`has_values`)."""
     categories = [str(c) for c in categories]
+    if not categories or not has_values(series):
+        return ""
     values = [v for vs in series.values() for v in vs if math.isfinite(v)] or [0.0]
     low_ticks = _ticks(-min(0.0, min(values)))
     ticks = _ticks(max(0.0, max(values)))
@@ -98,24 +136,25 @@ def bar_chart(categories: Sequence[str], series: Mapping[str, Sequence[float]], 
                 f'fill="{colour}">'
                 f"<title>{escape(category)} · {escape(name)}: {_label(v)} {escape(unit)}</title></rect>"
             )
-        cx = LEFT + c * group + group / 2
-        parts.append(
-            f'<text transform="translate({cx:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">'
-            f"{escape(str(category)[:18])}</text>"
-        )
+        parts.append(_x_label(LEFT + c * group + group / 2, HEIGHT - BOTTOM + 12, category))
     parts += _legend(list(series))
-    return _svg(parts, title)
+    return _svg(parts, title, categories)
 
 
 def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, unit: str) -> str:
-    """One line per series over the labels ``xs`` (days), with a dot per point."""
+    """One line per series over the labels ``xs`` (days), with a dot per point; "" when there
+    is nothing to draw (no point, or every value 0: :func:`has_values`)."""
+    if not xs or not has_values(series):
+        return ""
     values = [v for vs in series.values() for v in vs if math.isfinite(v)] or [0.0]
     parts, zero, scale = _frame(title, unit, _ticks(max(values)), 0.0)
     n = max(1, len(xs) - 1)
     step = (WIDTH - LEFT - RIGHT) / n
+    # one point alone stands in the middle, not on the axis where it reads as part of it
+    first = LEFT + (WIDTH - LEFT - RIGHT) / 2 if len(xs) == 1 else LEFT
     for s, (name, vs) in enumerate(series.items()):
         colour = PALETTE[s % len(PALETTE)]
-        points = [(LEFT + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
+        points = [(first + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for (x, y), v, label in zip(points, vs, xs, strict=True):
@@ -124,11 +163,7 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
                 f"<title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>"
             )
     every = max(1, len(xs) // 10)
-    for i, label in enumerate(xs):
-        if i % every == 0:
-            parts.append(
-                f'<text transform="translate({LEFT + i * step:.1f} {HEIGHT - BOTTOM + 12}) rotate(35)" class="tick">'
-                f"{escape(label)}</text>"
-            )
+    shown = [label for i, label in enumerate(xs) if i % every == 0]
+    parts += [_x_label(first + i * every * step, HEIGHT - BOTTOM + 12, label) for i, label in enumerate(shown)]
     parts += _legend(list(series))
-    return _svg(parts, title)
+    return _svg(parts, title, shown)

@@ -1,16 +1,17 @@
 """Judging a batch of fairacct records one by one, as :mod:`collector.records` makes them.
 
 A record is a flat JSON object with ``id`` (a string of 1 to 128 characters), ``kind`` (one of
-the kinds a probe makes, :data:`collector.records.PROBE_KINDS`), ``schema_version`` (this
-collector's :data:`~collector.records.SCHEMA_VERSION`), ``probe`` (the sender's name) and
-``timestamp`` (ISO-8601 with a UTC offset, the time sinks index by, within
+the kinds a probe makes, :data:`collector.records.PROBE_KINDS`), ``schema_version`` (one of
+:data:`~collector.records.ACCEPTED_SCHEMA_VERSIONS`: the previous release's and this one's),
+``probe`` (the sender's name) and ``timestamp`` (ISO-8601 with a UTC offset, the time sinks index by, within
 :func:`collector.instants.timestamp_range`); every other field must be one the store can hold
 (:func:`collector.schema.record_fault`: at most ``max_fields`` fields, types, ranges, string
 sizes, no nesting). A record that breaks a rule is refused by itself, with its index and the
 reason; the others are accepted, their times written in the one form of
 :mod:`collector.instants` (``2025-12-31T00:00:00Z``). A record in another probe's name, or for
 a site or pool its probe may not report for (:class:`~collector.server.scopes.Scope`), refuses
-the whole request (:class:`ForbiddenError`).
+the whole request (:class:`ForbiddenError`), and so does a record of a newer schema than this
+collector takes (:class:`SchemaTooNewError`: its probe was upgraded first, and keeps its records).
 
 An accepted record is stored under :func:`collector.records.owned_id` of its sender and its
 ``id`` (the probe's own id kept as ``source_id``): a probe can neither overwrite nor shadow
@@ -22,13 +23,14 @@ This is plain Python on purpose: a per-record pydantic model costs about five ti
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from collector.errors import ForbiddenError
+from collector.errors import ForbiddenError, SchemaTooNewError
 from collector.instants import timestamp_range, utc_second
-from collector.records import PROBE_KINDS, SCHEMA_VERSION, owned_id
+from collector.records import ACCEPTED_SCHEMA_VERSIONS, PROBE_KINDS, SCHEMA_VERSION, owned_id
 from collector.schema import MAX_FIELDS, records_faults, show, utc_times
 from collector.server.body import Unreadable
 from collector.server.scopes import Scope
@@ -36,6 +38,7 @@ from collector.server.scopes import Scope
 __all__ = ["Judgement", "Refusal", "judge_records"]
 
 _KIND_NAMES = ", ".join(PROBE_KINDS)
+_ACCEPTED = " or ".join(map(str, ACCEPTED_SCHEMA_VERSIONS))
 _MAX_ID = 128
 
 
@@ -53,11 +56,13 @@ class Refusal:
 
 @dataclass
 class Judgement:
-    """The accepted records by kind, and the refused ones in batch order."""
+    """The accepted records by kind, and the refused ones in batch order; ``schemas``: the
+    accepted records by their ``schema_version``."""
 
     accepted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     count: int = 0
     refused: list[Refusal] = field(default_factory=list)
+    schemas: Counter[int] = field(default_factory=Counter)
 
 
 def judge_records(
@@ -95,6 +100,7 @@ def judge_records(
             utc_times(kind, doc)
             doc["source_id"] = doc["id"]
             doc["id"] = owned_id(probe, doc["id"])
+            out.schemas[doc["schema_version"]] += 1
             accepted.append(doc)
         if not accepted:
             del out.accepted[kind]
@@ -110,7 +116,8 @@ def _id_of(item: object) -> str | None:
 
 def _fault(item: object, probe: str, index: int, window: tuple[str, str]) -> str | None:
     """Why ``item`` cannot be accepted, or None; raises ForbiddenError for another probe's
-    record. Its ``timestamp`` is written in the one form, within ``window`` (first, last)."""
+    record, SchemaTooNewError for a record of a newer schema than this collector takes. Its
+    ``timestamp`` is written in the one form, within ``window`` (first, last)."""
     if type(item) is not dict:
         if isinstance(item, Unreadable):
             return item.reason
@@ -125,8 +132,13 @@ def _fault(item: object, probe: str, index: int, window: tuple[str, str]) -> str
             "Gratia records come from Gratia probes to /gratia-servlets/rmi)"
         )
     version = item.get("schema_version")
-    if type(version) is not int or version != SCHEMA_VERSION:
-        return f"'schema_version' must be {SCHEMA_VERSION} (this collector's), got {show(version)}"
+    if type(version) is int and version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"record {index} has schema_version {version}, newer than this collector's {SCHEMA_VERSION} (it takes "
+            f"{_ACCEPTED}): upgrade the collector before its probes; nothing was stored, keep the records"
+        )
+    if type(version) is not int or version not in ACCEPTED_SCHEMA_VERSIONS:
+        return f"'schema_version' must be {_ACCEPTED} (this collector's), got {show(version)}"
     sender = item.get("probe")
     if sender != probe:
         if type(sender) is not str:

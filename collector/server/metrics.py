@@ -8,6 +8,9 @@ metric                                                  type       labels
 ``fairacct_collector_request_duration_seconds``         histogram  ``endpoint``
 ``fairacct_collector_records_total``                    counter    ``endpoint``, ``probe`` (made durable)
 ``fairacct_collector_record_errors_total``              counter    ``endpoint``, ``probe`` (refused)
+``fairacct_collector_records_by_schema_total``          counter    ``schema_version`` (made durable; a
+                                                                   fleet's probes upgraded: only the
+                                                                   current one grows)
 ``fairacct_collector_records_skipped_total``            counter    ``endpoint``, ``probe``, ``type``
                                                                    (acknowledged, not stored: Gratia's
                                                                    StorageElement, ProbeDetails, ...)
@@ -129,6 +132,7 @@ class ServerMetrics:
         self.latency: dict[str, Histogram] = {}
         self.records: Counter[tuple[str, str]] = Counter()
         self.record_errors: Counter[tuple[str, str]] = Counter()
+        self.schemas: Counter[int] = Counter()
         self.skipped: Counter[tuple[str, str, str]] = Counter()
         self.stored: Counter[str] = Counter()
         self.flush_latency = Histogram(_FLUSH_BUCKETS)
@@ -148,6 +152,11 @@ class ServerMetrics:
                 self.records[endpoint, probe] += accepted
             if refused:
                 self.record_errors[endpoint, probe] += refused
+
+    def schema_versions(self, versions: Mapping[int, int]) -> None:
+        """Count records made durable by their ``schema_version`` (accepted ones only: bounded)."""
+        with self._lock:
+            self.schemas.update({v: n for v, n in versions.items() if n})
 
     def skipped_records(self, endpoint: str, probe: str, types: Mapping[str, int]) -> None:
         """Count records acknowledged without being stored (a type the collector does not keep);
@@ -200,6 +209,9 @@ class ServerMetrics:
             family(f"{p}record_errors_total", "counter", "Records refused one by one, by endpoint and probe.",
                    [("", {"endpoint": e, "probe": q}, n)
                     for (e, q), n in sorted(self.record_errors.items())])  # fmt: skip
+            family(f"{p}records_by_schema_total", "counter",
+                   "Records made durable, by their schema_version (the previous release's or this one's).",
+                   [("", {"schema_version": str(v)}, n) for v, n in sorted(self.schemas.items())])  # fmt: skip
             family(f"{p}records_skipped_total", "counter",
                    "Records acknowledged and not stored (types the collector does not keep), "
                    "by endpoint, probe and type.",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.records import PROBE_KINDS, SCHEMA_VERSION
+from collector.records import ACCEPTED_SCHEMA_VERSIONS, PROBE_KINDS
 from collector.server.v1_records import REASONS_LISTED
 from collector.settings import CollectorSettings
 
@@ -93,7 +93,7 @@ def openapi_document(
         "properties": {
             "id": {"type": "string", "minLength": 1, "maxLength": 128},
             "kind": {"type": "string", "enum": list(PROBE_KINDS)},
-            "schema_version": {"type": "integer", "const": SCHEMA_VERSION},
+            "schema_version": {"type": "integer", "enum": list(ACCEPTED_SCHEMA_VERSIONS)},
             "probe": {"type": "string", "description": "The sending probe: the name its token belongs to."},
             "timestamp": {"type": "string", "format": "date-time"},
         },
@@ -198,6 +198,11 @@ def openapi_document(
                         "403": _error(
                             "A record in another probe's name, or for a site or pool the probe may not report for "
                             "(collector.probes); nothing was stored."
+                        ),
+                        "409": _error(
+                            "schema_too_new: a record's schema_version is newer than this collector takes (the "
+                            "probe is of a later release); nothing was stored. Keep the batch until the collector "
+                            "is upgraded."
                         ),
                         "413": _error(
                             "The body is over the size limit (as sent or decompressed), or holds more records than "

@@ -11,6 +11,7 @@ BadRequestError            400     bad_request            ``{"error": MESSAGE}``
 RecordError                400     bad_record             ``{"error": MESSAGE}``             ``Error processing record: MESSAGE``
 UnauthorizedError          401     unauthorized           the message (+ ``WWW-Authenticate: Bearer``)
 ForbiddenError             403     forbidden              ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
+SchemaTooNewError          409     schema_too_new         ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 TooLargeError              413     too_large              ``{"error": MESSAGE}``             ``Error: java.lang.IllegalStateException: Post too large``
 UnsupportedMediaError      415     unsupported_media      ``{"error": MESSAGE}``             ``Error handling request: MESSAGE``
 NotFoundError              404     not_found              ``{"error": MESSAGE}``             (none: a path no route has)
@@ -50,6 +51,7 @@ from collector.errors import (
     NotFoundError,
     OverloadedError,
     RecordError,
+    SchemaTooNewError,
     SenderNotAllowedError,
     SlowDownError,
     StoreError,
@@ -81,6 +83,7 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (UnauthorizedError, 401, "unauthorized"),
     (ForbiddenError, 403, "forbidden"),
     (NotFoundError, 404, "not_found"),
+    (SchemaTooNewError, 409, "schema_too_new"),
     (MethodNotAllowedError, 405, "method_not_allowed"),
     (TooLargeError, 413, "too_large"),
     (UnsupportedMediaError, 415, "unsupported_media"),

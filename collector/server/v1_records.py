@@ -17,10 +17,13 @@ reply has an ``accepted`` field**):
   will never be accepted as they are (dead letters). Every refused record is listed, the first
   :data:`REASONS_LISTED` as ``{"index", "id", "reason"}``, the others as ``{"index"}`` alone:
   a batch holds at most ``collector.max_records_per_request`` records, so the reply is bounded.
-* **400/401/403/413/415** ``{"error": "..."}`` (no ``accepted`` field): the request was refused
-  whole and nothing was stored. 403: a record is in another probe's name, or for a site or
-  pool this probe may not report for (``collector.probes``, :mod:`collector.server.scopes`);
-  the probe keeps the batch until the operator lists it. 413: the body is over ``collector.max_records_body_size`` (or
+* **400/401/403/409/413/415** ``{"error": "..."}`` (no ``accepted`` field): the request was refused
+  whole and nothing was stored. 409 (``schema_too_new``): a record's ``schema_version`` is newer
+  than the collector takes (:data:`collector.records.ACCEPTED_SCHEMA_VERSIONS`); the probe was
+  upgraded before its collector and keeps the batch until the collector is upgraded. 403: a
+  record is in another probe's name, or for a site or pool this probe may not report for
+  (``collector.probes``, :mod:`collector.server.scopes`); the probe keeps the batch until the
+  operator lists it. 413: the body is over ``collector.max_records_body_size`` (or
   ``max_body_size``), or holds more than ``max_records_per_request`` records; send it in halves.
 * **429** ``{"error": "..."}`` with ``Retry-After``: the probe has ``max_requests_per_probe``
   requests under way, or the store is slower than the probes and the outbox holds
@@ -62,6 +65,7 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
         )
         del data  # the commit waits with the accepted records alone
         await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
+        ingest.metrics.schema_versions(judged.schemas)
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)
     first, refused = judged.refused[0], len(judged.refused)

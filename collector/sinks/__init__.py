@@ -10,6 +10,7 @@ and ``gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi`` (a Gratia collector, OS
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "ensure_templates",
     "open_sink",
     "sqlite_path",
+    "upgrade_store",
 ]
 
 
@@ -48,6 +50,18 @@ def ensure_templates(sink: Sink, url: str, *, install: bool) -> list[str]:
         f"{url}: index templates {'; '.join(problems)}: run `fairacct mappings install` first "
         "(or set store.install_templates = true)"
     )
+
+
+def upgrade_store(sink: Sink) -> list[str]:
+    """Bring an Elasticsearch or OpenSearch store's monthly indices up to the installed templates
+    (:mod:`collector.sinks.elasticsearch.migration`), after :func:`ensure_templates`; a line per
+    index moved. Other stores have nothing to do here: the embedded store migrates itself when
+    opened (:mod:`collector.sinks.sqlite_layout`), a collector or Gratia service keeps its own."""
+    if "collector.sinks.elasticsearch" not in sys.modules:  # not imported: not an Elasticsearch sink
+        return []
+    from collector.sinks.elasticsearch import ElasticsearchSink
+
+    return sink.upgrade_indices() if isinstance(sink, ElasticsearchSink) else []
 
 
 def sqlite_path(url: str, base: Path) -> Path | None:

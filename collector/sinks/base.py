@@ -4,7 +4,10 @@ A sink takes a batch of records of one kind (as the outbox keeps them, encoded o
 ``send_encoded``; or as documents, ``send``) and says, per document, what became of it:
 stored (``acked``), worth another try later (``retry``: an outage, 429, 5xx), or refused for
 good (``rejected``: a mapping conflict, a malformed document). The outbox deletes only what
-was acknowledged and moves rejected documents to its dead-letter table.
+was acknowledged and moves rejected documents to its dead-letter table. Of what it stored, a
+store that can tell says which ids it did not hold before (``created``) and which it held
+already and replaced (``existed``: a backfill reading jobs again); a sink that cannot (the
+fairacct collector, Gratia: they acknowledge before any store has the records) says neither.
 
 The protocol is everything the probe, the collector and the command line ask of a store, so
 no caller needs to know which store it has: writing (``send``), reading back (``count``,
@@ -12,8 +15,9 @@ no caller needs to know which store it has: writing (``send``), reading back (``
 composite aggregations in Elasticsearch/OpenSearch; no records come back to Python to be
 summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left
 stale (``delete_stale``: summaries of groups that no
-longer exist) and the index templates (``check_templates``, ``install_templates``), which a store
-without templates answers trivially.
+longer exist), the index templates (``check_templates``, ``install_templates``), which a store
+without templates answers trivially, and whether it can be reached at all (``ping``: ``config
+check --connect``).
 """
 
 from __future__ import annotations
@@ -32,11 +36,16 @@ PeriodUnit = Literal["day", "month"]
 
 @dataclass
 class SendResult:
-    """What a sink did with each document of a batch, by id."""
+    """What a sink did with each document of a batch, by id. ``created`` and ``existed`` are
+    of the ``acked`` ids: those the store did not hold before this send, and those it held
+    already (the same record read again, or a corrected one); an acked id in neither is one
+    the sink cannot tell of."""
 
     acked: list[str] = field(default_factory=list)
     retry: dict[str, str] = field(default_factory=dict)  # id -> error, transient
     rejected: dict[str, str] = field(default_factory=dict)  # id -> error, permanent
+    created: list[str] = field(default_factory=list)
+    existed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,12 @@ class Total:
     so a sum over records that lack a field is 0, in every store.
 
     ``op`` ``"min"`` or ``"max"`` makes it the least or greatest value of one field instead
-    (unscaled; None over records that all lack it): APEL's earliest and latest end times."""
+    (unscaled; None over records that all lack it): APEL's earliest and latest end times.
+
+    ``whole``: each record's value of the one field counts in whole units, its fraction dropped
+    (towards zero), as an Elasticsearch ``long`` field indexes a number: GRACC's raw index holds
+    ``WallDuration`` so, and its summaries sum whole seconds. The embedded store drops the
+    fraction in its query; Elasticsearch, by the field's ``long`` mapping (mappings/gratia.json)."""
 
     name: str
     fields: tuple[str, ...] = ()
@@ -69,8 +83,11 @@ class Total:
     where: str | None = None
     missing: float = 0.0
     op: Literal["sum", "min", "max"] = "sum"
+    whole: bool = False
 
     def __post_init__(self) -> None:
+        if self.whole and (len(self.fields) != 1 or self.op != "sum"):
+            raise ValueError(f"total {self.name!r}: whole units are of a sum of one field")
         if self.op != "sum" and (len(self.fields) != 1 or self.where or self.missing or self.scale != 1.0):
             raise ValueError(f"total {self.name!r}: a {self.op} is of one field, unscaled, without where or missing")
         if len(self.fields) > 2:
@@ -136,5 +153,11 @@ class Sink(Protocol):
 
     def install_templates(self) -> list[str]:
         """Install (or update) the index template of every kind; the names installed."""
+
+    def ping(self) -> str:
+        """Reach the store as a write would, storing nothing (the embedded store: its write lock;
+        Elasticsearch: who the cluster is, with the credentials; a collector: ``/healthz`` and the
+        token): what answered, in a few words. A :class:`~collector.errors.SinkError` saying why
+        it cannot be reached otherwise."""
 
     def close(self) -> None: ...

@@ -101,6 +101,14 @@ class GratiaSink(WriteOnlySink):
     def __repr__(self) -> str:
         return f"GratiaSink({self.url!r}, probe_name={self.who.probe_name!r})"
 
+    def ping(self) -> str:
+        """``GET`` of the servlet's URL: the Gratia collector answers (a servlet taking POSTs only
+        may say 405); nothing is sent, and there is no token to try."""
+        status, _ = self._ask("GET", self.endpoint, "the Gratia collector")
+        if status >= 500 or status == 404:
+            raise SinkError(f"{self.endpoint}: the Gratia collector answered {status}")
+        return f"the Gratia collector answered (HTTP {status})"
+
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         """Send job records as JobUsageRecords, ``bundle_size`` to a request; records of other
         kinds are acknowledged unsent (Gratia has no place for them). A record that cannot be

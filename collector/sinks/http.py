@@ -9,6 +9,12 @@ tests) with ``token_file``, the file holding this probe's bearer token. A batch 
 * 400 with ``accepted``: the records listed in ``rejected`` are refused for good (the outbox
   moves them to its dead letters), every other one is acknowledged; the collector lists every
   refused record but gives the reasons of the first few only (the others get the first's);
+* 400 with ``accepted`` where a record is refused because the collector is of an older release
+  (the wording of such a collector: a ``schema_version`` it does not take yet, or a kind it
+  does not know): that record is kept (``retry``), not a dead letter;
+* 409 (``schema_too_new``): the collector is of an older release than this probe: nothing is
+  acknowledged, the outbox keeps the batch (:class:`SinkError`, one line that says so) until
+  the collector is upgraded (collector first, then probes: README, "Upgrading");
 * 413: the batch is split in halves, each sent again (a single record over the limit is
   refused for good); the body is over the collector's size limit, or the batch holds more
   records than a request may;
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import ssl
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -33,13 +40,19 @@ import orjson
 
 from collector.encoded import Encoded
 from collector.errors import ConfigError, SinkError
-from collector.records import encode_docs
+from collector.records import PROBE_KINDS, encode_docs
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
-__all__ = ["CollectorSink", "WriteOnlySink", "loose_token", "tls_context"]
+__all__ = ["CollectorSink", "WriteOnlySink", "loose_token", "older_collector", "tls_context"]
 
 _SCHEMES = {"collector+http": "http", "collector+https": "https"}
+
+# How a collector of an earlier release words the refusal of a record it is too old for (909f578
+# and today's collector: collector/server/judge.py). Such a record is kept, never a dead letter.
+_OLD_SCHEMA = re.compile(r"'schema_version' must be ([0-9 or]+) \(this collector's\), got (\d+)")
+_OLD_KINDS = re.compile(r"'kind' must be one of [^;]*?, got '(\w+)'")
+_KEPT = "upgrade the collector (collector first, then probes); the records stay in the outbox until then"
 
 
 class WriteOnlySink:
@@ -91,6 +104,22 @@ class WriteOnlySink:
 
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         raise NotImplementedError
+
+    def _ask(self, method: str, url: str, what: str, content: bytes | None = None) -> tuple[int, str]:
+        """One request of :meth:`ping`: the status and the reply's start (a proxy's page may be
+        large); :class:`SinkError` naming ``what`` did not answer."""
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        try:
+            with self._client.stream(method, url, content=content, headers=headers) as reply:
+                body = b""
+                for chunk in reply.iter_bytes():
+                    body += chunk
+                    if len(body) >= _REPLY_BYTES:
+                        break
+                return reply.status_code, body[:_REPLY_BYTES].decode("utf-8", "replace")
+        except httpx.HTTPError as exc:
+            why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
+            raise SinkError(f"{url}: no answer from {what} ({why})") from exc
 
 
 class CollectorSink(WriteOnlySink):
@@ -148,6 +177,25 @@ class CollectorSink(WriteOnlySink):
             self._send(records, result)
         return result
 
+    def ping(self) -> str:
+        """``GET /healthz`` (the collector takes records and delivers them), then an empty batch
+        to ``/v1/records`` (the collector takes this probe's token; nothing is stored)."""
+        base = self.endpoint.removesuffix("/v1/records")
+        status, text = self._ask("GET", f"{base}/healthz", "the collector")
+        said = _json_text(text).get("status", text.strip()[:200])
+        if status != 200:
+            raise SinkError(f"{base}/healthz answered {status}: {said}")
+        status, text = self._ask("POST", self.endpoint, "the collector", b"[]")
+        if status in (401, 403):
+            why = _json_text(text).get("error", text.strip()[:200])
+            raise SinkError(
+                f"{self.endpoint}: the collector refused this probe's token ({status}: {why}); check store.token_file "
+                f"({self.token_file}) against the collector's token for this probe"
+            )
+        if status in (404, 405):
+            raise SinkError(f"{self.endpoint}: nothing answers /v1/records here ({status}): store.url is wrong")
+        return f"/healthz {said}, token accepted"
+
     def _send(self, docs: Encoded, result: SendResult) -> None:
         body = gzip.compress(docs.json_array(), compresslevel=1)
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
@@ -180,6 +228,8 @@ class CollectorSink(WriteOnlySink):
             for index, id_ in enumerate(docs.ids):
                 if index not in reasons:
                     result.acked.append(id_)
+                elif older := older_collector(reasons[index] or first):  # listed alone: the first's reason
+                    result.retry[id_] = f"{self.endpoint}: {older}"
                 elif (reason := reasons[index]) is not None:
                     result.rejected[id_] = f"refused by the collector: {reason}"
                 else:  # listed by its index alone: the collector gives the reasons of the first few
@@ -195,9 +245,22 @@ class CollectorSink(WriteOnlySink):
                 "; store.url is wrong: nothing at this path answers /v1/records (a collector's URL is its root, "
                 "or the prefix a proxy serves it under)"
             )
+        if status == 409:
+            raise SinkError(f"{self.endpoint}: the collector is of an older release than this probe: {why}; {_KEPT}")
         if status == 401:
             hint = f"; check store.token_file ({self.token_file}) against the collector's token for this probe"
         raise SinkError(f"{self.endpoint}: the collector answered {status}: {why}{hint}")
+
+
+def older_collector(reason: str) -> str | None:
+    """What a collector's refusal ``reason`` says when it is a collector of an earlier release
+    refusing a record this probe's release writes (a newer ``schema_version``, a kind it does
+    not know yet), in one line; None for any other reason (the record's own fault)."""
+    if (m := _OLD_SCHEMA.search(reason)) and int(m[2]) > max(int(v) for v in m[1].split() if v.isdigit()):
+        return f"the collector is of an older release: it takes schema_version {m[1]}, this record is {m[2]}; {_KEPT}"
+    if (m := _OLD_KINDS.search(reason)) and m[1] in PROBE_KINDS:
+        return f"the collector is of an older release: it does not know {m[1]!r} records yet; {_KEPT}"
+    return None
 
 
 def tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
@@ -244,8 +307,16 @@ def _read_token(path: Path | None) -> str:
 
 
 def _json(reply: httpx.Response) -> dict[str, Any]:
+    return _json_text(reply.content)
+
+
+def _json_text(content: str | bytes) -> dict[str, Any]:
     try:
-        value = orjson.loads(reply.content)
+        value = orjson.loads(content)
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+_REPLY_BYTES = 64 * 1024
+"""What :meth:`WriteOnlySink.ping` reads of a reply at most."""

@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from collector.books import gaps, held_core_seconds, job_core_seconds, observed_segments, submitter_books
+from collector.books import KEYS, gaps, held_core_seconds, job_core_seconds, observed_segments, submitter_books
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
 
@@ -48,6 +48,7 @@ __all__ = [
     "audit_rows",
     "day_books",
     "longest_job_s",
+    "open_held",
     "submitter_audit",
 ]
 
@@ -123,23 +124,7 @@ def submitter_audit(
     snaps = snaps.dropna(subset=["observed_at", "interval_s"])
     interval = float(pd.to_numeric(snaps["interval_s"]).max()) if len(snaps) else 0.0
 
-    def held(requires: tuple[str, ...]) -> pd.DataFrame:
-        keys = ("pool", "submitter", "site")
-        bulk = _sum(
-            sink,
-            Aggregation("allocation", keys, (Total("core_s", ("cpus", "interval_s")),), None, since, until, requires),
-        )
-        edge = (*keys, "observed_at", "interval_s")
-        edges = pd.concat(
-            [
-                _sum(sink, Aggregation("allocation", edge, (Total("cpus", ("cpus",)),), None, a, b, requires))
-                for a, b in ((since, _iso(start + reach_s)), (until, after))
-            ],
-            ignore_index=True,
-        ).drop_duplicates(subset=list(edge))
-        return held_core_seconds(bulk, edges, start, end)
-
-    with_job, every = held(("job_id",)), held(())
+    with_job, every = _held(sink, start, end, reach_s, ("job_id",)), _held(sink, start, end, reach_s, ())
 
     segments = observed_segments(snaps, start, end)
     edges = zip(segments["start"].tolist(), segments["end"].tolist(), strict=True)
@@ -163,6 +148,56 @@ def submitter_audit(
         gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
         snapshots=len(snaps),
     )
+
+
+def _held(
+    sink: Sink, start: float, end: float, reach_s: float, requires: tuple[str, ...], keys: tuple[str, ...] = KEYS
+) -> pd.DataFrame:
+    """Core-seconds the allocation records (those with every field of ``requires``) hold inside
+    ``[start, end)``, by ``keys`` (:func:`collector.books.held_core_seconds`)."""
+    since, until, after = _iso(start), _iso(end), _iso(end + reach_s)
+    bulk = _sum(
+        sink, Aggregation("allocation", keys, (Total("core_s", ("cpus", "interval_s")),), None, since, until, requires)
+    )
+    edge = (*keys, "observed_at", "interval_s")
+    edges = pd.concat(
+        [
+            _sum(sink, Aggregation("allocation", edge, (Total("cpus", ("cpus",)),), None, a, b, requires))
+            for a, b in ((since, _iso(start + reach_s)), (until, after))
+        ],
+        ignore_index=True,
+    ).drop_duplicates(subset=list(edge))
+    return held_core_seconds(bulk, edges, start, end, keys)
+
+
+def open_held(sink: Sink, start: float, end: float, *, reach_s: float) -> pd.DataFrame:
+    """Core-seconds held inside ``[start, end)`` (UNIX seconds) by the jobs still running: those
+    whose allocation records are in their pool's newest snapshot in the store (however long after
+    the window: a job may run for days) and that have no job record ending after ``reach_s``
+    before that snapshot (the history holds a job once it has left the queue), per ``pool``,
+    ``submitter``, ``site`` and ``job_id`` (:func:`collector.books.set_open_apart` sets them
+    apart). Empty when no such job ran in the window. The window's allocation records are summed
+    per job here, once: for a report or an audit, not for every day of the daily summaries."""
+    columns = ["pool", "submitter", "site", "job_id", "core_s"]
+    newest = _sum(sink, Aggregation("slot", ("pool",), (Total("last", ("observed_at",), op="max"),), None))
+    running: set[tuple[object, object]] = set()
+    for pool, last in newest[["pool", "last"]].itertuples(index=False):
+        if last is None or last != last:
+            continue
+        seen = _sum(
+            sink,
+            Aggregation("allocation", ("pool", "job_id"), (Total("records"),), None, _iso(float(last)),
+                        _iso(float(last) + 1.0), ("job_id",)),
+        )  # fmt: skip
+        running |= {(p, j) for p, j in seen[["pool", "job_id"]].itertuples(index=False) if p == pool}
+    if not running:
+        return pd.DataFrame(columns=columns)
+    since = _iso(min(float(t) for t in newest["last"].dropna()) - reach_s)
+    done = _sum(sink, Aggregation("job", ("job_id",), (Total("jobs"),), None, since, None))
+    finished = set(done["job_id"].tolist())
+    held = _held(sink, start, end, reach_s, ("job_id",), (*KEYS, "job_id"))
+    still = [(p, j) in running and j not in finished for p, j in held[["pool", "job_id"]].itertuples(index=False)]
+    return held.loc[still, columns].reset_index(drop=True)
 
 
 _JOB_TOTALS = (

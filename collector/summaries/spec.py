@@ -41,6 +41,11 @@ job records' sums: a site may report the same jobs both ways. From that query:
 * ``Count`` is the number of records (the bucket's ``doc_count``) and ``Njobs`` the sum of
   their ``Njobs``, 1 for a record without one (its ``missing``): an aggregated record, such as
   the dCache probe's, counts all its jobs in ``Njobs`` and once in ``Count``;
+* ``WallHours`` sums each record's whole seconds: GRACC's raw index maps ``WallDuration`` as a
+  ``long`` (gracc-docker's ``gracc-stash-raw/gracc-raw-template.json``), which drops a
+  record's fraction of a second, and its summaries sum that; ``CpuDuration``,
+  ``CpuDuration_user``, ``CpuDuration_system`` and ``CoreHours`` are ``double`` there, and keep
+  theirs (``CoreHours`` is computed by the raw pipeline from the fractional ``WallDuration``);
 * a record without a term is grouped under GRACC's value for it (:data:`GRATIA_MISSING`:
   ``"N/A"``, 1 processor, 0 GPUs, exit code 0), ``Processors`` and ``Resource_ExitCode`` are
   numbers (integer fields of GRACC's raw index), and a ``ProjectName`` that is missing,
@@ -154,7 +159,7 @@ SOURCES: dict[str, Source] = {
             (
                 Total("Count"),
                 Total("Njobs", ("Njobs",), missing=1.0),
-                Total("WallHours", ("WallDuration",), HOUR),
+                Total("WallHours", ("WallDuration",), HOUR, whole=True),  # GRACC's raw WallDuration: a long
                 Total("CoreHours", ("CoreHours",)),
                 Total("CpuHours", ("CpuDuration",), HOUR),
                 Total("CpuUserHours", ("CpuDuration_user",), HOUR),

@@ -404,17 +404,24 @@ def records_summary(enqueued: Mapping[str, int], delivery: Delivery, url: str) -
     """What became of a cycle's records (``enqueued``, by kind) once delivered to ``url``; each
     kind's line says how many of its records the outbox holds after the delivery, however the
     delivery stopped (a flush stops at the first batch the store fails: the kinds after it were
-    not tried, and wait all the same)."""
+    not tried, and wait all the same). Of the records sent, it says how many the store did not
+    hold before and how many it held already (a backfill reads jobs again), when the store
+    tells; a last line says when it does not (the collector)."""
     flushed = delivery.flushed
     lines = []
     for kind, n in enqueued.items():
         sent = flushed.sent.get(kind, 0) if flushed else 0
-        line = f"{kind}: {n} new, {sent} sent to {url}"
+        line = f"{kind}: {n} records, {sent} sent to {url}"
+        if flushed and sent and not flushed.untold(kind):
+            line += f" ({flushed.new.get(kind, 0)} new, {flushed.already_stored.get(kind, 0)} already stored)"
         if waiting := delivery.status.depth.get(kind, 0):
             line += f", {waiting} waiting in the outbox"
         if flushed and flushed.dead.get(kind):
             line += f", {flushed.dead[kind]} refused (dead letters)"
         lines.append(line)
+    if flushed and any(flushed.untold(kind) for kind in flushed.sent):
+        # the collector and Gratia acknowledge a record once it is in their own queue, before a store has it
+        lines.append(f"  {url} does not say which of the records sent it held already")
     if flushed and flushed.errors:
         lines += [f"  {e}" for e in flushed.errors]
     elif delivery.unsent:

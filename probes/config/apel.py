@@ -37,6 +37,11 @@ class ApelSettings(Section):
         description="Benchmark per core of each SiteName, for Gratia records (they carry none); "
         "a site not named is not normalised.",
     )
+    gratia_vos: list[str] = Field(
+        default_factory=lambda: ["atlas", "alice", "belle", "cms", "enmr.eu", "lhcb"],
+        description="The VOs whose Gratia records --source gratia sends, as OSG's gracc-apel (its vo_list, "
+        "the default); compared case-insensitively.",
+    )
     outgoing: str = Field(
         "", description="Directory queue (dirq QueueSimple) ssmsend sends from; empty: --out or standard output."
     )

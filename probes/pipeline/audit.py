@@ -15,10 +15,11 @@ from typing import Any
 
 import pandas as pd
 
+from collector.books import set_open_apart
 from collector.errors import ConfigError
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
-from collector.summaries.audit import DEFAULT_LAG_S, submitter_audit
+from collector.summaries.audit import DEFAULT_LAG_S, open_held, submitter_audit
 from probes.accounting._tables import RESOURCES
 from probes.accounting.audit import node_books
 from probes.config import ProbeConfig
@@ -33,7 +34,8 @@ class AuditReport:
     per node (``nodes``), the ``gaps`` no snapshot of a pool stands for, the ``node_gaps`` (per
     node and reason: ``gaps``, ``seconds``, ``core_hours`` offered and ``running_core_hours``
     unbilled), the longest snapshot interval ``interval_s`` (0: no snapshot) and the ``lag_s``
-    the bound allows."""
+    the bound allows; ``open_jobs``: how many jobs still running were set apart (their
+    core-hours are the submitters' ``open_core_hours``, when asked for: :func:`audit`)."""
 
     start: float
     end: float
@@ -43,6 +45,13 @@ class AuditReport:
     nodes: pd.DataFrame
     gaps: pd.DataFrame
     node_gaps: pd.DataFrame
+    open_jobs: int = 0
+
+    @property
+    def open_core_hours(self) -> float:
+        """Core-hours held in the window by the jobs still running, set apart (0 when not asked for)."""
+        column = self.submitters.get("open_core_hours")
+        return 0.0 if column is None else float(pd.to_numeric(column).sum())
 
     @property
     def beyond(self) -> int:
@@ -65,13 +74,27 @@ def _sum(sink: Sink, query: Aggregation) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(query.group_by) + [t.name for t in query.totals])
 
 
-def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: float = DEFAULT_LAG_S) -> AuditReport:
+def audit(
+    sink: Sink,
+    config: ProbeConfig,
+    start: float,
+    end: float,
+    *,
+    lag_s: float = DEFAULT_LAG_S,
+    set_open: bool = False,
+) -> AuditReport:
     """The books of ``[start, end)`` (UNIX seconds, UTC, cut to whole seconds as records are
-    dated) from the records in ``sink``."""
+    dated) from the records in ``sink``. ``set_open``: the core-hours of the jobs still running
+    (not in the history yet) set apart, not compared (:func:`collector.books.set_open_apart`)."""
     start, end = float(math.floor(start)), float(math.floor(end))
     if not 0 < start < end:
         raise ConfigError(f"an audit window runs forward, after the epoch: --from {start:g} --to {end:g}")
-    books = submitter_audit(sink, start, end, reach_s=float(config.pool.max_interval_s), lag_s=lag_s)
+    reach_s = float(config.pool.max_interval_s)
+    books = submitter_audit(sink, start, end, reach_s=reach_s, lag_s=lag_s)
+    submitters, open_jobs = books.submitters, 0
+    if set_open:
+        running = open_held(sink, start, end, reach_s=reach_s)
+        submitters, open_jobs = set_open_apart(submitters, running), int(running["job_id"].nunique())
     since, until = _books_window(start, end)
     slot_totals = (
         Total("snapshots"),
@@ -96,10 +119,11 @@ def audit(sink: Sink, config: ProbeConfig, start: float, end: float, *, lag_s: f
         end=end,
         interval_s=books.interval_s,
         lag_s=lag_s,
-        submitters=books.submitters,
+        submitters=submitters,
         nodes=node_books(slot_sums, alloc_sums, canonical_units(config.partitions)),
         gaps=books.gaps,
         node_gaps=node_gaps.sort_values(["pool", "name", "reason"], kind="stable").reset_index(drop=True),
+        open_jobs=open_jobs,
     )
 
 

@@ -446,10 +446,11 @@ class ProbeService:
             log.warning("flush: [upstream] refused %d job record(s) for good; see `fairacct outbox`", refused)
         if not sent and not up:
             return None
-        return (
-            f"sent {sent} records ({', '.join(f'{n} {k}' for k, n in sorted(result.sent.items()))}), {waiting} waiting"
-            + (f"; {up} job records to [upstream]" if up else "")
-        )
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.sent.items()))
+        if sent and not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
+            new, already = sum(result.new.values()), sum(result.already_stored.values())
+            kinds += f"; {new} new, {already} already stored"
+        return f"sent {sent} records ({kinds}), {waiting} waiting" + (f"; {up} job records to [upstream]" if up else "")
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""

@@ -177,7 +177,8 @@ def test_probe_once_on_the_demo_pool_stores_it_once(capsys: pytest.CaptureFixtur
         outs.append(out)
         errs.append(err)
     assert (
-        f"slot: 36 new, 36 sent to sqlite:///{tmp_path}/state/fairacct.sqlite" in outs[0] and "\njob: 60 new" in outs[0]
+        f"slot: 36 records, 36 sent to sqlite:///{tmp_path}/state/fairacct.sqlite (36 new, 0 already stored)" in outs[0]
+        and "\njob: 60 records, 60 sent to sqlite:///" in outs[0]
     )
     # the second time the snapshot is a replay (reported, skipped) and the history is read once
     assert "== records\nno records" in out and "accounted already, skipped" in errs[1]
@@ -222,7 +223,7 @@ def test_probe_once_computes_true_overhead_once_per_snapshot(
     )
     code, out, err = run(capsys, "probe", "once", "--config", str(config))
     assert code == 0, err
-    assert "slot: 36 new" in out and len(calls) == 1
+    assert "slot: 36 records" in out and len(calls) == 1
     calls.clear()
     code, out, err = run(capsys, "bill", "--config", str(config))
     assert code == 0 and len(calls) == 1

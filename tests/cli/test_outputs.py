@@ -64,11 +64,12 @@ def test_summarize_export_and_report_the_demo_pool(
     )
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
-    # the demo pool's jobs are priced against its slots' classes (penalty against CPU-only usage
-    # is drawn); it has closed no fairshare window yet; its snapshot has fairness records and
-    # efficiency by site, the books (fairacct audit), and with --lab the lab's six cases are drawn in an
-    # appendix after it all
-    assert page.count("<svg") == 4 + 2 + 1 + 1 + 6 and page.count("No records in this period") == 1
+    # the demo pool's jobs are priced against its slots' classes (every user's share the same under
+    # the penalty as CPU-only: said, not drawn); it has closed no fairshare window yet; its snapshot
+    # has fairness records (nobody starved: said) and efficiency by site, the books (fairacct audit),
+    # and with --lab the lab's six cases are drawn in an appendix after it all
+    assert page.count("<svg") == 3 + 1 + 1 + 1 + 6 and page.count("No records in this period") == 1
+    assert page.count('class="note blank"') == 2
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
     assert "<h2>The books: allocation records against completed jobs" in page
     site, _, appendix = page.partition("Appendix: synthetic cases, not this site's data")
@@ -77,7 +78,7 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     site_only = (tmp_path / "site" / "index.html").read_text()
     assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
-    assert site_only.count("<svg") == 4 + 2 + 1 + 1
+    assert site_only.count("<svg") == 3 + 1 + 1 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
     # the XLSX shows each day's books beside the usage: the demo's submitters, held against used
     xlsx = tmp_path / "usage.xlsx"

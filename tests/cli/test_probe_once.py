@@ -52,7 +52,7 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
     assert code == EXIT_QUEUED, err
     assert "fairacct: 172 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
     for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
-        assert f"\n{kind}: {n} new, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
+        assert f"\n{kind}: {n} records, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
     with Outbox(demo.parent / "state/outbox.sqlite") as outbox:
         assert outbox.status().depth == {"allocation": 72, "fairness": 4, "job": 60, "slot": 36}
 
@@ -81,7 +81,7 @@ def test_every_kind_says_it_waits_in_the_outbox_during_a_collector_outage(
     code, out, err = run(capsys, "probe", "once", "--config", str(demo))
     assert code == EXIT_QUEUED, err
     for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
-        assert f"\n{kind}: {n} new, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
+        assert f"\n{kind}: {n} records, 0 sent to {down}, {n} waiting in the outbox\n" in out, out
 
 
 def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(
@@ -103,6 +103,6 @@ def test_jobs_read_by_probe_once_reach_the_fairshare_ledger_once(
         db.execute("DELETE FROM checkpoint WHERE source = ?", (history_key(config.sources.history[0]),))
     code, out, err = run(capsys, "probe", "once", "--config", str(demo))
     assert code == 0, err
-    assert "job: 60 new" in out
+    assert "\njob: 60 records, 60 sent to sqlite:///" in out and "(0 new, 60 already stored)\n" in out, out
     again, _ = ledger_total(demo.parent / "state")
     assert again == pytest.approx(expected)

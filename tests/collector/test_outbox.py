@@ -84,6 +84,28 @@ def test_a_record_waiting_twice_is_stored_once_as_its_newest_copy(tmp_path: Path
         assert sorted(d["interval_s"] for d in store.query("slot")) == [12.5] * 3 + [300.0] * 33
 
 
+def test_a_flush_says_which_records_the_store_held_already(tmp_path: Path, empty_store: Any) -> None:
+    """Issue 39, point 5: the same 36 slot records sent again (a backfill) are stored once, and
+    the store says so: the embedded store by the ids it finds in its write transaction,
+    Elasticsearch (osmem) by each bulk item's ``result`` (created, or updated)."""
+    docs = slot_docs()
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        outbox.commit({"slot": docs[:30]}, {})
+        first = outbox.flush(empty_store)
+        outbox.commit({"slot": docs}, {})  # 30 read again, 6 not stored yet
+        second = outbox.flush(empty_store)
+    assert (first.sent["slot"], first.new["slot"], first.already_stored["slot"], first.untold("slot")) == (30, 30, 0, 0)
+    assert (second.sent["slot"], second.new["slot"], second.already_stored["slot"], second.untold("slot")) == (
+        36,
+        6,
+        30,
+        0,
+    )
+    assert empty_store.count("slot") == 36
+    again = empty_store.send("slot", docs[28:32])
+    assert again.created == [] and sorted(again.existed) == sorted(d["id"] for d in docs[28:32])
+
+
 def test_ids_come_from_the_facts() -> None:
     assert record_id("slot", "demo", "slot1@a", 1795300000) == record_id("slot", "demo", "slot1@a", 1795300000.0)
     assert record_id("slot", "demo", "slot1@a", 1795300000) != record_id("slot", "demo", "slot1@a", 1795300300)

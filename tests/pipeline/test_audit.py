@@ -281,4 +281,25 @@ def test_the_command_prints_the_books_as_a_table_and_as_json(
     page = (tmp_path / "report" / "index.html").read_text()
     section = page[page.index("The books: allocation records against completed jobs") :]
     assert "0 of 4 rows" in section and "alice@pool" in section and "Nodes out of balance" in section
-    assert f"synthetic {T0 + 1140:.0f}-{T0 + 1200:.0f} (60 s)" in section  # the dropped snapshot's gap
+    # the dropped snapshot's gap, as UTC times and a duration a reader takes in (not UNIX seconds)
+    assert "synthetic 2027-01-15 08:19 UTC to 2027-01-15 08:20 UTC (60 s)" in section
+
+
+def test_jobs_still_running_are_set_apart_and_a_job_gone_unrecorded_stays_a_fault(store: Any) -> None:
+    # the newest snapshot is at 3000 (those after it not taken yet): bob ([250, 3300]) and carol
+    # ([2990, 3010]) run in it and are not in the history yet; dave's job ([400, 430]) is gone
+    # from the snapshots but never reached the history (a record lost): a fault either way
+    later = frozenset(range(51, SAMPLES))
+    for kind, docs in records(later).items():
+        kept = [d for d in docs if kind != "job" or d["job_id"] not in {"s#3.0#1", "s#4.0#1", "s#5.0#1"}]
+        assert not store.send(kind, kept).rejected
+    plain = audit(store, config(), T0 + 300, T0 + 3000, lag_s=0.0).submitters.set_index("submitter")
+    assert list(plain["beyond"]) == [False, True, True, True]  # alice, bob, carol, dave
+    report = audit(store, config(), T0 + 300, T0 + 3000, lag_s=0.0, set_open=True)
+    books = report.submitters.set_index("submitter")
+    # bob: 4 cores x 45 samples of 60 s in the window (360 ... 3000); carol: 1 core x the 60 s at 3000
+    assert list(books["open_core_hours"]) == pytest.approx([0.0, 3.0, 60 / 3600, 0.0])
+    assert list(books["held_core_hours"]) == pytest.approx([(1320 + 3000) / 3600, 0.0, 0.0, 60 / 3600])
+    assert list(books["beyond"]) == [False, False, False, True]
+    assert report.open_jobs == 2 and report.open_core_hours == pytest.approx(3.0 + 60 / 3600)
+    assert report.beyond == 1

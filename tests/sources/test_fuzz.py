@@ -220,7 +220,7 @@ def test_class2_a_negative_resource_quarantines_the_job_and_the_history_goes_on(
         '[sources]\nstatus_files = ["status.ads"]\nhistory = ["history.ads"]\n[probe]\nstate_dir = "state"\n'
     )
     assert main(["probe", "once", "--config", str(config)]) == 0
-    assert "job: 41 new" in capsys.readouterr().out
+    assert "job: 41 records" in capsys.readouterr().out
     assert main(["probe", "once", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "0 jobs from the history" in out and "job:" not in out

@@ -38,6 +38,7 @@ from collector.errors import ConfigError, ElasticsearchError
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.elasticsearch.auth import read_auth
 from collector.sinks.elasticsearch.composite import composite_body, page_rows
+from collector.sinks.elasticsearch.migration import REINDEX_POLL_S, REINDEX_STALL_S, Move, behind, swap_actions
 from collector.sinks.elasticsearch.templates import (
     INDEX_PREFIX,
     KIND_NAME,
@@ -265,7 +266,9 @@ class ElasticsearchSink:
         result.retry.update(errors)
 
     def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id."""
+        """Sort a bulk response's items into ``result``; return the transient errors by id. A
+        stored item's ``result`` says whether its id was new to the index (``created``) or there
+        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
         items = response.get("items") if isinstance(response, Mapping) else None
         if not isinstance(items, list) or len(items) != len(ids):
             got = len(items) if isinstance(items, list) else "no"
@@ -278,6 +281,11 @@ class ElasticsearchSink:
                 transient[id_] = f"{self._where}: no status for this document in the bulk response"
             elif 200 <= status < 300:
                 result.acked.append(id_)
+                told = outcome.get("result")
+                if told == "created":
+                    result.created.append(id_)
+                elif told in ("updated", "noop"):  # the id was in the index already
+                    result.existed.append(id_)
             elif is_transient(status):
                 transient[id_] = f"{status} {error_text(outcome.get('error'))}"
             else:
@@ -291,6 +299,22 @@ class ElasticsearchSink:
 
     # -- templates ------------------------------------------------------------------------------
 
+    def ping(self) -> str:
+        """Ask the cluster who it is, with this sink's credentials (``GET /``): its name, flavour
+        and version; :class:`ElasticsearchError` when it does not answer or refuses them (401).
+        A 403 says the credentials were accepted, without the ``monitor`` privilege that ``GET /``
+        needs and a writer need not have: that is an answer."""
+        try:
+            info = self._client.request("GET", "/", None, what="asking the cluster who it is")
+        except ElasticsearchError as exc:
+            if exc.status != 403:
+                raise
+            return "the credentials accepted (GET / is not theirs to ask: 403)"
+        version = info.get("version") if isinstance(info, Mapping) else None
+        version = version if isinstance(version, Mapping) else {}
+        name = info.get("cluster_name", "?") if isinstance(info, Mapping) else "?"
+        return f"cluster {name} ({version.get('distribution', 'elasticsearch')} {version.get('number', '?')})"
+
     def install_templates(self) -> list[str]:
         """Put the index template of every kind (idempotent: a template is replaced by its
         current version); return their names."""
@@ -300,6 +324,68 @@ class ElasticsearchSink:
             self._client.request("PUT", f"/_index_template/{name}", template, what=f"installing index template {name}")
             names.append(name)
         return names
+
+    def upgrade_indices(self) -> list[str]:
+        """Bring every monthly index whose mapping is behind its kind's template up to it (new
+        index, reindex, counts compared, alias swapped: :mod:`~collector.sinks.elasticsearch.migration`);
+        a line per index saying what was done. Install the templates first. Raises
+        ElasticsearchError when a move fails (the indices moved before it stay moved; the one
+        that failed is as it was, or has a new index beside it that the next run fills again)."""
+        done = []
+        for kind, template in load_templates(self.prefix, self._mappings).items():
+            pattern = f"{self.prefix}-{kind}-*"
+            mappings = self._client.request(
+                "GET", f"/{pattern}/_mapping", None, what=f"reading the mappings of {pattern}"
+            )
+            for move in behind(mappings or {}, self.prefix, kind, template["version"]):
+                done.append(self._move(move))
+        return done
+
+    def _move(self, move: Move) -> str:
+        where = f"moving {move.index} to {move.target}"
+        try:
+            self._client.request("PUT", f"/{move.target}", None, what=f"{where}: creating {move.target}")
+        except ElasticsearchError as exc:
+            if exc.status != 400 or "already_exists" not in str(exc):  # an earlier move cut short: fill it again
+                raise
+        # in the background: a month of a big pool takes longer than one request may (timeout_s)
+        answer = self._client.request(
+            "POST", "/_reindex?wait_for_completion=false&refresh=true",
+            {"source": {"index": move.index}, "dest": {"index": move.target}}, what=f"{where}: reindexing",
+        )  # fmt: skip
+        task = answer.get("task") if isinstance(answer, Mapping) else None
+        counts = [self._count_now(move.index, where), self._await_copy(move, where, task)]
+        if counts[0] != counts[1]:
+            raise ElasticsearchError(
+                f"{self._where}: {where}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
+                f"the reindex (was something writing?); nothing swapped, {move.index} kept: run it again with the "
+                "writers stopped"
+            )
+        self._client.request("POST", "/_aliases", swap_actions(move), what=f"{where}: swapping the alias {move.alias}")
+        return (
+            f"{move.index}: mapping v{move.version} behind v{move.current}: {counts[0]} documents reindexed into "
+            f"{move.target}, counts equal; {move.alias} is now an alias of {move.target}, {move.index} removed"
+        )
+
+    def _count_now(self, index: str, where: str) -> int:
+        self._client.request("POST", f"/{index}/_refresh", None, what=f"{where}: refreshing {index}")
+        return int(self._client.request("GET", f"/{index}/_count", None, what=f"{where}: counting {index}")["count"])
+
+    def _await_copy(self, move: Move, where: str, task: object) -> int:
+        """The documents in ``move.target`` once the reindex has copied as many as ``move.index``
+        holds; raises ElasticsearchError when the copy stops growing for :data:`REINDEX_STALL_S`."""
+        want = self._count_now(move.index, where)
+        copied, grew = -1, time.monotonic()
+        while (now := self._count_now(move.target, where)) < want:
+            if now > copied:
+                copied, grew = now, time.monotonic()
+            elif time.monotonic() - grew > REINDEX_STALL_S:
+                raise ElasticsearchError(
+                    f"{self._where}: {where}: the reindex stopped at {now} of {want} documents for {REINDEX_STALL_S:g} "
+                    f"s (task {task}: GET _tasks/{task} says why); nothing swapped, {move.index} kept"
+                )
+            self._sleep(REINDEX_POLL_S)
+        return now
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' templates are missing on the server or differ from ``mappings/``."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from collector.errors import ConfigError
 from collector.records import KINDS
+from collector.sinks.elasticsearch.migration import VERSION_KEY
 from mappings import DIRECTORY
 
 __all__ = [
@@ -55,7 +56,9 @@ def load_templates(
 
     The files are written for the prefix ``fairacct``; another prefix gets the patterns
     ``<prefix>-<kind>-*``. ``_meta.fairacct_digest`` fingerprints each template as installed,
-    so :meth:`ElasticsearchSink.check_templates` can tell an outdated one.
+    so :meth:`ElasticsearchSink.check_templates` can tell an outdated one; the template's
+    ``version`` is written as ``_meta.fairacct_mapping_version`` of the template and of its
+    mappings (every index made from it carries it: :mod:`collector.sinks.elasticsearch.migration`).
     """
     folder = Path(directory) if directory is not None else MAPPINGS
     templates = {}
@@ -70,7 +73,16 @@ def load_templates(
         if not isinstance(template, dict) or not isinstance(template.get("template"), dict):
             raise ConfigError(f"{path}: expected a composable index template with a 'template' object")
         template["index_patterns"] = [f"{prefix}-{kind}-*"]
+        version = template.get("version")
+        if type(version) is not int or version < 1:
+            raise ConfigError(
+                f"{path}: the {kind} index template's 'version' must be a whole number >= 1, got {version!r}"
+            )
+        # in the mappings too, so that every index made from it says which it was made with
+        mappings = template["template"].setdefault("mappings", {})
+        mappings["_meta"] = {**dict(mappings.get("_meta") or {}), VERSION_KEY: version}
         meta = {k: v for k, v in dict(template.get("_meta") or {}).items() if k != DIGEST_KEY}
+        meta[VERSION_KEY] = version
         template["_meta"] = meta
         digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
         template["_meta"] = {**meta, DIGEST_KEY: digest}

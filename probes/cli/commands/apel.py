@@ -46,7 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark-type", metavar="TYPE", help="HEPscore23 or HEPSPEC (HS06); default [apel]")
     parser.add_argument("--site", metavar="NAME", help="the site APEL knows for every message (default [apel] site)")
     parser.add_argument(
-        "--source", choices=("job", "gratia"), default="job", help="fairacct's job records or Gratia records"
+        "--source",
+        choices=("job", "gratia"),
+        default="job",
+        help="fairacct's job records, or Gratia records as gracc-apel sends them (Batch or Grid Local, of [apel] "
+        "gratia_vos, records counted)",
     )
     parser.add_argument(
         "--switch-kind",
@@ -99,6 +103,7 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
         vo_attribute=a.vo_attribute,
         vo_map=dict(a.vo_map),
         site_benchmarks=dict(a.site_benchmarks),
+        gratia_vos=tuple(a.gratia_vos),
         placeholder_site=config.site.default,
     )
 

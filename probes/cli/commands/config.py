@@ -1,5 +1,6 @@
-"""``fairacct config check|example``: the configuration as the commands see it, once checked;
-the files the wheel ships (the example configuration, the systemd units), printed or written."""
+"""``fairacct config check|example``: the configuration as the commands see it, once checked
+(with ``--connect``, whether what it names answers: :mod:`probes.connections`); the files the
+wheel ships (the example configuration, the systemd units), printed or written."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collector.errors import ConfigError
-from probes.cli.common import EXIT_OK, check_config, check_source_files, warn_loose_token
+from probes.cli.common import EXIT_FAILED, EXIT_OK, check_config, check_source_files, warn_loose_token
 from probes.cli.options import ALL_SOURCES, add_actions, add_options
 
 if TYPE_CHECKING:
@@ -20,12 +21,28 @@ __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "configuration"
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long each thing ``config check --connect`` tries may take to answer, unless --timeout says."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probes.examples import EXAMPLES
 
     action = add_actions(parser)
-    add_options(action("check", help="validate the configuration and print it"), *ALL_SOURCES)
+    check = add_options(action("check", help="validate the configuration and print it"), *ALL_SOURCES)
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also try the pool's collectors (with sources.live), the store and a collector's store: one line "
+        "each, exit 1 if any fails",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"with --connect: seconds each may take to answer (default {CONNECT_TIMEOUT_S:g}; the pool at most "
+        "pool.timeout_s)",
+    )
     example = add_options(
         action(
             "example",
@@ -46,8 +63,28 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     check_config(config)
     check_source_files(config)
     warn_loose_token(config)
+    if args.connect:
+        return _connect(args, config)
+    if args.timeout is not None:
+        raise ConfigError("--timeout is for --connect: without it, config check connects to nothing")
     print(json.dumps(config.model_dump(mode="json"), indent=2))
     return EXIT_OK
+
+
+def _connect(args: argparse.Namespace, config: ProbeConfig) -> int:
+    """config check --connect: each thing tried, on a line of its own (``--json``: a list); exit 1
+    if any failed."""
+    from probes.connections import reach
+
+    timeout_s = CONNECT_TIMEOUT_S if args.timeout is None else args.timeout
+    if not timeout_s > 0:
+        raise ConfigError(f"--timeout: expected a number of seconds > 0, got {timeout_s:g}")
+    tried = reach(config, timeout_s=timeout_s)
+    if args.json:
+        print(json.dumps({"connect": [{"name": r.name, "ok": r.ok, "said": r.said} for r in tried]}, indent=2))
+    else:
+        print("\n".join(f"{r.name}: {'ok' if r.ok else 'FAILED'}: {r.said}" for r in tried))
+    return EXIT_OK if all(r.ok for r in tried) else EXIT_FAILED
 
 
 def _examples(args: argparse.Namespace) -> int:

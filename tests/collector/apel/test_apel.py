@@ -25,6 +25,7 @@ import pytest
 from dirq.QueueSimple import QueueSimple
 
 from collector.apel import KINDS, ApelOptions, apel_months, deliver, job_records, render
+from collector.apel.grouping import NOT_BATCH
 from collector.gratia import envelope_docs
 from collector.sinks import Sink
 from collector.summaries import summarize
@@ -221,20 +222,23 @@ def test_gratia_records_give_apel_summaries_normalised_by_the_configured_site_be
     records = [pair(gracc, name)[0] for name in PAIRS]
     docs = envelope_docs(envelope(records), probe="gratia-test").docs
     assert len(empty_store.send("gratia", docs).acked) == len(docs) == 6
-    sites = {d["SiteName"] for d in docs if d.get("SiteName")}
-    benchmarked = sorted(sites)[0]
-    options = ApelOptions(source="gratia", site_benchmarks={benchmarked: 10.0})
+    # as gracc-apel: 04 (cms, Batch, Grid Local) and 06 (cms, Batch) are sent; 01 (AWSVM) and
+    # 05 (Payload, Grid OSG) are not Batch; 02 and 03 (Batch) have no VO and no site
+    options = ApelOptions(source="gratia", site_benchmarks={"TAMU_BRAZOS_CE": 10.0})
     months = sorted({(int(d["EndTime"][:4]), int(d["EndTime"][5:7])) for d in docs})
     result = apel_months(empty_store, months, options)
     for text in _messages("summary", empty_store, months, options) + _messages("sync", empty_store, months, options):
         parse(text)
     got = [r for m in result.months for r in m.summaries]
-    mine = [d for d in docs if d.get("SiteName") == benchmarked]
-    assert sum(r["NumberOfJobs"] for r in got) == sum(d.get("Njobs", 1) for d in mine)
-    assert sum(r["WallDuration"] for r in got) == pytest.approx(sum(d["WallDuration"] for d in mine))
-    assert sum(r["NormalisedWallDuration"] for r in got) == pytest.approx(10 * sum(d["WallDuration"] for d in mine))
-    others = sum(d.get("Njobs", 1) for d in docs if d.get("SiteName") != benchmarked)
-    assert sum(m.unbenchmarked_jobs for m in result.months) + result.unsited_jobs == others
+    assert [(r["Site"], r["VO"], r["NumberOfJobs"], r["WallDuration"], r["NormalisedWallDuration"]) for r in got] == [
+        ("TAMU_BRAZOS_CE", "CMS", 1, 21, 210)
+    ]
+    assert sum(m.unbenchmarked_jobs for m in result.months) == 1  # 06, UCSDT2-D: no benchmark given
+    left_out: dict[str, int] = {}
+    for m in result.months:
+        for reason, jobs in m.left_out.items():
+            left_out[reason] = left_out.get(reason, 0) + jobs
+    assert left_out == {NOT_BATCH: 2} and result.unsited_jobs == 2  # 02 and 03 have no SiteName either
 
 
 def test_a_month_sent_twice_is_in_the_queue_once(tmp_path: Path) -> None:
@@ -268,3 +272,12 @@ def test_the_parser_refuses_what_apel_refuses() -> None:
         with pytest.raises(AssertionError):
             parse(bad)
     assert math.isfinite(date.today().year)
+
+
+def test_the_gratia_vos_are_gracc_apels_by_default() -> None:
+    # opensciencegrid/gracc-apel's vo_list, in [apel] gratia_vos and in the options alike
+    from collector.apel.grouping import GRACC_APEL_VOS
+    from probes.config.apel import ApelSettings
+
+    assert GRACC_APEL_VOS == ("atlas", "alice", "belle", "cms", "enmr.eu", "lhcb")
+    assert tuple(ApelSettings().gratia_vos) == ApelOptions().gratia_vos == GRACC_APEL_VOS

@@ -17,12 +17,16 @@ import pandas as pd
 import pytest
 
 from collector.apel import KINDS, ApelOptions, apel_months, job_records, render
+from collector.apel.grouping import NOT_BATCH, OTHER_VO
 from collector.apel.view import apel_view
+from collector.gratia import envelope_docs
+from collector.sinks import Sink
 from collector.sinks.sqlite import EmbeddedStore
 from probes.cli import main
 from probes.pipeline.records import job_docs
 from probes.sources.history import read_history
 from tests.collector.apel.conftest import ApelServer
+from tests.collector.gratia.conftest import envelope, jur
 
 from ...conftest import ROOT
 
@@ -257,3 +261,65 @@ def test_individual_job_messages_land_as_the_summaries_say(apel_server: ApelServ
     got = apel_sums(apel_server)
     assert {k[0:4]: v[:3] for k, v in got.items()} == {k[0:4]: v[:3] for k, v in EXPECTED.items()}
     store.close()
+
+
+# -- Gratia records, as OSG's gracc-apel sends them -------------------------------------------------
+
+
+def gratia_record(n: int, vo: str, kind: str, grid: str, wall: str, user: str, system: str, *, njobs: int = 1) -> bytes:
+    """A Gratia record of T2_G in October 2026 from the probe on ce1.example."""
+    dn = ANNA if vo == "cms" else "/DC=org/CN=Bob"
+    return jur(
+        f"<UserIdentity><VOName>{vo}</VOName><ReportableVOName>{vo}</ReportableVOName><DN>{dn}</DN></UserIdentity>"
+        f"<Processors>1</Processors><WallDuration>PT{wall}S</WallDuration>"
+        f'<CpuDuration urwg:usageType="user">PT{user}S</CpuDuration>'
+        f'<CpuDuration urwg:usageType="system">PT{system}S</CpuDuration>'
+        f"<EndTime>2026-10-07T0{n}:00:00Z</EndTime><StartTime>2026-10-06T0{n}:00:00Z</StartTime>"
+        f"<ProbeName>condor:ce1.example</ProbeName><SiteName>T2_G</SiteName><Grid>{grid}</Grid>"
+        f'<Njobs>{njobs}</Njobs><Resource urwg:description="ResourceType">{kind}</Resource>',
+        record_id=f"r-{n}",
+    )
+
+
+GRATIA_MONTH = [
+    gratia_record(1, "cms", "Batch", "OSG", "3600.6", "1000.4", "200.3"),
+    gratia_record(2, "cms", "Batch", "OSG", "1800.9", "500.5", "100.5", njobs=5),  # an aggregated record: 1 in Count
+    gratia_record(3, "cms", "Payload", "Local", "600.7", "300.2", "0"),  # a local site's own payload: sent
+    gratia_record(4, "cms", "Payload", "OSG", "7200", "7000", "0"),  # a pilot's payload: its pilot is sent
+    gratia_record(5, "nova", "Batch", "OSG", "5000", "4000", "0"),  # not one of gracc-apel's VOs
+    gratia_record(6, "atlas", "Batch", "OSG", "1000.5", "800.25", "100.25"),
+]
+# What gracc-apel sends of them, by hand: records counted (Count), WallDuration in whole seconds
+# per record (GRACC's long), CpuDuration user + system, each sum and its normalisation by
+# 10.123 (the benchmark to APEL's 3 decimals) written as int() writes it (of the exact product:
+# 6000 x 10.123 = 60738, where a binary float makes 60737.99...)
+GRATIA_EXPECTED = {
+    ("T2_G", 10, 2026, "cms", ANNA, "ce1.example"): (3, 3600 + 1800 + 600, 2101, 60738),  # CPU: 1200.7 + 601 + 300.2
+    ("T2_G", 10, 2026, "atlas", "/DC=org/CN=Bob", "ce1.example"): (1, 1000, 900, 10123),  # CPU: 900.5
+}
+
+
+def test_gratia_records_reach_apel_as_gracc_apel_sends_them(
+    apel_server: ApelServer, empty_store: Sink, tmp_path: Path
+) -> None:
+    store = empty_store  # the embedded store and Elasticsearch (osmem-server): each sums whole wall seconds
+    docs = envelope_docs(envelope(GRATIA_MONTH), probe="gratia-test").docs
+    assert len(store.send("gratia", docs).acked) == 6
+    options = ApelOptions(source="gratia", site_benchmarks={"T2_G": SPEED})
+    result = apel_months(store, [(2026, 10)], options)
+    texts = [render(KINDS[k], m.summaries if k == "summary" else m.sync, benchmark_type="HEPSPEC")
+             for m in result.months for k in ("summary", "sync")]  # fmt: skip
+    apel_server.load(write(tmp_path / "out", texts))
+    got = apel_sums(apel_server)
+    assert got == fairacct_sums([r for m in result.months for r in m.summaries]) == GRATIA_EXPECTED
+    cpu = apel_server.rows("SELECT VO, SUM(NormalisedCpuDuration) AS n FROM VNormalisedSuperSummaries GROUP BY VO")
+    assert {r["VO"]: int(r["n"]) for r in cpu} == {"cms": 21277, "atlas": 9115}  # 21277.5337, 9115.7615
+    [month] = result.months
+    assert month.left_out == {NOT_BATCH: 1, OTHER_VO: 1} and result.unsited_jobs == 0
+    sync = apel_server.rows("SELECT Site, SubmitHost, NumberOfJobs FROM VSyncRecords")
+    assert [(r["Site"], r["SubmitHost"], int(r["NumberOfJobs"])) for r in sync] == [("T2_G", "ce1.example", 4)]
+    # the VOs are the site's to choose: nova's record goes when nova is listed
+    listed = apel_months(store, [(2026, 10)], ApelOptions(source="gratia", site_benchmarks={"T2_G": SPEED},
+                                                         gratia_vos=("CMS", "nova")))  # fmt: skip
+    assert {r["VO"]: r["NumberOfJobs"] for r in listed.months[0].summaries} == {"cms": 3, "nova": 1}
+    assert listed.months[0].left_out == {NOT_BATCH: 1, OTHER_VO: 1}  # atlas, now

@@ -203,7 +203,7 @@ def test_elasticsearch_indexes_them_by_end_time_with_gracc_types(
     types = es_sink.field_types("gratia")["fairacct-gratia-2016.05"]
     expected = {
         "EndTime": "date", "CreateTime": "date", "timestamp": "date", "TimeInstant_submit": "date",
-        "WallDuration": "double", "CpuDuration": "double", "CpuDuration_user": "double", "CoreHours": "double",
+        "WallDuration": "long", "CpuDuration": "double", "CpuDuration_user": "double", "CoreHours": "double",
         "TimeDuration_CommittedTime": "double", "Network_phaseUnit": "double",
         "VOName": "keyword", "ProbeName": "keyword", "Processors": "integer", "Resource_ExitCode": "keyword",
         "Njobs": "long", "NodeCount": "integer", "Network": "double",
@@ -232,7 +232,11 @@ def test_any_bytes_give_documents_or_a_record_error(data: bytes) -> None:
     )
 
 
-_VALUE = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=40)
+# What XML 1.0 may hold (its Char production): no surrogates, no controls, not U+FFFE or U+FFFF (Hypothesis
+# found U+FFFE in an attribute: the whole envelope is then refused, rightly, which this test does not ask about).
+_VALUE = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"], exclude_characters="\ufffe\uffff"), max_size=40
+)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])

@@ -136,6 +136,27 @@ def test_njobs_is_the_sum_of_njobs_and_count_the_records(empty_store: Sink, grac
     assert got["WallHours"] == pytest.approx((60 + 61) / 3600)
 
 
+def test_wall_hours_sum_whole_seconds_as_gracc_indexes_them(empty_store: Sink, gracc: Path) -> None:
+    # GRACC's raw template maps WallDuration as a long: 3600.6 s and 1800.9 s are indexed as
+    # 3600 and 1800, and its summaries sum 5400 s. CpuDuration_user/_system are doubles there
+    # and keep their fractions; CoreHours, computed by the raw pipeline from the record's own
+    # WallDuration, keeps its fraction too.
+    record = pair(gracc, "JobUsageRecord04")[0]
+    first, second = (
+        re.sub(rb"<WallDuration>[^<]*<", b"<WallDuration>PT" + wall + b"S<", c)
+        for c, wall in zip(copies(record, 2), (b"3600.6", b"1800.9"), strict=True)
+    )
+    docs = envelope_docs(envelope([first, second]), probe="p").docs
+    assert [d["WallDuration"] for d in docs] == pytest.approx([3600.6, 1800.9])  # the documents keep the fraction
+    assert empty_store.send("gratia", docs).acked
+    summarize(empty_store, date(2016, 5, 2), date(2016, 5, 2), probe="test", kinds=["gratia"])
+    [got] = summaries(empty_store)
+    assert got["WallHours"] == (3600 + 1800) / 3600 == 1.5
+    assert got["CoreHours"] == pytest.approx((3600.6 + 1800.9) / 3600)
+    assert got["CpuUserHours"] == pytest.approx(2 * 0.55 / 3600)
+    assert got["CpuSystemHours"] == pytest.approx(2 * 0.26 / 3600)
+
+
 def test_records_long_ago_are_summarized_when_their_days_are(empty_store: Sink, gracc: Path) -> None:
     # GRACC's summarizer leaves no record out for its age: it sums every raw record whose
     # EndTime falls in the days asked for (gracc-request's summary_replayer.py), and its

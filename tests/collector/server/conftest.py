@@ -52,6 +52,7 @@ class Collector:
     process: subprocess.Popen[bytes] | None = None
     max_file_bytes: int | None = None  # RLIMIT_FSIZE of the process: its disk is "full" at this file size
     env: dict[str, str] = field(default_factory=dict)  # added to the process's environment (FAIRACCT_CRASH_AT)
+    command: str = FAIRACCT  # the fairacct that serves (another release's, for the upgrade tests)
 
     @property
     def url(self) -> str:
@@ -87,7 +88,7 @@ class Collector:
         self.config.write_text("\n".join(lines) + "\n")
         with open(self.root / "collector.log", "ab") as log:
             self.process = subprocess.Popen(
-                [FAIRACCT, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log,
+                [self.command, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log,
                 env={**os.environ, **self.env},
                 preexec_fn=None if self.max_file_bytes is None else _file_size_limit(self.max_file_bytes),
             )  # fmt: skip
@@ -155,11 +156,11 @@ def start_collector(tmp_path: Path) -> Iterator[Any]:
     started: list[Collector] = []
 
     def start(name: str = "c1", *, tokens: dict[str, str] | None = None, store: str = "sqlite:///store.sqlite",
-              port: int | None = None, max_file_bytes: int | None = None, env: dict[str, str] | None = None,
-              **settings: Any) -> Collector:  # fmt: skip
+              port: int | None = None, max_file_bytes: int | None = None, command: str = FAIRACCT,
+              env: dict[str, str] | None = None, **settings: Any) -> Collector:  # fmt: skip
         collector = Collector(tmp_path / name, port or free_port(), tokens or {"p1": "token-one", "p2": "token-two"},
                               {"flush_every_s": 0.2, **settings}, store, max_file_bytes=max_file_bytes,
-                              env=env or {})  # fmt: skip
+                              command=command, env=env or {})  # fmt: skip
         started.append(collector)
         return collector.start()
 

@@ -1,0 +1,154 @@
+"""What `make demo` shows a committee at first sight (issue 39, point 6): its commands run here
+into a temporary directory on the bundled demo pool (config/demo/: one snapshot, 2026-11-21
+22:26:40 UTC, of 72 running jobs holding 445 cores; a history of 60 jobs that completed before it).
+The books balance over the demo's own data and say why; no chart is drawn empty; durations and
+times read as hours, days and UTC; labels fit their plot; XLSX and CSV are rounded for reading,
+Parquet and JSON keep full precision."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from html import unescape
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collector.readable import round_significant
+from collector.report.svg import X_LABEL_CHARS
+from probes.cli import main
+
+from ..conftest import ROOT
+
+PERIOD = ["--from", "2026-11-01", "--to", "2026-11-30"]
+RUNNING_CORES = 445  # the cores of the 72 dynamic slots of config/demo/status.ads
+INTERVAL_S = 300  # config/demo.toml's pool.interval_s: what the one snapshot stands for
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+@pytest.fixture
+def demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """`make demo`'s commands (and the other export formats) into ``tmp_path``: the directory."""
+    config = tmp_path / "demo.toml"
+    config.write_text(
+        (ROOT / "config/demo.toml")
+        .read_text()
+        .replace('"demo/', f'"{ROOT}/config/demo/')
+        .replace('"../.demo"', f'"{tmp_path / "state"}"')
+    )
+    common = ["--config", str(config)]
+    run(capsys, "probe", "once", *common)
+    run(capsys, "summarize", *common, *PERIOD)
+    for fmt, name in (("xlsx", "usage.xlsx"), ("csv", "usage.csv"), ("json", "usage.json"), ("parquet", "usage.pq")):
+        run(capsys, "export", *common, *PERIOD, "--by", "project,user,site,month", "--format", fmt, "--out",
+            str(tmp_path / name))  # fmt: skip
+    run(capsys, "report", *common, *PERIOD, "--lab", "--out", str(tmp_path / "report"))
+    return tmp_path
+
+
+def sections(page: str) -> dict[str, str]:
+    return {unescape(t): body for t, body in re.findall(r"<section><h2>(.*?)</h2>(.*?)</section>", page, re.S)}
+
+
+def text(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_the_demos_books_balance_and_say_why(demo: Path) -> None:
+    page = (demo / "report" / "index.html").read_text()
+    books = sections(page)["The books: allocation records against completed jobs"]
+    said = text(books)
+    assert "fault of the books: 18 of 18" not in said
+    assert "The books balance: 0 of 18 rows beyond their bound." in said
+    # the one snapshot's 445 cores, each standing for 5 minutes: held by jobs the history cannot hold yet
+    held = RUNNING_CORES * INTERVAL_S / 3600.0
+    assert f"No fault in the {held:.4g} core-hours held by the 72 jobs still running at the newest snapshot" in said
+    assert "No completed job ran in the time the snapshots observed (5 min of the period's 30 days)" in said
+    assert "the history's 60 jobs of the period ran in the gaps" in said
+    cells = re.findall(r"<tr>(.*?)</tr>", books)
+    assert len(cells) == 1 + 18
+    running = [float(re.findall(r"<td>([^<]*)</td>", row)[8]) for row in cells[1:]]
+    assert sum(running) == pytest.approx(held, abs=0.01)  # each shown to 2 decimals
+
+
+def test_no_chart_is_drawn_empty(demo: Path) -> None:
+    page = (demo / "report" / "index.html").read_text()
+    found = sections(page)
+    penalty = text(found["Who pays more under the penalty"])
+    assert "<svg" not in found["Who pays more under the penalty"]
+    assert "Nobody pays more or less: each of the 4 users' share of the pool is the same" in penalty
+    assert "<svg" not in found["Starvation per credential"]
+    assert "No credential starved: none of the 4 waited" in text(found["Starvation per credential"])
+    for title, body in found.items():
+        for svg in re.findall(r"<svg.*?</svg>", body, re.S):
+            bars = [float(h) for h in re.findall(r'<rect [^>]*height="([0-9.]+)"', svg)]
+            lines = re.findall(r"<polyline|<circle", svg)
+            assert lines or any(h > 0 for h in bars[: len(bars)]), f"{title}: a chart with nothing drawn"
+
+
+def test_durations_and_times_read_as_hours_days_and_utc(demo: Path) -> None:
+    page = text((demo / "report" / "index.html").read_text())
+    assert not re.findall(r"\d\.\d+e[+-]\d+", page), "a number in scientific notation"
+    assert (
+        "demo 2026-11-01 00:00 UTC to 2026-11-21 22:21:40 UTC (20.9 days); "
+        "demo 2026-11-21 22:26:40 UTC to 2026-12-01 00:00 UTC (9.06 days)"
+    ) in page
+    assert "longest snapshot interval 5 min + 2 s" in page
+    # the efficiency table in core-hours, as the rest of the page (not 10^6 core-seconds)
+    assert " available_core_hours " in page and "available_core_s" not in page
+
+
+def test_labels_fit_their_plot_and_keep_their_whole_text(demo: Path) -> None:
+    page = (demo / "report" / "index.html").read_text()
+    slant = math.sin(math.radians(35))
+    for svg in re.findall(r"<svg.*?</svg>", page, re.S):
+        height = float(re.search(r'viewBox="0 0 \d+ ([0-9.]+)"', svg).group(1))  # type: ignore[union-attr]
+        bars = {unescape(t.split(" · ")[0]) for t in re.findall(r"<rect [^>]*><title>([^<]*)</title>", svg)}
+        for y, shown, whole in re.findall(
+            r'<text transform="translate\([0-9.]+ ([0-9.]+)\) rotate\(35\)" class="tick">([^<]*)(?:<title>([^<]*)'
+            r"</title>)?</text>",
+            svg,
+        ):
+            shown, whole = unescape(shown), unescape(whole) or unescape(shown)
+            assert len(shown) <= X_LABEL_CHARS
+            assert float(y) + len(shown) * 6.0 * slant <= height, f"{shown!r} runs off the plot"
+            if bars:
+                assert whole in bars, f"{shown!r}: its whole text {whole!r} is not a category"
+    books = sections(page)["The books: allocation records against completed jobs"]
+    assert "core-hours held vs used (submitters @demo.fairacct)" in books
+    assert ">group_atlas.bob @ CIT_CMS_T2<" in books  # the submitter's domain said once, in the title
+    fairness = sections(page)["Fairness of the share over time"]
+    assert ">2026-11-21 22:00<" in fairness and "T22:00:00Z<" not in fairness.split("<table>")[0]
+
+
+def test_xlsx_and_csv_are_rounded_for_reading_parquet_and_json_keep_full_precision(demo: Path) -> None:
+    from openpyxl import load_workbook
+
+    book = load_workbook(demo / "usage.xlsx")
+    floats = [v for sheet in book.worksheets for row in sheet.iter_rows(values_only=True) for v in row
+              if isinstance(v, float)]  # fmt: skip
+    assert floats and all(v == round_significant(v, 6) for v in floats)
+    assert 0.9999999999999989 not in floats
+    notes = {r[0]: r[2] for r in book["columns"].iter_rows(values_only=True) if r and r[0]}
+    assert notes["precision"] == (
+        "CSV and XLSX: numbers rounded to 6 significant digits for reading; Parquet and JSON keep full precision"
+    )
+    csv = (demo / "usage.csv").read_text()
+    assert all(len(re.sub(r"[^0-9]", "", n).lstrip("0")) <= 6 for n in re.findall(r"\d+\.\d+", csv))
+    rows = json.loads((demo / "usage.json").read_text())["rows"]
+    parquet = pd.read_parquet(demo / "usage.pq")
+    # bob's ATLAS_Analysis at CIT_CMS_T2: 1.66667 in the XLSX, 5/3 core-hours held in JSON and Parquet
+    first = rows[0]
+    assert (first["project"], first["user"], first["site"]) == ("ATLAS_Analysis", "bob", "CIT_CMS_T2")
+    assert first["held_core_hours"] == pytest.approx(5 / 3, rel=1e-14)
+    assert parquet.loc[0, "held_core_hours"] == pytest.approx(5 / 3, rel=1e-14)
+    header = [c.value for c in book["usage"][1]]
+    assert book["usage"][2][header.index("held_core_hours")].value == 1.66667

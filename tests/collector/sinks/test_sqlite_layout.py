@@ -1,0 +1,97 @@
+"""The embedded store's layout (issue 39, point 1): ``PRAGMA user_version`` is its layout
+version; a store an earlier release wrote is brought up in place when opened, and said so in
+one log line; a store of a later release's layout is refused with one line naming both."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from collector.errors import StoreError
+from collector.sinks.sqlite import EmbeddedStore
+from collector.sinks.sqlite_layout import LAYOUT_VERSION
+
+
+def job(i: int, cpus: float, walltime_s: float) -> dict[str, Any]:
+    return {
+        "id": f"job-{i}", "kind": "job", "schema_version": 1, "probe": "p", "timestamp": f"2026-11-2{i}T10:00:00Z",
+        "user": "alice", "group": None, "project": "atlas", "site": "FNAL", "pool": "demo", "cpus": cpus,
+        "walltime_s": walltime_s, "memory": 2048.0,
+    }  # fmt: skip
+
+
+def layout_0(path: Path, docs: list[dict[str, Any]]) -> None:
+    """A store as releases before layouts had numbers left it: the job table with its labels as
+    columns and an index on each, its measured fields in the documents only, user_version 0."""
+    with sqlite3.connect(path) as db:
+        db.execute(
+            'CREATE TABLE job (id TEXT PRIMARY KEY, timestamp TEXT, "user" TEXT, "group" TEXT, "project" TEXT, '
+            '"site" TEXT, doc TEXT NOT NULL)'
+        )
+        for c in ("user", "group", "project", "site"):
+            db.execute(f'CREATE INDEX "job_{c}" ON job("{c}")')
+        db.executemany(
+            "INSERT INTO job VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(d["id"], d["timestamp"], d["user"], d["group"], d["project"], d["site"], orjson.dumps(d).decode())
+             for d in docs],
+        )  # fmt: skip
+    db.close()
+
+
+def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store.sqlite"
+    docs = [job(1, 4.0, 3600.0), job(2, 8.0, 1800.0), job(3, 1.0, 60.0)]
+    layout_0(path, docs)
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
+        assert store._db.execute("PRAGMA user_version").fetchone() == (LAYOUT_VERSION,) == (1,)
+        # the measured fields are columns now, filled from the documents: 4*3600 + 8*1800 + 1*60 core-seconds
+        assert store._db.execute("SELECT sum(cpus * walltime_s), count(memory) FROM job").fetchone() == (28860.0, 3)
+        indexes = {r[1] for r in store._db.execute("PRAGMA index_list(job)")}
+        assert indexes == {"sqlite_autoindex_job_1", "job_timestamp"}  # the label indexes went
+        assert store.count("job") == 3 and [d["cpus"] for d in store.query("job")] == [4.0, 8.0, 1.0]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == (
+        f"{path}: embedded store migrated from layout 0 to 1: job: 10 column(s) added from the documents (pool, "
+        "resource_name, walltime_s, cpus, memory, gpus, cpu_time_s, penalty_usage, cpu_only_usage, submitter), "
+        "job: 4 unused index(es) dropped"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
+        store.send("job", [job(4, 2.0, 10.0)])
+        assert store.count("job") == 4
+    assert caplog.records == []  # migrated once
+
+
+def test_a_new_store_has_the_layout_and_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(tmp_path / "s.sqlite") as store:
+        assert store._db.execute("PRAGMA user_version").fetchone() == (1,)
+        store.send("job", [job(1, 4.0, 3600.0)])
+        assert store._db.execute("SELECT cpus, walltime_s FROM job").fetchall() == [(4.0, 3600.0)]
+    assert caplog.records == []
+
+
+def test_a_store_of_a_later_layout_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    layout_0(path, [job(1, 4.0, 3600.0)])
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 7")
+    db.close()
+    with pytest.raises(StoreError) as refused:
+        EmbeddedStore(path)
+    assert str(refused.value) == (
+        f"{path}: the embedded store has layout 7, newer than this fairacct's 1 (a later release wrote it): upgrade "
+        "fairacct, or point store.url at another file; nothing was read or written"
+    )
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (7,)
+        assert {r[1] for r in db.execute("PRAGMA table_info(job)")} == {
+            "id", "timestamp", "user", "group", "project", "site", "doc"
+        }  # fmt: skip
+    db.close()
