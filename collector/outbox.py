@@ -25,6 +25,12 @@ parcel the sink did not take whole keeps its place, and a batch holding several 
 record sends only the newest (the sink, keyed by id, stores it once). The outbox's depth counts
 both copies.
 
+A record may wait for a second destination too (the probe's ``[upstream]``: job records for
+a Gratia collector besides the store): committed in the same transaction under kind
+``<lane>:<kind>`` (``upstream:job``), it waits in a lane of its own, sent only by a flush of
+that lane (``flush(sink, lane=...)``) and settled there, so that it leaves each destination's
+lane only when that destination took it.
+
 The ``item`` table (a row per record, replaced by id) holds what earlier versions committed
 and the dead letters put back (:meth:`Outbox.retry_dead_letters`); the flusher sends it before
 the parcels, so that the newer copies, in parcels, are stored last.
@@ -350,6 +356,7 @@ class Outbox:
         max_batches: int | None = None,
         max_seconds: float | None = None,
         writer: Writer | None = None,
+        lane: str | None = None,
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
         stops taking them (a batch with nothing acknowledged ends the flush: the sink is down),
@@ -358,7 +365,11 @@ class Outbox:
         ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
         function of an :class:`Outbox` of the same file, instead of written here; the collector
         runs them in its single outbox writer thread, so that a flush never holds the write lock
-        that the requests' commits wait for (SQLite's busy wait sleeps up to 100 ms at a time)."""
+        that the requests' commits wait for (SQLite's busy wait sleeps up to 100 ms at a time).
+
+        ``lane``: send only the records waiting for that second destination (kinds
+        ``<lane>:<kind>``, :func:`~collector.parcels.lane_kind`), to the sink and in the result as
+        ``<kind>``; None: only the records of no lane."""
         write: Writer = writer or (lambda fn: fn(self))
         sent_n: Counter[str] = Counter()
         new: Counter[str] = Counter()
@@ -369,11 +380,11 @@ class Outbox:
         batches = 0
         until = None if max_seconds is None else time.monotonic() + max_seconds
         while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
-            batch = next_batch(self._db, batch_size)
+            batch = next_batch(self._db, batch_size, lane)
             if batch is None:
                 break
             batches += 1
-            kind, records = batch.kind, batch.records
+            records, kind = batch.records, batch.kind if lane is None else batch.kind.partition(":")[2]
             try:
                 sent = sink.send_encoded(kind, records)
             except SinkError as exc:  # the whole batch failed: keep it, try again later

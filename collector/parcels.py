@@ -27,7 +27,17 @@ from collector.encoded import Encoded
 from collector.records import carried_fields, encode_docs
 from collector.sinks.base import SendResult
 
-__all__ = ["Fail", "Parcel", "ReadBatch", "Settle", "Writes", "next_batch", "parcel_row", "read_parcel"]
+__all__ = [
+    "Fail",
+    "Parcel",
+    "ReadBatch",
+    "Settle",
+    "Writes",
+    "lane_kind",
+    "next_batch",
+    "parcel_row",
+    "read_parcel",
+]
 
 
 @dataclass(frozen=True)
@@ -104,14 +114,27 @@ class ReadBatch:
 _Read = tuple[int, Encoded, int]  # a parcel's seq, its records, how many of them are in the batch
 
 
-def next_batch(db: sqlite3.Connection, batch_size: int) -> ReadBatch | None:
+def lane_kind(lane: str, kind: str) -> str:
+    """The kind under which records of ``kind`` wait for the destination ``lane`` (``upstream:job``)."""
+    return f"{lane}:{kind}"
+
+
+def _lane(lane: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition on ``kind`` of the records of ``lane`` (None: the store's, no lane)."""
+    if lane is None:
+        return "instr(kind, ':') = 0", ()
+    return "substr(kind, 1, length(?)) = ?", (f"{lane}:", f"{lane}:")
+
+
+def next_batch(db: sqlite3.Connection, batch_size: int, lane: str | None = None) -> ReadBatch | None:
     """The oldest items of one kind, or else the records of the oldest parcels of one kind, at
     most ``batch_size`` (the first ones of a parcel that holds more), each record once: its
-    newest copy."""
+    newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None)."""
+    where, args = _lane(lane)
     rows = db.execute(
-        "SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item ORDER BY seq LIMIT 1) "
+        f"SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item WHERE {where} ORDER BY seq LIMIT 1) "
         "ORDER BY seq LIMIT ?",
-        (batch_size,),
+        (*args, batch_size),
     ).fetchall()
     if rows:
         kind = rows[0][1]
@@ -125,7 +148,8 @@ def next_batch(db: sqlite3.Connection, batch_size: int) -> ReadBatch | None:
         )
     cursor = db.execute(
         "SELECT seq, kind, docs, encoding, fields FROM parcel "
-        "WHERE kind = (SELECT kind FROM parcel ORDER BY seq LIMIT 1) ORDER BY seq"
+        f"WHERE kind = (SELECT kind FROM parcel WHERE {where} ORDER BY seq LIMIT 1) ORDER BY seq",
+        args,
     )
     parcels: list[_Read] = []
     size = 0

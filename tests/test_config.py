@@ -25,8 +25,8 @@ from .conftest import ROOT
         ({"sources": {"statsu_files": []}}, "sources.statsu_files: unknown key; did you mean 'status_files'?"),
         (
             {"bogus": 1},
-            "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, probe, "
-            "log, penalty, fairshare, priority, summaries, fairness, collector, apel",
+            "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, "
+            "upstream, probe, log, penalty, fairshare, priority, summaries, fairness, collector, apel",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},

@@ -75,6 +75,7 @@ from collections.abc import Sequence
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from collector import faults
 from collector.errors import BadRequestError, RecordError, SenderNotAllowedError, TooLargeError, UnsupportedMediaError
 from collector.gratia import DEFAULT_LIMITS, MultiUpdate, decode_rmi, envelope_docs
 from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
@@ -128,6 +129,7 @@ async def _post_rmi(request: Request, ingest: Ingest, lease: Lease, address: str
         )
     quarantined = len(result.quarantined)
     await ingest.make_durable(NAME, rmi.probe, [Parcel.encoded(KIND, result.docs)], refused=quarantined)
+    faults.point("gratia-after-commit")  # tests only: durable, and the sender never hears OK
     if quarantined:
         index, reason = result.quarantined[0]
         _log.info(

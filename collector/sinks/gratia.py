@@ -11,9 +11,11 @@ name in ``from`` and ``bundlesize``. The reply's body decides, as it does for gr
   cannot be converted): the bundle is split in halves, each sent again, until the record that is
   refused stands alone; that record goes to the outbox's dead letters with the reply;
 * ``Error`` saying this sender or its address is not allowed, any other reply (5xx, a proxy's
-  page), or no answer: :class:`SinkError`: nothing is acknowledged, the outbox keeps the bundle
-  and the flusher tries again later with its backoff. Only the collector's operator can mend
-  a sender refused, and that must not cost records.
+  page), or no answer: the outbox keeps that bundle and the ones after it and the flusher tries
+  again later (:class:`SinkError` when no bundle of the batch was answered); the bundles
+  answered before it are settled, as gratia-probe deletes each bundle on its ``OK``, and are
+  not sent again. Only the collector's operator can mend a sender refused, and that must not
+  cost records.
 
 A record is the same bytes every time it is sent (see :mod:`collector.gratia.jobusage`), so a
 bundle sent again after a lost ``OK`` (the probe killed between send and acknowledgement) is
@@ -125,7 +127,16 @@ class GratiaSink(WriteOnlySink):
                 continue
             ids.append(id_)
         for at in range(0, len(ids), self.bundle_size):
-            self._send(ids[at : at + self.bundle_size], xml[at : at + self.bundle_size], result)
+            try:
+                self._send(ids[at : at + self.bundle_size], xml[at : at + self.bundle_size], result)
+            except SinkError as exc:
+                if not result.acked and not result.rejected:
+                    raise
+                # the bundles answered are settled, as gratia-probe deletes each bundle on its OK:
+                # only the rest is sent again
+                answered = set(result.acked) | result.rejected.keys()
+                result.retry.update((id_, str(exc)) for id_ in ids[at:] if id_ not in answered)
+                break
         return result
 
     def _send(self, ids: list[str], records: list[str], result: SendResult) -> None:

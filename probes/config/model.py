@@ -29,7 +29,7 @@ from probes.config.policies import (
 from probes.config.pool import PoolSettings
 from probes.config.probe import ProbeSettings
 from probes.config.sources import SourceSettings
-from probes.config.store import StoreSettings
+from probes.config.store import StoreSettings, UpstreamSettings
 
 if TYPE_CHECKING:
     from probes.sources.settings import JobReading, SlotReading
@@ -59,6 +59,9 @@ class ProbeConfig(Section):
         DEFAULT_PARTITIONS, description="Canonical unit definitions, in match order.", strict=False
     )
     store: StoreSettings = Field(default_factory=StoreSettings, description="Where records go.")
+    upstream: UpstreamSettings = Field(
+        default_factory=UpstreamSettings, description="A Gratia collector job records go to besides the store."
+    )
     probe: ProbeSettings = Field(default_factory=ProbeSettings, description="The probe's own state and service.")
     log: LogSettings = Field(default_factory=LogSettings, description="What the services log, and how.")
     penalty: PenaltySettings = Field(default_factory=PenaltySettings, description="The multi-resource penalty.")

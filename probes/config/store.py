@@ -3,31 +3,29 @@
 The keys a store's credentials take are :class:`collector.settings.SinkSettings`'s, described
 there once for this section and the collector's ``[collector.store]``; the probe's store may
 also be a fairacct collector (``collector+https://``), which it sends to with ``token_file``.
+``[upstream]``: a Gratia collector that job records go to besides the store.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from collector.settings import SinkSettings
+from probes.config.fields import Section
 
-__all__ = ["StoreSettings"]
+__all__ = ["UPSTREAM", "UPSTREAM_JOBS", "StoreSettings", "UpstreamSettings"]
+
+UPSTREAM = "upstream"
+"""The outbox lane of ``[upstream]``: job records wait there for its Gratia collector."""
+UPSTREAM_JOBS = f"{UPSTREAM}:job"
+"""Their kind in the outbox (:func:`collector.parcels.lane_kind`), in ``fairacct outbox`` too."""
 
 
-class StoreSettings(SinkSettings):
-    url: str = Field(
-        "sqlite:///fairacct.sqlite",
-        description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch), "
-        "opensearch+http(s)://... (OpenSearch), collector+https://HOST[:PORT] "
-        "(a fairacct collector, with token_file) or gratia+https://HOST/gratia-servlets/rmi (OSG's GRACC: job records "
-        "as Gratia JobUsageRecords).",
-    )
-    token_file: str = Field(
-        "",
-        description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself).",
-    )
+class _GratiaFields(Section):
+    """How the records a Gratia collector receives name their sender: the store's (a
+    ``gratia+https://`` store) and ``[upstream]``'s."""
 
     gratia_probe_name: str = Field(
         "",
@@ -46,13 +44,54 @@ class StoreSettings(SinkSettings):
         description="JobUsageRecords to a request to a gratia+https:// store (GratiaCore's BundleSize).",
     )
 
+    def gratia_auth(self, ca_file: str) -> dict[str, Any]:
+        """The Gratia sink's settings, as it names them."""
+        gratia = {"probe_name": self.gratia_probe_name, "site": self.gratia_site,
+                  "bundle_size": self.gratia_bundle_size}  # fmt: skip
+        return gratia | ({"ca_file": ca_file} if ca_file else {})
+
+
+class StoreSettings(SinkSettings, _GratiaFields):
+    url: str = Field(
+        "sqlite:///fairacct.sqlite",
+        description="sqlite:///PATH (embedded, PATH relative to state_dir), http(s)://... (Elasticsearch), "
+        "opensearch+http(s)://... (OpenSearch), collector+https://HOST[:PORT] "
+        "(a fairacct collector, with token_file) or gratia+https://HOST/gratia-servlets/rmi (OSG's GRACC: job records "
+        "as Gratia JobUsageRecords).",
+    )
+    token_file: str = Field(
+        "",
+        description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself).",
+    )
+
     def auth(self) -> dict[str, Any]:
         """The sink's settings that are set, as the sink names them (secrets by reference, never
         by value): the collector sink's, the Gratia sink's, or as :meth:`SinkSettings.auth`."""
         if self.url.startswith("gratia+"):
-            gratia = {"probe_name": self.gratia_probe_name, "site": self.gratia_site,
-                      "bundle_size": self.gratia_bundle_size}  # fmt: skip
-            return gratia | ({"ca_file": self.ca_file} if self.ca_file else {})
+            return self.gratia_auth(self.ca_file)
         if self.url.startswith("collector+"):
             return {"token_file": self.token_file} | ({"ca_file": self.ca_file} if self.ca_file else {})
         return super().auth()
+
+
+class UpstreamSettings(_GratiaFields):
+    """``[upstream]``: a Gratia collector (OSG's GRACC) that job records go to besides the store,
+    from the same outbox: each leaves its lane only when that collector said ``OK``."""
+
+    url: str = Field(
+        "",
+        description="gratia+https://HOST/gratia-servlets/rmi: job records go there too, as Gratia JobUsageRecords, "
+        "besides the store; empty: nowhere else.",
+    )
+    ca_file: str = Field("", description="CA bundle to verify the Gratia collector's certificate (https).")
+
+    @field_validator("url")
+    @classmethod
+    def _gratia_only(cls, url: str) -> str:
+        if url and not url.startswith(("gratia+https://", "gratia+http://")):
+            raise ValueError(f"expected gratia+https://HOST/gratia-servlets/rmi or empty, got {url!r}")
+        return url
+
+    def auth(self) -> dict[str, Any]:
+        """The Gratia sink's settings, as it names them."""
+        return self.gratia_auth(self.ca_file)

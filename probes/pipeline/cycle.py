@@ -50,9 +50,10 @@ from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus
 from collector.records import iso_utc
-from collector.sinks import Sink, ensure_templates
+from collector.sinks import Sink, ensure_templates, open_sink
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
+from probes.config.store import UPSTREAM, UPSTREAM_JOBS
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
@@ -91,6 +92,7 @@ __all__ = [
 ]
 
 StepT = TypeVar("StepT")
+
 
 Derived = Callable[[Checkpoint], tuple[Records, dict[str, Any]]]
 """Records and checkpoints made from the checkpoints as the commit's transaction sees them."""
@@ -156,6 +158,8 @@ class Delivery:
     flushed: FlushResult | None = None
     unsent: str | None = None
     installed: tuple[str, ...] = ()
+    upstream: FlushResult | None = None
+    """What ``[upstream]``'s Gratia collector took of its lane; None without one."""
 
 
 def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig, *, probe: str) -> SnapshotStep:
@@ -276,11 +280,12 @@ def fairshare_step(config: ProbeConfig, *, probe: str, now: float) -> Batch:
     return Batch(derive=roll)
 
 
-def commit(outbox: Outbox, batches: Sequence[Batch]) -> Batch:
+def commit(outbox: Outbox, batches: Sequence[Batch], *, upstream: bool = False) -> Batch:
     """Commit ``batches`` in one outbox transaction, in order; what each derives sees the
     checkpoints of the batches before it. Returns what was committed, as one batch. A caller
     that commits from several threads holds one lock around this (the ledger is read and
-    written here)."""
+    written here). ``upstream``: the job records wait in :data:`UPSTREAM_JOBS` too, for
+    ``[upstream]``, in the same transaction."""
     records: Records = {}
     marks: dict[str, Any] = {}
 
@@ -294,26 +299,31 @@ def commit(outbox: Outbox, batches: Sequence[Batch]) -> Batch:
                 records[kind] = records[kind] + docs if kind in records else docs
         marks |= batch.checkpoints | derived[1]
     faults.point("before-commit")
-    outbox.commit(records, marks)
+    lanes = {UPSTREAM_JOBS: records["job"]} if upstream and len(records.get("job", ())) else {}
+    outbox.commit(records | lanes, marks)
     faults.point("after-commit")
     return Batch(records, marks)
 
 
-def deliver(outbox: Outbox, sink: Sink, *, check: Callable[[Sink], list[str]] | None = None) -> Delivery:
+def deliver(
+    outbox: Outbox, sink: Sink, *, check: Callable[[Sink], list[str]] | None = None, upstream: Sink | None = None
+) -> Delivery:
     """Send the outbox to ``sink``: the one delivery of ``probe once`` and of the service's
-    flushes. ``check(sink)`` runs first (the index templates; it returns those it installed):
+    flushes; the :data:`UPSTREAM` lane to ``upstream`` first, whatever the store does.
+    ``check(sink)`` runs first (the index templates; it returns those it installed):
     a :class:`SinkError` from it leaves the records queued, and ``unsent`` says why. A drained
     outbox gives its pages back to the file system."""
+    lane = None if upstream is None else outbox.flush(upstream, lane=UPSTREAM)
     try:
         installed = tuple(check(sink)) if check is not None else ()
     except SinkError as exc:
-        return Delivery(outbox.status(), unsent=str(exc))
+        return Delivery(outbox.status(), unsent=str(exc), upstream=lane)
     flushed = outbox.flush(sink)
     faults.point("after-flush")
     status = outbox.status()
     if not status.depth:
         outbox.shrink(keep_free_bytes=PROBE_SHRINK_KEEP_BYTES)  # a drained backlog's pages back
-    return Delivery(status, flushed, flushed.errors[0] if flushed.errors else None, installed)
+    return Delivery(status, flushed, flushed.errors[0] if flushed.errors else None, installed, lane)
 
 
 @dataclass(frozen=True)
@@ -377,9 +387,9 @@ class ProbeCycle:
         return Ran(Reading(), step, self.commit(outbox, [step]), outbox.status())
 
     def commit(self, outbox: Outbox, batches: Sequence[Batch]) -> Batch:
-        """:func:`commit` under the cycle's lock."""
+        """:func:`commit` under the cycle's lock (job records for ``[upstream]`` too, when set)."""
         with self._commits:
-            return commit(outbox, batches)
+            return commit(outbox, batches, upstream=bool(self.config.upstream.url))
 
     def deliver(self, outbox: Outbox, sink: Sink) -> Delivery:
         """:func:`deliver`, checking the store's index templates first on the first delivery
@@ -391,11 +401,16 @@ class ProbeCycle:
             if self._templates_checked
             else (lambda s: ensure_templates(s, store.url, install=store.install_templates))
         )
+        up = self.config.upstream
+        upstream = open_sink(up.url, base=self.config.probe.state_dir, auth=up.auth()) if up.url else None
         try:
-            delivery = deliver(outbox, sink, check=check)
+            delivery = deliver(outbox, sink, check=check, upstream=upstream)
         except SinkError:
             self._templates_checked = False
             raise
+        finally:
+            if upstream is not None:
+                upstream.close()
         if delivery.flushed is None:  # the templates' check failed
             self._templates_checked = False
         else:  # records left after errors: the store may have come back empty, check again

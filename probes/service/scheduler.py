@@ -82,6 +82,7 @@ from collector.sinks import open_sink
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
+from probes.config.store import UPSTREAM_JOBS
 from probes.errors import SourceError
 from probes.files import check_writable
 from probes.pipeline.cycle import Batch, ProbeCycle
@@ -422,24 +423,34 @@ class ProbeService:
         result, status = delivery.flushed, delivery.status
         self.metrics.flushed(result.sent)
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
-        waiting = sum(status.depth.values())
+        waiting = sum(n for kind, n in status.depth.items() if kind != UPSTREAM_JOBS)
         if result.errors and waiting:
             self.metrics.source_failed("sink")
             raise SinkError(
                 f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
+            )
+        upstream = delivery.upstream
+        if upstream is not None and upstream.errors and status.depth.get(UPSTREAM_JOBS):
+            self.metrics.source_failed("upstream")
+            raise SinkError(
+                f"[upstream] did not take every job record ({status.depth[UPSTREAM_JOBS]} waiting in the outbox): "
+                f"{upstream.errors[0]}"
             )
         sent = sum(result.sent.values())
         if sum(result.dead.values()):
             log.warning(
                 "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
             )
-        if not sent:
+        up = sum(upstream.sent.values()) if upstream is not None else 0
+        if upstream is not None and (refused := sum(upstream.dead.values())):
+            log.warning("flush: [upstream] refused %d job record(s) for good; see `fairacct outbox`", refused)
+        if not sent and not up:
             return None
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.sent.items()))
-        if not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
+        if sent and not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
             new, already = sum(result.new.values()), sum(result.already_stored.values())
             kinds += f"; {new} new, {already} already stored"
-        return f"sent {sent} records ({kinds}), {waiting} waiting"
+        return f"sent {sent} records ({kinds}), {waiting} waiting" + (f"; {up} job records to [upstream]" if up else "")
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""

@@ -19,6 +19,7 @@ HELP = "depth, oldest item and dead letters of the outbox"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from collector.records import KINDS
+    from probes.config.store import UPSTREAM_JOBS
 
     add_options(parser, "--store")
     parser.add_argument(
@@ -28,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="retry: put the dead letters back in the outbox, to be sent again",
     )
     parser.add_argument("--dead-letters", action="store_true", help="list every dead letter with the store's reason")
-    parser.add_argument("--kind", choices=list(KINDS), help="only the dead letters of this record kind")
+    parser.add_argument(
+        "--kind", choices=[*KINDS, UPSTREAM_JOBS], help="only the dead letters of this record kind (or [upstream]'s)"
+    )
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:

@@ -165,6 +165,8 @@ def _show_cycle(cycle: Cycle, delivery: Delivery, config: ProbeConfig) -> tuple[
         "dead": nonzero(flushed.dead) if flushed else {},
         "unsent": delivery.unsent,
     }
+    if (up := delivery.upstream) is not None:  # [upstream]'s Gratia collector
+        doc["upstream"] = {"sent": nonzero(up.sent), "retry": nonzero(up.retried), "dead": nonzero(up.dead)}
     sections: list[Section] = [("read", _read_summary(reading))]
     report = cycle.snapshot.overhead
     if report is None and reading.snapshot is not None:  # a replay: shown, though not recorded again
@@ -203,6 +205,11 @@ def _delivery(delivery: Delivery, last_dead: list[dict[str, Any]]) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    up = delivery.upstream
+    if up is not None and (up.errors or nonzero(up.dead)):
+        print(f"fairacct: [upstream] did not take every job record: {(up.errors or ['refused for good'])[0]}; "
+              "see `fairacct outbox`", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED if nonzero(up.dead) else EXIT_QUEUED
     if delivery.unsent:
         waiting = sum(delivery.status.depth.values())
         print(

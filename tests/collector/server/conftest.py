@@ -51,6 +51,7 @@ class Collector:
     store: str = "sqlite:///store.sqlite"
     process: subprocess.Popen[bytes] | None = None
     max_file_bytes: int | None = None  # RLIMIT_FSIZE of the process: its disk is "full" at this file size
+    env: dict[str, str] = field(default_factory=dict)  # added to the process's environment (FAIRACCT_CRASH_AT)
     command: str = FAIRACCT  # the fairacct that serves (another release's, for the upgrade tests)
 
     @property
@@ -88,6 +89,7 @@ class Collector:
         with open(self.root / "collector.log", "ab") as log:
             self.process = subprocess.Popen(
                 [self.command, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log,
+                env={**os.environ, **self.env},
                 preexec_fn=None if self.max_file_bytes is None else _file_size_limit(self.max_file_bytes),
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
@@ -149,15 +151,16 @@ def shared_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Colle
 
 @pytest.fixture
 def start_collector(tmp_path: Path) -> Iterator[Any]:
-    """start_collector(name, tokens=..., store=..., **settings) -> a started Collector; all are stopped at the end."""
+    """start_collector(name, tokens=..., store=..., env=..., **settings) -> a started Collector; all are
+    stopped at the end."""
     started: list[Collector] = []
 
     def start(name: str = "c1", *, tokens: dict[str, str] | None = None, store: str = "sqlite:///store.sqlite",
               port: int | None = None, max_file_bytes: int | None = None, command: str = FAIRACCT,
-              **settings: Any) -> Collector:  # fmt: skip
+              env: dict[str, str] | None = None, **settings: Any) -> Collector:  # fmt: skip
         collector = Collector(tmp_path / name, port or free_port(), tokens or {"p1": "token-one", "p2": "token-two"},
                               {"flush_every_s": 0.2, **settings}, store, max_file_bytes=max_file_bytes,
-                              command=command)  # fmt: skip
+                              command=command, env=env or {})  # fmt: skip
         started.append(collector)
         return collector.start()
 

@@ -36,6 +36,16 @@ def _history_records(condor25: Path) -> tuple[Any, list[dict[str, Any]]]:
     return job_docs(jobs, probe="p")["job"], table_docs("job", jobs, probe="p")
 
 
+def _demo_config(folder: Path, more: str) -> Path:
+    """config/demo.toml (the demo pool's files, 60 jobs) with ``more`` added, its state in ``folder``/state."""
+    from ...conftest import ROOT
+
+    demo = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config = folder / "probe.toml"
+    config.write_text(demo.replace('"../.demo"', '"state"') + more)
+    return config
+
+
 def _sink(c: Collector, **options: Any) -> GratiaSink:
     sink = open_sink(f"gratia+{c.url}/gratia-servlets/rmi", base=Path("."), auth={"probe_name": PROBE, **options})
     assert isinstance(sink, GratiaSink)
@@ -118,18 +128,9 @@ def test_a_site_points_probe_once_at_a_gratia_collector(
 
     from probes.cli import main
 
-    from ...conftest import ROOT
-
     c = start_collector(gratia_senders=senders(PROBE))
-    config = tmp_path / "probe.toml"
-    demo = (
-        (ROOT / "config/demo.toml")
-        .read_text()
-        .replace('"demo/', f'"{ROOT}/config/demo/')
-        .replace('"../.demo"', '"state"')
-    )
     store = f'\n[store]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
-    config.write_text(demo + store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
+    config = _demo_config(tmp_path, store + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
     code = main(["probe", "once", "--config", str(config), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -158,3 +159,67 @@ def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_t
         assert outbox.flush(sink, batch_size=10).sent["job"] == 64
     drained(c)
     assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(d["job_id"] for d in docs)
+
+
+def test_the_bundles_answered_before_the_collector_died_are_not_sent_again(
+    start_collector: Any, tmp_path: Path
+) -> None:
+    # the collector stores its 2nd bundle and is SIGKILLed before it answers (a test-only fault point)
+    c = start_collector(gratia_senders=senders(PROBE), env={"FAIRACCT_CRASH_AT": "gratia-after-commit:2"})
+
+    def job(i: int) -> dict[str, Any]:
+        return {"id": f"j{i}", "job_id": f"ap#{i}.0#1", "cluster": i, "proc": 0, "end": 1795269302.0 + i,
+                "walltime_s": 6.0, "cpus": 1.0, "timestamp": "2026-11-21T13:55:02Z"}  # fmt: skip
+
+    with Outbox(tmp_path / "o.sqlite") as outbox, _sink(c, bundle_size=3) as sink:
+        outbox.commit({"job": [job(i) for i in range(9)]}, {})
+        result = outbox.flush(sink)
+        assert c.process is not None and c.process.wait(30) == -9, c.log
+        # the 1st bundle was answered OK: settled; the 2nd (stored, unanswered) and the 3rd wait
+        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (3, 0, {"job": 6})
+        assert "no answer from the Gratia collector" in result.errors[0]
+        assert sorted(d["id"] for d in outbox.waiting("job")) == ["j3", "j4", "j5", "j6", "j7", "j8"]
+        c.process, c.env = None, {}
+        c.start()
+        assert outbox.flush(sink).sent["job"] == 6 and outbox.status().depth == {}
+    drained(c)
+    assert sorted(d["LocalJobId"] for d in stored(c)) == [str(i) for i in range(9)]  # each once
+
+
+def test_upstream_reports_the_job_records_to_a_gratia_collector_besides_the_store(
+    start_collector: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from collector.sinks.sqlite import EmbeddedStore
+    from probes.cli import main
+
+    c = start_collector(gratia_senders=senders(PROBE))
+    c.stop()  # down at the first cycle
+    upstream = f'\n[upstream]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
+    config = _demo_config(tmp_path, upstream + "gratia_bundle_size = 7\n")
+    # the store takes every record; the job records wait in [upstream]'s lane, and the exit says so
+    assert main(["probe", "once", "--config", str(config), "--json"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["upstream"]["sent"] == {}
+    assert "[upstream] did not take every job record: " in err and "no answer from the Gratia collector" in err
+    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
+        assert outbox.status().depth == {"upstream:job": 60}
+    c.start()
+    assert main(["probe", "once", "--config", str(config), "--json"]) == 0, capsys.readouterr().err
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["upstream"] == {"sent": {"job": 60}, "retry": {}, "dead": {}}
+    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
+        assert outbox.status().depth == {}
+    drained(c)
+    with EmbeddedStore(tmp_path / "state" / "fairacct.sqlite") as store:
+        jobs = store.query("job")
+    docs = stored(c)
+    assert len(jobs) == len(docs) == 60  # each job once in each place, with the same numbers
+    by_job = {d["GlobalJobId"]: d for d in docs}
+    assert sorted(by_job) == sorted(j["job_id"] for j in jobs)
+    for job in jobs:
+        got = by_job[job["job_id"]]
+        assert (got["WallDuration"], got["CpuDuration"], got["Processors"], got["ProbeName"]) == (
+            job["walltime_s"], job["cpu_time_s"], job["cpus"], PROBE
+        ), job["job_id"]  # fmt: skip
