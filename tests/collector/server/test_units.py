@@ -220,6 +220,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
         "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
+        "trusted_proxies": ["127.0.0.1", "10.1.0.0/16"],
     }  # fmt: skip
     config = parse_config({"collector": section})
     assert set(section) == set(CollectorSettings.model_fields)
@@ -232,6 +233,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     (sender,) = settings.gratia_senders
     assert [str(n) for n in sender.networks] == ["192.0.2.0/24", "2001:db8::7/128"]
     assert (settings.anonymous_memory_per_source, settings.anonymous_memory) == (3072, 9216)
+    assert [str(n) for n in settings.trusted_proxies] == ["127.0.0.1/32", "10.1.0.0/16"]
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:
