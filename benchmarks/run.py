@@ -69,7 +69,7 @@ CYCLE_JOBS = 200_000
 INGEST_BUDGET_US = 1e6 / 50_000  # one core taking 50,000 records/s (issue 14)
 P99_BUDGET_S = 0.100
 USAGE_BUDGET_CPU_S = 1.0  # 1,000,000 jobs x 50 classes (the scale issue)
-SUMMARIES_CPU_S_PER_MILLION = 2.0  # issue 15
+SUMMARIES_CPU_S_PER_MILLION = 2.0  # issue 15: a year of 1,000,000 job records
 TIMEOUT_S = 1800
 
 
@@ -94,18 +94,18 @@ class Row:
     what: str
     measured: float
     anchor: str
-    anchor_value: float
+    anchor_value: float | None  # None: no anchor in this run (the old revision, without --old)
     unit: str  # of measured and anchor_value
     target: float | None  # the largest ratio that passes; None: shown, no target
     note: str = ""
 
     @property
-    def ratio(self) -> float:
-        return self.measured / self.anchor_value
+    def ratio(self) -> float | None:
+        return None if self.anchor_value is None else self.measured / self.anchor_value
 
     @property
     def verdict(self) -> str:
-        if self.target is None:
+        if self.target is None or self.ratio is None:
             return "-"
         return "PASS" if self.ratio <= self.target else "FAIL"
 
@@ -144,14 +144,18 @@ def reader_rows(history: Path, codes: dict[str, Path], repeat: int) -> tuple[lis
         for c, code in codes.items():
             times[c].append(_reader(history, code))
     new = min(times["new"])
-    grep = _cpu(["grep", "-c", "^$", str(history)], repeat)
+    # to a file: GNU grep whose output is /dev/null stops at the first match (as -q does)
+    count = Path(tempfile.mkdtemp(prefix="bench-run-")) / "count"
+    grep = _cpu(["sh", "-c", 'exec grep -c "^$" "$0" > "$1"', str(history), str(count)], repeat)
+    count.unlink()
+    count.parent.rmdir()
     parse = min(_parseads(history, PARSEADS_ADS) for _ in range(repeat))
     mb = history.stat().st_size / 1e6
     rows = [
         Row(f"reader, {READER_ADS:,} ads ({mb:.0f} MB)", new, "grep -c '^$', same bytes", grep, "CPU-s", 2.0,
-            f"{READER_ADS / new:,.0f} ads/CPU-s, {mb / new:.0f} MB/CPU-s; grep {mb / grep:.0f} MB/CPU-s"),
-        Row("reader, per 1,000 ads", 1000 * new / READER_ADS, f"classad2.parseAds (first {PARSEADS_ADS:,} ads)",
-            1000 * parse / PARSEADS_ADS, "CPU-s", None),
+            f"{READER_ADS / new:,.0f} ads/CPU-s, {mb / new:,.0f} MB/CPU-s; grep {mb / grep:,.0f} MB/CPU-s"),
+        Row("reader, an ad", 1e6 * new / READER_ADS, f"classad2.parseAds (first {PARSEADS_ADS:,} ads)",
+            1e6 * parse / PARSEADS_ADS, "CPU-us", None),
     ]  # fmt: skip
     if "old" in codes:
         old = min(times["old"])
@@ -190,7 +194,7 @@ def usage_row(repeat: int) -> Row:
     best = min(runs, key=lambda r: float(r["cpu_seconds"]))
     return Row("usage pricing, 1,000,000 distinct requests x 50 classes", float(best["cpu_seconds"]),
                "budget (the scale issue)", USAGE_BUDGET_CPU_S, "CPU-s", 1.0,
-               f"penalties {best['penalties_s']:.2f} s, fairshare {best['fairshare_s']:.2f} s (wall)")  # fmt: skip
+               f"wall: penalties {best['penalties_s']:.2f} s, fairshare {best['fairshare_s']:.2f} s")  # fmt: skip
 
 
 def collector_rows(batches: int) -> tuple[list[Row], float]:
@@ -222,12 +226,16 @@ def store_row(n: int, ingest_us: float, repeat: int) -> Row:
 
 
 def summaries_row(work: Path, n: int, repeat: int) -> Row:
+    """``summarize`` of a year of ``n`` job records against issue 15's budget for 1,000,000. Not
+    scaled down for fewer (quick): most of the cost follows the year's ~36,500 summaries, not
+    the records, so fewer records meeting it is a necessary bound, not a sufficient one."""
     store = work / "summaries.sqlite"
     subprocess.run([sys.executable, bench_commands.__file__, "--worker", "load", str(store), str(n)],
                    env=bench_commands._env(), cwd=ROOT, check=True, timeout=TIMEOUT_S)  # fmt: skip
     kernel = min(bench_commands._kernel("summarize", str(store)) for _ in range(repeat))
-    return Row(f"summaries, {n:,} job records", kernel, "budget (issue 15)", SUMMARIES_CPU_S_PER_MILLION * n / 1e6,
-               "CPU-s", 1.0, "`summarize` in a process, embedded store")  # fmt: skip
+    budget = SUMMARIES_CPU_S_PER_MILLION * max(1.0, n / 1e6)
+    note = "`summarize` in a process, embedded store" + ("" if n >= 1e6 else "; the 1,000,000 records' budget")
+    return Row(f"summaries, {n:,} job records", kernel, "budget (issue 15)", budget, "CPU-s", 1.0, note)
 
 
 def cycle_rows(inputs: dict[str, Path], codes: dict[str, Path], work: Path, repeat: int) -> list[Row]:
@@ -248,7 +256,9 @@ def cycle_rows(inputs: dict[str, Path], codes: dict[str, Path], work: Path, repe
                 rows.append(Row(f"probe cycle, {name}: {label}", new, f"the same, {_OLD_LABEL}", min(got["old"]),
                                 "CPU-s", 1.0))  # fmt: skip
             else:
-                rows.append(Row(f"probe cycle, {name}: {label}", new, "(--old REV)", new, "CPU-s", None))
+                rows.append(
+                    Row(f"probe cycle, {name}: {label}", new, "the old revision (--old REV)", None, "CPU-s", 1.0)
+                )
     return rows
 
 
@@ -292,10 +302,16 @@ def table(rows: Sequence[Row]) -> str:
     ]
     for r in rows:
         target = f"<= {r.target:g}" if r.target is not None else "-"
-        ratio = f"{r.ratio:.2f}" if r.target is not None or r.anchor_value != r.measured else "-"
-        lines.append(f"| {r.what} | {r.measured:.2f} {r.unit} | {r.anchor} | {r.anchor_value:.2f} {r.unit} | {ratio} "
-                     f"| {target} | {r.verdict} | {r.note} |")  # fmt: skip
+        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+        anchor = f"{_figure(r.anchor_value)} {r.unit}" if r.anchor_value is not None else "-"
+        lines.append(f"| {r.what} | {_figure(r.measured)} {r.unit} | {r.anchor} | {anchor} | {ratio} | {target} "
+                     f"| {r.verdict} | {r.note} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def _figure(value: float) -> str:
+    """Three significant digits below 100 (0.434, 21.7), whole numbers above."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _revision(path: Path) -> str:
