@@ -103,6 +103,10 @@ def _cycle(code: Path, config: Path, python: str) -> dict[str, float]:
 
 def _worker(config_path: str) -> int:
     """One cycle in this process, the code from PYTHONPATH: prints its CPU-s as JSON."""
+    # the scanner and numba, before the clock, as the other reader workers do: a revision whose
+    # readers import them on first use (since the lazy imports) would count their loading in
+    # its cycle, one that imported them with its modules (e.g. faeff88) would not
+    import probes.sources.classad.long  # noqa: F401
     from collector.outbox import Outbox
     from collector.sinks import open_sink
     from probes.config import load_config
