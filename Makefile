@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-usage test check browser apel-server bench clean
+.PHONY: demo demo-usage test check browser apel-server bench bench-quick clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -51,7 +51,6 @@ check: $(BIN)/.installed-test
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Speed and memory targets, run on demand (never part of `make test`); each prints PASS/FAIL.
 # The headless browser the report's page test uses (Debian's chromium; needs root). Tests never
 # install anything: without it that test skips and says so.
 browser:
@@ -64,19 +63,16 @@ apel-server: $(BIN)/.installed-test
 	command -v mariadbd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[apel-test]'
 
+# Speed targets, run on demand (never part of `make test`): one table of each benchmark's CPU
+# beside its anchor in the same run, the ratio against its target, PASS/FAIL (benchmarks/README.md).
+# bench-quick: the same rows on smaller inputs, under 3 minutes. E.g. BENCH_ARGS="--old faeff88
+# --json bench.json" also measures an earlier revision and writes the table as JSON.
+BENCH_ARGS ?=
 bench: $(BIN)/.installed-test
-	-$(BIN)/python benchmarks/bench_readers.py
-	-$(BIN)/python benchmarks/bench_accounting.py
-	-$(BIN)/python benchmarks/bench_usage.py
-	-$(BIN)/python benchmarks/bench_store.py
-	-$(BIN)/python benchmarks/bench_sinks.py
-	-$(BIN)/python benchmarks/bench_analytics.py
-	-$(BIN)/python benchmarks/bench_cli.py
-	-$(BIN)/python benchmarks/bench_gratia.py
-	-$(BIN)/python benchmarks/bench_summaries.py
-	-$(BIN)/python benchmarks/bench_audit.py
-	-$(BIN)/python benchmarks/bench_collector.py
-	-$(BIN)/python benchmarks/bench_collector.py --gratia
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+bench-quick: $(BIN)/.installed-test
+	$(BIN)/python benchmarks/run.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .demo

@@ -219,6 +219,7 @@ def main() -> int:
         help="the collector's flush_every_s (600: the flusher waits out the run; 1: flushing all along)",
     )  # fmt: skip
     parser.add_argument("--latencies", metavar="CSV", help="write each request's latency, send time and batch number")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON (for benchmarks/run.py)")
     parser.add_argument("--profile", metavar="SVG", help="record the collector with py-spy into this flame graph")
     parser.add_argument(
         "--rate", type=float, default=None,
@@ -244,18 +245,19 @@ def main() -> int:
         for name, token in tokens.items():
             (work / "tokens" / name).write_text(token)
             os.chmod(work / "tokens" / name, 0o600)
+        template = [] if args.gratia else demo_docs()
+        if args.gratia:
+            payloads = gratia_bodies(list(tokens), args.warmup + args.batches, args.batch)
+        else:
+            payloads = {p: bodies(p, template, args.warmup + args.batches, args.batch) for p in tokens}
         port = free_port()
         (work / "collector.toml").write_text(
             f"[collector]\nport = {port}\n"
             f"flush_every_s = {args.flush_every}\nmax_outbox_depth = 100000000\n"
             f"gratia_senders = [{', '.join(_sender(p) for p in tokens) if args.gratia else ''}]\n"
+            f"probes = [{'' if args.gratia else ', '.join(_reporter(p, template) for p in tokens)}]\n"
             '[collector.store]\nurl = "sqlite:///store.sqlite"\n'
         )
-        if args.gratia:
-            payloads = gratia_bodies(list(tokens), args.warmup + args.batches, args.batch)
-        else:
-            template = demo_docs()
-            payloads = {p: bodies(p, template, args.warmup + args.batches, args.batch) for p in tokens}
         fairacct = Path(sys.executable).parent / "fairacct"
         taskset = [shutil.which("taskset") or "taskset", "-c", str(args.core)] if shutil.which("taskset") else []
         with open(work / "collector.log", "w") as log:
@@ -370,6 +372,19 @@ def main() -> int:
         f"group commits {commits} (of {len(latencies) + args.warmup * args.probes} requests); "
         f"after the run: {stored} in the store, {waiting} in the outbox"
     )
+    if args.json:
+        figures = {
+            "records_per_s": rate,
+            "p50_s": p50,
+            "p99_s": p99,
+            "cpu_s": cpu,
+            "acked": acked,
+            "stored": stored,
+            "waiting": waiting,
+            "cpu_us_per_record": cpu / acked * 1e6,
+            "peak_mb": peak_mb,
+        }
+        Path(args.json).write_text(orjson.dumps(figures).decode())  # fmt: skip
     return verdict(
         [
             (
@@ -409,6 +424,15 @@ def count_rows(path: Path, sql: str) -> int:
             return int(db.execute(sql).fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+def _reporter(probe: str, docs: list[dict[str, Any]]) -> str:
+    """A probe of the benchmark's collector (``collector.probes``), listed for the demo records'
+    sites and pools: a probe listed for none is refused records that name one (403)."""
+    sites = sorted({str(d["site"]) for d in docs if d.get("site")})
+    pools = sorted({str(d["pool"]) for d in docs if d.get("pool")})
+    quoted = {k: orjson.dumps(v).decode() for k, v in (("probe", probe), ("sites", sites), ("pools", pools))}
+    return "{" + ", ".join(f"{k} = {v}" for k, v in quoted.items()) + "}"
 
 
 def _sender(probe: str) -> str:

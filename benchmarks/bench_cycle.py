@@ -103,6 +103,10 @@ def _cycle(code: Path, config: Path, python: str) -> dict[str, float]:
 
 def _worker(config_path: str) -> int:
     """One cycle in this process, the code from PYTHONPATH: prints its CPU-s as JSON."""
+    # the scanner and numba, before the clock, as the other reader workers do: a revision whose
+    # readers import them on first use (since the lazy imports) would count their loading in
+    # its cycle, one that imported them with its modules (e.g. faeff88) would not
+    import probes.sources.classad.long  # noqa: F401
     from collector.outbox import Outbox
     from collector.sinks import open_sink
     from probes.config import load_config
@@ -122,8 +126,12 @@ def _worker(config_path: str) -> int:
 
         return run
 
-    cycle.commit = timed("commit", cycle.commit)  # type: ignore[method-assign]  # the cycle looks them up here
-    cycle.deliver = timed("deliver", cycle.deliver)  # type: ignore[method-assign]
+    if hasattr(cycle, "commit"):  # the cycle looks them up here
+        cycle.commit = timed("commit", cycle.commit)  # type: ignore[method-assign]
+        cycle.deliver = timed("deliver", cycle.deliver)  # type: ignore[method-assign]
+    else:  # an older revision (--old, e.g. faeff88): its run_once calls the outbox itself
+        Outbox.commit = timed("commit", Outbox.commit)  # type: ignore[method-assign]
+        Outbox.flush = timed("deliver", Outbox.flush)  # type: ignore[method-assign]
     state.mkdir(parents=True, exist_ok=True)
     sink = open_sink(config.store.url, base=state, auth=config.store.auth())
     with Outbox(state / "outbox.sqlite") as outbox:
@@ -131,7 +139,9 @@ def _worker(config_path: str) -> int:
         if hasattr(cycle, "ProbeCycle"):  # since issue 38: the one cycle object, probe once's call
             done, delivery = cycle.ProbeCycle(config, probe="bench@cycle").once(outbox, sink)
         else:  # an older revision (--old)
-            done, delivery = cycle.run_once(config, outbox, sink, probe="bench@cycle")
+            got = cycle.run_once(config, outbox, sink, probe="bench@cycle")
+            # (result, delivery) once delivery was split off; before (e.g. faeff88) one result said both
+            done, delivery = got if isinstance(got, tuple) else (got, got)
         total = time.process_time() - began
     sink.close()
     assert delivery.flushed is not None and not delivery.unsent, delivery

@@ -92,9 +92,11 @@ def _head(path: Path, n_ads: int) -> str:
     return "".join(lines)
 
 
-def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None) -> dict[str, Any]:
+def _worker(kind: str, path: Path | None, n_ads: int, cpu: int | None, code: Path = REPO) -> dict[str, Any]:
+    """One measurement of ``kind``; ``code``: the checkout whose ``probes`` is measured (this one,
+    or an earlier revision's tree for ``run.py --old``)."""
     chosen = _pin(cpu)
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(code))
     result: dict[str, Any] = {"cpu": chosen}
     if kind in ("check", "read_history"):
         try:
@@ -299,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="share of clusters whose ProjectName has old ClassAd escapes, 0 to 1 (default: %(default)s)",
     )
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "PATH", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)  # the worker's checkout
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -307,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.worker:
         kind, path, n = args.worker
-        print(json.dumps(_worker(kind, Path(path) if path else None, int(n), args.cpu)))
+        print(json.dumps(_worker(kind, Path(path) if path else None, int(n), args.cpu, args.code)))
         return 0
 
     sys.path.insert(0, str(HERE))  # generate_history, whether run from the repo root or not

@@ -46,10 +46,9 @@ TARGET_OUTBOX = 25_000
 BATCH = 5000
 
 
-def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {0})
+def measure(n: int) -> dict[str, float]:
+    """CPU and wall seconds of ``n`` demo slot documents into the store (ids in order, then
+    hashed) and through an outbox into a store; ``size``: a document's bytes, about."""
     config = load_config(ROOT / "config/demo.toml")
     snapshot, _ = read_status(config.sources.status_files, config.slot_reading())
     base = table_docs("slot", overhead_report(snapshot, config).slots, probe="bench")
@@ -85,6 +84,21 @@ def main() -> int:
             flushed = outbox.flush(store, batch_size=BATCH)
             outbox_wall, outbox_cpu = time.perf_counter() - wall, time.process_time() - cpu
             assert flushed.sent["slot"] == n and store.count("slot") == n and outbox.status().depth == {}
+    return {
+        "size": size, "store_cpu": store_cpu, "store_wall": store_wall, "hashed_cpu": hashed_cpu,
+        "hashed_wall": hashed_wall, "outbox_cpu": outbox_cpu, "outbox_wall": outbox_wall, "commit_cpu": commit_cpu,
+    }  # fmt: skip
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+    m = measure(n)
+    size, store_cpu, store_wall, hashed_cpu, hashed_wall, outbox_cpu, outbox_wall, commit_cpu = (
+        m[k] for k in ("size", "store_cpu", "store_wall", "hashed_cpu", "hashed_wall", "outbox_cpu", "outbox_wall",
+                       "commit_cpu")
+    )  # fmt: skip
     store_rate, outbox_rate = n / store_cpu, n / outbox_cpu
     print(f"{n:,} slot documents of about {size:.0f} bytes, batches of {BATCH:,}")
     print(
