@@ -53,6 +53,15 @@ def test_a_reader_that_stops_early_costs_no_traceback(condor25: Path) -> None:
 INTERRUPTED = "fairacct: interrupted (SIGINT); what was committed is kept, the next run does the rest\n"
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the child, before it runs: SIGINT as a terminal gives it to a foreground command. A
+    shell's background job (`make test &`, a CI run under nohup) starts with SIGINT ignored, and
+    Python, and so fairacct, rightly keeps it ignored: the Ctrl-C tests would test nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("when", [0.0, 0.3, "in-the-cycle"])
 def test_ctrl_c_on_probe_once_is_one_line_and_exit_130(tmp_path: Path, when: float | str) -> None:
     """Issue 39, point 3: SIGINT during the imports or the cycle was a KeyboardInterrupt
@@ -71,7 +80,9 @@ def test_ctrl_c_on_probe_once_is_one_line_and_exit_130(tmp_path: Path, when: flo
     config.write_text(text.replace('"../.demo"', f'"{tmp_path / "state"}"'))
     cmd = [sys.executable, "-m", "probes", "probe", "once", "--config", str(config)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True) as process:
+    with subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, preexec_fn=_sigint_as_at_a_terminal
+    ) as process:
         if isinstance(when, float):
             time.sleep(when)  # when it lands, not a bound on anything: every moment must give the same
         else:
