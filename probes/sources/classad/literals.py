@@ -99,9 +99,10 @@ def convert_literals(
 
     # numbers in spellings the scan leaves to Python (exponents, long mantissas, integers of more
     # digits than it reads, which classad2 would read as 0 past 64 bits)
-    leading = np.frombuffer(data, dtype=np.uint8)[vs]
-    digit = (leading == 45) | ((leading >= 48) & (leading <= 57))
-    for i in np.flatnonzero(((literal == NUMBER_TEXT) | (literal == OTHER)) & digit).tolist():
+    # digits: of the few values the scan did not take, first; its literals need no look
+    odd = np.flatnonzero((literal == NUMBER_TEXT) | (literal == OTHER))
+    leading = np.frombuffer(data, dtype=np.uint8)[vs[odd]]
+    for i in odd[(leading == 45) | ((leading >= 48) & (leading <= 57))].tolist():
         text = data[vs[i] : ve[i]].decode("ascii", "replace")
         m = _NUMBER_TEXT.fullmatch(text)
         if m is None:

@@ -297,6 +297,7 @@ class _Scanner:
             for a in self.attrs
         ]
         self.kinds = np.array([KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
+        self.any_finite = any(a.finite for a in self.attrs)
         self.ads_per_byte = 0.0  # of the last chunk: how many ads to make room for in the next
 
     # -- chunk level ----------------------------------------------------------------------------
@@ -370,8 +371,10 @@ class _Scanner:
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
 
-        read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
-        read[ad_i, attr_j] = True
+        read = None  # where each attribute was read: only an attribute that must be finite needs it
+        if self.any_finite:
+            read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+            read[ad_i, attr_j] = True
 
         def shown(ad: int, j: int) -> str:
             k = self.name_of[j]
