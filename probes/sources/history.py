@@ -185,7 +185,7 @@ def iter_history(
         yield _frame(_joined(batch))
 
 
-# Chunks (~570 jobs each) are joined up to this many rows before they become a table: a table
+# Chunks (~1,100 jobs each) are joined up to this many rows before they become a table: a table
 # costs milliseconds whatever its length (pandas' checks of 35 columns). Larger parts trade
 # memory for CPU: four times these rows took several percent less CPU on a long history, for
 # some MB more at the peak (bench_cli.py).

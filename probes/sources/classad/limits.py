@@ -69,9 +69,9 @@ def out_of_range(
     ``numeric``) is out of range too, its value named by ``shown(ad, attribute)`` (its text)."""
     reasons: dict[int, str] = {}
     # A value outside its limits is rare: one pass over the whole table says whether any is, and
-    # only then is each attribute's column looked at (that, on every chunk, was a few percent of
-    # reading a history). An unlimited attribute has (-inf, inf): an infinity anywhere is a hit,
-    # and the exact pass decides.
+    # only then is each attribute's column looked at (on every chunk, that made the check cost
+    # on every ad). An unlimited attribute has (-inf, inf): an infinity anywhere is a hit, and the
+    # exact pass decides.
     lows = np.array([a.limits[0] if a.limits else -np.inf for a in attrs])
     highs = np.array([a.limits[1] if a.limits else np.inf for a in attrs])
     with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range

@@ -81,6 +81,10 @@ def convert_literals(
     if not len(vs):
         return numeric, objects, fast
     kind = kinds[attr_j]
+    # each pair's cell in the (ads x attributes) tables, written through flat views: a fraction of
+    # the cost of 2-D indexing
+    cell = ad_i * len(kinds) + attr_j
+    numeric_cells, object_cells = numeric.ravel(), objects.ravel()
 
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
@@ -93,7 +97,7 @@ def convert_literals(
         to_obj = k == accepts[0]
         for other in accepts[1:]:
             to_obj |= k == other
-        objects[ad_i[sel[to_obj]], attr_j[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
+        object_cells[cell[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
         reject(sel[~to_obj], got)
         fast[sel] = True
 
@@ -117,7 +121,7 @@ def convert_literals(
     s = np.flatnonzero((literal == INT) | (literal == REAL))
     if len(s):
         to_num = kind[s] == NUMBER_CODE
-        numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = number[s[to_num]]
+        numeric_cells[cell[s[to_num]]] = number[s[to_num]]
         fast[s] = True
         s = s[~to_num]
         exact = np.where(literal[s] == INT, integer[s].astype(object), number[s].astype(object))  # Python int and float
