@@ -72,19 +72,20 @@ def convert_literals(
 
     All pairs are handled at once, whatever their attribute, so that the numpy calls are per
     chunk, not per attribute. Returns ``numeric`` (n_ads x attrs, float64, for NUMBER
-    attributes), ``objects`` (n_ads x attrs, for the others) and, per pair, whether the value
+    attributes), ``objects`` (n_ads x attrs, for the others; both column-major) and, per pair, whether the value
     was a literal; the rest are left for classad2.
     """
-    numeric = np.full((n_ads, len(kinds)), np.nan)
-    objects = np.full((n_ads, len(kinds)), None, dtype=object)
+    # column-major: each attribute's column, which the tables are built from, is contiguous
+    numeric = np.full((n_ads, len(kinds)), np.nan, order="F")
+    objects = np.full((n_ads, len(kinds)), None, dtype=object, order="F")
     fast = np.zeros(len(vs), dtype=bool)
     if not len(vs):
         return numeric, objects, fast
     kind = kinds[attr_j]
     # each pair's cell in the (ads x attributes) tables, written through flat views: a fraction of
     # the cost of 2-D indexing
-    cell = ad_i * len(kinds) + attr_j
-    numeric_cells, object_cells = numeric.ravel(), objects.ravel()
+    cell = attr_j * n_ads + ad_i
+    numeric_cells, object_cells = numeric.ravel(order="F"), objects.ravel(order="F")
 
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
