@@ -147,7 +147,8 @@ def test_one_delivery_and_one_cycle() -> None:
     def calls(name: str, receiver: str | None = None) -> list[str]:
         return [c for m in modules for c in _calls(m, name, receiver)]
 
-    assert calls("flush", "outbox") == ["probes/pipeline/cycle.py:deliver"]
+    # twice there: the [upstream] lane, then the store
+    assert calls("flush", "outbox") == ["probes/pipeline/cycle.py:deliver"] * 2
     assert calls("ensure_templates") == ["probes/pipeline/cycle.py:deliver"] or all(
         not c.startswith(("probes/pipeline/", "probes/service/")) or c == "probes/pipeline/cycle.py:deliver"
         for c in calls("ensure_templates")
