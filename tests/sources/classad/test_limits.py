@@ -15,7 +15,10 @@ _LIMITS = [Attr("Unlimited", Kind.NUMBER), Attr("Amount", Kind.NUMBER, limits=AM
 
 
 def _job(cluster: int, memory: str) -> str:
-    return f'GlobalJobId = "s#{cluster}.0#1"\nClusterId = {cluster}\nProcId = 0\nJobStatus = 4\nMemoryProvisioned = {memory}\n'
+    return (
+        f'GlobalJobId = "s#{cluster}.0#1"\nClusterId = {cluster}\nProcId = 0\nJobStatus = 4\n'
+        f"MemoryProvisioned = {memory}\n"
+    )
 
 
 def test_an_amount_at_its_excluded_bound_quarantines_its_ad_among_good_ones(tmp_path: Path) -> None:
