@@ -161,13 +161,14 @@ def _completed(submitter: np.ndarray, source: np.ndarray) -> np.ndarray:
     bare = np.array([isinstance(s, str) and "@" not in s for s in s_names] + [False], dtype=bool)[s_codes]
     if not bare.any():
         return submitter
-    d_codes, d_sources = pd.factorize(source, use_na_sentinel=True)
+    bare_rows = np.flatnonzero(bare)
+    d_codes, d_sources = pd.factorize(source[bare_rows], use_na_sentinel=True)
     domains = [v.partition("@")[2] if isinstance(v, str) else "" for v in d_sources]
     known = np.array([bool(d) for d in domains] + [False], dtype=bool)[d_codes]
-    rows = np.flatnonzero(bare & known)
-    # one string per distinct (submitter, domain) pair
+    rows = bare_rows[known]
+    # one string per distinct (submitter, domain) pair (hashed: in the order met, not sorted)
     width = len(d_sources) + 1
-    pairs, inverse = np.unique(s_codes[rows].astype(np.int64) * width + d_codes[rows], return_inverse=True)
+    inverse, pairs = pd.factorize(s_codes[rows].astype(np.int64) * width + d_codes[known])
     joined = np.array([f"{s_names[p // width]}@{domains[p % width]}" for p in pairs.tolist()], dtype=object)
     out = submitter.copy()
     out[rows] = joined[inverse]

@@ -40,9 +40,12 @@ class JobsSeen:
         case: no mask to apply). The others are counted and named in ``tally``."""
         seen = self._ids
         ids = job_ids.tolist()
-        named = [i for i in ids if i is not None]
-        new = set(named)
-        if len(new) == len(named) and seen.isdisjoint(new):
+        new = set(ids)
+        if len(new) == len(ids) and None not in new and seen.isdisjoint(new):  # every id named, each once
+            seen |= new
+            return None
+        new.discard(None)
+        if len(new) == len(ids) - ids.count(None) and seen.isdisjoint(new):  # some ads without an id
             seen |= new
             return None
         keep = np.ones(len(ids), dtype=bool)

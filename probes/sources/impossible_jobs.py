@@ -44,7 +44,10 @@ def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) 
     wall, qdate = columns["walltime_s"], columns["qdate"]
     reasons: dict[int, str] = {}
     with np.errstate(invalid="ignore"):  # NaN compares false: a missing value breaks no rule
-        bad_status = ~np.isnan(status) & ~np.isin(status, np.array(JOB_STATES, dtype=np.float64))
+        # a state is a whole number in JOB_STATES (compared, not np.isin: this runs on every chunk)
+        bad_status = ~np.isnan(status) & ~(
+            (status >= JOB_STATES.start) & (status < JOB_STATES.stop) & (np.floor(status) == status)
+        )
         for i in np.flatnonzero(bad_status).tolist():
             reasons[i] = (
                 f"attribute 'JobStatus' = {status[i]:.17g}: HTCondor's job states are "
@@ -52,7 +55,7 @@ def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) 
             )
         # only a job that has ended has an end: a queued or running job's "end" is the time it
         # entered its status (EnteredCurrentStatus), a second before its shadow starts it
-        ended = np.isin(status, np.array(_ENDED, dtype=np.float64))
+        ended = (status == _ENDED[0]) | (status == _ENDED[1])
         for i in np.flatnonzero(ended & (end > 0) & (end < start)).tolist():
             reasons.setdefault(
                 i,

@@ -107,9 +107,9 @@ class NameTable(NamedTuple):
 class Lines(NamedTuple):
     """What :func:`scan_lines` found in a chunk. Per ad: its first line (counted in the chunk
     from 0), its bytes ``[begin, end)``, and whether a line of it is not canonical. Per ad and
-    wanted name (-1, ABSENT where the ad does not have it; a repeated name's last line wins):
-    the value's bytes ``[start, end)``, its kind of literal, and the number it spells (INT and
-    REAL; INT also as an exact int64)."""
+    wanted name (a repeated name's last line wins): the value's bytes ``[start, end)``, its kind
+    of literal, and the number it spells (INT and REAL; INT also as an exact int64). Where the ad
+    does not have the name: start -1, ABSENT, integer 0, and the end and number undefined."""
 
     n_lines: int
     first_line: np.ndarray
@@ -255,10 +255,9 @@ def _fill(
             first_line[ad] = line
             begin[ad] = pos
             odd[ad] = False
+            # value_end and number are read only where a value was found: not cleared
             value_start[ad, :] = -1
-            value_end[ad, :] = -1
             literal[ad, :] = ABSENT
-            number[ad, :] = np.nan
             integer[ad, :] = 0
 
         # Canonical: a name [A-Za-z_][A-Za-z0-9_]*, then " = " and a value not starting with a

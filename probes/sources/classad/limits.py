@@ -68,6 +68,16 @@ def out_of_range(
     :attr:`~Attr.finite` attribute present but not a finite number (NaN or infinite in
     ``numeric``) is out of range too, its value named by ``shown(ad, attribute)`` (its text)."""
     reasons: dict[int, str] = {}
+    # A value outside its limits is rare: one pass over the whole table says whether any is, and
+    # only then is each attribute's column looked at (on every chunk, that made the check cost
+    # on every ad). An unlimited attribute has (-inf, inf): an infinity anywhere is a hit, and the
+    # exact pass decides.
+    lows = np.array([a.limits[0] if a.limits else -np.inf for a in attrs])
+    highs = np.array([a.limits[1] if a.limits else np.inf for a in attrs])
+    with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range
+        hit = bool(((numeric < lows) | (numeric >= highs)).any())
+    if not hit and (present is None or not any(a.finite for a in attrs)):
+        return reasons
     for j, a in enumerate(attrs):
         column = numeric[:, j]
         if a.finite and present is not None:
@@ -80,16 +90,16 @@ def out_of_range(
                         f"attribute '{a.name}' = {_excerpt(got)}: expected a finite number from {low:.17g} "
                         f"to below {high:.17g}; the ad was skipped"
                     )
-        if a.limits is None:
+        if a.limits is None or not hit:
             continue
-        low, high = a.limits
+        low_j, high_j = a.limits
         with np.errstate(invalid="ignore"):  # NaN compares false: missing is not out of range
-            bad = np.flatnonzero(((column < low) | (column >= high)) & np.isfinite(column))
+            bad = np.flatnonzero(((column < low_j) | (column >= high_j)) & np.isfinite(column))
         for i in bad.tolist():
             if i not in reasons:
                 reasons[i] = (
-                    f"attribute '{a.name}' = {column[i]:.17g}: expected a number from {low:.17g} "
-                    f"to below {high:.17g}; the ad was skipped"
+                    f"attribute '{a.name}' = {column[i]:.17g}: expected a number from {low_j:.17g} "
+                    f"to below {high_j:.17g}; the ad was skipped"
                 )
     return reasons
 

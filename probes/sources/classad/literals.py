@@ -72,15 +72,20 @@ def convert_literals(
 
     All pairs are handled at once, whatever their attribute, so that the numpy calls are per
     chunk, not per attribute. Returns ``numeric`` (n_ads x attrs, float64, for NUMBER
-    attributes), ``objects`` (n_ads x attrs, for the others) and, per pair, whether the value
+    attributes), ``objects`` (n_ads x attrs, for the others; both column-major) and, per pair, whether the value
     was a literal; the rest are left for classad2.
     """
-    numeric = np.full((n_ads, len(kinds)), np.nan)
-    objects = np.full((n_ads, len(kinds)), None, dtype=object)
+    # column-major: each attribute's column, which the tables are built from, is contiguous
+    numeric = np.full((n_ads, len(kinds)), np.nan, order="F")
+    objects = np.full((n_ads, len(kinds)), None, dtype=object, order="F")
     fast = np.zeros(len(vs), dtype=bool)
     if not len(vs):
         return numeric, objects, fast
     kind = kinds[attr_j]
+    # each pair's cell in the (ads x attributes) tables, written through flat views: a fraction of
+    # the cost of 2-D indexing
+    cell = attr_j * n_ads + ad_i
+    numeric_cells, object_cells = numeric.ravel(order="F"), objects.ravel(order="F")
 
     def reject(sel: np.ndarray, got: str) -> None:
         if len(sel):  # rare: a value of the wrong kind
@@ -93,15 +98,16 @@ def convert_literals(
         to_obj = k == accepts[0]
         for other in accepts[1:]:
             to_obj |= k == other
-        objects[ad_i[sel[to_obj]], attr_j[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
+        object_cells[cell[sel[to_obj]]] = values if np.isscalar(values) else values[to_obj]
         reject(sel[~to_obj], got)
         fast[sel] = True
 
     # numbers in spellings the scan leaves to Python (exponents, long mantissas, integers of more
     # digits than it reads, which classad2 would read as 0 past 64 bits)
-    leading = np.frombuffer(data, dtype=np.uint8)[vs]
-    digit = (leading == 45) | ((leading >= 48) & (leading <= 57))
-    for i in np.flatnonzero(((literal == NUMBER_TEXT) | (literal == OTHER)) & digit).tolist():
+    # digits: of the few values the scan did not take, first; its literals need no look
+    odd = np.flatnonzero((literal == NUMBER_TEXT) | (literal == OTHER))
+    leading = np.frombuffer(data, dtype=np.uint8)[vs[odd]]
+    for i in odd[(leading == 45) | ((leading >= 48) & (leading <= 57))].tolist():
         text = data[vs[i] : ve[i]].decode("ascii", "replace")
         m = _NUMBER_TEXT.fullmatch(text)
         if m is None:
@@ -116,7 +122,7 @@ def convert_literals(
     s = np.flatnonzero((literal == INT) | (literal == REAL))
     if len(s):
         to_num = kind[s] == NUMBER_CODE
-        numeric[ad_i[s[to_num]], attr_j[s[to_num]]] = number[s[to_num]]
+        numeric_cells[cell[s[to_num]]] = number[s[to_num]]
         fast[s] = True
         s = s[~to_num]
         exact = np.where(literal[s] == INT, integer[s].astype(object), number[s].astype(object))  # Python int and float

@@ -297,6 +297,9 @@ class _Scanner:
             for a in self.attrs
         ]
         self.kinds = np.array([KIND_CODE[a.kind] for a in self.attrs], dtype=np.int8)
+        self.any_finite = any(a.finite for a in self.attrs)
+        # each attribute its own name, in order: the scan's columns are the attributes'
+        self.one_name_each = bool(np.array_equal(self.name_of, np.arange(len(self.attrs))))
         self.ads_per_byte = 0.0  # of the last chunk: how many ads to make room for in the next
 
     # -- chunk level ----------------------------------------------------------------------------
@@ -326,15 +329,23 @@ class _Scanner:
         # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
         # not read at all
         present = found.value_start >= 0
-        shadowed = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+        wanted = present if self.one_name_each else present[:, self.name_of]
         for j, behind in enumerate(self._shadows):
             if len(behind):
-                shadowed[:, j] = present[:, behind].any(axis=1)
-        ad_i, attr_j = np.nonzero(present[:, self.name_of] & ~shadowed)
-        k = self.name_of[attr_j]
+                if wanted is present:
+                    wanted = present.copy()
+                wanted[:, j] &= ~present[:, behind].any(axis=1)
+        # The (ad, attribute) pairs read, in row-major order, and where each is in the scan's
+        # (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing.
+        at = np.flatnonzero(wanted)
+        ad_i = np.repeat(np.arange(n_ads), np.count_nonzero(wanted, axis=1))
+        attr_j = at - ad_i * len(self.attrs)
+        if not self.one_name_each:
+            at = ad_i * len(self.table.lengths) + self.name_of[attr_j]
         numeric, objects, fast = convert_literals(
-            self.kinds, data, found.literal[ad_i, k], found.number[ad_i, k], found.integer[ad_i, k],
-            found.value_start[ad_i, k], found.value_end[ad_i, k], ad_i, attr_j, n_ads, tally, self.attrs,
+            self.kinds, data, found.literal.ravel().take(at), found.number.ravel().take(at),
+            found.integer.ravel().take(at), found.value_start.ravel().take(at), found.value_end.ravel().take(at),
+            ad_i, attr_j, n_ads, tally, self.attrs,
         )  # fmt: skip
         # An expression (or anything else the scan does not read) needs classad2.
         deferred = np.zeros((n_ads, len(self.attrs)), dtype=bool)
@@ -370,8 +381,10 @@ class _Scanner:
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
 
-        read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
-        read[ad_i, attr_j] = True
+        read = None  # where each attribute was read: only an attribute that must be finite needs it
+        if self.any_finite:
+            read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
+            read[ad_i, attr_j] = True
 
         def shown(ad: int, j: int) -> str:
             k = self.name_of[j]

@@ -29,8 +29,10 @@ __all__ = [
     "wide_int",
 ]
 
-#: Bytes read from a file at a time; an ad longer than this is read whole all the same.
-CHUNK_BYTES = 1 << 21
+#: Bytes read from a file at a time; an ad longer than this is read whole all the same. Each chunk
+#: costs a few hundred numpy calls whatever its length, so 4 MiB (~1,100 job ads) reads a history
+#: on less CPU than 2 MiB did, for a few MB more at the peak (the benchmarks' notes on the readers).
+CHUNK_BYTES = 1 << 22
 
 
 class Kind(enum.Enum):
