@@ -161,13 +161,13 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
         remove(pool)
 
 
-# -- scheduling on xdist's workers (`make test`: -n 4 --dist loadgroup --no-loadscope-reorder) ---------
+# -- scheduling on xdist's workers (`make test`: -n 4 --dist loadfile --no-loadscope-reorder) ----------
 # The live-pool tests mostly wait on their pool's daemons, so the suite runs more workers than
-# cores. A module is one unit of work on one worker (its module-scoped fixtures, an own_pool pool
-# or an osmem-server, made once, and its tests in their order: some read what an earlier one
-# stored), the tests of the session's pool one unit (one pool, not one per worker), and the
-# longest come first, so that the short tests fill the other workers meanwhile instead of leaving
-# a tail of minutes at the end. An order, never a bound: a stale list costs minutes, not a failure.
+# cores. A module is one unit of work on one worker (--dist loadfile: its module-scoped fixtures,
+# an own_pool pool or an osmem-server, made once, and its tests in their order: some read what an
+# earlier one stored), and the modules that wait longest come first, so that the short tests fill
+# the other workers meanwhile instead of leaving a tail of minutes at the end. An order, never a
+# bound: a stale list costs minutes, not a failure.
 _LONGEST_FIRST = (  # by --durations on the two-core machine: 2 x 100 s, 97 s, 2 x 67 s, 68 s, 57 s
     "tests/sources/test_live_unheard.py",
     "tests/sources/test_live_audit_runs.py",
@@ -177,23 +177,22 @@ _LONGEST_FIRST = (  # by --durations on the two-core machine: 2 x 100 s, 97 s, 2
 )
 
 
-def _work_unit(item: pytest.Item) -> tuple[int, str]:
-    """(rank in the queue, xdist group) of a test."""
+def _rank(item: pytest.Item) -> int:
+    """A test's place in the queue: the longest live-pool modules, the other modules with a pool of
+    their own, those on the session's pool, slow tests, the rest."""
     module = item.nodeid.split("::")[0]
     if module in _LONGEST_FIRST:
-        return _LONGEST_FIRST.index(module), module
+        return _LONGEST_FIRST.index(module)
     if item.module is not None and "own_pool" in vars(item.module):
-        return len(_LONGEST_FIRST), module
+        return len(_LONGEST_FIRST)
     if "htcondor_pool" in getattr(item, "fixturenames", ()):
-        return len(_LONGEST_FIRST) + 1, "htcondor_pool"
-    return len(_LONGEST_FIRST) + (2 if item.get_closest_marker("slow") else 3), module
+        return len(_LONGEST_FIRST) + 1
+    return len(_LONGEST_FIRST) + (2 if item.get_closest_marker("slow") else 3)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    units = {item.nodeid: _work_unit(item) for item in items}
-    rank: dict[str, int] = {}  # a unit's: its most urgent test's, so that its tests keep their order
-    for first, group in units.values():
-        rank[group] = min(first, rank.get(group, first))
+    rank: dict[str, int] = {}  # a module's: its most urgent test's, so that its tests keep their order
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(units[item.nodeid][1]))
-    items.sort(key=lambda item: rank[units[item.nodeid][1]])  # stable: the collection order within a rank
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(_rank(item), rank.get(module, len(_LONGEST_FIRST) + 3))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: collection order within a rank
