@@ -39,10 +39,11 @@ demo-usage: $(BIN)/.installed
 	$(BIN)/fairacct penalty --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 	$(BIN)/fairacct fairshare --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 
-# Two workers (pytest-xdist): the live-pool tests mostly wait on their pool's daemons.
-TEST_WORKERS ?= 2
+# Four workers on two cores (pytest-xdist): the live-pool tests mostly wait on their pool's daemons.
+# loadfile: a module's tests on one worker (its fixtures once), in tests/conftest.py's order (the longest first).
+TEST_WORKERS ?= 4
 test: $(BIN)/.installed-test
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # What pyproject.toml configures: ruff's rules and format over the whole tree, mypy --strict
 # over probes/ and collector/ ([tool.mypy] files).

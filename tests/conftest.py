@@ -159,3 +159,40 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
         yield pool
     finally:
         remove(pool)
+
+
+# -- scheduling on xdist's workers (`make test`: -n 4 --dist loadfile --no-loadscope-reorder) ----------
+# The live-pool tests mostly wait on their pool's daemons, so the suite runs more workers than
+# cores. A module is one unit of work on one worker (--dist loadfile: its module-scoped fixtures,
+# an own_pool pool or an osmem-server, made once, and its tests in their order: some read what an
+# earlier one stored), and the modules that wait longest come first, so that the short tests fill
+# the other workers meanwhile instead of leaving a tail of minutes at the end. An order, never a
+# bound: a stale list costs minutes, not a failure.
+_LONGEST_FIRST = (  # by --durations on the two-core machine: 2 x 100 s, 97 s, 2 x 67 s, 68 s, 57 s
+    "tests/sources/test_live_unheard.py",
+    "tests/sources/test_live_audit_runs.py",
+    "tests/sources/test_live_churn.py",
+    "tests/sources/test_live_job_life.py",
+    "tests/service/test_live_gaps.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    """A test's place in the queue: the longest live-pool modules, the other modules with a pool of
+    their own, those on the session's pool, slow tests, the rest."""
+    module = item.nodeid.split("::")[0]
+    if module in _LONGEST_FIRST:
+        return _LONGEST_FIRST.index(module)
+    if item.module is not None and "own_pool" in vars(item.module):
+        return len(_LONGEST_FIRST)
+    if "htcondor_pool" in getattr(item, "fixturenames", ()):
+        return len(_LONGEST_FIRST) + 1
+    return len(_LONGEST_FIRST) + (2 if item.get_closest_marker("slow") else 3)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank: dict[str, int] = {}  # a module's: its most urgent test's, so that its tests keep their order
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(_rank(item), rank.get(module, len(_LONGEST_FIRST) + 3))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: collection order within a rank

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import socket
 import tempfile
@@ -41,10 +42,9 @@ def test_a_read_only_state_directory_is_refused_at_start(
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(tempfile, "mkstemp", read_only)
-    started = time.monotonic()
     code = main(["probe", "run", "--config", str(config_file(tmp_path, state)), "--for", "30"])
     err = capsys.readouterr().err
-    assert code == 2 and time.monotonic() - started < 5, err
+    assert code == 2, err  # refused at start: 30 s of running would have ended "--for elapsed", exit 0
     assert (
         f"fairacct: configuration error: probe.state_dir: cannot write in {state} (it is on a read-only file system)"
         in err
@@ -76,7 +76,7 @@ def test_the_health_server_closes_idle_connections(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_stop_with_a_hung_store_takes_at_most_stop_timeout_s(
-    store: OsmemServer, tmp_path: Path, condor25: Path
+    store: OsmemServer, tmp_path: Path, condor25: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     service = fake_service(
         tmp_path / "state", condor25, store.url,
@@ -91,7 +91,9 @@ def test_a_stop_with_a_hung_store_takes_at_most_stop_timeout_s(
         os.kill(store.process.pid, signal.SIGSTOP)
         time.sleep(2)  # a flush is now waiting on the store (30 s per request)
     finally:
-        started = time.monotonic()
-        service.stop()
-        took = time.monotonic() - started
-    assert took < 2 + 1, f"stop took {took:.1f} s with probe.stop_timeout_s = 2"
+        with caplog.at_level("WARNING", logger="fairacct"):
+            service.stop()
+    # left behind at probe.stop_timeout_s (no bound on the stop's wall time: a loaded machine only
+    # makes it later): waiting for the flush would have ended it at the store's 30 s request timeout,
+    # with nothing left running
+    assert re.search(r"stop: \d+ job\(s\) still running at probe\.stop_timeout_s, left behind", caplog.text)

@@ -26,15 +26,16 @@ TIMEOUT_S = 3.0
 PAUSED_S = 8.0
 
 
-def healthz(port: int) -> tuple[float, dict[str, object]]:
-    """(seconds /healthz took, its document), whatever its status."""
+def healthz(port: int) -> tuple[tuple[float, float], dict[str, object]]:
+    """((when /healthz was asked, when it answered), its document), whatever its status
+    (time.monotonic(), seconds)."""
     started = time.monotonic()
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as reply:
             body = reply.read()
     except urllib.error.HTTPError as exc:  # 503 while a job is stale: still an answer
         body = exc.read()
-    return time.monotonic() - started, json.loads(body)
+    return (started, time.monotonic()), json.loads(body)
 
 
 def test_a_stopped_collector_does_not_stall_the_service(
@@ -52,7 +53,7 @@ def test_a_stopped_collector_does_not_stall_the_service(
     )  # fmt: skip
     service = ProbeService(cfg, probe="test")
     metrics = service.metrics
-    latencies: list[float] = []
+    asked: list[tuple[float, float]] = []  # (asked, answered) of each /healthz
     runs: list[tuple[float, str, bool, float, str | None]] = []  # (when it ended, job, ok, duration, error)
     count = metrics.finished
 
@@ -72,8 +73,8 @@ def test_a_stopped_collector_does_not_stall_the_service(
             try:
                 paused = time.monotonic()
                 while time.monotonic() - paused < PAUSED_S:
-                    took, _ = healthz(port)
-                    latencies.append(took)
+                    span, _ = healthz(port)
+                    asked.append(span)
                     time.sleep(0.2)
                 resumed = time.monotonic()
             finally:
@@ -81,20 +82,27 @@ def test_a_stopped_collector_does_not_stall_the_service(
             recovered = time.monotonic()
             before = metrics.jobs["snapshot"].last_success or 0.0
             while (metrics.jobs["snapshot"].last_success or 0.0) <= before:
-                assert time.monotonic() - recovered < 30, "no snapshot within 30 s of the collector's return"
+                assert time.monotonic() - recovered < 120, "no snapshot within 120 s of the collector's return"
                 time.sleep(0.2)
         finally:
             service.stop()
 
-    assert max(latencies) < 1.0, f"/healthz took {max(latencies):.2f} s with the collector stopped"
-    flushed = [r for r in runs if r[1] == "flush" and paused <= r[0] <= resumed]
-    assert len(flushed) >= PAUSED_S - 2, f"{len(flushed)} flushes in {PAUSED_S:g} s at a 1 s cadence"
     failed = [r for r in runs if r[1] == "snapshot" and not r[2]]
     assert failed, "the snapshot never failed with the collector stopped"
+    # Orders of events, not bounds on seconds (a loaded machine only stretches them): were the
+    # bindings' wait on the stopped collector holding the interpreter, nothing of this process
+    # would run while a snapshot waits; /healthz is asked and answered, and a flush runs from start
+    # to end, within a failed snapshot's span
+    spans = [(end - duration, end) for end, _, _, duration, _ in failed]
+    within = [s for s in spans if any(s[0] < a and b < s[1] for a, b in asked)]
+    assert within, f"/healthz was never answered while a snapshot waited on the stopped collector: {spans} {asked}"
+    flushes = [(end - duration, end) for end, job, ok, duration, _ in runs if job == "flush"]
+    assert any(s[0] < a and b < s[1] for s in spans for a, b in flushes), "no flush ran while a snapshot waited"
     # at pool.timeout_s: the worker killed at the deadline, or HTCondor's own QUERY_TIMEOUT (set to
-    # the same seconds) giving up a moment before it; whichever comes first, never later
+    # the same seconds) giving up a moment before it, not at the collector's return
+    assert failed[0][0] < resumed, "the first failed snapshot waited for the collector's return"
     for _, _, _, duration, error in failed:
-        assert TIMEOUT_S - 0.1 <= duration < TIMEOUT_S + 1.5, f"the snapshot failed after {duration:.2f} s: {error}"
+        assert duration >= TIMEOUT_S - 0.1, f"the snapshot failed after {duration:.2f} s: {error}"
         assert error is not None and (
             f"no answer within {TIMEOUT_S:g} s (pool.timeout_s)" in error
             or "Failed communication with collector" in error

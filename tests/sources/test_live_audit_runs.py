@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import subprocess
 import threading
@@ -70,7 +69,7 @@ def daemon(pool: HTCondorPool, tool: str, *args: str) -> None:
 
 @pytest.mark.slow
 def test_every_run_balances_through_evictions_holds_and_failed_starts(
-    runs_pool: HTCondorPool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs_pool: HTCondorPool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pool = runs_pool
     state = tmp_path / "state"
@@ -112,7 +111,8 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
         running = {u: n for u, (_, _, _, n, _) in JOBS.items() if u != "failed"}
         pool.wait_for("the jobs running", lambda: all(statuses(pool, u).count(2) == n for u, n in running.items()))
         time.sleep(12.0)  # each has run some samples: a first run the books before would miss
-        os.environ["CONDOR_CONFIG"] = str(pool.condor_config)
+        # for this test only: a later test's subprocess must not inherit a pool removed by then
+        monkeypatch.setenv("CONDOR_CONFIG", str(pool.condor_config))
         htcondor2.reload_config()
         htcondor2.Schedd().act(htcondor2.JobAction.Vacate, 'AcctGroupUser == "evict"')
         pool.tool("condor_hold", "-const", 'AcctGroupUser == "holdrel" || AcctGroupUser == "holdrm"')

@@ -4,8 +4,6 @@ windows stated in probes/accounting/lab/loads.py); nothing here is random."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -110,11 +108,10 @@ def test_penalty_metric_charges_the_task_shape() -> None:
     assert costs == {"small": 1.0, "fat": 2.0}
 
 
-def test_the_whole_lab_runs_in_under_a_minute() -> None:
-    start = time.perf_counter()
+def test_the_whole_lab_runs() -> None:
+    # its speed is benchmarks/' to measure, not a test's: a loaded machine is no slower a lab
     runs = run_lab()
     assert len(runs) == len(CASES) * len(POLICIES)
-    assert time.perf_counter() - start < 60
 
 
 def test_unknown_policy_and_case() -> None:
