@@ -40,7 +40,6 @@ from collector.errors import ConfigError, RecordError, SinkError
 from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, record_xml
 from collector.sinks.base import SendResult
 from collector.sinks.http import WriteOnlySink, tls_context
-from collector.sinks.tls import tls_reason
 
 __all__ = ["BUNDLE_SIZE", "GratiaSink"]
 
@@ -143,18 +142,9 @@ class GratiaSink(WriteOnlySink):
         form = [("command", "multiupdate"), ("arg1", envelope_xml(records)), ("from", self.who.probe_name),
                 ("bundlesize", str(len(records)))]  # fmt: skip
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
-        try:
-            with self._client.stream("POST", self.endpoint, content=urlencode(form).encode(), headers=headers) as reply:
-                body = b""
-                for chunk in reply.iter_bytes():  # the reply's start only: a proxy's page may be large
-                    body += chunk
-                    if len(body) >= _REPLY_BYTES:
-                        break
-                status = reply.status_code
-        except httpx.HTTPError as exc:
-            why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
-            raise SinkError(f"{self.endpoint}: no answer from the Gratia collector ({why})") from exc
-        text = body[:_REPLY_BYTES].decode("utf-8", "replace").strip()
+        status, text = self._ask("POST", self.endpoint, "the Gratia collector", urlencode(form).encode(),
+                                 headers=headers, limit=_REPLY_BYTES)  # fmt: skip
+        text = text.strip()
         if status == 200 and text.startswith("OK"):
             result.acked.extend(ids)
             return

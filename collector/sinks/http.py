@@ -53,6 +53,8 @@ _SCHEMES = {"collector+http": "http", "collector+https": "https"}
 _OLD_SCHEMA = re.compile(r"'schema_version' must be ([0-9 or]+) \(this collector's\), got (\d+)")
 _OLD_KINDS = re.compile(r"'kind' must be one of [^;]*?, got '(\w+)'")
 _KEPT = "upgrade the collector (collector first, then probes); the records stay in the outbox until then"
+_REPLY_BYTES = 64 * 1024
+"""What :meth:`WriteOnlySink._ask` reads of a reply at most, unless told."""
 
 
 class WriteOnlySink:
@@ -105,18 +107,29 @@ class WriteOnlySink:
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         raise NotImplementedError
 
-    def _ask(self, method: str, url: str, what: str, content: bytes | None = None) -> tuple[int, str]:
-        """One request of :meth:`ping`: the status and the reply's start (a proxy's page may be
-        large); :class:`SinkError` naming ``what`` did not answer."""
-        headers = {"Content-Type": "application/json"} if content is not None else {}
+    def _ask(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        content: bytes | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        limit: int = _REPLY_BYTES,
+    ) -> tuple[int, str]:
+        """One request: the status and the reply's first ``limit`` bytes (a proxy's page may be
+        large); :class:`SinkError` naming ``what`` did not answer. ``content`` is JSON unless
+        ``headers`` say otherwise."""
+        if headers is None:
+            headers = {"Content-Type": "application/json"} if content is not None else {}
         try:
             with self._client.stream(method, url, content=content, headers=headers) as reply:
                 body = b""
                 for chunk in reply.iter_bytes():
                     body += chunk
-                    if len(body) >= _REPLY_BYTES:
+                    if len(body) >= limit:
                         break
-                return reply.status_code, body[:_REPLY_BYTES].decode("utf-8", "replace")
+                return reply.status_code, body[:limit].decode("utf-8", "replace")
         except httpx.HTTPError as exc:
             why = tls_reason(exc) or f"{type(exc).__name__}: {exc}"
             raise SinkError(f"{url}: no answer from {what} ({why})") from exc
@@ -316,7 +329,3 @@ def _json_text(content: str | bytes) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-_REPLY_BYTES = 64 * 1024
-"""What :meth:`WriteOnlySink.ping` reads of a reply at most."""
