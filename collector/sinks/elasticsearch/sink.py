@@ -354,7 +354,8 @@ class ElasticsearchSink:
             {"source": {"index": move.index}, "dest": {"index": move.target}}, what=f"{where}: reindexing",
         )  # fmt: skip
         task = answer.get("task") if isinstance(answer, Mapping) else None
-        counts = [self._count_now(move.index, where), self._await_copy(move, where, task)]
+        want = self._count_now(move.index, where)
+        counts = [want, self._await_copy(move, where, task, want)]
         if counts[0] != counts[1]:
             raise ElasticsearchError(
                 f"{self._where}: {where}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
@@ -371,10 +372,10 @@ class ElasticsearchSink:
         self._client.request("POST", f"/{index}/_refresh", None, what=f"{where}: refreshing {index}")
         return int(self._client.request("GET", f"/{index}/_count", None, what=f"{where}: counting {index}")["count"])
 
-    def _await_copy(self, move: Move, where: str, task: object) -> int:
-        """The documents in ``move.target`` once the reindex has copied as many as ``move.index``
-        holds; raises ElasticsearchError when the copy stops growing for :data:`REINDEX_STALL_S`."""
-        want = self._count_now(move.index, where)
+    def _await_copy(self, move: Move, where: str, task: object, want: int) -> int:
+        """The documents in ``move.target`` once the reindex has copied ``want`` (what
+        ``move.index`` holds); raises ElasticsearchError when the copy stops growing for
+        :data:`REINDEX_STALL_S`."""
         copied, grew = -1, time.monotonic()
         while (now := self._count_now(move.target, where)) < want:
             if now > copied:
