@@ -171,14 +171,15 @@ def _running_set_apart(sink: Sink, table: pd.DataFrame, reach_s: float) -> pd.Da
     daily summaries cannot do it: when a day is summarized its running jobs' end is not known, and
     a job that ends later is then in the history; an export reads the store as it is now."""
     from collector.books import set_open_apart
-    from collector.summaries.audit import open_held
+    from collector.summaries.audit import open_held, running_jobs
 
     books = table.rename(columns=lambda c: c.removeprefix("audit_"))
+    running = running_jobs(sink, reach_s=reach_s)  # once: the same jobs for every day
     days = []
     for day, rows in books.groupby("day", sort=False):
         start = datetime.fromisoformat(f"{str(day)[:10]}T00:00:00+00:00").timestamp()
-        running = open_held(sink, start, start + 86400.0, reach_s=reach_s)
-        days.append(set_open_apart(rows.reset_index(drop=True), running))
+        opened = open_held(sink, start, start + 86400.0, reach_s=reach_s, running=running)
+        days.append(set_open_apart(rows.reset_index(drop=True), opened))
     out = pd.concat(days, ignore_index=True)
     out["beyond"] = out["beyond"].astype(int)
     held = list(out.columns).index("held_core_hours") + 1

@@ -49,6 +49,7 @@ __all__ = [
     "day_books",
     "longest_job_s",
     "open_held",
+    "running_jobs",
     "submitter_audit",
 ]
 
@@ -170,15 +171,28 @@ def _held(
     return held_core_seconds(bulk, edges, start, end, keys)
 
 
-def open_held(sink: Sink, start: float, end: float, *, reach_s: float) -> pd.DataFrame:
-    """Core-seconds held inside ``[start, end)`` (UNIX seconds) by the jobs still running: those
-    whose allocation records are in their pool's newest snapshot in the store (however long after
-    the window: a job may run for days) and that have no job record ending after ``reach_s``
-    before that snapshot (the history holds a job once it has left the queue), per ``pool``,
+def open_held(
+    sink: Sink, start: float, end: float, *, reach_s: float, running: set[tuple[object, object]] | None = None
+) -> pd.DataFrame:
+    """Core-seconds held inside ``[start, end)`` (UNIX seconds) by the jobs still running
+    (:func:`running_jobs`, or ``running`` as it gave them for several windows), per ``pool``,
     ``submitter``, ``site`` and ``job_id`` (:func:`collector.books.set_open_apart` sets them
     apart). Empty when no such job ran in the window. The window's allocation records are summed
     per job here, once: for a report or an audit, not for every day of the daily summaries."""
     columns = ["pool", "submitter", "site", "job_id", "core_s"]
+    running = running_jobs(sink, reach_s=reach_s) if running is None else running
+    if not running:
+        return pd.DataFrame(columns=columns)
+    held = _held(sink, start, end, reach_s, ("job_id",), (*KEYS, "job_id"))
+    still = [(p, j) in running for p, j in held[["pool", "job_id"]].itertuples(index=False)]
+    return held.loc[still, columns].reset_index(drop=True)
+
+
+def running_jobs(sink: Sink, *, reach_s: float) -> set[tuple[object, object]]:
+    """``(pool, job_id)`` of the jobs still running: those whose allocation records are in their
+    pool's newest snapshot in the store (however long after a window: a job may run for days) and
+    that have no job record ending after ``reach_s`` before that snapshot (the history holds a job
+    once it has left the queue)."""
     newest = _sum(sink, Aggregation("slot", ("pool",), (Total("last", ("observed_at",), op="max"),), None))
     running: set[tuple[object, object]] = set()
     for pool, last in newest[["pool", "last"]].itertuples(index=False):
@@ -191,13 +205,11 @@ def open_held(sink: Sink, start: float, end: float, *, reach_s: float) -> pd.Dat
         )  # fmt: skip
         running |= {(p, j) for p, j in seen[["pool", "job_id"]].itertuples(index=False) if p == pool}
     if not running:
-        return pd.DataFrame(columns=columns)
+        return running
     since = _iso(min(float(t) for t in newest["last"].dropna()) - reach_s)
     done = _sum(sink, Aggregation("job", ("job_id",), (Total("jobs"),), None, since, None))
     finished = set(done["job_id"].tolist())
-    held = _held(sink, start, end, reach_s, ("job_id",), (*KEYS, "job_id"))
-    still = [(p, j) in running and j not in finished for p, j in held[["pool", "job_id"]].itertuples(index=False)]
-    return held.loc[still, columns].reset_index(drop=True)
+    return {(p, j) for p, j in running if j not in finished}
 
 
 _JOB_TOTALS = (
