@@ -50,6 +50,7 @@ ROOT = HERE.parent
 SHARED = ROOT.parent / "shared"
 DEFAULT_DATA = HERE / ".data"
 MAX_RATIO = 1.5
+MAX_PEAK_MB = 1500  # issue 34: a 1,000,000-job backlog, probe plus the bindings' worker
 TIMEOUT_S = 4 * 3600  # a pass of the old code over 1,000,000 jobs is hours
 EXIT_UNMEASURED = 2
 
@@ -78,6 +79,23 @@ def _dump(data: Path, n: int) -> Path:
     if not path.exists():
         data.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(HERE / "generate_history.py"), str(path), str(n)], check=True)
+    return path
+
+
+def _as_schedd(dump: Path, schedd: str) -> Path:
+    """The dump with the jobs of one of its schedds (``ap20.uc.osg-htc.org``) made ``schedd``'s,
+    as the pool's own schedd would have written them (made once, kept beside the dump)."""
+    path = dump.with_name(f"{dump.stem}-{schedd}.ads")
+    if not path.exists():
+        with open(dump, "rb") as src, open(path.with_suffix(".tmp"), "wb") as out:
+            tail = b""
+            while block := src.read(1 << 24):
+                block = tail + block
+                cut = block.rfind(b"\n") + 1
+                out.write(block[:cut].replace(b'"ap20.uc.osg-htc.org#', f'"{schedd}#'.encode()))
+                tail = block[cut:]
+            out.write(tail)
+        path.with_suffix(".tmp").rename(path)
     return path
 
 
@@ -144,11 +162,14 @@ def _export(rev: str, into: Path) -> Path:
     return into
 
 
-def _pass(label: str, pool: object, work: Path, schedd: int, code: Path | None, checkpoint: Path | None) -> Run:
-    """One live history pass in a fresh interpreter (of ``code``'s packages, if given)."""
+def _pass(
+    label: str, pool: object, work: Path, schedd: int, code: Path | None, checkpoint: Path | None, files: str
+) -> Run:
+    """One live history pass in a fresh interpreter (of ``code``'s packages, if given); reading
+    the schedd's history ``files`` (``pool.history_files``) unless empty."""
     ids, mark = work / f"{label}.ids", work / f"{label}.checkpoint.json"
     config = str(pool.condor_config)  # type: ignore[attr-defined]
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", config, str(ids), str(mark)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", config, str(ids), str(mark), files]
     if checkpoint is not None:
         cmd.append(str(checkpoint))
     env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
@@ -173,15 +194,17 @@ def _row(run: Run, base: Run | None) -> None:
 
 
 def _one_size(
-    n: int, pool: object, data: Path, work: Path, realistic: bool, old: Path | None
+    n: int, pool: object, data: Path, work: Path, realistic: bool, old: Path | None, route: str
 ) -> list[tuple[bool, str]]:
     from tests.htcondor_pool import HTCondorPool
 
     assert isinstance(pool, HTCondorPool)
     history = Path(pool.tool("condor_config_val", "HISTORY").strip())
-    _install(_dump(data, n), history, realistic)
+    name = pool.tool("condor_status", "-schedd", "-af", "Name").strip()
+    _install(_as_schedd(_dump(data, n), name), history, realistic)
     schedd = pool.daemon_pid("condor_schedd")
     address = pool.tool("condor_status", "-schedd", "-af", "MyAddress").strip()
+    files = f"{name}={history}" if route == "files" else ""
     print(f"\n{n:,} jobs in {history} ({'realistic' if realistic else 'generated'} order), schedd {address}")
     print(f"{'':<34} {'jobs':>9} {'wall s':>9} {'CPU s':>9} {'x wall':>6} {'x CPU':>6} {'schedd CPU':>10}")
     long_out = work / f"condor_history-{n}.long"
@@ -199,13 +222,14 @@ def _one_size(
     print(f"  read_history: {reader.jobs / reader.cpu_s:,.0f} jobs per CPU-s (the whole process), "
           f"peak {reader.detail.get('peak_mb', '?')} MB, table {reader.detail.get('table_mb', '?')} MB")  # fmt: skip
     checks = []
-    runs = [("live history pass", None)] + ([("the old code's pass", old)] if old else [])
+    runs = [(f"live history pass ({route})", None)] + ([("the old code's pass", old)] if old else [])
     for label, code in runs:
-        first = _pass(f"{label} {n}", pool, work, schedd, code, None)
+        first = _pass(f"{label} {n}", pool, work, schedd, code, None, files if code is None else "")
         got = (work / f"{label} {n}.ids").read_bytes().split()
         lost, twice = len(set(expected) - set(got)), len(got) - len(set(got))
         _row(Run(label, first.cpu_s, first.wall_s, first.schedd_cpu_s, first.jobs, {}), ch)
-        again = _pass(f"{label} {n} again", pool, work, schedd, code, work / f"{label} {n}.checkpoint.json")
+        again = _pass(f"{label} {n} again", pool, work, schedd, code, work / f"{label} {n}.checkpoint.json",
+                      files if code is None else "")  # fmt: skip
         _row(Run("  a second pass", again.cpu_s, again.wall_s, again.schedd_cpu_s, again.jobs, {}), ch)
         print(f"  {label}: {lost:,} of {len(expected):,} jobs lost, {twice:,} read twice, "
               f"calls {first.detail['pages']}, worker peak {first.detail.get('worker_peak_mb', '?')} MB, "
@@ -223,6 +247,11 @@ def _one_size(
                  f"{n:,} jobs: every job of condor_history -long read once ({lost} lost, {twice} twice)"),
                 (again.jobs == 0, f"{n:,} jobs: a second pass reads none again ({again.jobs})"),
             ]  # fmt: skip
+            peak = sum(int(str(first.detail.get(k) or 0)) for k in ("peak_mb", "worker_peak_mb"))
+            if n >= 1_000_000:
+                checks.append(
+                    (peak <= MAX_PEAK_MB, f"{n:,} jobs: probe plus worker peak {peak:,} MB <= {MAX_PEAK_MB:,}")
+                )
     return checks
 
 
@@ -230,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--order", choices=("generated", "realistic"), default="generated")
+    parser.add_argument("--route", choices=("files", "query"), default="files",
+                        help="read the schedd's history files (pool.history_files), or ask the schedd")  # fmt: skip
     parser.add_argument("--old", metavar="REV", help="also measure the code of this git revision (before a change)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="where the generated dumps are kept")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -253,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = start_pool(SHARED)
         try:
             for n in args.sizes:
-                checks += _one_size(n, pool, args.data, work, args.order == "realistic", old)
+                checks += _one_size(n, pool, args.data, work, args.order == "realistic", old, args.route)
         finally:
             remove(pool)
     return verdict(checks)
@@ -262,8 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- the measured process ----------------------------------------------------------------------------
 
 
-def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoint_in: str | None = None) -> int:
-    """One pass over every schedd's history, as ``probe once`` reads it: the job ids to
+def _worker(
+    condor_config: str, ids_out: str, checkpoint_out: str = "", files: str = "", checkpoint_in: str | None = None
+) -> int:
+    """One pass over every schedd's history, as ``probe once`` reads it, a part at a time (each
+    part's job ids written, then let go, as the probe commits each): the job ids to
     ``ids_out``, the checkpoints to ``checkpoint_out``, a JSON line of figures to stdout."""
     if condor_config == "reader":  # the file reader on condor_history -long's output instead
         from probes.sources.history import read_history
@@ -275,18 +309,29 @@ def _worker(condor_config: str, ids_out: str, checkpoint_out: str = "", checkpoi
     from probes.config import parse_config
     from probes.pipeline.reading import live_pool
 
-    config = parse_config({"pool": {"name": "bench", "condor_config": condor_config, "timeout_s": 3600},
-                           "sources": {"live": True}})  # fmt: skip
-    marks = json.loads(Path(checkpoint_in).read_text()) if checkpoint_in else {}
-    live = live_pool(config)
+    pool: dict[str, object] = {"name": "bench", "condor_config": condor_config, "timeout_s": 3600}
+    if files:  # "NAME=PATH"
+        pool["history_files"] = dict([files.split("=", 1)])
+    live = live_pool(parse_config({"pool": pool, "sources": {"live": True}}))
     schedds, _ = live.schedds()
-    read = live.history(schedds, marks.get)
-    Path(ids_out).write_text("".join(f"{i}\n" for i in read.jobs["job_id"]))
-    Path(checkpoint_out).write_text(json.dumps(read.checkpoints))
+    marks = json.loads(Path(checkpoint_in).read_text()) if checkpoint_in else {}
+    checkpoints: dict[str, object] = {}
+    pages: dict[str, int] = {}
+    failures: dict[str, str] = {}
+    n_jobs = parts = 0
+    with open(ids_out, "w", encoding="ascii") as out:
+        for read in live.history_pieces(schedds, marks.get):
+            out.write("".join(f"{i}\n" for i in read.jobs["job_id"]))
+            n_jobs, parts = n_jobs + len(read.jobs), parts + 1
+            checkpoints |= read.checkpoints
+            pages |= read.pages
+            failures |= read.failures
+            del read
+    Path(checkpoint_out).write_text(json.dumps(checkpoints))
     bindings = live.bindings
     workers = [*bindings._idle, *bindings._busy] if bindings is not None else []  # a benchmark's look inside
     peaks = [round(p) for p in (peak_rss_mb_of(w.process.pid) for w in workers) if p is not None]
-    print(json.dumps({"jobs": len(read.jobs), "pages": read.pages, "failures": read.failures,
+    print(json.dumps({"jobs": n_jobs, "parts": parts, "pages": pages, "failures": failures,
                       "peak_mb": round(peak_rss_mb()), "worker_peak_mb": max(peaks, default=None)}))  # fmt: skip
     live.cancel()
     return 0

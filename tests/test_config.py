@@ -428,3 +428,34 @@ def test_a_configuration_that_is_a_fifo_is_refused_before_it_blocks(tmp_path: Pa
         f"fairacct: configuration error: {fifo}: is a FIFO (named pipe), "
         "expected a TOML configuration in a regular file\n"
     )
+
+
+def test_config_check_opens_each_schedds_history_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pool.history_files``: a schedd's file missing, a rotation unreadable (a FIFO), or a
+    constraint that files cannot apply is refused naming the key; the files there, it passes."""
+    from probes.cli import main
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "history").write_bytes((ROOT / "config/demo/history.ads").read_bytes())
+    path = tmp_path / "fairacct.toml"
+    monkeypatch.chdir(tmp_path)
+
+    def check(pool: str) -> tuple[int, str]:
+        path.write_text(f"[pool]\n{pool}\n[sources]\nlive = true\n")
+        code = main(["config", "check", "--config", str(path)])
+        return code, capsys.readouterr().err
+
+    good = f'history_files = {{ ap1 = "{spool / "history"}" }}'
+    assert check(good)[0] == 0
+    code, err = check(f'history_files = {{ ap1 = "{tmp_path / "nothing" / "history"}" }}')
+    assert code == 2 and "pool.history_files.ap1: " in err and "cannot be listed" in err
+    os.mkfifo(spool / "history.20261101T000000")
+    code, err = check(good)
+    assert code == 2 and "pool.history_files.ap1: " in err and "history.20261101T000000" in err and "FIFO" in err
+    code, err = check(good + '\njob_constraint = "Owner == \\"x\\""')
+    assert code == 2 and "job_constraint cannot be applied to them" in err
+    code, err = check('history_files = { ap1 = "spool/history" }')
+    assert code == 2 and "expected an absolute path" in err

@@ -223,12 +223,14 @@ def check_config(config: ProbeConfig) -> None:
 
 
 def check_source_files(config: ProbeConfig) -> None:
-    """Each file source of ``[sources]`` can be opened, and each history folder listed, by the
-    user running the check (the service's account, run as it); a :class:`ConfigError` naming
+    """Each file source of ``[sources]`` can be opened, each history folder listed, and each
+    schedd's history file of ``pool.history_files`` (with its rotations) opened, by the user
+    running the check (the service's account, run as it); a :class:`ConfigError` naming
     the key otherwise. Only ``config check`` asks it: the service keeps running when a source
     fails (the failure is a log line and a count), as a folder may be mounted later."""
     from probes.errors import SourceError
     from probes.pipeline.reading import FILE_SOURCES
+    from probes.sources.history_files import history_files
     from probes.sources.history_folder import list_folder
     from probes.sources.inputs import open_input
 
@@ -241,6 +243,12 @@ def check_source_files(config: ProbeConfig) -> None:
                     open_input(path, "a history" if key == "history" else "ClassAds").close()
             except SourceError as exc:
                 raise ConfigError(f"sources.{key}[{i}]: {exc}") from exc
+    for name, path in config.pool.history_files.items():  # each file of a schedd's history opened
+        try:
+            for file in history_files(path):
+                open_input(file, "a schedd's history").close()
+        except SourceError as exc:
+            raise ConfigError(f"pool.history_files.{name}: {exc}") from exc
 
 
 def warn_loose_token(config: ProbeConfig) -> None:

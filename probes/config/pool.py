@@ -54,6 +54,19 @@ class PoolSettings(Section):
         description="Jobs of a schedd's history answer converted at a time (one Schedd.history call a pass "
         "reads the whole backlog, from the checkpoint's position in the history file).",
     )
+    history_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Schedd name -> its HISTORY file as this host sees it (condor_config_val HISTORY on the "
+        "access point): that schedd's history is read from its files and their rotations, not asked of it, "
+        "in pieces of history_piece jobs, each committed with its checkpoint: memory bounded by a piece, one "
+        "read of the files whatever the backlog. Empty: every schedd is asked (Schedd.history answers whole).",
+    )
+    history_piece: int = Field(
+        50000,
+        ge=1,
+        description="Jobs of a pass over a schedd's history files (history_files) read, recorded and committed "
+        "at a time, with a checkpoint: what a backlog holds in memory, and where a pass cut short resumes.",
+    )
     history_lookback_s: float = Field(
         3600.0,
         ge=0,
@@ -78,4 +91,18 @@ class PoolSettings(Section):
             raise ValueError(
                 f"max_interval_s ({self.max_interval_s:g}) must be at least interval_s ({self.interval_s:g})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _files_take_no_constraint(self) -> PoolSettings:
+        if self.history_files and self.job_constraint.strip():
+            raise ValueError(
+                "history_files are read whole, job_constraint cannot be applied to them (it is a query's): "
+                "leave job_constraint empty, or the files out"
+            )
+        for name, path in self.history_files.items():
+            if not path.strip() or not path.startswith("/"):
+                raise ValueError(
+                    f"history_files: {name} = {path!r}: expected an absolute path (condor_config_val HISTORY)"
+                )
         return self

@@ -38,7 +38,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -57,7 +58,7 @@ from probes.config.store import UPSTREAM, UPSTREAM_JOBS
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
-from probes.pipeline.reading import Checkpoint, Reading, Sources
+from probes.pipeline.reading import Checkpoint, Reading, Sources, combined_reports
 from probes.pipeline.records import Records, fairshare_docs, gap_docs, job_docs, snapshot_docs, with_penalty_usage
 from probes.pipeline.usage import fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import (
@@ -336,6 +337,29 @@ class Ran(Generic[StepT]):
     step: StepT
     committed: Batch
     status: OutboxStatus
+    counts: Mapping[str, int] | None = None
+    """Records committed by kind when the job committed in parts (``committed``: its last)."""
+
+    @property
+    def enqueued(self) -> dict[str, int]:
+        """Records committed, by kind."""
+        if self.counts is not None:
+            return dict(self.counts)
+        return {kind: len(docs) for kind, docs in self.committed.records.items()}
+
+
+def _joined_runs(first: Ran[HistoryStep], then: Ran[HistoryStep]) -> Ran[HistoryStep]:
+    """Two parts of one history job as one: ``then``'s tables and records, both's counts."""
+    counts = Counter(first.enqueued)
+    counts.update(then.enqueued)
+    read = replace(
+        then.read,
+        reports=combined_reports([first.read, then.read]),
+        checkpoints={**first.read.checkpoints, **then.read.checkpoints},
+        failures={**first.read.failures, **then.read.failures},
+        jobs_read=(first.read.job_count or 0) + (then.read.job_count or 0),
+    )
+    return Ran(read, then.step, then.committed, then.status, dict(counts))
 
 
 class ProbeCycle:
@@ -376,10 +400,17 @@ class ProbeCycle:
     def history(self, outbox: Outbox, *, now: float) -> Ran[HistoryStep]:
         """Read the jobs past every checkpoint, price them against the latest snapshot's
         machines, and commit their records with the checkpoints and the ledger as of ``now``
-        (:func:`history_step`)."""
-        reading = self.sources.history(outbox.checkpoint)
-        step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
-        return Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
+        (:func:`history_step`): a part at a time where the history is read in parts (a
+        schedd's history files, ``pool.history_piece`` jobs each), so a backlog is never held
+        whole, and a pass cut short resumes after its last part. The result holds the last
+        part's jobs and records, and the counts of all (``read.jobs_read``, ``counts``)."""
+        parts: list[Ran[HistoryStep]] = []
+        for reading in self.sources.history_pieces(outbox.checkpoint):
+            step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
+            parts.append(Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status()))
+            if len(parts) > 1:  # what is kept of the parts before: their counts
+                parts[:2] = [_joined_runs(parts[0], parts[1])]
+        return parts[0]
 
     def fairshare(self, outbox: Outbox, *, now: float) -> Ran[Batch]:
         """Commit the ``fairshare`` records of every window closed by ``now`` (:func:`fairshare_step`)."""
@@ -427,8 +458,8 @@ class ProbeCycle:
         history = self.history(outbox, now=now)
         rolled = self.fairshare(outbox, now=now)
         enqueued: dict[str, int] = {}
-        for committed in (snapshot.committed, history.committed, rolled.committed):
-            for kind, docs in committed.records.items():
-                enqueued[kind] = enqueued.get(kind, 0) + len(docs)
+        for ran in (snapshot, history, rolled):
+            for kind, n in ran.enqueued.items():
+                enqueued[kind] = enqueued.get(kind, 0) + n
         cycle = Cycle(snapshot.read | history.read, snapshot.step, history.step, enqueued)
         return cycle, self.deliver(outbox, sink)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,10 @@ __all__ = [
     "Reading",
     "Sources",
     "check_sources",
+    "combined_reports",
     "iter_jobs",
+    "iter_live_history",
+    "joined",
     "live_pool",
     "read_live_history",
     "read_live_snapshot",
@@ -79,7 +82,9 @@ class Reading:
     autocluster (None: unknown); ``jobs``: the jobs past their checkpoints (None: not read);
     ``reports``: per source (``status``, ``idle``, ``history``), the ads read and the malformed
     ones; ``checkpoints``: the history checkpoints once these jobs are committed;
-    ``failures``: source -> why it was left out (a live schedd that did not answer).
+    ``failures``: source -> why it was left out (a live schedd that did not answer);
+    ``jobs_read``: the jobs read in all when a history pass was committed in parts and ``jobs``
+    holds only its last (None: ``len(jobs)``).
     """
 
     snapshot: Snapshot | None = None
@@ -88,16 +93,26 @@ class Reading:
     reports: Mapping[str, ReadReport] = field(default_factory=dict)
     checkpoints: Mapping[str, Any] = field(default_factory=dict)
     failures: Mapping[str, str] = field(default_factory=dict)
+    jobs_read: int | None = None
+
+    @property
+    def job_count(self) -> int | None:
+        """The jobs read (None: the history was not read)."""
+        if self.jobs_read is not None:
+            return self.jobs_read
+        return None if self.jobs is None else len(self.jobs)
 
     def __or__(self, other: Reading) -> Reading:
         """Two parts of a cycle as one reading: ``other``'s tables where it read them."""
+        jobs_from = self if other.jobs is None else other
         return Reading(
             snapshot=self.snapshot if other.snapshot is None else other.snapshot,
             idle=self.idle if other.idle is None else other.idle,
-            jobs=self.jobs if other.jobs is None else other.jobs,
+            jobs=jobs_from.jobs,
             reports={**self.reports, **other.reports},
             checkpoints={**self.checkpoints, **other.checkpoints},
             failures={**self.failures, **other.failures},
+            jobs_read=jobs_from.jobs_read,
         )
 
 
@@ -249,18 +264,56 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
 
 def read_live_history(pool: LivePool, checkpoint: Checkpoint) -> Reading:
     """The jobs of every schedd of a live pool past its checkpoint (``checkpoint(key)``: the
-    committed value). A pool whose collectors all fail raises :class:`SourceError`; a schedd
-    that fails is left out and listed in ``failures``, and its checkpoint stays where it was."""
+    committed value), all :func:`iter_live_history`'s parts as one. A pool whose collectors all
+    fail raises :class:`SourceError`; a schedd that fails is left out and listed in
+    ``failures``, and its checkpoint stays where it was."""
+    return joined(list(iter_live_history(pool, checkpoint)))
+
+
+def iter_live_history(pool: LivePool, checkpoint: Checkpoint) -> Iterator[Reading]:
+    """:func:`read_live_history` in parts, each to be committed (with its checkpoints) before
+    the next is read: a schedd's history files are read ``pool.history_piece`` jobs at a time
+    (see :meth:`~probes.sources.live.LivePool.history_pieces`). At least one part."""
     schedds, failures = pool.schedds()
-    read = pool.history(schedds, checkpoint)
-    groups, unknown = pool.negotiator_groups() if read.jobs is not None and len(read.jobs) else (None, None)
-    if unknown:
-        log.info("the negotiator's groups are unknown, groups as the jobs declare them: %s", unknown)
+    groups: frozenset[str] | None = None
+    asked = False
+    for read in pool.history_pieces(schedds, checkpoint):
+        if not asked and len(read.jobs):  # the negotiator once a pass, and only for jobs
+            asked = True
+            groups, unknown = pool.negotiator_groups()
+            if unknown:
+                log.info("the negotiator's groups are unknown, groups as the jobs declare them: %s", unknown)
+        yield Reading(
+            jobs=with_negotiator_groups(read.jobs, groups),
+            reports={"history": read.report},
+            checkpoints=read.checkpoints,
+            failures=failures | read.failures,
+        )
+        failures = {}
+    if failures or not schedds:
+        yield Reading(jobs=stack([], JOB_COLUMNS), reports={"history": ReadReport()}, failures=failures)
+
+
+def combined_reports(parts: Iterable[Reading]) -> dict[str, ReadReport]:
+    """The reports of ``parts`` of one read, source by source (``a | b``)."""
+    reports: dict[str, ReadReport] = {}
+    for part in parts:
+        for name, report in part.reports.items():
+            reports[name] = reports[name] | report if name in reports else report
+    return reports
+
+
+def joined(parts: Sequence[Reading]) -> Reading:
+    """The parts of one history pass as one reading: their jobs one after another, their
+    reports combined, the checkpoints of the last part of each source."""
+    if len(parts) == 1:
+        return parts[0]
+    frames = [p.jobs for p in parts if p.jobs is not None]
     return Reading(
-        jobs=None if read.jobs is None else with_negotiator_groups(read.jobs, groups),
-        reports={"history": read.report},
-        checkpoints=read.checkpoints,
-        failures=failures | read.failures,
+        jobs=stack(frames, JOB_COLUMNS) if frames else None,
+        reports=combined_reports(parts),
+        checkpoints={k: v for p in parts for k, v in p.checkpoints.items()},
+        failures={k: v for p in parts for k, v in p.failures.items()},
     )
 
 
@@ -302,8 +355,15 @@ class Sources:
 
     def history(self, checkpoint: Checkpoint) -> Reading:
         """The jobs past their checkpoints (``checkpoint(key)``: the committed value); of
-        files, those named (none: nothing read)."""
+        files, those named (none: nothing read). All :meth:`history_pieces` as one."""
+        return joined(list(self.history_pieces(checkpoint)))
+
+    def history_pieces(self, checkpoint: Checkpoint) -> Iterator[Reading]:
+        """:meth:`history` in parts, each to be committed before the next is read (a live
+        schedd's history files a piece at a time; anything else in one part)."""
         if self.pool is not None:
-            return with_vos(read_live_history(self.pool, checkpoint), self.config)
+            for part in iter_live_history(self.pool, checkpoint):
+                yield with_vos(part, self.config)
+            return
         marks = {key: checkpoint(key) for key in map(history_key, self.config.sources.history)}
-        return read_sources(self.config, strict=self.strict, checkpoints=marks, only=("history",))
+        yield read_sources(self.config, strict=self.strict, checkpoints=marks, only=("history",))

@@ -67,7 +67,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -369,7 +369,7 @@ class ProbeService:
         self._snapshot_done.set()
         if step.replayed:
             return step.replayed
-        self._committed(ran.committed, ran.status)
+        self._committed(ran.enqueued, ran.status)
         if step.interval_s is not None:
             self.metrics.set_snapshot_interval(step.interval_s, step.unobserved_s)
             if step.unobserved_s:
@@ -400,9 +400,9 @@ class ProbeService:
             ran = self.cycle.history(outbox, now=self.clock())
         reading = ran.read
         self._problems(reading)
-        self._committed(ran.committed, ran.status)
+        self._committed(ran.enqueued, ran.status)
         failed = len(reading.failures)
-        jobs = 0 if ran.step.jobs is None else len(ran.step.jobs)
+        jobs = reading.job_count or 0
         return f"{jobs} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
     def flush(self) -> str | None:
@@ -468,7 +468,7 @@ class ProbeService:
         (:func:`fairshare_step`)."""
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.fairshare(outbox, now=self.clock())
-        self._committed(ran.committed, ran.status)
+        self._committed(ran.enqueued, ran.status)
         done = ran.committed
         if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
             return None
@@ -492,16 +492,17 @@ class ProbeService:
         done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
         priority = Batch({"priority": encode_docs("priority", done.docs)} if done.docs else {})
         with Outbox(self.outbox_path) as outbox:
-            self._committed(self.cycle.commit(outbox, [priority]), outbox.status())
+            committed = self.cycle.commit(outbox, [priority])
+            self._committed({k: len(v) for k, v in committed.records.items()}, outbox.status())
         for command in done.commands:
             log.info("priority sync: %s", command)
         return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _committed(self, committed: Batch, status: OutboxStatus) -> None:
+    def _committed(self, enqueued: Mapping[str, int], status: OutboxStatus) -> None:
         """A job's commit in the metrics: the records by kind, and the outbox after it."""
-        self.metrics.committed({k: len(v) for k, v in committed.records.items()})
+        self.metrics.committed(dict(enqueued))
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
 
     def _problems(self, reading: Reading) -> None:

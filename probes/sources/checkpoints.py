@@ -48,7 +48,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,9 +68,12 @@ __all__ = [
     "checkpoint_key",
     "fairshare_windows",
     "history_key",
+    "history_lost",
     "history_name",
+    "history_rewritten",
     "new_jobs",
     "new_schedd_jobs",
+    "schedd_mark",
     "snapshot_interval",
 ]
 
@@ -172,31 +175,51 @@ def new_schedd_jobs(
                 )
         elif answer["job_id"].isin(set(checkpoint.get("ids", []))).any():
             fresh, _ = new_jobs(answer, checkpoint)
-            problem = (
-                f"{schedd}: its history no longer holds job {old_tail[0]}, where the last pass stopped, but holds "
-                f"jobs read before it: the history was rewritten; only jobs that ended after {checkpoint['end']:.0f} "
-                "were taken"
-            )
+            problem = history_rewritten(schedd, old_tail[0], checkpoint["end"])
         else:
             fresh = answer
-            problem = (
-                f"{schedd}: its history no longer holds job {old_tail[0]}, where the last pass stopped (rotated away: "
-                "see MAX_HISTORY_LOG and MAX_HISTORY_ROTATIONS); all it holds was new, jobs written in between may "
-                "be lost"
-            )
+            problem = history_lost(schedd, old_tail[0])
     else:
         fresh, _ = new_jobs(answer, checkpoint)
     fresh = fresh[~fresh["job_id"].duplicated()].reset_index(drop=True)
-    tail = list(dict.fromkeys([*(i for i in ids[:upto] if pd.notna(i)), *old_tail]))[:TAIL]
-    _, newest = new_jobs(fresh, None)
+    return fresh, schedd_mark(checkpoint, [i for i in ids[:upto] if pd.notna(i)], fresh), problem
+
+
+def schedd_mark(checkpoint: Mapping[str, Any] | None, newest: Sequence[str], fresh: pd.DataFrame) -> dict[str, Any]:
+    """A schedd's checkpoint once ``fresh`` (new jobs) are read: ``newest``, the ids read past
+    its position, newest first, lead the ``tail``; ``end`` and ``ids`` move to the latest end
+    read. Its ``at`` (a place in the history files) is left out: it named the old position."""
+    old_tail = list(checkpoint.get("tail", [])) if checkpoint else []
+    tail = list(dict.fromkeys([*newest, *old_tail]))[:TAIL]
+    _, latest = new_jobs(fresh, None)
     mark: dict[str, Any] = dict(checkpoint) if checkpoint else {"end": -1.0, "ids": []}
-    if newest["end"] > mark["end"]:
-        mark.update(newest)
-    elif newest["end"] == mark["end"]:
-        mark["ids"] = sorted(set(mark["ids"]) | set(newest["ids"]))
+    mark.pop("at", None)
+    if latest["end"] > mark["end"]:
+        mark.update(latest)
+    elif latest["end"] == mark["end"]:
+        mark["ids"] = sorted(set(mark["ids"]) | set(latest["ids"]))
     if tail:
         mark["tail"] = tail
-    return fresh, mark, problem
+    return mark
+
+
+def history_lost(schedd: str, job: str) -> str:
+    """What is said when a schedd's history no longer holds the job where the last pass stopped
+    (nor any job read before it)."""
+    return (
+        f"{schedd}: its history no longer holds job {job}, where the last pass stopped (rotated away: "
+        "see MAX_HISTORY_LOG and MAX_HISTORY_ROTATIONS); all it holds was new, jobs written in between may "
+        "be lost"
+    )
+
+
+def history_rewritten(schedd: str, job: str, end: float) -> str:
+    """What is said when a schedd's history no longer holds the job where the last pass
+    stopped, but holds jobs read before it."""
+    return (
+        f"{schedd}: its history no longer holds job {job}, where the last pass stopped, but holds "
+        f"jobs read before it: the history was rewritten; only jobs that ended after {end:.0f} were taken"
+    )
 
 
 ON_TIME = 1.1

@@ -32,6 +32,7 @@ from probes.sources.credentials import identities, identity_attrs
 from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.history_folder import list_folder, readable
 from probes.sources.impossible_jobs import impossible_jobs
+from probes.sources.inputs import FileRange
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import JobReading
@@ -217,6 +218,10 @@ def _inputs(paths: Sequence[str | os.PathLike[str]], tally: ReadTally | None = N
             if tally is not None:
                 tally.skip(folder.skipped)
             size = None
+        elif isinstance(path, FileRange):
+            inputs.append((path, None))
+            if size is not None:
+                size += path.stop - path.start
         else:
             inputs.append((path, None))
             if size is not None and os.path.isfile(path):
@@ -231,18 +236,20 @@ def _job_parts(
     its impossible jobs quarantined, and the jobs ``seen`` before left out and counted), and the
     bytes of all ``inputs`` read so far; each input's verdict
     (:meth:`~probes.sources.kinds.KindCheck.verdict`) once its last chunk was yielded."""
-    from probes.sources.classad import iter_ad_files, iter_ads  # the scanner and numba: only where ads are read
+    from probes.sources.classad import iter_ad_files, iter_ads, iter_ads_range  # the scanner: only where ads are read
 
     attrs = _attrs(reading)
     offset = 0
     for path, listed in inputs:
         with ExitStack() as stack:
-            plain = path if listed is not None else stack.enter_context(readable(path))  # a .gz: its text
-            parts = (
-                iter_ad_files(listed, attrs, tally, strict=strict)
-                if listed is not None
-                else iter_ads(plain, attrs, tally, strict=strict)
-            )
+            plain = path
+            if isinstance(path, FileRange):  # a part of a schedd's history file
+                parts = iter_ads_range(path, attrs, tally, strict=strict)
+            elif listed is not None:
+                parts = iter_ad_files(listed, attrs, tally, strict=strict)
+            else:
+                plain = stack.enter_context(readable(path))  # a .gz: its text
+                parts = iter_ads(plain, attrs, tally, strict=strict)
             done = 0
             check = KindCheck(JOB_ADS)
             malformed = len(tally.malformed)

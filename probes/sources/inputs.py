@@ -15,6 +15,7 @@ __all__ = [
     "MAX_INFLATED_BYTES",
     "MAX_INFLATION",
     "MAX_WHOLE_BYTES",
+    "FileRange",
     "InputFile",
     "content_problem",
     "is_blank",
@@ -38,6 +39,24 @@ MAX_INFLATION = 100
 """A compressed input may decompress to :data:`MAX_INFLATED_BYTES`, or to :data:`MAX_INFLATION`
 times its own size if that is more: ClassAd text compresses some 10 to 20 times, a gzip bomb a
 thousand times (1 MB of ``[`` is a GiB)."""
+
+
+class FileRange:
+    """Bytes ``[start, stop)`` of a ``-long`` file whose first line is line ``first_line``: the
+    part of a schedd's history file a pass reads (whole ads: ``start`` and ``stop`` are where a
+    banner line ends). ``os.fspath`` of it is the file's path, which messages name."""
+
+    __slots__ = ("first_line", "path", "start", "stop")
+
+    def __init__(self, path: str | os.PathLike[str], start: int, stop: int, first_line: int = 1) -> None:
+        self.path, self.start, self.stop, self.first_line = os.fspath(path), start, stop, first_line
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"FileRange({self.path!r}, {self.start}, {self.stop}, first_line={self.first_line})"
+
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",

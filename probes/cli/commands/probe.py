@@ -188,8 +188,8 @@ def _read_summary(result: Reading) -> str:
         lines.append(f"{len(s)} slots ({types}), {len(a)} allocations")
     if result.idle is not None:
         lines.append(f"{int(result.idle['count'].sum())} idle jobs in {len(result.idle)} autoclusters")
-    if result.jobs is not None:
-        lines.append(f"{len(result.jobs)} jobs from the history")
+    if result.job_count is not None:
+        lines.append(f"{result.job_count} jobs from the history")
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from collector.lazy import lazy_names
 from probes.sources.classad.model import AdColumns, Attr, Kind, fallbacks, to_classad, unique_attrs
 
 if TYPE_CHECKING:
-    from probes.sources.classad.long import collect, iter_ad_files, iter_ads, read_ad_files, read_ads
+    from probes.sources.classad.long import collect, iter_ad_files, iter_ads, iter_ads_range, read_ad_files, read_ads
     from probes.sources.classad.objects import columns_from_classads
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "fallbacks",
     "iter_ad_files",
     "iter_ads",
+    "iter_ads_range",
     "read_ad_files",
     "read_ads",
     "to_classad",
@@ -49,6 +50,7 @@ _LAZY = {
     "collect": "long",
     "iter_ad_files": "long",
     "iter_ads": "long",
+    "iter_ads_range": "long",
     "read_ad_files": "long",
     "read_ads": "long",
     "columns_from_classads": "objects",

@@ -42,11 +42,11 @@ from probes.sources.classad.kernel import NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.inputs import MAX_AD_BYTES, content_problem, open_input, read_input
+from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
-__all__ = ["collect", "iter_ad_files", "iter_ads", "read_ad_files", "read_ads"]
+__all__ = ["collect", "iter_ad_files", "iter_ads", "iter_ads_range", "read_ad_files", "read_ads"]
 
 
 _PAD = b"\0" * 8  # the scan reads a few bytes past a line's end without checking
@@ -99,6 +99,33 @@ def iter_ads(
         columns, found = read_json(text, name, attrs, strict, keep_raw)
     tally.merge(found)
     yield columns, size
+
+
+class _Window:
+    """An open file seen through a :class:`FileRange`: offsets from its start, nothing past its
+    stop (bytes the schedd appends meanwhile are the next pass's)."""
+
+    def __init__(self, fh: BinaryIO, start: int, stop: int) -> None:
+        self._fh, self._start, self._stop = fh, start, stop
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._fh.seek(self._start + offset, whence) - self._start
+
+    def read(self, size: int = -1) -> bytes:
+        left = max(0, self._stop - self._fh.tell())
+        return self._fh.read(left if size < 0 else min(size, left))
+
+
+def iter_ads_range(
+    part: FileRange, attrs: Sequence[Attr], tally: ReadTally, *, strict: bool = False
+) -> Iterator[tuple[AdColumns, int]]:
+    """:func:`iter_ads` of the ads in ``part`` of a ``-long`` file (its lines numbered as in the
+    whole file); the bytes read so far are counted from ``part.start``."""
+    if part.stop <= part.start:
+        return
+    with open_input(part.path, "a file of ClassAds") as fh:
+        window = _Window(fh, part.start, part.stop)
+        yield from _iter_long(window, part.path, attrs, tally, strict, False, first_line=part.first_line)  # type: ignore[arg-type]
 
 
 def collect(parts: Iterable[tuple[AdColumns, int]], attrs: Sequence[Attr], size: int | None = None) -> AdColumns:
@@ -191,10 +218,16 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
 
 
 def _iter_long(
-    fh: BinaryIO, path: str, attrs: Sequence[Attr], tally: ReadTally, strict: bool, keep_raw: bool
+    fh: BinaryIO,
+    path: str,
+    attrs: Sequence[Attr],
+    tally: ReadTally,
+    strict: bool,
+    keep_raw: bool,
+    *,
+    first_line: int = 1,
 ) -> Iterator[tuple[AdColumns, int]]:
     scanner = _Scanner(attrs, keep_raw)
-    first_line = 1
     done = 0
     for data, n, truncated in _chunks(fh, path, tally):
         done += n

@@ -25,7 +25,7 @@ pool whose collectors all fail costs the cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import classad2
@@ -243,3 +243,10 @@ class LivePool:
     def history(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
         """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""
         return self.history_pass.read(schedds, checkpoint)
+
+    def history_pieces(
+        self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]
+    ) -> Iterator[HistoryRead]:
+        """:meth:`history` in parts, each to be committed before the next is read; see
+        :meth:`~probes.sources.live.history.HistoryPass.pieces`."""
+        return self.history_pass.pieces(schedds, checkpoint)

@@ -21,7 +21,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
 from probes.sources.classad import AdColumns, columns_from_classads
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
+from probes.sources.history_files import read_history_files
 from probes.sources.live.calls import Calls, close_stream, missing_refs
 from probes.sources.live.projections import history_constraint, history_projection, history_since
 from probes.sources.report import ReadReport, ReadTally
@@ -65,6 +66,10 @@ class HistoryRead:
     problems: dict[str, str] = field(default_factory=dict)
 
 
+def _failed(name: str, why: str) -> HistoryRead:
+    return HistoryRead(stack([], JOB_COLUMNS), {}, ReadReport(), failures={f"schedd:{name}": why})
+
+
 class HistoryPass:
     """The history queries of a pool's schedds.
 
@@ -81,18 +86,40 @@ class HistoryPass:
         self.on_progress: Callable[[str, int], None] | None = None
 
     def read(self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]) -> HistoryRead:
-        """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one)."""
-        frames, checkpoints, report = [], {}, ReadReport()
+        """Every schedd's jobs past its checkpoint (``checkpoint(key)`` reads the committed one),
+        all :meth:`pieces` as one."""
+        frames: list[pd.DataFrame] = []
+        checkpoints: dict[str, Any] = {}
+        report = ReadReport()
         pages: dict[str, int] = {}
         failures: dict[str, str] = {}
         problems: dict[str, str] = {}
+        for piece in self.pieces(schedds, checkpoint):
+            frames.append(piece.jobs)
+            checkpoints |= piece.checkpoints
+            report = report | piece.report
+            pages |= piece.pages
+            failures |= piece.failures
+            problems |= piece.problems
+        return HistoryRead(stack(frames, JOB_COLUMNS), checkpoints, report, pages, failures, problems)
+
+    def pieces(
+        self, schedds: Sequence[tuple[str, classad2.ClassAd]], checkpoint: Callable[[str], Any]
+    ) -> Iterator[HistoryRead]:
+        """Every schedd's jobs past its checkpoint, each part with the checkpoint after it, to be
+        committed before the next is read: one part of a schedd that is asked (its whole answer),
+        parts of ``pool.history_piece`` jobs of one whose files are read (``pool.history_files``:
+        :mod:`~probes.sources.history_files`)."""
         for name, location in schedds:
             key = checkpoint_key(name)
             mark = checkpoint(key)
+            if name in self.pool.history_files:
+                yield from self._file_pieces(name, key, mark)
+                continue
             try:
                 jobs, n, rep = self._schedd_history(name, location, mark)
             except SourceError as exc:
-                failures[f"schedd:{name}"] = str(exc)
+                yield _failed(name, str(exc))
                 continue
             if mark and not mark.get("tail"):
                 log.info(
@@ -101,13 +128,34 @@ class HistoryPass:
             fresh, advanced, problem = new_schedd_jobs(jobs, mark, schedd=f"schedd {name}")
             if problem:
                 log.warning("%s", problem)
-                problems[f"schedd:{name}"] = problem
-            if mark is not None or len(fresh):
-                checkpoints[key] = advanced
-            frames.append(fresh)
-            pages[name] = n
-            report = report | rep
-        return HistoryRead(stack(frames, JOB_COLUMNS), checkpoints, report, pages, failures, problems)
+            marks = {key: advanced} if mark is not None or len(fresh) else {}
+            yield HistoryRead(fresh, marks, rep, {name: n}, {}, {f"schedd:{name}": problem} if problem else {})
+
+    def _file_pieces(self, name: str, key: str, mark: Mapping[str, Any] | None) -> Iterator[HistoryRead]:
+        """:func:`read_history_files` of schedd ``name``, as parts of the pass."""
+        path = self.pool.history_files[name]
+        what = f"schedd {name}: history files"
+        done = 0
+        started = said = time.monotonic()
+
+        def on_part(n: int) -> None:
+            nonlocal done, said
+            done += n
+            if self.on_progress is not None:
+                self.on_progress(name, n)
+            if (now := time.monotonic()) - said >= self.progress_every_s:
+                said = now
+                log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
+
+        try:
+            for piece in read_history_files(name, path, mark, self.reading, self.pool.history_piece, on_part=on_part):
+                if piece.problem:
+                    log.warning("%s", piece.problem)
+                problems = {f"schedd:{name}": piece.problem} if piece.problem else {}
+                marks = {key: piece.mark} if mark is not None or piece.mark.get("tail") else {}
+                yield HistoryRead(piece.jobs, marks, piece.report, {name: 0}, {}, problems)
+        except SourceError as exc:
+            yield _failed(name, str(exc))
 
     def _schedd_history(
         self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None

@@ -1,0 +1,247 @@
+"""A live schedd's history read from its own files, beside it: a backlog in a piece's memory.
+
+``htcondor2``'s ``Schedd.history`` answers a list, so the bindings' worker holds the whole
+answer (about 9.8 KB a job on ``../shared/htcondor``: gigabytes for a month of a big schedd),
+and the answer cannot be asked for in parts without the schedd's history helper scanning the
+file again from its end for each part: it parses every ad it passes, whatever the constraint
+(0.42 ms an ad on that build). Where the probe runs on the access point, ``pool.history_files``
+names the schedd's ``HISTORY`` file, and a pass reads the jobs the schedd wrote after the
+checkpoint's position from that file and its rotations, in the order the schedd wrote them,
+with the file reader, ``pool.history_piece`` jobs at a time (:class:`FilePiece`), each handed
+on with the checkpoint after it: a backlog costs a piece's memory, the files are read once, and
+a pass cut short resumes after the last piece committed.
+
+The checkpoint is the query's (:func:`~probes.sources.checkpoints.new_schedd_jobs`): ``tail``
+names the newest jobs read, so a probe moves between asking the schedd and reading its files
+either way. Its position in the files is after the banner that ends the ad of ``tail[0]``,
+found by that ad's ``GlobalJobId = "..."`` line, newest file first; ``at`` (the file's device
+and inode, the offset after that banner, the line there) spares the search while it holds.
+A job the schedd is still writing (bytes after the last whole banner) is the next pass's.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from probes.errors import SourceError
+from probes.sources.checkpoints import TAIL, history_lost, history_rewritten, new_jobs, schedd_mark
+from probes.sources.history import JOB_COLUMNS, iter_history
+from probes.sources.inputs import FileRange
+from probes.sources.report import ReadReport, ReadTally
+from probes.sources.settings import JobReading
+
+__all__ = ["FilePiece", "history_files", "read_history_files"]
+
+#: A rotated history file's suffix: HTCondor renames ``history`` to ``history.<UTC time>`` when
+#: it reaches MAX_HISTORY_LOG (``history.20261129T093512``), so names sort as they were written.
+_ROTATED = re.compile(r"\d{8}T\d{6}")
+_BANNER_IDS = re.compile(rb"\*\*\* .*?\bClusterId = (\d+) ProcId = (\d+)\b")
+_COUNT_BYTES = 64 << 20  # newlines are counted this many bytes at a time
+
+
+@dataclass(frozen=True)
+class FilePiece:
+    """Jobs of one schedd's history files, in the order it wrote them, and its checkpoint once
+    they are committed; ``report``: what the whole pass found besides values, on its last piece
+    (empty on the others); ``problem``: what was said of the position (None: nothing)."""
+
+    jobs: pd.DataFrame
+    mark: dict[str, Any]
+    report: ReadReport
+    problem: str | None = None
+
+
+def history_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The schedd's history ``path`` and its rotations, oldest first; :class:`SourceError`
+    naming ``path`` when there is neither or its folder cannot be listed."""
+    current = Path(path)
+    try:
+        names = os.listdir(current.parent)
+    except OSError as exc:
+        raise SourceError(f"{current}: its folder cannot be listed ({exc.strerror or exc})") from exc
+    prefix = current.name + "."
+    files = [current.parent / n for n in sorted(names) if n.startswith(prefix) and _ROTATED.fullmatch(n[len(prefix) :])]
+    if current.name in names:
+        files.append(current)
+    if not files:
+        raise SourceError(f"{current}: no such history file (pool.history_files: condor_config_val HISTORY)")
+    return files
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap | None]:
+    """``path`` mapped read-only (None when empty)."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                yield None
+                return
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                yield mm
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+
+
+def _whole_end(mm: mmap.mmap | None, start: int) -> int:
+    """Where the last whole job at or after ``start`` ends: after the last banner line that ends
+    with a newline (the schedd may be writing the next)."""
+    if mm is None:
+        return start
+    end = len(mm)
+    while end > start:
+        banner = mm.rfind(b"\n*** ", max(start - 1, 0), end)
+        if banner < 0:
+            return start
+        stop = mm.find(b"\n", banner + 1)
+        if stop >= 0:
+            return stop + 1
+        end = banner
+    return start
+
+
+def _lines(mm: mmap.mmap | None, start: int, stop: int) -> int:
+    """Newlines in ``mm[start:stop]``."""
+    if mm is None:
+        return 0
+    return sum(mm[at : min(at + _COUNT_BYTES, stop)].count(b"\n") for at in range(start, stop, _COUNT_BYTES))
+
+
+def _after_job(mm: mmap.mmap, job: str) -> int | None:
+    """The offset after the banner that ends the newest ad of ``job`` (its GlobalJobId) in
+    ``mm``; None when it holds none."""
+    line = f'GlobalJobId = "{job}"\n'.encode()
+    at = mm.rfind(b"\n" + line)
+    if at < 0:
+        if mm[: len(line)] != line:
+            return None
+        at = -1
+    banner = mm.find(b"\n*** ", at + len(line))
+    stop = mm.find(b"\n", banner + 1) if banner >= 0 else -1
+    return None if stop < 0 else stop + 1
+
+
+def _cluster_proc(job: str) -> tuple[bytes, bytes] | None:
+    """(ClusterId, ProcId) of a GlobalJobId (``schedd#cluster.proc#time``)."""
+    parts = job.split("#")
+    cluster, dot, proc = parts[1].partition(".") if len(parts) == 3 else ("", "", "")
+    return (cluster.encode(), proc.encode()) if dot else None
+
+
+def _position(files: Sequence[Path], mark: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(file index, offset, line there) after ``tail[0]``'s ad: from ``at`` when its file still
+    holds that job's banner there, else by searching the files, newest first."""
+    job = mark["tail"][0]
+    at, ids = mark.get("at"), _cluster_proc(job)
+    for i, path in enumerate(files):
+        if not at or ids is None:
+            break
+        st = path.stat()
+        if [st.st_dev, st.st_ino] != at["file"] or not 0 < at["offset"] <= st.st_size:
+            continue
+        with _mapped(path) as mm:
+            assert mm is not None
+            begin = mm.rfind(b"\n", 0, at["offset"] - 1) + 1
+            banner = _BANNER_IDS.match(mm[begin : at["offset"]])
+        if banner is not None and banner.groups() == ids:
+            return i, at["offset"], at["line"]
+        break
+    for i in reversed(range(len(files))):
+        with _mapped(files[i]) as mm:
+            offset = None if mm is None else _after_job(mm, job)
+            if offset is not None:
+                return i, offset, 1 + _lines(mm, 0, offset)
+    return None
+
+
+def _holds_any(files: Sequence[Path], jobs: Sequence[str]) -> bool:
+    for path in files:
+        with _mapped(path) as mm:
+            if mm is not None and any(_after_job(mm, job) is not None for job in jobs):
+                return True
+    return False
+
+
+def read_history_files(
+    schedd: str,
+    path: str,
+    mark: Mapping[str, Any] | None,
+    reading: JobReading,
+    piece: int,
+    *,
+    on_part: Callable[[int], None] | None = None,
+) -> Iterator[FilePiece]:
+    """The jobs of schedd ``schedd``'s history files (``path`` and its rotations) written after
+    the checkpoint ``mark``'s position, ``piece`` jobs at a time, each with the checkpoint after
+    it; the last piece (maybe empty, always yielded) carries ``at``. Without a position (no
+    checkpoint, or one of a probe before positions: its ``end`` and ``ids`` decide), every file
+    is read; a position the files no longer hold is said as :func:`new_schedd_jobs` says it.
+    ``on_part(jobs)`` after each part read (a progress bar)."""
+    files = history_files(path)
+    what = f"schedd {schedd}"
+    start, problem, by_end = (0, 0, 1), None, bool(mark) and not (mark or {}).get("tail")
+    if mark and mark.get("tail"):
+        found = _position(files, mark)
+        if found is not None:
+            start = found
+        elif _holds_any(files, mark.get("ids", [])[:8]):
+            problem, by_end = history_rewritten(what, mark["tail"][0], float(mark["end"])), True
+        else:
+            problem = history_lost(what, mark["tail"][0])
+    ranges = []
+    for i in range(start[0], len(files)):
+        with _mapped(files[i]) as mm:
+            begin = start[1] if i == start[0] else 0
+            ranges.append(FileRange(files[i], begin, _whole_end(mm, begin), start[2] if i == start[0] else 1))
+            if i == len(files) - 1:
+                st = files[i].stat()
+                last = ranges[-1]
+                at = {"file": [st.st_dev, st.st_ino], "offset": last.stop,
+                      "line": last.first_line + _lines(mm, last.start, last.stop)}  # fmt: skip
+    tally = ReadTally()
+    current: dict[str, Any] | None = dict(mark) if mark else None
+    held: list[pd.DataFrame] = []
+    rows = 0
+    checked = False
+    for part in iter_history(ranges, reading, tally):
+        if on_part is not None:
+            on_part(len(part))
+        usable = part["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(part["end"]).to_numpy(dtype=np.float64))
+        if not usable.all():
+            tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))
+            part = part[usable]
+        if by_end and mark:
+            part, _ = new_jobs(part, mark)
+        if not checked and len(part):
+            checked = True
+            if not part["job_id"].astype(str).str.startswith(f"{schedd}#").any():
+                raise SourceError(
+                    f"{files[-1]}: its jobs are not schedd {schedd}'s (their GlobalJobId is {part['job_id'].iloc[0]}): "
+                    f"pool.history_files names another schedd's history"
+                )
+        held.append(part)
+        rows += len(part)
+        while rows >= piece:
+            jobs = pd.concat(held, ignore_index=True) if len(held) > 1 else held[0].reset_index(drop=True)
+            out, rest = jobs.iloc[:piece].reset_index(drop=True), jobs.iloc[piece:]
+            held, rows = [rest], len(rest)
+            current = _advance(current, out)
+            yield FilePiece(out, current, ReadReport(), problem)
+            problem = None
+    jobs = pd.concat(held, ignore_index=True) if held else pd.DataFrame(columns=JOB_COLUMNS)
+    current = _advance(current, jobs)
+    yield FilePiece(jobs, current | {"at": at} if current.get("tail") else current, tally.report(), problem)
+
+
+def _advance(mark: Mapping[str, Any] | None, jobs: pd.DataFrame) -> dict[str, Any]:
+    """The checkpoint once ``jobs`` (the next ones the schedd wrote, oldest first) are read."""
+    return schedd_mark(mark, jobs["job_id"].iloc[-TAIL:].iloc[::-1].tolist(), jobs)
