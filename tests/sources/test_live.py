@@ -782,7 +782,7 @@ def test_the_history_is_read_in_one_call_and_the_checkpoint_is_a_position_in_it(
     read = live.history(schedds, lambda key: None)
 
     (call,) = schedd.calls
-    assert (call["constraint"], call["match"], call["since"]) == ("true", -1, None) and read.pages == {"vm": 1}
+    assert (call["constraint"], call["match"], call["since"]) == ("true", 50_001, None) and read.pages == {"vm": 1}
     assert call["projection"] == history_projection(cfg.job_reading())
     files, _ = read_history([condor25 / "history.ads"], cfg.job_reading())
     pd.testing.assert_frame_equal(

@@ -233,3 +233,66 @@ state_dir = "{tmp_path / "state"}"
         ids = [json.loads(doc)["job_id"] for (doc,) in db.execute('SELECT doc FROM "job"')]
     assert len(ids) == N_JOBS == len(set(ids))
     assert sorted(ids) == sorted(_ID.findall(generated.read_text()))
+
+
+# -- the same backlog asked of the schedd, in parts ---------------------------------------------------
+
+
+def _asked(pool: HTCondorPool, mark: dict | None, piece: int = PIECE, cut: int | None = None) -> list:
+    live = live_pool(pool_config(pool, pool={"history_piece": piece}))
+    schedds, _ = live.schedds()
+    try:
+        parts = live.history_pieces(schedds, lambda key: mark if key == KEY else None)
+        return list(parts if cut is None else itertools.islice(parts, cut))
+    finally:
+        live.cancel()
+
+
+def _append_job(history: Path, cluster: int) -> str:
+    """A job appended to the history as the schedd appends one (its ad, then its banner)."""
+    original = history.read_bytes()
+    ad = original[: original.index(b"\n***")]
+    job = f"vm#{cluster}.0#1795683153"
+    ad = ad.replace(_ID.search(ad.decode()).group(1).encode(), job.encode())  # type: ignore[union-attr]
+    ad = re.sub(rb"\nClusterId = \d+", f"\nClusterId = {cluster}".encode(), ad)
+    banner = f'*** Offset = 0 ClusterId = {cluster} ProcId = 0 Owner = "x" CompletionDate = 1 CurrentTime = 1\n'
+    with open(history, "ab") as fh:
+        fh.write(ad + b"\n" + banner.encode())
+    return job
+
+
+def test_a_backlog_longer_than_a_piece_is_asked_in_parts_each_job_once(
+    htcondor_pool: HTCondorPool, generated: Path
+) -> None:
+    """2,000 jobs, pieces of 300: the first answer is cut at the bound, a sample sizes the
+    backlog, and parts by (ClusterId + ProcId) % m give every job once; a job the schedd writes
+    during the pass is the next pass's; a pass cut after two parts resumes with the rest."""
+    original = generated.read_bytes()
+    expected = _ID.findall(original.decode())
+    try:
+        live = live_pool(pool_config(htcondor_pool, pool={"history_piece": PIECE}))
+        schedds, _ = live.schedds()
+        parts = live.history_pieces(schedds, lambda key: None)
+        first = next(parts)
+        late = _append_job(generated, 999998)  # written while the pass goes on
+        rest = list(parts)
+        live.cancel()
+        whole = [first, *rest]
+        ids = [i for p in whole for i in p.jobs["job_id"]]
+        assert 8 <= len(whole) <= 16 and all(len(p.jobs) <= PIECE for p in whole)  # 2,000 x 1.25 / 300, sampled
+        assert len(ids) == len(set(ids)) == N_JOBS and sorted(ids) == sorted(expected)
+        assert all(p.failures == {} and p.problems == {} for p in whole)
+        assert all("pass" in p.checkpoints[KEY] for p in whole[:-1]) and "pass" not in whole[-1].checkpoints[KEY]
+        assert whole[-1].checkpoints[KEY]["tail"] == expected[::-1][:2]  # the newest when the pass began
+        after = _asked(htcondor_pool, whole[-1].checkpoints[KEY])
+        assert len(after) == 1 and after[0].jobs["job_id"].tolist() == [late]
+
+        generated.write_bytes(original)
+        cut = _asked(htcondor_pool, None, cut=3)  # three parts, then killed
+        resumed = _asked(htcondor_pool, cut[-1].checkpoints[KEY])
+        again = [i for p in cut + resumed for i in p.jobs["job_id"]]
+        assert len(again) == len(set(again)) == N_JOBS and len(resumed) == len(whole) - 3
+        assert resumed[-1].checkpoints[KEY]["tail"] == whole[-1].checkpoints[KEY]["tail"]
+        assert _asked(htcondor_pool, resumed[-1].checkpoints[KEY])[0].jobs.empty
+    finally:
+        generated.write_bytes(original)

@@ -31,19 +31,28 @@ import pandas as pd
 
 from probes.config import PoolSettings
 from probes.errors import SourceError
-from probes.sources.checkpoints import checkpoint_key, new_schedd_jobs
+from probes.sources.checkpoints import TAIL, checkpoint_key, new_schedd_jobs, schedd_mark
 from probes.sources.classad import AdColumns, columns_from_classads
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
 from probes.sources.history_files import read_history_files
 from probes.sources.live.calls import Calls, close_stream, missing_refs
-from probes.sources.live.projections import history_constraint, history_projection, history_since
+from probes.sources.live.projections import (
+    history_constraint,
+    history_part_constraint,
+    history_projection,
+    history_since,
+    job_part,
+)
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
 __all__ = ["PROGRESS_EVERY_S", "HistoryPass", "HistoryRead"]
 
 log = logging.getLogger("fairacct.live")
+
+SAMPLE_PARTS = 64
+"""A backlog longer than a piece is sized by counting one part of this many (ids only)."""
 
 PROGRESS_EVERY_S = 30.0
 """Seconds between the log lines of a long history answer's progress."""
@@ -117,19 +126,127 @@ class HistoryPass:
                 yield from self._file_pieces(name, key, mark)
                 continue
             try:
-                jobs, n, rep = self._schedd_history(name, location, mark)
+                yield from self._query_pieces(name, location, key, mark)
             except SourceError as exc:
                 yield _failed(name, str(exc))
+
+    def _query_pieces(
+        self, name: str, location: classad2.ClassAd, key: str, mark: Mapping[str, Any] | None
+    ) -> Iterator[HistoryRead]:
+        """Schedd ``name``'s jobs past ``mark``, asked of it: its whole answer when it holds at
+        most ``pool.history_piece`` of them (one call, the usual pass), else in parts.
+
+        The bindings' worker holds an answer whole, so a longer backlog is asked for in parts
+        of the jobs by ``(ClusterId + ProcId) % m``, each part one call and one scan of the
+        backlog by the schedd (:func:`history_part_constraint`): ``m`` from a sample (part 0 of
+        64, only the ids), a part whose answer still reaches the bound split in two. Every part
+        answers the job that was newest when the pass began, and the jobs before it there are
+        left for the next pass; every part's checkpoint says which parts are left and where the
+        pass stops (``pass``), so a pass cut short resumes with them."""
+        progress = mark.get("pass") if mark else None
+        if mark and not mark.get("tail") and progress is None:
+            log.info("schedd %s: a checkpoint without a position in the history, read once more by its end time", name)
+        if progress is None:
+            piece = self.pool.history_piece
+            constraint = history_constraint(self.pool.job_constraint, mark)
+            jobs, n, rep = self._schedd_history(name, location, mark, constraint, match=piece + 1)
+            if rep.ads <= piece:  # the whole backlog in one answer
+                fresh, advanced, problem = new_schedd_jobs(jobs, mark, schedd=f"schedd {name}")
+                if problem:
+                    log.warning("%s", problem)
+                marks = {key: advanced} if mark is not None or len(fresh) else {}
+                yield HistoryRead(fresh, marks, rep, {name: n}, {}, {f"schedd:{name}": problem} if problem else {})
+                return
+            progress = self._plan(name, location, mark, jobs)
+        yield from self._parts(name, location, key, mark, progress)
+
+    def _plan(
+        self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None, first: pd.DataFrame
+    ) -> dict[str, Any]:
+        """The parts of a backlog longer than a piece, ``first`` its newest jobs (an answer cut
+        at the bound): the job they start from, the tail they end with, the parts to ask."""
+        ids = [i for i in first["job_id"] if isinstance(i, str) and job_part(i, 2) is not None]
+        if not ids:
+            raise SourceError(
+                f"schedd {name}: history: no job of its newest {len(first)} has a GlobalJobId to start from"
+            )
+        newest = ids[0]
+        sample = self._count_part(name, location, mark, newest, (0, SAMPLE_PARTS))
+        backlog = max(sample * SAMPLE_PARTS, self.pool.history_piece + 1)
+        m = 2
+        while backlog * 1.25 / m > self.pool.history_piece:
+            m *= 2
+        log.info(
+            "schedd %s: history: some %d new jobs, more than history_piece (%d): asked in %d parts, each a scan of "
+            "the backlog by the schedd",
+            name, backlog, self.pool.history_piece, m,
+        )  # fmt: skip
+        start = {k: v for k, v in mark.items() if k != "pass"} if mark else None
+        return {"newest": newest, "tail": ids[:TAIL], "todo": [[r, m] for r in range(m)], "from": start}
+
+    def _count_part(
+        self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None, newest: str, part: tuple[int, int]
+    ) -> int:
+        """How many jobs of part ``part`` the backlog holds from ``newest`` on (their ids only)."""
+        constraint = history_part_constraint(self.pool.job_constraint, mark, part, newest)
+        since = history_since(mark, self.pool.history_lookback_s)
+        stop = (mark.get("tail") or [None])[0] if mark else None
+        ask = functools.partial(
+            self.calls.schedd(name, location).history,
+            constraint=constraint, projection=["GlobalJobId"], match=-1, since=since,
+        )  # fmt: skip
+        ads = iter(self.calls.call(f"schedd {name}: history sample", ask))
+        counted, started = 0, False
+        try:
+            for ad in ads:
+                job = ad.get("GlobalJobId")
+                if job == stop:
+                    break
+                if started or job == newest:
+                    started = True
+                    counted += job != newest
+        finally:
+            close_stream(ads)
+        return counted
+
+    def _parts(
+        self,
+        name: str,
+        location: classad2.ClassAd,
+        key: str,
+        mark: Mapping[str, Any] | None,
+        progress: Mapping[str, Any],
+    ) -> Iterator[HistoryRead]:
+        """Each part of ``progress`` asked and handed on with the checkpoint after it."""
+        base = progress["from"]  # where the pass stops, as it was when it began
+        current: dict[str, Any] | None = {k: v for k, v in mark.items() if k != "pass"} if mark else None
+        todo = [list(p) for p in progress["todo"]]
+        newest = progress["newest"]
+        while todo:
+            r, m = todo[0]
+            constraint = history_part_constraint(self.pool.job_constraint, base, (r, m), newest)
+            jobs, n, rep = self._schedd_history(name, location, base, constraint, match=self.pool.history_piece + 3)
+            if rep.ads >= self.pool.history_piece + 3:  # still too long for one answer: in two
+                todo[:1] = [[r, 2 * m], [r + m, 2 * m]]
                 continue
-            if mark and not mark.get("tail"):
-                log.info(
-                    "schedd %s: a checkpoint without a position in the history, read once more by its end time", name
+            ids = jobs["job_id"].to_numpy(dtype=object)
+            at = np.flatnonzero(ids == newest)
+            if not len(at):
+                raise SourceError(
+                    f"schedd {name}: history: job {newest}, the newest when this pass began, is no longer in it; "
+                    "the pass starts again"
                 )
-            fresh, advanced, problem = new_schedd_jobs(jobs, mark, schedd=f"schedd {name}")
+            first = int(at[0]) + (0 if job_part(newest, m) == r else 1)
+            fresh, _, problem = new_schedd_jobs(jobs.iloc[first:].reset_index(drop=True), base, schedd=f"schedd {name}")
             if problem:
                 log.warning("%s", problem)
-            marks = {key: advanced} if mark is not None or len(fresh) else {}
-            yield HistoryRead(fresh, marks, rep, {name: n}, {}, {f"schedd:{name}": problem} if problem else {})
+            todo = todo[1:]
+            settled = {k: v for k, v in current.items() if k != "pass"} if current else None
+            if todo:  # the stop of the scan stays where it was until the last part
+                current = schedd_mark(settled, [], fresh) | {"pass": {**progress, "todo": todo}}
+            else:
+                current = schedd_mark(settled, list(progress["tail"]), fresh)
+            yield HistoryRead(fresh, {key: current}, rep, {name: n}, {}, {f"schedd:{name}": problem} if problem else {})
 
     def _file_pieces(self, name: str, key: str, mark: Mapping[str, Any] | None) -> Iterator[HistoryRead]:
         """:func:`read_history_files` of schedd ``name``, as parts of the pass."""
@@ -158,17 +275,19 @@ class HistoryPass:
             yield _failed(name, str(exc))
 
     def _schedd_history(
-        self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None
+        self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None, constraint: str, *, match: int
     ) -> tuple[pd.DataFrame, int, ReadReport]:
-        """One schedd's answer past ``mark``, in its order (newest first in its history file): the
-        jobs table of one scan, read as it streams in; and the calls made."""
+        """One schedd's answer past ``mark`` to ``constraint``, at most ``match`` jobs, in its
+        order (newest first in its history file): the jobs table of one scan, read as it
+        streams in; and the calls made."""
         what = f"schedd {name}: history"
-        constraint = history_constraint(self.pool.job_constraint, mark)
         since = history_since(mark, self.pool.history_lookback_s)
         schedd = self.calls.schedd(name, location)
         for calls in (1, 2):
             projection = self.calls.projection("history", history_projection(self.reading))
-            ask = functools.partial(schedd.history, constraint=constraint, projection=projection, match=-1, since=since)
+            ask = functools.partial(
+                schedd.history, constraint=constraint, projection=projection, match=match, since=since
+            )
             answer = self.calls.call(what, ask)
             read = self._read_answer(what, name, answer, projection, again=calls == 1)
             if read is not None:

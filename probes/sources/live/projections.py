@@ -26,9 +26,11 @@ __all__ = [
     "REQUEST_INPUTS",
     "conjunction",
     "history_constraint",
+    "history_part_constraint",
     "history_projection",
     "history_since",
     "idle_projection",
+    "job_part",
     "slot_projection",
     "unique_names",
 ]
@@ -117,6 +119,42 @@ def history_constraint(job_constraint: str, checkpoint: Mapping[str, Any] | None
     if not tail or not job_constraint.strip():
         return conjunction(job_constraint)
     return f"({job_constraint.strip()}) || GlobalJobId == {classad2.quote(tail[0])}"
+
+
+#: Which part of a history a job is in, of ``m`` parts: ``(ClusterId + ProcId) % m``, and part 0
+#: for an ad without both (never the case in a schedd's history, but no job may fall between).
+#: Part ``r`` of ``m`` is parts ``r`` and ``r + m`` of ``2 m``: a part too big for one answer
+#: splits in two.
+_PART = "ifThenElse(isInteger(ClusterId) && isInteger(ProcId), (ClusterId + ProcId) % {m}, 0) == {r}"
+
+
+def history_part_constraint(job_constraint: str, checkpoint: Mapping[str, Any] | None, part: tuple[int, int],
+                            newest: str) -> str:  # fmt: skip
+    """The constraint of part ``part`` (``(r, m)``) of a pass over a schedd's history: the
+    configured constraint and the part's jobs, and two jobs whatever they are, that place the
+    answer in the file: the checkpoint's newest job (where the pass stops) and ``newest``, the
+    newest job when the pass began (where it starts: the jobs answered before it were written
+    since, and are the next pass's)."""
+    r, m = part
+    marks = [_job_is(newest)]
+    tail = checkpoint.get("tail") if checkpoint else None
+    if tail:
+        marks.append(_job_is(tail[0]))
+    return " || ".join([f"({conjunction(job_constraint, _PART.format(r=r, m=m))})", *marks])
+
+
+def _job_is(job: str) -> str:
+    return f"GlobalJobId == {classad2.quote(job)}"
+
+
+def job_part(job_id: str, m: int) -> int | None:
+    """The part of ``m`` the job of GlobalJobId ``job_id`` (``schedd#cluster.proc#time``) is in,
+    as :func:`history_part_constraint` has it; None when the id does not say."""
+    pieces = job_id.split("#")
+    cluster, dot, proc = pieces[1].partition(".") if len(pieces) == 3 else ("", "", "")
+    if not (dot and cluster.isdigit() and proc.isdigit()):
+        return None
+    return (int(cluster) + int(proc)) % m
 
 
 def history_since(checkpoint: Mapping[str, Any] | None, lookback_s: float) -> str | None:
