@@ -21,14 +21,13 @@ A job the schedd is still writing (bytes after the last whole banner) is the nex
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -46,7 +45,8 @@ __all__ = ["FilePiece", "history_files", "read_history_files"]
 #: it reaches MAX_HISTORY_LOG (``history.20261129T093512``), so names sort as they were written.
 _ROTATED = re.compile(r"\d{8}T\d{6}")
 _BANNER_IDS = re.compile(rb"\*\*\* .*?\bClusterId = (\d+) ProcId = (\d+)\b")
-_COUNT_BYTES = 64 << 20  # newlines are counted this many bytes at a time
+_BANNER_BYTES = 4096  # a banner line is some 120 bytes
+_BLOCK = 8 << 20  # bytes of a history file read at a time to search it or count its lines
 
 
 @dataclass(frozen=True)
@@ -78,55 +78,79 @@ def history_files(path: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
+class _Text:
+    """A history file read a block at a time, forwards or backwards: searching a
+    3.6 GB file must not map it (its pages would count in the probe's memory)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self.size = os.fstat(fh.fileno()).st_size
+
+    def read(self, start: int, stop: int) -> bytes:
+        self._fh.seek(start)
+        return self._fh.read(max(0, stop - start))
+
+    def rfind(self, needle: bytes, start: int, end: int) -> int:
+        """The last ``needle`` in ``[start, end)``, -1 when none."""
+        hi = end
+        while hi > start:
+            lo = max(start, hi - _BLOCK)
+            at = self.read(lo, min(end, hi + len(needle) - 1)).rfind(needle)
+            if at >= 0:
+                return lo + at
+            hi = lo
+        return -1
+
+    def find(self, needle: bytes, start: int) -> int:
+        """The first ``needle`` at or after ``start``, -1 when none."""
+        lo = start
+        while lo < self.size:
+            at = self.read(lo, lo + _BLOCK + len(needle) - 1).find(needle)
+            if at >= 0:
+                return lo + at
+            lo += _BLOCK
+        return -1
+
+    def lines(self, start: int, stop: int) -> int:
+        """Newlines in ``[start, stop)``."""
+        return sum(self.read(lo, min(lo + _BLOCK, stop)).count(b"\n") for lo in range(start, stop, _BLOCK))
+
+
 @contextmanager
-def _mapped(path: Path) -> Iterator[mmap.mmap | None]:
-    """``path`` mapped read-only (None when empty)."""
+def _opened(path: Path) -> Iterator[_Text]:
     try:
         with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size == 0:
-                yield None
-                return
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield mm
+            yield _Text(fh)
     except OSError as exc:
         raise SourceError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
-def _whole_end(mm: mmap.mmap | None, start: int) -> int:
+def _whole_end(text: _Text, start: int) -> int:
     """Where the last whole job at or after ``start`` ends: after the last banner line that ends
     with a newline (the schedd may be writing the next)."""
-    if mm is None:
-        return start
-    end = len(mm)
+    end = text.size
     while end > start:
-        banner = mm.rfind(b"\n*** ", max(start - 1, 0), end)
+        banner = text.rfind(b"\n*** ", max(start - 1, 0), end)
         if banner < 0:
             return start
-        stop = mm.find(b"\n", banner + 1)
+        stop = text.find(b"\n", banner + 1)
         if stop >= 0:
             return stop + 1
         end = banner
     return start
 
 
-def _lines(mm: mmap.mmap | None, start: int, stop: int) -> int:
-    """Newlines in ``mm[start:stop]``."""
-    if mm is None:
-        return 0
-    return sum(mm[at : min(at + _COUNT_BYTES, stop)].count(b"\n") for at in range(start, stop, _COUNT_BYTES))
-
-
-def _after_job(mm: mmap.mmap, job: str) -> int | None:
-    """The offset after the banner that ends the newest ad of ``job`` (its GlobalJobId) in
-    ``mm``; None when it holds none."""
+def _after_job(text: _Text, job: str) -> int | None:
+    """The offset after the banner that ends the newest ad of ``job`` (its GlobalJobId) in the
+    file; None when it holds none."""
     line = f'GlobalJobId = "{job}"\n'.encode()
-    at = mm.rfind(b"\n" + line)
+    at = text.rfind(b"\n" + line, 0, text.size)
     if at < 0:
-        if mm[: len(line)] != line:
+        if text.read(0, len(line)) != line:
             return None
         at = -1
-    banner = mm.find(b"\n*** ", at + len(line))
-    stop = mm.find(b"\n", banner + 1) if banner >= 0 else -1
+    banner = text.find(b"\n*** ", at + len(line))
+    stop = text.find(b"\n", banner + 1) if banner >= 0 else -1
     return None if stop < 0 else stop + 1
 
 
@@ -148,25 +172,25 @@ def _position(files: Sequence[Path], mark: Mapping[str, Any]) -> tuple[int, int,
         st = path.stat()
         if [st.st_dev, st.st_ino] != at["file"] or not 0 < at["offset"] <= st.st_size:
             continue
-        with _mapped(path) as mm:
-            assert mm is not None
-            begin = mm.rfind(b"\n", 0, at["offset"] - 1) + 1
-            banner = _BANNER_IDS.match(mm[begin : at["offset"]])
+        with _opened(path) as text:
+            window = max(0, at["offset"] - _BANNER_BYTES)
+            begin = text.rfind(b"\n", window, at["offset"] - 1) + 1 or window
+            banner = _BANNER_IDS.match(text.read(begin, at["offset"]))
         if banner is not None and banner.groups() == ids:
             return i, at["offset"], at["line"]
         break
     for i in reversed(range(len(files))):
-        with _mapped(files[i]) as mm:
-            offset = None if mm is None else _after_job(mm, job)
+        with _opened(files[i]) as text:
+            offset = _after_job(text, job)
             if offset is not None:
-                return i, offset, 1 + _lines(mm, 0, offset)
+                return i, offset, 1 + text.lines(0, offset)
     return None
 
 
 def _holds_any(files: Sequence[Path], jobs: Sequence[str]) -> bool:
     for path in files:
-        with _mapped(path) as mm:
-            if mm is not None and any(_after_job(mm, job) is not None for job in jobs):
+        with _opened(path) as text:
+            if any(_after_job(text, job) is not None for job in jobs):
                 return True
     return False
 
@@ -199,14 +223,14 @@ def read_history_files(
             problem = history_lost(what, mark["tail"][0])
     ranges = []
     for i in range(start[0], len(files)):
-        with _mapped(files[i]) as mm:
+        with _opened(files[i]) as text:
             begin = start[1] if i == start[0] else 0
-            ranges.append(FileRange(files[i], begin, _whole_end(mm, begin), start[2] if i == start[0] else 1))
+            ranges.append(FileRange(files[i], begin, _whole_end(text, begin), start[2] if i == start[0] else 1))
             if i == len(files) - 1:
                 st = files[i].stat()
                 last = ranges[-1]
                 at = {"file": [st.st_dev, st.st_ino], "offset": last.stop,
-                      "line": last.first_line + _lines(mm, last.start, last.stop)}  # fmt: skip
+                      "line": last.first_line + text.lines(last.start, last.stop)}  # fmt: skip
     tally = ReadTally()
     current: dict[str, Any] | None = dict(mark) if mark else None
     held: list[pd.DataFrame] = []
