@@ -3,37 +3,42 @@
 Targets, on a real HTCondor pool (``../shared/htcondor``, started and removed here)
 whose schedd's history file holds N generated jobs (``generate_history.py``, written as the
 schedd writes its history by ``schedd_history.py``, in the generated order: far from end-time
-order) at N = 100,000 and 1,000,000:
+order; the jobs of one of its schedds made the pool's schedd's) at N = 100,000 and 1,000,000:
 
-* one live history pass (``LivePool.history`` through the bindings' worker, as ``fairacct probe
-  once`` reads a schedd) within 1.5x of ``condor_history -name SCHEDD -long > FILE`` against the
-  same schedd, in wall time and in CPU time (each command a whole process, start and imports
-  included; CPU time from ``wait4``: the process and the children it reaped, here the bindings'
-  worker);
+* one live history pass (``LivePool.history_pieces`` as ``fairacct probe once`` reads a schedd,
+  each part written out and let go as the probe commits each) within 1.5x of ``condor_history
+  -name SCHEDD -long > FILE`` against the same schedd, in wall time and in CPU time (each command
+  a whole process, start and imports included; CPU time from ``wait4``: the process and the
+  children it reaped, here the bindings' worker);
 * the same pass within 1.5x of the CPU of ``condor_history -long > FILE`` and then the file reader
   (``read_history``, as ``fairacct jobs --history FILE`` reads it) on that file, both processes;
 * every job that ``condor_history -long`` prints read exactly once (none lost, none twice), and a
-  second pass from the first one's checkpoint reading none.
+  second pass from the first one's checkpoint reading none;
+* at 1,000,000 jobs, the peaks of the pass's process and of the bindings' worker at most
+  1,500 MB together (issue 34).
 
-Both ask the same schedd, whose history helper (a ``condor_history`` it starts per query) scans
-the file; its CPU time, taken from the schedd's reaped children, is shown beside each, not
-counted in the ratio: it is the schedd's work, not the client's. ``--old REV`` measures the code of
-a git revision the same way (exported to a temporary directory and put first on the path), for
-the figures before a change: the jobs it lost and its time.
+``--route files`` (the default) reads the schedd's history file (``pool.history_files``);
+``--route query`` asks the schedd (``Schedd.history``, in parts of ``--piece`` jobs when the
+backlog is longer). The schedd's history helper (a ``condor_history`` it starts per query)
+scans the file; its CPU time, taken from the schedd's reaped children, is shown beside each,
+not counted in the ratio: it is the schedd's work, not the client's. ``--old REV`` measures the
+code of a git revision the same way (exported to a temporary directory and put first on the
+path), for the figures before a change.
 
 Run with ``python benchmarks/bench_live_history.py [--sizes 100000 1000000] [--order realistic]
-[--old REV]``. It needs about 12 GB of disk at 1,000,000 jobs (the dump, the history file,
-condor_history's output), and memory for the bindings' answer, which htcondor2 returns whole
-(about 8 KB a job in the worker). Exits 0 when every target is met, 1 when one is not, 2 when
-nothing could be measured.
+[--route files|query] [--piece N] [--old REV]``. It needs about 12 GB of disk at 1,000,000 jobs
+(the dump twice, the history file, condor_history's output). Exits 0 when every target is met,
+1 when one is not, 2 when nothing could be measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -187,6 +192,59 @@ def _read_file(path: Path, work: Path, schedd: int) -> Run:
     return Run(run.label, run.cpu_s, run.wall_s, run.schedd_cpu_s, int(detail["jobs"]), detail)
 
 
+def _probe_once(pool: object, work: Path, schedd: int, files: str, piece: int) -> Run:
+    """``fairacct probe once`` of the pool into an embedded store, the schedd's history read as
+    the pass reads it (``files``: "[NAME=PATH]"): its CPU, wall, the schedd's, and the peaks of
+    the probe and of each process it started (the bindings' workers), polled from ``/proc``."""
+    state = work / "probe-once"
+    name, _, path = files.partition("=")
+    table = f'history_files = {{ "{name}" = "{path}" }}\n' if path else ""
+    config = work / "probe-once.toml"
+    config.write_text(
+        f'[pool]\nname = "bench"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 3600\n'  # type: ignore[attr-defined]
+        f'history_piece = {piece}\n{table}[sources]\nlive = true\n[probe]\nstate_dir = "{state}"\n'
+    )
+    before = _children_cpu(schedd)
+    began = time.perf_counter()
+    cmd = [sys.executable, "-m", "probes", "probe", "once", "--config", str(config)]
+    said, errors = work / "probe-once.out", work / "probe-once.err"
+    with open(said, "wb") as out, open(errors, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
+    peaks: dict[int, float] = {}
+    while True:  # reaped here, with its rusage; its peaks polled until then
+        for pid in [proc.pid, *_descendants(proc.pid)]:
+            with contextlib.suppress(OSError, RuntimeError):  # gone, or a zombie: its peak was taken before
+                peaks[pid] = max(peaks.get(pid, 0.0), peak_rss_mb(pid))
+        done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.2)
+    wall = time.perf_counter() - began
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"probe once failed ({status}):\n{errors.read_text()[-3000:]}")
+    with sqlite3.connect(state / "fairacct.sqlite") as db:
+        stored, distinct = db.execute("SELECT count(*), count(DISTINCT id) FROM job").fetchone()
+    probe = peaks.pop(proc.pid, 0.0)
+    lines = [line for line in said.read_text().splitlines() if "history" in line or line.startswith("job:")]
+    detail = {"probe_peak_mb": round(probe), "workers_peak_mb": round(max(peaks.values(), default=0.0)),
+              "stored": stored, "distinct": distinct, "said": lines}  # fmt: skip
+    return Run("probe once (records, store)", usage.ru_utime + usage.ru_stime, wall, _children_cpu(schedd) - before,
+               stored, detail)  # fmt: skip
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
+                for child in map(int, fh.read().split()):
+                    found += [child, *_descendants(child)]
+    except OSError:
+        pass
+    return found
+
+
 def _row(run: Run, base: Run | None) -> None:
     ratio = f"{run.wall_s / base.wall_s:>6.2f} {run.cpu_s / base.cpu_s:>6.2f}" if base else f"{'':>6} {'':>6}"
     print(f"{run.label:<34} {run.jobs:>9,} {run.wall_s:>9.1f} {run.cpu_s:>9.1f} {ratio} {run.schedd_cpu_s:>10.1f}",
@@ -194,7 +252,7 @@ def _row(run: Run, base: Run | None) -> None:
 
 
 def _one_size(
-    n: int, pool: object, data: Path, work: Path, realistic: bool, old: Path | None, route: str
+    n: int, pool: object, data: Path, work: Path, realistic: bool, old: Path | None, route: str, piece: int
 ) -> list[tuple[bool, str]]:
     from tests.htcondor_pool import HTCondorPool
 
@@ -205,6 +263,7 @@ def _one_size(
     schedd = pool.daemon_pid("condor_schedd")
     address = pool.tool("condor_status", "-schedd", "-af", "MyAddress").strip()
     files = f"{name}={history}" if route == "files" else ""
+    files += f"@{piece}"
     print(f"\n{n:,} jobs in {history} ({'realistic' if realistic else 'generated'} order), schedd {address}")
     print(f"{'':<34} {'jobs':>9} {'wall s':>9} {'CPU s':>9} {'x wall':>6} {'x CPU':>6} {'schedd CPU':>10}")
     long_out = work / f"condor_history-{n}.long"
@@ -235,6 +294,19 @@ def _one_size(
               f"calls {first.detail['pages']}, worker peak {first.detail.get('worker_peak_mb', '?')} MB, "
               f"probe peak {first.detail.get('peak_mb', '?')} MB")  # fmt: skip
         if code is None:
+            once = _probe_once(pool, work, schedd, files.partition("@")[0], piece)
+            _row(once, ch)
+            d = once.detail
+            print(f"  probe once: {d['stored']:,} job records stored ({d['distinct']:,} distinct), probe peak "
+                  f"{d['probe_peak_mb']:,} MB, bindings' workers peak {d['workers_peak_mb']:,} MB; it said "
+                  f"{d['said']}")  # fmt: skip
+            peak = int(d["probe_peak_mb"]) + int(d["workers_peak_mb"])  # type: ignore[call-overload]
+            once_ok = d["stored"] == d["distinct"] == len(expected)
+            checks.append((once_ok, f"{n:,} jobs: probe once stored each job once"))
+            if n >= 1_000_000:
+                said = f"{n:,} jobs: probe once, probe and workers peak {peak:,} MB <= {MAX_PEAK_MB}"
+                checks.append((peak <= MAX_PEAK_MB, said))
+        if code is None:
             checks += [
                 (first.wall_s <= MAX_RATIO * ch.wall_s,
                  f"{n:,} jobs: live pass wall {first.wall_s:.1f} s <= {MAX_RATIO} x condor_history's {ch.wall_s:.1f}"),
@@ -261,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--order", choices=("generated", "realistic"), default="generated")
     parser.add_argument("--route", choices=("files", "query"), default="files",
                         help="read the schedd's history files (pool.history_files), or ask the schedd")  # fmt: skip
+    parser.add_argument("--piece", type=int, default=50_000, help="pool.history_piece")
     parser.add_argument("--old", metavar="REV", help="also measure the code of this git revision (before a change)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="where the generated dumps are kept")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -284,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = start_pool(SHARED)
         try:
             for n in args.sizes:
-                checks += _one_size(n, pool, args.data, work, args.order == "realistic", old, args.route)
+                checks += _one_size(n, pool, args.data, work, args.order == "realistic", old, args.route, args.piece)
         finally:
             remove(pool)
     return verdict(checks)
@@ -310,7 +383,9 @@ def _worker(
     from probes.pipeline.reading import live_pool
 
     pool: dict[str, object] = {"name": "bench", "condor_config": condor_config, "timeout_s": 3600}
-    if files:  # "NAME=PATH"
+    files, _, piece = files.partition("@")  # "[NAME=PATH]@PIECE"
+    pool["history_piece"] = int(piece or 50_000)
+    if files:
         pool["history_files"] = dict([files.split("=", 1)])
     live = live_pool(parse_config({"pool": pool, "sources": {"live": True}}))
     schedds, _ = live.schedds()

@@ -64,8 +64,10 @@ class PoolSettings(Section):
     history_piece: int = Field(
         50000,
         ge=1,
-        description="Jobs of a pass over a schedd's history files (history_files) read, recorded and committed "
-        "at a time, with a checkpoint: what a backlog holds in memory, and where a pass cut short resumes.",
+        description="Jobs of a history pass read, recorded and committed at a time, each part with its "
+        "checkpoint: what a backlog holds in memory, and where a pass cut short resumes. A schedd's files "
+        "(history_files) are read once in such pieces; a schedd asked whose backlog is longer is asked in "
+        "parts of about this many jobs, each part a scan of the backlog by the schedd.",
     )
     history_lookback_s: float = Field(
         3600.0,

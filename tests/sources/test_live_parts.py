@@ -77,3 +77,39 @@ def test_the_names_imported_from_the_live_module_stay_importable() -> None:
         "history_since", "idle_projection", "slot_projection",
     ]:  # fmt: skip
         assert name in live.__all__ and getattr(live, name) is not None
+
+
+def test_the_parts_of_a_history_hold_every_job_once_as_the_schedd_evaluates_them() -> None:
+    """``history_part_constraint`` evaluated by classad2 (as the schedd does) puts each job in
+    exactly one part of ``m``, the part ``job_part`` says; part ``r`` of ``m`` is parts ``r``
+    and ``r + m`` of ``2 m``; and the two marks are answered whatever the job constraint."""
+    import classad2
+
+    from probes.sources.live.projections import history_part_constraint, job_part
+
+    mark = {"tail": ["vm#7.0#100", "vm#6.0#90"]}
+    jobs = [(c, p) for c in (1, 2, 3, 17, 1000, 123456789) for p in (0, 1, 2, 63, 64, 1000)]
+
+    def answered(constraint: str, cluster: int, proc: int, owner: str = "alice") -> bool:
+        ad = classad2.ClassAd({"ClusterId": cluster, "ProcId": proc, "Owner": owner,
+                               "GlobalJobId": f"vm#{cluster}.{proc}#100"})  # fmt: skip
+        return classad2.ExprTree(constraint).eval(ad) is True  # undefined (a Value) is not an answer
+
+    for m in (1, 2, 8, 64):
+        for cluster, proc in jobs:
+            parts = [
+                r for r in range(m) if answered(history_part_constraint("", None, (r, m), "vm#9.9#1"), cluster, proc)
+            ]
+            assert parts == [job_part(f"vm#{cluster}.{proc}#100", m)], (cluster, proc, m)
+            halves = [
+                r for r in range(2 * m) if answered(history_part_constraint("", None, (r, 2 * m), "x"), cluster, proc)
+            ]
+            assert halves[0] % m == parts[0]
+    owner_is_bob = 'Owner == "bob"'
+    assert not answered(history_part_constraint(owner_is_bob, mark, (0, 1), "vm#9.0#100"), 3, 0)
+    assert answered(history_part_constraint(owner_is_bob, mark, (0, 1), "vm#9.0#100"), 3, 0, "bob")
+    for marked in ((7, 0), (9, 0)):  # the checkpoint's newest job and the pass's: in every part
+        assert all(
+            answered(history_part_constraint(owner_is_bob, mark, (r, 4), "vm#9.0#100"), *marked) for r in range(4)
+        )
+    assert job_part("vm#12#100", 4) is None and job_part("odd", 4) is None
