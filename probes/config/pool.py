@@ -52,7 +52,7 @@ class PoolSettings(Section):
         10000,
         ge=1,
         description="Jobs of a schedd's history answer converted at a time (one Schedd.history call a pass "
-        "reads the whole backlog, from the checkpoint's position in the history file).",
+        "reads a backlog of up to history_piece jobs, from the checkpoint's position in the history file).",
     )
     history_files: dict[str, str] = Field(
         default_factory=dict,

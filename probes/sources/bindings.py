@@ -19,9 +19,9 @@ freed in the worker once sent, so that neither side pickles, or holds twice, a s
 history or a collector's whole answer: :meth:`Bindings.stream` hands them over a chunk at a
 time (the bindings answer both as one list, which the worker alone holds, less what it sent).
 
-A schedd's history is one call however long it is (``Schedd.history`` answers a list, and a
-history read in several calls would rescan the file from its end for each), and so is a
-collector's startd ads, so their deadline is
+A schedd's history answer (up to ``pool.history_piece`` jobs: ``Schedd.history`` answers a list,
+which the worker holds) is one call however long it takes, and so is a collector's startd ads,
+so their deadline is
 not the call's length but the worker's silence: a stream waits as long as the worker keeps
 receiving (it spends CPU time on every ad the schedd sends), and is abandoned once it has spent
 none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``timeout_s`` is the

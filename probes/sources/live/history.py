@@ -1,18 +1,22 @@
 """The history pass of a live pool: every schedd's new jobs, and where the next pass starts.
 
-Per schedd, one ``Schedd.history(constraint, projection, since=...)`` call per pass, read as it
-streams in (a chunk of ``pool.history_match`` jobs converted at a time). The schedd scans its
+Per schedd, one ``Schedd.history(constraint, projection, match, since=...)`` call per pass, read
+as it streams in (a chunk of ``pool.history_match`` jobs converted at a time), for a backlog of
+up to ``pool.history_piece`` jobs: the bindings' worker holds an answer whole, so a longer one is
+asked in parts (:meth:`HistoryPass._query_pieces`), and a schedd whose history files the probe
+reads (``pool.history_files``) is read from them (:mod:`probes.sources.history_files`); each
+part is handed on with its checkpoint, to be committed before the next. The schedd scans its
 history file backwards from its end, in the order jobs left its queue, which is not the order
 they ended; so the checkpoint is a position in that file, not a time: the scan stops
 (``since``) at the newest jobs the last pass read, and every job answered before them is new,
 however long ago it ended (:func:`probes.sources.checkpoints.new_schedd_jobs`, which also says
-what is logged when a schedd's history lost that position or does not apply ``since``). One
-scan of the file, however long the backlog: paging it by end time rescanned the file for every
-page and lost, for good, a job found past a page's boundary that ended later than the
-boundary. A checkpoint of an older probe (an end time and the ids at it) is read once more as
-it was (the scan stopping ``pool.history_lookback_s`` before it) and left positioned. The
-checkpoint is returned, never written here: it reaches the outbox in the transaction of the
-records.
+what is logged when a schedd's history lost that position or does not apply ``since``). Paging
+it by end time (an earlier release) lost, for good, a job found past a page's boundary that
+ended later than the boundary: the parts here are of jobs by id, each placed in the file by the
+job that was newest when the pass began. A checkpoint of an older probe (an end time and the
+ids at it) is read once more as it was (the scan stopping ``pool.history_lookback_s`` before
+it) and left positioned. The checkpoint is returned, never written here: it reaches the outbox
+in the transaction of the records.
 """
 
 from __future__ import annotations
