@@ -16,8 +16,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,10 +28,10 @@ from probes.pipeline.reading import live_pool
 from probes.sources.checkpoints import checkpoint_key
 from probes.sources.history import read_history
 from tests.htcondor_pool import HTCondorPool
+from tests.pipeline.test_cycle import probe_once
 from tests.sources.test_live_history_pool import _benchmark_module, schedd_history  # noqa: F401 - a fixture
 from tests.sources.test_live_pool import by, pool_config
 
-ROOT = Path(__file__).resolve().parents[2]
 N_JOBS = 2000
 PIECE = 300
 KEY = checkpoint_key("vm")
@@ -194,16 +192,6 @@ def test_a_file_of_another_schedd_is_refused_by_name(
     assert os.path.exists(generated)
 
 
-def _probe_once(config: Path, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "FAIRACCT_CRASH_AT"}
-    if crash_at:
-        env["FAIRACCT_CRASH_AT"] = crash_at
-    return subprocess.run(
-        [sys.executable, "-m", "probes", "probe", "once", "--config", str(config)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
 def test_probe_once_commits_each_piece_and_resumes_after_a_kill(
     htcondor_pool: HTCondorPool, generated: Path, tmp_path: Path
 ) -> None:
@@ -222,11 +210,11 @@ live = true
 state_dir = "{tmp_path / "state"}"
 """
     )
-    killed = _probe_once(config, crash_at="after-commit:3")
+    killed = probe_once(config, crash_at="after-commit:3")
     assert killed.returncode == -9, killed.stderr
     with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:  # the two pieces, durable
         assert outbox.status().depth.get("job") == 2 * PIECE
-    again = _probe_once(config)
+    again = probe_once(config)
     assert again.returncode == 0, again.stderr
     assert f"{N_JOBS - 2 * PIECE} jobs from the history" in again.stdout
     with sqlite3.connect(tmp_path / "state" / "fairacct.sqlite") as db:
