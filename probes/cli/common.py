@@ -230,7 +230,7 @@ def check_source_files(config: ProbeConfig) -> None:
     fails (the failure is a log line and a count), as a folder may be mounted later."""
     from probes.errors import SourceError
     from probes.pipeline.reading import FILE_SOURCES
-    from probes.sources.history_files import history_files
+    from probes.sources.history_files import schedd_history_files
     from probes.sources.history_folder import list_folder
     from probes.sources.inputs import open_input
 
@@ -245,7 +245,7 @@ def check_source_files(config: ProbeConfig) -> None:
                 raise ConfigError(f"sources.{key}[{i}]: {exc}") from exc
     for name, path in config.pool.history_files.items():  # each file of a schedd's history opened
         try:
-            for file in history_files(path):
+            for file in schedd_history_files(path):
                 open_input(file, "a schedd's history").close()
         except SourceError as exc:
             raise ConfigError(f"pool.history_files.{name}: {exc}") from exc

@@ -404,13 +404,13 @@ class ProbeCycle:
         schedd's history files, ``pool.history_piece`` jobs each), so a backlog is never held
         whole, and a pass cut short resumes after its last part. The result holds the last
         part's jobs and records, and the counts of all (``read.jobs_read``, ``counts``)."""
-        parts: list[Ran[HistoryStep]] = []
+        ran: Ran[HistoryStep] | None = None
         for reading in self.sources.history_pieces(outbox.checkpoint):
             step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
-            parts.append(Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status()))
-            if len(parts) > 1:  # what is kept of the parts before: their counts
-                parts[:2] = [_joined_runs(parts[0], parts[1])]
-        return parts[0]
+            part = Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
+            ran = part if ran is None else _joined_runs(ran, part)  # of the parts before, their counts
+        assert ran is not None, "history_pieces yields at least one part"
+        return ran
 
     def fairshare(self, outbox: Outbox, *, now: float) -> Ran[Batch]:
         """Commit the ``fairshare`` records of every window closed by ``now`` (:func:`fairshare_step`)."""

@@ -48,6 +48,7 @@ __all__ = [
     "job_columns",
     "jobs_table",
     "odd_integers",
+    "placed_jobs",
     "read_history",
 ]
 
@@ -309,6 +310,17 @@ def _renamed(
 
 def _attrs(reading: JobReading) -> list[Attr]:
     return unique_attrs([*job_attrs(reading), MY_TYPE])
+
+
+def placed_jobs(jobs: pd.DataFrame, tally: ReadTally) -> pd.DataFrame:
+    """The jobs of a schedd's history that a checkpoint can place: with a GlobalJobId and an
+    end time; the others skipped and counted in ``tally``."""
+    usable = jobs["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(jobs["end"]).to_numpy(dtype=np.float64))
+    if usable.all():
+        return jobs
+    tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))
+    kept: pd.DataFrame = jobs[usable].reset_index(drop=True)
+    return kept
 
 
 def jobs_table(ads: AdColumns, reading: JobReading, tally: ReadTally | None = None) -> pd.DataFrame:

@@ -29,17 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy as np
 import pandas as pd
 
 from probes.errors import SourceError
 from probes.sources.checkpoints import TAIL, history_lost, history_rewritten, new_jobs, schedd_mark
-from probes.sources.history import JOB_COLUMNS, iter_history
+from probes.sources.history import JOB_COLUMNS, iter_history, placed_jobs
 from probes.sources.inputs import FileRange
+from probes.sources.queue import cluster_proc
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
-__all__ = ["FilePiece", "history_files", "read_history_files"]
+__all__ = ["FilePiece", "read_history_files", "schedd_history_files"]
 
 #: A rotated history file's suffix: HTCondor renames ``history`` to ``history.<UTC time>`` when
 #: it reaches MAX_HISTORY_LOG (``history.20261129T093512``), so names sort as they were written.
@@ -61,7 +61,7 @@ class FilePiece:
     problem: str | None = None
 
 
-def history_files(path: str | os.PathLike[str]) -> list[Path]:
+def schedd_history_files(path: str | os.PathLike[str]) -> list[Path]:
     """The schedd's history ``path`` and its rotations, oldest first; :class:`SourceError`
     naming ``path`` when there is neither or its folder cannot be listed."""
     current = Path(path)
@@ -154,18 +154,11 @@ def _after_job(text: _Text, job: str) -> int | None:
     return None if stop < 0 else stop + 1
 
 
-def _cluster_proc(job: str) -> tuple[bytes, bytes] | None:
-    """(ClusterId, ProcId) of a GlobalJobId (``schedd#cluster.proc#time``)."""
-    parts = job.split("#")
-    cluster, dot, proc = parts[1].partition(".") if len(parts) == 3 else ("", "", "")
-    return (cluster.encode(), proc.encode()) if dot else None
-
-
 def _position(files: Sequence[Path], mark: Mapping[str, Any]) -> tuple[int, int, int] | None:
     """(file index, offset, line there) after ``tail[0]``'s ad: from ``at`` when its file still
     holds that job's banner there, else by searching the files, newest first."""
     job = mark["tail"][0]
-    at, ids = mark.get("at"), _cluster_proc(job)
+    at, ids = mark.get("at"), cluster_proc(job)
     for i, path in enumerate(files):
         if not at or ids is None:
             break
@@ -176,7 +169,7 @@ def _position(files: Sequence[Path], mark: Mapping[str, Any]) -> tuple[int, int,
             window = max(0, at["offset"] - _BANNER_BYTES)
             begin = text.rfind(b"\n", window, at["offset"] - 1) + 1 or window
             banner = _BANNER_IDS.match(text.read(begin, at["offset"]))
-        if banner is not None and banner.groups() == ids:
+        if banner is not None and tuple(map(int, banner.groups())) == ids:
             return i, at["offset"], at["line"]
         break
     for i in reversed(range(len(files))):
@@ -210,7 +203,7 @@ def read_history_files(
     checkpoint, or one of a probe before positions: its ``end`` and ``ids`` decide), every file
     is read; a position the files no longer hold is said as :func:`new_schedd_jobs` says it.
     ``on_part(jobs)`` after each part read (a progress bar)."""
-    files = history_files(path)
+    files = schedd_history_files(path)
     what = f"schedd {schedd}"
     start, problem, by_end = (0, 0, 1), None, bool(mark) and not (mark or {}).get("tail")
     if mark and mark.get("tail"):
@@ -239,10 +232,7 @@ def read_history_files(
     for part in iter_history(ranges, reading, tally):
         if on_part is not None:
             on_part(len(part))
-        usable = part["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(part["end"]).to_numpy(dtype=np.float64))
-        if not usable.all():
-            tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))
-            part = part[usable]
+        part = placed_jobs(part, tally)
         if by_end and mark:
             part, _ = new_jobs(part, mark)
         if not checked and len(part):

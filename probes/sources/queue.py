@@ -33,7 +33,15 @@ from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import JobReading
 
-__all__ = ["IDLE_COLUMNS", "expand_job_ids", "idle_table", "queue_attrs", "read_idle", "running_job_ids"]
+__all__ = [
+    "IDLE_COLUMNS",
+    "cluster_proc",
+    "expand_job_ids",
+    "idle_table",
+    "queue_attrs",
+    "read_idle",
+    "running_job_ids",
+]
 
 IDLE = 1
 REQUESTS = ("request_cpus", "request_memory", "request_disk", "request_gpus")
@@ -185,6 +193,13 @@ def _local_id(job_id: str) -> str:
     """'schedd#11.2#1795269336' -> '11.2'; '11.2' stays."""
     parts = job_id.split("#")
     return parts[1] if len(parts) == 3 else job_id
+
+
+def cluster_proc(job_id: str) -> tuple[int, int] | None:
+    """(ClusterId, ProcId) of a GlobalJobId: 'schedd#11.2#1795269336' -> (11, 2); None when it
+    does not say."""
+    cluster, dot, proc = _local_id(job_id).partition(".")
+    return (int(cluster), int(proc)) if dot and cluster.isdigit() and proc.isdigit() else None
 
 
 def _schedd(global_ids: Iterable[object]) -> list[str | None]:

@@ -38,7 +38,7 @@ from probes.errors import SourceError
 from probes.sources.checkpoints import TAIL, checkpoint_key, new_schedd_jobs, schedd_mark
 from probes.sources.classad import AdColumns, columns_from_classads
 from probes.sources.frames import stack
-from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table
+from probes.sources.history import JOB_COLUMNS, job_attrs, jobs_table, placed_jobs
 from probes.sources.history_files import read_history_files
 from probes.sources.live.calls import Calls, close_stream, missing_refs
 from probes.sources.live.projections import (
@@ -77,6 +77,11 @@ class HistoryRead:
     pages: dict[str, int] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+
+
+def _settled(mark: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A schedd's checkpoint without the parts of a pass in progress (``pass``)."""
+    return {k: v for k, v in mark.items() if k != "pass"} if mark else None
 
 
 def _failed(name: str, why: str) -> HistoryRead:
@@ -185,8 +190,7 @@ class HistoryPass:
             "the backlog by the schedd",
             name, backlog, self.pool.history_piece, m,
         )  # fmt: skip
-        start = {k: v for k, v in mark.items() if k != "pass"} if mark else None
-        return {"newest": newest, "tail": ids[:TAIL], "todo": [[r, m] for r in range(m)], "from": start}
+        return {"newest": newest, "tail": ids[:TAIL], "todo": [[r, m] for r in range(m)], "from": _settled(mark)}
 
     def _count_part(
         self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None, newest: str, part: tuple[int, int]
@@ -223,7 +227,7 @@ class HistoryPass:
     ) -> Iterator[HistoryRead]:
         """Each part of ``progress`` asked and handed on with the checkpoint after it."""
         base = progress["from"]  # where the pass stops, as it was when it began
-        current: dict[str, Any] | None = {k: v for k, v in mark.items() if k != "pass"} if mark else None
+        current = _settled(mark)
         todo = [list(p) for p in progress["todo"]]
         newest = progress["newest"]
         while todo:
@@ -245,29 +249,16 @@ class HistoryPass:
             if problem:
                 log.warning("%s", problem)
             todo = todo[1:]
-            settled = {k: v for k, v in current.items() if k != "pass"} if current else None
             if todo:  # the stop of the scan stays where it was until the last part
-                current = schedd_mark(settled, [], fresh) | {"pass": {**progress, "todo": todo}}
+                current = schedd_mark(_settled(current), [], fresh) | {"pass": {**progress, "todo": todo}}
             else:
-                current = schedd_mark(settled, list(progress["tail"]), fresh)
+                current = schedd_mark(_settled(current), list(progress["tail"]), fresh)
             yield HistoryRead(fresh, {key: current}, rep, {name: n}, {}, {f"schedd:{name}": problem} if problem else {})
 
     def _file_pieces(self, name: str, key: str, mark: Mapping[str, Any] | None) -> Iterator[HistoryRead]:
         """:func:`read_history_files` of schedd ``name``, as parts of the pass."""
         path = self.pool.history_files[name]
-        what = f"schedd {name}: history files"
-        done = 0
-        started = said = time.monotonic()
-
-        def on_part(n: int) -> None:
-            nonlocal done, said
-            done += n
-            if self.on_progress is not None:
-                self.on_progress(name, n)
-            if (now := time.monotonic()) - said >= self.progress_every_s:
-                said = now
-                log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
-
+        on_part = self._progress(name, f"schedd {name}: history files")
         try:
             for piece in read_history_files(name, path, mark, self.reading, self.pool.history_piece, on_part=on_part):
                 if piece.problem:
@@ -277,6 +268,23 @@ class HistoryPass:
                 yield HistoryRead(piece.jobs, marks, piece.report, {name: 0}, {}, problems)
         except SourceError as exc:
             yield _failed(name, str(exc))
+
+    def _progress(self, name: str, what: str) -> Callable[[int], None]:
+        """How far a long answer got: ``on_progress(name, jobs)`` after each part, and a log
+        line every ``progress_every_s``."""
+        done = 0
+        started = said = time.monotonic()
+
+        def advance(n: int) -> None:
+            nonlocal done, said
+            done += n
+            if self.on_progress is not None:
+                self.on_progress(name, n)
+            if (now := time.monotonic()) - said >= self.progress_every_s:
+                said = now
+                log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
+
+        return advance
 
     def _schedd_history(
         self, name: str, location: classad2.ClassAd, mark: Mapping[str, Any] | None, constraint: str, *, match: int
@@ -312,17 +320,13 @@ class HistoryPass:
         tally = ReadTally()
         parts: list[AdColumns] = []
         ads = iter(answer)
-        started = said = time.monotonic()
+        advance = self._progress(name, what)
         try:
             for first in itertools.count(0, self.pool.history_match):
                 chunk = self.calls.next_ads(what, ads, self.pool.history_match, first)
                 if not chunk:
                     break
-                if self.on_progress is not None:
-                    self.on_progress(name, len(chunk))
-                if (now := time.monotonic()) - said >= self.progress_every_s:
-                    said, done = now, first + len(chunk)
-                    log.info("%s: %d jobs read so far, %.0f a second", what, done, done / max(now - started, 1e-9))
+                advance(len(chunk))
                 missing = missing_refs(chunk, projection)
                 if missing:
                     self.calls.learned["history"] |= missing
@@ -339,8 +343,4 @@ class HistoryPass:
         finally:
             close_stream(ads)  # a stream left early (asked again, a failure) frees its worker
         jobs = jobs_table(AdColumns.concat(parts, attrs), self.reading, tally)  # impossible jobs quarantined
-        usable = jobs["job_id"].notna().to_numpy() & np.isfinite(pd.to_numeric(jobs["end"]).to_numpy(dtype=np.float64))
-        if not usable.all():
-            tally.reject("GlobalJobId or end time: missing, the job was skipped", int((~usable).sum()))
-            jobs = jobs[usable].reset_index(drop=True)
-        return jobs, tally.report()
+        return placed_jobs(jobs, tally), tally.report()

@@ -17,7 +17,7 @@ import classad2
 
 from probes.sources.classad import Attr
 from probes.sources.history import job_attrs
-from probes.sources.queue import queue_attrs
+from probes.sources.queue import cluster_proc, queue_attrs
 from probes.sources.settings import JobReading, SlotReading
 from probes.sources.status import child_list_attrs, slot_attrs
 
@@ -150,11 +150,8 @@ def _job_is(job: str) -> str:
 def job_part(job_id: str, m: int) -> int | None:
     """The part of ``m`` the job of GlobalJobId ``job_id`` (``schedd#cluster.proc#time``) is in,
     as :func:`history_part_constraint` has it; None when the id does not say."""
-    pieces = job_id.split("#")
-    cluster, dot, proc = pieces[1].partition(".") if len(pieces) == 3 else ("", "", "")
-    if not (dot and cluster.isdigit() and proc.isdigit()):
-        return None
-    return (int(cluster) + int(proc)) % m
+    ids = cluster_proc(job_id)
+    return None if ids is None else sum(ids) % m
 
 
 def history_since(checkpoint: Mapping[str, Any] | None, lookback_s: float) -> str | None:
