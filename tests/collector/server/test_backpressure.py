@@ -74,10 +74,15 @@ def test_a_drained_backlog_gives_the_outbox_file_back(start_collector: Any) -> N
         held.execute("ROLLBACK")
         held.close()
     deadline = time.monotonic() + 20
-    # (a round that saw the outbox empty before the posts may give back a few KiB first: "0 MiB")
-    while not re.search(r"outbox: [1-9]\d* MiB given back", c.log) and time.monotonic() < deadline:
+
+    def given_back() -> int:  # MiB, over every drain: under load the backlog may drain in two
+        return sum(
+            int(n) for n in re.findall(r"outbox: (\d+) MiB given back to the file system after a backlog", c.log)
+        )
+
+    while given_back() < 9 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert re.search(r"outbox: (9|10|11) MiB given back to the file system after a backlog", c.log), c.log[-2000:]
+    assert 9 <= given_back() <= 11, c.log[-2000:]
     # the file is cut at the next checkpoint: the records passed through it (~10 MB), and
     # all but 1 MiB of the pages they freed went back
     while (state / "outbox.sqlite").stat().st_size >= 3 << 20 and time.monotonic() < deadline:
