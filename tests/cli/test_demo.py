@@ -84,7 +84,11 @@ def test_the_exports_books_agree_with_the_report(demo: Path) -> None:
     does: a committee that opens both reads the same books."""
     from openpyxl import load_workbook
 
-    sheet = list(load_workbook(demo / "usage.xlsx", read_only=True)["audit"].iter_rows(values_only=True))
+    book = load_workbook(demo / "usage.xlsx", read_only=True)  # read-only keeps the file open until close()
+    try:
+        sheet = list(book["audit"].iter_rows(values_only=True))
+    finally:
+        book.close()
     table = sheet[1 : sheet.index((None,) * len(sheet[0]))]  # the columns' meanings follow a blank row
     rows = [dict(zip(sheet[0], row, strict=True)) for row in table]
     assert len(rows) == 18
