@@ -28,8 +28,10 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
 
 
-def peak_rss_mb_of(pid: int | str) -> float | None:
-    """:func:`peak_rss_mb` of a process that may have exited by now (None then)."""
+def peak_rss_mb_of(pid: int | str | None) -> float | None:
+    """:func:`peak_rss_mb` of a process that may have exited by now, or never started (None then)."""
+    if pid is None:
+        return None
     try:
         return peak_rss_mb(pid)
     except OSError:

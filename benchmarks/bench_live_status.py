@@ -53,6 +53,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from _verdict import verdict  # benchmarks/ is on the path when a benchmark runs
 from _worker import peak_rss_mb, peak_rss_mb_of
@@ -303,8 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- the measured processes --------------------------------------------------------------------------
 
 
-def _table_mb(snapshot: object) -> float:
-    return round(sum(int(t.memory_usage(deep=True).sum()) for t in (snapshot.slots, snapshot.allocations)) / 1e6)  # type: ignore[attr-defined]
+def _table_mb(snapshot: Any) -> float:
+    """MB of a snapshot's two tables (a benchmark's worker imports the code under test late)."""
+    return round(sum(int(t.memory_usage(deep=True).sum()) for t in (snapshot.slots, snapshot.allocations)) / 1e6)
 
 
 def _worker(kind: str, where: str) -> int:
