@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from pathlib import Path
 
 import openpyxl
@@ -190,9 +191,9 @@ def test_a_collectors_config_finds_its_store_under_collector_state_dir(
 
     state = tmp_path / "collector-state"
     state.mkdir()
-    with (
-        sqlite3.connect(demo_config.parent / "state" / "fairacct.sqlite") as a,
-        sqlite3.connect(state / "store.sqlite") as b,
+    with (  # a connection's own context ends a transaction; closing() closes it
+        closing(sqlite3.connect(demo_config.parent / "state" / "fairacct.sqlite")) as a,
+        closing(sqlite3.connect(state / "store.sqlite")) as b,
     ):
         a.backup(b)
     config = tmp_path / "collector.toml"
