@@ -294,19 +294,6 @@ def _one_size(
               f"calls {first.detail['pages']}, worker peak {first.detail.get('worker_peak_mb', '?')} MB, "
               f"probe peak {first.detail.get('peak_mb', '?')} MB")  # fmt: skip
         if code is None:
-            once = _probe_once(pool, work, schedd, files.partition("@")[0], piece)
-            _row(once, ch)
-            d = once.detail
-            print(f"  probe once: {d['stored']:,} job records stored ({d['distinct']:,} distinct), probe peak "
-                  f"{d['probe_peak_mb']:,} MB, bindings' workers peak {d['workers_peak_mb']:,} MB; it said "
-                  f"{d['said']}")  # fmt: skip
-            peak = int(d["probe_peak_mb"]) + int(d["workers_peak_mb"])  # type: ignore[call-overload]
-            once_ok = d["stored"] == d["distinct"] == len(expected)
-            checks.append((once_ok, f"{n:,} jobs: probe once stored each job once"))
-            if n >= 1_000_000:
-                said = f"{n:,} jobs: probe once, probe and workers peak {peak:,} MB <= {MAX_PEAK_MB}"
-                checks.append((peak <= MAX_PEAK_MB, said))
-        if code is None:
             checks += [
                 (first.wall_s <= MAX_RATIO * ch.wall_s,
                  f"{n:,} jobs: live pass wall {first.wall_s:.1f} s <= {MAX_RATIO} x condor_history's {ch.wall_s:.1f}"),
@@ -324,6 +311,18 @@ def _one_size(
                 checks.append(
                     (peak <= MAX_PEAK_MB, f"{n:,} jobs: probe plus worker peak {peak:,} MB <= {MAX_PEAK_MB:,}")
                 )
+            once = _probe_once(pool, work, schedd, files.partition("@")[0], piece)
+            _row(once, ch)
+            d = once.detail
+            print(f"  probe once: {d['stored']:,} job records stored ({d['distinct']:,} distinct), probe peak "
+                  f"{d['probe_peak_mb']:,} MB, bindings' workers peak {d['workers_peak_mb']:,} MB; it said "
+                  f"{d['said']}")  # fmt: skip
+            peak = int(d["probe_peak_mb"]) + int(d["workers_peak_mb"])  # type: ignore[call-overload]
+            once_ok = d["stored"] == d["distinct"] == len(expected)
+            checks.append((once_ok, f"{n:,} jobs: probe once stored each job once"))
+            if n >= 1_000_000:
+                said = f"{n:,} jobs: probe once, probe and workers peak {peak:,} MB <= {MAX_PEAK_MB}"
+                checks.append((peak <= MAX_PEAK_MB, said))
     return checks
 
 

@@ -58,7 +58,7 @@ from probes.config.store import UPSTREAM, UPSTREAM_JOBS
 from probes.pipeline.fairness_buckets import snapshot_fairness
 from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
-from probes.pipeline.reading import Checkpoint, Reading, Sources, combined_reports
+from probes.pipeline.reading import Checkpoint, Reading, Sources, joined
 from probes.pipeline.records import Records, fairshare_docs, gap_docs, job_docs, snapshot_docs, with_penalty_usage
 from probes.pipeline.usage import fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import (
@@ -110,6 +110,10 @@ class Batch:
     records: Records = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
     derive: Derived | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Records by kind."""
+        return {kind: len(docs) for kind, docs in self.records.items()}
 
 
 @dataclass(frozen=True)
@@ -345,21 +349,14 @@ class Ran(Generic[StepT]):
         """Records committed, by kind."""
         if self.counts is not None:
             return dict(self.counts)
-        return {kind: len(docs) for kind, docs in self.committed.records.items()}
+        return self.committed.counts()
 
 
 def _joined_runs(first: Ran[HistoryStep], then: Ran[HistoryStep]) -> Ran[HistoryStep]:
     """Two parts of one history job as one: ``then``'s tables and records, both's counts."""
     counts = Counter(first.enqueued)
     counts.update(then.enqueued)
-    read = replace(
-        then.read,
-        reports=combined_reports([first.read, then.read]),
-        checkpoints={**first.read.checkpoints, **then.read.checkpoints},
-        failures={**first.read.failures, **then.read.failures},
-        jobs_read=(first.read.job_count or 0) + (then.read.job_count or 0),
-    )
-    return Ran(read, then.step, then.committed, then.status, dict(counts))
+    return Ran(joined([first.read, then.read]), then.step, then.committed, then.status, dict(counts))
 
 
 class ProbeCycle:

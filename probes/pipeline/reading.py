@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +51,10 @@ __all__ = [
     "Reading",
     "Sources",
     "check_sources",
-    "combined_reports",
     "iter_jobs",
     "iter_live_history",
     "joined",
     "live_pool",
-    "read_live_history",
     "read_live_snapshot",
     "read_sources",
     "with_vos",
@@ -262,18 +260,13 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
     )
 
 
-def read_live_history(pool: LivePool, checkpoint: Checkpoint) -> Reading:
-    """The jobs of every schedd of a live pool past its checkpoint (``checkpoint(key)``: the
-    committed value), all :func:`iter_live_history`'s parts as one. A pool whose collectors all
-    fail raises :class:`SourceError`; a schedd that fails is left out and listed in
-    ``failures``, and its checkpoint stays where it was."""
-    return joined(list(iter_live_history(pool, checkpoint)))
-
-
 def iter_live_history(pool: LivePool, checkpoint: Checkpoint) -> Iterator[Reading]:
-    """:func:`read_live_history` in parts, each to be committed (with its checkpoints) before
-    the next is read: a schedd's history files are read ``pool.history_piece`` jobs at a time
-    (see :meth:`~probes.sources.live.LivePool.history_pieces`). At least one part."""
+    """The jobs of every schedd of a live pool past its checkpoint (``checkpoint(key)``: the
+    committed value), in parts, each to be committed (with its checkpoints) before the next is
+    read: a backlog longer than ``pool.history_piece`` jobs is never held whole (see
+    :meth:`~probes.sources.live.LivePool.history_pieces`). At least one part. A pool whose
+    collectors all fail raises :class:`SourceError`; a schedd that fails is left out and listed
+    in ``failures``, and its checkpoint stays where it was."""
     schedds, failures = pool.schedds()
     groups: frozenset[str] | None = None
     asked = False
@@ -294,26 +287,22 @@ def iter_live_history(pool: LivePool, checkpoint: Checkpoint) -> Iterator[Readin
         yield Reading(jobs=stack([], JOB_COLUMNS), reports={"history": ReadReport()}, failures=failures)
 
 
-def combined_reports(parts: Iterable[Reading]) -> dict[str, ReadReport]:
-    """The reports of ``parts`` of one read, source by source (``a | b``)."""
+def joined(parts: Sequence[Reading]) -> Reading:
+    """The parts of one history pass, committed one by one, as one reading: the last part's jobs
+    (the pass never holds them all) and the count of all (``jobs_read``), the reports combined
+    source by source, the checkpoints and failures of every part (a later one's last)."""
+    if len(parts) == 1:
+        return parts[0]
     reports: dict[str, ReadReport] = {}
     for part in parts:
         for name, report in part.reports.items():
             reports[name] = reports[name] | report if name in reports else report
-    return reports
-
-
-def joined(parts: Sequence[Reading]) -> Reading:
-    """The parts of one history pass as one reading: their jobs one after another, their
-    reports combined, the checkpoints of the last part of each source."""
-    if len(parts) == 1:
-        return parts[0]
-    frames = [p.jobs for p in parts if p.jobs is not None]
     return Reading(
-        jobs=stack(frames, JOB_COLUMNS) if frames else None,
-        reports=combined_reports(parts),
+        jobs=parts[-1].jobs,
+        reports=reports,
         checkpoints={k: v for p in parts for k, v in p.checkpoints.items()},
         failures={k: v for p in parts for k, v in p.failures.items()},
+        jobs_read=sum(p.job_count or 0 for p in parts),
     )
 
 
@@ -353,14 +342,11 @@ class Sources:
             return with_vos(read_live_snapshot(self.pool, now=now), self.config)
         return read_sources(self.config, strict=self.strict, only=("status_files", "idle_files"))
 
-    def history(self, checkpoint: Checkpoint) -> Reading:
-        """The jobs past their checkpoints (``checkpoint(key)``: the committed value); of
-        files, those named (none: nothing read). All :meth:`history_pieces` as one."""
-        return joined(list(self.history_pieces(checkpoint)))
-
     def history_pieces(self, checkpoint: Checkpoint) -> Iterator[Reading]:
-        """:meth:`history` in parts, each to be committed before the next is read (a live
-        schedd's history files a piece at a time; anything else in one part)."""
+        """The jobs past their checkpoints (``checkpoint(key)``: the committed value), in parts,
+        each to be committed before the next is read (a live schedd's backlog a piece at a
+        time: :func:`iter_live_history`); of files, those named, in one part (none: nothing
+        read)."""
         if self.pool is not None:
             for part in iter_live_history(self.pool, checkpoint):
                 yield with_vos(part, self.config)

@@ -492,8 +492,7 @@ class ProbeService:
         done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
         priority = Batch({"priority": encode_docs("priority", done.docs)} if done.docs else {})
         with Outbox(self.outbox_path) as outbox:
-            committed = self.cycle.commit(outbox, [priority])
-            self._committed({k: len(v) for k, v in committed.records.items()}, outbox.status())
+            self._committed(self.cycle.commit(outbox, [priority]).counts(), outbox.status())
         for command in done.commands:
             log.info("priority sync: %s", command)
         return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])

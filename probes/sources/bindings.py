@@ -21,11 +21,10 @@ time (the bindings answer both as one list, which the worker alone holds, less w
 
 A schedd's history answer (up to ``pool.history_piece`` jobs: ``Schedd.history`` answers a list,
 which the worker holds) is one call however long it takes, and so is a collector's startd ads,
-so their deadline is
-not the call's length but the worker's silence: a stream waits as long as the worker keeps
-receiving (it spends CPU time on every ad the schedd sends), and is abandoned once it has spent
-none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time, ``timeout_s`` is the
-deadline of each chunk, as of any call). The objects handed to
+so their deadline is not the call's length but the worker's silence: a stream waits as long as
+the worker keeps receiving (it spends CPU time on every ad the schedd sends), and is abandoned
+once it has spent none for ``timeout_s`` (where ``/proc`` does not tell a process's CPU time,
+``timeout_s`` is the deadline of each chunk, as of any call). The objects handed to
 :class:`~probes.sources.live.LivePool` (:meth:`Bindings.collector`, :meth:`Bindings.schedd`)
 have the bindings' method signatures, so the pool's code is the same for the bindings and for a
 test's fakes. :meth:`Bindings.negotiator`'s client departs from them once: it reads the

@@ -159,19 +159,18 @@ def _position(files: Sequence[Path], mark: Mapping[str, Any]) -> tuple[int, int,
     holds that job's banner there, else by searching the files, newest first."""
     job = mark["tail"][0]
     at, ids = mark.get("at"), cluster_proc(job)
-    for i, path in enumerate(files):
-        if not at or ids is None:
-            break
-        st = path.stat()
-        if [st.st_dev, st.st_ino] != at["file"] or not 0 < at["offset"] <= st.st_size:
-            continue
-        with _opened(path) as text:
-            window = max(0, at["offset"] - _BANNER_BYTES)
-            begin = text.rfind(b"\n", window, at["offset"] - 1) + 1 or window
-            banner = _BANNER_IDS.match(text.read(begin, at["offset"]))
-        if banner is not None and tuple(map(int, banner.groups())) == ids:
-            return i, at["offset"], at["line"]
-        break
+    if at and ids is not None:
+        for i, path in enumerate(files):
+            st = path.stat()
+            if [st.st_dev, st.st_ino] != at["file"] or not 0 < at["offset"] <= st.st_size:
+                continue
+            with _opened(path) as text:
+                window = max(0, at["offset"] - _BANNER_BYTES)
+                begin = text.rfind(b"\n", window, at["offset"] - 1) + 1 or window
+                banner = _BANNER_IDS.match(text.read(begin, at["offset"]))
+            if banner is not None and tuple(map(int, banner.groups())) == ids:
+                return i, at["offset"], at["line"]
+            break  # the file is there, that job's banner is not: search
     for i in reversed(range(len(files))):
         with _opened(files[i]) as text:
             offset = _after_job(text, job)

@@ -29,7 +29,7 @@ from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, parse_config
 from probes.errors import SourceError
 from probes.pipeline.cycle import ProbeCycle
-from probes.pipeline.reading import check_sources, live_pool, read_live_history, read_live_snapshot
+from probes.pipeline.reading import check_sources, iter_live_history, live_pool, read_live_snapshot
 from probes.sources.checkpoints import checkpoint_key
 from probes.sources.history import read_history
 from probes.sources.live import (
@@ -997,7 +997,7 @@ def test_read_live_without_a_collector_keeps_the_snapshot_and_says_so(
         "collector": "collector COLLECTOR_HOST: locate schedds: Failed communication with collector."
     }
     with pytest.raises(SourceError, match="locate schedds"):
-        read_live_history(pool.live(config()), lambda key: None)
+        list(iter_live_history(pool.live(config()), lambda key: None))
 
 
 def test_stopping_abandons_a_call_in_flight(status_ads: list[classad2.ClassAd], pools: list[FakePool]) -> None:

@@ -158,7 +158,7 @@ class HistoryPass:
         if progress is None:
             piece = self.pool.history_piece
             constraint = history_constraint(self.pool.job_constraint, mark)
-            jobs, n, rep = self._schedd_history(name, location, mark, constraint, match=piece + 1)
+            jobs, n, rep = self._schedd_history(name, location, mark, constraint, match=piece + 1)  # +1 says "longer"
             if rep.ads <= piece:  # the whole backlog in one answer
                 fresh, advanced, problem = new_schedd_jobs(jobs, mark, schedd=f"schedd {name}")
                 if problem:
@@ -233,8 +233,9 @@ class HistoryPass:
         while todo:
             r, m = todo[0]
             constraint = history_part_constraint(self.pool.job_constraint, base, (r, m), newest)
-            jobs, n, rep = self._schedd_history(name, location, base, constraint, match=self.pool.history_piece + 3)
-            if rep.ads >= self.pool.history_piece + 3:  # still too long for one answer: in two
+            bound = self.pool.history_piece + 3  # a piece, the two jobs that place it, one more says "longer"
+            jobs, n, rep = self._schedd_history(name, location, base, constraint, match=bound)
+            if rep.ads >= bound:  # still too long for one answer: in two
                 todo[:1] = [[r, 2 * m], [r + m, 2 * m]]
                 continue
             ids = jobs["job_id"].to_numpy(dtype=object)
