@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import socket
@@ -40,6 +41,10 @@ def record(i: int | str, probe: str, kind: str = "job", **extra: Any) -> dict[st
     }  # fmt: skip
 
 
+class PortTaken(AssertionError):
+    """The collector could not listen: another process holds its port."""
+
+
 @dataclass
 class Collector:
     """A collector process and what the tests need to talk to it."""
@@ -53,6 +58,7 @@ class Collector:
     max_file_bytes: int | None = None  # RLIMIT_FSIZE of the process: its disk is "full" at this file size
     env: dict[str, str] = field(default_factory=dict)  # added to the process's environment (FAIRACCT_CRASH_AT)
     command: str = FAIRACCT  # the fairacct that serves (another release's, for the upgrade tests)
+    answered: bool = False  # it was started once: its port is the tests'
 
     @property
     def url(self) -> str:
@@ -78,6 +84,21 @@ class Collector:
         return {"Authorization": f"Bearer {self.tokens[probe]}"}
 
     def start(self, timeout_s: float = 30.0) -> Collector:
+        """The process started and answering on ``port``; on another free port when a first start
+        finds that port taken (free when :func:`free_port` asked, another test's since)."""
+        tries = 1 if self.answered else 3  # a restart keeps its port: the test's probes know it
+        for tried in range(1, tries + 1):
+            try:
+                self._launch(timeout_s)
+                break
+            except PortTaken:
+                if tried == tries:
+                    raise
+                self.port = free_port()
+        self.answered = True
+        return self
+
+    def _launch(self, timeout_s: float) -> None:
         (self.root / "tokens").mkdir(parents=True, exist_ok=True)
         for probe, token in self.tokens.items():
             (self.root / "tokens" / probe).write_text(token + "\n")
@@ -86,6 +107,7 @@ class Collector:
         lines += [f"{k} = {_toml(v)}" for k, v in self.settings.items()]
         lines += [f'[collector.store]\nurl = "{self.store}"']
         self.config.write_text("\n".join(lines) + "\n")
+        said_before = len(self.log)
         with open(self.root / "collector.log", "ab") as log:
             self.process = subprocess.Popen(
                 [self.command, "collector", "serve", "--config", str(self.config)], stderr=log, stdout=log,
@@ -94,11 +116,18 @@ class Collector:
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while True:
+            said = self.log[said_before:]
             if self.process.poll() is not None:
-                raise AssertionError(f"the collector exited with {self.process.returncode}:\n{self.log}")
+                taken = f"cannot listen on 127.0.0.1:{self.port} (Address already in use)" in said
+                raise (PortTaken if taken else AssertionError)(
+                    f"the collector exited with {self.process.returncode}:\n{said}"
+                )
+            # Only once this process says it holds the port is an answer its, not another test's
+            # collector's that took the port meanwhile (this one then exits).
+            holds = re.search(rf"collector listening on \S+:{self.port}\n", said)
             try:
-                if httpx.get(f"{self.url}/openapi.json", timeout=1, verify=self.verify).status_code == 200:
-                    return self
+                if holds and httpx.get(f"{self.url}/openapi.json", timeout=1, verify=self.verify).status_code == 200:
+                    return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
