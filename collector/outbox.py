@@ -155,6 +155,7 @@ class FlushResult:
     errors: tuple[str, ...] = ()  # one line per failed batch
     new: Mapping[str, int] = field(default_factory=_counts)
     already_stored: Mapping[str, int] = field(default_factory=_counts)
+    left_out: Mapping[str, int] = field(default_factory=_counts)  # of ``sent``: by reason, not sent on purpose
 
     def untold(self, kind: str) -> int:
         """How many of the records of ``kind`` sent the store did not say were new or stored already."""
@@ -359,7 +360,7 @@ class Outbox:
         lane: str | None = None,
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
-        stops taking them (a batch with nothing acknowledged ends the flush: the sink is down),
+        stops taking them (a batch with nothing acknowledged, or some records to retry, ends the flush),
         or after ``max_batches`` batches, or once a batch ends ``max_seconds`` after the start.
 
         ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
@@ -376,6 +377,7 @@ class Outbox:
         already: Counter[str] = Counter()
         retried: Counter[str] = Counter()
         dead: Counter[str] = Counter()
+        left_out: Counter[str] = Counter()
         errors: list[str] = []
         batches = 0
         until = None if max_seconds is None else time.monotonic() + max_seconds
@@ -398,13 +400,22 @@ class Outbox:
             new[kind] += len(sent.created)
             already[kind] += len(sent.existed)
             dead[kind] += len(sent.rejected)
+            left_out.update(sent.left_out)
             retried[kind] += len(sent.retry)
             if sent.retry:
                 errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
-            if not sent.acked and not sent.rejected:
+            if sent.retry or (not sent.acked and not sent.rejected):
+                # the store took only part of it: what it did not take waits for a later flush, not
+                # for the next batch of this one (which would pick the same records and send them again)
                 break
         return FlushResult(
-            _counts(sent_n), _counts(retried), _counts(dead), tuple(errors), _counts(new), _counts(already)
+            _counts(sent_n),
+            _counts(retried),
+            _counts(dead),
+            tuple(errors),
+            _counts(new),
+            _counts(already),
+            _counts(left_out),
         )
 
     # -- looking ---------------------------------------------------------------------------------

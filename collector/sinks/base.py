@@ -22,6 +22,7 @@ check --connect``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -46,6 +47,7 @@ class SendResult:
     rejected: dict[str, str] = field(default_factory=dict)  # id -> error, permanent
     created: list[str] = field(default_factory=list)
     existed: list[str] = field(default_factory=list)
+    left_out: Counter[str] = field(default_factory=Counter)  # reason -> acked ids deliberately not sent
 
 
 @dataclass(frozen=True)

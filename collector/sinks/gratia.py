@@ -21,6 +21,10 @@ A record is the same bytes every time it is sent (see :mod:`collector.gratia.job
 bundle sent again after a lost ``OK`` (the probe killed between send and acknowledgement) is
 stored once by a collector that keys records on their content, as GRACC and fairacct's do.
 
+A job record that condor-ap would leave out of GRACC (a DAGMan job, a Grid = Local job, one
+without a VO or without an end: :data:`probes.sources.condor_ap.LEFT_OUT`) is acknowledged
+without being sent, and counted by reason (``SendResult.left_out``, logged).
+
 Gratia carries job usage only: records of other kinds (slots, gaps, fairshare...) are
 acknowledged without being sent; a site that wants them too keeps a store of its own for them.
 """
@@ -37,7 +41,7 @@ import orjson
 
 from collector.encoded import Encoded
 from collector.errors import ConfigError, RecordError, SinkError
-from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, record_xml
+from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, left_out, record_xml
 from collector.sinks.base import SendResult
 from collector.sinks.http import WriteOnlySink, tls_context
 
@@ -54,7 +58,7 @@ _NOT_ALLOWED = ("is not allowed", "is not among the networks")  # the operator's
 
 class GratiaSink(WriteOnlySink):
     """Job records to a Gratia collector (GRACC, or fairacct's ``/gratia-servlets/rmi``); see the
-    module docstring. ``probe_name`` (empty: ``condor:<fqdn>``), ``site`` (the ``SiteName`` of a
+    module docstring. ``probe_name`` (empty: ``condor-ap:<fqdn>``), ``site`` (the ``SiteName`` of a
     record that names none), ``ca_file`` for https, ``timeout_s`` bounds one request,
     ``transport`` replaces httpx's (tests)."""
 
@@ -120,11 +124,20 @@ class GratiaSink(WriteOnlySink):
         xml: list[str] = []
         for id_, raw in zip(records.ids, records.docs, strict=True):
             try:
-                xml.append(record_xml(orjson.loads(raw), self.who))
+                doc = orjson.loads(raw)
+                if why := left_out(doc):  # condor-ap would not report it, or GRACC would quarantine it
+                    result.acked.append(id_)
+                    result.left_out[why] += 1
+                    continue
+                xml.append(record_xml(doc, self.who))
             except (RecordError, orjson.JSONDecodeError, TypeError, ValueError) as exc:
                 result.rejected[id_] = f"cannot be made a JobUsageRecord: {exc}"
                 continue
             ids.append(id_)
+        if result.left_out:
+            reasons = "; ".join(f"{n} {why}" for why, n in sorted(result.left_out.items()))
+            log.info("%s: %d job record(s) not sent, as condor-ap leaves them out: %s", self.endpoint,
+                     result.left_out.total(), reasons)  # fmt: skip
         for at in range(0, len(ids), self.bundle_size):
             try:
                 self._send(ids[at : at + self.bundle_size], xml[at : at + self.bundle_size], result)

@@ -57,6 +57,12 @@ class CredentialSettings(Section):
         description="A Gratia user-vo-map file ('account vo' lines, #voi/#VOc headers): jobs and bills without "
         "a project get their account's VO. Empty: none.",
     )
+    vo_from_unix_group: bool = Field(
+        True,
+        description="condor-ap's MapUnknownToGroup, for the VO of the Gratia record: a job without a VO whose "
+        "owner the user-vo-map does not name gets the owner's Unix group on this host (the owner's name where the "
+        "host has no such account).",
+    )
 
 
 class SiteSettings(Section):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from collector.settings import SinkSettings
 from probes.config.fields import Section
@@ -29,13 +29,13 @@ class _GratiaFields(Section):
 
     gratia_probe_name: str = Field(
         "",
-        description="ProbeName of the records a gratia+https:// store receives; empty: condor:<this host's FQDN>, "
-        "as gratia-probe's condor-ap names itself.",
+        description="ProbeName of the records a gratia+https:// store receives; empty: condor-ap:<this host's FQDN>, "
+        "the name gratia-probe's condor-ap package gives itself (so GRACC sees the same probe after a switch).",
     )
     gratia_site: str = Field(
         "",
         description="SiteName of the records a gratia+https:// store receives (the access point's site as OSG "
-        "Topology names it, condor-ap's SiteName); empty: each job's site from [site].",
+        "Topology names it, condor-ap's SiteName); required with a gratia+https:// URL.",
     )
     gratia_bundle_size: int = Field(
         100,
@@ -43,6 +43,16 @@ class _GratiaFields(Section):
         le=10000,
         description="JobUsageRecords to a request to a gratia+https:// store (GratiaCore's BundleSize).",
     )
+
+    @model_validator(mode="after")
+    def _site_named(self) -> _GratiaFields:
+        # condor-ap refuses to run without a SiteName; an empty one sent every record as 'unknown'
+        if str(getattr(self, "url", "")).startswith("gratia+") and not self.gratia_site.strip():
+            raise ValueError(
+                "gratia_site: a Gratia sender must name the access point's site as OSG Topology has it "
+                "(condor-ap's SiteName); empty, every record would reach GRACC as SiteName 'unknown'"
+            )
+        return self
 
     def gratia_auth(self, ca_file: str) -> dict[str, Any]:
         """The Gratia sink's settings, as it names them."""

@@ -32,6 +32,7 @@ from probes.accounting.fairshare import PRICED_METRICS
 from probes.config import ProbeConfig
 from probes.errors import SourceError
 from probes.sources.checkpoints import history_key, new_jobs
+from probes.sources.condor_ap import resolve_vos
 from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.frames import stack
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
@@ -40,7 +41,7 @@ from probes.sources.negotiator_groups import with_negotiator_groups
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.status import Snapshot, read_status
-from probes.sources.user_vo_map import fill_projects, read_user_vo_map
+from probes.sources.user_vo_map import fill_projects, read_user_vos
 
 if TYPE_CHECKING:  # the bindings and the scanner are imported by the commands that read a live pool
     from probes.sources.live import CollectorFactory, LivePool, ScheddFactory
@@ -154,17 +155,26 @@ def with_vos(reading: Reading, config: ProbeConfig) -> Reading:
     """``reading`` with the projects a user-vo-map gives (``credentials.user_vo_map``) where
     its jobs, bills and idle demand have none; the file is read each time, so an edit counts
     at once."""
-    if not config.credentials.user_vo_map or (
-        reading.jobs is None and reading.snapshot is None and reading.idle is None
-    ):
+    if reading.jobs is None and reading.snapshot is None and reading.idle is None:
         return reading
-    vos = read_user_vo_map(config.credentials.user_vo_map)
+    user_vos = _user_vos(config)
+    vos = {account: spelled for account, (_, spelled) in user_vos.items()}
     snapshot = reading.snapshot
-    if snapshot is not None:
+    if snapshot is not None and vos:
         snapshot = dataclasses.replace(snapshot, allocations=fill_projects(snapshot.allocations, vos))
-    jobs = None if reading.jobs is None else fill_projects(reading.jobs, vos)
-    idle = None if reading.idle is None else fill_projects(reading.idle, vos)
+    jobs = None if reading.jobs is None else _with_vos(reading.jobs, user_vos, config)
+    idle = None if reading.idle is None or not vos else fill_projects(reading.idle, vos)
     return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs, idle=idle)
+
+
+def _user_vos(config: ProbeConfig) -> dict[str, tuple[str, str]]:
+    return read_user_vos(config.credentials.user_vo_map) if config.credentials.user_vo_map else {}
+
+
+def _with_vos(jobs: pd.DataFrame, user_vos: dict[str, tuple[str, str]], config: ProbeConfig) -> pd.DataFrame:
+    """Jobs with their projects from the user-vo-map and the VOs condor-ap would report."""
+    vos = {account: spelled for account, (_, spelled) in user_vos.items()}
+    return resolve_vos(fill_projects(jobs, vos), user_vos, unix_groups=config.credentials.vo_from_unix_group)
 
 
 def iter_jobs(config: ProbeConfig, tally: ReadTally, *, strict: bool | None = None) -> Iterator[pd.DataFrame]:
@@ -174,9 +184,9 @@ def iter_jobs(config: ProbeConfig, tally: ReadTally, *, strict: bool | None = No
     the values is added to ``tally``, whose report is :func:`read_sources`' once the parts are
     exhausted."""
     strict = config.sources.strict if strict is None else strict
-    vos = read_user_vo_map(config.credentials.user_vo_map) if config.credentials.user_vo_map else {}
+    user_vos = _user_vos(config)
     for part in iter_history(config.sources.history, config.job_reading(), tally, strict=strict):
-        yield fill_projects(part, vos)
+        yield _with_vos(part, user_vos, config)
 
 
 def check_sources(config: ProbeConfig) -> None:

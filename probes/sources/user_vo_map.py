@@ -26,12 +26,20 @@ from collector.errors import ConfigError
 from probes.errors import SourceError
 from probes.sources.inputs import read_input
 
-__all__ = ["fill_projects", "read_user_vo_map"]
+__all__ = ["fill_projects", "read_user_vo_map", "read_user_vos"]
 
 
 def read_user_vo_map(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Account -> VO of a user-vo-map file; a :class:`ConfigError` naming the file, the line
-    and what was expected for a line that is not ``account vo``."""
+    """Account -> VO of a user-vo-map file, as ``#VOc`` spells it; a :class:`ConfigError`
+    naming the file, the line and what was expected for a line that is not ``account vo``."""
+    return {account: spelled for account, (_, spelled) in read_user_vos(path).items()}
+
+
+def read_user_vos(path: str | os.PathLike[str]) -> dict[str, tuple[str, str]]:
+    """Account -> (VO as its line gives it, VO as ``#VOc`` spells it) of a user-vo-map file: the
+    ``VOName`` and ``ReportableVOName`` Gratia's probes report. ``#voi`` and ``#VOc`` are paired
+    as far as both go (as gratia-probe's ``vo.py`` pairs them); a VO ``#voi`` does not name is
+    reported as written."""
     name = os.fspath(path)
     try:
         lines = read_input(name, "a user-vo-map (lines of 'account vo')").decode("utf-8").splitlines()
@@ -58,8 +66,8 @@ def read_user_vo_map(path: str | os.PathLike[str]) -> dict[str, str]:
             )
         else:
             accounts[words[0]] = words[1]
-    spelled = dict(zip(voi, voc, strict=False)) if len(voi) == len(voc) else {}
-    return {account: spelled.get(vo, vo) for account, vo in accounts.items()}
+    spelled = dict(zip(voi, voc, strict=False))
+    return {account: (vo, spelled.get(vo, vo)) for account, vo in accounts.items()}
 
 
 def fill_projects(table: pd.DataFrame, vos: dict[str, str]) -> pd.DataFrame:
