@@ -422,11 +422,21 @@ def records_summary(enqueued: Mapping[str, int], delivery: Delivery, url: str) -
     if flushed and any(flushed.untold(kind) for kind in flushed.sent):
         # the collector and Gratia acknowledge a record once it is in their own queue, before a store has it
         lines.append(f"  {url} does not say which of the records sent it held already")
+    if flushed and flushed.left_out:
+        lines += left_out_lines(flushed.left_out)
     if flushed and flushed.errors:
         lines += [f"  {e}" for e in flushed.errors]
     elif delivery.unsent:
         lines.append(f"  not sent: {delivery.unsent}")
     return "\n".join(lines) or "no records"
+
+
+def left_out_lines(left_out: Mapping[str, int]) -> list[str]:
+    """The job records a Gratia sender acknowledged without sending them, by reason."""
+    if not (total := sum(left_out.values())):
+        return []
+    head = f"  {total} job record(s) not sent to the Gratia collector, as condor-ap leaves them out:"
+    return [head, *(f"    {n} {why}" for why, n in sorted(left_out.items()))]
 
 
 def outbox_view(status: OutboxStatus, dead: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str]:

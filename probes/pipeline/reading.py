@@ -35,6 +35,7 @@ from probes.sources.checkpoints import history_key, new_jobs
 from probes.sources.condor_ap import resolve_vos
 from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.frames import stack
+from probes.sources.handoff import load_handoff, mark_sent
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
 from probes.sources.job_identity import adopt_job_identities
 from probes.sources.negotiator_groups import with_negotiator_groups
@@ -172,9 +173,11 @@ def _user_vos(config: ProbeConfig) -> dict[str, tuple[str, str]]:
 
 
 def _with_vos(jobs: pd.DataFrame, user_vos: dict[str, tuple[str, str]], config: ProbeConfig) -> pd.DataFrame:
-    """Jobs with their projects from the user-vo-map and the VOs condor-ap would report."""
+    """Jobs with their projects from the user-vo-map, the VOs condor-ap would report, and the
+    jobs condor-ap sent before the switch to fairacct (:mod:`probes.sources.handoff`) marked."""
     vos = {account: spelled for account, (_, spelled) in user_vos.items()}
-    return resolve_vos(fill_projects(jobs, vos), user_vos, unix_groups=config.credentials.vo_from_unix_group)
+    jobs = resolve_vos(fill_projects(jobs, vos), user_vos, unix_groups=config.credentials.vo_from_unix_group)
+    return mark_sent(jobs, load_handoff(config.probe.state_dir))
 
 
 def iter_jobs(config: ProbeConfig, tally: ReadTally, *, strict: bool | None = None) -> Iterator[pd.DataFrame]:

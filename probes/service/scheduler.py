@@ -450,7 +450,11 @@ class ProbeService:
         if sent and not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
             new, already = sum(result.new.values()), sum(result.already_stored.values())
             kinds += f"; {new} new, {already} already stored"
-        return f"sent {sent} records ({kinds}), {waiting} waiting" + (f"; {up} job records to [upstream]" if up else "")
+        left_out = sum(result.left_out.values()) + (sum(upstream.left_out.values()) if upstream is not None else 0)
+        told = f"; {up} job records to [upstream]" if up else ""
+        if left_out:  # acknowledged, not sent: what condor-ap would not report (logged by reason by the sink)
+            told += f"; {left_out} job records left out of GRACC as condor-ap leaves them"
+        return f"sent {sent} records ({kinds}), {waiting} waiting{told}"
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""

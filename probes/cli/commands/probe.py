@@ -2,7 +2,8 @@
 
 ``probe once`` runs one cycle into the store and prints what it found; ``probe run`` is the
 service (APScheduler) until a signal; ``probe checkpoints`` lists where the probe has read each
-history up to, and sets one back.
+history up to, and sets one back; ``probe from-condor-ap`` takes over GRACC's records from
+condor-ap at its exact cutoff (:mod:`probes.sources.handoff`).
 
 Each schedd's (and each history file's) checkpoint is in the outbox
 (:mod:`probes.sources.checkpoints`). An operator lists them; ``--reset NAME`` forgets one (the
@@ -68,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _checkpoints_arguments(
         add_options(action("checkpoints", help="where each schedd's history was read up to; reset or backfill one"))
     )
+    _handoff_arguments(
+        add_options(action("from-condor-ap", help="take over from condor-ap: send GRACC exactly the jobs it did not"))
+    )
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
@@ -77,6 +81,9 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return _serve(config, args.duration)
     if args.action == "checkpoints":
         print_text(args, *_checkpoints(args, config))
+        return EXIT_OK
+    if args.action == "from-condor-ap":
+        print_text(args, *_handoff(args, config))
         return EXIT_OK
     require(
         config.sources.live or config.sources.status_files or config.sources.history or config.sources.idle_files,
@@ -164,9 +171,11 @@ def _show_cycle(cycle: Cycle, delivery: Delivery, config: ProbeConfig) -> tuple[
         "retry": nonzero(flushed.retried) if flushed else {},
         "dead": nonzero(flushed.dead) if flushed else {},
         "unsent": delivery.unsent,
+        "left_out": dict(flushed.left_out) if flushed else {},
     }
     if (up := delivery.upstream) is not None:  # [upstream]'s Gratia collector
-        doc["upstream"] = {"sent": nonzero(up.sent), "retry": nonzero(up.retried), "dead": nonzero(up.dead)}
+        doc["upstream"] = {"sent": nonzero(up.sent), "retry": nonzero(up.retried), "dead": nonzero(up.dead),
+                           "left_out": dict(up.left_out)}  # fmt: skip
     sections: list[Section] = [("read", _read_summary(reading))]
     report = cycle.snapshot.overhead
     if report is None and reading.snapshot is not None:  # a replay: shown, though not recorded again
@@ -177,6 +186,9 @@ def _show_cycle(cycle: Cycle, delivery: Delivery, config: ProbeConfig) -> tuple[
         sections += views.bill_sections(report.nodes, report.bills, per_job=False)
     where = describe_url(config.store.url, config.probe.state_dir)
     sections.append(("records", views.records_summary(cycle.enqueued, delivery, where)))
+    if up is not None:
+        sent_up = f"job: {up.sent.get('job', 0)} records to [upstream] {config.upstream.url}"
+        sections.append(("upstream", "\n".join([sent_up, *views.left_out_lines(up.left_out)])))
     return doc, sections
 
 
@@ -297,6 +309,75 @@ def _checkpoints(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[st
             outbox.commit({}, {source: {"end": since, "ids": []}})
             text = f"{_name(source)}: the next pass reads the jobs that ended at or after {_iso(since)}"
     return {"reset": _name(source), "since": since}, text
+
+
+# -- probe from-condor-ap -------------------------------------------------------------------------
+
+
+def _handoff_arguments(cmd: argparse.ArgumentParser) -> None:
+    from probes.sources.handoff import DATA_FOLDER, LOG_FOLDER, WORKING_FOLDER
+
+    cmd.add_argument(
+        "--data",
+        metavar="DIR",
+        default=DATA_FOLDER,
+        help=f"condor-ap's DataFolder, the schedd's PER_JOB_HISTORY_DIR (default {DATA_FOLDER})",
+    )
+    cmd.add_argument(
+        "--working",
+        metavar="DIR",
+        default=WORKING_FOLDER,
+        help=f"condor-ap's WorkingFolder, its outbox (default {WORKING_FOLDER})",
+    )
+    cmd.add_argument(
+        "--logs",
+        metavar="DIR",
+        default=LOG_FOLDER,
+        help=f"condor-ap's LogFolder: its last run ended when it last wrote there (default {LOG_FOLDER})",
+    )
+    cmd.add_argument("--at", metavar="TIME", help="the end of condor-ap's last run, when its logs are gone")
+
+
+def _handoff(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, Any], str]:
+    """probe from-condor-ap: read condor-ap's cutoff from what it left, write it into the state
+    directory (made on a fresh install), and set back every history checkpoint the probe has to
+    the earliest end of a job it must now send; the JSON document and the text to print."""
+    from pathlib import Path
+
+    from collector.outbox import Outbox
+    from collector.statelock import hold_state_dir
+    from probes.cli.times import parse_time
+    from probes.files import check_writable
+    from probes.sources.checkpoints import HISTORY_PREFIX
+    from probes.sources.handoff import read_handoff, save_handoff
+
+    at = parse_time(args.at, "--at") if args.at else None
+    handoff = read_handoff(Path(args.data), Path(args.working), Path(args.logs), at=at)
+    since = handoff.cutoff if handoff.since is None else handoff.since
+    state = config.probe.state_dir
+    check_writable(state, "probe.state_dir")
+    reset: list[str] = []
+    with hold_state_dir(state, "probe.state_dir"):
+        path = save_handoff(handoff, state)
+        if (state / "outbox.sqlite").is_file():  # a probe that read already reads again from there
+            with Outbox(state / "outbox.sqlite") as outbox:
+                listed = outbox.checkpoints(HISTORY_PREFIX)
+                for source, (value, _) in listed.items():
+                    if not isinstance(value, dict) or float(value.get("end", -1.0)) > since:
+                        outbox.commit({}, {source: {"end": since, "ids": []}})
+                        reset.append(_name(source))
+    found = ", ".join(f"{n} {what}" for what, n in handoff.found.items())
+    lines = [
+        f"condor-ap's last run ended {_iso(handoff.cutoff)}; it has not sent {len(handoff.unsent)} job(s) ({found})",
+        f"GRACC gets from fairacct every job that ended after {_iso(handoff.cutoff)} and those "
+        f"{len(handoff.unsent)}, and none of the jobs condor-ap sent (written to {path})",
+        "do not run condor-ap again: stop its cron and remove it, or its outbox is sent twice",
+    ]
+    if reset:
+        lines.append(f"the next pass reads again the jobs that ended at or after {_iso(since)}: {', '.join(reset)}")
+    doc = {"cutoff": handoff.cutoff, "since": since, "unsent": len(handoff.unsent), "found": handoff.found,
+           "handoff": str(path), "checkpoints_reset": reset}  # fmt: skip
+    return doc, "\n".join(lines)
 
 
 def _name(source: str) -> str:
