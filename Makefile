@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-usage test check browser apel-server bench bench-quick clean
+.PHONY: demo demo-usage test check browser apel-server gratia-judges bench bench-quick clean
 
 # Re-installs only when pyproject.toml changes, so re-runs are fast.
 $(BIN)/.installed: pyproject.toml
@@ -63,6 +63,17 @@ browser:
 apel-server: $(BIN)/.installed-test
 	command -v mariadbd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[apel-test]'
+
+# The Gratia judges of the GRACC parity tests (tests/collector/gratia/test_condor_ap_judge.py): GRACC's
+# own collector code built as ../shared/gratia/graccjson (Debian's golang-go, needs root; built offline) and
+# the venv OSG's real condor-ap probe runs in (htcondor 24.x, the last with the v1 bindings it imports,
+# and pyOpenSSL). Tests never download anything: without these they skip and say so.
+GRATIA_SHARED := ../shared/gratia
+gratia-judges:
+	command -v go >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go)
+	$(GRATIA_SHARED)/graccjson/build.sh $(CURDIR)/.gratia/graccjson-build
+	$(PYTHON) -m venv .gratia/venv
+	.gratia/venv/bin/python -m pip install --quiet --disable-pip-version-check 'htcondor>=24,<25' pyOpenSSL
 
 # Speed targets, run on demand (never part of `make test`): one table of each benchmark's CPU
 # beside its anchor in the same run, the ratio against its target, PASS/FAIL (benchmarks/README.md).

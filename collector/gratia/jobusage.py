@@ -139,7 +139,10 @@ def job_usage_record(doc: Mapping[str, Any], who: GratiaIdentity) -> Element:
         system_s
     )
     SubElement(root, "CpuDuration", {f"{_U}usageType": "user", f"{_U}description": _SECONDS}).text = _duration(user_s)
-    SubElement(root, "EndTime", {f"{_U}description": _SECONDS}).text = _instant(end)
+    # condor-ap: CompletionDate, none for a removed job (GRACC ends it at StartTime + WallDuration)
+    end_time = _number(doc, "gratia_end") if as_ap else end
+    if end_time is not None:
+        SubElement(root, "EndTime", {f"{_U}description": _SECONDS}).text = _instant(end_time)
     start = _number(doc, "first_start") or _number(doc, "start")
     if start is not None and start > 0:
         SubElement(root, "StartTime", {f"{_U}description": _SECONDS}).text = _instant(start)

@@ -29,6 +29,9 @@ column                     condor-ap's rule
                            same of the ``Sys`` times. A remote time of 2e9 s or more that is
                            over 1000 times ``CumulativeSlotTime`` + 1 is condor-ap's "INVALID
                            DATA": it counts 0 (and the reader counts it)
+``gratia_end``             ``CompletionDate`` where it is set: condor-ap's ``EndTime``. A
+                           removed job has none, and GRACC's raw pipeline ends it at
+                           ``StartTime`` + ``WallDuration``
 ``gratia_resource_name``   ``MachineAttrGLIDEIN_ResourceName0``, else
                            ``MATCH_EXP_JOBGLIDEIN_ResourceName`` (the glidein's resource; the
                            Host's description and ``ResourceType`` ``BatchPilot``)
@@ -41,9 +44,10 @@ column                     condor-ap's rule
 condor-ap leaves a job out of GRACC when it is a DAGMan job, when its Grid is ``Local`` (the
 scheduler and local universes, a ``Local Job`` resource, a job routed to another, a
 ``GratiaJobOrigin`` other than ``GRAM``: ``SuppressGridLocalRecords``), or when no VO can be
-found for it (``QuarantineUnknownVORecords``); it sends a job without ``CompletionDate`` (a
-removed job) without an ``EndTime``, which GRACC's collector takes and its raw pipeline
-quarantines, so that job counts nowhere either. fairacct's Gratia sender leaves all of them out,
+found for it (``QuarantineUnknownVORecords``); it sends a removed job (no ``CompletionDate``)
+without an ``EndTime``, which GRACC's raw pipeline makes ``StartTime`` + ``WallDuration``, or,
+for a job removed before it started (no ``JobStartDate`` either), quarantines
+(``MissingEndTime``): such a job counts nowhere. fairacct's Gratia sender leaves all of them out,
 counted by reason; fairacct's own store keeps them.
 """
 
@@ -69,7 +73,7 @@ __all__ = [
 GRATIA_COLUMNS = (
     "gratia_user", "gratia_global_user", "gratia_dn", "gratia_vo", "gratia_reportable_vo", "gratia_project",
     "gratia_processors", "gratia_gpus", "gratia_cpu_user_s", "gratia_cpu_system_s", "gratia_resource_name",
-    "gratia_grid", "gratia_left_out",
+    "gratia_end", "gratia_grid", "gratia_left_out",
 )  # fmt: skip
 
 LEFT_OUT = {
@@ -80,7 +84,7 @@ LEFT_OUT = {
     "local_job": "Grid = Local: resource 'Local Job' (condor-ap's SuppressGridLocalRecords)",
     "origin": "Grid = Local: GratiaJobOrigin is not GRAM (condor-ap's SuppressGridLocalRecords)",
     "no_vo": "no VO: no Owner, or none mapped (condor-ap's QuarantineUnknownVORecords)",
-    "no_end": "no CompletionDate, removed: sent without EndTime, GRACC's raw pipeline quarantines it",
+    "no_end": "removed before it started: no EndTime nor StartTime, GRACC's raw pipeline quarantines it",
 }
 """Why a job is not reported to GRACC, as the Gratia sender counts and says it."""
 
@@ -100,6 +104,7 @@ def condor_ap_attrs() -> list[Attr]:
         Attr("ProjectName", s), *(Attr(a, Kind.ANY) for a in _PROCESSORS), Attr("RequestGPUs", Kind.ANY),
         *(Attr(a, n) for a in _CPU), *fallbacks(_RESOURCE_NAMES, s), Attr("JobUniverse", n), Attr("Cmd", s),
         Attr("RoutedToJobId", Kind.ANY), Attr("GratiaJobOrigin", Kind.ANY), Attr("CompletionDate", n),
+        Attr("JobStartDate", n),
     ]  # fmt: skip
 
 
@@ -167,6 +172,7 @@ def condor_ap_columns(ads: AdColumns) -> dict[str, np.ndarray]:
         "gratia_cpu_user_s": cpu["RemoteUserCpu"] + np.nan_to_num(ads["LocalUserCpu"]),
         "gratia_cpu_system_s": cpu["RemoteSysCpu"] + np.nan_to_num(ads["LocalSysCpu"]),
         "gratia_resource_name": resource,
+        "gratia_end": np.where(ads["CompletionDate"] > 0, ads["CompletionDate"], np.nan),
     }
     grid, left_out = _grid(ads, resource)
     columns["gratia_grid"] = grid
@@ -196,12 +202,12 @@ def _grid(ads: AdColumns, resource: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         grid[rows], why[rows] = "Local", LEFT_OUT[key]
     routed = _text(ads["RoutedToJobId"])
     grid[routed], why[routed] = "Local", LEFT_OUT["routed"]
-    # classadToJUR ignores a DAGMan job before anything else; a job without CompletionDate is
-    # sent (GRACC quarantines it): both are told apart from Grid's suppression
+    # classadToJUR ignores a DAGMan job before anything else; a job with neither CompletionDate
+    # nor JobStartDate is sent, and GRACC quarantines it: both told apart from Grid's suppression
     cmd = ads["Cmd"]
     dagman = np.array([isinstance(c, str) and os.path.basename(c) == "condor_dagman" for c in cmd], dtype=bool)
-    completed = ads["CompletionDate"] > 0
-    why[~completed & pd.isna(why)] = LEFT_OUT["no_end"]
+    timeless = ~(ads["CompletionDate"] > 0) & ~(ads["JobStartDate"] > 0)
+    why[timeless & pd.isna(why)] = LEFT_OUT["no_end"]
     why[dagman] = LEFT_OUT["dagman"]
     return grid, why
 

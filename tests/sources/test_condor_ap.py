@@ -65,13 +65,15 @@ def test_the_jobs_condor_ap_leaves_out_and_why(tmp_path: Path) -> None:
         _ad(4, cmd="/usr/bin/condor_dagman"),
         _ad(5, extra='RoutedToJobId = "6.0"\n'),
         _ad(6, extra='MATCH_EXP_JOBGLIDEIN_ResourceName = "Local Job"\n'),
-        _ad(7, completion=0),
+        _ad(7, completion=0).replace("JobStartDate = 1790000100\n", "").replace("3600.0", "0.0"),
+        _ad(11, completion=0),  # removed while it ran: sent, and GRACC ends it at StartTime + WallDuration
         _ad(8, extra='GratiaJobOrigin = "GRAM"\n'),
         _ad(9, extra='GratiaJobOrigin = "Local"\n'),
         _ad(10, universe=7, cmd="/usr/bin/condor_dagman"),  # DAGMan in the scheduler universe, as it runs
     )
     why = jobs["gratia_left_out"].to_dict()
-    assert pd.isna(why[1]) and pd.isna(why[8])
+    assert pd.isna(why[1]) and pd.isna(why[8]) and pd.isna(why[11])
+    assert pd.isna(jobs.loc[11, "gratia_end"]) and jobs.loc[1, "gratia_end"] == 1795003700
     assert [why[k] for k in (2, 3, 4, 5, 6, 7, 9, 10)] == [
         LEFT_OUT[k] for k in ("scheduler", "local", "dagman", "routed", "local_job", "no_end", "origin", "dagman")
     ]
@@ -188,6 +190,6 @@ def test_the_jobs_condor_ap_sent_are_marked_and_no_other(tmp_path: Path) -> None
     why = marked["gratia_left_out"].astype(object).where(marked["gratia_left_out"].notna(), None).to_dict()
     # 20 and 25 ended by its last run and are not among its leftovers: condor-ap sent them; 21-23
     # it did not (a file left, a quarantined one, an outbox record); 26 ended after; 27 was removed
-    assert why == {20: SENT_BY_CONDOR_AP, 21: None, 22: None, 23: None, 25: SENT_BY_CONDOR_AP, 26: None,
-                   27: LEFT_OUT["no_end"]}  # fmt: skip
+    # after it (EnteredCurrentStatus)
+    assert why == {20: SENT_BY_CONDOR_AP, 21: None, 22: None, 23: None, 25: SENT_BY_CONDOR_AP, 26: None, 27: None}
     assert mark_sent(jobs, None) is jobs

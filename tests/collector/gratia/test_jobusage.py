@@ -22,12 +22,16 @@ from probes.sources.settings import JobReading
 WHO = GratiaIdentity("condor:ap.example.org")
 
 
+def _job_docs(history: Path) -> list[dict[str, Any]]:
+    jobs, _ = read_history([history], JobReading())
+    return table_docs("job", resolve_vos(jobs, {}), probe="p")
+
+
 def _gracc_docs(history: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The ads of a history file by condor-ap's GlobalJobId, and GRACC's documents of fairacct's
     records of them (those condor-ap reports: the others are left out)."""
     ads = {f"condor.{a['GlobalJobId']}": a for a in classad2.parseAds(history.read_text())}
-    jobs, _ = read_history([history], JobReading())
-    docs = table_docs("job", resolve_vos(jobs, {}), probe="p")
+    docs = _job_docs(history)
     xml = envelope_xml([record_xml(d, WHO) for d in docs if not left_out(d)])
     result = envelope_docs(xml, probe=WHO.probe_name, received=2e9)
     assert not result.errors and not result.quarantined
@@ -94,9 +98,10 @@ HISTORIES = ["condor25/history.ads", "classads/history-glidein-job-finished.ad"]
 @pytest.mark.parametrize("name", HISTORIES)
 def test_every_field_is_condor_aps_but_the_named_differences(fixtures: Path, name: str) -> None:
     docs, ads = _gracc_docs(fixtures / name)
-    # every job condor-ap reports, once: a removed job (no CompletionDate) would reach GRACC
-    # without EndTime and be quarantined there, so it is left out
-    assert sorted(d["GlobalJobId"] for d in docs) == sorted(i for i, a in ads.items() if a.get("CompletionDate"))
+    # every job condor-ap reports, once: a job removed before it started (no CompletionDate nor
+    # JobStartDate) would reach GRACC without times and be quarantined there, so it is left out
+    reported = sorted(i for i, a in ads.items() if a.get("CompletionDate") or a.get("JobStartDate"))
+    assert sorted(d["GlobalJobId"] for d in docs) == reported
     for doc in docs:
         ad = ads[doc["GlobalJobId"]]
         want = condor_ap(ad)
@@ -106,7 +111,8 @@ def test_every_field_is_condor_aps_but_the_named_differences(fixtures: Path, nam
         # the ExitStatus that HTCondor leaves 0)
         assert doc.get("Status") == (str(ad["ExitCode"]) if "ExitCode" in ad else None)
         assert doc.get("GPUs") == (str(int(ad["RequestGpus"])) if "RequestGpus" in ad else None)
-    assert len(docs) == (29 if name.startswith("condor25") else 1)  # 13 of condor25's 42 were removed
+    # 13 of condor25's 42 jobs were removed: 11 after they started, 2 before (8.6's sibling 11.8 and 1.7)
+    assert len(docs) == (40 if name.startswith("condor25") else 1)
 
 
 def test_hand_checked_jobs(condor25: Path) -> None:
@@ -123,8 +129,18 @@ def test_hand_checked_jobs(condor25: Path) -> None:
     assert (job["LocalUserId"], job["GlobalUsername"]) == ("condoruser", "condoruser@localpool")
     # 10.6: 8 cores, 11 s: 8 x 11 / 3600 core-hours
     assert by_id["condor.vm#10.6#1795269288"]["Resource_fairacct-core-hours"] == "0.024444"
-    # 11.0 ran 51 s and 11.8 never started, both removed: no CompletionDate, so not reported
-    assert "condor.vm#11.0#1795269336" not in by_id and "condor.vm#11.8#1795269336" not in by_id
+    # 11.0 ran 51 s and 11.8 never started, both removed: 11.0 is sent without EndTime, as condor-ap
+    # sends it, and GRACC's raw pipeline ends it at StartTime + WallDuration; 11.8 has no time, is not
+    job = by_id["condor.vm#11.0#1795269336"]
+    assert (job["StartTime"], job["WallDuration"], job["EndTime"]) == (
+        "2026-11-21T13:55:42Z",
+        51,
+        "2026-11-21T13:56:33.000Z",
+    )
+    assert "<EndTime" not in record_xml(
+        next(d for d in _job_docs(condor25 / "history.ads") if d["cluster"] == 11 and d["proc"] == 0), WHO
+    )
+    assert "condor.vm#11.8#1795269336" not in by_id
     # 12.1 exited 3: Status says so (condor-ap's ExitStatus would say 0)
     job = by_id["condor.vm#12.1#1795269388"]
     assert (job["Status"], job["Resource_ExitCode"], job["WallDuration"]) == ("3", "3", 3)
