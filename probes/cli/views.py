@@ -31,6 +31,7 @@ __all__ = [
     "bill_sections",
     "docs_table",
     "jobs_section",
+    "left_out_lines",
     "outbox_view",
     "overhead_json",
     "overhead_sections",

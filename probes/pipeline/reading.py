@@ -164,7 +164,7 @@ def with_vos(reading: Reading, config: ProbeConfig) -> Reading:
     if snapshot is not None and vos:
         snapshot = dataclasses.replace(snapshot, allocations=fill_projects(snapshot.allocations, vos))
     jobs = None if reading.jobs is None else _with_vos(reading.jobs, user_vos, config)
-    idle = None if reading.idle is None or not vos else fill_projects(reading.idle, vos)
+    idle = reading.idle if reading.idle is None or not vos else fill_projects(reading.idle, vos)
     return dataclasses.replace(reading, snapshot=snapshot, jobs=jobs, idle=idle)
 
 

@@ -35,7 +35,9 @@ import pandas as pd
 
 from collector.errors import ConfigError
 
-__all__ = ["HANDOFF_FILE", "SENT_BY_CONDOR_AP", "Handoff", "load_handoff", "mark_sent", "read_handoff"]
+__all__ = [
+    "HANDOFF_FILE", "SENT_BY_CONDOR_AP", "Handoff", "load_handoff", "mark_sent", "read_handoff", "save_handoff",
+]  # fmt: skip
 
 HANDOFF_FILE = "condor-ap-handoff.json"
 SENT_BY_CONDOR_AP = "sent by condor-ap before the switch (fairacct probe from-condor-ap)"

@@ -218,7 +218,7 @@ def test_a_gratia_store_answers_or_is_named(capsys: pytest.CaptureFixture[str], 
     fairacct collector's Gratia endpoint takes POSTs only, and says 405 to a GET), or not."""
     collector = Collector(tmp_path / "collector", free_port(), {"p1": "token-one"}, {"flush_every_s": 0.2}).start()
     url = f"gratia+http://127.0.0.1:{collector.port}/gratia-servlets/rmi"
-    config = write_config(tmp_path, f'[store]\nurl = "{url}"\n')
+    config = write_config(tmp_path, f'[store]\nurl = "{url}"\ngratia_site = "EXAMPLE_AP"\n')
     try:
         code, lines, err = check(capsys, config)
         assert (code, lines) == (0, [f"store {url}: ok: the Gratia collector answered (HTTP 405)"]), err
@@ -230,6 +230,19 @@ def test_a_gratia_store_answers_or_is_named(capsys: pytest.CaptureFixture[str], 
         f"store {url}: FAILED: http://127.0.0.1:{collector.port}/gratia-servlets/rmi: no answer from the Gratia "
         "collector ("
     ), lines
+
+
+@pytest.mark.parametrize("section", ["store", "upstream"])
+def test_a_gratia_sender_without_a_site_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, section: str
+) -> None:
+    """condor-ap will not run without its SiteName; a Gratia sender with none sent every record to
+    GRACC as SiteName 'unknown' while config check said nothing."""
+    url = "gratia+https://gratia.example.org/gratia-servlets/rmi"
+    config = write_config(tmp_path, f'[{section}]\nurl = "{url}"\ngratia_site = " "\n')
+    code, _, err = check(capsys, config)
+    assert code == 2 and f"{section}: gratia_site: a Gratia sender must name the access point's site" in err, err
+    assert "SiteName 'unknown'" in err
 
 
 def test_a_collectors_own_store_is_tried_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
