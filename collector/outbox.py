@@ -155,7 +155,7 @@ class FlushResult:
     errors: tuple[str, ...] = ()  # one line per failed batch
     new: Mapping[str, int] = field(default_factory=_counts)
     already_stored: Mapping[str, int] = field(default_factory=_counts)
-    left_out: Mapping[str, int] = field(default_factory=_counts)  # of ``sent``: by reason, not sent on purpose
+    left_out: Mapping[str, int] = field(default_factory=_counts)  # by reason: settled without being sent, on purpose
 
     def untold(self, kind: str) -> int:
         """How many of the records of ``kind`` sent the store did not say were new or stored already."""
@@ -396,7 +396,7 @@ class Outbox:
                 break
             faults.point("during-flush")  # the sink has them, the outbox does not know yet
             write(functools.partial(batch.settle, sent=sent))
-            sent_n[kind] += len(sent.acked)
+            sent_n[kind] += len(sent.acked) - sent.left_out.total()  # those left out were settled, not sent
             new[kind] += len(sent.created)
             already[kind] += len(sent.existed)
             dead[kind] += len(sent.rejected)

@@ -17,6 +17,7 @@ from collector.records import table_docs
 from collector.sinks import open_sink
 from collector.sinks.gratia import GratiaSink
 from probes.pipeline.records import job_docs
+from probes.sources.condor_ap import LEFT_OUT
 from probes.sources.history import read_history
 from probes.sources.settings import JobReading
 
@@ -60,24 +61,31 @@ def test_every_job_comes_back_once_with_its_numbers_and_twice_sent_is_stored_onc
     with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, _sink(c, bundle_size=10) as sink:
         outbox.commit({"job": encoded}, {"history:x": 1})
         result = outbox.flush(sink, batch_size=25)
-        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (42, 0, {})
+        assert (result.sent["job"], result.dead["job"], outbox.status().depth) == (40, 0, {})
         drained(c)
         first = stored(c)
         # the probe killed after the send, before it deleted: the same records again
         outbox.commit({"job": encoded}, {"history:x": 2})
-        assert outbox.flush(sink).sent["job"] == 42
+        assert outbox.flush(sink).sent["job"] == 40
     drained(c)
     again = stored(c)
-    assert len(first) == len(again) == 42
+    # 42 jobs, 2 of them removed before they started: condor-ap would send those without times
+    # and GRACC quarantine them, so they are acknowledged unsent
+    assert len(first) == len(again) == 40
     by_job = {d["GlobalJobId"]: d for d in again}
-    assert sorted(by_job) == sorted(d["job_id"] for d in docs)  # every job, once
+    assert sorted(by_job) == sorted(f"condor.{d['job_id']}" for d in docs if not d.get("gratia_left_out"))
     for job in docs:
-        got = by_job[job["job_id"]]
-        start = job["first_start"] or job["end"] - job["walltime_s"]  # GRACC starts an unstarted job at its end
+        if job.get("gratia_left_out"):
+            continue
+        got = by_job[f"condor.{job['job_id']}"]
+        start = job["first_start"]
+        # condor-ap's EndTime is CompletionDate; a removed job has none and GRACC ends it at
+        # StartTime + WallDuration (its removal here: HTCondor stops the wall clock then)
+        end = job.get("gratia_end") or start + job["walltime_s"]
         assert (got["WallDuration"], got["CpuDuration"], got["Processors"]) == (
-            job["walltime_s"], job["cpu_time_s"], job["cpus"]
+            job["walltime_s"], job["gratia_cpu_user_s"] + job["gratia_cpu_system_s"], job["gratia_processors"]
         ), job["job_id"]  # fmt: skip
-        assert (_seconds(got["StartTime"]), _seconds(got["EndTime"])) == (start, job["end"]), job["job_id"]
+        assert (_seconds(got["StartTime"]), _seconds(got["EndTime"])) == (start, end), job["job_id"]
         assert (got["ProbeName"], got["ResourceType"]) == (PROBE, "Payload" if job["resource_name"] else "Batch")
 
 
@@ -134,10 +142,12 @@ def test_a_site_points_probe_once_at_a_gratia_collector(
     code = main(["probe", "once", "--config", str(config), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["dead"] == {}
+    assert json.loads(out)["sent"]["job"] == 59 and json.loads(out)["dead"] == {}
+    # one of the demo's 60 jobs (4127.1) was removed before it started: left out, and said so
+    assert json.loads(out)["left_out"] == {LEFT_OUT["no_end"]: 1}
     drained(c)
     docs = stored(c)
-    assert len(docs) == 60 and {(d["ProbeName"], d["SiteName"]) for d in docs} == {(PROBE, "EXAMPLE_AP")}
+    assert len(docs) == 59 and {(d["ProbeName"], d["SiteName"]) for d in docs} == {(PROBE, "EXAMPLE_AP")}
 
 
 def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_twice(
@@ -149,16 +159,18 @@ def test_the_collector_killed_between_bundles_loses_nothing_and_stores_nothing_t
     encoded, docs = _history_records(condor25)
     with Outbox(tmp_path / "probe-outbox.sqlite") as outbox, _sink(c, bundle_size=5) as sink:
         outbox.commit({"job": encoded}, {"history:x": 1})
-        assert outbox.flush(sink, batch_size=10, max_batches=2).sent["job"] == 20
+        # the first 20 records hold one job removed before it started: settled, not sent
+        assert outbox.flush(sink, batch_size=10, max_batches=2).sent["job"] == 19
         c.stop(signal.SIGKILL)  # the OKs it gave are durable; nothing after them was sent
         result = outbox.flush(sink, batch_size=10)
         assert result.sent["job"] == 0 and outbox.status().depth == {"job": 22}
         assert "no answer from the Gratia collector" in result.errors[0]
         c.start()
         outbox.commit({"job": encoded}, {"history:x": 2})  # and the probe, killed too, sends all again
-        assert outbox.flush(sink, batch_size=10).sent["job"] == 64
+        assert outbox.flush(sink, batch_size=10).sent["job"] == 22 + 42 - 3  # 3 of them left out
     drained(c)
-    assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(d["job_id"] for d in docs)
+    reported = [f"condor.{d['job_id']}" for d in docs if not d.get("gratia_left_out")]
+    assert sorted(d["GlobalJobId"] for d in stored(c)) == sorted(reported) and len(reported) == 40
 
 
 def test_the_bundles_answered_before_the_collector_died_are_not_sent_again(
@@ -197,29 +209,32 @@ def test_upstream_reports_the_job_records_to_a_gratia_collector_besides_the_stor
     c = start_collector(gratia_senders=senders(PROBE))
     c.stop()  # down at the first cycle
     upstream = f'\n[upstream]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
-    config = _demo_config(tmp_path, upstream + "gratia_bundle_size = 7\n")
+    config = _demo_config(tmp_path, upstream + 'gratia_site = "EXAMPLE_AP"\ngratia_bundle_size = 7\n')
     # the store takes every record; the job records wait in [upstream]'s lane, and the exit says so
     assert main(["probe", "once", "--config", str(config), "--json"]) == 3
     out, err = capsys.readouterr()
     assert json.loads(out)["sent"]["job"] == 60 and json.loads(out)["upstream"]["sent"] == {}
+    assert json.loads(out)["upstream"]["left_out"] == {LEFT_OUT["no_end"]: 1}  # 4127.1, removed before it started
     assert "[upstream] did not take every job record: " in err and "no answer from the Gratia collector" in err
-    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
-        assert outbox.status().depth == {"upstream:job": 60}
+    with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:  # 4127.1 (left out) is settled all the same
+        assert outbox.status().depth == {"upstream:job": 59}
     c.start()
     assert main(["probe", "once", "--config", str(config), "--json"]) == 0, capsys.readouterr().err
     out, _ = capsys.readouterr()
-    assert json.loads(out)["upstream"] == {"sent": {"job": 60}, "retry": {}, "dead": {}}
+    assert json.loads(out)["upstream"] == {"sent": {"job": 59}, "retry": {}, "dead": {}, "left_out": {}}
     with Outbox(tmp_path / "state" / "outbox.sqlite") as outbox:
         assert outbox.status().depth == {}
     drained(c)
     with EmbeddedStore(tmp_path / "state" / "fairacct.sqlite") as store:
         jobs = store.query("job")
     docs = stored(c)
-    assert len(jobs) == len(docs) == 60  # each job once in each place, with the same numbers
+    assert len(jobs) == 60 and len(docs) == 59  # each job once in each place, with the same numbers
     by_job = {d["GlobalJobId"]: d for d in docs}
-    assert sorted(by_job) == sorted(j["job_id"] for j in jobs)
+    assert sorted(by_job) == sorted(f"condor.{j['job_id']}" for j in jobs if not j.get("gratia_left_out"))
     for job in jobs:
-        got = by_job[job["job_id"]]
+        if job.get("gratia_left_out"):
+            continue
+        got = by_job[f"condor.{job['job_id']}"]
         assert (got["WallDuration"], got["CpuDuration"], got["Processors"], got["ProbeName"]) == (
             job["walltime_s"], job["cpu_time_s"], job["cpus"], PROBE
         ), job["job_id"]  # fmt: skip

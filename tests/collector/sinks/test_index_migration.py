@@ -88,24 +88,24 @@ def test_mappings_install_moves_the_indices_made_by_the_previous_template(osmem_
     before = stored(osmem_url)
     assert len(before) == 50
     with ElasticsearchSink.from_url(osmem_url) as es:
-        assert load_templates()["job"]["version"] == 5
+        assert load_templates()["job"]["version"] == 6
         es.install_templates()
         done = es.upgrade_indices()
         assert done == [
-            "fairacct-job-2026.10: mapping v0 behind v5: 30 documents reindexed into fairacct-job-2026.10-v5, counts "
-            "equal; fairacct-job-2026.10 is now an alias of fairacct-job-2026.10-v5, fairacct-job-2026.10 removed",
-            "fairacct-job-2026.11: mapping v0 behind v5: 20 documents reindexed into fairacct-job-2026.11-v5, counts "
-            "equal; fairacct-job-2026.11 is now an alias of fairacct-job-2026.11-v5, fairacct-job-2026.11 removed",
+            "fairacct-job-2026.10: mapping v0 behind v6: 30 documents reindexed into fairacct-job-2026.10-v6, counts "
+            "equal; fairacct-job-2026.10 is now an alias of fairacct-job-2026.10-v6, fairacct-job-2026.10 removed",
+            "fairacct-job-2026.11: mapping v0 behind v6: 20 documents reindexed into fairacct-job-2026.11-v6, counts "
+            "equal; fairacct-job-2026.11 is now an alias of fairacct-job-2026.11-v6, fairacct-job-2026.11 removed",
         ]
         assert stored(osmem_url) == before  # every document, once, as it was
         assert es.count("job") == 50
         mappings = httpx.get(f"{osmem_url}/fairacct-job-*/_mapping").json()
         assert {i: m["mappings"]["_meta"]["fairacct_mapping_version"] for i, m in mappings.items()} == {
-            "fairacct-job-2026.10-v5": 5, "fairacct-job-2026.11-v5": 5
+            "fairacct-job-2026.10-v6": 6, "fairacct-job-2026.11-v6": 6
         }  # fmt: skip
         assert httpx.get(f"{osmem_url}/_alias/fairacct-job-*").json() == {
-            "fairacct-job-2026.10-v5": {"aliases": {"fairacct-job-2026.10": {}}},
-            "fairacct-job-2026.11-v5": {"aliases": {"fairacct-job-2026.11": {}}},
+            "fairacct-job-2026.10-v6": {"aliases": {"fairacct-job-2026.10": {}}},
+            "fairacct-job-2026.11-v6": {"aliases": {"fairacct-job-2026.11": {}}},
         }
         assert es.upgrade_indices() == []  # nothing behind any more
         # the writers go on under the monthly names: a re-sent record replaces itself, a new one is added
@@ -132,7 +132,7 @@ def test_the_collector_moves_them_at_start_and_logs_each(osmem_url: str, tmp_pat
         c.stop()
     lines = re.findall(r"fairacct\.store WARNING store migrated: (.*)", c.log)
     assert [line.split(":")[0] for line in lines] == ["fairacct-job-2026.10", "fairacct-job-2026.11"]
-    assert "30 documents reindexed into fairacct-job-2026.10-v5, counts equal" in lines[0]
+    assert "30 documents reindexed into fairacct-job-2026.10-v6, counts equal" in lines[0]
     assert stored(osmem_url) == before
 
 
