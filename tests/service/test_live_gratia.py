@@ -44,7 +44,7 @@ USERS = {"alice": (1, 4), "bob": (2, 4), "carol": (3, 3), "dave": (1, 1)}
 JOBS = sum(n for _, n in USERS.values())
 CRASH = "gratia-after-commit:2"  # each collector started with it dies after storing its 2nd bundle
 HISTORY = ["GlobalJobId", "RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu", "CpusProvisioned",
-           "JobStartDate", "CompletionDate", "ExitCode", "AcctGroupUser"]  # fmt: skip
+           "JobStartDate", "CompletionDate", "ExitCode", "Owner"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
         f"[sources]\nlive = true\n"
         f'[probe]\nstate_dir = "{state}"\nhistory_every_s = 2\nflush_every_s = 1\n'
         f'[{section}]\nurl = "gratia+{c.url}/gratia-servlets/rmi"\ngratia_probe_name = "{PROBE}"\n'
-        f"gratia_bundle_size = {BUNDLE}\n",
+        f'gratia_site = "FAIRACCT_TEST"\ngratia_bundle_size = {BUNDLE}\n',
         encoding="utf-8",
     )
     with open(tmp_path / "probe.log", "wb") as log:
@@ -174,14 +174,17 @@ def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     docs = json.loads(read.stdout)
-    assert sorted(d["GlobalJobId"] for d in docs) == sorted(jobs)  # every job of the history, once
+    # every job of the history, once, under condor-ap's GlobalJobId
+    assert sorted(d["GlobalJobId"] for d in docs) == sorted(f"condor.{j}" for j in jobs)
     for d in docs:
-        ad = jobs[d["GlobalJobId"]]
+        ad = jobs[d["GlobalJobId"].removeprefix("condor.")]
         assert (d["WallDuration"], d["CpuDuration"], d["Processors"]) == (
             ad["RemoteWallClockTime"], ad["RemoteUserCpu"] + ad["RemoteSysCpu"], ad["CpusProvisioned"]
         ), d["GlobalJobId"]  # fmt: skip
         assert (seconds(d["StartTime"]), seconds(d["EndTime"])) == (ad["JobStartDate"], ad["CompletionDate"])
-        assert (d["Status"], d["LocalUserId"], d["ProbeName"]) == (str(ad["ExitCode"]), ad["AcctGroupUser"], PROBE)
+        # condor-ap's LocalUserId is the Owner (the accounting group's user is fairacct's own user)
+        assert (d["Status"], d["LocalUserId"], d["ProbeName"]) == (str(ad["ExitCode"]), ad["Owner"], PROBE)
+        assert d["SiteName"] == "FAIRACCT_TEST"
     print(
         f"\n{JOBS} jobs, bundles of {BUNDLE}; records durable at the two crashes: {held}; "
         f"wall {sum(d['WallDuration'] for d in docs):g} s, CPU {sum(d['CpuDuration'] for d in docs):g} s, "
