@@ -93,6 +93,7 @@ _RESOURCE_NAMES = ("MachineAttrGLIDEIN_ResourceName0", "MATCH_EXP_JOBGLIDEIN_Res
 _CPU = ("RemoteUserCpu", "LocalUserCpu", "RemoteSysCpu", "LocalSysCpu", "CumulativeSlotTime")
 _INVALID_CPU_S = 2_000_000_000  # SOFTWARE-1132: a CPU time from this on is checked against the slot time
 _UNIVERSES = {7: "scheduler", 12: "local"}
+_NONE = "\0none"  # a missing value in a lookup key (no ClassAd string holds a NUL)
 
 
 def condor_ap_attrs() -> list[Attr]:
@@ -119,13 +120,19 @@ def _whole(value: object) -> float:
 
 
 def _first_whole(ads: AdColumns, names: tuple[str, ...]) -> np.ndarray:
+    """Per ad, the whole number of the first of ``names`` that has one (NaN: none has)."""
     out = np.full(len(ads), np.nan)
     for name in names:
         missing = np.flatnonzero(np.isnan(out))
         if not len(missing):
             break
-        values = ads[name]
-        out[missing] = [_whole(values[i]) for i in missing]
+        values = ads[name][missing]
+        if values.dtype.kind == "f":  # a number column: whole where finite (int() of 8.5 is 8)
+            with np.errstate(invalid="ignore"):
+                out[missing] = np.where(np.isfinite(values), np.trunc(values), np.nan)
+        else:  # any value: int() of what is there ("8", True), as condor-ap, where anything is
+            present = np.flatnonzero(~pd.isna(values))
+            out[missing[present]] = [_whole(v) for v in values[present]]
     return out
 
 
@@ -137,9 +144,10 @@ def invalid_cpu(cpu_s: np.ndarray, slot_s: np.ndarray) -> np.ndarray:
     return invalid
 
 
-def _text(values: np.ndarray) -> np.ndarray:
-    """An ANY column as condor-ap's ``in`` sees it: present (not None) or not."""
-    return np.array([v is not None for v in values], dtype=bool)
+def _present(values: np.ndarray) -> np.ndarray:
+    """Where an ANY column has a value: condor-ap's ``attr in ad``."""
+    present: np.ndarray = ~pd.isna(values)
+    return present
 
 
 def count_invalid_cpu(ads: AdColumns, tally: ReadTally) -> None:
@@ -188,7 +196,7 @@ def _grid(ads: AdColumns, resource: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     why = np.full(n, None, dtype=object)
     # in classadToJUR's order: a later rule sets Grid over an earlier one
     origin = ads["GratiaJobOrigin"]
-    for i in np.flatnonzero(_text(origin)):
+    for i in np.flatnonzero(_present(origin)):
         grid[i], why[i] = ("OSG", None) if origin[i] == "GRAM" else ("Local", LEFT_OUT["origin"])
     for i in np.flatnonzero(~pd.isna(resource)):
         name = str(resource[i])
@@ -200,12 +208,14 @@ def _grid(ads: AdColumns, resource: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     for number, key in _UNIVERSES.items():
         rows = universe == number
         grid[rows], why[rows] = "Local", LEFT_OUT[key]
-    routed = _text(ads["RoutedToJobId"])
+    routed = _present(ads["RoutedToJobId"])
     grid[routed], why[routed] = "Local", LEFT_OUT["routed"]
     # classadToJUR ignores a DAGMan job before anything else; a job with neither CompletionDate
     # nor JobStartDate is sent, and GRACC quarantines it: both told apart from Grid's suppression
     cmd = ads["Cmd"]
-    dagman = np.array([isinstance(c, str) and os.path.basename(c) == "condor_dagman" for c in cmd], dtype=bool)
+    dagman = pd.Series(cmd, dtype=object).str.endswith("condor_dagman", na=False).to_numpy(dtype=bool, copy=True)
+    for i in np.flatnonzero(dagman):  # condor-ap compares the file's name, not a suffix of it
+        dagman[i] = os.path.basename(str(cmd[i])) == "condor_dagman"
     timeless = ~(ads["CompletionDate"] > 0) & ~(ads["JobStartDate"] > 0)
     why[timeless & pd.isna(why)] = LEFT_OUT["no_end"]
     why[dagman] = LEFT_OUT["dagman"]
@@ -240,15 +250,18 @@ def resolve_vos(
     if not len(table) or "gratia_user" not in table:
         return table
     keys = ["gratia_user", "gratia_vo", "gratia_reportable_vo"]
-    combos = table[keys].astype(object).where(table[keys].notna(), None).drop_duplicates()
-    resolved = {}
-    for owner, vo, reportable in combos.itertuples(index=False):
-        resolved[(owner, vo, reportable)] = _resolve(owner, vo, reportable, user_vos, unix_groups, group_of)
-    rows = table[keys].astype(object).where(table[keys].notna(), None).itertuples(index=False, name=None)
-    pairs = [resolved[r] for r in rows]
+    # a few owners and VOs among many jobs: each combination is resolved once, then looked up
+    rows = pd.MultiIndex.from_frame(table[keys].astype(object).fillna(_NONE))
+    combos = rows.unique()
+    pairs = []
+    for combo in combos:
+        owner, vo, reportable = (None if v == _NONE else str(v) for v in combo)
+        pairs.append(_resolve(owner, vo, reportable, user_vos, unix_groups, group_of))
+    resolved = pd.DataFrame(pairs, index=combos, columns=["gratia_vo", "gratia_reportable_vo"], dtype=object)
+    resolved = resolved.reindex(rows)
     out = table.copy()
-    out["gratia_vo"] = pd.array([p[0] for p in pairs], dtype=object)
-    out["gratia_reportable_vo"] = pd.array([p[1] for p in pairs], dtype=object)
+    for column in ("gratia_vo", "gratia_reportable_vo"):
+        out[column] = resolved[column].to_numpy()
     no_vo = out["gratia_vo"].isna() & out["gratia_left_out"].isna()
     if no_vo.any():
         out.loc[no_vo, "gratia_left_out"] = LEFT_OUT["no_vo"]
