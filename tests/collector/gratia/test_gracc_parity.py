@@ -202,3 +202,24 @@ def test_switching_at_condor_aps_cutoff_sends_each_job_once(history: HistoryCase
     assert theirs + ours == gracc_jobs(whole)  # and none it did not send is skipped
     assert theirs and ours and f"condor.{late.global_job_id}" in ours
     assert fairacct.output["left_out"][SENT_BY_CONDOR_AP] == len(theirs)
+
+
+def test_a_bundle_refused_after_two_taken_is_posted_once_and_counted_once(tmp_path: Path) -> None:
+    """Three bundles; the collector takes two and answers the third 503: the third waits for the
+    next flush, posted once in this one, and its records are counted once as to retry."""
+    from collector.outbox import Outbox
+    from collector.sinks.gratia import GratiaSink
+
+    docs = [{"id": f"j{i}", "job_id": f"ap#{i}.0#1", "cluster": i, "proc": 0, "end": 1795269302.0 + i,
+             "walltime_s": 6.0, "cpus": 1.0, "timestamp": "2026-11-21T13:55:02Z"} for i in range(45)]  # fmt: skip
+    with CaptureCollector(tmp_path / "collector", mode="503") as collector:
+        (collector.out / "script").write_text("ok\nok\n")
+        url = f"gratia+http://127.0.0.1:{collector.port}/gratia-servlets/rmi"
+        with Outbox(tmp_path / "outbox.sqlite") as outbox, GratiaSink(url, probe_name=PROBE, bundle_size=15) as sink:
+            outbox.commit({"job": docs}, {})
+            result = outbox.flush(sink)
+            assert (result.sent["job"], result.retried["job"], outbox.status().depth) == (30, 15, {"job": 15})
+            assert len(collector.posts()) == 3  # the third bundle once, not again by a next batch
+            (collector.out / "mode").write_text("ok")
+            assert outbox.flush(sink).sent["job"] == 15 and outbox.status().depth == {}
+        assert len(collector.posts()) == 4
