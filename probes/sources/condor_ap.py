@@ -102,7 +102,8 @@ def condor_ap_attrs() -> list[Attr]:
     return [
         Attr("Owner", s), Attr("User", s), *fallbacks(("x509userproxysubject", "orig_AuthTokenSubject"), s),
         Attr("x509UserProxyFirstFQAN", s), Attr("x509UserProxyVOName", s), Attr("orig_AuthTokenIssuer", s),
-        Attr("ProjectName", s), *(Attr(a, Kind.ANY) for a in _PROCESSORS), Attr("RequestGPUs", Kind.ANY),
+        Attr("ProjectName", s), Attr("MATCH_EXP_JOB_GLIDEIN_Cpus", Kind.ANY), Attr("RequestGPUs", Kind.ANY),
+        Attr("MachineAttrCpus0", n),  # the slot's Cpus, a number; the glidein's MATCH_EXP_ a string
         *(Attr(a, n) for a in _CPU), *fallbacks(_RESOURCE_NAMES, s), Attr("JobUniverse", n), Attr("Cmd", s),
         Attr("RoutedToJobId", Kind.ANY), Attr("GratiaJobOrigin", Kind.ANY), Attr("CompletionDate", n),
         Attr("JobStartDate", n),
@@ -198,12 +199,10 @@ def _grid(ads: AdColumns, resource: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     origin = ads["GratiaJobOrigin"]
     for i in np.flatnonzero(_present(origin)):
         grid[i], why[i] = ("OSG", None) if origin[i] == "GRAM" else ("Local", LEFT_OUT["origin"])
-    for i in np.flatnonzero(~pd.isna(resource)):
-        name = str(resource[i])
-        if name.endswith("-CF") or name.endswith("-Flock"):
-            grid[i], why[i] = "Campus", None
-        elif name == "Local Job":
-            grid[i], why[i] = "Local", LEFT_OUT["local_job"]
+    campus = _by_value(resource, lambda name: name.endswith(("-CF", "-Flock")))
+    grid[campus], why[campus] = "Campus", None
+    local_job = _by_value(resource, lambda name: name == "Local Job")
+    grid[local_job], why[local_job] = "Local", LEFT_OUT["local_job"]
     universe = ads["JobUniverse"]
     for number, key in _UNIVERSES.items():
         rows = universe == number
@@ -212,14 +211,20 @@ def _grid(ads: AdColumns, resource: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     grid[routed], why[routed] = "Local", LEFT_OUT["routed"]
     # classadToJUR ignores a DAGMan job before anything else; a job with neither CompletionDate
     # nor JobStartDate is sent, and GRACC quarantines it: both told apart from Grid's suppression
-    cmd = ads["Cmd"]
-    dagman = pd.Series(cmd, dtype=object).str.endswith("condor_dagman", na=False).to_numpy(dtype=bool, copy=True)
-    for i in np.flatnonzero(dagman):  # condor-ap compares the file's name, not a suffix of it
-        dagman[i] = os.path.basename(str(cmd[i])) == "condor_dagman"
+    dagman = _by_value(ads["Cmd"], lambda cmd: os.path.basename(cmd) == "condor_dagman")
     timeless = ~(ads["CompletionDate"] > 0) & ~(ads["JobStartDate"] > 0)
     why[timeless & pd.isna(why)] = LEFT_OUT["no_end"]
     why[dagman] = LEFT_OUT["dagman"]
     return grid, why
+
+
+def _by_value(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """Where a string column's value passes ``test``, each distinct value tested once (a history
+    holds a few executables and resource names among many jobs)."""
+    codes, uniques = pd.factorize(values)  # missing values: code -1
+    passed = np.array([test(str(u)) for u in uniques] + [False], dtype=bool)
+    result: np.ndarray = passed[codes]  # code -1 reads the last entry, False
+    return result
 
 
 @cache
