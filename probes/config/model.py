@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,7 +101,8 @@ class ProbeConfig(Section):
         """What the history reader needs of this configuration."""
         from probes.sources.settings import JobReading  # it imports the sections: not at import time
 
-        return JobReading.of(self)
+        gratia = self.store.url.startswith("gratia+") or bool(self.upstream.url)
+        return dataclasses.replace(JobReading.of(self), gratia=gratia)
 
     def penalty_policy(self) -> PenaltyPolicy:
         """The multi-resource penalty's policy (Klusáček & Rudová 2015) of ``[penalty]``."""

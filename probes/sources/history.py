@@ -28,7 +28,7 @@ from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attr
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.limits import AMOUNT, INSTANT
 from probes.sources.classad.model import expr_text
-from probes.sources.condor_ap import GRATIA_COLUMNS, condor_ap_attrs, condor_ap_columns, count_invalid_cpu
+from probes.sources.condor_ap import condor_ap_attrs, condor_ap_columns, count_invalid_cpu
 from probes.sources.credentials import identities, identity_attrs
 from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.history_folder import list_folder, readable
@@ -95,9 +95,9 @@ written before these columns existed have none either and are audited as before 
 JOB_COLUMNS = (
     "job_id", "schedd", "cluster", "proc", "submitter", "user", "group", "project", "queue", "qos",
     *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
-    *RUN_COLUMNS, "host", "hosts", "site", "resource_name", "speed", "n_hosts", *VOMS_ATTRIBUTES, *GRATIA_COLUMNS,
-    "source", "line",
+    *RUN_COLUMNS, "host", "hosts", "site", "resource_name", "speed", "n_hosts", *VOMS_ATTRIBUTES, "source", "line",
 )  # fmt: skip
+"""The jobs table's columns; with ``JobReading.gratia``, :data:`~probes.sources.condor_ap.GRATIA_COLUMNS` too."""
 
 
 JOB_ADS = AdKind("Job", ("GlobalJobId",), "job ads (condor_history -long or -json, history files)")
@@ -125,7 +125,8 @@ def job_attrs(reading: JobReading) -> list[Attr]:
     ]  # fmt: skip
     if reading.speed_attribute:
         attrs.append(Attr(f"MachineAttr{reading.speed_attribute}0", n))
-    attrs += condor_ap_attrs()  # what OSG's condor-ap reports of the job (probes.sources.condor_ap)
+    if reading.gratia:  # what OSG's condor-ap reports of the job (probes.sources.condor_ap)
+        attrs += condor_ap_attrs()
     attrs += [Attr(a, Kind.ANY) for a in reading.extra_attributes]
     return unique_attrs(attrs)
 
@@ -260,7 +261,8 @@ def _job_parts(
             for part, done in parts:
                 ads = check.keep(part, tally)
                 columns = job_columns(ads, reading)
-                count_invalid_cpu(ads, tally)
+                if reading.gratia:
+                    count_invalid_cpu(ads, tally)
                 if plain != path:  # a decompressed copy: name the file the site has
                     _renamed(columns, tally, malformed, os.fspath(plain), os.fspath(path))
                 odd_integers(columns, tally)
@@ -332,7 +334,8 @@ def jobs_table(ads: AdColumns, reading: JobReading, tally: ReadTally | None = No
     the jobs whose times or status are impossible, quarantined in it."""
     columns = job_columns(ads, reading)
     if tally is not None:
-        count_invalid_cpu(ads, tally)
+        if reading.gratia:
+            count_invalid_cpu(ads, tally)
         columns = _possible(columns, ads, tally, strict=False)
     return _frame(columns)
 
@@ -400,7 +403,8 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     columns["n_hosts"] = _or(ads["MaxHosts"], 1.0)
     for column, attr in VOMS_ATTRIBUTES.items():
         columns[column] = ads[attr]
-    columns.update(condor_ap_columns(ads))
+    if reading.gratia:
+        columns.update(condor_ap_columns(ads))
     columns["source"] = ads.path
     columns["line"] = ads.line
     for extra in reading.extra_attributes:

@@ -119,7 +119,9 @@ class SlotReading:
 class JobReading:
     """What the history and queue readers need: the job attributes naming the submitter and
     each credential (the first present wins), site and resource, the speed attribute of the
-    hosts (read as ``MachineAttr<name>0``) and the extra attributes kept as columns."""
+    hosts (read as ``MachineAttr<name>0``), the extra attributes kept as columns, and whether
+    condor-ap's reading of each job is wanted (``gratia``: a Gratia sender's records carry it; a
+    probe that does not report to GRACC does not pay for reading it)."""
 
     submitter: tuple[str, ...] = _setting("credentials", "submitter")
     user: tuple[str, ...] = _setting("credentials", "user")
@@ -132,6 +134,7 @@ class JobReading:
     site_default: str = _setting("site", "default")
     speed_attribute: str = _setting("machines", "speed_attribute")
     extra_attributes: tuple[str, ...] = _setting("sources", "job_attributes")
+    gratia: bool = False  # condor-ap's reading too (probes.sources.condor_ap): the probe reports to GRACC
 
     @classmethod
     def of(cls, config: Configuration) -> JobReading:

@@ -52,7 +52,7 @@ def _ad(cluster: int, *, owner: str = "alice", universe: int = 5, cmd: str = "/b
 def _jobs(tmp_path: Path, *ads: str) -> pd.DataFrame:
     path = tmp_path / "history"
     path.write_text("\n".join(ads))
-    jobs, _ = read_history([path], JobReading())
+    jobs, _ = read_history([path], JobReading(gratia=True))
     return jobs.set_index("cluster")
 
 

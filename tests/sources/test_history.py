@@ -126,22 +126,11 @@ def test_a_history_read_a_few_ads_at_a_time_gives_the_same_table(
                 "site",
                 "resource_name",
                 "source",
-                # condor-ap's reading (probes.sources.condor_ap): Owner, User, ProjectName, the
-                # glidein's resource, and why a removed job that never started is left out
-                "gratia_user",
-                "gratia_global_user",
-                "gratia_project",
-                "gratia_resource_name",
-                "gratia_left_out",
             ],
             "str",
         ),
         **dict.fromkeys(["queue", "qos"], "object"),  # no attribute configured: all None
         **dict.fromkeys(["vo", "fqan", "dn"], "object"),  # no VOMS proxy in these histories: all None
-        # no proxy nor token (the VOs are resolved after the read), every Grid the probe's own
-        **dict.fromkeys(["gratia_dn", "gratia_vo", "gratia_reportable_vo", "gratia_grid"], "object"),
-        **dict.fromkeys(["gratia_processors", "gratia_gpus", "gratia_cpu_user_s", "gratia_cpu_system_s"], "float64"),
-        "gratia_end": "float64",
         **dict.fromkeys(["cluster", "proc", "status", "exit_code", "n_hosts", "runs"], "Int64"),
         **dict.fromkeys(
             ["cpus", "memory", "disk", "gpus", "qdate", "start", "end", "walltime_s", "cpu_time_s", "speed"], "float64"

@@ -166,7 +166,7 @@ def test_a_jobs_record_is_the_same_bytes_every_time_it_is_sent(
 
 
 def test_switching_at_condor_aps_cutoff_sends_each_job_once(history: HistoryCase, tmp_path: Path) -> None:
-    jobs, _ = read_history([history.folder], JobReading())
+    jobs, _ = read_history([history.folder], JobReading(gratia=True))
     ends = dict(zip(jobs["job_id"], pd.to_numeric(jobs["end"]), strict=True))
     by_file = {p: next(ends[j.global_job_id] for j in history.jobs.values() if j.path == p) for p in history.files}
     cutoff = sorted(by_file.values())[len(by_file) // 2]  # condor-ap's last run: half the jobs had ended

@@ -23,7 +23,7 @@ WHO = GratiaIdentity("condor:ap.example.org")
 
 
 def _job_docs(history: Path) -> list[dict[str, Any]]:
-    jobs, _ = read_history([history], JobReading())
+    jobs, _ = read_history([history], JobReading(gratia=True))
     return table_docs("job", resolve_vos(jobs, {}), probe="p")
 
 

@@ -33,7 +33,7 @@ def _seconds(text: str) -> float:
 
 def _history_records(condor25: Path) -> tuple[Any, list[dict[str, Any]]]:
     """The job records of the condor25 history as the probe commits them, and decoded."""
-    jobs, _ = read_history([condor25 / "history.ads"], JobReading())
+    jobs, _ = read_history([condor25 / "history.ads"], JobReading(gratia=True))
     return job_docs(jobs, probe="p")["job"], table_docs("job", jobs, probe="p")
 
 
