@@ -17,7 +17,6 @@ file or environment variable, never held by value.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
@@ -34,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from collector.addresses import IPAddress, Network, network_of
 from collector.errors import ConfigError
 from collector.sinks import check_url
 from collector.units import parse_size
@@ -124,15 +124,13 @@ class ProbeScope(_Section):
     pools: list[str] = Field(default_factory=list, description="Pools its records may name ('pool').")
 
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
 def _network(value: Any) -> Any:
-    """A network as operators write it: a CIDR ("192.0.2.0/24", "2001:db8::/48") or one address."""
+    """A network as operators write it: a CIDR ("192.0.2.0/24", "2001:db8::/48") or one address,
+    an IPv4-mapped one read as IPv4 (:mod:`collector.addresses`)."""
     if not isinstance(value, str):
         return value
     try:
-        return ipaddress.ip_network(value.strip())
+        return network_of(value)
     except ValueError as exc:
         raise ValueError(
             f'expected an address or a network (CIDR, e.g. "192.0.2.0/24"), got {value!r}: {exc}'
@@ -194,8 +192,9 @@ class GratiaSender(_Section):
             )
         return value
 
-    def allows(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        """Whether ``address`` is in one of the sender's networks."""
+    def allows(self, address: IPAddress) -> bool:
+        """Whether ``address`` (in IPv4 form when it is IPv4-mapped: :func:`collector.addresses.ip_of`)
+        is in one of the sender's networks."""
         return any(address in network for network in self.networks)
 
 

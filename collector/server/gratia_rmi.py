@@ -57,7 +57,9 @@ which reads only the text, keeps the records and retries, so nothing is lost whi
 operator adds the name. **An empty list refuses every sender**: the endpoint is off until
 senders are named (a collector reachable from the network must not take records in any name
 from anyone). The address is the connection's, or the one a proxy listed in
-``collector.trusted_proxies`` gives in ``X-Forwarded-For`` (none by default). Senders' bodies,
+``collector.trusted_proxies`` gives in ``X-Forwarded-For`` (none by default); an IPv4-mapped
+one (a collector listening on ``"::"``) is compared as the IPv4 address it is
+(:mod:`collector.addresses`). Senders' bodies,
 carrying no token, are read and inflated within the memory of requests without one
 (:mod:`collector.server.sources`).
 
@@ -82,7 +84,6 @@ as for ``/v1/records``.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections import Counter
@@ -92,6 +93,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from collector import faults
+from collector.addresses import ip_of
 from collector.errors import BadRequestError, RecordError, SenderNotAllowedError, TooLargeError, UnsupportedMediaError
 from collector.gratia import DEFAULT_LIMITS, MultiUpdate, decode_rmi, envelope_docs
 from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
@@ -137,7 +139,7 @@ async def _post_rmi(request: Request, ingest: Ingest, lease: Lease, address: str
     allowed_sender(rmi.probe, address, senders)
     if not isinstance(rmi, MultiUpdate):  # a ping
         return PlainTextResponse(OK)
-    scope = Scope.of_sender(rmi.probe, _ip(address), senders)
+    scope = Scope.of_sender(rmi.probe, ip_of(address), senders)
     result = await ingest.off_loop(convert, rmi, scope)  # tens of milliseconds of CPU: not on the event loop
     if result.errors:
         ingest.metrics.judged(NAME, rmi.probe, 0, len(result.errors))
@@ -168,7 +170,7 @@ def allowed_source(address: str | None, senders: Sequence[GratiaSender]) -> None
     otherwise (see the module docstring). Decided from the connection alone, before the body."""
     if not senders:
         raise SenderNotAllowedError("this collector takes no Gratia records (its collector.gratia_senders is empty)")
-    ip = _ip(address)
+    ip = ip_of(address)
     if ip is None or not any(sender.allows(ip) for sender in senders):
         raise SenderNotAllowedError(
             f"address {(address or '-')[:60]} is not among the networks of collector.gratia_senders: ask the "
@@ -185,20 +187,12 @@ def allowed_sender(sender: str, address: str | None, senders: Sequence[GratiaSen
             f"sender {sender[:200]!r} is not allowed: ask the collector's operator to add it to "
             "collector.gratia_senders"
         )
-    ip = _ip(address)
+    ip = ip_of(address)
     if ip is None or not any(s.allows(ip) for s in named):
         raise SenderNotAllowedError(
             f"sender {sender[:200]!r} is not allowed from address {(address or '-')[:60]}: ask the collector's "
             "operator to add the address to its networks in collector.gratia_senders"
         )
-
-
-def _ip(address: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return None
-    return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
 
 
 def convert(rmi: MultiUpdate, scope: Scope | None = None) -> EnvelopeResult:
