@@ -53,6 +53,7 @@ import argparse
 import asyncio
 import gzip
 import os
+import re
 import shutil
 import signal
 import socket
@@ -84,6 +85,8 @@ TARGET_GRATIA_RATE = 5_000
 TARGET_P99_S = 0.100
 _KEEP_ALIVE_S = 4.0  # uvicorn closes a connection idle for 5 s
 RECORDS_PATH, GRATIA_PATH = "/v1/records", "/gratia-servlets/rmi"
+GRACC_SITES = ["fermilab", "TAMU_BRAZOS_CE", "CHTC", "UCSDT2-D"]  # the SiteNames of its records
+_PROBE_NAME = re.compile(rb"(<(?:\w+:)?ProbeName\b[^>]*>)[^<]*<")
 
 
 def demo_docs() -> list[dict[str, Any]]:
@@ -101,13 +104,15 @@ def bodies(probe: str, template: list[dict[str, Any]], batches: int, batch: int)
 
 
 def gratia_bodies(probes: list[str], batches: int, batch: int) -> dict[str, list[bytes]]:
-    """Each sender's forms, as gratia-probe posts them; every record a distinct job."""
+    """Each sender's forms, as gratia-probe posts them; every record a distinct job, under its
+    sender's ProbeName (the collector takes a record under no other)."""
     records = iter(distinct_records(len(probes) * batches * batch))
     out: dict[str, list[bytes]] = {}
     for probe in probes:
         out[probe] = []
+        named = rb"\g<1>" + probe.encode().replace(b"\\", b"\\\\") + b"<"  # a template: its backslashes escaped
         for _ in range(batches):
-            xml = envelope([next(records) for _ in range(batch)])
+            xml = envelope([_PROBE_NAME.sub(named, next(records)) for _ in range(batch)])
             fields = [("command", "multiupdate"), ("arg1", xml.decode()), ("from", probe), ("xmlfiles", 0),
                       ("tarfiles", 0), ("maxpendingfiles", 100000), ("backlog", 0), ("bundlesize", batch)]  # fmt: skip
             out[probe].append(urlencode(fields).encode())
@@ -436,8 +441,9 @@ def _reporter(probe: str, docs: list[dict[str, Any]]) -> str:
 
 
 def _sender(probe: str) -> str:
-    """A Gratia sender of the benchmark's collector: ``probe``, sending from loopback."""
-    return f'{{probe = "{probe}", networks = ["127.0.0.1/32"]}}'
+    """A Gratia sender of the benchmark's collector: ``probe``, sending from loopback, for the
+    sites of GRACC's conformance records."""
+    return f'{{probe = "{probe}", networks = ["127.0.0.1/32"], sites = {orjson.dumps(GRACC_SITES).decode()}}}'
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ file or environment variable, never held by value.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
@@ -34,6 +33,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from collector.addresses import IPAddress, Network, network_of
 from collector.errors import ConfigError
 from collector.sinks import check_url
 from collector.units import parse_size
@@ -124,15 +124,13 @@ class ProbeScope(_Section):
     pools: list[str] = Field(default_factory=list, description="Pools its records may name ('pool').")
 
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
 def _network(value: Any) -> Any:
-    """A network as operators write it: a CIDR ("192.0.2.0/24", "2001:db8::/48") or one address."""
+    """A network as operators write it: a CIDR ("192.0.2.0/24", "2001:db8::/48") or one address,
+    an IPv4-mapped one read as IPv4 (:mod:`collector.addresses`)."""
     if not isinstance(value, str):
         return value
     try:
-        return ipaddress.ip_network(value.strip())
+        return network_of(value)
     except ValueError as exc:
         raise ValueError(
             f'expected an address or a network (CIDR, e.g. "192.0.2.0/24"), got {value!r}: {exc}'
@@ -153,7 +151,14 @@ def _no_bare_name(value: Any) -> Any:
 
 class GratiaSender(_Section):
     """A Gratia probe the collector takes records from (an item of ``collector.gratia_senders``):
-    its name (the form's ``from``) and the networks its requests must come from."""
+    its name (the form's ``from``), the networks its requests must come from, and the sites its
+    records may name (their ``SiteName``).
+
+    ``sites`` has no default: a sender listed before senders had sites is a configuration error
+    that says what to write, not a sender taken for every site (the hole it closes: a listed
+    sender's records counted in another site's summaries) nor one refused for all (its records
+    waiting in gratia-probe's outbox while the log says why). GratiaCore writes its ProbeConfig's
+    ``SiteName`` into every record, so a sender lists at least one."""
 
     probe: str = Field(min_length=1, description="The probe's name (its ProbeName, the form's 'from').")
     networks: list[Annotated[Network, BeforeValidator(_network)]] = Field(
@@ -161,9 +166,35 @@ class GratiaSender(_Section):
         description='Addresses or CIDRs the probe sends from, e.g. ["192.0.2.0/24"]; others are refused '
         "before their body is read.",
     )
+    sites: list[Annotated[str, Field(min_length=1)]] = Field(
+        description='The SiteNames its records may name, e.g. ["SiteA"] (its ProbeConfig\'s SiteName); an '
+        "envelope with a record for another site is refused whole (403).",
+    )
 
-    def allows(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        """Whether ``address`` is in one of the sender's networks."""
+    @model_validator(mode="before")
+    @classmethod
+    def _sites_are_named(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "sites" not in value:
+            probe = value.get("probe", "condor:ce01.example.org")
+            raise ValueError(
+                "sites is missing: a Gratia sender reports only for the sites listed for it (its records' "
+                f'SiteName); write {{probe = "{probe}", networks = [...], sites = ["SiteA"]}}'
+            )
+        return value
+
+    @field_validator("sites")
+    @classmethod
+    def _at_least_one_site(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(
+                "a Gratia sender reports for at least one site (GratiaCore writes its SiteName into every "
+                "record), got none: list the sites it reports for, or remove the sender"
+            )
+        return value
+
+    def allows(self, address: IPAddress) -> bool:
+        """Whether ``address`` (in IPv4 form when it is IPv4-mapped: :func:`collector.addresses.ip_of`)
+        is in one of the sender's networks."""
         return any(address in network for network in self.networks)
 
 
@@ -189,7 +220,8 @@ class CollectorSettings(_Section):
     gratia_senders: list[Annotated[GratiaSender, BeforeValidator(_no_bare_name)]] = Field(
         default_factory=list,
         description="Gratia probes the Gratia endpoint accepts records from, each with the networks it sends "
-        'from: [{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"]}]; empty: none.',
+        'from and the sites it reports for: [{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"], '
+        'sites = ["SiteA"]}]; a record under another ProbeName or SiteName refuses its envelope; empty: none.',
     )
     trusted_proxies: list[Annotated[Network, BeforeValidator(_network)]] = Field(
         default_factory=list,

@@ -5,7 +5,8 @@ that does not bundle, or a file, may hold one bare ``<JobUsageRecord>``/``<Usage
 :func:`envelope_docs` takes either and gives, in one :class:`EnvelopeResult`:
 
 * ``docs``: one document per JobUsageRecord or UsageRecord (collector/gratia/rawdoc.py says
-  which fields), in envelope order;
+  which fields), in envelope order, and in ``positions`` the index of each among the envelope's
+  elements (0-based), for a caller that refuses one by its place;
 * ``skipped``: how many elements of each other tag the envelope held (``StorageElement``,
   ``StorageElementRecord``, ``Subcluster``, ``ProbeDetails``, anything): acknowledged and not
   stored, never an error, as GRACC's collector acknowledges what it does not know;
@@ -50,6 +51,7 @@ class EnvelopeResult:
     """What became of each element of an envelope (see the module docstring)."""
 
     docs: list[dict[str, Any]] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     quarantined: list[tuple[int, str]] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)
@@ -97,4 +99,5 @@ def envelope_docs(
             result.quarantined.append((index, doc[QUARANTINE]))
         else:
             result.docs.append(doc)
+            result.positions.append(index)
     return result

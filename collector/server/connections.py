@@ -42,6 +42,12 @@ connections of at most ``max_header_bytes`` of headers each. Closes are counted 
 (:attr:`Connections.closed`, in ``/metrics``) and logged at DEBUG: a flood of them must not
 flood the log.
 
+A peer's address is the one every request on the connection is from (its ASGI ``client``, which
+uvicorn's ``X-Forwarded-For`` handling, the access log, Gratia's senders and the memory budgets
+read), in one form: an IPv4 client of a collector listening on ``"::"``, which the kernel gives
+as ``::ffff:a.b.c.d``, is ``a.b.c.d`` (:mod:`collector.addresses`), so that it is matched against
+IPv4 ``trusted_proxies`` and networks as the IPv4 address it is (issue 54).
+
 A request's line and headers are counted as the parser reads them, so the bound holds for the
 whole header block however it arrives (before, it was counted a read at a time, and 100,000
 bytes of headers in one write were taken).
@@ -59,6 +65,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from collector.addresses import shown
 from collector.settings import CollectorSettings
 
 __all__ = ["CLOSED_BY", "LINGER_S", "Connections", "Trust", "guarded_protocol", "vouch"]
@@ -193,6 +200,8 @@ class _GuardedProtocol(HttpToolsProtocol):
     # The connection
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self.client:  # an IPv4 peer of a socket on "::" is ::ffff:a.b.c.d: its requests see a.b.c.d
+            self.client = (shown(self.client[0]), self.client[1])
         self._address = self.client[0] if self.client else "-"
         if not self.guard._admit(self):
             self._close("refused")

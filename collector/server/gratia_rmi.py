@@ -29,6 +29,10 @@ status  body                                                   when
                                                                that is not RFC 3339, an Origin hop that is
                                                                not an integer): the envelope is refused whole
                                                                and nothing of it is stored, as GRACC does
+403     ``Error handling request: record <i> is for            a record under another ProbeName than the
+        SiteName ..., which sender ... is not allowed to       sender's, or for a SiteName not among its
+        report for ...``                                       ``sites`` (below): the envelope is refused
+                                                               whole and nothing of it is stored
 413     ``Error: java.lang.IllegalStateException: Post too     the body is over ``collector.max_body_size``
         large``                                                (as sent or decompressed) or the envelope over
                                                                the XML size limit (16 MiB): the text makes
@@ -40,21 +44,35 @@ status  body                                                   when
 ======  =====================================================  ==============================================
 
 **Senders.** Gratia probes carry no token, so the collector takes records only from the
-probes named in ``collector.gratia_senders``, each with the networks it sends from
-(``{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"]}``; the probe is the
-form's ``from``). A request from an address in none of those networks is refused before a
-byte of its body is read (400 ``Error handling request: address ... is not among the networks
-...``; the connection is then closed with the first of the strangers', not kept for a body
-it is not given); a sender not listed, or not from one of its own networks, gets **400**
-``Error handling request: sender '<from>' is not allowed ...``, pings included: GRACC has no
+probes named in ``collector.gratia_senders``, each with the networks it sends from and the
+sites it reports for (``{probe = "condor:ce01.example.org", networks = ["192.0.2.0/24"],
+sites = ["SiteA"]}``; the probe is the form's ``from``). A request from an address in none of
+those networks is refused before a byte of its body is read (400 ``Error handling request:
+address ... is not among the networks ...``; the connection is then closed with the first of
+the strangers', not kept for a body it is not given); a sender not listed, or not from one of
+its own networks, gets **400** ``Error handling request: sender '<from>' is not allowed ...``,
+pings included: GRACC has no
 list of senders and answers every request it refuses with 400 and that text, and gratia-probe,
 which reads only the text, keeps the records and retries, so nothing is lost while the
 operator adds the name. **An empty list refuses every sender**: the endpoint is off until
 senders are named (a collector reachable from the network must not take records in any name
 from anyone). The address is the connection's, or the one a proxy listed in
-``collector.trusted_proxies`` gives in ``X-Forwarded-For`` (none by default). Senders' bodies,
+``collector.trusted_proxies`` gives in ``X-Forwarded-For`` (none by default); an IPv4-mapped
+one (a collector listening on ``"::"``) is compared as the IPv4 address it is
+(:mod:`collector.addresses`). Senders' bodies,
 carrying no token, are read and inflated within the memory of requests without one
 (:mod:`collector.server.sources`).
+
+**What a sender may report for** (issue 54). GRACC's summaries group by a record's own
+``ProbeName`` and ``SiteName``, so a listed sender could put its usage in another probe's and
+another site's rows. A sender's records must carry its own name as ``ProbeName`` (gratia-probe
+writes its ProbeName into both) and one of its ``sites`` as ``SiteName``
+(``{probe = ..., networks = [...], sites = ["SiteA"]}``, :class:`~collector.server.scopes.Scope`):
+one record beyond refuses the envelope whole with **403** (checked once every record converted,
+after the 400 for a record that cannot be: that one is the sender's to mend, this the operator's),
+counted as ``forbidden`` as a probe's record for another site is. gratia-probe keeps the records
+and sends them again; fairacct's Gratia sink reads "is not allowed" as the operator's to mend,
+and keeps them too.
 
 **Records** become documents of kind ``gratia`` exactly as GRACC's collector makes them
 (collector/gratia/); their ids are hashes of their content, so an envelope sent again (gratia-probe
@@ -66,7 +84,6 @@ as for ``/v1/records``.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections import Counter
@@ -76,6 +93,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from collector import faults
+from collector.addresses import ip_of
 from collector.errors import BadRequestError, RecordError, SenderNotAllowedError, TooLargeError, UnsupportedMediaError
 from collector.gratia import DEFAULT_LIMITS, MultiUpdate, decode_rmi, envelope_docs
 from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
@@ -85,6 +103,7 @@ from collector.outbox import Parcel
 from collector.server.connections import Trust, vouch
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.replies import Style
+from collector.server.scopes import Scope
 from collector.server.sources import Lease
 from collector.settings import GratiaSender
 
@@ -116,10 +135,12 @@ async def _post_rmi(request: Request, ingest: Ingest, lease: Lease, address: str
     # (bench_collector.py --gratia; the figures are in the benchmarks' README, in the source tree).
     small = len(body.data) <= _DECODED_ON_LOOP
     rmi = decode_rmi(body.data) if small else await ingest.off_loop(decode_rmi, body.data)
-    allowed_sender(rmi.probe, address, ingest.settings.gratia_senders)
+    senders = ingest.settings.gratia_senders
+    allowed_sender(rmi.probe, address, senders)
     if not isinstance(rmi, MultiUpdate):  # a ping
         return PlainTextResponse(OK)
-    result = await ingest.off_loop(convert, rmi)  # tens of milliseconds of CPU: not on the event loop
+    scope = Scope.of_sender(rmi.probe, ip_of(address), senders)
+    result = await ingest.off_loop(convert, rmi, scope)  # tens of milliseconds of CPU: not on the event loop
     if result.errors:
         ingest.metrics.judged(NAME, rmi.probe, 0, len(result.errors))
         index, reason = result.errors[0]
@@ -149,7 +170,7 @@ def allowed_source(address: str | None, senders: Sequence[GratiaSender]) -> None
     otherwise (see the module docstring). Decided from the connection alone, before the body."""
     if not senders:
         raise SenderNotAllowedError("this collector takes no Gratia records (its collector.gratia_senders is empty)")
-    ip = _ip(address)
+    ip = ip_of(address)
     if ip is None or not any(sender.allows(ip) for sender in senders):
         raise SenderNotAllowedError(
             f"address {(address or '-')[:60]} is not among the networks of collector.gratia_senders: ask the "
@@ -166,7 +187,7 @@ def allowed_sender(sender: str, address: str | None, senders: Sequence[GratiaSen
             f"sender {sender[:200]!r} is not allowed: ask the collector's operator to add it to "
             "collector.gratia_senders"
         )
-    ip = _ip(address)
+    ip = ip_of(address)
     if ip is None or not any(s.allows(ip) for s in named):
         raise SenderNotAllowedError(
             f"sender {sender[:200]!r} is not allowed from address {(address or '-')[:60]}: ask the collector's "
@@ -174,26 +195,23 @@ def allowed_sender(sender: str, address: str | None, senders: Sequence[GratiaSen
         )
 
 
-def _ip(address: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return None
-    return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
-
-
-def convert(rmi: MultiUpdate) -> EnvelopeResult:
+def convert(rmi: MultiUpdate, scope: Scope | None = None) -> EnvelopeResult:
     """The envelope's documents; TooLargeError over the XML size limit, BadRequestError when
-    the envelope cannot be read at all (GRACC: ``error unmarshalling xml``)."""
+    the envelope cannot be read at all (GRACC: ``error unmarshalling xml``); ForbiddenError when
+    every record converted and one is beyond ``scope`` (what the sender may report for)."""
     xml = rmi.xml.encode("utf-8")
     if len(xml) > DEFAULT_LIMITS.max_bytes:
         raise TooLargeError(
             f"the envelope is {len(xml)} bytes, over the limit of {DEFAULT_LIMITS.max_bytes}; send smaller bundles"
         )
     try:
-        return envelope_docs(xml, probe=rmi.probe, received=time.time())
+        result = envelope_docs(xml, probe=rmi.probe, received=time.time())
     except RecordError as exc:
         raise BadRequestError(f"error unmarshalling xml: {exc}") from None
+    if scope is not None and not result.errors:  # a record that cannot be converted is told first
+        for index, doc in zip(result.positions, result.docs, strict=True):
+            scope.check(doc, index)
+    return result
 
 
 GRATIA = Endpoint("/gratia-servlets/rmi", NAME, Style.TEXT, post_rmi)

@@ -75,7 +75,7 @@ def judge_records(
     the collector's clock (UNIX seconds), which bounds the timestamps. Costs time linear in
     the batch's fields."""
     if isinstance(scope, str):
-        scope = Scope(scope)
+        scope = Scope.of(scope, ())
     probe = scope.probe
     window = timestamp_range(now)
     out = Judgement()

@@ -33,9 +33,10 @@ def _gratia_rmi(settings: CollectorSettings) -> dict[str, Any]:
     return {
         "post": {
             "summary": "Gratia probes: a ping, or an envelope of records (GRACC's wire protocol)",
-            "description": "Senders are named in collector.gratia_senders with the networks they send from (Gratia "
-            "probes carry no token); a request from elsewhere is refused (400) before its body is read. "
-            "Only the exact body 'OK' tells a Gratia probe that its records are durable.",
+            "description": "Senders are named in collector.gratia_senders with the networks they send from and the "
+            "sites they report for (Gratia probes carry no token); a request from elsewhere is refused (400) before "
+            "its body is read, and an envelope with a record under another ProbeName or SiteName is refused whole "
+            "(403). Only the exact body 'OK' tells a Gratia probe that its records are durable.",
             "operationId": "postGratiaRmi",
             "requestBody": {
                 "required": True,
@@ -69,6 +70,10 @@ def _gratia_rmi(settings: CollectorSettings) -> dict[str, Any]:
                 "400": _text(
                     "'Error handling request: ...' (the form, the XML, or a sender not allowed) or "
                     "'Error processing record: ...' (the envelope refused whole); nothing was stored."
+                ),
+                "403": _text(
+                    "'Error handling request: record N is for ProbeName|SiteName ..., which sender ... is not allowed "
+                    "to report for ...': the envelope refused whole; nothing was stored."
                 ),
                 "413": _text("'Error: java.lang.IllegalStateException: Post too large': send smaller bundles."),
                 "415": _text("'Error handling request: ...': the body is not a form."),

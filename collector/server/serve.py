@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import uvicorn
 
+from collector.addresses import trust_list
 from collector.errors import ConfigError, FairacctError
 from collector.outbox import Outbox
 from collector.server.app import create_app, store_sink_factory
@@ -59,7 +60,7 @@ def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None =
         # an X-Forwarded-For believed from anyone (uvicorn's default: from 127.0.0.1, or as the environment
         # says) would let any local user take a Gratia sender's address
         proxy_headers=bool(settings.trusted_proxies),
-        forwarded_allow_ips=[str(n) for n in settings.trusted_proxies],
+        forwarded_allow_ips=trust_list(settings.trusted_proxies),  # IPv4 ones also as a hop writes them mapped
         timeout_graceful_shutdown=30,
     )
     try:

@@ -19,20 +19,19 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from collector.addresses import ip_of
 from collector.errors import OverloadedError, TooLargeError
 
 __all__ = ["Lease", "SourceBudgets", "source_of"]
 
 
 def source_of(host: str | None) -> str:
-    """The budget's key for a client address: the address itself, an IPv6 address's /64."""
-    try:
-        address = ipaddress.ip_address(host or "")
-    except ValueError:
+    """The budget's key for a client address: the address itself (an IPv4-mapped one in IPv4
+    form), an IPv6 address's /64."""
+    address = ip_of(host)
+    if address is None:
         return host or "-"  # a Unix socket, or a test client's made-up name
     if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, 64), strict=False))
     return str(address)
 

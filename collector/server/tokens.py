@@ -8,6 +8,17 @@ close a guess was. The probe a token belongs to is the only name the request may
 The directory is looked at again every ``rescan_s`` seconds at most (only when a request
 comes), so tokens can be added, changed or revoked without a restart. Tokens never appear in
 logs, reprs or error messages; only probe names do.
+
+What is unsafe fails closed (issue 54):
+
+* **A token two files hold** would write in one name or the other as they happen to be read
+  (the last one won, silently), so it proves neither: the collector does not start, naming both
+  files (:class:`ConfigError`); read again while it runs, both names are refused (one ERROR line
+  naming the files) while every other token is read as usual, so that a revocation made in the
+  same change is not held back.
+* **A directory removed, emptied or unreadable** revokes every token at the next look (one ERROR
+  line when it goes); the tokens are read again once it is back. At start, a missing directory
+  is a :class:`ConfigError`. A probe refused (401) keeps its records and sends them again.
 """
 
 from __future__ import annotations
@@ -26,6 +37,18 @@ __all__ = ["TokenRing"]
 
 _log = logging.getLogger("fairacct.collector")
 
+_Signature = tuple[tuple[str, int, int], ...]
+"""The directory's token files as last seen: name, mtime (ns) and size of each."""
+
+_SHARED = "hold the same token, so it cannot say which probe sends"
+_MEND = "give each probe a token of its own (openssl rand -hex 32)"
+
+
+def _files(directory: Path, names: tuple[str, ...]) -> str:
+    """The paths of ``names`` in ``directory``, as a message lists them ("a, b and c")."""
+    paths = [str(directory / name) for name in names]
+    return ", ".join(paths[:-1]) + " and " + paths[-1]
+
 
 class TokenRing:
     """The probes' tokens, from ``directory`` (see the module docstring)."""
@@ -36,10 +59,13 @@ class TokenRing:
         self.directory = Path(directory)
         self._rescan_s = rescan_s
         self._clock = clock
-        self._signature: tuple[tuple[str, int, int], ...] = ()
+        self._signature: _Signature | None = None  # None: the directory could not be read
         self._tokens: tuple[tuple[str, bytes], ...] = ()
         self._scanned_at = clock()
-        self._load(self._scan_signature())
+        signature = self._scan_signature()
+        shared = self._load(signature)
+        if shared:  # at start: refuse to run, rather than refuse probes that were never told
+            raise ConfigError(f"collector token_dir: {_files(self.directory, shared[0])} {_SHARED}: {_MEND}")
 
     def __repr__(self) -> str:
         return f"TokenRing({str(self.directory)!r}, {len(self._tokens)} probe(s))"
@@ -76,14 +102,22 @@ class TokenRing:
         self._scanned_at = now
         try:
             signature = self._scan_signature()
-        except ConfigError as exc:  # the directory went away: keep the tokens we have
-            _log.error("%s; keeping the %d token(s) read before", exc, len(self._tokens))
+        except ConfigError as exc:  # removed or unreadable: what it held is revoked (fail closed)
+            if self._signature is not None:  # said once, when it goes
+                _log.error("%s; every token is refused (%d revoked) until it is back", exc, len(self._tokens))
+            self._signature, self._tokens = None, ()
             return
         if signature != self._signature:
-            self._load(signature)
-            _log.info("tokens re-read from %s: %d probe(s)", self.directory, len(self._tokens))
+            for names in self._load(signature):
+                every = "both are" if len(names) == 2 else "all are"
+                _log.error("token files %s %s: %s refused until each probe has a token of its own",
+                           _files(self.directory, names), _SHARED, every)  # fmt: skip
+            if not self._tokens:
+                _log.warning("tokens re-read from %s: no token, every probe is refused", self.directory)
+            else:
+                _log.info("tokens re-read from %s: %d probe(s)", self.directory, len(self._tokens))
 
-    def _scan_signature(self) -> tuple[tuple[str, int, int], ...]:
+    def _scan_signature(self) -> _Signature:
         try:
             entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
         except FileNotFoundError:
@@ -96,13 +130,18 @@ class TokenRing:
             raise ConfigError(f"collector token_dir: {self.directory}: cannot be read ({exc.strerror})") from None
         out = []
         for entry in entries:
-            if entry.name.startswith(".") or not entry.is_file():
+            try:
+                if entry.name.startswith(".") or not entry.is_file():
+                    continue
+                info = entry.stat()
+            except OSError:  # removed since the listing (or unreadable): not a token
                 continue
-            info = entry.stat()
             out.append((entry.name, info.st_mtime_ns, info.st_size))
         return tuple(out)
 
-    def _load(self, signature: tuple[tuple[str, int, int], ...]) -> None:
+    def _load(self, signature: _Signature) -> list[tuple[str, ...]]:
+        """Read the tokens of ``signature``'s files; the names of the files that share a token,
+        one tuple per token, which none of them gets (see the module docstring)."""
         tokens = []
         for name, _, _ in signature:
             path = self.directory / name
@@ -118,5 +157,11 @@ class TokenRing:
             if mode & (stat.S_IRWXG | stat.S_IRWXO):
                 _log.warning("token file %s can be read by others than its owner; chmod 600 it", path)
             tokens.append((name, token))
+        holders: dict[bytes, list[str]] = {}  # at load only: a request compares in constant time
+        for name, token in tokens:
+            holders.setdefault(token, []).append(name)
+        shared = [tuple(names) for names in holders.values() if len(names) > 1]
+        refused = {name for names in shared for name in names}
         self._signature = signature
-        self._tokens = tuple(tokens)
+        self._tokens = tuple((name, token) for name, token in tokens if name not in refused)
+        return shared

@@ -10,8 +10,9 @@ name in ``from`` and ``bundlesize``. The reply's body decides, as it does for gr
 * 413, or ``Error`` about the records (GRACC refuses an envelope whole when one record of it
   cannot be converted): the bundle is split in halves, each sent again, until the record that is
   refused stands alone; that record goes to the outbox's dead letters with the reply;
-* ``Error`` saying this sender or its address is not allowed, any other reply (5xx, a proxy's
-  page), or no answer: the outbox keeps that bundle and the ones after it and the flusher tries
+* ``Error`` saying this sender, its address or a record's site is not allowed (fairacct's
+  collector: "... is not allowed to report for ..."), any other reply (5xx, a proxy's page), or
+  no answer: the outbox keeps that bundle and the ones after it and the flusher tries
   again later (:class:`SinkError` when no bundle of the batch was answered); the bundles
   answered before it are settled, as gratia-probe deletes each bundle on its ``OK``, and are
   not sent again. Only the collector's operator can mend a sender refused, and that must not

@@ -121,7 +121,8 @@ def test_every_job_of_the_history_arrives_once_through_two_collector_crashes(
     ``[upstream]`` beside its own embedded store."""
     jobs = history(pool)
 
-    settings = {"flush_every_s": 0.2, "gratia_senders": [{"probe": PROBE, "networks": ["127.0.0.1/32"]}]}
+    sender = {"probe": PROBE, "networks": ["127.0.0.1/32"], "sites": ["FAIRACCT_TEST"]}
+    settings = {"flush_every_s": 0.2, "gratia_senders": [sender]}
     c = Collector(tmp_path / "collector", free_port(), {"p1": "token-one"}, settings, env={"FAIRACCT_CRASH_AT": CRASH})
     c.start()
     state = tmp_path / "state"

@@ -48,6 +48,12 @@ def copies(record: bytes, n: int) -> list[bytes]:
     return out
 
 
+def sent_by(record: bytes, probe: str) -> bytes:
+    """``record`` as ``probe`` sends it: gratia-probe writes its ProbeName into each of its records
+    and into the form's ``from``, and the collector takes a record only under its sender's name."""
+    return re.sub(rb"(<(?:\w+:)?ProbeName\b[^>]*>)[^<]*<", lambda m: m.group(1) + probe.encode() + b"<", record)
+
+
 def removed_before_it_started(record: bytes) -> bytes:
     """A job removed from the queue before it ran, as HTCondor's condor-ap probe reports one,
     made from a condor record (JobUsageRecord06): JobStatus 3, no host, no time used, and

@@ -19,17 +19,20 @@ from collector.gratia.wire import POST_TOO_LARGE, UNAVAILABLE
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.sqlite import EmbeddedStore
 
-from ..gratia.conftest import PAIRS, copies, envelope, jur, removed_before_it_started
+from ..gratia.conftest import PAIRS, copies, envelope, jur, removed_before_it_started, sent_by
 from ..gratia.test_safexml import BILLION_LAUGHS
 from .conftest import Collector, free_port
 
 SENDER = "condor:ce01.example.org"
 LOOPBACK = ["127.0.0.1/32"]  # where the tests' senders send from
+# the SiteNames of GRACC's conformance records, of the condor25 history's jobs (the sink names
+# each record's own site when it is given none) and the one the probe's tests report for
+SITES = ["fermilab", "TAMU_BRAZOS_CE", "CHTC", "UCSDT2-D", "LoopbackSite", "unknown", "EXAMPLE_AP"]
 
 
-def senders(*names: str, networks: list[str] = LOOPBACK) -> list[dict[str, Any]]:
-    """collector.gratia_senders naming ``names``, each sending from ``networks``."""
-    return [{"probe": name, "networks": networks} for name in names]
+def senders(*names: str, networks: list[str] = LOOPBACK, sites: list[str] = SITES) -> list[dict[str, Any]]:
+    """collector.gratia_senders naming ``names``, each sending from ``networks`` for ``sites``."""
+    return [{"probe": name, "networks": networks, "sites": sites} for name in names]
 
 
 STORAGE_ELEMENT = b"<StorageElement><UniqueID>SE</UniqueID></StorageElement>"
@@ -52,9 +55,14 @@ def ping(c: Collector, sender: str = SENDER) -> httpx.Response:
     return post(c, urlencode([("command", "update"), ("arg1", "xxx"), ("from", sender)]).encode())
 
 
+def conformance(fixtures: Path, name: str, sender: str = SENDER) -> bytes:
+    """GRACC's conformance record ``name`` as ``sender`` sends it (under its own ProbeName)."""
+    return sent_by((fixtures / "gracc" / f"{name}.xml").read_bytes(), sender)
+
+
 def hundred_records(fixtures: Path) -> bytes:
-    """An envelope of 100 distinct jobs made from GRACC's six conformance records."""
-    records = [(fixtures / "gracc" / f"{name}.xml").read_bytes() for name in PAIRS]
+    """An envelope of 100 distinct jobs made from GRACC's six conformance records, as SENDER sends them."""
+    records = [conformance(fixtures, name) for name in PAIRS]
     return envelope([r for record in records for r in copies(record, 17)][:100])
 
 
@@ -111,7 +119,7 @@ def test_a_hundred_records_are_stored_once_in_elasticsearch(
 
 def test_other_record_types_are_counted_and_acknowledged(gratia_collector: Collector, fixtures: Path) -> None:
     c = gratia_collector
-    record = (fixtures / "gracc" / "JobUsageRecord06.xml").read_bytes()
+    record = conformance(fixtures, "JobUsageRecord06", "condor:ce02")
     xml = envelope([STORAGE_ELEMENT, record, b"<ProbeDetails/>", b"<Mystery/>", STORAGE_ELEMENT])
     reply = post(c, form(xml, sender="condor:ce02"))
     assert (reply.status_code, reply.text) == (200, "OK")
@@ -133,8 +141,8 @@ def test_a_job_removed_before_it_started_does_not_block_its_bundle(start_collect
     # StartTime. GRACC takes the envelope (its raw pipeline quarantines that one record): the
     # probe gets OK and deletes its files, the other 30 records are stored, the one is counted.
     c = start_collector(gratia_senders=senders(SENDER))
-    records = [r for name in PAIRS for r in copies((fixtures / "gracc" / f"{name}.xml").read_bytes(), 5)]
-    removed = removed_before_it_started((fixtures / "gracc" / "JobUsageRecord06.xml").read_bytes())
+    records = [r for name in PAIRS for r in copies(conformance(fixtures, name), 5)]
+    removed = removed_before_it_started(conformance(fixtures, "JobUsageRecord06"))
     reply = post(c, form(envelope([*records[:17], removed, *records[17:]])))
     assert (reply.status_code, reply.text) == (200, "OK"), c.log
     drained(c)
@@ -234,7 +242,7 @@ def test_other_requests_are_answered_while_an_envelope_is_converted(start_collec
     # event loop, so /healthz is answered meanwhile, each in a moment. On the loop, one of them
     # would wait for the whole conversion.
     c = start_collector(gratia_senders=senders(SENDER), max_body_size="16 MiB")
-    records = [(fixtures / "gracc" / f"{name}.xml").read_bytes() for name in PAIRS]
+    records = [conformance(fixtures, name) for name in PAIRS]
     body = form(envelope([r for record in records for r in copies(record, 500)]))
     waits: list[float] = []
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

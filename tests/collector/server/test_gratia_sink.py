@@ -1,8 +1,8 @@
 """The gratia+http:// sink under the probe's outbox, against a fairacct collector process taking
 Gratia records (its /gratia-servlets/rmi answers as GRACC's collector does): the jobs of a real
 history come back once each with their wall, CPU, cores and times; sent twice, stored once; a
-sender the collector does not know keeps its records; a record refused goes to the dead letters
-with the reply while the rest of its bundle is stored."""
+sender the collector does not know, or does not take for its site, keeps its records; a record
+refused goes to the dead letters with the reply while the rest of its bundle is stored."""
 
 from __future__ import annotations
 
@@ -98,6 +98,33 @@ def test_a_sender_the_collector_does_not_know_keeps_its_records(start_collector:
         result = outbox.flush(sink)
         assert result.retried["job"] == 1 and outbox.status().depth == {"job": 1} and not outbox.dead_letters()
         assert f"sender '{PROBE}' is not allowed" in result.errors[0]
+
+
+def test_records_for_a_site_not_listed_wait_in_the_outbox_until_it_is(start_collector: Any, tmp_path: Path) -> None:
+    """Issue 54: the collector refuses an envelope with a record for a site its sender may not
+    report for (403, "... is not allowed to report for ..."): the operator's to mend, like a sender
+    not listed, so the probe keeps the records (none a dead letter) and sends them once it is."""
+    c = start_collector(gratia_senders=senders(PROBE, sites=["SiteB"]))
+
+    def job(i: int) -> dict[str, Any]:
+        return {"id": f"j{i}", "job_id": f"ap#{i}.0#1", "cluster": i, "proc": 0, "end": 1795269302.0 + i,
+                "walltime_s": 6.0, "cpus": 1.0, "timestamp": "2026-11-21T13:55:02Z"}  # fmt: skip
+
+    with Outbox(tmp_path / "o.sqlite") as outbox, _sink(c, site="EXAMPLE_AP", bundle_size=2) as sink:
+        outbox.commit({"job": [job(i) for i in range(3)]}, {})
+        result = outbox.flush(sink)
+        assert result.retried["job"] == 3 and outbox.status().depth == {"job": 3} and not outbox.dead_letters()
+        assert (
+            f"answered 403: \"Error handling request: record 0 is for SiteName 'EXAMPLE_AP', which sender '{PROBE}' "
+            "is not allowed to report for (its SiteNames: SiteB)"
+        ) in result.errors[0]
+        c.stop()
+        c.settings["gratia_senders"] = senders(PROBE, sites=["SiteB", "EXAMPLE_AP"])
+        c.start()
+        assert outbox.flush(sink).sent["job"] == 3 and outbox.status().depth == {}
+    drained(c)
+    assert {(d["LocalJobId"], d["SiteName"]) for d in stored(c)} == {("0", "EXAMPLE_AP"), ("1", "EXAMPLE_AP"),
+                                                                      ("2", "EXAMPLE_AP")}  # fmt: skip
 
 
 def test_a_record_refused_goes_to_the_dead_letters_and_its_bundle_goes_through(

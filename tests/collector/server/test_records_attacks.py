@@ -221,15 +221,18 @@ RECORD = """<JobUsageRecord xmlns="http://www.gridforum.org/2003/ur-wg">
 
 def test_a_gratia_sender_replaces_only_what_it_sent(start_collector: Any) -> None:
     ce01, ce02 = "condor:ce01.example.org", "condor:ce02.example.org"
-    c = start_collector(gratia_senders=senders(ce01, ce02))
+    c = start_collector(gratia_senders=senders(ce01, ce02, sites=["SiteA", "SiteB"]))
     from ..gratia.conftest import envelope
 
-    mine = envelope([RECORD.encode()])
-    forged = envelope([
-        RECORD.replace("SiteA", "SiteB").replace("VO-A", "VO-B").replace("alice", "mallory").encode()
-    ])  # fmt: skip
+    forged = RECORD.replace("SiteA", "SiteB").replace("VO-A", "VO-B").replace("alice", "mallory")
+    # under ce01's ProbeName, ce02 is refused outright (issue 54: test_gratia_scopes.py)
+    refused = post_rmi(c, form(envelope([forged.encode()]), ce02))
+    assert refused.status_code == 403 and f"is for ProbeName '{ce01}', which sender '{ce02}'" in refused.text
+    # a record that names no probe is the same content whoever sends it: each sender's is its own
+    nameless = f"<ProbeName>{ce01}</ProbeName>"
+    mine = envelope([RECORD.replace(nameless, "").encode()])
     assert post_rmi(c, form(mine, ce01)).text == "OK"
-    assert post_rmi(c, form(forged, ce02)).text == "OK"
+    assert post_rmi(c, form(envelope([forged.replace(nameless, "").encode()]), ce02)).text == "OK"
     assert post_rmi(c, form(mine, ce01)).text == "OK"  # ce01 sends again: its own record, once
     stored(c, "gratia", lambda docs: len(docs) >= 2)
     time.sleep(0.5)  # the flusher's next round: nothing more comes
@@ -268,6 +271,8 @@ def test_a_probe_cannot_move_another_sites_totals(start_collector: Any) -> None:
     # a probe the list does not name reports for no site and no pool
     reply = post(c, [record("c-1", "pc", site="SiteA")], "pc")
     assert reply.status_code == 403 and "(its sites: none)" in reply.json()["error"]
+    listed = post(c, [record("b-2", "pb", site=["SiteB"])], "pb")  # not a name: was a 500 (unhashable)
+    assert listed.status_code == 403 and "record 0 is for site ['SiteB']" in listed.json()["error"]
     assert post(c, [record("c-2", "pc", walltime_s=3600.0)], "pc").status_code == 202
     stored(c, "job", lambda docs: len(docs) >= 3)
     time.sleep(0.5)  # the flusher's next round: nothing more comes

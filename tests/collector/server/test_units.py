@@ -191,7 +191,17 @@ def test_requests_without_a_token_hold_bytes_within_their_sources_budget_and_all
             '{probe = "condor:ce01", networks = ["192.0.2.0/24"]}',
         ),
         (
-            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.1/24"]}]},
+            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24"]}]},  # listed before sites
+            "collector gratia_senders.0: sites is missing: a Gratia sender reports only for the sites listed for it "
+            '(its records\' SiteName); write {probe = "condor:ce01", networks = [...], sites = ["SiteA"]}',
+        ),
+        (
+            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24"], "sites": []}]},
+            "collector gratia_senders.0.sites: a Gratia sender reports for at least one site (GratiaCore writes its "
+            "SiteName into every record), got none: list the sites it reports for, or remove the sender",
+        ),
+        (
+            {"gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.1/24"], "sites": ["SiteA"]}]},
             'collector gratia_senders.0.networks.0: expected an address or a network (CIDR, e.g. "192.0.2.0/24"), '
             "got '192.0.2.1/24': 192.0.2.1/24 has host bits set",
         ),
@@ -211,7 +221,8 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     section = {
         "listen_address": "0.0.0.0", "port": 0, "tls_cert_file": "c.pem", "tls_key_file": "k.pem",
         "token_dir": "/t", "max_body_size": "1 KiB", "max_outbox_depth": 9,
-        "gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24", "2001:db8::7"]}],
+        "gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24", "2001:db8::7", "::ffff:10.0.0.0/104"],
+                            "sites": ["SiteA"]}],
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "store_stale_s": 7.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
@@ -220,7 +231,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
         "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
-        "trusted_proxies": ["127.0.0.1", "10.1.0.0/16"],
+        "trusted_proxies": ["127.0.0.1", "10.1.0.0/16", "::ffff:127.0.0.2"],
     }  # fmt: skip
     config = parse_config({"collector": section})
     assert set(section) == set(CollectorSettings.model_fields)
@@ -231,9 +242,11 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
     assert settings.store.auth() == {"prefix": "fairacct", "username": "u"} and settings.store.install_templates
     assert (settings.max_group_records, settings.max_header_bytes) == (50_000, 64 * 1024)
     (sender,) = settings.gratia_senders
-    assert [str(n) for n in sender.networks] == ["192.0.2.0/24", "2001:db8::7/128"]
+    # an IPv4-mapped network is the IPv4 network it is: an IPv4 client is compared in IPv4 form
+    assert [str(n) for n in sender.networks] == ["192.0.2.0/24", "2001:db8::7/128", "10.0.0.0/8"]
+    assert sender.sites == ["SiteA"]
     assert (settings.anonymous_memory_per_source, settings.anonymous_memory) == (3072, 9216)
-    assert [str(n) for n in settings.trusted_proxies] == ["127.0.0.1/32", "10.1.0.0/16"]
+    assert [str(n) for n in settings.trusted_proxies] == ["127.0.0.1/32", "10.1.0.0/16", "127.0.0.2/32"]
 
 
 def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> None:

@@ -47,9 +47,9 @@ def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
 @pytest.fixture(scope="module")
 def gratia(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
     """Two Gratia senders, ce01 at LISTED and ce02 at ELSEWHERE; 3 MiB of bodies an address."""
-    yield from start(tmp_path_factory.mktemp("gratia"), anonymous_memory_per_source="3 MiB",
-                     gratia_senders=[{"probe": "condor:ce01", "networks": [f"{LISTED}/32"]},
-                                     {"probe": "condor:ce02", "networks": [ELSEWHERE]}])  # fmt: skip
+    senders = [{"probe": "condor:ce01", "networks": [f"{LISTED}/32"], "sites": ["SiteA"]},
+               {"probe": "condor:ce02", "networks": [ELSEWHERE], "sites": ["SiteB"]}]  # fmt: skip
+    yield from start(tmp_path_factory.mktemp("gratia"), anonymous_memory_per_source="3 MiB", gratia_senders=senders)
 
 
 class Probe:
@@ -247,7 +247,7 @@ def test_a_forwarded_address_is_believed_only_from_a_trusted_proxy(gratia: Colle
         400, "Error handling request: address 127.0.0.1 is not among the networks of collector.gratia_senders: "
              "ask the collector's operator to add the sender with the networks it sends from")  # fmt: skip
     for c in start(tmp_path, trusted_proxies=["127.0.0.1"], gratia_senders=[
-            {"probe": "condor:ce01", "networks": [f"{LISTED}/32"]}]):  # fmt: skip
+            {"probe": "condor:ce01", "networks": [f"{LISTED}/32"], "sites": ["SiteA"]}]):  # fmt: skip
         proxied = httpx.post(f"{c.url}/gratia-servlets/rmi", content=form, headers=head, timeout=30)
         assert (proxied.status_code, proxied.text) == (200, "OK")
         with rmi_from(ELSEWHERE) as stranger:  # not a trusted proxy: its header is not believed
