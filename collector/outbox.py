@@ -194,6 +194,8 @@ class Outbox:
             if "fields" not in {row[1] for row in self._db.execute("PRAGMA table_info(parcel)")}:
                 _add_fields(self._db)  # a file of an earlier version
         except (OSError, sqlite3.Error) as exc:
+            with contextlib.suppress(AttributeError):  # connected, then failed: no file stays held
+                self._db.close()
             raise store_error(self.path, "cannot open the outbox", exc) from exc
 
     def __repr__(self) -> str:
