@@ -7,7 +7,9 @@ no records, or the new checkpoints and the records, waiting here. The flusher
 acknowledged; what it could not take now (an outage) stays and is tried again, what it refused
 for good goes to the dead-letter table with the sink's error. Record ids are deterministic, so
 sending an item twice (a crash after the sink stored it but before it was deleted here)
-stores it once.
+stores it once. The flush itself is :mod:`collector.flushing`, with what it does when what the
+sink took cannot be written here (a full disk, :class:`~collector.errors.DiskFullError`): kept
+in memory and written first by the next flush, never sent again meanwhile.
 
 Records wait as *parcels* (:mod:`collector.parcels`): one row holds records of one kind, as
 they were encoded (:class:`~collector.encoded.Encoded`: committed, flushed and stored without
