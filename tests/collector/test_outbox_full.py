@@ -88,3 +88,20 @@ def test_what_the_store_took_is_written_down_once_there_is_room_and_never_sent_t
         assert [len(batch) for batch in store.batches] == [1000, 1000, 500]
         assert sorted(i for batch in store.batches for i in batch) == sorted(d["id"] for d in docs(2500))
         assert store.count("job") == 2500
+
+
+def test_a_shrink_short_of_room_gives_back_a_bounded_step(tmp_path: Path) -> None:
+    """While the collector is short of room a backlog is half sent: its free pages go back a step
+    at a time (what is given back is moved through the WAL first), not only once it is drained."""
+    with Outbox(tmp_path / "outbox.sqlite") as outbox, EmbeddedStore(tmp_path / "store.sqlite") as store:
+        outbox.commit({"job": docs(30_000)}, {})  # about 9 MiB in 30 parcels
+        outbox.flush(store, batch_size=1000, max_batches=20)  # two thirds sent: their pages are free
+        assert outbox.status().depth == {"job": 10_000}
+        outbox.wal_checkpoint(truncate=True)
+        size = (tmp_path / "outbox.sqlite").stat().st_size
+        given = outbox.shrink(keep_free_bytes=0, max_bytes=2 << 20)
+        assert given == 2 << 20  # 32 pages of 64 KiB, no more
+        outbox.wal_checkpoint(truncate=True)  # the file is cut when the WAL is copied back
+        assert (tmp_path / "outbox.sqlite").stat().st_size == size - given
+        assert (tmp_path / "outbox.sqlite-wal").stat().st_size == 0
+        assert outbox.status().depth == {"job": 10_000} and len(outbox.waiting("job")) == 10_000
