@@ -8,6 +8,8 @@ The probes' own branch (``SourceError``, ``ClassAdError``: what reading a pool f
     ├── SinkError                 a record could not be stored
     │   ├── ElasticsearchError    Elasticsearch or OpenSearch failed (names the URL and the request)
     │   └── StoreError            the embedded SQLite store (or an outbox) failed
+    │       └── DiskFullError     ... because its file system is full: nothing was written, and the
+    │                             same write succeeds once there is room
     ├── RecordError               a Gratia record or envelope cannot be read (hostile or malformed XML,
     │                             a value GRACC would refuse); names the record and the field
     └── IngestError               the collector service refuses a request (collector/server/replies.py
@@ -41,6 +43,7 @@ __all__ = [
     "BadRequestError",
     "ConfigError",
     "DisconnectedError",
+    "DiskFullError",
     "ElasticsearchError",
     "FairacctError",
     "ForbiddenError",
@@ -89,6 +92,13 @@ class ElasticsearchError(SinkError):
 
 class StoreError(SinkError):
     """The embedded store (SQLite) failed."""
+
+
+class DiskFullError(StoreError):
+    """The file system under an outbox or the embedded store is full (SQLite's ``database or
+    disk is full``, ENOSPC, a quota or a file size limit): the write was rolled back whole, and
+    it succeeds once there is room. Apart from other store failures because what to do differs:
+    free space on that file system (or wait for the outbox to give some back), not mend a store."""
 
 
 class RecordError(FairacctError):

@@ -7,7 +7,9 @@ no records, or the new checkpoints and the records, waiting here. The flusher
 acknowledged; what it could not take now (an outage) stays and is tried again, what it refused
 for good goes to the dead-letter table with the sink's error. Record ids are deterministic, so
 sending an item twice (a crash after the sink stored it but before it was deleted here)
-stores it once.
+stores it once. The flush itself is :mod:`collector.flushing`, with what it does when what the
+sink took cannot be written here (a full disk, :class:`~collector.errors.DiskFullError`): kept
+in memory and written first by the next flush, never sent again meanwhile.
 
 Records wait as *parcels* (:mod:`collector.parcels`): one row holds records of one kind, as
 they were encoded (:class:`~collector.encoded.Encoded`: committed, flushed and stored without
@@ -39,26 +41,24 @@ the parcels, so that the newer copies, in parcels, are stored last.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import orjson
 
 from collector import faults
 from collector.encoded import Encoded
-from collector.errors import SinkError, StoreError
-from collector.parcels import Parcel, next_batch, parcel_row, read_parcel
+from collector.flushing import FlushResult, Unrecorded, flush
+from collector.parcels import Parcel, parcel_row, read_parcel
 from collector.records import encode_docs
 from collector.sinks.base import Sink
-from collector.transaction import use_wal, write_transaction
+from collector.transaction import store_error, use_wal, write_transaction
 
 __all__ = [
     "PARCEL_RECORDS",
@@ -68,6 +68,7 @@ __all__ = [
     "Outbox",
     "OutboxStatus",
     "Parcel",
+    "Unrecorded",
     "Writer",
 ]
 
@@ -139,29 +140,6 @@ def _add_fields(db: sqlite3.Connection) -> None:
             raise
 
 
-def _counts(counts: Counter[str] | None = None) -> Mapping[str, int]:
-    return MappingProxyType(counts if counts is not None else Counter())
-
-
-@dataclass(frozen=True)
-class FlushResult:
-    """What one flush did, per kind (read-only: 0 for a kind it did not touch). Of the records
-    ``sent``, the store said which were ``new`` to it and which it held ``already_stored`` (a
-    backfill's jobs read again); those it did not say of (the collector, Gratia) are in neither."""
-
-    sent: Mapping[str, int] = field(default_factory=_counts)
-    retried: Mapping[str, int] = field(default_factory=_counts)
-    dead: Mapping[str, int] = field(default_factory=_counts)
-    errors: tuple[str, ...] = ()  # one line per failed batch
-    new: Mapping[str, int] = field(default_factory=_counts)
-    already_stored: Mapping[str, int] = field(default_factory=_counts)
-    left_out: Mapping[str, int] = field(default_factory=_counts)  # by reason: settled without being sent, on purpose
-
-    def untold(self, kind: str) -> int:
-        """How many of the records of ``kind`` sent the store did not say were new or stored already."""
-        return self.sent.get(kind, 0) - self.new.get(kind, 0) - self.already_stored.get(kind, 0)
-
-
 Writer = Callable[[Callable[["Outbox"], object]], object]
 """Runs a write on the outbox where its owner wants it (see :meth:`Outbox.flush`)."""
 
@@ -200,8 +178,12 @@ class Outbox:
             # commit: bench_store.py); a file that exists keeps its page size
             self._db.execute("PRAGMA page_size=65536")
             # a new file gives the pages a drained backlog freed back (shrink()); a file made
-            # before keeps SQLite's default, which only a VACUUM changes
-            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # before keeps SQLite's default, which only a VACUUM changes. Asked of a new file
+            # only: on a file that exists the pragma writes its header in a transaction of its
+            # own, even when the mode is already set, and on a full disk that failed every open,
+            # so that a collector could neither start nor say how many records wait
+            if not self._db.execute("PRAGMA page_count").fetchone()[0]:
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             use_wal(self._db, _TIMEOUT_S)
             self._db.execute(f"PRAGMA journal_size_limit={int(wal_limit_bytes)}")
             self._db.execute("PRAGMA synchronous=FULL")  # a committed cycle survives a power cut
@@ -214,7 +196,9 @@ class Outbox:
             if "fields" not in {row[1] for row in self._db.execute("PRAGMA table_info(parcel)")}:
                 _add_fields(self._db)  # a file of an earlier version
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"{self.path}: cannot open the outbox ({exc})") from exc
+            with contextlib.suppress(AttributeError):  # connected, then failed: no file stays held
+                self._db.close()
+            raise store_error(self.path, "cannot open the outbox", exc) from exc
 
     def __repr__(self) -> str:
         return f"Outbox({self.path!r})"
@@ -287,30 +271,39 @@ class Outbox:
     def _transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
         return write_transaction(self._db, self.path, what)
 
-    def wal_checkpoint(self) -> None:
+    def wal_checkpoint(self, *, truncate: bool = False) -> None:
         """Copy the committed WAL into the database without blocking writers (a passive
-        checkpoint), so that the WAL file stops growing; see ``autocheckpoint``."""
+        checkpoint), so that the WAL file stops growing; see ``autocheckpoint``. ``truncate``:
+        wait for the writer's transaction under way, copy it all and cut the WAL file to nothing,
+        giving its space back to the file system (a copied WAL otherwise keeps its size, up to
+        the limit, for the next commits to write over)."""
         try:
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._db.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})").fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot checkpoint the outbox's WAL ({exc})") from exc
+            raise store_error(self.path, "cannot checkpoint the outbox's WAL", exc) from exc
 
-    def shrink(self, *, keep_free_bytes: int = SHRINK_KEEP_BYTES) -> int:
+    def shrink(self, *, keep_free_bytes: int = SHRINK_KEEP_BYTES, max_bytes: int | None = None) -> int:
         """Give the file's free pages beyond ``keep_free_bytes`` back to the file system (after a
-        backlog was sent, the pages it held stay free in the file otherwise); the bytes given
-        back. A file made before the outbox freed pages (``auto_vacuum`` off) is converted once
-        (:meth:`_convert`)."""
+        backlog was sent, the pages it held stay free in the file otherwise), at most ``max_bytes``
+        of them; the bytes given back. A file made before the outbox freed pages (``auto_vacuum``
+        off) is converted once (:meth:`_convert`), drained (``max_bytes`` None) only.
+
+        What is given back is written first: the pages still in use past the new end of the file
+        move into free ones, through the WAL. ``max_bytes`` bounds that, on a file system short
+        of room (a backlog half sent)."""
         try:
             page = int(self._db.execute("PRAGMA page_size").fetchone()[0])
             free = int(self._db.execute("PRAGMA freelist_count").fetchone()[0])
             extra = free - keep_free_bytes // page
+            if max_bytes is not None:
+                extra = min(extra, max_bytes // page)
             if extra <= 0:
                 return 0
             if int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
-                return self._convert(free, page)
+                return 0 if max_bytes is not None else self._convert(free, page)  # a VACUUM writes it all again
             self._db.executescript(f"PRAGMA incremental_vacuum({extra});")  # execute() frees one page a step
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot shrink the outbox ({exc})") from exc
+            raise store_error(self.path, "cannot shrink the outbox", exc) from exc
         return (free - int(self._db.execute("PRAGMA freelist_count").fetchone()[0])) * page
 
     def _convert(self, free: int, page: int) -> int:
@@ -358,6 +351,7 @@ class Outbox:
         max_seconds: float | None = None,
         writer: Writer | None = None,
         lane: str | None = None,
+        unrecorded: Unrecorded | None = None,
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
         stops taking them (a batch with nothing acknowledged, or some records to retry, ends the flush),
@@ -370,65 +364,42 @@ class Outbox:
 
         ``lane``: send only the records waiting for that second destination (kinds
         ``<lane>:<kind>``, :func:`~collector.parcels.lane_kind`), to the sink and in the result as
-        ``<kind>``; None: only the records of no lane."""
-        write: Writer = writer or (lambda fn: fn(self))
-        sent_n: Counter[str] = Counter()
-        new: Counter[str] = Counter()
-        already: Counter[str] = Counter()
-        retried: Counter[str] = Counter()
-        dead: Counter[str] = Counter()
-        left_out: Counter[str] = Counter()
-        errors: list[str] = []
-        batches = 0
-        until = None if max_seconds is None else time.monotonic() + max_seconds
-        while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
-            batch = next_batch(self._db, batch_size, lane)
-            if batch is None:
-                break
-            batches += 1
-            records, kind = batch.records, batch.kind if lane is None else batch.kind.partition(":")[2]
-            try:
-                sent = sink.send_encoded(kind, records)
-            except SinkError as exc:  # the whole batch failed: keep it, try again later
-                write(functools.partial(batch.failed, error=str(exc)))
-                retried[kind] += len(records)
-                errors.append(f"{kind}: {exc}")
-                break
-            faults.point("during-flush")  # the sink has them, the outbox does not know yet
-            write(functools.partial(batch.settle, sent=sent))
-            sent_n[kind] += len(sent.acked) - sent.left_out.total()  # those left out were settled, not sent
-            new[kind] += len(sent.created)
-            already[kind] += len(sent.existed)
-            dead[kind] += len(sent.rejected)
-            left_out.update(sent.left_out)
-            retried[kind] += len(sent.retry)
-            if sent.retry:
-                errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
-            if sent.retry or (not sent.acked and not sent.rejected):
-                # the store took only part of it: what it did not take waits for a later flush, not
-                # for the next batch of this one (which would pick the same records and send them again)
-                break
-        return FlushResult(
-            _counts(sent_n),
-            _counts(retried),
-            _counts(dead),
-            tuple(errors),
-            _counts(new),
-            _counts(already),
-            _counts(left_out),
+        ``<kind>``; None: only the records of no lane.
+
+        ``unrecorded``: where a batch the sink took is kept when its settling cannot be written
+        (a full disk: :class:`~collector.errors.DiskFullError` raised), to be
+        written first by the next flush given it, which sends nothing before
+        (:mod:`collector.flushing`); None: the next flush reads that batch and sends it again."""
+        return flush(
+            self._db,
+            sink,
+            writer or (lambda fn: fn(self)),
+            batch_size=batch_size,
+            max_batches=max_batches,
+            max_seconds=max_seconds,
+            lane=lane,
+            unrecorded=unrecorded,
         )
 
     # -- looking ---------------------------------------------------------------------------------
 
     def status(self) -> OutboxStatus:
-        depth: Counter[str] = Counter(
-            dict(self._db.execute("SELECT kind, count(*) FROM item GROUP BY kind").fetchall())
-        )
-        depth.update(dict(self._db.execute("SELECT kind, sum(count) FROM parcel GROUP BY kind").fetchall()))
-        (oldest,) = self._db.execute(
-            "SELECT min(t) FROM (SELECT min(enqueued_at) AS t FROM item UNION ALL SELECT min(enqueued_at) FROM parcel)"
-        ).fetchone()
-        dead = dict(self._db.execute("SELECT kind, count(*) FROM dead_letter GROUP BY kind ORDER BY kind").fetchall())
+        """What waits, by kind, since when, and the dead letters (reads only: a full disk does
+        not keep it from counting)."""
+        try:
+            depth: Counter[str] = Counter(
+                dict(self._db.execute("SELECT kind, count(*) FROM item GROUP BY kind").fetchall())
+            )
+            depth.update(dict(self._db.execute("SELECT kind, sum(count) FROM parcel GROUP BY kind").fetchall()))
+            (oldest,) = self._db.execute(
+                "SELECT min(t) FROM (SELECT min(enqueued_at) AS t FROM item UNION ALL "
+                "SELECT min(enqueued_at) FROM parcel)"
+            ).fetchone()
+            dead = dict(
+                self._db.execute("SELECT kind, count(*) FROM dead_letter GROUP BY kind ORDER BY kind").fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise store_error(self.path, "cannot count what waits in the outbox", exc) from exc
         return OutboxStatus(depth=dict(sorted(depth.items())), oldest=oldest, dead_letters=dead)
 
     def waiting(self, kind: str) -> list[dict[str, Any]]:
@@ -475,5 +446,5 @@ class Outbox:
         except sqlite3.Error as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot put the dead letters back in the outbox ({exc})") from exc
+            raise store_error(self.path, "cannot put the dead letters back in the outbox", exc) from exc
         return moved

@@ -313,6 +313,13 @@ class CollectorSettings(_Section):
         description="Free space (MiB) the collector's outbox file keeps once a backlog is sent, for the next "
         "commits to reuse; the rest is given back to the file system.",
     )
+    outbox_reserve_mib: float = Field(
+        64.0,
+        ge=0,
+        description="Free space (MiB) the collector keeps on its outbox's file system for the flusher, to write "
+        "down what the store took and give space back: while less is free (less the outbox's WAL) than this and "
+        "one request's body, requests get 503 with Retry-After before their body is read.",
+    )
     state_dir: _LaxPath = Field(
         Path("collector"),
         description="Directory of the collector's outbox (and of a sqlite:/// store with a relative path).",
@@ -370,6 +377,10 @@ class CollectorSettings(_Section):
     @property
     def outbox_path(self) -> Path:
         return self.state_dir / "outbox.sqlite"
+
+    @property
+    def outbox_reserve_bytes(self) -> int:
+        return math.ceil(self.outbox_reserve_mib * 2**20)
 
     @property
     def scheme(self) -> str:

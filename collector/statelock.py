@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from collector.errors import ConfigError
+from collector.transaction import is_disk_full
 
 __all__ = ["LOCK_NAME", "hold_state_dir"]
 
@@ -43,12 +44,24 @@ def hold_state_dir(directory: Path, setting: str) -> Iterator[Path]:
                 f"{setting} {directory} is in use by {_holder(fd)}; one probe or collector per state directory: "
                 "stop that one first, or give this one a state_dir of its own"
             ) from None
-        os.ftruncate(fd, 0)
-        holder = {"pid": os.getpid(), "command": " ".join(sys.argv), "started": _now()}
-        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        _name_holder(fd)
         yield path
     finally:
         os.close(fd)  # releases the lock; the file stays, naming the last holder
+
+
+def _name_holder(fd: int) -> None:
+    """Write who holds the lock into the lock file, over what the last holder wrote (its block
+    reused, then cut to length). Only a courtesy to whoever is refused: on a full file system it
+    is skipped, since a full disk must not stop a collector from starting to send its outbox
+    (nor a probe from saying, in its own words, that its outbox has no room)."""
+    holder = (json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv), "started": _now()}) + "\n").encode()
+    try:
+        os.pwrite(fd, holder, 0)
+        os.ftruncate(fd, len(holder))
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
 
 
 def _holder(fd: int) -> str:

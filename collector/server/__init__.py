@@ -4,7 +4,8 @@
 runs it on uvicorn. See :mod:`collector.server.app` for the routes and the choice of Starlette,
 :mod:`collector.server.v1_records` for the replies a probe gets,
 :mod:`collector.server.gratia_rmi` for those a Gratia probe gets, and
-:mod:`collector.server.committer` for how a reply waits until its records are on disk, and
+:mod:`collector.server.committer` for how a reply waits until its records are on disk,
+:mod:`collector.server.room` for the room it keeps on the outbox's file system, and
 :mod:`collector.server.connections` for the deadlines and the cap on connections.
 """
 

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import shutil
 import signal
 import socket
 import threading
@@ -48,6 +47,7 @@ from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, SummaryGauges
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer, bounded_path
+from collector.server.room import Room
 from collector.server.sources import SourceBudgets
 from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer, SummaryState
 from collector.server.tokens import TokenRing
@@ -86,6 +86,8 @@ def create_app(
         max_depth=settings.max_outbox_depth,
         max_records=settings.max_group_records,
         backpressure_depth=settings.backpressure_depth,
+        reserve_bytes=settings.outbox_reserve_bytes,
+        request_bytes=settings.max_records_body_bytes,
     )
     anonymous = SourceBudgets(math.ceil(settings.anonymous_memory_per_source), math.ceil(settings.anonymous_memory))
     ingest = Ingest(settings, TokenRing(settings.token_dir), committer, metrics, anonymous)
@@ -99,6 +101,8 @@ def create_app(
         depth_mark=lambda: committer.admitted,
         writer=committer.write,
         keep_free_bytes=int(settings.outbox_keep_free_mib * 2**20),
+        short_of_room=lambda: not committer.room().fits(committer.request_bytes),
+        shrink_step_bytes=max(settings.outbox_reserve_bytes // 2, 2**20),
     )
     summarizer = Summarizer(
         sink_factory or store_sink_factory(settings),
@@ -112,9 +116,12 @@ def create_app(
 
     def gauges() -> OutboxGauges:
         state = flusher.state
+        room = committer.room()
+        full = _outbox_failing(committer, state, room, time.time())
         return OutboxGauges(
-            committer.depth, state.oldest, state.dead_letters, state.last_store_success, committer.commits
-        )
+            committer.depth, state.oldest, state.dead_letters, state.last_store_success, committer.commits,
+            room.free, bool(full and full.startswith(_FULL)), state.unrecorded,
+        )  # fmt: skip
 
     async def healthz(request: Request) -> Response:
         now = time.time()
@@ -122,10 +129,11 @@ def create_app(
         since = state.last_store_success or state.started
         stale = committer.depth > 0 and now - since > settings.store_stale_s
         revived = summarizer.revive()
-        outbox_failing = _outbox_failing(committer, settings, now)
+        room = committer.room()
+        outbox_failing = _outbox_failing(committer, state, room, now)
         failing = [
             *(["flusher stopped"] if not flusher.alive else []),
-            *([f"outbox failing: {outbox_failing}"] if outbox_failing else []),
+            *([outbox_failing] if outbox_failing else []),
             *(["summarizer stopped (started again)"] if revived else []),
             *([f"summarizer failing: {summarizer.state.crashed}"] if summarizer.state.crashed else []),
             *(["store stale"] if stale else []),
@@ -141,6 +149,9 @@ def create_app(
                 "depth": committer.depth,
                 "oldest": _iso(state.oldest),
                 "dead_letters": sum(state.dead_letters.values()),
+                "disk_full": bool(outbox_failing and outbox_failing.startswith(_FULL)),
+                "free_bytes": room.free,
+                "unrecorded": state.unrecorded,
             },
             "last_flush": _iso(state.last_flush),
             "last_store_success": _iso(state.last_store_success),
@@ -279,19 +290,32 @@ long enough for probes' retries to come and tell again, short enough that a coll
 disk was freed while no request came is not kept out of its load balancer for ever."""
 
 
-def _outbox_failing(committer: GroupCommitter, settings: CollectorSettings, now: float) -> str | None:
-    """Why requests would get 503 from the outbox now: its last commit failed (and none
-    succeeded since, within :data:`OUTBOX_FAILURE_HOLD_S`), or its file system has no room for
-    one more batch; None when neither."""
+_FULL = "outbox disk full: "
+
+
+def _outbox_failing(committer: GroupCommitter, state: FlushState, room: Room, now: float) -> str | None:
+    """Why requests would get 503 from the outbox now, or records wait that it cannot write
+    down, as /healthz says it; None when neither. A full file system (``outbox disk full: ...``)
+    is said while there is no room for a request's body (the reserve kept), while the flusher
+    cannot write to the outbox, or after a commit that found no room until one succeeds or room
+    was freed since (within :data:`OUTBOX_FAILURE_HOLD_S`); any other failed commit
+    (``outbox failing: ...``) until one succeeds, within that hold."""
+    full = []
+    if not room.fits(committer.request_bytes):
+        full.append(f"{room.says(committer.request_bytes)}; requests get 503 until there is room")
+    if state.disk_full is not None:
+        waiting = f"{state.unrecorded} record(s) the store took wait to be written down, " if state.unrecorded else ""
+        why = f"the flusher cannot write to the outbox: {waiting}nothing is sent until it can"
+        full.append(f"{why} ({state.disk_full})")
+    if full:
+        return _FULL + "; ".join(full)
     failing = committer.failing
-    if failing is not None and now - failing[1] < OUTBOX_FAILURE_HOLD_S:
-        return f"the last commit failed, every request gets 503 until one succeeds ({failing[0]})"
-    try:
-        free = shutil.disk_usage(settings.outbox_path.parent).free
-    except OSError:
+    if failing is None or now - failing[1] >= OUTBOX_FAILURE_HOLD_S:
         return None
-    if free < settings.max_records_body_bytes:
-        return f"{free} bytes free on the outbox's file system ({settings.outbox_path.parent}), less than a batch"
+    if committer.full_at_free is None:
+        return f"outbox failing: the last commit failed, every request gets 503 until one succeeds ({failing[0]})"
+    if room.free is None or room.free <= committer.full_at_free:  # no room freed since (a quota, a size limit)
+        return f"{_FULL}the last commit found no room, every request gets 503 until one succeeds ({failing[0]})"
     return None
 
 

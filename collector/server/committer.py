@@ -28,6 +28,14 @@ probes), :meth:`GroupCommitter.admit` refuses requests with :class:`SlowDownErro
 their body is read, so that a sustained load keeps the outbox bounded instead of filling it to
 ``max_depth``; during an outage (the store takes nothing) the outbox holds records up to
 ``max_depth``, as it is there for.
+
+And it keeps the outbox from filling its file system (:mod:`collector.server.room`): a group
+whose records would leave less than ``reserve_bytes`` free (less the WAL's size) is refused with
+:class:`DiskFullError` before anything is written, and so is a request, before its body is read,
+while there is no room for one more body; both answer 503. It says once in the log when the
+outbox has no room and once when it has room again. And it counts the records waiting when it
+opens the outbox, so that a collector started again says its true depth from its first reply,
+before the flusher's first count.
 """
 
 from __future__ import annotations
@@ -43,8 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.errors import OverloadedError, SlowDownError, StoreError
+from collector.errors import DiskFullError, OverloadedError, SlowDownError, StoreError
 from collector.outbox import Outbox, Parcel
+from collector.server.room import Room, room_of
 
 __all__ = ["GroupCommitter"]
 
@@ -70,9 +79,20 @@ class GroupCommitter:
     """The writer thread of the collector's outbox at ``path`` (see the module docstring)."""
 
     def __init__(
-        self, path: str | Path, *, max_depth: int, max_records: int = 50_000, backpressure_depth: int | None = None
+        self,
+        path: str | Path,
+        *,
+        max_depth: int,
+        max_records: int = 50_000,
+        backpressure_depth: int | None = None,
+        reserve_bytes: int = 0,
+        request_bytes: int = 0,
     ) -> None:
+        """``reserve_bytes``: what commits leave free on the outbox's file system (see the module
+        docstring); ``request_bytes``: the room a request needs to be read at all (a body at most)."""
         self.path = Path(path)
+        self.reserve_bytes = reserve_bytes
+        self.request_bytes = request_bytes
         self.max_depth = max_depth
         self.backpressure_depth = max_depth if backpressure_depth is None else backpressure_depth
         self.store_taking = False  # the flusher's last round: the store took records (set_depth)
@@ -89,6 +109,10 @@ class GroupCommitter:
         # Why the last commit failed (the disk is full, an I/O error), and when (UNIX seconds),
         # until one succeeds: /healthz fails meanwhile, since every request gets 503.
         self.failing: tuple[str, float] | None = None
+        # The free bytes the outbox's file system had when the last commit failed for want of
+        # room (None: it did not, or none since): room freed after it ends what /healthz says.
+        self.full_at_free: int | None = None
+        self._said_full = False  # the log said the outbox has no room, and not yet that it has again
 
     def __repr__(self) -> str:
         return f"GroupCommitter({str(self.path)!r}, depth={self._depth})"
@@ -111,10 +135,18 @@ class GroupCommitter:
             self._depth = counted + (self._admitted - mark)
             self.store_taking = store_taking
 
+    def room(self) -> Room:
+        """The room for commits on the outbox's file system now."""
+        return room_of(self.path, self.reserve_bytes)
+
     def admit(self) -> None:
-        """Raise :class:`SlowDownError` when the store is taking records but the outbox holds
-        more than ``backpressure_depth``: a request should not be read, let alone committed,
-        until the flusher has caught up."""
+        """Raise :class:`DiskFullError` when the outbox's file system has no room for one more
+        request's records (see the module docstring), and :class:`SlowDownError` when the store
+        is taking records but the outbox holds more than ``backpressure_depth``: a request should
+        not be read, let alone committed, until there is room or the flusher has caught up."""
+        room = self.room()
+        if not room.fits(self.request_bytes):
+            raise self._no_room(room, self.request_bytes)
         if self.store_taking and self._depth > self.backpressure_depth:
             raise SlowDownError(
                 f"the collector's outbox holds {self._depth} records, over its backpressure depth of "
@@ -180,6 +212,9 @@ class GroupCommitter:
     def _run(self) -> None:
         try:
             outbox = Outbox(self.path, autocheckpoint=False)  # the flusher checkpoints, off the reply path
+            # what waits from before a restart, said from the first reply on (the flusher's first
+            # count may be long in coming: its store may be down, its disk full)
+            self._depth = sum(outbox.status().depth.values())
         except StoreError as exc:
             self._failed = exc
             self._ready.set()
@@ -221,6 +256,14 @@ class GroupCommitter:
         except Exception as exc:  # noqa: BLE001  the flusher's to handle (a StoreError: it tries again later)
             write.done.set_exception(exc)
 
+    def _no_room(self, room: Room, size: int) -> DiskFullError:
+        """The error of records refused for want of room (logged once until there is room again)."""
+        why = f"{self.path}: {room.says(size)}; requests get 503 until there is room"
+        if not self._said_full:
+            self._said_full = True
+            _log.error("outbox: %s", why)
+        return DiskFullError(why)
+
     def _fail_waiting(self) -> None:
         """The writer is ending: whatever is still queued hears so, instead of waiting for ever."""
         stopped = StoreError(f"{self.path}: the outbox writer has stopped")
@@ -237,10 +280,19 @@ class GroupCommitter:
 
     def _commit_group(self, outbox: Outbox, group: list[_Job]) -> None:
         live = [job for job in group if job.done.set_running_or_notify_cancel()]
+        parcels = [parcel for job in live for parcel in job.parcels]
+        room = self.room()
         try:
-            outbox.commit_parcels([parcel for job in live for parcel in job.parcels])
+            if not room.fits(size := _stored_size(parcels)):
+                raise self._no_room(room, size)  # before SQLite writes a byte: the reserve stays the flusher's
+            outbox.commit_parcels(parcels)
         except Exception as exc:  # noqa: BLE001  StoreError, or a bug: either way each waiting request must hear of it
-            if isinstance(exc, StoreError):
+            if isinstance(exc, DiskFullError):
+                self.full_at_free = room.free
+                if not self._said_full:  # SQLite found no room where the look above found some (a quota, a limit)
+                    self._said_full = True
+                    _log.error("outbox: %s; requests get 503 until there is room", exc)
+            elif isinstance(exc, StoreError):
                 _log.error("%d request(s) refused with 503: %s", len(live), exc)
             self.failing = (str(exc)[:500], time.time())
             with self._lock:
@@ -248,8 +300,19 @@ class GroupCommitter:
             for job in live:
                 job.done.set_exception(exc)
             return
-        self.failing = None
+        self.failing = self.full_at_free = None
+        if self._said_full:
+            self._said_full = False
+            _log.warning("outbox: room again on its file system; records are taken")
         self.commits += 1
         self.committed += sum(job.count for job in live)
         for job in live:
             job.done.set_result(job.count)
+
+
+_PAGE = 65536  # the outbox's page (collector.outbox): a parcel's row and its index entry take a page or two besides
+
+
+def _stored_size(parcels: Sequence[Parcel]) -> int:
+    """About what committing ``parcels`` writes: their documents and ids, and a page or two each."""
+    return sum(sum(map(len, p.docs.docs)) + sum(map(len, p.docs.ids)) + 2 * _PAGE for p in parcels)

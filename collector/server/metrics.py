@@ -18,6 +18,10 @@ metric                                                  type       labels
 ``fairacct_collector_outbox_depth``                     gauge
 ``fairacct_collector_outbox_oldest_age_seconds``        gauge
 ``fairacct_collector_outbox_dead_letters``              gauge      ``kind``
+``fairacct_collector_outbox_disk_full``                 gauge      (1: no room on its file system)
+``fairacct_collector_outbox_free_bytes``                gauge      (free on its file system)
+``fairacct_collector_outbox_unrecorded``                gauge      (taken by the store, not yet
+                                                                   written down: a full disk)
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
@@ -95,6 +99,9 @@ class OutboxGauges:
     dead_letters: Mapping[str, int]
     last_store_success: float | None
     commits: int
+    free_bytes: int | None = None  # on the outbox's file system (None: not known)
+    disk_full: bool = False  # /healthz says "outbox disk full"
+    unrecorded: int = 0  # records the store took that the outbox could not write down yet
 
 
 @dataclass(frozen=True)
@@ -229,6 +236,14 @@ class ServerMetrics:
                [] if outbox.oldest is None else [("", {}, max(0.0, now - outbox.oldest))])  # fmt: skip
         family(f"{p}outbox_dead_letters", "gauge", "Records the store refused for good, by kind.",
                [("", {"kind": k}, n) for k, n in sorted(outbox.dead_letters.items())])  # fmt: skip
+        family(f"{p}outbox_disk_full", "gauge",
+               "1 while the outbox's file system has no room (requests get 503, or the flusher cannot write).",
+               [("", {}, int(outbox.disk_full))])  # fmt: skip
+        family(f"{p}outbox_free_bytes", "gauge", "Bytes free on the outbox's file system.",
+               [] if outbox.free_bytes is None else [("", {}, outbox.free_bytes)])  # fmt: skip
+        family(f"{p}outbox_unrecorded", "gauge",
+               "Records the store took that the outbox could not write down yet (its file system is full).",
+               [("", {}, outbox.unrecorded)])  # fmt: skip
         family(f"{p}last_store_success_timestamp_seconds", "gauge",
                "UNIX time the store last took records (or the outbox was found empty).",
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip

@@ -219,7 +219,10 @@ def openapi_document(
                             "probes and the outbox is at its backpressure depth; nothing was stored. Retry after "
                             "Retry-After."
                         ),
-                        "503": _error("Nothing was stored: the outbox is full or cannot be written. Retry later."),
+                        "503": _error(
+                            "Nothing was stored: the outbox holds as many records as it may, its disk has no room, "
+                            "or it cannot be written. Retry after Retry-After."
+                        ),
                     },
                 }
             },
@@ -239,7 +242,10 @@ def openapi_document(
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },
                         "503": {
-                            "description": "Unhealthy: 'store stale' or 'flusher stopped'.",
+                            "description": (
+                                "Unhealthy, the status saying why: 'store stale', 'flusher stopped', 'outbox disk "
+                                "full: ...', 'outbox failing: ...', the summarizer failing or stopped."
+                            ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },
                     },

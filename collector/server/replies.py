@@ -19,6 +19,7 @@ MethodNotAllowedError      405     method_not_allowed     ``{"error": MESSAGE}``
 SlowDownError              429     backpressure           the message (+ ``Retry-After``)    ``Service unavailable right now``
 TooManyRequestsError       429     too_many_requests      the message (+ ``Retry-After``)    ``Service unavailable right now``
 OverloadedError            503     overloaded             the message (+ ``Retry-After``)    ``Service unavailable right now``
+DiskFullError              503     disk_full              "... no room on its disk ..."      ``Service unavailable right now``
 StoreError                 503     store_unavailable      "cannot make records durable ..."  ``Service unavailable right now``
 DisconnectedError          499     disconnected           none is heard (one INFO line)      none is heard
 anything else (a bug)      500     internal               "internal error" (logged)          ``Internal server error``
@@ -46,6 +47,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from collector.errors import (
     BadRequestError,
     DisconnectedError,
+    DiskFullError,
     ForbiddenError,
     MethodNotAllowedError,
     NotFoundError,
@@ -90,10 +92,12 @@ _REPLIES: tuple[tuple[type[Exception], int, str], ...] = (
     (SlowDownError, 429, "backpressure"),  # before TooManyRequestsError, its base
     (TooManyRequestsError, 429, "too_many_requests"),
     (OverloadedError, 503, "overloaded"),
+    (DiskFullError, 503, "disk_full"),  # before StoreError, its base
     (StoreError, 503, "store_unavailable"),
     (DisconnectedError, 499, "disconnected"),
 )
 _STORE_MESSAGE = "the collector cannot make records durable right now; retry later"
+_FULL_MESSAGE = "the collector's outbox has no room on its disk right now; nothing was stored, retry later"
 
 
 class Style(enum.Enum):
@@ -109,6 +113,9 @@ def error_reply(exc: Exception, style: Style, where: str = "") -> tuple[Response
     if status == 500:
         _log.error("%s: internal error", where or "request", exc_info=exc)
         message = "internal error"
+    elif isinstance(exc, DiskFullError):  # said once by the committer, on /healthz and in the access line
+        _log.debug("%s: 503: %s", where or "request", exc)
+        message = _FULL_MESSAGE
     elif isinstance(exc, StoreError):
         _log.error("%s: 503: %s", where or "request", exc)
         message = _STORE_MESSAGE

@@ -10,17 +10,23 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from collector.errors import ConfigError, FairacctError
+from collector.errors import ConfigError, DiskFullError, FairacctError
 from probes.cli import registry
 from probes.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-__all__ = ["run"]
+__all__ = ["DISK_FULL_HINT", "run"]
+
+DISK_FULL_HINT = (
+    "free space on that file system and run again (what was committed before is kept, and nothing of this run "
+    "was half-written)"
+)
 
 
 def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None) -> int:
     """Run the command :func:`probes.cli.parser.parse` read (its module in the registry) with
     the configuration the command line names; its exit code. A configuration error is 2, any
-    other :class:`~collector.errors.FairacctError` 1, each said in one line on stderr."""
+    other :class:`~collector.errors.FairacctError` 1, each said in one line on stderr (a full
+    file system with what to do: :data:`DISK_FULL_HINT`)."""
     from probes.cli.compiling import announce_compiling
     from probes.config import apply_overrides, load_config  # pydantic and pandas: once the line is read
     from probes.sources import sandbox
@@ -35,6 +41,9 @@ def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None)
     except ConfigError as exc:
         print(f"fairacct: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except DiskFullError as exc:  # what to do is not in the message, which names only what failed
+        print(f"fairacct: {exc}; {DISK_FULL_HINT}", file=sys.stderr)
+        return EXIT_FAILED
     except FairacctError as exc:
         print(f"fairacct: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -49,7 +49,7 @@ import pandas as pd
 from collector import faults
 from collector.encoded import Encoded
 from collector.errors import SinkError
-from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus
+from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus, Unrecorded
 from collector.records import iso_utc
 from collector.sinks import Sink, ensure_templates, open_sink
 from probes.accounting.ledger import ledger_count
@@ -311,19 +311,26 @@ def commit(outbox: Outbox, batches: Sequence[Batch], *, upstream: bool = False) 
 
 
 def deliver(
-    outbox: Outbox, sink: Sink, *, check: Callable[[Sink], list[str]] | None = None, upstream: Sink | None = None
+    outbox: Outbox,
+    sink: Sink,
+    *,
+    check: Callable[[Sink], list[str]] | None = None,
+    upstream: Sink | None = None,
+    unrecorded: Unrecorded | None = None,
 ) -> Delivery:
     """Send the outbox to ``sink``: the one delivery of ``probe once`` and of the service's
     flushes; the :data:`UPSTREAM` lane to ``upstream`` first, whatever the store does.
     ``check(sink)`` runs first (the index templates; it returns those it installed):
     a :class:`SinkError` from it leaves the records queued, and ``unsent`` says why. A drained
-    outbox gives its pages back to the file system."""
-    lane = None if upstream is None else outbox.flush(upstream, lane=UPSTREAM)
+    outbox gives its pages back to the file system. ``unrecorded``: where what a store took
+    waits while the outbox cannot write it down (a full state directory), so that the next
+    delivery writes it down rather than send it again (:mod:`collector.flushing`)."""
+    lane = None if upstream is None else outbox.flush(upstream, lane=UPSTREAM, unrecorded=unrecorded)
     try:
         installed = tuple(check(sink)) if check is not None else ()
     except SinkError as exc:
         return Delivery(outbox.status(), unsent=str(exc), upstream=lane)
-    flushed = outbox.flush(sink)
+    flushed = outbox.flush(sink, unrecorded=unrecorded)
     faults.point("after-flush")
     status = outbox.status()
     if not status.depth:
@@ -381,6 +388,7 @@ class ProbeCycle:
         whose machines price the jobs; None before the first."""
         self._commits = threading.Lock()
         self._templates_checked = False  # since the store last answered
+        self._unrecorded = Unrecorded()  # what a store took that a full state directory kept from being written down
 
     def __repr__(self) -> str:
         return f"ProbeCycle(probe={self.probe!r}, {self.sources!r})"
@@ -432,7 +440,7 @@ class ProbeCycle:
         up = self.config.upstream
         upstream = open_sink(up.url, base=self.config.probe.state_dir, auth=up.auth()) if up.url else None
         try:
-            delivery = deliver(outbox, sink, check=check, upstream=upstream)
+            delivery = deliver(outbox, sink, check=check, upstream=upstream, unrecorded=self._unrecorded)
         except SinkError:
             self._templates_checked = False
             raise

@@ -227,7 +227,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
         "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,
-        "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "max_fields_per_record": 64,
+        "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "outbox_reserve_mib": 2.0, "max_fields_per_record": 64,
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
         "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
