@@ -20,17 +20,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import Any
 
 from collector import faults
 from collector.errors import SinkError, StoreError
 from collector.parcels import next_batch
 from collector.sinks.base import SendResult, Sink
 
-if TYPE_CHECKING:
-    from collector.outbox import Writer
+__all__ = ["FlushResult", "Unrecorded", "Writer", "flush"]
 
-__all__ = ["FlushResult", "Unrecorded", "flush"]
+Writer = Callable[[Callable[[Any], object]], object]
+"""Runs a write on the outbox (a function of a :class:`collector.outbox.Outbox`) where its owner
+wants it (see :meth:`collector.outbox.Outbox.flush`); ``Any`` rather than the class, which imports
+this module."""
 
 
 def _counts(counts: Counter[str] | None = None) -> Mapping[str, int]:

@@ -54,7 +54,7 @@ import orjson
 
 from collector import faults
 from collector.encoded import Encoded
-from collector.flushing import FlushResult, Unrecorded, flush
+from collector.flushing import FlushResult, Unrecorded, Writer, flush
 from collector.parcels import Parcel, parcel_row, read_parcel
 from collector.records import encode_docs
 from collector.sinks.base import Sink
@@ -138,10 +138,6 @@ def _add_fields(db: sqlite3.Connection) -> None:
     except sqlite3.OperationalError as exc:
         if "duplicate column" not in str(exc):
             raise
-
-
-Writer = Callable[[Callable[["Outbox"], object]], object]
-"""Runs a write on the outbox where its owner wants it (see :meth:`Outbox.flush`)."""
 
 
 @dataclass

@@ -22,6 +22,9 @@ def test_every_setting_is_a_key_of_the_configuration_and_its_default_is_that_key
         if f.name == "partitions":  # the configuration's [[partitions]], as (name, match)
             assert f.default == tuple((p.name, p.match) for p in default.partitions)
             continue
+        if f.name == "gratia":  # no key: whether the probe reports to GRACC, from [store] and [upstream]
+            assert f.default is False and default.job_reading().gratia is False
+            continue
         section, key = f.metadata["key"]
         value = getattr(getattr(default, section), key)
         assert f.default == (tuple(value) if isinstance(value, list) else value), (f.name, section, key)
@@ -35,10 +38,25 @@ def test_no_default_is_written_in_the_readers_settings() -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name in ("SlotReading", "JobReading"):
             for item in node.body:
-                if isinstance(item, ast.AnnAssign) and item.value is not None:
+                derived = isinstance(item, ast.AnnAssign) and ast.unparse(item.target) == "gratia"  # not a copied key
+                if isinstance(item, ast.AnnAssign) and item.value is not None and not derived:
                     assert isinstance(item.value, ast.Call), ast.unparse(item)
                     literals = [n for n in ast.walk(item.value) if isinstance(n, ast.Constant)]
                     assert all(isinstance(c.value, str) and c.value.isidentifier() for c in literals), ast.unparse(item)
+
+
+@pytest.mark.parametrize(
+    ("settings", "gratia"),
+    [
+        ({}, False),
+        ({"store": {"url": "gratia+https://gracc.example.org/gratia-servlets/rmi", "gratia_site": "AP"}}, True),
+        ({"upstream": {"url": "gratia+https://gracc.example.org/gratia-servlets/rmi", "gratia_site": "AP"}}, True),
+    ],
+)
+def test_condor_aps_reading_is_a_gratia_senders(settings: dict[str, Any], gratia: bool) -> None:
+    """The job attributes condor-ap reads cost the reader about a fifth more: only a probe that
+    reports to GRACC reads them."""
+    assert parse_config(settings).job_reading().gratia is gratia
 
 
 def test_the_default_configuration_gives_the_defaults() -> None:
