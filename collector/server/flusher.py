@@ -147,8 +147,8 @@ class Flusher:
         self.gate = gate or TemplateGate("the store", install=False)
         self._stop = threading.Event()
         # a check made at start (collector.server.serve) is known, and its failure said, already
-        self.state = FlushState(clock(), templates_checked=self.gate.checked, store_problem=self.gate.problem,
-                                store_refuses=self.gate.refused)  # fmt: skip
+        self.state = FlushState(clock(), last_error=self.gate.problem, templates_checked=self.gate.checked,
+                                store_problem=self.gate.problem, store_refuses=self.gate.refused)  # fmt: skip
         self._thread = threading.Thread(target=self._run, name="fairacct: flusher", daemon=True)
 
     @property

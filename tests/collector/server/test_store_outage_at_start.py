@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -135,12 +136,17 @@ def post(c: Collector, docs: list[dict[str, Any]]) -> None:
     assert (reply.status_code, reply.json()) == (202, {"accepted": len(docs), "rejected": []}), reply.text
 
 
-@pytest.mark.parametrize("install", [True, False])
-@pytest.mark.parametrize("outage", ["refused", "503"])
+@pytest.mark.parametrize(
+    ("outage", "install"), [("refused", True), ("refused", False), ("503", True), ("503", False), ("hangs", True)]
+)
 def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
     start_collector: Any, front: Front, outage: str, install: bool
 ) -> None:
-    store = front.url if outage == "503" else f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    hung = socket.create_server(("127.0.0.1", 0)) if outage == "hangs" else None  # takes connections, never answers
+    if hung is not None:
+        store = f"http://127.0.0.1:{hung.getsockname()[1]}"
+    else:
+        store = front.url if outage == "503" else f"http://127.0.0.1:{free_port()}"  # nothing listens there
     c = start_collector(store=store, store_settings={"install_templates": install},
                         summaries_recent_days=2, summaries_nightly_days=0, summaries_every_s=1)  # fmt: skip
     assert "the collector starts all the same" in c.log
@@ -152,7 +158,8 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
     assert doc["outbox"]["depth"] == 3 and (doc["store_reachable"], doc["templates_checked"]) == (False, False)
     assert doc["degraded"][0].startswith("the store is unreachable (elasticsearch ")
     assert "its index templates are unchecked" in doc["degraded"][0]
-    assert ("503 unavailable_shards_exception" if outage == "503" else "Connection error") in doc["last_error"]
+    why = {"refused": "Connection error", "503": "503 unavailable_shards_exception", "hangs": "timed out"}[outage]
+    assert why in doc["last_error"] and why in doc["degraded"][0]
     assert doc["summaries"]["waiting_for_store"] and doc["summaries"]["failures"] == 0
     assert gauges(c) == {"store_reachable": 0.0, "store_templates_checked": 0.0}
     if outage == "503":
@@ -165,6 +172,8 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
             front.target = server.url  # the store answers now, at the collector's URL, and is empty
             url = server.url
         else:
+            if hung is not None:
+                hung.close()  # the connections waiting on it are reset
             server = start_server(store.removeprefix("http://"))
             url = store
         if not install:  # answers, and the templates are not there: nothing goes in, said loudly
@@ -194,6 +203,8 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
         assert ("installed index templates fairacct-" in c.log) is install
         assert "the store answers and its index templates are right; sending what waited" in c.log
     finally:
+        if hung is not None:
+            hung.close()
         if server is not None:
             front.target = None
             stop_server(server)
