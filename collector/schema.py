@@ -14,12 +14,21 @@ keyword      a string of at most :data:`MAX_STRING_BYTES` bytes (UTF-8)
 date         an ISO-8601 time, as a string
 long         a number within 64 bits (a float too: pandas writes whole columns with gaps as
 integer      floats, and Elasticsearch truncates); ``integer`` within 32 bits
-double       a finite number, whole numbers within 64 bits (the embedded store's columns)
+double       a finite number of magnitude at most :data:`MAX_MAGNITUDE` (2^63), whole
+             numbers within 64 bits (the embedded store's columns)
 boolean      true or false
 ===========  ==========================================================================
 
 Any field may be null. A field the template does not name (a site's extra ClassAd attributes)
-takes any of those scalars. Records are flat: an array or an object is refused, whatever its
+takes any of those scalars, a number within :data:`MAX_MAGNITUDE` too.
+
+Why a double is bounded though JSON and both stores hold any finite one: the summaries sum
+fields, and products of two, over every record of a day, and a sum past 1.8e308 is no number.
+Two walltimes of 1.5e308 summed to infinity, which the embedded store kept as null and the
+export as 0.0 core-hours (Elasticsearch refused the summary, and every run of those days'
+summaries failed). No record of a pool comes near 2^63 (292 billion years in seconds; the probe
+reads amounts below 2^53), and within it a sum of products of two fields overflows only past
+10^270 records. Records are flat: an array or an object is refused, whatever its
 depth, so neither a serializer nor a store ever recurses into one. Field names are ClassAd-
 or column-like words (at most :data:`MAX_FIELDS` of them), never Elasticsearch's own
 (``_id``) nor paths (``a.b``).
@@ -43,8 +52,8 @@ from collector.instants import CANONICAL, utc_second
 from mappings import DIRECTORY
 
 __all__ = [
-    "MAX_FIELDS", "MAX_INDEX_FIELDS", "MAX_STRING_BYTES", "field_types", "is_iso_time", "record_fault",
-    "records_faults", "show", "utc_times",
+    "MAX_FIELDS", "MAX_INDEX_FIELDS", "MAX_MAGNITUDE", "MAX_STRING_BYTES", "field_types", "is_iso_time",
+    "record_fault", "records_faults", "show", "utc_times",
 ]  # fmt: skip
 
 MAX_STRING_BYTES = 32_766
@@ -60,6 +69,10 @@ MAX_INDEX_FIELDS = 1000
 ``mappings/``, Elasticsearch's default made explicit): the fields of records of many shapes
 add up in one monthly index, and a document that would map more is refused by the store (a
 dead letter in the collector's outbox), never a mapping that grows without end."""
+
+MAX_MAGNITUDE = 2.0**63
+"""The largest magnitude of a number a record may hold, a double's as a long's: within it no sum
+the summaries make can overflow (see the module docstring)."""
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -163,6 +176,8 @@ def _column_fits(expected: str | None, values: Sequence[Any]) -> bool:
         low, high = _INT32 if expected == "integer" else _INT64
         if (int in kinds or expected in ("long", "integer")) and not low <= min(numbers) <= max(numbers) <= high:
             return False
+        if float in kinds and not -MAX_MAGNITUDE <= min(numbers) <= max(numbers) <= MAX_MAGNITUDE:
+            return False
     return True
 
 
@@ -209,8 +224,8 @@ def _value_fault(expected: str | None, value: object) -> str | None:
         return None if low <= value <= high else f"a whole number from {low} to {high}"  # type: ignore[operator]
     if t is float:
         number: float = value  # type: ignore[assignment]
-        if expected in (None, "double", "float"):
-            return None  # finite: JSON has no NaN or infinity, and orjson refuses them
+        if expected in (None, "double", "float"):  # finite: JSON has no NaN or infinity, and orjson refuses them
+            return None if -MAX_MAGNITUDE <= number <= MAX_MAGNITUDE else _TOO_LARGE
         if expected in ("long", "integer"):  # Elasticsearch truncates a fraction, as it is asked to
             low, high = _INT32 if expected == "integer" else _INT64
             return None if low <= number <= high else f"a whole number from {low} to {high}"
@@ -218,6 +233,9 @@ def _value_fault(expected: str | None, value: object) -> str | None:
     if t is list or t is dict:
         return f"a {expected or 'scalar'} (records are flat: no arrays or objects)"
     return f"a {expected or 'scalar'}"
+
+
+_TOO_LARGE = f"a number of magnitude at most 2^63 ({MAX_MAGNITUDE:.4g}: the summaries' sums of larger ones overflow)"
 
 
 def is_iso_time(text: str) -> bool:

@@ -5,6 +5,11 @@ Both roads end in the same columns (see :data:`collector.summaries.spec.COLUMNS`
 jobs, wall, core, GPU, memory and CPU hours; held and billed resource-hours and the rate paid
 over what was held; penalty usage beside CPU-only usage and each one's share of the pool;
 true overhead CU-hours (with and without fitting idle demand) where the rows are per site.
+
+A sum that is no number (it overflowed: records stored before collectors bounded their numbers,
+:data:`collector.schema.MAX_MAGNITUDE`) is never written as a number: the table is refused,
+naming the group and the column, rather than handed to a committee with ``inf`` in it, or
+worse, a share of 0 beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from collector.errors import ConfigError
+from collector.errors import ConfigError, SinkError
 from collector.records import SUMMARY_DIMENSIONS
 from collector.sinks.base import Aggregation, PeriodUnit, Sink, Total
 from collector.summaries.spec import COLUMNS, EXPORTED, SOURCES
@@ -75,14 +80,13 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
         for source in (SOURCES[k] for k in EXPORTED):
             grouped = tuple(d for d in dims if d in source.dimensions)
             rows = sink.aggregate(Aggregation(source.kind, grouped, source.totals, when, period.since, period.until))
-            frames.append(
-                pd.DataFrame(rows, columns=[*(["period"] if when else []), *grouped, *(t.name for t in source.totals)])
-            )
+            named = [*(["period"] if when else []), *grouped]
+            frames.append(_all_numbers(pd.DataFrame(rows, columns=[*named, *(t.name for t in source.totals)]), named))
         table = pd.concat([f.reindex(columns=[*keys, *(t.name for t in SUMMED)]) for f in frames], ignore_index=True)
     else:
         totals = tuple(Total(t.name, (t.name,)) for t in SUMMED)
         rows = sink.aggregate(Aggregation("summary", tuple(dims), totals, when, period.since, period.until))
-        table = pd.DataFrame(rows, columns=[*keys, *(t.name for t in SUMMED)])
+        table = _all_numbers(pd.DataFrame(rows, columns=[*keys, *(t.name for t in SUMMED)]), keys)
     table[keys] = table[keys].astype(object).where(table[keys].notna(), None)
     sums = [t.name for t in SUMMED]
     # a group seen by several source kinds is one row; a missing dimension is its own group
@@ -102,6 +106,26 @@ def usage_table(sink: Sink, period: Period, by: Sequence[str], *, raw: bool = Fa
         table.sort_values(order, na_position="last", key=lambda c: c.astype(str)).reset_index(drop=True)
         if order
         else table
+    )
+
+
+def _all_numbers(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """``table`` (the store's sums, by ``keys``), or a :class:`SinkError` naming its first groups
+    whose sums are no number (see the module docstring): infinite, or NaN where a store divided
+    one by another (Elasticsearch's weighted average of a product), before anything fills a gap."""
+    sums = [c for c in table.columns if c not in keys]
+    broken = ~np.isfinite(table[sums].to_numpy(dtype=float))
+    if not broken.any():
+        return table
+    rows = np.flatnonzero(broken.any(axis=1))
+    named = []
+    for i in rows[:3]:
+        group = ", ".join(f"{k} {table[k].iloc[i]}" for k in keys) or "the whole range"
+        named.append(f"{group}: {', '.join(s for s, bad in zip(sums, broken[i], strict=True) if bad)}")
+    raise SinkError(
+        f"{len(rows)} group(s) sum past what a number holds ({'; '.join(named)}{'; ...' if len(rows) > 3 else ''}): "
+        "a record holds a value too large to sum (stored before collectors took numbers of magnitude at most 2^63, "
+        "or otherwise); nothing was written. Correct or delete those records"
     )
 
 

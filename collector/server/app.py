@@ -6,6 +6,9 @@ Routes: ``POST /v1/records`` (fairacct records, :mod:`collector.server.v1_record
 the outbox's writer thread (group commit, :mod:`collector.server.committer`) and the flusher
 (:mod:`collector.server.flusher`) and the summarizer (:mod:`collector.server.summarizer`: the
 store's daily summaries re-made on a cadence), and stops them, in that order reversed, on shutdown.
+Neither needs the store to answer for the collector to start: the flusher checks its index
+templates before it sends anything, and the summarizer waits for that check
+(:mod:`collector.sinks.gate`); /healthz and /metrics say meanwhile that it has not passed.
 
 Why Starlette and not FastAPI: the service's cost is per record, not per request. Validating
 a batch with a pydantic model per record (what FastAPI's request models do) costs, on top of
@@ -44,7 +47,7 @@ from collector.server.connections import Connections
 from collector.server.flusher import Flusher, FlushState
 from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
-from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, SummaryGauges
+from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, StoreGauges, SummaryGauges
 from collector.server.openapi import openapi_document
 from collector.server.replies import Style, answer, bounded_path
 from collector.server.room import Room
@@ -54,8 +57,9 @@ from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
 from collector.settings import CollectorSettings
 from collector.sinks import Sink, open_sink
+from collector.sinks.gate import TemplateGate
 
-__all__ = ["create_app", "store_sink_factory"]
+__all__ = ["create_app", "store_gate", "store_sink_factory"]
 
 _log = logging.getLogger("fairacct.collector")
 
@@ -65,18 +69,26 @@ def store_sink_factory(settings: CollectorSettings) -> Callable[[], Sink]:
     return lambda: open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
 
 
+def store_gate(settings: CollectorSettings) -> TemplateGate:
+    """The gate of the collector's store: its templates checked (installed where
+    ``store.install_templates`` allows) and the indices behind them moved, before records go in."""
+    return TemplateGate(settings.store.url, install=settings.store.install_templates, migrate=True)
+
+
 def create_app(
     settings: CollectorSettings,
     sink_factory: Callable[[], Sink] | None = None,
     *,
     endpoints: Sequence[Endpoint] = (RECORDS, GRATIA),
     connections: Connections | None = None,
+    gate: TemplateGate | None = None,
 ) -> Starlette:
     """The collector's ASGI application.
 
     ``sink_factory`` opens the store the flusher writes to (default: the settings' store URL);
     it is called in the flusher's thread. ``endpoints`` are the ingest routes; ``connections``,
-    those the server keeps (:mod:`collector.server.connections`), counted in /metrics. The token
+    those the server keeps (:mod:`collector.server.connections`), counted in /metrics; ``gate``,
+    the store's (:func:`store_gate`; one checked at start is not checked again). The token
     directory is read now (ConfigError if it cannot be); the outbox is opened when the
     application starts (StoreError then).
     """
@@ -103,6 +115,7 @@ def create_app(
         keep_free_bytes=int(settings.outbox_keep_free_mib * 2**20),
         short_of_room=lambda: not committer.room().fits(committer.request_bytes),
         shrink_step_bytes=max(settings.outbox_reserve_bytes // 2, 2**20),
+        gate=gate or store_gate(settings),
     )
     summarizer = Summarizer(
         sink_factory or store_sink_factory(settings),
@@ -111,6 +124,7 @@ def create_app(
             Schedule("nightly", settings.summaries_nightly_days, NIGHTLY_S),
         ),
         probe=f"collector@{socket.gethostname()}",
+        ready=lambda: flusher.gate.checked,  # no summary into an index before its template is right
     )
     document = openapi_document(settings, _version(), ingest=tuple(e.path for e in endpoints))
 
@@ -139,7 +153,11 @@ def create_app(
             *(["store stale"] if stale else []),
         ]
         status = "; ".join(failing) or "ok"
-        degraded = _degraded(state) + _summaries_degraded(summarizer.state)
+        degraded = _store_degraded(state) + _degraded(state) + _summaries_degraded(summarizer.state)
+        # A full outbox disk wins over a store that is down or unchecked: requests get 503 then, and
+        # the load balancer must hear it (status and 503), while a store's outage alone is a 200 (the
+        # records are taken and wait). Both are said all the same: the status names the disk, and
+        # "degraded" keeps the store's line, "disk_full" and "store_reachable" are both set.
         if status == "ok" and degraded:
             status = "degraded"  # taking and delivering records, and something to look at: 200 all the same
         doc = {
@@ -157,6 +175,8 @@ def create_app(
             "last_store_success": _iso(state.last_store_success),
             "last_error": state.last_error,
             "store": settings.store.url,
+            "store_reachable": _reachable(state),
+            "templates_checked": state.templates_checked,
             "store_stale_s": settings.store_stale_s,
             "summaries": {
                 "last_run": {name: _iso(at) for name, at in summarizer.state.last_run.items()},
@@ -165,6 +185,7 @@ def create_app(
                 "crashes": summarizer.state.crashes,
                 "crashed": summarizer.state.crashed,
                 "restarts": summarizer.state.restarts,
+                "waiting_for_store": summarizer.state.waiting,
             },
         }
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
@@ -177,7 +198,8 @@ def create_app(
         done = summarizer.state
         summaries = SummaryGauges(summarizer.alive and done.crashed is None, done.runs, done.failures, done.crashes,
                                   done.restarts)  # fmt: skip
-        text = metrics.render(gauges(), held, summaries)
+        store = StoreGauges(_reachable(flusher.state), flusher.state.templates_checked)
+        text = metrics.render(gauges(), held, summaries, store)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def stats(request: Request) -> Response:
@@ -271,6 +293,28 @@ def _version() -> str:
         return version("fairacct")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _reachable(state: FlushState) -> bool | None:
+    """Whether the store answered as a store the last time the flusher asked (a refusal is an
+    answer); None while that is not known (before the first check, or between a failed round and
+    the next check)."""
+    if state.templates_checked or state.store_refuses:
+        return True
+    return False if state.store_problem is not None else None
+
+
+def _store_degraded(state: FlushState) -> list[str]:
+    """The store's templates could not be checked: records are taken and wait (200 all the same:
+    a collector out of its load balancer during a store's outage would take nothing at all)."""
+    if state.store_problem is None:
+        return []
+    if state.store_refuses:
+        return [f"the store refuses: {state.store_problem}; records are taken and wait in the outbox until it is fixed"]
+    return [
+        f"the store is unreachable ({state.store_problem}): its index templates are unchecked; records are taken "
+        "and wait in the outbox until it answers"
+    ]
 
 
 def _degraded(state: FlushState) -> list[str]:

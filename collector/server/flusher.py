@@ -35,6 +35,19 @@ failure, so that the flusher goes on by itself once there is room. While the out
 room (:mod:`collector.server.room`), each round also gives some of the file's free pages back
 to the file system, not only once the backlog is sent, so that records are taken again before
 a long backlog has drained.
+
+Before a round sends anything it passes the store's :class:`~collector.sinks.gate.TemplateGate`,
+the probe's own: the index templates checked (installed where ``store.install_templates``
+allows) and the indices behind them moved, at the first round and again after every round that
+left records behind after errors (a store that failed may come back empty). So a collector that
+started while its store was down or answering 503 takes records into its outbox all the same,
+and sends none into an index before its template is right. A check that fails costs the round
+(the records wait) and is said once per reason: a WARNING while the store does not answer, an
+ERROR when it answers and refuses (credentials, templates missing that may not be installed).
+The check comes first in a round, then the batch a full disk left in memory is written down,
+then the rest is sent. A check that fails never strands such a batch: a round that leaves one
+(the disk full) ends before the gate hears of its errors, so the templates stay checked and the
+next round passes the gate without asking the store and writes that batch first, as above.
 """
 
 from __future__ import annotations
@@ -50,15 +63,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from collector.errors import DiskFullError, FairacctError
-from collector.outbox import SHRINK_KEEP_BYTES, Outbox, Unrecorded, Writer
+from collector.errors import DiskFullError, FairacctError, SinkError
+from collector.outbox import SHRINK_KEEP_BYTES, FlushResult, Outbox, Unrecorded, Writer
 from collector.server.metrics import ServerMetrics
 from collector.sinks import Sink
+from collector.sinks.gate import Prepared, TemplateGate
 from collector.transaction import free_bytes
 
-__all__ = ["FULL_BACKOFF_MAX_S", "ROUND_S", "FlushState", "Flusher"]
+__all__ = ["FULL_BACKOFF_MAX_S", "ROUND_S", "FlushState", "Flusher", "said_prepared"]
 
 _log = logging.getLogger("fairacct.collector")
+_store_log = logging.getLogger("fairacct.store")
 
 # A round ends after this many seconds (the batch under way finishes): the depth, the store's
 # progress (backpressure, /healthz) and the WAL's checkpoint are brought up to date each round,
@@ -88,6 +103,9 @@ class FlushState:
     crashed: str | None = None  # the last such error, while the rounds since have not succeeded
     disk_full: str | None = None  # why the last round could not write to the outbox for want of room
     unrecorded: int = 0  # records the store answered for that the outbox could not write down yet
+    templates_checked: bool = False  # the store's templates are right (the gate's): records may be sent
+    store_problem: str | None = None  # why they are not: the last check's failure
+    store_refuses: bool = False  # that failure was the store's answer (credentials, templates), not an outage
 
 
 class Flusher:
@@ -107,6 +125,7 @@ class Flusher:
         keep_free_bytes: int = SHRINK_KEEP_BYTES,
         short_of_room: Callable[[], bool] = lambda: False,
         shrink_step_bytes: int = SHRINK_KEEP_BYTES // 2,
+        gate: TemplateGate | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``short_of_room``: whether the collector refuses records for want of room now (then
@@ -125,8 +144,11 @@ class Flusher:
         self._writer = writer
         self._keep_free_bytes = keep_free_bytes
         self._clock = clock
+        self.gate = gate or TemplateGate("the store", install=False)
         self._stop = threading.Event()
-        self.state = FlushState(started=clock())
+        # a check made at start (collector.server.serve) is known, and its failure said, already
+        self.state = FlushState(clock(), last_error=self.gate.problem, templates_checked=self.gate.checked,
+                                store_problem=self.gate.problem, store_refuses=self.gate.refused)  # fmt: skip
         self._thread = threading.Thread(target=self._run, name="fairacct: flusher", daemon=True)
 
     @property
@@ -251,14 +273,19 @@ class Flusher:
         """Flush up to 20 batches, for about :data:`ROUND_S` at most; True when the store took
         records and more are waiting."""
         start = time.perf_counter()
-        result = outbox.flush(
-            sink,
-            batch_size=self.batch_size,
-            max_batches=20,
-            max_seconds=ROUND_S,
-            writer=self._writer,
-            unrecorded=self._unrecorded,
-        )
+        if self._passed(sink):
+            # what the store took and a full disk kept from being written down goes first (DiskFullError
+            # while it still cannot be: the round ends there, see _run)
+            result = outbox.flush(
+                sink,
+                batch_size=self.batch_size,
+                max_batches=20,
+                max_seconds=ROUND_S,
+                writer=self._writer,
+                unrecorded=self._unrecorded,
+            )
+        else:  # the records wait; the state below still says how many
+            result = FlushResult()
         elapsed = time.perf_counter() - start
         self._checkpoint(outbox)
         mark = self._depth_mark()  # before counting: what is admitted later is added to the count
@@ -272,6 +299,8 @@ class Flusher:
         state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
         if sent or depth == 0:
             state.last_store_success = now
+        self.gate.settle(errors=bool(result.errors), waiting=depth)
+        state.templates_checked = self.gate.checked
         if result.errors:
             state.last_error = "; ".join(result.errors[:3])
             _log.warning("flush: %s", state.last_error)
@@ -280,6 +309,36 @@ class Flusher:
         if sum(result.dead.values()):
             _log.error("flush: the store refused %s record(s) for good (dead letters)", dict(result.dead))
         return bool(sent) and depth > 0
+
+    def _passed(self, sink: Sink) -> bool:
+        """Whether records may be sent now: the gate's check passed, now or before. A check that
+        fails is said once per reason (see the module docstring) and leaves the records waiting."""
+        state = self.state
+        try:
+            said_prepared(self.gate.ensure(sink))
+        except SinkError as exc:
+            said = state.store_problem
+            state.templates_checked, state.store_problem, state.store_refuses = False, str(exc), self.gate.refused
+            state.last_error = str(exc)
+            if str(exc) != said:
+                level = logging.ERROR if self.gate.refused else logging.WARNING
+                _log.log(level, "flush: %s; %s", exc, _WAITING)
+            return False
+        if state.store_problem is not None:
+            _log.info("flush: the store answers and its index templates are right; sending what waited")
+        state.templates_checked, state.store_problem, state.store_refuses = True, None, False
+        return True
+
+
+_WAITING = "records are taken and wait in the outbox until the store's index templates are checked"
+
+
+def said_prepared(prepared: Prepared) -> None:
+    """Log what a template check did: the templates installed, a line per index moved."""
+    if prepared.installed:
+        _store_log.info("installed index templates %s (store.install_templates)", ", ".join(prepared.installed))
+    for line in prepared.migrated:
+        _store_log.warning("store migrated: %s", line)
 
 
 def _wal_checkpoint(outbox: Outbox) -> None:

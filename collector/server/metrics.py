@@ -25,6 +25,11 @@ metric                                                  type       labels
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
+``fairacct_collector_store_reachable``                  gauge      (1: the store answered the flusher's
+                                                                   last check, a refusal too; 0: it did
+                                                                   not, or 5xx/429; absent: not known)
+``fairacct_collector_store_templates_checked``          gauge      (1: its index templates are right and
+                                                                   records are sent; 0: they wait)
 ``fairacct_collector_summarizer_up``                    gauge      (1: its last run did not crash
                                                                    and its thread runs)
 ``fairacct_collector_summary_runs_total``               counter    ``outcome`` (``ok``, ``failed``:
@@ -56,7 +61,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics", "SummaryGauges"]
+__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics", "StoreGauges", "SummaryGauges"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -112,6 +117,15 @@ class ConnectionGauges:
     closed: Mapping[str, int]
     anonymous: int = 0  # open without a probe's token
     anonymous_bytes: int = 0  # of bodies held by requests without a token
+
+
+@dataclass(frozen=True)
+class StoreGauges:
+    """The store as the flusher last found it: whether it answered (None: not known yet) and
+    whether its index templates were checked, so that records are sent."""
+
+    reachable: bool | None
+    templates_checked: bool
 
 
 @dataclass(frozen=True)
@@ -188,9 +202,13 @@ class ServerMetrics:
             }
 
     def render(
-        self, outbox: OutboxGauges, connections: ConnectionGauges | None = None, summaries: SummaryGauges | None = None
+        self,
+        outbox: OutboxGauges,
+        connections: ConnectionGauges | None = None,
+        summaries: SummaryGauges | None = None,
+        store: StoreGauges | None = None,
     ) -> str:
-        """Every metric in Prometheus' text format (those of connections and summaries when given)."""
+        """Every metric in Prometheus' text format (those of connections, summaries and the store when given)."""
         now = self._clock()
         out: list[str] = []
 
@@ -247,6 +265,13 @@ class ServerMetrics:
         family(f"{p}last_store_success_timestamp_seconds", "gauge",
                "UNIX time the store last took records (or the outbox was found empty).",
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
+        if store is not None:
+            family(f"{p}store_reachable", "gauge",
+                   "1 when the store answered the flusher's last check (a refusal too), 0 when it did not.",
+                   [] if store.reachable is None else [("", {}, int(store.reachable))])  # fmt: skip
+            family(f"{p}store_templates_checked", "gauge",
+                   "1 when the store's index templates were checked and records are sent, 0 while they wait.",
+                   [("", {}, int(store.templates_checked))])  # fmt: skip
         if summaries is not None:
             family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
                    [("", {}, int(summaries.up))])  # fmt: skip

@@ -237,14 +237,16 @@ def openapi_document(
                         "200": {
                             "description": (
                                 "Healthy ('ok'), or running with something to look at ('degraded': dead letters, "
-                                "a flush round that failed unexpectedly; listed in 'degraded')."
+                                "a flush round that failed unexpectedly, a store down or refusing whose index "
+                                "templates are unchecked while records are taken; listed in 'degraded')."
                             ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },
                         "503": {
                             "description": (
                                 "Unhealthy, the status saying why: 'store stale', 'flusher stopped', 'outbox disk "
-                                "full: ...', 'outbox failing: ...', the summarizer failing or stopped."
+                                "full: ...', 'outbox failing: ...', the summarizer failing or stopped. A full outbox "
+                                "disk wins over a store that is down: 503, and 'degraded' still lists the store."
                             ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },

@@ -1,6 +1,25 @@
 """Running the collector: uvicorn on a socket bound here, so that a port in use, a bad TLS
 certificate or an unreadable token directory is an error with a message, not a log line
 followed by an exit deep inside the server.
+
+The store is asked once at start (:func:`check_store_at_start`), and its answer decides:
+
+- **it does not answer as a store should** (down, a timeout, 5xx, 429): the collector starts all
+  the same, says so in one WARNING line, and takes records into its outbox; its flusher checks
+  the templates and moves the indices once the store answers (:mod:`collector.sinks.gate`). A
+  restart or a reboot during a store's outage must not be an outage of the collector: the probes
+  would keep their records meanwhile, but a collector that cannot start during an outage turns
+  every restart (an upgrade, a host's reboot, systemd's own restarts) into one.
+- **it answers and refuses** (credentials it does not take, a privilege missing, templates missing
+  or outdated with ``store.install_templates = false``, a TLS certificate not trusted): the
+  collector does not start (exit 1), the reason in one line. Nothing the collector can wait for
+  mends that, the fault is in what the operator configured or installed, and the moment to say
+  it is when the operator starts the collector: a collector that started would answer every
+  probe 202 for records it cannot deliver, hiding the fault behind replies that say all is well.
+  systemd's ``Restart=on-failure`` tries again every few seconds, so once it is mended (the
+  credentials, ``fairacct mappings install``) the collector starts by itself. (A store that
+  begins to refuse while the collector runs does not stop it: /healthz says ``degraded``, the
+  flusher logs it at ERROR, and the records wait.)
 """
 
 from __future__ import annotations
@@ -19,14 +38,16 @@ from collections.abc import Callable
 import uvicorn
 
 from collector.addresses import trust_list
-from collector.errors import ConfigError, FairacctError
+from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox
-from collector.server.app import create_app, store_sink_factory
+from collector.server.app import create_app, store_gate, store_sink_factory
 from collector.server.connections import Connections, guarded_protocol
+from collector.server.flusher import said_prepared
 from collector.settings import CollectorSettings
-from collector.sinks import Sink
+from collector.sinks import Sink, open_sink
+from collector.sinks.gate import TemplateGate
 
-__all__ = ["serve"]
+__all__ = ["START_CHECK_TIMEOUT_S", "check_store_at_start", "serve"]
 
 _log = logging.getLogger("fairacct.collector")
 
@@ -36,15 +57,50 @@ _log = logging.getLogger("fairacct.collector")
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
-def serve(settings: CollectorSettings, sink_factory: Callable[[], Sink] | None = None) -> None:
+START_CHECK_TIMEOUT_S = 10.0
+"""How long the store has to answer each request of the check at start (seconds): a store that
+takes its connections and never answers delays the start by this much, not by its 30 s timeout."""
+
+
+def check_store_at_start(settings: CollectorSettings, gate: TemplateGate) -> None:
+    """Ask the store once, through ``gate``, before the collector starts (see the module
+    docstring): a store that refuses raises :class:`SinkError` (the collector does not start);
+    one that does not answer is said in a WARNING line, and the flusher asks again."""
+    options: dict[str, object] = dict(settings.store.auth())
+    if settings.store.url.startswith(("http", "opensearch")):  # Elasticsearch or OpenSearch: the sink's timeout
+        options["timeout_s"] = START_CHECK_TIMEOUT_S
+    sink = open_sink(settings.store.url, base=settings.state_dir, auth=options)
+    try:
+        said_prepared(gate.ensure(sink))
+    except SinkError as exc:
+        if gate.refused:
+            raise SinkError(
+                f"{exc}; the store answered and refused, which no wait mends: the collector does not start until it "
+                "is fixed (a store that is down or answers 5xx does not stop it)"
+            ) from exc
+        _log.warning(
+            "store: %s; the collector starts all the same: it takes records into its outbox, and its flusher checks "
+            "the store's index templates (and moves the indices behind them) once the store answers", exc,
+        )  # fmt: skip
+    finally:
+        sink.close()
+
+
+def serve(
+    settings: CollectorSettings, sink_factory: Callable[[], Sink] | None = None, *, gate: TemplateGate | None = None
+) -> None:
     """Serve until SIGTERM or SIGINT (uvicorn's graceful shutdown: requests under way are answered,
-    the outbox writer commits what is waiting, the flusher settles its batch)."""
+    the outbox writer commits what is waiting, the flusher settles its batch). The store is asked
+    first (:func:`check_store_at_start`, through ``gate``, by default :func:`store_gate`'s): a
+    store that refuses stops the start; one that does not answer does not."""
     factory = sink_factory or store_sink_factory(settings)
     factory().close()  # a store URL that cannot be opened fails here, not in the flusher
     Outbox(settings.outbox_path).close()  # so does an outbox that cannot be created
+    gate = gate or store_gate(settings)
+    check_store_at_start(settings, gate)
     _enough_files(settings.max_connections)
     connections = Connections.of(settings)
-    app = create_app(settings, factory, connections=connections)
+    app = create_app(settings, factory, connections=connections, gate=gate)
     config = uvicorn.Config(
         app,
         http=guarded_protocol(connections),  # deadlines, the cap on connections, bounded headers

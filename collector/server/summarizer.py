@@ -12,6 +12,13 @@ traceback and counted as crashed, and the schedules are tried again after
 succeeds. Should the thread end all the same, :meth:`Summarizer.revive` starts another (the
 collector's /healthz calls it). Stopping ends a run under way between two chunks of days: what
 was summarized stays, the rest waits for the next.
+
+A summary is a record the summarizer writes into the store, so it waits, as the flusher's
+records do, until the store's index templates are checked (``ready``, the flusher's
+:class:`~collector.sinks.gate.TemplateGate`): a collector started while its store was down
+summarizes once the store answers, never into an index whose types the store guessed. Runs
+that wait so are neither failures nor done: the schedules stay due, and are looked at again
+every :data:`WAIT_S`.
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ from collector.errors import FairacctError
 from collector.sinks import Sink
 from collector.summaries.run import last_days, summarize
 
-__all__ = ["CRASH_RETRY_S", "NIGHTLY_S", "Schedule", "Summarizer", "SummaryState"]
+__all__ = ["CRASH_RETRY_S", "NIGHTLY_S", "WAIT_S", "Schedule", "Summarizer", "SummaryState"]
 
 _log = logging.getLogger("fairacct.collector")
 
 NIGHTLY_S = 86400.0
 CRASH_RETRY_S = 60.0
 """Seconds after a run that crashed before the schedules are tried again (at most their period)."""
+WAIT_S = 1.0
+"""Seconds between two looks at a store not ready for summaries (its templates unchecked)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class SummaryState:
     crashes: int = 0  # runs that failed unexpectedly
     crashed: str | None = None  # why the last run crashed, until one succeeds
     restarts: int = 0  # threads started again after one ended
+    waiting: bool = False  # runs are due and wait for the store's index templates to be checked
 
 
 class _Stopped(Exception):
@@ -64,7 +74,8 @@ class _Stopped(Exception):
 
 class Summarizer:
     """Runs the ``schedules`` against ``sink_factory()``'s store (see the module docstring);
-    ``probe`` names the summaries' writer; ``clock`` gives UNIX seconds."""
+    ``probe`` names the summaries' writer; ``ready`` says whether the store may be written to
+    now; ``clock`` gives UNIX seconds."""
 
     def __init__(
         self,
@@ -72,12 +83,14 @@ class Summarizer:
         schedules: tuple[Schedule, ...],
         *,
         probe: str,
+        ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.schedules = tuple(s for s in schedules if s.days > 0)
         self.probe = probe
         self._sink_factory = sink_factory
         self._clock = clock
+        self._ready = ready
         self._stop = threading.Event()
         self._due = {s.name: 0.0 for s in self.schedules}  # all due at the start
         self.state = SummaryState()
@@ -126,7 +139,8 @@ class Summarizer:
         ran: list[str] = []
         now = self._clock()
         due = self.due(now)
-        if not due:
+        self.state.waiting = bool(due) and not self._ready()
+        if not due or self.state.waiting:  # waiting: due still, looked at again in WAIT_S
             return ran
         widest = due[0]
         try:
@@ -181,6 +195,8 @@ class Summarizer:
             except Exception as exc:  # noqa: BLE001  counted and shown; the next run may do better
                 self._crashed(exc)
                 pause_s = 1.0  # a clock that jumps or has lost its precision must not make this a busy loop
+            if self.state.waiting:
+                pause_s = WAIT_S
             self._stop.wait(max(pause_s, self.next_due() - self._clock()))
 
     def _crashed(self, exc: Exception) -> None:

@@ -8,6 +8,14 @@ a group whose records were deleted or corrected away leaves no summary behind.
 The kind ``audit`` (:data:`AUDIT`) is not a sum of one record kind: it is each day's books
 balance (:mod:`collector.summaries.audit`), written as ``audit`` summaries per submitter and
 site and ``gap`` summaries per pool, keyed, replaced and deleted as the others are.
+
+A sum that is no number (past 1.8e308: it overflowed) is never written: JSON has no infinity,
+so the embedded store would keep it as null, which exports read as 0, and Elasticsearch refuses
+it. A collector takes no number of magnitude over 2^63 (:data:`collector.schema.MAX_MAGNITUDE`),
+within which no sum overflows, but a store may hold records from before, or written otherwise.
+Such a group's summary is left as it was (an earlier one is kept, not deleted as stale), the
+other groups' are written, and the run then raises :class:`SinkError` naming the groups: the
+collector's /healthz says the run failed, ``fairacct summarize`` exits 1.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ class Summarized:
     records: dict[str, int] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
     undated: dict[str, int] = field(default_factory=dict)  # groups of records whose timestamp names no day
+    overflowed: list[str] = field(default_factory=list)  # groups whose sums are no number, not written
 
     @property
     def total(self) -> int:
@@ -204,17 +213,44 @@ def summarize(
             rows, undated = dated_rows(sink.aggregate(query))
             if undated:
                 done.undated[kind] = done.undated.get(kind, 0) + undated
-            docs = summary_docs(kind, source_rows(source, rows), probe=probe)
+            docs, kept = _written(kind, source_rows(source, rows), done, probe=probe)
             done.records[kind] += len(docs)
-            done.deleted[kind] += _replace(sink, kind, docs, since, until)
+            done.deleted[kind] += _replace(sink, kind, docs, since, until, kept)
             if progress is not None:
                 progress(1)
+    if done.overflowed:
+        shown = "; ".join(done.overflowed[:3]) + ("; ..." if len(done.overflowed) > 3 else "")
+        raise SinkError(
+            f"{len(done.overflowed)} group(s) of the records of {first} .. {last} sum past what a number holds "
+            f"({shown}): a record holds a value too large to sum (stored before collectors took numbers of magnitude "
+            "at most 2^63, or otherwise). Their summaries were not written, an earlier one kept; the other groups' "
+            "were. Correct or delete those records, then summarize those days again"
+        )
     return done
 
 
-def _replace(sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, until: str) -> int:
-    """Store the summaries ``docs`` of ``kind`` and delete those of [since, until) not among
-    them; how many were deleted. Raises :class:`SinkError` when the store does not take them all."""
+def _written(
+    kind: str, rows: Sequence[dict[str, Any]], done: Summarized, *, probe: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The summaries of ``rows`` to write, and the ids of those not to write, nor delete: the
+    groups a sum of which is no number (overflowed), each named in ``done.overflowed``."""
+    good: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
+    for row in rows:
+        broken = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)]
+        (bad if broken else good).append(row)
+        if broken:
+            group = ", ".join(f"{d} {row[d]}" for d in (*SUMMARY_DIMENSIONS, "submitter") if row.get(d) is not None)
+            done.overflowed.append(f"{kind} of {row['period']}{', ' + group if group else ''}: {', '.join(broken)}")
+    return summary_docs(kind, good, probe=probe), [d["id"] for d in summary_docs(kind, bad, probe=probe)]
+
+
+def _replace(
+    sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, until: str, kept: Sequence[str] = ()
+) -> int:
+    """Store the summaries ``docs`` of ``kind`` and delete those of [since, until) neither among
+    them nor ``kept``; how many were deleted. Raises :class:`SinkError` when the store does not
+    take them all."""
     if docs:
         result = sink.send("summary", docs)
         failed = {**result.retry, **result.rejected}
@@ -223,7 +259,7 @@ def _replace(sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, unti
                 f"{len(failed)} of {len(docs)} summaries of {kind} records from {since} to {until} "
                 f"were not stored: {next(iter(failed.values()))}"
             )
-    keep = [d["id"] for d in docs]
+    keep = [d["id"] for d in docs] + list(kept)
     return sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep)
 
 
@@ -257,8 +293,8 @@ def _summarize_books(
             rows["gap"] += gap
             day += timedelta(days=1)
         for kind, kind_rows in rows.items():
-            docs = summary_docs(kind, kind_rows, probe=probe)
-            done.deleted[kind] += _replace(sink, kind, docs, since, until)
+            docs, kept = _written(kind, kind_rows, done, probe=probe)
+            done.deleted[kind] += _replace(sink, kind, docs, since, until, kept)
             done.records[kind] += len(docs)
         if progress is not None:
             progress(1)

@@ -43,6 +43,7 @@ __all__ = [
     "EXIT_USAGE",
     "check_config",
     "check_source_files",
+    "is_collectors",
     "log_lines",
     "nonzero",
     "open_store",
@@ -174,6 +175,13 @@ def store_of(args: argparse.Namespace, config: ProbeConfig) -> tuple[SinkSetting
     names the collector's store (``[collector.store]``, or ``[store]`` in a file written before
     that section; the command's ``--store`` replaces its URL) under the collector's state
     directory, where its service keeps it; any other names the probe's ``[store]``."""
+    if is_collectors(args):
+        return config.collector_settings(getattr(args, "store", None)).store, config.collector.state_dir
+    return config.store, config.probe.state_dir
+
+
+def is_collectors(args: argparse.Namespace) -> bool:
+    """Whether ``--config`` is a collector's configuration: a ``[collector]`` section and no ``[probe]``."""
     import tomllib
 
     raw: dict[str, object] = {}
@@ -182,9 +190,7 @@ def store_of(args: argparse.Namespace, config: ProbeConfig) -> tuple[SinkSetting
             raw = tomllib.loads(Path(args.config).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):  # load_config read it already
             raw = {}
-    if "collector" in raw and "probe" not in raw:
-        return config.collector_settings(getattr(args, "store", None)).store, config.collector.state_dir
-    return config.store, config.probe.state_dir
+    return "collector" in raw and "probe" not in raw
 
 
 @contextlib.contextmanager

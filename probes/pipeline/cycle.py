@@ -51,7 +51,8 @@ from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus, Unrecorded
 from collector.records import iso_utc
-from collector.sinks import Sink, ensure_templates, open_sink
+from collector.sinks import Sink, open_sink
+from collector.sinks.gate import TemplateGate
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
 from probes.config.store import UPSTREAM, UPSTREAM_JOBS
@@ -387,7 +388,7 @@ class ProbeCycle:
         """The latest snapshot read (a replay's too: the pool's machines are what they are),
         whose machines price the jobs; None before the first."""
         self._commits = threading.Lock()
-        self._templates_checked = False  # since the store last answered
+        self._templates = TemplateGate(config.store.url, install=config.store.install_templates)
         self._unrecorded = Unrecorded()  # what a store took that a full state directory kept from being written down
 
     def __repr__(self) -> str:
@@ -429,28 +430,22 @@ class ProbeCycle:
 
     def deliver(self, outbox: Outbox, sink: Sink) -> Delivery:
         """:func:`deliver`, checking the store's index templates first on the first delivery
-        and on the first after the store failed (it may come back empty); they are installed
-        where ``store.install_templates`` allows, else the records wait."""
-        store = self.config.store
-        check = (
-            None
-            if self._templates_checked
-            else (lambda s: ensure_templates(s, store.url, install=store.install_templates))
-        )
+        and on the first after the store failed (it may come back empty: :class:`TemplateGate`);
+        they are installed where ``store.install_templates`` allows, else the records wait."""
+        gate = self._templates
+        check = None if gate.checked else (lambda s: list(gate.ensure(s).installed))
         up = self.config.upstream
         upstream = open_sink(up.url, base=self.config.probe.state_dir, auth=up.auth()) if up.url else None
         try:
             delivery = deliver(outbox, sink, check=check, upstream=upstream, unrecorded=self._unrecorded)
         except SinkError:
-            self._templates_checked = False
+            gate.forget()
             raise
         finally:
             if upstream is not None:
                 upstream.close()
-        if delivery.flushed is None:  # the templates' check failed
-            self._templates_checked = False
-        else:  # records left after errors: the store may have come back empty, check again
-            self._templates_checked = not (delivery.flushed.errors and sum(delivery.status.depth.values()))
+        if delivery.flushed is not None:  # else the templates' check failed, and the gate says so
+            gate.settle(errors=bool(delivery.flushed.errors), waiting=sum(delivery.status.depth.values()))
         return delivery
 
     def once(self, outbox: Outbox, sink: Sink, *, now: float | None = None) -> tuple[Cycle, Delivery]:

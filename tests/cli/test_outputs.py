@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from contextlib import closing
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pandas as pd
@@ -222,3 +224,73 @@ def test_the_report_gets_the_mode_the_umask_gives(
         os.umask(old)
     assert code == 0, err
     assert (tmp_path / "r" / "index.html").stat().st_mode & 0o777 == 0o644
+
+
+def _jobs(day: date, n: int, first: int = 0) -> list[dict[str, Any]]:
+    """``n`` job records that ended at noon of ``day``, an hour on one core each."""
+    noon = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
+    return [
+        {"id": f"job-{day}-{i}", "kind": "job", "schema_version": 1, "probe": "p", "timestamp": f"{day}T12:00:00Z",
+         "end": int(noon.timestamp()), "user": "alice", "project": "atlas", "site": "S", "cpus": 1.0,
+         "walltime_s": 3600.0}
+        for i in range(first, first + n)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("config_of", ["probe", "collector"])
+def test_an_export_across_the_summaries_horizon_refuses_and_says_the_ways_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config_of: str
+) -> None:
+    """Issue 54, point 10: ten jobs older than the horizon (the days the service re-summarizes)
+    beside ten recent ones, only the recent day summarized, as the service leaves them: the export
+    said 10 jobs and exited 0. It refuses now, names the horizon, the day and both ways out, and
+    writes nothing; --raw says 20, and once the old day is summarized by hand the export does too.
+    Records stored for that day afterwards (a backfill) make it refuse again."""
+    from collector.sinks.sqlite import EmbeddedStore
+
+    today = datetime.now(UTC).date()
+    old, recent = today - timedelta(days=40), today - timedelta(days=1)
+    store = tmp_path / "state" / "store.sqlite"
+    store.parent.mkdir()
+    with EmbeddedStore(store) as sink:
+        sink.send("job", _jobs(old, 10) + _jobs(recent, 10))
+    config = tmp_path / "fairacct.toml"
+    if config_of == "probe":
+        config.write_text(f'[summaries]\nnightly_days = 30\n[probe]\nstate_dir = "{store.parent}"\n'
+                          '[store]\nurl = "sqlite:///store.sqlite"\n')  # fmt: skip
+        key = "summaries.nightly_days = 30"
+    else:
+        config.write_text(f'[collector]\nstate_dir = "{store.parent}"\nsummaries_nightly_days = 30\n'
+                          '[collector.store]\nurl = "sqlite:///store.sqlite"\n')  # fmt: skip
+        key = "collector.summaries_nightly_days = 30"
+    days = ("--from", str(old), "--to", str(recent))
+    assert run(capsys, "summarize", "--config", str(config), "--from", str(recent), "--to", str(recent))[0] == 0
+
+    out_file = tmp_path / "usage.csv"
+    code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
+    assert code == 1, err
+    horizon = today - timedelta(days=29)
+    assert err == (
+        f"fairacct: sqlite:///{store}: the daily summaries of 1 day(s) from {old} to {old} do not count the records "
+        f"stored for them ({old}: 10 job records, 0 summarized). Those days are before the summaries' horizon, "
+        f"{horizon} ({key}: the service re-summarizes the last 30 days), so an export of the summaries would count "
+        "them short; nothing was written. Export the records with --raw, or summarize those days first: "
+        f"`fairacct summarize --from {old} --to {old}` with the same --config\n"
+    )
+    assert not out_file.exists()
+
+    code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--raw",
+                          "--out", str(out_file))  # fmt: skip
+    assert code == 0, err
+    assert pd.read_csv(out_file)[["n_jobs", "core_hours"]].to_dict("records") == [{"n_jobs": 20, "core_hours": 20.0}]
+
+    assert run(capsys, "summarize", "--config", str(config), "--from", str(old), "--to", str(old))[0] == 0
+    code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
+    assert code == 0, err
+    assert pd.read_csv(out_file)[["n_jobs", "core_hours"]].to_dict("records") == [{"n_jobs": 20, "core_hours": 20.0}]
+
+    with EmbeddedStore(store) as sink:  # three more jobs of the old day, after it was summarized
+        sink.send("job", _jobs(old, 3, first=10))
+    out_file.unlink()
+    code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
+    assert code == 1 and f"({old}: 13 job records, 10 summarized)" in err and not out_file.exists()

@@ -66,3 +66,16 @@ def test_a_batch_of_distinct_names_is_judged_a_record_at_a_time() -> None:
         9: "a record has at most 256 fields (collector.max_fields_per_record), this one 300",
     }
     assert records_faults("job", docs, max_fields=100)[0].startswith("a record has at most 100 fields")
+
+
+def test_a_number_too_large_to_sum_is_refused() -> None:
+    """Issue 54, point 12: two walltimes of 1.5e308 are finite, and their sum is not; a double (or
+    a number in a field the templates do not name) is at most 2^63 in magnitude, as a long is."""
+    too_large = "expected a number of magnitude at most 2^63 (9.223e+18: the summaries' sums of larger ones overflow)"
+    assert record_fault("job", {"walltime_s": 1.5e308}) == f"field 'walltime_s': {too_large}, got 1.5e+308"
+    assert record_fault("job", {"cpus": -1e19}) == f"field 'cpus': {too_large}, got -1e+19"
+    assert record_fault("job", {"Extra": 9.3e18}) == f"field 'Extra': {too_large}, got 9.3e+18"
+    assert record_fault("job", {"walltime_s": 2.0**63, "cpus": -(2.0**63), "Extra": 2**63 - 1}) is None
+    same = [{"id": f"j{i}", "walltime_s": 3600.0} for i in range(5)]
+    same[3]["walltime_s"] = 1.5e308  # checked a column at a time: the column fails, the record is found
+    assert records_faults("job", same) == {3: f"field 'walltime_s': {too_large}, got 1.5e+308"}

@@ -9,7 +9,7 @@ import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from elastic_transport import ApiError, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
+from elastic_transport import ApiError, ConnectionTimeout, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport.client_utils import DEFAULT, DefaultType
 
@@ -143,7 +143,9 @@ class ElasticsearchClient:
                 f"{self._where}: {what} failed: {reason}", status=status, transient=is_transient(status)
             ) from exc
         except TransportError as exc:
-            transient = isinstance(exc, TransportConnectionError) and not isinstance(exc, TlsError)
+            # a timeout is no ConnectionError to elastic_transport (it is to opensearch-py): both may pass
+            no_answer = (TransportConnectionError, ConnectionTimeout)
+            transient = isinstance(exc, no_answer) and not isinstance(exc, TlsError)
             why = tls_reason(exc) or str(exc)
             raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
 

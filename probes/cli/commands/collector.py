@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -17,8 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "the collector service"
-
-_log = logging.getLogger("fairacct.store")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """collector serve: the [collector] section, with its store [collector.store], is the server's settings."""
     from collector.server import serve  # Starlette and uvicorn only for the service
-    from collector.sinks import ensure_templates, open_sink, upgrade_store
     from collector.statelock import hold_state_dir
     from probes.config import COLLECTOR_STORE_NOTE
     from probes.files import check_writable
@@ -48,13 +44,6 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         hold_state_dir(settings.state_dir, "collector.state_dir"),  # before its outbox or store is opened
         log_lines(config.log.level, config.log.format),
     ):
-        sink = open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
-        try:
-            ensure_templates(sink, settings.store.url, install=settings.store.install_templates)
-            # before the flusher starts: nothing writes to an index while it is moved
-            for line in upgrade_store(sink):
-                _log.warning("store migrated: %s", line)
-        finally:
-            sink.close()
+        # the store is asked first: a refusal stops the start, an outage does not (collector.server.serve)
         serve(settings)
     return EXIT_OK

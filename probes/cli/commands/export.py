@@ -1,14 +1,23 @@
 """``fairacct export --from DAY --to DAY --out FILE``: usage per project, user, site and month
 (or other fields) for allocation committees, from the store's daily summaries (or its records,
-``--raw``), as CSV, XLSX (with APEL's view and the books of each day beside), Parquet or JSON."""
+``--raw``), as CSV, XLSX (with APEL's view and the books of each day beside), Parquet or JSON.
+
+An export of the summaries never sums across the summaries' horizon in silence: the days of the
+range the services no longer re-summarize are checked against their records
+(:mod:`collector.exports.coverage`), and a day whose summaries do not count its records makes the
+export refuse, naming the horizon, the days and the two ways out (``--raw``, ``fairacct summarize``),
+before a file is written. A refusal, not a warning beside the file: the file goes to a committee
+that allots hours by it, and the warning would stay on the operator's terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import FairacctError
-from probes.cli.common import EXIT_OK, open_store, print_text, store_of
+from probes.cli.common import EXIT_OK, is_collectors, open_store, print_text, store_of
 from probes.cli.options import add_options, period_options
 
 if TYPE_CHECKING:
@@ -51,7 +60,9 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     with open_store(store, base, create=False) as sink:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         if not args.raw:
-            _require_summaries(sink, period, describe_url(store.url, base))
+            where = describe_url(store.url, base)
+            _require_summaries(sink, period, where)
+            _refuse_beyond_horizon(sink, period, where, *_horizon(args, config, datetime.now(UTC).date()))
         table = usage_table(sink, period, by, raw=args.raw)
         sheets = None
         if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
@@ -75,6 +86,41 @@ def _require_summaries(sink: Sink, period: Period, where: str) -> None:
             f"`fairacct summarize --from {period.first} --to {period.last}` with the same --config first "
             "(the collector service makes them every collector.summaries_every_s), or export the records with --raw"
         )
+
+
+def _horizon(args: argparse.Namespace, config: ProbeConfig, today: date) -> tuple[date, str]:
+    """The summaries' horizon: the first day the service of ``--config`` still re-summarizes (the
+    collector's, or the probe's), and the setting that puts it there, for the message."""
+    if is_collectors(args):
+        c = config.collector
+        days = {"collector.summaries_recent_days": c.summaries_recent_days}
+        days["collector.summaries_nightly_days"] = c.summaries_nightly_days
+    else:
+        days = {"summaries.recent_days": config.summaries.recent_days}
+        days["summaries.nightly_days"] = config.summaries.nightly_days
+    key, widest = max(days.items(), key=lambda kv: kv[1])
+    if not widest:  # no service re-summarizes anything: every day is summarized by hand, or not at all
+        return today + timedelta(days=1), f"{' and '.join(days)} are 0: no service re-summarizes any day"
+    return today - timedelta(days=widest - 1), f"{key} = {widest}: the service re-summarizes the last {widest} days"
+
+
+def _refuse_beyond_horizon(sink: Sink, period: Period, where: str, horizon: date, why: str) -> None:
+    """Refuse an export of summaries whose days before the horizon do not count their records
+    (see the module docstring)."""
+    from collector.exports.coverage import uncovered_days
+
+    short = uncovered_days(sink, period, horizon=horizon)
+    if not short:
+        return
+    first, last = short[0].day, short[-1].day
+    days = len({u.day for u in short})
+    shown = "; ".join(map(str, short[:3])) + ("; ..." if len(short) > 3 else "")
+    raise FairacctError(
+        f"{where}: the daily summaries of {days} day(s) from {first} to {last} do not count the records stored for "
+        f"them ({shown}). Those days are before the summaries' horizon, {horizon} ({why}), so an export of the "
+        f"summaries would count them short; nothing was written. Export the records with --raw, or summarize those "
+        f"days first: `fairacct summarize --from {first} --to {last}` with the same --config"
+    )
 
 
 def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class Collector:
     env: dict[str, str] = field(default_factory=dict)  # added to the process's environment (FAIRACCT_CRASH_AT)
     command: str = FAIRACCT  # the fairacct that serves (another release's, for the upgrade tests)
     answered: bool = False  # it was started once: its port is the tests'
+    store_settings: dict[str, Any] = field(default_factory=dict)  # [collector.store] besides its url
 
     @property
     def url(self) -> str:
@@ -106,6 +107,7 @@ class Collector:
         lines = [f"[collector]\nport = {self.port}"]
         lines += [f"{k} = {_toml(v)}" for k, v in self.settings.items()]
         lines += [f'[collector.store]\nurl = "{self.store}"']
+        lines += [f"{k} = {_toml(v)}" for k, v in self.store_settings.items()]
         self.config.write_text("\n".join(lines) + "\n")
         said_before = len(self.log)
         with open(self.root / "collector.log", "ab") as log:
@@ -180,16 +182,17 @@ def shared_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Colle
 
 @pytest.fixture
 def start_collector(tmp_path: Path) -> Iterator[Any]:
-    """start_collector(name, tokens=..., store=..., env=..., **settings) -> a started Collector; all are
-    stopped at the end."""
+    """start_collector(name, tokens=..., store=..., store_settings=..., env=..., **settings) -> a started
+    Collector; all are stopped at the end."""
     started: list[Collector] = []
 
     def start(name: str = "c1", *, tokens: dict[str, str] | None = None, store: str = "sqlite:///store.sqlite",
               port: int | None = None, max_file_bytes: int | None = None, command: str = FAIRACCT,
-              env: dict[str, str] | None = None, **settings: Any) -> Collector:  # fmt: skip
+              env: dict[str, str] | None = None, store_settings: dict[str, Any] | None = None,
+              **settings: Any) -> Collector:  # fmt: skip
         collector = Collector(tmp_path / name, port or free_port(), tokens or {"p1": "token-one", "p2": "token-two"},
                               {"flush_every_s": 0.2, **settings}, store, max_file_bytes=max_file_bytes,
-                              command=command, env=env or {})  # fmt: skip
+                              command=command, env=env or {}, store_settings=store_settings or {})  # fmt: skip
         started.append(collector)
         return collector.start()
 

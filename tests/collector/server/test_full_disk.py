@@ -126,3 +126,61 @@ def _exercise(c: Collector, fs: Path, store: Path) -> None:
     assert until(lambda: EmbeddedStore(store).count("job") == len(acked) + 2)
     assert "\nfairacct_collector_outbox_disk_full 0\n" in httpx.get(f"{c.url}/metrics").text
     assert "room again on the outbox's file system: what the store took is written down" in c.log
+
+
+def test_a_full_outbox_disk_and_a_store_that_is_down_are_both_said_and_the_disk_wins(
+    start_collector: Any, tmp_path: Path
+) -> None:
+    """Both at once (issue 54, points 5 and 6): /healthz answers 503 and names the disk (a load
+    balancer must send the probes elsewhere), and says the store's outage too, in ``degraded`` and
+    its fields, as /metrics does; once both are mended the records that waited are sent."""
+    from collector.sinks.elasticsearch import ElasticsearchSink
+
+    from ..conftest import start_server, stop_server
+    from .test_store_outage_at_start import Front
+
+    front = Front(503)
+    server = None
+    try:
+        with small_file_system(tmp_path / "outbox-fs", "8m") as fs:
+            c = start_collector(
+                store=front.url, store_settings={"install_templates": True}, state_dir=str(fs),
+                max_records_body_size="512 KiB", outbox_reserve_mib=1.0, outbox_keep_free_mib=0.5,
+                summaries_recent_days=0, summaries_nightly_days=0,
+            )  # fmt: skip
+            try:
+                assert post(c, [record(i, "p1") for i in range(3)]).status_code == 202
+                code, doc = until(lambda: (got := health(c))[1]["store_reachable"] is False and got)
+                assert code == 200 and doc["status"] == "degraded", doc  # the store alone: records are taken
+                ballast = fill(fs)
+                code, doc = health(c)
+                assert code == 503 and doc["status"].startswith("outbox disk full: "), doc
+                assert doc["degraded"][0].startswith("the store is unreachable (elasticsearch "), doc
+                assert doc["outbox"]["disk_full"] is True and doc["outbox"]["depth"] == 3
+                assert (doc["store_reachable"], doc["templates_checked"]) == (False, False)
+                assert post(c, [record("refused", "p1")]).status_code == 503
+                metrics = httpx.get(f"{c.url}/metrics").text
+                assert "\nfairacct_collector_outbox_disk_full 1\n" in metrics
+                assert "\nfairacct_collector_store_reachable 0\n" in metrics
+                assert "\nfairacct_collector_store_templates_checked 0\n" in metrics
+
+                ballast.unlink()
+                server = start_server()
+                front.target = server.url
+                code, doc = until(
+                    lambda: (got := health(c))[1]["status"] == "ok" and got[1]["outbox"]["depth"] == 0 and got
+                )
+                assert code == 200 and doc["status"] == "ok" and doc["outbox"]["depth"] == 0, doc
+                assert (doc["store_reachable"], doc["templates_checked"], doc["outbox"]["disk_full"]) == (
+                    True, True, False
+                ), doc  # fmt: skip
+                with ElasticsearchSink(server.url) as es:
+                    assert es.count("job") == 3
+            finally:
+                if c.process is not None:
+                    c.stop()  # before the file system is unmounted
+    finally:
+        front.target = None
+        front.close()
+        if server is not None:
+            stop_server(server)

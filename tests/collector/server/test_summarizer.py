@@ -94,6 +94,26 @@ def test_a_store_that_fails_costs_one_run(tmp_path: Path) -> None:
     assert summarizer.next_due() == T0 + 900  # tried again at the next period, not at once
 
 
+def test_runs_wait_while_the_store_is_not_ready_for_summaries(tmp_path: Path) -> None:
+    """Until the flusher found the store's templates right (``ready``), a due run writes nothing and
+    is neither a failure nor done: it stays due, and runs once the store is ready."""
+    path = tmp_path / "store.sqlite"
+    with EmbeddedStore(path) as store:
+        store.send("job", generated_docs()["job"])
+    ready = [False]
+    summarizer = Summarizer(lambda: EmbeddedStore(path), (Schedule("recent", 365, 900.0),), probe="t",
+                            ready=lambda: ready[0], clock=lambda: T0)  # fmt: skip
+    assert summarizer.run_due() == [] and summarizer.state.waiting
+    assert (summarizer.state.runs, summarizer.state.failures, summarizer.next_due()) == (0, 0, 0.0)  # still due
+    with EmbeddedStore(path) as store:
+        assert store.count("summary") == 0
+    ready[0] = True
+    assert summarizer.run_due() == ["recent"] and not summarizer.state.waiting
+    with EmbeddedStore(path) as store:
+        jobs = [d for d in store.query("summary", limit=10_000) if d["record_kind"] == "job"]
+    assert sum(d["n_jobs"] for d in jobs) == len(generated_frames()["job"])
+
+
 def _until(condition: Any, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -786,6 +786,19 @@ def test_every_client_exception_is_translated() -> None:
             assert issubclass(cls, transport.OpenSearchClient.caught()), f"opensearchpy.exceptions.{name} would escape"
 
 
+@pytest.mark.parametrize("scheme", [p.values[0] for p in FLAVOURS], ids=[p.id for p in FLAVOURS])
+def test_a_store_that_takes_the_connection_and_never_answers_may_pass(scheme: str) -> None:
+    """A timeout is a failure that may pass, as a refused connection is, in both flavours: the
+    elasticsearch client's ConnectionTimeout is no ConnectionError of elastic_transport's, and
+    was taken for a refusal (a collector starting during such an outage did not start)."""
+    with socket.create_server(("127.0.0.1", 0)) as hung:  # listens, never accepts nor answers
+        url = f"{scheme}://127.0.0.1:{hung.getsockname()[1]}"
+        with ElasticsearchSink(url, timeout_s=0.2) as sink, pytest.raises(ElasticsearchError) as info:
+            sink.check_templates()
+    assert info.value.transient and info.value.status is None
+    assert str(info.value).startswith(f"{sink.flavour} {url}: reading index template fairacct-slot failed: ")
+
+
 def test_elasticsearch_error_is_a_sink_error_with_status_and_transience() -> None:
     assert issubclass(ElasticsearchError, SinkError)
     err = ElasticsearchError("elasticsearch http://es:9200: bulk write failed: 429", status=429, transient=True)
