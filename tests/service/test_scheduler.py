@@ -418,6 +418,17 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
+def until_history_read(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """Stop the service with SIGTERM once its history job has run (its log says so), not after a
+    fixed time: on a loaded machine two seconds ended some runs before the history was read. The
+    stop's final flush sends what the cycle committed."""
+    lines = Lines(proc)
+    lines.wait_for(r" fairacct.service INFO history: ", timeout=120)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    return proc.returncode, lines.text()
+
+
 class Lines:
     """The lines a process writes to stderr, as they come."""
 
@@ -490,7 +501,7 @@ def test_a_killed_service_loses_nothing_when_started_again(tmp_path: Path, point
     state = tmp_path / "state"
     code, err = finish(probe_run(config, crash_at=point))
     assert code == -signal.SIGKILL, err  # then no cleanup, no last flush
-    code, err = finish(probe_run(config, "--for", "2"))
+    code, err = until_history_read(probe_run(config))
     assert code == 0, err
     assert {k: len(v) for k, v in stored_ids(state).items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
 
@@ -499,7 +510,7 @@ def test_probe_run_on_the_demo_configuration_works_out_of_the_box(tmp_path: Path
     """config/demo.toml as shipped (its state goes to ../.demo, here beside the copy)."""
     shutil.copytree(ROOT / "config" / "demo", tmp_path / "config" / "demo")
     shutil.copy(ROOT / "config" / "demo.toml", tmp_path / "config" / "demo.toml")
-    code, text = finish(probe_run(tmp_path / "config" / "demo.toml", "--for", "2"))
+    code, text = until_history_read(probe_run(tmp_path / "config" / "demo.toml"))
     assert code == 0, text
     assert "snapshot: 36 slots, 72 allocations, 15 idle jobs in 6 autoclusters, 108 records standing for 300 s" in text
     assert "history: 60 new jobs" in text and "final flush: sent" in text
