@@ -32,6 +32,7 @@ from collector.errors import (
 )
 from collector.outbox import Outbox, Parcel
 from collector.server import CollectorSettings, Endpoint, Ingest, Style, create_app
+from collector.server.backlog import Backlog
 from collector.server.body import gunzip
 from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
@@ -256,7 +257,8 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
     committer = GroupCommitter(tmp_path / "outbox.sqlite", max_depth=100)
     committer.start()
     try:
-        asyncio.run(committer.commit([Parcel.encoded("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]))
+        first = [Parcel.encoded("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]
+        asyncio.run(committer.commit(first, "p1"))
 
         def depth(outbox: Outbox) -> tuple[str, dict[str, int]]:
             return threading.current_thread().name, outbox.status().depth
@@ -273,6 +275,21 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
         committer.stop()
     with pytest.raises(StoreError, match="the outbox writer has stopped"):
         committer.write(depth)
+
+
+def test_the_backlog_is_the_newest_records_admitted_counted_by_probe() -> None:
+    """What each probe holds of the outbox's depth (backpressure's shares): its part of the newest
+    ``depth`` records admitted, an upper bound by one segment at most, and nothing once sent."""
+    backlog = Backlog(segment_records=100)
+    for _ in range(10):
+        backlog.add("busy", 100, depth=10_000)
+    backlog.add("quiet", 10, depth=10_000)
+    assert (backlog.held("busy"), backlog.held("quiet"), backlog.held("new")) == (1000, 10, 0)
+    assert (backlog.holders("busy"), backlog.holders("new")) == (2, 3)
+    backlog.trim(250)  # the outbox sent all but the newest 250: the segments that cover them are kept
+    assert (backlog.held("busy"), backlog.held("quiet")) == (300, 10)
+    backlog.trim(5)  # the last segment is kept whole (its probes hold at most that)
+    assert (backlog.held("busy"), backlog.held("quiet"), backlog.holders("quiet")) == (0, 10, 1)
 
 
 def test_the_collector_may_open_the_files_its_connections_need(monkeypatch: pytest.MonkeyPatch) -> None:
