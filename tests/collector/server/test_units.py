@@ -231,6 +231,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "outbox_reserve_mib": 2.0, "max_fields_per_record": 64,
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
         "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
+        "max_connections_per_probe": 3, "handshake_timeout_s": 4.5,
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
         "trusted_proxies": ["127.0.0.1", "10.1.0.0/16", "::ffff:127.0.0.2"],
     }  # fmt: skip
