@@ -5,9 +5,8 @@ alike as soon as the outbox held more than ``backpressure_depth`` records: one p
 batches of 5,000 records at once kept a quiet one at 429 for 45 of its 59 tries (issue 54).
 Now the budget is shared by the probes that hold the backlog, ``backpressure_depth / n`` each:
 a probe holding its share or more gets 429, one under it is taken. While the outbox is over the
-budget some probe is over its share, so the one that fills it is refused; the others are
-taken only up to theirs, so the outbox stays within about the budget and the requests under
-way.
+budget, some probe holds its share or more: the one that fills it is refused, and the others
+are taken until they hold theirs.
 
 What each probe holds is counted here, not in the outbox: the outbox sends its records oldest
 first (by kind, in rounds of a few seconds), so the records waiting are, near enough, the

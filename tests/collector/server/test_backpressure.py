@@ -123,6 +123,7 @@ def test_backpressure_falls_on_the_probe_that_causes_it(start_collector: Any) ->
                 sent += 1
 
     quiet: list[int] = []
+    depths: list[int] = []
     with ThreadPoolExecutor(8) as pool:
         floods = [pool.submit(flood, part) for part in range(8)]
         try:
@@ -130,12 +131,18 @@ def test_backpressure_falls_on_the_probe_that_causes_it(start_collector: Any) ->
             while len(quiet) < 60 and time.monotonic() < deadline:
                 reply = post(c, orjson.dumps([record(f"quiet-{len(quiet)}-{i}", "p2") for i in range(10)]), "p2")
                 quiet.append(reply.status_code)
+                depths.append(httpx.get(f"{c.url}/healthz", timeout=10).json()["outbox"]["depth"])
                 time.sleep(0.2)
         finally:
             stop.set()
         for f in floods:
             f.result()
+    # (the depth: no backpressure before a flusher's round has found the store taking records)
     print(f"\nbusy probe: {busy.count(202)} of {len(busy)} taken, {busy.count(429)} 429; "
-          f"quiet probe: {quiet.count(202)} of {len(quiet)} taken, {quiet.count(429)} 429")  # fmt: skip
+          f"quiet probe: {quiet.count(202)} of {len(quiet)} taken, {quiet.count(429)} 429; "
+          f"outbox depth at most {max(depths)}")  # fmt: skip
     assert busy.count(429) > 0, "the store kept up: no backpressure to share"
     assert quiet.count(202) >= len(quiet) - 1, quiet
+    # p1 alone held records at its first 429, or p2 too
+    assert re.search(r"and \d+ of them are probe 'p1''s, at or over its share of (20000|10000) \(that depth shared "
+                     r"by (1 probe|2 probes) holding records\)", said[0]), said  # fmt: skip
