@@ -100,6 +100,7 @@ def _tls_context(settings: CollectorSettings) -> ssl.SSLContext | None:
     if not settings.tls_cert_file:
         return None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # (Python's default since 3.10: said, not assumed)
     try:
         context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     except (OSError, ssl.SSLError) as exc:

@@ -230,3 +230,7 @@ def test_handshakes_that_stall_count_against_the_caps_and_time_out(tls: Collecto
     took = closed_after(silent, 10)
     assert took is not None and 1.7 < took < 3.5, took  # handshake_timeout_s
     assert metric(c, 'fairacct_collector_connections_closed_total{reason="handshake_timeout"}') >= 1
+    plain_http = from_attacker(c, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # not TLS: closed at once
+    took = closed_after(plain_http, 10)
+    assert took is not None and took < 1, took
+    assert metric(c, 'fairacct_collector_connections_closed_total{reason="handshake_failed"}') == 1
