@@ -297,7 +297,7 @@ class CollectorSettings(_Section):
     handshake_timeout_s: float = Field(
         10.0,
         gt=0,
-        description="Seconds a TLS handshake may take, from the connection's first packet (TLS served by the "
+        description="Seconds a TLS handshake may take, from the connection's accept (TLS served by the "
         "collector: tls_cert_file).",
     )
     idle_timeout_s: float = Field(

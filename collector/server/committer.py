@@ -103,7 +103,7 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._depth = 0
         self._admitted = 0
-        # Who holds the records waiting, in segments of about 1/64 of the budget (a few hundred at most).
+        # Who holds the records waiting, in segments of about 1/64 of the budget (640 at most at the defaults).
         self._backlog = Backlog(self.backpressure_depth // 64)
         self._ready = threading.Event()
         self._failed: StoreError | None = None

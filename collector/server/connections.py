@@ -34,7 +34,7 @@ the reply is written, its body unread, whoever sent it (issue 54: a token's requ
 
 TLS served by the collector is begun here (:meth:`asyncio.loop.start_tls` on the accepted
 connection), not by the event loop before uvicorn sees the connection: a handshake is then a
-connection like any other, a stranger's from its first packet, closed after
+connection like any other, a stranger's from its accept, closed after
 ``handshake_timeout_s`` (issue 54: stalled handshakes were held 60 s and counted nowhere, and
 1,200 of them ran the collector out of descriptors).
 
