@@ -262,18 +262,25 @@ class CollectorSettings(_Section):
     max_requests_per_probe: int = Field(
         8, ge=1, description="Requests of one probe (its token) under way at once; over it: 429."
     )
+    max_connections_per_probe: int = Field(
+        8,
+        ge=1,
+        description="Connections of one probe (its token) open at once; a new one beyond closes the probe's own "
+        "that has waited longest without a request under way, or is answered 429 when each has one under way.",
+    )
     max_connections: int = Field(
         1000,
         ge=1,
-        description="Connections open at once; a new one beyond closes the one that has waited longest "
-        "without a request under way, or is closed itself when every one has a request under way.",
+        description="Connections open at once (keep it above max_anonymous_connections plus the tokens times "
+        "max_connections_per_probe); a new one beyond closes one without a probe's token, or the one that has "
+        "waited longest without a request under way, or is closed itself when every one has a request under way.",
     )
     max_anonymous_connections: int = Field(
         100,
         ge=1,
-        description="Connections without a probe's token (Gratia senders, strangers) open at once, within "
-        "max_connections; a new connection beyond closes one of them (first one refused before its body, "
-        "then the oldest), so they never keep a probe out.",
+        description="Connections without a probe's token (Gratia senders, strangers, TLS handshakes) open at "
+        "once, within max_connections; a new connection beyond closes one of them (first one answered before its "
+        "body, then the oldest of the address holding the most), so they never keep a probe out.",
     )
     anonymous_memory_per_source: _Bytes = Field(
         128.0 * MIB,
@@ -286,6 +293,12 @@ class CollectorSettings(_Section):
         gt=0,
         description="Bytes of bodies (as sent and decompressed) that requests without a token may hold at once, "
         "from all addresses; beyond, 503 with Retry-After.",
+    )
+    handshake_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a TLS handshake may take, from the connection's accept (TLS served by the "
+        "collector: tls_cert_file).",
     )
     idle_timeout_s: float = Field(
         75.0, gt=0, description="Seconds a connection may wait for a request (new, or after a reply) before it closes."
@@ -303,9 +316,10 @@ class CollectorSettings(_Section):
         200_000,
         ge=1,
         description="Records waiting in the collector's outbox over which, while the store is taking records "
-        "more slowly than the probes send them, requests get 429 with Retry-After before their body is read "
-        "(the probes keep their batches and send them again later); while the store takes none (an outage), "
-        "the outbox holds up to max_outbox_depth.",
+        "more slowly than the probes send them, a probe holding its share of them or more (this depth shared by "
+        "the probes holding records) gets 429 with Retry-After before its body is read (the probes keep their "
+        "batches and send them again later); while the store takes none (an outage), the outbox holds up to "
+        "max_outbox_depth.",
     )
     outbox_keep_free_mib: float = Field(
         64.0,

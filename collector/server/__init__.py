@@ -6,7 +6,8 @@ runs it on uvicorn. See :mod:`collector.server.app` for the routes and the choic
 :mod:`collector.server.gratia_rmi` for those a Gratia probe gets, and
 :mod:`collector.server.committer` for how a reply waits until its records are on disk,
 :mod:`collector.server.room` for the room it keeps on the outbox's file system, and
-:mod:`collector.server.connections` for the deadlines and the cap on connections.
+:mod:`collector.server.connections` for the deadlines and the caps on connections (TLS
+handshakes included), and :mod:`collector.server.backlog` for how backpressure is shared.
 """
 
 from collector.server.app import create_app

@@ -24,10 +24,11 @@ admitted and set by the flusher after each flush to what it counted plus what wa
 meanwhile; over ``max_depth`` a request is refused with :class:`OverloadedError` before
 anything is written. And it applies backpressure: while the flusher finds the store taking
 records but the outbox holds more than ``backpressure_depth`` (the store is slower than the
-probes), :meth:`GroupCommitter.admit` refuses requests with :class:`SlowDownError` (429) before
+probes), :meth:`GroupCommitter.admit` refuses the requests of a probe that holds its share of
+that budget or more (:mod:`collector.server.backlog`) with :class:`SlowDownError` (429) before
 their body is read, so that a sustained load keeps the outbox bounded instead of filling it to
-``max_depth``; during an outage (the store takes nothing) the outbox holds records up to
-``max_depth``, as it is there for.
+``max_depth``, and the probe that sends the most is slowed, not the quiet ones; during an outage
+(the store takes nothing) the outbox holds records up to ``max_depth``, as it is there for.
 
 And it keeps the outbox from filling its file system (:mod:`collector.server.room`): a group
 whose records would leave less than ``reserve_bytes`` free (less the WAL's size) is refused with
@@ -53,6 +54,7 @@ from typing import Any
 
 from collector.errors import DiskFullError, OverloadedError, SlowDownError, StoreError
 from collector.outbox import Outbox, Parcel
+from collector.server.backlog import Backlog
 from collector.server.room import Room, room_of
 
 __all__ = ["GroupCommitter"]
@@ -101,6 +103,8 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._depth = 0
         self._admitted = 0
+        # Who holds the records waiting, in segments of about 1/64 of the budget (640 at most at the defaults).
+        self._backlog = Backlog(self.backpressure_depth // 64)
         self._ready = threading.Event()
         self._failed: StoreError | None = None
         self._thread = threading.Thread(target=self._run, name="fairacct: outbox writer", daemon=True)
@@ -134,24 +138,32 @@ class GroupCommitter:
         with self._lock:
             self._depth = counted + (self._admitted - mark)
             self.store_taking = store_taking
+            self._backlog.trim(self._depth)
 
     def room(self) -> Room:
         """The room for commits on the outbox's file system now."""
         return room_of(self.path, self.reserve_bytes)
 
-    def admit(self) -> None:
+    def admit(self, probe: str) -> None:
         """Raise :class:`DiskFullError` when the outbox's file system has no room for one more
         request's records (see the module docstring), and :class:`SlowDownError` when the store
-        is taking records but the outbox holds more than ``backpressure_depth``: a request should
-        not be read, let alone committed, until there is room or the flusher has caught up."""
+        is taking records but the outbox holds more than ``backpressure_depth`` and ``probe``
+        holds its share of that or more: its request should not be read, let alone committed,
+        until there is room or the flusher has caught up."""
         room = self.room()
         if not room.fits(self.request_bytes):
             raise self._no_room(room, self.request_bytes)
-        if self.store_taking and self._depth > self.backpressure_depth:
+        if not (self.store_taking and self._depth > self.backpressure_depth):
+            return
+        with self._lock:
+            held, holders = self._backlog.held(probe), self._backlog.holders(probe)
+        share = self.backpressure_depth // holders
+        if held >= share:
             raise SlowDownError(
                 f"the collector's outbox holds {self._depth} records, over its backpressure depth of "
-                f"{self.backpressure_depth}: the store takes records more slowly than they come; send this "
-                "batch again after Retry-After"
+                f"{self.backpressure_depth}, and {held} of them are probe {probe!r}'s, at or over its share of "
+                f"{share} (that depth shared by {holders} probe{'s' if holders > 1 else ''} holding records): the "
+                "store takes records more slowly than they come; send this batch again after Retry-After"
             )
 
     def start(self) -> None:
@@ -167,8 +179,8 @@ class GroupCommitter:
             self._queue.put(None)
             self._thread.join()
 
-    async def commit(self, parcels: Sequence[Parcel]) -> int:
-        """Make the records of ``parcels`` durable; returns how many were committed.
+    async def commit(self, parcels: Sequence[Parcel], probe: str) -> int:
+        """Make the records of ``parcels`` (``probe``'s) durable; returns how many were committed.
 
         Raises :class:`SlowDownError` or :class:`OverloadedError` (nothing written) when the outbox
         is too deep (see :meth:`admit`), and
@@ -177,7 +189,7 @@ class GroupCommitter:
         count = sum(len(p.docs) for p in parcels)
         if count == 0:
             return 0
-        self.admit()  # a request read while the depth passed the bound
+        self.admit(probe)  # a request read while the depth passed the bound
         with self._lock:
             if self._depth + count > self.max_depth:
                 raise OverloadedError(
@@ -186,6 +198,7 @@ class GroupCommitter:
                 )
             self._depth += count
             self._admitted += count
+            self._backlog.add(probe, count, self._depth)
         if not self._thread.is_alive():
             raise StoreError(f"{self.path}: the outbox writer has stopped")
         done: concurrent.futures.Future[int] = concurrent.futures.Future()

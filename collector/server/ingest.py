@@ -96,12 +96,15 @@ class Ingest:
         """The probe whose token the request carries (UnauthorizedError otherwise), counted as
         having this request under way until the block ends; TooManyRequestsError when it already
         has ``max_requests_per_probe`` (a probe sends one batch at a time: more at once is a
-        misconfigured or hostile sender, whose bodies would hold the collector's memory);
-        SlowDownError when the store is behind (:meth:`GroupCommitter.admit`), before the body
-        is read: a refused request costs its headers alone."""
+        misconfigured or hostile sender, whose bodies would hold the collector's memory), or
+        ``max_connections_per_probe`` connections each with a request under way;
+        SlowDownError when the store is behind and this probe holds its share of the backlog
+        (:meth:`GroupCommitter.admit`), before the body is read: a refused request costs its
+        headers alone."""
         probe = self.probe(request)
-        vouch(request.scope, Trust.PROBE)  # its connection is a probe's now: never closed for a stranger's
-        self.committer.admit()
+        # its connection is this probe's now: never closed for a stranger's; 429 past the probe's own cap
+        vouch(request.scope, Trust.PROBE, probe)
+        self.committer.admit(probe)
         limit = self.settings.max_requests_per_probe
         if self.under_way[probe] >= limit:
             raise TooManyRequestsError(
@@ -145,7 +148,7 @@ class Ingest:
         """Commit ``parcels`` (records of one kind each) to the outbox and wait until they are on
         disk; count them (and ``refused`` records) for ``probe`` on ``endpoint``. Raises
         SlowDownError, OverloadedError or StoreError (nothing was stored) otherwise."""
-        committed = await self.committer.commit(parcels)
+        committed = await self.committer.commit(parcels, probe)
         self.metrics.judged(endpoint, probe, committed, refused)
         return committed
 

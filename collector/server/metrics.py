@@ -36,12 +36,14 @@ metric                                                  type       labels
                                                                    the store failed, ``crashed``)
 ``fairacct_collector_summarizer_restarts_total``        counter
 ``fairacct_collector_connections``                      gauge      (open now)
-``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token)
+``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token,
+                                                                   TLS handshakes included)
 ``fairacct_collector_anonymous_body_bytes``             gauge      (held by requests without a token,
                                                                    as sent and decompressed)
 ``fairacct_collector_connections_closed_total``         counter    ``reason`` (by the collector: a
-                                                                   deadline, the cap;
-                                                                   collector/server/connections.py)
+                                                                   deadline, a cap, a reply before
+                                                                   the body; collector/server/
+                                                                   connections.py)
 ======================================================  =========  ================================
 
 Label values are endpoint names, status codes, reasons from the error mapping, record kinds
@@ -287,7 +289,8 @@ class ServerMetrics:
             family(f"{p}anonymous_body_bytes", "gauge", "Bytes of bodies held by requests without a token.",
                    [("", {}, connections.anonymous_bytes)])  # fmt: skip
             family(f"{p}connections_closed_total", "counter",
-                   "Connections the collector closed, by reason (a deadline, the cap on connections).",
+                   "Connections the collector closed, by reason (a deadline, a cap on connections, a reply "
+                   "before the body).",
                    [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip
         return "\n".join(out) + "\n"
 

@@ -215,9 +215,9 @@ def openapi_document(
                         ),
                         "415": _error("A Content-Type or Content-Encoding the collector does not take."),
                         "429": _error(
-                            "The probe has as many requests under way as it may, or the store is slower than the "
-                            "probes and the outbox is at its backpressure depth; nothing was stored. Retry after "
-                            "Retry-After."
+                            "The probe has as many requests (or connections, each with a request) under way as it "
+                            "may, or the store is slower than the probes and this probe holds its share of the "
+                            "outbox's backpressure depth; nothing was stored. Retry after Retry-After."
                         ),
                         "503": _error(
                             "Nothing was stored: the outbox holds as many records as it may, its disk has no room, "

@@ -99,16 +99,16 @@ def serve(
     gate = gate or store_gate(settings)
     check_store_at_start(settings, gate)
     _enough_files(settings.max_connections)
-    connections = Connections.of(settings)
+    connections = Connections.of(settings, _tls_context(settings))
     app = create_app(settings, factory, connections=connections, gate=gate)
     config = uvicorn.Config(
         app,
-        http=guarded_protocol(connections),  # deadlines, the cap on connections, bounded headers
+        # deadlines, the caps on connections, bounded headers, and TLS (its handshake counted and
+        # bounded as any connection's, which TLS begun by the event loop before uvicorn's is not)
+        http=guarded_protocol(connections),
         ws="none",
         # the guard closes idle connections first (and counts them); uvicorn's own timer is a backstop
         timeout_keep_alive=math.ceil(settings.idle_timeout_s) + 1,
-        ssl_certfile=settings.tls_cert_file or None,
-        ssl_keyfile=settings.tls_key_file or None,
         lifespan="on",
         access_log=False,
         log_config=None,  # the caller's logging (one line per event on stderr)
@@ -119,13 +119,7 @@ def serve(
         forwarded_allow_ips=trust_list(settings.trusted_proxies),  # IPv4 ones also as a hop writes them mapped
         timeout_graceful_shutdown=30,
     )
-    try:
-        config.load()
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            "collector tls_cert_file/tls_key_file: "
-            f"cannot load {settings.tls_cert_file} and {settings.tls_key_file} ({exc})"
-        ) from exc
+    config.load()
     sock = _listen(settings.listen_address, settings.port)
     # The outbox writer needs the GIL back a few times per commit while the event loop parses
     # the next requests; with Python's default 5 ms switch interval each of those waits can
@@ -153,6 +147,24 @@ def serve(
         sock.close()
     if not server.started:
         raise FairacctError("the collector did not start; the log above says why")
+
+
+def _tls_context(settings: CollectorSettings) -> ssl.SSLContext | None:
+    """The server's TLS context when the collector serves TLS itself (a server's defaults:
+    TLS 1.2 and up), None when it serves plain http; a ConfigError when the certificate or
+    its key cannot be loaded."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # (Python's default since 3.10: said, not assumed)
+    try:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            "collector tls_cert_file/tls_key_file: "
+            f"cannot load {settings.tls_cert_file} and {settings.tls_key_file} ({exc})"
+        ) from exc
+    return context
 
 
 # glibc's malloc maps a block of 128 KiB or more on its own and unmaps it when freed, and trims

@@ -26,8 +26,10 @@ reply has an ``accepted`` field**):
   operator lists it. 413: the body is over ``collector.max_records_body_size`` (or
   ``max_body_size``), or holds more than ``max_records_per_request`` records; send it in halves.
 * **429** ``{"error": "..."}`` with ``Retry-After``: the probe has ``max_requests_per_probe``
-  requests under way, or the store is slower than the probes and the outbox holds
-  ``backpressure_depth`` records; nothing was stored; send the batch again after ``Retry-After``.
+  requests under way (or ``max_connections_per_probe`` connections, each with one), or the store
+  is slower than the probes, the outbox holds ``backpressure_depth`` records and this probe holds
+  its share of them (:mod:`collector.server.backlog`); nothing was stored; send the batch again
+  after ``Retry-After``. A reply given before the body was read closes the connection.
 * **503** ``{"error": "..."}`` with ``Retry-After``: nothing was stored (the outbox is over its
   depth, or the disk failed); send the same batch later.
 """

@@ -32,6 +32,7 @@ from collector.errors import (
 )
 from collector.outbox import Outbox, Parcel
 from collector.server import CollectorSettings, Endpoint, Ingest, Style, create_app
+from collector.server.backlog import Backlog
 from collector.server.body import gunzip
 from collector.server.committer import GroupCommitter
 from collector.server.replies import _REPLIES
@@ -230,6 +231,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "backpressure_depth": 5, "outbox_keep_free_mib": 1.0, "outbox_reserve_mib": 2.0, "max_fields_per_record": 64,
         "probes": [{"probe": "p1", "sites": ["SiteA"], "pools": ["cm.site-a"]}],
         "max_anonymous_connections": 7, "anonymous_memory_per_source": "3 KiB", "anonymous_memory": "9 KiB",
+        "max_connections_per_probe": 3, "handshake_timeout_s": 4.5,
         "store": {"url": "https://es.example.org:9200", "username": "u", "install_templates": True},
         "trusted_proxies": ["127.0.0.1", "10.1.0.0/16", "::ffff:127.0.0.2"],
     }  # fmt: skip
@@ -256,7 +258,8 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
     committer = GroupCommitter(tmp_path / "outbox.sqlite", max_depth=100)
     committer.start()
     try:
-        asyncio.run(committer.commit([Parcel.encoded("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]))
+        first = [Parcel.encoded("job", [{"id": "r1", "timestamp": "2026-11-21T14:00:00Z"}])]
+        asyncio.run(committer.commit(first, "p1"))
 
         def depth(outbox: Outbox) -> tuple[str, dict[str, int]]:
             return threading.current_thread().name, outbox.status().depth
@@ -273,6 +276,21 @@ def test_the_flushers_writes_run_in_the_outbox_writer_thread(tmp_path: Path) -> 
         committer.stop()
     with pytest.raises(StoreError, match="the outbox writer has stopped"):
         committer.write(depth)
+
+
+def test_the_backlog_is_the_newest_records_admitted_counted_by_probe() -> None:
+    """What each probe holds of the outbox's depth (backpressure's shares): its part of the newest
+    ``depth`` records admitted, an upper bound by one segment at most, and nothing once sent."""
+    backlog = Backlog(segment_records=100)
+    for _ in range(10):
+        backlog.add("busy", 100, depth=10_000)
+    backlog.add("quiet", 10, depth=10_000)
+    assert (backlog.held("busy"), backlog.held("quiet"), backlog.held("new")) == (1000, 10, 0)
+    assert (backlog.holders("busy"), backlog.holders("new")) == (2, 3)
+    backlog.trim(250)  # the outbox sent all but the newest 250: the segments that cover them are kept
+    assert (backlog.held("busy"), backlog.held("quiet")) == (300, 10)
+    backlog.trim(5)  # the last segment is kept whole (its probes hold at most that)
+    assert (backlog.held("busy"), backlog.held("quiet"), backlog.holders("quiet")) == (0, 10, 1)
 
 
 def test_the_collector_may_open_the_files_its_connections_need(monkeypatch: pytest.MonkeyPatch) -> None:
