@@ -200,3 +200,19 @@ def start_collector(tmp_path: Path) -> Iterator[Any]:
     for collector in started:
         if collector.process is not None:
             collector.stop()
+
+
+def self_signed(where: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made in ``where`` with the openssl command (the
+    test skips, saying so, without it)."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a self-signed certificate")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import resource
 import select
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from .conftest import Collector, free_port, record
+from .conftest import Collector, free_port, record, self_signed
 from .test_bounds import closed_after
 from .test_ingest import JSON
 
@@ -51,15 +49,8 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command to make a self-signed certificate")
     where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(where)
     yield from start(where, tls_cert_file=str(cert), tls_key_file=str(key), handshake_timeout_s=2)
 
 

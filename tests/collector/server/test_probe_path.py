@@ -5,9 +5,7 @@ and SIGKILL at random moments while several probes stream batches."""
 from __future__ import annotations
 
 import random
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.http import CollectorSink
 from collector.sinks.sqlite import EmbeddedStore
 
-from .conftest import Collector, record
+from .conftest import Collector, record, self_signed
 
 
 def token_file(tmp_path: Path, c: Collector, probe: str) -> Path:
@@ -93,14 +91,7 @@ def test_a_batch_over_the_limit_is_split(start_collector: Any, tmp_path: Path) -
 
 
 def test_the_collector_serves_https_and_the_probe_checks_its_certificate(start_collector: Any, tmp_path: Path) -> None:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command to make a self-signed certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     c = start_collector(tls_cert_file=str(cert), tls_key_file=str(key))
     assert c.url.startswith("https://")
     token = token_file(tmp_path, c, "p1")
