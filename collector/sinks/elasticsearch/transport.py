@@ -9,11 +9,12 @@ import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from elastic_transport import ApiError, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
+from elastic_transport import ApiError, ConnectionTimeout, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport.client_utils import DEFAULT, DefaultType
 
 from collector.errors import ConfigError, ElasticsearchError
+from collector.sinks.cycles import break_cycles
 from collector.sinks.elasticsearch.auth import Auth, tls_options
 from collector.sinks.tls import tls_reason
 
@@ -45,7 +46,7 @@ class Client(Protocol):
     whose message starts with ``where`` and names ``what`` was being done."""
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any: ...
 
     def close(self) -> None: ...
@@ -126,7 +127,7 @@ class ElasticsearchClient:
             raise ConfigError(f"{where}: cannot set up the Elasticsearch client ({exc})") from exc
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any:
         headers = {"accept": "application/json"}
         if body is not None:
@@ -141,11 +142,13 @@ class ElasticsearchClient:
                 reason = f"{status} {body_reason(exc.body, str(exc.message))}"
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=is_transient(status)
-            ) from exc
-        except TransportError as exc:
-            transient = isinstance(exc, TransportConnectionError) and not isinstance(exc, TlsError)
+            ) from break_cycles(exc)
+        except TransportError as exc:  # no answer: its exception holds the body in a cycle (collector.sinks.cycles)
+            # a timeout is not a ConnectionError in elastic_transport; it may pass as a refused connection may
+            transient = isinstance(exc, (TransportConnectionError, ConnectionTimeout)) and not isinstance(exc, TlsError)
             why = tls_reason(exc) or str(exc)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
+            failed = f"{self._where}: {what} failed: {why}"
+            raise ElasticsearchError(failed, transient=transient) from break_cycles(exc)
 
     @staticmethod
     def caught() -> tuple[type[Exception], ...]:
@@ -189,7 +192,7 @@ class OpenSearchClient:
         return (opensearchpy.exceptions.OpenSearchException,)
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any:
         headers = {"content-type": "application/x-ndjson"} if ndjson else None
         errors = self._errors
@@ -198,16 +201,17 @@ class OpenSearchClient:
         except errors.ConnectionError as exc:  # no HTTP answer: refused, reset, timed out, TLS
             transient = not isinstance(exc, errors.SSLError)
             why = tls_reason(exc) or str(exc)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
+            failed = f"{self._where}: {what} failed: {why}"
+            raise ElasticsearchError(failed, transient=transient) from break_cycles(exc)
         except errors.TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else None
             reason = f"{status} {body_reason(exc.info, str(exc.error))}"
             transient = status is not None and is_transient(status)
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=transient
-            ) from exc
+            ) from break_cycles(exc)
         except errors.OpenSearchException as exc:  # SerializationError: an answer we cannot read
-            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}") from exc
+            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}") from break_cycles(exc)
 
     def close(self) -> None:
         self._os.close()
