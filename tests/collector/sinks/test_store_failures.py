@@ -1,8 +1,11 @@
-"""What a failing Elasticsearch or OpenSearch store costs the sink (issue 54, point 3): a
-request that gets no answer leaves nothing behind for the cyclic garbage collector.
+"""What a failing Elasticsearch or OpenSearch store costs the sink (issue 54, points 3 and 4):
+a request that gets no answer leaves nothing behind for the cyclic garbage collector, and a
+bulk the store finds too large (413) is halved until it fits, a record too large alone
+rejected with the reason while the rest is stored.
 
-Both client flavours, the real ones. What osmem-server cannot do (reset connections, hang) is
-:mod:`tests.collector.fake_store`, a process.
+Both client flavours, the real ones; the records end in osmem-server. What osmem cannot do
+(reset connections, hang, refuse a body over a size as ``http.max_content_length`` does) is
+:mod:`tests.collector.fake_store`, a process in front of it.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import logging
 import socket
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from collector.outbox import Outbox
 from collector.sinks.elasticsearch import ElasticsearchSink
+from collector.sinks.elasticsearch.bulk import cut
 
 from ..conftest import fake_store
 
@@ -83,3 +90,102 @@ def test_a_request_without_an_answer_leaves_no_body_behind(scheme: str, unanswer
     (result,) = results
     assert result.acked == [] and result.rejected == {}
     assert sorted(result.retry) == sorted(d["id"] for d in batch)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "count", "size", "parts"),
+    [
+        ([10, 10, 10, 10], 2, 100, [2, 2]),  # by count
+        ([10, 10, 10, 10], 10, 25, [2, 2]),  # by bytes
+        ([10, 30, 10], 10, 25, [1, 1, 1]),  # one over the budget goes alone
+        ([30], 10, 25, [1]),
+        ([10, 10, 5], 10, 25, [3]),  # exactly the budget
+        ([], 10, 25, []),
+    ],
+)
+def test_bulks_are_cut_by_count_and_by_bytes(sizes: list[int], count: int, size: int, parts: list[int]) -> None:
+    lines = {f"d{i}": b"x" * n for i, n in enumerate(sizes)}
+    got = list(cut(lines, count, size))
+    assert [len(p) for p in got] == parts
+    assert [i for p in got for i in p] == list(lines)  # in order, each once
+
+
+def seen(proxy: str) -> list[dict[str, Any]]:
+    """The bulk requests the fake store saw: their bytes and its answer."""
+    return [r for r in httpx.get(f"{proxy}/_fake/requests").json() if r["path"] == "/_bulk"]
+
+
+@pytest.fixture
+def limited(osmem_clone: Any) -> Iterator[tuple[str, str]]:
+    """osmem behind a proxy that refuses bodies over 300,000 bytes with 413, as Elasticsearch
+    over its http.max_content_length: the proxy's URL, and osmem's."""
+    with fake_store("limit:300000", upstream=osmem_clone.url) as proxy:
+        yield proxy, osmem_clone.url
+
+
+@pytest.mark.parametrize("scheme", FLAVOURS)
+def test_a_bulk_the_store_finds_too_large_is_halved_until_it_fits(scheme: str, limited: tuple[str, str]) -> None:
+    # Before: the 413 raised, and the same body was sent again by every flush, for ever.
+    proxy, direct = limited
+    with ElasticsearchSink(proxy.replace("http", scheme, 1)) as sink:
+        sink.install_templates()
+        result = sink.send("job", docs(40, 20_000))  # one bulk of about 820 KB
+        assert len(result.acked) == 40 and result.rejected == {} and result.retry == {}
+        first = seen(proxy)
+        assert [r["status"] for r in first][:2] == [413, 413]  # 820 KB, then its first half of 410 KB
+        assert all(r["bytes"] <= 300_000 for r in first if r["status"] == 200)
+        assert sum(r["status"] == 200 for r in first) == 4
+        assert sink.bulks.max_bytes < 300_000  # cut to fit from now on
+        more = sink.send("job", docs(40, 20_000, prefix="s"))
+        assert len(more.acked) == 40
+        assert [r["status"] for r in seen(proxy)[len(first) :]] == [200] * 5  # nine a request: no 413 again
+    with ElasticsearchSink(direct) as store:
+        assert store.count("job") == 80
+
+
+@pytest.mark.parametrize("scheme", FLAVOURS)
+def test_a_record_too_large_alone_is_rejected_with_the_reason_and_the_rest_stored(
+    scheme: str, limited: tuple[str, str]
+) -> None:
+    proxy, direct = limited
+    batch = docs(10, 1000) + docs(1, 400_000, prefix="huge") + docs(10, 1000, prefix="after")
+    with ElasticsearchSink(proxy.replace("http", scheme, 1)) as sink:
+        sink.install_templates()
+        result = sink.send("job", batch)
+    assert sorted(result.rejected) == ["huge0"]
+    assert result.rejected["huge0"].startswith(
+        "job document huge0: too large for the store: a bulk request of it alone (400"
+    )
+    assert "413" in result.rejected["huge0"] and "http.max_content_length" in result.rejected["huge0"]
+    assert len(result.acked) == 20 and result.retry == {}
+    with ElasticsearchSink(direct) as store:
+        assert store.count("job") == 20
+
+
+def test_the_outbox_sets_a_record_too_large_aside_and_the_rest_flows(limited: tuple[str, str], tmp_path: Path) -> None:
+    proxy, direct = limited
+    with Outbox(tmp_path / "outbox.sqlite") as outbox, ElasticsearchSink(proxy) as sink:
+        sink.install_templates()
+        outbox.commit({"job": docs(1, 400_000, prefix="huge")}, {})  # first in line
+        outbox.commit({"job": docs(200, 1000, prefix="other")}, {})  # another probe's, behind it
+        result = outbox.flush(sink)
+        assert result.sent["job"] == 200 and result.dead["job"] == 1
+        assert outbox.status().depth == {} and outbox.status().dead_letters == {"job": 1}
+        (letter,) = outbox.dead_letters()
+        assert letter["id"] == "huge0" and "too large for the store" in letter["error"]
+        assert outbox.flush(sink).sent == {}  # nothing sent again
+    with ElasticsearchSink(direct) as store:
+        assert store.count("job") == 200
+
+
+@pytest.mark.parametrize("scheme", FLAVOURS)
+def test_bulk_requests_are_cut_to_the_bytes_given(scheme: str, limited: tuple[str, str]) -> None:
+    proxy, direct = limited
+    with ElasticsearchSink(proxy.replace("http", scheme, 1), bulk_bytes=50_000) as sink:
+        sink.install_templates()
+        assert len(sink.send("job", docs(20, 10_000)).acked) == 20
+    requests = seen(proxy)
+    assert [r["status"] for r in requests] == [200] * 5  # four records (about 40 KB) a request
+    assert all(r["bytes"] <= 50_000 for r in requests)
+    with ElasticsearchSink(direct) as store:
+        assert store.count("job") == 20
