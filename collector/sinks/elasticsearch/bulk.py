@@ -77,9 +77,18 @@ class Bulks:
 
     def write(self, kind: str, lines: Mapping[str, bytes], result: SendResult) -> None:
         """Store ``lines`` (id -> action and source lines), in as many requests as the budgets
-        cut them into; what became of each document goes into ``result``."""
-        for part in cut(lines, self.batch_size, self.max_bytes):
+        cut them into; what became of each document goes into ``result``. Once a request is
+        left to retry, the rest are not sent but left to retry too: in an outage each would
+        wait its whole retry budget out, and the outbox sends them again anyway."""
+        parts = cut(lines, self.batch_size, self.max_bytes)
+        for part in parts:
             self._bulk(kind, part, result)
+            if result.retry:  # the store is down or behind: the next parts would wait their retries out too
+                later = [i for rest in parts for i in rest]
+                result.retry.update(
+                    dict.fromkeys(later, f"{self.where}: not sent: an earlier bulk of its batch failed")
+                )
+                return
 
     def _bulk(self, kind: str, pending: dict[str, bytes], result: SendResult) -> None:
         """One bulk request of ``pending`` (id -> lines), retrying what may pass; halved on 413."""
@@ -124,8 +133,8 @@ class Bulks:
             ((id_, line),) = pending.items()
             result.rejected[id_] = (
                 f"{kind} document {id_}: too large for the store: a bulk request of it alone ({len(line)} bytes) was "
-                f"refused ({error}); raise the store's http.max_content_length, or make the record smaller, then put "
-                "it back (fairacct outbox --retry-dead-letters)"
+                f"refused ({error}); raise the store's http.max_content_length (or make the record smaller), then put "
+                "it back in the outbox (fairacct outbox retry)"
             )
             _log.error("%s: %s", self.where, result.rejected[id_])
             return

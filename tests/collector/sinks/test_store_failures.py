@@ -92,6 +92,18 @@ def test_a_request_without_an_answer_leaves_no_body_behind(scheme: str, unanswer
     assert sorted(result.retry) == sorted(d["id"] for d in batch)
 
 
+@pytest.mark.parametrize("scheme", FLAVOURS)
+def test_in_an_outage_one_bulk_waits_its_retries_out_not_every_one(scheme: str, unanswering: str) -> None:
+    sleeps: list[float] = []
+    url = unanswering.replace("http", scheme, 1)
+    with ElasticsearchSink(url, batch_size=100, max_retries=2, timeout_s=0.5, sleep=sleeps.append) as sink:
+        result = sink.send("job", docs(500, 100))
+    assert len(sleeps) == 2  # before: 10, two for each of the five bulks
+    assert len(result.retry) == 500 and result.acked == []
+    later = [e for e in result.retry.values() if e.endswith("not sent: an earlier bulk of its batch failed")]
+    assert len(later) == 400
+
+
 @pytest.mark.parametrize(
     ("sizes", "count", "size", "parts"),
     [
