@@ -236,8 +236,9 @@ def openapi_document(
                     "responses": {
                         "200": {
                             "description": (
-                                "Healthy ('ok'), or running with something to look at ('degraded': dead letters, "
-                                "a flush round that failed unexpectedly; listed in 'degraded')."
+                                "Healthy ('ok'), or running with something to look at ('degraded': records set "
+                                "aside as dead letters, delivery stuck, a flush round that failed unexpectedly; "
+                                "listed in 'degraded')."
                             ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },

@@ -1,25 +1,27 @@
 """A store that fails as real ones do where osmem-server cannot, run as a process on 127.0.0.1.
 
-``python -m tests.collector.fake_store MODE [--upstream URL]`` prints ``{"url": ...}`` once it
+``python tests/collector/fake_store.py MODE [--upstream URL]`` prints ``{"url": ...}`` once it
 listens, and ends when its stdin closes (its test is over). Modes:
 
-- ``reset``: every connection is reset (RST) once the request's first bytes are read: a store
-  behind a load balancer with no node up, a firewall that rejects;
-- ``silent``: connections are accepted and never answered: a hung node (the client times out);
+- ``proxy``: every request forwarded to ``--upstream`` (osmem-server), its answer sent back;
+- ``limit:BYTES``: the same, except that a request whose body is over BYTES is refused as
+  Elasticsearch refuses one over its ``http.max_content_length``: ``413 Request Entity Too
+  Large`` with an empty body, the connection kept;
+- ``reset``: every connection is reset (RST) once the request's head and the first 64 KiB of
+  its body are read: a load balancer with no node behind it, a firewall that rejects;
+- ``silent``: requests are read and never answered: a hung node (the client times out);
 - ``status:CODE``: every request is answered ``CODE`` with an Elasticsearch error body (401: a
-  revoked API key);
-- ``limit:BYTES``: a proxy to ``--upstream`` (osmem-server) that refuses a request whose body is
-  over BYTES as Elasticsearch does over its ``http.max_content_length``: ``413 Request Entity
-  Too Large`` with an empty body, the connection kept. ``GET /_fake/requests`` lists what came
-  (method, path, body bytes, status), not forwarded.
+  revoked API key).
 
-The clients on the other side are the real ones, and the records end in a real server.
+``POST /_fake/mode`` with a mode as its body switches to it (a store that was up goes down);
+``GET /_fake/requests`` lists the requests that came (method, path, body bytes, status). Neither
+is forwarded. The clients on the other side are the real ones, and the records end in a real
+server.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import http.server
 import json
@@ -33,25 +35,16 @@ from urllib.parse import urlsplit
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
-def _reset(listener: socket.socket) -> None:
-    while True:
-        conn, _ = listener.accept()
-        with contextlib.suppress(OSError):
-            conn.recv(65536)
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
-        conn.close()
+class _Store:
+    """The fake store's mode and what it saw, shared by its handler threads."""
+
+    def __init__(self, mode: str, upstream: str | None) -> None:
+        self.mode, self.upstream = mode, upstream
+        self.seen: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
 
 
-def _silent(listener: socket.socket) -> None:
-    held = []
-    while True:
-        held.append(listener.accept()[0])
-
-
-def _handler(mode: str, upstream: str | None) -> type[http.server.BaseHTTPRequestHandler]:
-    seen: list[dict[str, Any]] = []
-    lock = threading.Lock()
-
+def _handler(store: _Store) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -68,28 +61,39 @@ def _handler(mode: str, upstream: str | None) -> type[http.server.BaseHTTPReques
 
         def _any(self) -> None:
             size = int(self.headers.get("Content-Length") or 0)
+            mode = store.mode
+            if mode == "reset" and not self.path.startswith("/_fake/"):
+                self.rfile.read(min(size, 65536))
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()  # with RST
+                self.close_connection = True
+                return
             body = self.rfile.read(size) if size else b""
             if self.path == "/_fake/requests":
-                with lock:
-                    self._answer(200, json.dumps(seen).encode())
+                with store.lock:
+                    self._answer(200, json.dumps(store.seen).encode())
                 return
+            if self.path == "/_fake/mode":
+                store.mode = body.decode()
+                self._answer(200, b"{}")
+                return
+            if mode == "silent":
+                threading.Event().wait()
             if mode.startswith("status:"):
                 code = int(mode.partition(":")[2])
                 error = {"type": "security_exception", "reason": "refused by the fake store"}
-                self._answer(code, json.dumps({"error": error, "status": code}).encode())
-                return
-            limit = int(mode.partition(":")[2])
-            if size > limit:
+                status, answer, headers = code, json.dumps({"error": error, "status": code}).encode(), None
+            elif mode.startswith("limit:") and size > int(mode.partition(":")[2]):
                 status, answer, headers = 413, b"", {}
             else:
                 status, answer, headers = self._forward(body)
-            with lock:
-                seen.append({"method": self.command, "path": self.path, "bytes": size, "status": status})
+            with store.lock:
+                store.seen.append({"method": self.command, "path": self.path, "bytes": size, "status": status})
             self._answer(status, answer, headers)
 
         def _forward(self, body: bytes) -> tuple[int, bytes, dict[str, str]]:
-            assert upstream is not None
-            target = urlsplit(upstream)
+            assert store.upstream is not None, "a proxy needs --upstream"
+            target = urlsplit(store.upstream)
             conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
@@ -116,22 +120,21 @@ def _handler(mode: str, upstream: str | None) -> type[http.server.BaseHTTPReques
     return Handler
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection this store reset, or a client gone: nothing to say."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode")
     parser.add_argument("--upstream")
     args = parser.parse_args()
-    if args.mode in ("reset", "silent"):
-        listener = socket.create_server(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        serve = _reset if args.mode == "reset" else _silent
-        threading.Thread(target=serve, args=(listener,), daemon=True).start()
-    else:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(args.mode, args.upstream))
-        server.daemon_threads = True
-        port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(json.dumps({"url": f"http://127.0.0.1:{port}"}), flush=True)
+    server = _Server(("127.0.0.1", 0), _handler(_Store(args.mode, args.upstream)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(json.dumps({"url": f"http://127.0.0.1:{server.server_address[1]}"}), flush=True)
     sys.stdin.read()  # until the test closes it
 
 

@@ -60,7 +60,7 @@ def test_a_round_that_fails_unexpectedly_costs_that_round_alone(tmp_path: Path) 
     flusher.state.crashed = "OverflowError: Python int too large to convert to SQLite INTEGER"
     flusher.state.dead_letters = {"job": 2}
     assert _degraded(flusher.state) == [
-        "2 record(s) the store refused for good (dead letters in the outbox)",
+        "2 record(s) set aside: the store refused them for good (dead letters in the outbox)",
         "the last flush round failed unexpectedly (1 so far): OverflowError: Python int too large to convert to "
         "SQLite INTEGER",
     ]
