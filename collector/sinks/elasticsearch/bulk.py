@@ -6,11 +6,11 @@ lines (a document larger than that goes alone). Counting documents alone was not
 records of 7.8 MB made bulks of 125 MB, and a cluster refuses a body over its
 ``http.max_content_length`` (100 MB by default; 10 MiB on small Amazon OpenSearch Service
 instances) with 413, whatever it holds. Sent again as it was, the same body was refused again,
-for ever, and every record behind it waited (issue 54, point 4). So a 413 halves the request,
-each half sent (and halved again) on its own, until what fits is stored; a document refused
-alone is rejected for good, with the reason, and the outbox sets it aside as a dead letter
-while the rest flows. The size refused lowers this writer's budget to half of it, so that the
-next requests are cut to fit from the start.
+for ever, and every record behind it waited (issue 54, point 4). So a 413 lowers this writer's
+budget to half the size refused and sends the request again cut to it (in halves, or smaller
+parts: each cut again while refused), until what fits is stored, and the next requests are cut
+to fit from the start; a document refused alone is rejected for good, with the reason, and the
+outbox sets it aside as a dead letter while the rest flows.
 
 Every item's result is read: 2xx is acknowledged, 408/429/5xx is worth another try, any other
 4xx (a mapping conflict) is rejected for good with the server's reason. Failures of a whole
@@ -44,13 +44,15 @@ of the largest records a probe makes."""
 _TOO_LARGE = 413
 
 
-def cut(lines: Mapping[str, bytes], count: int, size: int) -> Iterator[dict[str, bytes]]:
+def cut(lines: Mapping[str, bytes], count: int, size: Callable[[], int]) -> Iterator[dict[str, bytes]]:
     """``lines`` (id -> a document's action and source lines), in order, in parts of at most
-    ``count`` documents and ``size`` bytes; a document over ``size`` alone makes a part of its own."""
+    ``count`` documents and ``size()`` bytes; a document over it alone makes a part of its own.
+    ``size`` is asked again for each document, so that a budget lowered while the parts are sent
+    (a 413) cuts the rest."""
     part: dict[str, bytes] = {}
     used = 0
     for id_, line in lines.items():
-        if part and (len(part) >= count or used + len(line) > size):
+        if part and (len(part) >= count or used + len(line) > size()):
             yield part
             part, used = {}, 0
         part[id_] = line
@@ -63,7 +65,7 @@ def cut(lines: Mapping[str, bytes], count: int, size: int) -> Iterator[dict[str,
 class Bulks:
     """Writes documents of one kind through ``client`` (see the module docstring). ``where``
     starts every message; ``sleep`` waits and ``jitter`` returns [0, 1), parameters so that
-    tests need not wait. ``max_bytes`` is lowered by a 413 (:meth:`_halve`)."""
+    tests need not wait. ``max_bytes`` is lowered by a 413 (:meth:`_too_large`)."""
 
     client: Client
     where: str
@@ -80,7 +82,7 @@ class Bulks:
         cut them into; what became of each document goes into ``result``. Once a request is
         left to retry, the rest are not sent but left to retry too: in an outage each would
         wait its whole retry budget out, and the outbox sends them again anyway."""
-        parts = cut(lines, self.batch_size, self.max_bytes)
+        parts = cut(lines, self.batch_size, lambda: self.max_bytes)
         for part in parts:
             self._bulk(kind, part, result)
             if result.retry:  # the store is down or behind: the next parts would wait their retries out too
@@ -115,7 +117,7 @@ class Bulks:
                     break
                 continue
             finally:
-                del body  # neither kept through the wait before the next attempt nor while the halves go
+                del body  # neither kept through the wait before the next attempt nor while its parts go
             errors = self._read_items(kind, response, list(pending), result)
             pending = {i: pending[i] for i in errors}
             if not pending:
@@ -123,11 +125,12 @@ class Bulks:
         else:
             result.retry.update(errors)
             return
-        self._halve(kind, pending, size, next(iter(errors.values())), result)
+        self._too_large(kind, pending, size, next(iter(errors.values())), result)
 
-    def _halve(self, kind: str, pending: dict[str, bytes], size: int, error: str, result: SendResult) -> None:
-        """The store refused a body of ``size`` bytes as too large: each half of ``pending`` sent
-        on its own, the next requests cut to half that size; one document refused alone rejected."""
+    def _too_large(self, kind: str, pending: dict[str, bytes], size: int, error: str, result: SendResult) -> None:
+        """The store refused a body of ``size`` bytes as too large: requests cut to half that size
+        from now on, ``pending`` sent again so (in halves, or smaller parts, each cut again while
+        refused); one document refused alone is rejected."""
         self.max_bytes = max(1, min(self.max_bytes, size // 2))
         if len(pending) == 1:
             ((id_, line),) = pending.items()
@@ -139,13 +142,11 @@ class Bulks:
             _log.error("%s: %s", self.where, result.rejected[id_])
             return
         _log.warning(
-            "%s: a bulk request of %d %s documents (%d bytes) is too large for the store (413): sent in halves, "
-            "and requests of at most %d bytes from now on", self.where, len(pending), kind, size, self.max_bytes,
+            "%s: a bulk request of %d %s documents (%d bytes) is too large for the store (413): sent again in "
+            "requests of at most %d bytes, as every request from now on", self.where, len(pending), kind, size,
+            self.max_bytes,
         )  # fmt: skip
-        ids = list(pending)
-        half = len(ids) // 2
-        for part in (ids[:half], ids[half:]):
-            self._bulk(kind, {i: pending[i] for i in part}, result)
+        self.write(kind, pending, result)
 
     def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
         """Sort a bulk response's items into ``result``; return the transient errors by id. A

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 
 from elastic_transport import ApiError, ConnectionTimeout, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
@@ -27,6 +28,7 @@ __all__ = [
     "ElasticsearchClient",
     "OpenSearchClient",
     "PlainJsonNode",
+    "answer_reason",
     "body_reason",
     "error_text",
     "is_transient",
@@ -71,6 +73,18 @@ def error_text(error: object) -> str:
 def body_reason(body: object, default: str) -> str:
     error = body.get("error") if isinstance(body, Mapping) else None
     return error_text(error) if error else default
+
+
+def answer_reason(status: int, body: object, message: object) -> str:
+    """``STATUS reason`` of an error answer: the server's error, else the client's message, else
+    the status's name (a 413 comes with an empty body, which the clients say as ``None`` or ``''``)."""
+    said = "" if message is None else str(message)
+    if said in ("", "None"):
+        try:
+            said = HTTPStatus(status).phrase
+        except ValueError:
+            said = "no reason given"
+    return f"{status} {body_reason(body, said)}"
 
 
 # Elasticsearch 8/9 clients ask for application/vnd.elasticsearch+json; compatible-with=N, which
@@ -139,7 +153,7 @@ class ElasticsearchClient:
             if 200 <= status < 300:  # UnsupportedProductError: the answer lacked X-Elastic-Product
                 reason = "the server is not Elasticsearch (for OpenSearch, use an opensearch+http(s):// URL)"
             else:
-                reason = f"{status} {body_reason(exc.body, str(exc.message))}"
+                reason = answer_reason(status, exc.body, exc.message)
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=is_transient(status)
             ) from break_cycles(exc)
@@ -205,7 +219,10 @@ class OpenSearchClient:
             raise ElasticsearchError(failed, transient=transient) from break_cycles(exc)
         except errors.TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else None
-            reason = f"{status} {body_reason(exc.info, str(exc.error))}"
+            if status is None:  # an error raised before any answer was read
+                reason = body_reason(exc.info, str(exc.error))
+            else:
+                reason = answer_reason(status, exc.info, exc.error)
             transient = status is not None and is_transient(status)
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=transient
