@@ -111,8 +111,8 @@ class Flusher:
         *,
         every_s: float,
         batch_size: int,
-        metrics: ServerMetrics,
         batch_bytes: int | None = None,
+        metrics: ServerMetrics,
         on_depth: Callable[[int, int, bool], None],
         depth_mark: Callable[[], int],
         writer: Writer | None = None,
@@ -296,6 +296,7 @@ class Flusher:
         state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
         if sent or depth == 0:
             state.last_store_success = now
+        if sent or sum(result.dead.values()) or depth == 0:  # records set aside are an answer too
             state.stuck_rounds, state.stuck_since = 0, None
         else:
             self._stuck()
