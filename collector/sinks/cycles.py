@@ -4,13 +4,14 @@ urllib3, elastic_transport and opensearch-py raise exceptions that sit in refere
 the frames they were raised through: a frame keeps the exception in a local (urllib3's
 ``urlopen`` its ``new_e``, ``Retry.increment`` its ``error``, elastic_transport's node its
 ``err``) while the exception's traceback keeps that frame. Those frames hold the request's
-body, each in its own copy (a bulk of 2,000 records of 1 KB: 2 MB, ten copies; of sixteen
-records of 7.8 MB: 125 MB each), and only Python's cyclic garbage collector frees them. In a
-long-lived process with a large heap (the collector: its modules, the event loop, the
-requests' records) the collector's full passes are rare, since each waits for a quarter of
-the heap's objects to be new, so while a store refused or reset connections every attempt
-left its bodies behind: the collector grew by hundreds of MB to GB (issue 54, point 3), and
-the memory freed at last by a late pass was seldom given back to the system. A store that
+body (the sink's and the client's encoding of it: two copies, 2.3 MB for a bulk of 1,000
+records of 1 KB, each attempt), and only Python's cyclic garbage collector frees them. In a
+long-lived process with a large heap (the collector service: its modules, the event loop, the
+requests' records) its full passes are rare, each waiting until a quarter of the heap's
+objects are new; so while a store refused or reset connections every attempt left its bodies
+behind: the service grew by hundreds of MB an hour with 1 KB records, by GB a minute with
+records of several MB (issue 54, point 3), and what a late pass freed was seldom given back to
+the system. A store that
 answers 503 made no such cycle (its error is built from an answer, not raised through
 urllib3), hence the difference.
 

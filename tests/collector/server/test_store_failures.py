@@ -76,7 +76,7 @@ def padded(i: int | str, probe: str, fields: int) -> dict[str, Any]:
 @pytest.mark.slow
 def test_an_outage_costs_the_collector_no_memory(start_collector: Any, proxied: tuple[str, str]) -> None:
     # Records of 150 KB in batches of 40 (6 MB bulks), the store resetting every connection,
-    # the probe sending: before, each attempt left about ten copies of its bulk for the cyclic
+    # the probe sending: before, each attempt left two copies of its bulk for the cyclic
     # garbage collector, which in the collector seldom ran a full pass (issue 54: 1 KB records,
     # 225 -> 768 MB in 420 s; 7.8 MB records, 155 MB -> 4.8 GB in 150 s).
     proxy, direct = proxied

@@ -76,9 +76,9 @@ def unanswering(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.mark.parametrize("scheme", FLAVOURS)
 def test_a_request_without_an_answer_leaves_no_body_behind(scheme: str, unanswering: str) -> None:
-    # Before: each attempt left its bulk in a cycle of urllib3's and the client's frames and
-    # exceptions, in ten copies (12 MB of a 1.2 MB bulk), and the collector grew by that each
-    # attempt while its store was down; a timeout (silent) was not even retried by the
+    # Before: each attempt left its bulk in cycles of urllib3's and the client's frames and
+    # exceptions, in two copies (the sink's and the client's encoding), and the collector grew by
+    # that each attempt while its store was down; a timeout (silent) was not even retried by the
     # elasticsearch client's flavour.
     batch = docs(500, 2000)
     results = []
