@@ -141,6 +141,7 @@ def flush(
     write: Writer,
     *,
     batch_size: int,
+    batch_bytes: int | None,
     max_batches: int | None,
     max_seconds: float | None,
     lane: str | None,
@@ -156,7 +157,7 @@ def flush(
     batches = 0
     until = None if max_seconds is None else time.monotonic() + max_seconds
     while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
-        batch = next_batch(db, batch_size, lane)
+        batch = next_batch(db, batch_size, lane, batch_bytes)
         if batch is None:
             break
         batches += 1

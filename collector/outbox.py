@@ -18,8 +18,8 @@ being decoded), a cycle's records in rows of up to :data:`PARCEL_RECORDS`
 the collector). The records are as durable, for a fraction of the cost of a row, two index
 entries and a delete per record (about half the CPU of commit and flush per record into the
 embedded store: bench_store.py). The flusher sends the
-oldest parcels of one kind, at most ``batch_size`` records (the rest of a larger parcel waits in
-it), and rewrites a parcel with what the sink did not take yet. A record committed again while
+oldest parcels of one kind, at most ``batch_size`` records and ``batch_bytes`` bytes (the rest of
+a larger parcel waits in it), and rewrites a parcel with what the sink did not take yet. A record committed again while
 an older copy waits (a fairshare window re-priced by the next cycle) waits twice, and is never
 lost by the delete of its older copy: a commit writes new rows, and a flush deletes or rewrites
 only the rows it read. The newer copy wins because parcels of a kind are sent oldest first, a
@@ -61,6 +61,7 @@ from collector.sinks.base import Sink
 from collector.transaction import store_error, use_wal, write_transaction
 
 __all__ = [
+    "BATCH_BYTES",
     "PARCEL_RECORDS",
     "PROBE_SHRINK_KEEP_BYTES",
     "SHRINK_KEEP_BYTES",
@@ -74,6 +75,11 @@ __all__ = [
 
 PARCEL_RECORDS = 1000
 """Records per outbox row of a cycle's commit: about 1 MB of slot records; a batch sent reads whole rows."""
+
+BATCH_BYTES = 16 * 2**20
+"""The bytes of records a flush sends in one batch at most, by default (:meth:`Outbox.flush`):
+about 1.5 times 2,000 of the largest records a probe makes, a sixth of what Elasticsearch takes
+in one request by default (``http.max_content_length``, 100 MB)."""
 
 _TIMEOUT_S = 60.0  # how long an open or a write waits for another connection to the file
 
@@ -343,6 +349,7 @@ class Outbox:
         sink: Sink,
         *,
         batch_size: int = 2000,
+        batch_bytes: int | None = BATCH_BYTES,
         max_batches: int | None = None,
         max_seconds: float | None = None,
         writer: Writer | None = None,
@@ -351,7 +358,9 @@ class Outbox:
     ) -> FlushResult:
         """Send waiting items, then parcels, oldest first, until the outbox is empty or the sink
         stops taking them (a batch with nothing acknowledged, or some records to retry, ends the flush),
-        or after ``max_batches`` batches, or once a batch ends ``max_seconds`` after the start.
+        or after ``max_batches`` batches, or once a batch ends ``max_seconds`` after the start. A
+        batch holds at most ``batch_size`` records and ``batch_bytes`` bytes of them (None: any; a
+        record larger than that goes alone).
 
         ``writer``: what the flush writes (deletes, dead letters, attempts) is handed to it as a
         function of an :class:`Outbox` of the same file, instead of written here; the collector
@@ -371,6 +380,7 @@ class Outbox:
             sink,
             writer or (lambda fn: fn(self)),
             batch_size=batch_size,
+            batch_bytes=batch_bytes,
             max_batches=max_batches,
             max_seconds=max_seconds,
             lane=lane,

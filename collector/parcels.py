@@ -126,16 +126,31 @@ def _lane(lane: str | None) -> tuple[str, tuple[str, ...]]:
     return "substr(kind, 1, length(?)) = ?", (f"{lane}:", f"{lane}:")
 
 
-def next_batch(db: sqlite3.Connection, batch_size: int, lane: str | None = None) -> ReadBatch | None:
+def next_batch(
+    db: sqlite3.Connection, batch_size: int, lane: str | None = None, batch_bytes: int | None = None
+) -> ReadBatch | None:
     """The oldest items of one kind, or else the records of the oldest parcels of one kind, at
-    most ``batch_size`` (the first ones of a parcel that holds more), each record once: its
-    newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None)."""
+    most ``batch_size`` records and ``batch_bytes`` bytes of documents (the first ones of a
+    parcel that holds more; a record larger than ``batch_bytes`` makes a batch alone), each
+    record once: its newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None).
+
+    Bytes bound a batch as well as records because what a batch costs, in the flusher's memory
+    (a few copies of it on the way to the store) and in the store's request (Elasticsearch
+    refuses a body over ``http.max_content_length``), is its size: 2,000 records of a few KB are
+    a few MB, 16 of 7.8 MB were 125 MB (issue 54, point 4)."""
+    budget = _Budget(batch_size, batch_bytes)
     where, args = _lane(lane)
-    rows = db.execute(
+    cursor = db.execute(
         f"SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item WHERE {where} ORDER BY seq LIMIT 1) "
         "ORDER BY seq LIMIT ?",
         (*args, batch_size),
-    ).fetchall()
+    )
+    rows = []
+    for row in cursor:
+        if not budget.takes(len(row[3].encode())):
+            break
+        rows.append(row)
+    cursor.close()
     if rows:
         kind = rows[0][1]
         return ReadBatch(
@@ -152,12 +167,14 @@ def next_batch(db: sqlite3.Connection, batch_size: int, lane: str | None = None)
         args,
     )
     parcels: list[_Read] = []
-    size = 0
     for seq, kind, blob, encoding, fields in cursor:
         records = read_parcel(kind, blob, encoding, fields)
-        parcels.append((seq, records, min(len(records), batch_size - size)))
-        size += parcels[-1][2]
-        if size >= batch_size:
+        n = 0
+        while n < len(records) and budget.takes(len(records.docs[n])):
+            n += 1
+        if n:
+            parcels.append((seq, records, n))
+        if n < len(records) or budget.full:
             break
     cursor.close()
     if not parcels:
@@ -172,6 +189,29 @@ def next_batch(db: sqlite3.Connection, batch_size: int, lane: str | None = None)
             [(error, seq) for seq, _, _ in parcels],
         ),
     )
+
+
+class _Budget:
+    """What a batch may still take: ``records`` and ``size`` bytes (None: any); its first record
+    is always taken, however large, so that a record over the budget is sent (and, if the
+    store refuses it, set aside) rather than never read."""
+
+    def __init__(self, records: int, size: int | None) -> None:
+        self._records, self._size = records, size
+        self.taken = self.used = 0
+
+    def takes(self, size: int) -> bool:
+        """Whether a record of ``size`` bytes fits; if so, it is counted in."""
+        over = self._size is not None and self.used + size > self._size
+        if self.taken >= self._records or (self.taken and over):
+            return False
+        self.taken += 1
+        self.used += size
+        return True
+
+    @property
+    def full(self) -> bool:
+        return self.taken >= self._records or (self._size is not None and self.used >= self._size)
 
 
 def _settle_parcels(outbox: Writes, kind: str, parcels: Sequence[_Read], sent: SendResult) -> None:

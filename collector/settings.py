@@ -341,7 +341,16 @@ class CollectorSettings(_Section):
     flush_every_s: float = Field(
         5.0, gt=0, description="Seconds between flushes of the outbox to the store when it is idle."
     )
-    flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store.")
+    flush_batch_size: int = Field(2000, ge=1, description="Records per batch sent to the store, at most.")
+    flush_batch_bytes: _Bytes = Field(
+        16.0 * MIB,
+        ge=1,
+        description='Bytes of records per batch sent to the store, at most, e.g. "16 MiB" (a record larger goes '
+        "alone); each bulk request to Elasticsearch is cut to it as well. Keep it well under the store's largest "
+        "request (Elasticsearch's http.max_content_length, 100 MB by default; 10 MiB on small Amazon OpenSearch "
+        "instances): a bulk the store refuses as too large (413) is sent in halves, and a record refused alone is "
+        "set aside as a dead letter.",
+    )
     store_stale_s: float = Field(
         900.0, gt=0, description="/healthz answers 503 when records have waited this long without the store taking any."
     )
@@ -399,6 +408,19 @@ class CollectorSettings(_Section):
     @property
     def scheme(self) -> str:
         return "https" if self.tls_cert_file else "http"
+
+    @property
+    def flush_bytes(self) -> int:
+        """``flush_batch_bytes`` in whole bytes (at least one)."""
+        return math.ceil(self.flush_batch_bytes)
+
+    def store_options(self) -> dict[str, Any]:
+        """The options the store's sink is opened with: its settings' (:meth:`SinkSettings.auth`),
+        and for Elasticsearch or OpenSearch the bytes of a bulk request, ``flush_batch_bytes``."""
+        options: dict[str, Any] = dict(self.store.auth())
+        if self.store.url.startswith(("http", "opensearch")):
+            options["bulk_bytes"] = self.flush_bytes
+        return options
 
     @property
     def max_body_bytes(self) -> int:

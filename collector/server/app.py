@@ -34,6 +34,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -44,7 +45,7 @@ from starlette.types import Receive, Scope, Send
 from collector.errors import NotFoundError
 from collector.server.committer import GroupCommitter
 from collector.server.connections import Connections
-from collector.server.flusher import Flusher, FlushState
+from collector.server.flusher import STUCK_ROUNDS, Flusher, FlushState
 from collector.server.gratia_rmi import GRATIA
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.metrics import ConnectionGauges, OutboxGauges, ServerMetrics, StoreGauges, SummaryGauges
@@ -66,7 +67,7 @@ _log = logging.getLogger("fairacct.collector")
 
 def store_sink_factory(settings: CollectorSettings) -> Callable[[], Sink]:
     """Opens the sink of the settings' store URL (relative sqlite paths under the state dir)."""
-    return lambda: open_sink(settings.store.url, base=settings.state_dir, auth=settings.store.auth())
+    return lambda: open_sink(settings.store.url, base=settings.state_dir, auth=settings.store_options())
 
 
 def store_gate(settings: CollectorSettings) -> TemplateGate:
@@ -108,6 +109,7 @@ def create_app(
         sink_factory or store_sink_factory(settings),
         every_s=settings.flush_every_s,
         batch_size=settings.flush_batch_size,
+        batch_bytes=settings.flush_bytes,
         metrics=metrics,
         on_depth=committer.set_depth,
         depth_mark=lambda: committer.admitted,
@@ -134,7 +136,7 @@ def create_app(
         full = _outbox_failing(committer, state, room, time.time())
         return OutboxGauges(
             committer.depth, state.oldest, state.dead_letters, state.last_store_success, committer.commits,
-            room.free, bool(full and full.startswith(_FULL)), state.unrecorded,
+            room.free, bool(full and full.startswith(_FULL)), state.unrecorded, state.stuck_rounds,
         )  # fmt: skip
 
     async def healthz(request: Request) -> Response:
@@ -170,6 +172,12 @@ def create_app(
                 "disk_full": bool(outbox_failing and outbox_failing.startswith(_FULL)),
                 "free_bytes": room.free,
                 "unrecorded": state.unrecorded,
+                "last_dead_letter": _dead_letter(state.last_dead_letter),
+            },
+            "delivery": {
+                "stuck": _stuck(state),
+                "stuck_rounds": state.stuck_rounds,
+                "stuck_since": _iso(state.stuck_since),
             },
             "last_flush": _iso(state.last_flush),
             "last_store_success": _iso(state.last_store_success),
@@ -318,14 +326,33 @@ def _store_degraded(state: FlushState) -> list[str]:
 
 
 def _degraded(state: FlushState) -> list[str]:
-    """What a running collector's operator should look at, though records are taken and
-    delivered: records the store refused for good, flush rounds that failed unexpectedly."""
+    """What a running collector's operator should look at, though records are taken: records
+    set aside (the store refused them for good), delivery stuck (the store took none of the
+    records waiting in :data:`~collector.server.flusher.STUCK_ROUNDS` rounds in a row), flush
+    rounds that failed unexpectedly."""
     out = []
     if dead := sum(state.dead_letters.values()):
-        out.append(f"{dead} record(s) the store refused for good (dead letters in the outbox)")
+        said = f"{dead} record(s) set aside: the store refused them for good (dead letters in the outbox)"
+        if (last := state.last_dead_letter) is not None:
+            said += f"; the last, {last['kind']} {last['id']} at {_iso(last['failed_at'])}: {last['error']}"
+        out.append(said)
+    if _stuck(state):
+        out.append(
+            f"delivery stuck: the store took none of the {state.depth} record(s) waiting in {state.stuck_rounds} "
+            f"flush rounds in a row, since {_iso(state.stuck_since)}: {state.last_error}"
+        )
     if state.crashed:
         out.append(f"the last flush round failed unexpectedly ({state.crashes} so far): {state.crashed}")
     return out
+
+
+def _stuck(state: FlushState) -> bool:
+    return state.stuck_rounds >= STUCK_ROUNDS and state.depth > 0
+
+
+def _dead_letter(letter: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The newest dead letter as /healthz shows it (its time in RFC 3339)."""
+    return None if letter is None else {**letter, "failed_at": _iso(letter["failed_at"])}
 
 
 OUTBOX_FAILURE_HOLD_S = 300.0

@@ -21,7 +21,10 @@ writer, between two groups, so that the WAL starts over. It tells the group comm
 the store took records, for its backpressure (429 over ``backpressure_depth``). It reports, after
 every round, what :mod:`collector.server.app` shows on /healthz and
 /metrics: the depth (handed to the group committer), the oldest waiting record, the dead
-letters, and the last time the store took records or the outbox was found empty. A round that
+letters and the newest one's reason (records set aside: a record too large for the store
+alone, one whose fields the mapping refuses), the last time the store took records or the
+outbox was found empty, and how many rounds in a row the store took none of the records
+waiting (:data:`STUCK_ROUNDS` of them: delivery is stuck). A round that
 fails for any other reason (a bug) is logged with its traceback and counted, and the next one
 starts with a new connection to the store: the flusher never stops while the collector runs,
 not even when the outbox cannot be opened (it is tried again each round).
@@ -61,7 +64,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from collector.errors import DiskFullError, FairacctError, SinkError
 from collector.outbox import SHRINK_KEEP_BYTES, FlushResult, Outbox, Unrecorded, Writer
@@ -70,7 +73,7 @@ from collector.sinks import Sink
 from collector.sinks.gate import Prepared, TemplateGate
 from collector.transaction import free_bytes
 
-__all__ = ["FULL_BACKOFF_MAX_S", "ROUND_S", "FlushState", "Flusher", "said_prepared"]
+__all__ = ["FULL_BACKOFF_MAX_S", "ROUND_S", "STUCK_ROUNDS", "FlushState", "Flusher", "said_prepared"]
 
 _log = logging.getLogger("fairacct.collector")
 _store_log = logging.getLogger("fairacct.store")
@@ -84,6 +87,11 @@ FULL_BACKOFF_MAX_S = 30.0
 """The longest wait between two rounds while the outbox's file system is full (seconds): room
 freed is found at once (the free space is looked at every ``every_s``), room the file system does
 not count as free (a quota, a file size limit) at the latest after this."""
+
+STUCK_ROUNDS = 3
+"""Rounds in a row in which records waited and the store took none of them, after which
+/healthz says that delivery is stuck (an outage, a store that refuses every request: whatever
+the cause, the records wait); ``store_stale_s`` later it answers 503."""
 
 _NICE = 10  # the flusher's thread, above the event loop's 0: CFS gives it ~1/10 of a contended core
 
@@ -106,6 +114,9 @@ class FlushState:
     templates_checked: bool = False  # the store's templates are right (the gate's): records may be sent
     store_problem: str | None = None  # why they are not: the last check's failure
     store_refuses: bool = False  # that failure was the store's answer (credentials, templates), not an outage
+    stuck_rounds: int = 0  # rounds in a row, to the last, in which records waited and the store took none
+    stuck_since: float | None = None  # when the first of them ended
+    last_dead_letter: dict[str, Any] | None = None  # the newest record set aside: kind, id, error, failed_at
 
 
 class Flusher:
@@ -118,6 +129,7 @@ class Flusher:
         *,
         every_s: float,
         batch_size: int,
+        batch_bytes: int | None = None,
         metrics: ServerMetrics,
         on_depth: Callable[[int, int, bool], None],
         depth_mark: Callable[[], int],
@@ -128,8 +140,10 @@ class Flusher:
         gate: TemplateGate | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``short_of_room``: whether the collector refuses records for want of room now (then
-        each round gives up to ``shrink_step_bytes`` of the outbox's free pages back)."""
+        """``batch_size`` records and ``batch_bytes`` bytes (None: any) make a batch at most
+        (:meth:`~collector.outbox.Outbox.flush`). ``short_of_room``: whether the collector refuses
+        records for want of room now (then each round gives up to ``shrink_step_bytes`` of the
+        outbox's free pages back)."""
         self.path = Path(path)
         self._short_of_room = short_of_room
         self._shrink_step_bytes = shrink_step_bytes
@@ -137,6 +151,7 @@ class Flusher:
         self._full_now = False  # this round found no room to write to the outbox
         self.every_s = every_s
         self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
         self._sink_factory = sink_factory
         self._metrics = metrics
         self._on_depth = on_depth
@@ -187,11 +202,13 @@ class Flusher:
                 except FairacctError as exc:  # the store or the outbox failed: say so, try again later
                     self.state.last_error = str(exc)
                     _log.error("flush: %s", exc)
+                    self._stuck()
                     busy = False
                 except Exception as exc:  # noqa: BLE001 - a bug must cost a round, never the delivery
                     self.state.crashes += 1
                     self.state.crashed = self.state.last_error = f"{type(exc).__name__}: {exc}"
                     _log.exception("flush: a round failed unexpectedly; the next one starts afresh")
+                    self._stuck()
                     if sink is not None:
                         with contextlib.suppress(Exception):
                             sink.close()
@@ -216,6 +233,12 @@ class Flusher:
                 sink.close()
             if outbox is not None:
                 outbox.close()
+
+    def _stuck(self) -> None:
+        """A round in which the store took none of the records waiting."""
+        if not self.state.stuck_rounds:
+            self.state.stuck_since = self._clock()
+        self.state.stuck_rounds += 1
 
     def _full(self, why: str) -> None:
         """A round (or its checkpoint) found no room to write to the outbox: said once, kept for /healthz."""
@@ -279,6 +302,7 @@ class Flusher:
             result = outbox.flush(
                 sink,
                 batch_size=self.batch_size,
+                batch_bytes=self.batch_bytes,
                 max_batches=20,
                 max_seconds=ROUND_S,
                 writer=self._writer,
@@ -301,13 +325,25 @@ class Flusher:
             state.last_store_success = now
         self.gate.settle(errors=bool(result.errors), waiting=depth)
         state.templates_checked = self.gate.checked
+        if sent or sum(result.dead.values()) or depth == 0:  # records set aside are an answer too
+            state.stuck_rounds, state.stuck_since = 0, None
+        else:
+            self._stuck()
         if result.errors:
             state.last_error = "; ".join(result.errors[:3])
             _log.warning("flush: %s", state.last_error)
         elif sent:
             state.last_error = None
+        if not status.dead_letters:
+            state.last_dead_letter = None
+        elif sum(result.dead.values()) or state.last_dead_letter is None:  # or counted when the outbox was opened
+            state.last_dead_letter = next(iter(outbox.dead_letters(1)), None)
         if sum(result.dead.values()):
-            _log.error("flush: the store refused %s record(s) for good (dead letters)", dict(result.dead))
+            last = state.last_dead_letter or {}
+            _log.error(
+                "flush: %s record(s) set aside: the store refused them for good (dead letters); the last, %s %s: %s",
+                dict(result.dead), last.get("kind"), last.get("id"), last.get("error"),
+            )  # fmt: skip
         return bool(sent) and depth > 0
 
     def _passed(self, sink: Sink) -> bool:

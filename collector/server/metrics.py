@@ -22,6 +22,8 @@ metric                                                  type       labels
 ``fairacct_collector_outbox_free_bytes``                gauge      (free on its file system)
 ``fairacct_collector_outbox_unrecorded``                gauge      (taken by the store, not yet
                                                                    written down: a full disk)
+``fairacct_collector_flush_stuck_rounds``               gauge      (rounds in a row the store took
+                                                                   none of the records waiting)
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
@@ -109,6 +111,7 @@ class OutboxGauges:
     free_bytes: int | None = None  # on the outbox's file system (None: not known)
     disk_full: bool = False  # /healthz says "outbox disk full"
     unrecorded: int = 0  # records the store took that the outbox could not write down yet
+    stuck_rounds: int = 0  # flush rounds in a row in which the store took none of the records waiting
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,9 @@ class ServerMetrics:
         family(f"{p}outbox_unrecorded", "gauge",
                "Records the store took that the outbox could not write down yet (its file system is full).",
                [("", {}, outbox.unrecorded)])  # fmt: skip
+        family(f"{p}flush_stuck_rounds", "gauge",
+               "Flush rounds in a row, to the last, in which records waited and the store took none of them.",
+               [("", {}, outbox.stuck_rounds)])  # fmt: skip
         family(f"{p}last_store_success_timestamp_seconds", "gauge",
                "UNIX time the store last took records (or the outbox was found empty).",
                [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip

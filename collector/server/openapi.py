@@ -236,9 +236,10 @@ def openapi_document(
                     "responses": {
                         "200": {
                             "description": (
-                                "Healthy ('ok'), or running with something to look at ('degraded': dead letters, "
-                                "a flush round that failed unexpectedly, a store down or refusing whose index "
-                                "templates are unchecked while records are taken; listed in 'degraded')."
+                                "Healthy ('ok'), or running with something to look at ('degraded': records set "
+                                "aside as dead letters, delivery stuck, a flush round that failed unexpectedly, a "
+                                "store down or refusing whose index templates are unchecked while records are taken; "
+                                "listed in 'degraded')."
                             ),
                             "content": {"application/json": {"schema": {"type": "object"}}},
                         },

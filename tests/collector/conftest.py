@@ -3,11 +3,16 @@
 The session's server and its per-test clones come from osmem-server's pytest plugin; this
 overrides the session server only to close the pipe osmem leaves open, which would otherwise
 surface as a ResourceWarning (and warnings are errors here). Tests that stop a server start
-their own with :func:`start_server` and end it with :func:`stop_server`.
+their own with :func:`start_server` and end it with :func:`stop_server`; a store that fails
+as osmem cannot (resets, 413 over a size) is :func:`fake_store`, a process too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +25,28 @@ from osmem_server import OsmemServer
 def start_server(addr: str | None = None) -> OsmemServer:
     """A fresh osmem server on loopback (on ``addr`` 'HOST:PORT' if given)."""
     return OsmemServer.start(japanese=False, addr=addr)
+
+
+@contextlib.contextmanager
+def fake_store(mode: str, upstream: str | None = None) -> Iterator[str]:
+    """A :mod:`tests.collector.fake_store` process in ``mode`` (in front of ``upstream``), on
+    loopback: its URL. Ended with the block."""
+    command = [sys.executable, str(Path(__file__).with_name("fake_store.py")), mode]
+    command += ["--upstream", upstream] if upstream else []
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        line = process.stdout.readline()
+        assert line, f"the fake store ({mode}) did not start"
+        yield str(json.loads(line)["url"])
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        process.stdout.close()
 
 
 def opened_at_once(

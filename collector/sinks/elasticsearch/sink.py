@@ -2,17 +2,13 @@
 
 A document of kind K whose ``timestamp`` falls in month M goes to the index
 ``<prefix>-K-YYYY.MM``: the record's own time, never the time it arrived, so a late record
-lands beside its peers and a month can be dropped whole. A batch is one ``_bulk`` request of
-*index* operations with ``_id`` = the record id, so sending the same fact twice keeps one
-document and a corrected fact replaces the old one. Every item's result is read: 2xx is
-acknowledged, 408/429/5xx is worth another try, any other 4xx (a mapping conflict) is
-rejected for good with the server's reason.
-
-Failures of a whole request that may pass (connection refused or reset, timeouts, 408, 429,
-5xx) are retried with bounded, jittered exponential backoff; after the budget the documents
-are reported in ``retry`` (the outbox keeps them), never raised away or dropped. Any other
-failure of a whole request (authentication, TLS, a request the server cannot read) raises
-:class:`ElasticsearchError`; nothing of that request is acknowledged, so the outbox keeps it.
+lands beside its peers and a month can be dropped whole. A batch is sent as ``_bulk`` requests
+of *index* operations with ``_id`` = the record id, so sending the same fact twice keeps one
+document and a corrected fact replaces the old one. The requests are cut by count and by
+bytes, retried while their failure may pass and halved when the store finds one too large
+(413): :mod:`~collector.sinks.elasticsearch.bulk`. What no retry can mend (authentication,
+TLS, a request the server cannot read) raises :class:`ElasticsearchError`; nothing of that
+request is acknowledged, so the outbox keeps it.
 
 Two flavours behind one small interface (:class:`Client`): the official ``elasticsearch``
 client for ``http(s)://`` URLs and ``opensearch-py``, imported only then, for
@@ -24,7 +20,6 @@ named in the parameters, never taken as literals, never logged, and masked in ``
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
 import time
@@ -37,6 +32,7 @@ from collector.encoded import Encoded
 from collector.errors import ConfigError, ElasticsearchError
 from collector.sinks.base import Aggregation, SendResult, TemplateCheck
 from collector.sinks.elasticsearch.auth import read_auth
+from collector.sinks.elasticsearch.bulk import BULK_BYTES, Bulks
 from collector.sinks.elasticsearch.composite import composite_body, page_rows
 from collector.sinks.elasticsearch.migration import REINDEX_POLL_S, REINDEX_STALL_S, Move, behind, swap_actions
 from collector.sinks.elasticsearch.templates import (
@@ -52,13 +48,9 @@ from collector.sinks.elasticsearch.transport import (
     Client,
     ElasticsearchClient,
     OpenSearchClient,
-    error_text,
-    is_transient,
 )
 
 __all__ = ["ElasticsearchSink", "StoredDocument"]
-
-_log = logging.getLogger("collector.sinks.elasticsearch")
 
 
 @dataclass(frozen=True)
@@ -83,7 +75,8 @@ class ElasticsearchSink:
     ``ca_certs_env`` (a variable holding the path) name a CA bundle for ``https``;
     ``verify_certs`` turns verification off, for test clusters only.
 
-    Sending: ``batch_size`` documents per bulk request; a failure that may pass is tried
+    Sending: ``batch_size`` documents and ``bulk_bytes`` bytes per bulk request at most (a
+    413 lowers the bytes: :mod:`~collector.sinks.elasticsearch.bulk`); a failure that may pass is tried
     ``max_retries`` more times after ``backoff_s``, doubling up to ``backoff_max_s``, each delay
     scaled by ``0.5 + 0.5 * jitter()`` (``jitter`` returns [0, 1)); ``sleep`` waits. Both are
     parameters so tests need not wait. ``timeout_s`` bounds one request.
@@ -104,6 +97,7 @@ class ElasticsearchSink:
         verify_certs: bool = True,
         timeout_s: float = 30.0,
         batch_size: int = 1000,
+        bulk_bytes: int = BULK_BYTES,
         max_retries: int = 5,
         backoff_s: float = 0.5,
         backoff_max_s: float = 30.0,
@@ -127,6 +121,7 @@ class ElasticsearchSink:
             )
         _check_number("timeout_s", timeout_s, minimum=0.0, exclusive=True)
         _check_number("batch_size", batch_size, minimum=1, integer=True)
+        _check_number("bulk_bytes", bulk_bytes, minimum=1, integer=True)
         _check_number("max_retries", max_retries, minimum=0, integer=True)
         _check_number("backoff_s", backoff_s, minimum=0.0)
         _check_number("backoff_max_s", backoff_max_s, minimum=backoff_s)
@@ -134,13 +129,8 @@ class ElasticsearchSink:
         self.url = url
         self.flavour = FLAVOURS[parts.scheme]
         self.prefix = prefix
-        self.batch_size = batch_size
-        self.max_retries = max_retries
-        self.backoff_s = float(backoff_s)
-        self.backoff_max_s = float(backoff_max_s)
         self._mappings = mappings
         self._sleep = sleep
-        self._jitter = jitter
         self.requests = 0  # aggregation requests made, for the benchmarks
         self._where = f"{self.flavour} {url}"
         https = parts.scheme.endswith("https")
@@ -159,6 +149,10 @@ class ElasticsearchSink:
         self._client: Client = flavour(
             client_url, self._where, self._auth, verify_certs=verify_certs, timeout_s=timeout_s
         )
+        self.bulks = Bulks(
+            self._client, self._where, batch_size, bulk_bytes, max_retries, float(backoff_s), float(backoff_max_s),
+            sleep, jitter,
+        )  # fmt: skip
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ElasticsearchSink:
@@ -234,68 +228,8 @@ class ElasticsearchSink:
                 continue
             action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":")).encode()
             lines[id_] = b"%s\n%s\n" % (action, source)
-        ids = list(lines)
-        for start in range(0, len(ids), self.batch_size):
-            self._bulk(kind, {i: lines[i] for i in ids[start : start + self.batch_size]}, result)
+        self.bulks.write(kind, lines, result)
         return result
-
-    def _bulk(self, kind: str, pending: dict[str, bytes], result: SendResult) -> None:
-        """One bulk request of ``pending`` (id -> lines), retrying what may pass."""
-        errors: dict[str, str] = {}
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = self._delay(attempt)
-                _log.warning(
-                    "%s: %d %s documents not stored yet (%s); retry %d of %d in %.3g s",
-                    self._where, len(pending), kind, next(iter(errors.values())), attempt, self.max_retries, delay,
-                )  # fmt: skip
-                self._sleep(delay)
-            what = f"bulk write of {len(pending)} {kind} documents"
-            try:
-                body = b"".join(pending.values()).decode()
-                response = self._client.request("POST", "/_bulk", body, what=what, ndjson=True)
-            except ElasticsearchError as exc:
-                if not exc.transient:
-                    raise
-                errors = dict.fromkeys(pending, str(exc))
-                continue
-            errors = self._read_items(kind, response, list(pending), result)
-            pending = {i: pending[i] for i in errors}
-            if not pending:
-                return
-        result.retry.update(errors)
-
-    def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id. A
-        stored item's ``result`` says whether its id was new to the index (``created``) or there
-        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
-        items = response.get("items") if isinstance(response, Mapping) else None
-        if not isinstance(items, list) or len(items) != len(ids):
-            got = len(items) if isinstance(items, list) else "no"
-            return dict.fromkeys(ids, f"{self._where}: bulk response has {got} items for {len(ids)} {kind} documents")
-        transient = {}
-        for id_, item in zip(ids, items, strict=True):  # lengths checked above
-            outcome: Any = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
-            status = outcome.get("status") if isinstance(outcome, Mapping) else None
-            if not isinstance(status, int):
-                transient[id_] = f"{self._where}: no status for this document in the bulk response"
-            elif 200 <= status < 300:
-                result.acked.append(id_)
-                told = outcome.get("result")
-                if told == "created":
-                    result.created.append(id_)
-                elif told in ("updated", "noop"):  # the id was in the index already
-                    result.existed.append(id_)
-            elif is_transient(status):
-                transient[id_] = f"{status} {error_text(outcome.get('error'))}"
-            else:
-                result.rejected[id_] = error_text(outcome.get("error"))
-        return transient
-
-    def _delay(self, attempt: int) -> float:
-        """Seconds before retry ``attempt`` (1, 2, ...): exponential, capped, jittered."""
-        base = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
-        return float(base * (0.5 + 0.5 * self._jitter()))
 
     # -- templates ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 
 from elastic_transport import ApiError, ConnectionTimeout, HttpHeaders, TlsError, TransportError, Urllib3HttpNode
@@ -14,6 +15,7 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport.client_utils import DEFAULT, DefaultType
 
 from collector.errors import ConfigError, ElasticsearchError
+from collector.sinks.cycles import break_cycles
 from collector.sinks.elasticsearch.auth import Auth, tls_options
 from collector.sinks.tls import tls_reason
 
@@ -26,6 +28,7 @@ __all__ = [
     "ElasticsearchClient",
     "OpenSearchClient",
     "PlainJsonNode",
+    "answer_reason",
     "body_reason",
     "error_text",
     "is_transient",
@@ -45,7 +48,7 @@ class Client(Protocol):
     whose message starts with ``where`` and names ``what`` was being done."""
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any: ...
 
     def close(self) -> None: ...
@@ -70,6 +73,18 @@ def error_text(error: object) -> str:
 def body_reason(body: object, default: str) -> str:
     error = body.get("error") if isinstance(body, Mapping) else None
     return error_text(error) if error else default
+
+
+def answer_reason(status: int, body: object, message: object) -> str:
+    """``STATUS reason`` of an error answer: the server's error, else the client's message, else
+    the status's name (a 413 comes with an empty body, which the clients say as ``None`` or ``''``)."""
+    said = "" if message is None else str(message)
+    if said in ("", "None"):
+        try:
+            said = HTTPStatus(status).phrase
+        except ValueError:
+            said = "no reason given"
+    return f"{status} {body_reason(body, said)}"
 
 
 # Elasticsearch 8/9 clients ask for application/vnd.elasticsearch+json; compatible-with=N, which
@@ -126,7 +141,7 @@ class ElasticsearchClient:
             raise ConfigError(f"{where}: cannot set up the Elasticsearch client ({exc})") from exc
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any:
         headers = {"accept": "application/json"}
         if body is not None:
@@ -138,16 +153,16 @@ class ElasticsearchClient:
             if 200 <= status < 300:  # UnsupportedProductError: the answer lacked X-Elastic-Product
                 reason = "the server is not Elasticsearch (for OpenSearch, use an opensearch+http(s):// URL)"
             else:
-                reason = f"{status} {body_reason(exc.body, str(exc.message))}"
+                reason = answer_reason(status, exc.body, exc.message)
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=is_transient(status)
-            ) from exc
-        except TransportError as exc:
-            # a timeout is no ConnectionError to elastic_transport (it is to opensearch-py): both may pass
-            no_answer = (TransportConnectionError, ConnectionTimeout)
-            transient = isinstance(exc, no_answer) and not isinstance(exc, TlsError)
+            ) from break_cycles(exc)
+        except TransportError as exc:  # no answer: its exception holds the body in a cycle (collector.sinks.cycles)
+            # a timeout is not a ConnectionError in elastic_transport; it may pass as a refused connection may
+            transient = isinstance(exc, (TransportConnectionError, ConnectionTimeout)) and not isinstance(exc, TlsError)
             why = tls_reason(exc) or str(exc)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
+            failed = f"{self._where}: {what} failed: {why}"
+            raise ElasticsearchError(failed, transient=transient) from break_cycles(exc)
 
     @staticmethod
     def caught() -> tuple[type[Exception], ...]:
@@ -191,7 +206,7 @@ class OpenSearchClient:
         return (opensearchpy.exceptions.OpenSearchException,)
 
     def request(
-        self, method: str, path: str, body: str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
+        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None, *, what: str, ndjson: bool = False
     ) -> Any:
         headers = {"content-type": "application/x-ndjson"} if ndjson else None
         errors = self._errors
@@ -200,16 +215,20 @@ class OpenSearchClient:
         except errors.ConnectionError as exc:  # no HTTP answer: refused, reset, timed out, TLS
             transient = not isinstance(exc, errors.SSLError)
             why = tls_reason(exc) or str(exc)
-            raise ElasticsearchError(f"{self._where}: {what} failed: {why}", transient=transient) from exc
+            failed = f"{self._where}: {what} failed: {why}"
+            raise ElasticsearchError(failed, transient=transient) from break_cycles(exc)
         except errors.TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else None
-            reason = f"{status} {body_reason(exc.info, str(exc.error))}"
+            if status is None:  # an error raised before any answer was read
+                reason = body_reason(exc.info, str(exc.error))
+            else:
+                reason = answer_reason(status, exc.info, exc.error)
             transient = status is not None and is_transient(status)
             raise ElasticsearchError(
                 f"{self._where}: {what} failed: {reason}", status=status, transient=transient
-            ) from exc
+            ) from break_cycles(exc)
         except errors.OpenSearchException as exc:  # SerializationError: an answer we cannot read
-            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}") from exc
+            raise ElasticsearchError(f"{self._where}: {what} failed: {exc}") from break_cycles(exc)
 
     def close(self) -> None:
         self._os.close()

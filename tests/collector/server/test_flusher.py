@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collector.errors import SinkError
 from collector.outbox import Outbox
-from collector.server.app import _degraded
+from collector.server.app import _degraded, _iso
 from collector.server.flusher import Flusher
 from collector.server.metrics import ServerMetrics
+from collector.sinks.base import SendResult
 from collector.sinks.sqlite import EmbeddedStore
 
 
@@ -60,7 +62,64 @@ def test_a_round_that_fails_unexpectedly_costs_that_round_alone(tmp_path: Path) 
     flusher.state.crashed = "OverflowError: Python int too large to convert to SQLite INTEGER"
     flusher.state.dead_letters = {"job": 2}
     assert _degraded(flusher.state) == [
-        "2 record(s) the store refused for good (dead letters in the outbox)",
+        "2 record(s) set aside: the store refused them for good (dead letters in the outbox)",
         "the last flush round failed unexpectedly (1 so far): OverflowError: Python int too large to convert to "
         "SQLite INTEGER",
     ]
+
+
+class _Refusing(EmbeddedStore):
+    """The embedded store, refusing every record for good, as a store refuses one too large alone."""
+
+    def send_encoded(self, kind: str, records: Any) -> Any:
+        return SendResult(rejected=dict.fromkeys(records.ids, f"{kind} document: too large for the store"))
+
+
+class _Down(EmbeddedStore):
+    """The embedded store, failing every batch as a store that cannot be reached does."""
+
+    def send_encoded(self, kind: str, records: Any) -> Any:
+        raise SinkError("the store is down")
+
+
+def _run(tmp_path: Path, sink: type[EmbeddedStore], until: Any) -> Flusher:
+    docs = [{"id": f"r{i}", "kind": "job", "timestamp": "2026-11-21T14:00:00Z", "cpus": 1.0} for i in range(5)]
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        outbox.commit({"job": docs}, {})
+    flusher = Flusher(
+        tmp_path / "outbox.sqlite", lambda: sink(tmp_path / "store.sqlite"), every_s=0.05, batch_size=100,
+        metrics=ServerMetrics(ingest=("records",)), on_depth=lambda depth, mark, taking: None, depth_mark=lambda: 0,
+        clock=lambda: 1795300000.0,
+    )  # fmt: skip
+    flusher.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not until(flusher.state):
+            assert flusher.alive and time.monotonic() < deadline, flusher.state
+            time.sleep(0.02)
+    finally:
+        flusher.stop()
+    return flusher
+
+
+def test_records_set_aside_are_said_with_the_newest_reason_and_are_not_a_stuck_delivery(tmp_path: Path) -> None:
+    state = _run(tmp_path, _Refusing, lambda s: s.dead_letters and s.last_flush is not None).state
+    assert state.dead_letters == {"job": 5} and state.stuck_rounds == 0 and state.depth == 0
+    assert state.last_dead_letter is not None
+    assert state.last_dead_letter["error"] == "job document: too large for the store"
+    (said,) = _degraded(state)
+    assert said == (
+        "5 record(s) set aside: the store refused them for good (dead letters in the outbox); the last, job "
+        f"{state.last_dead_letter['id']} at {_iso(state.last_dead_letter['failed_at'])}: job document: too large for "
+        "the store"
+    )
+
+
+def test_rounds_that_store_nothing_make_delivery_stuck(tmp_path: Path) -> None:
+    state = _run(tmp_path, _Down, lambda s: s.stuck_rounds >= 3).state
+    assert state.stuck_since == 1795300000.0 and state.depth == 5
+    (said,) = _degraded(state)
+    assert said == (
+        f"delivery stuck: the store took none of the 5 record(s) waiting in {state.stuck_rounds} flush rounds in a "
+        "row, since 2026-11-21T22:26:40Z: job: the store is down"
+    )
