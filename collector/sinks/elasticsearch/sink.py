@@ -2,11 +2,14 @@
 
 A document of kind K whose ``timestamp`` falls in month M goes to the index
 ``<prefix>-K-YYYY.MM``: the record's own time, never the time it arrived, so a late record
-lands beside its peers and a month can be dropped whole. A batch is one ``_bulk`` request of
-*index* operations with ``_id`` = the record id, so sending the same fact twice keeps one
-document and a corrected fact replaces the old one. Every item's result is read: 2xx is
-acknowledged, 408/429/5xx is worth another try, any other 4xx (a mapping conflict) is
-rejected for good with the server's reason.
+lands beside its peers and a month can be dropped whole. A batch is one lookup of its ids in
+every month of the kind, then one ``_bulk`` request of *index* operations with ``_id`` = the
+record id, and of *delete* operations for the copies of those ids another month holds
+(:mod:`~collector.sinks.elasticsearch.bulk`): sending the same fact twice keeps one document,
+a corrected fact replaces the old one wherever it was, and a copy of a lower version than the
+stored one (:data:`collector.records.VERSION`) is acknowledged without replacing it. Every
+item's result is read: 2xx is acknowledged, 408/429/5xx is worth another try, any other 4xx (a
+mapping conflict) is rejected for good with the server's reason.
 
 Failures of a whole request that may pass (connection refused or reset, timeouts, 408, 429,
 5xx) are retried with bounded, jittered exponential backoff; after the budget the documents
@@ -18,7 +21,8 @@ Two flavours behind one small interface (:class:`Client`): the official ``elasti
 client for ``http(s)://`` URLs and ``opensearch-py``, imported only then, for
 ``opensearch+http(s)://`` URLs. Index templates are the JSON files of ``mappings/``, one per
 kind. Secrets (an API key, a password) are read from a file or from an environment variable
-named in the parameters, never taken as literals, never logged, and masked in ``repr``.
+named in the parameters, never taken as literals, never logged, and masked in ``repr``. Leases
+(:mod:`~collector.sinks.elasticsearch.lease`) are documents of ``<prefix>-lease``.
 """
 
 from __future__ import annotations
@@ -35,26 +39,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 from collector.encoded import Encoded
 from collector.errors import ConfigError, ElasticsearchError
-from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.records import VERSION
+from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
+from collector.sinks.elasticsearch import lease, stale
 from collector.sinks.elasticsearch.auth import read_auth
+from collector.sinks.elasticsearch.bulk import LOOKUP_IDS, Copy, Pending, Plan, copies_of, lookup_body, plan, settle
 from collector.sinks.elasticsearch.composite import composite_body, page_rows
-from collector.sinks.elasticsearch.migration import REINDEX_POLL_S, REINDEX_STALL_S, Move, behind, swap_actions
+from collector.sinks.elasticsearch.migration import behind, move_index
 from collector.sinks.elasticsearch.templates import (
     INDEX_PREFIX,
     KIND_NAME,
+    check_installed,
     field_types_of,
     load_templates,
     monthly_index,
-    template_difference,
 )
-from collector.sinks.elasticsearch.transport import (
-    FLAVOURS,
-    Client,
-    ElasticsearchClient,
-    OpenSearchClient,
-    error_text,
-    is_transient,
-)
+from collector.sinks.elasticsearch.transport import FLAVOURS, Client, ElasticsearchClient, OpenSearchClient
 
 __all__ = ["ElasticsearchSink", "StoredDocument"]
 
@@ -211,7 +211,7 @@ class ElasticsearchSink:
 
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         """Store records of one kind, their JSON as it is, each under the index of its carried
-        ``timestamp``; say what became of each.
+        ``timestamp`` and with its carried version; say what became of each.
 
         Records without a usable ``timestamp`` are rejected without a request. Of several
         records with the same id, the last counts. A failure that no retry can mend
@@ -220,27 +220,26 @@ class ElasticsearchSink:
         """
         self._check_kind(kind)
         result = SendResult()
-        lines: dict[str, bytes] = {}  # id -> action and source lines, in order
-        for position, (id_, stamp, source) in enumerate(
-            zip(records.ids, records.column("timestamp"), records.docs, strict=True)
+        pending: dict[str, Pending] = {}
+        for position, (id_, stamp, version, source) in enumerate(
+            zip(records.ids, records.column("timestamp"), records.column(VERSION), records.docs, strict=True)
         ):
             _string_id(kind, position, id_)
-            lines.pop(id_, None)
+            pending.pop(id_, None)
             result.rejected.pop(id_, None)
             try:
                 index = monthly_index(self.prefix, kind, stamp)
             except (TypeError, ValueError) as exc:
                 result.rejected[id_] = f"{kind} document {id_}: {exc}"
                 continue
-            action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":")).encode()
-            lines[id_] = b"%s\n%s\n" % (action, source)
-        ids = list(lines)
+            pending[id_] = Pending(index, source, version if type(version) is int else None)
+        ids = list(pending)
         for start in range(0, len(ids), self.batch_size):
-            self._bulk(kind, {i: lines[i] for i in ids[start : start + self.batch_size]}, result)
+            self._bulk(kind, {i: pending[i] for i in ids[start : start + self.batch_size]}, result)
         return result
 
-    def _bulk(self, kind: str, pending: dict[str, bytes], result: SendResult) -> None:
-        """One bulk request of ``pending`` (id -> lines), retrying what may pass."""
+    def _bulk(self, kind: str, pending: dict[str, Pending], result: SendResult) -> None:
+        """One lookup and one bulk request of ``pending`` (id -> record), retrying what may pass."""
         errors: dict[str, str] = {}
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -250,46 +249,59 @@ class ElasticsearchSink:
                     self._where, len(pending), kind, next(iter(errors.values())), attempt, self.max_retries, delay,
                 )  # fmt: skip
                 self._sleep(delay)
-            what = f"bulk write of {len(pending)} {kind} documents"
             try:
-                body = b"".join(pending.values()).decode()
-                response = self._client.request("POST", "/_bulk", body, what=what, ndjson=True)
+                plans = self._plans(kind, pending)
+                writes = {i: p for i, p in plans.items() if p.actions}
+                response = None
+                if writes:
+                    body = b"".join(p.lines for p in writes.values()).decode()
+                    what = f"bulk write of {len(writes)} {kind} documents"
+                    response = self._client.request("POST", "/_bulk", body, what=what, ndjson=True)
             except ElasticsearchError as exc:
                 if not exc.transient:
                     raise
                 errors = dict.fromkeys(pending, str(exc))
                 continue
-            errors = self._read_items(kind, response, list(pending), result)
+            for i, p in plans.items():
+                if not p.actions:  # a newer copy stored, and no other: nothing to write
+                    settle(i, p, (), result)
+            errors = self._read_items(kind, response, writes, result)
             pending = {i: pending[i] for i in errors}
             if not pending:
                 return
         result.retry.update(errors)
 
-    def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id. A
-        stored item's ``result`` says whether its id was new to the index (``created``) or there
-        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
+    def _plans(self, kind: str, pending: Mapping[str, Pending]) -> dict[str, Plan]:
+        """What to write for each record, from one lookup of their ids per :data:`LOOKUP_IDS`."""
+        pattern = self._pattern(kind)
+        ids = list(pending)
+        found: dict[str, list[Copy]] = {}
+        for start in range(0, len(ids), LOOKUP_IDS):
+            part = ids[start : start + LOOKUP_IDS]
+            answer = self._client.request(
+                "POST", f"/{pattern}/_search?ignore_unavailable=true&allow_no_indices=true", lookup_body(part),
+                what=f"looking up {len(part)} {kind} ids in every month",
+            )  # fmt: skip
+            found |= copies_of(answer, self.prefix, kind)
+        return {i: plan(i, record, found.get(i, ())) for i, record in pending.items()}
+
+    def _read_items(self, kind: str, response: Any, plans: dict[str, Plan], result: SendResult) -> dict[str, str]:
+        """Sort a bulk response's items into ``result`` (:func:`~collector.sinks.elasticsearch.bulk.settle`,
+        a record's index and deletes together); return the transient errors by id."""
+        if not plans:
+            return {}
         items = response.get("items") if isinstance(response, Mapping) else None
-        if not isinstance(items, list) or len(items) != len(ids):
+        expected = sum(len(p.actions) for p in plans.values())
+        if not isinstance(items, list) or len(items) != expected:
             got = len(items) if isinstance(items, list) else "no"
-            return dict.fromkeys(ids, f"{self._where}: bulk response has {got} items for {len(ids)} {kind} documents")
+            return dict.fromkeys(plans, f"{self._where}: bulk response has {got} items for {expected} {kind} actions")
         transient = {}
-        for id_, item in zip(ids, items, strict=True):  # lengths checked above
-            outcome: Any = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
-            status = outcome.get("status") if isinstance(outcome, Mapping) else None
-            if not isinstance(status, int):
-                transient[id_] = f"{self._where}: no status for this document in the bulk response"
-            elif 200 <= status < 300:
-                result.acked.append(id_)
-                told = outcome.get("result")
-                if told == "created":
-                    result.created.append(id_)
-                elif told in ("updated", "noop"):  # the id was in the index already
-                    result.existed.append(id_)
-            elif is_transient(status):
-                transient[id_] = f"{status} {error_text(outcome.get('error'))}"
-            else:
-                result.rejected[id_] = error_text(outcome.get("error"))
+        at = 0
+        for id_, p in plans.items():
+            error = settle(id_, p, items[at : at + len(p.actions)], result)
+            at += len(p.actions)
+            if error is not None:
+                transient[id_] = f"{self._where}: {error}"
         return transient
 
     def _delay(self, attempt: int) -> float:
@@ -338,79 +350,12 @@ class ElasticsearchSink:
                 "GET", f"/{pattern}/_mapping", None, what=f"reading the mappings of {pattern}"
             )
             for move in behind(mappings or {}, self.prefix, kind, template["version"]):
-                done.append(self._move(move))
+                done.append(move_index(self._client, self._where, move, self._sleep))
         return done
-
-    def _move(self, move: Move) -> str:
-        where = f"moving {move.index} to {move.target}"
-        try:
-            self._client.request("PUT", f"/{move.target}", None, what=f"{where}: creating {move.target}")
-        except ElasticsearchError as exc:
-            if exc.status != 400 or "already_exists" not in str(exc):  # an earlier move cut short: fill it again
-                raise
-        # in the background: a month of a big pool takes longer than one request may (timeout_s)
-        answer = self._client.request(
-            "POST", "/_reindex?wait_for_completion=false&refresh=true",
-            {"source": {"index": move.index}, "dest": {"index": move.target}}, what=f"{where}: reindexing",
-        )  # fmt: skip
-        task = answer.get("task") if isinstance(answer, Mapping) else None
-        want = self._count_now(move.index, where)
-        counts = [want, self._await_copy(move, where, task, want)]
-        if counts[0] != counts[1]:
-            raise ElasticsearchError(
-                f"{self._where}: {where}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
-                f"the reindex (was something writing?); nothing swapped, {move.index} kept: run it again with the "
-                "writers stopped"
-            )
-        self._client.request("POST", "/_aliases", swap_actions(move), what=f"{where}: swapping the alias {move.alias}")
-        return (
-            f"{move.index}: mapping v{move.version} behind v{move.current}: {counts[0]} documents reindexed into "
-            f"{move.target}, counts equal; {move.alias} is now an alias of {move.target}, {move.index} removed"
-        )
-
-    def _count_now(self, index: str, where: str) -> int:
-        self._client.request("POST", f"/{index}/_refresh", None, what=f"{where}: refreshing {index}")
-        return int(self._client.request("GET", f"/{index}/_count", None, what=f"{where}: counting {index}")["count"])
-
-    def _await_copy(self, move: Move, where: str, task: object, want: int) -> int:
-        """The documents in ``move.target`` once the reindex has copied ``want`` (what
-        ``move.index`` holds); raises ElasticsearchError when the copy stops growing for
-        :data:`REINDEX_STALL_S`."""
-        copied, grew = -1, time.monotonic()
-        while (now := self._count_now(move.target, where)) < want:
-            if now > copied:
-                copied, grew = now, time.monotonic()
-            elif time.monotonic() - grew > REINDEX_STALL_S:
-                raise ElasticsearchError(
-                    f"{self._where}: {where}: the reindex stopped at {now} of {want} documents for {REINDEX_STALL_S:g} "
-                    f"s (task {task}: GET _tasks/{task} says why); nothing swapped, {move.index} kept"
-                )
-            self._sleep(REINDEX_POLL_S)
-        return now
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' templates are missing on the server or differ from ``mappings/``."""
-        missing: list[str] = []
-        differ: dict[str, str] = {}
-        for kind, expected in load_templates(self.prefix, self._mappings).items():
-            name = f"{self.prefix}-{kind}"
-            try:
-                answer = self._client.request(
-                    "GET", f"/_index_template/{name}", None, what=f"reading index template {name}"
-                )
-            except ElasticsearchError as exc:
-                if exc.status == 404:
-                    missing.append(kind)
-                    continue
-                raise
-            found = [t.get("index_template", {}) for t in answer.get("index_templates", []) if t.get("name") == name]
-            if not found:
-                missing.append(kind)
-                continue
-            difference = template_difference(found[0], expected)
-            if difference:
-                differ[kind] = difference
-        return TemplateCheck(missing, differ)
+        return check_installed(self._client, load_templates(self.prefix, self._mappings), self.prefix)
 
     # -- reading (for reports, checks and tests) -------------------------------------------------
 
@@ -481,26 +426,32 @@ class ElasticsearchSink:
     def index_aggregation(self, query: Aggregation) -> None:
         """Nothing to do: every field of the templates is indexed and has doc values."""
 
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
-        """One ``_delete_by_query`` over every month of ``kind`` (see :meth:`Sink.delete_stale`):
-        the server finds and deletes; ``keep`` goes as an ``ids`` query, so it must stay under
-        the server's ``index.max_terms_count`` (65,536: a month of summaries of a big pool)."""
-        pattern = self._pattern(kind)
-        self._client.request("POST", f"/{pattern}/_refresh", None, what=f"refreshing {pattern}")
-        body = {
-            "query": {
-                "bool": {
-                    "filter": [{"range": {"timestamp": {"gte": since, "lt": until}}}, {"term": {field: value}}],
-                    "must_not": [{"ids": {"values": list(keep)}}],
-                }
-            }
-        }
-        answer = self._client.request(
-            "POST",
-            f"/{pattern}/_delete_by_query?refresh=true&conflicts=proceed&ignore_unavailable=true&allow_no_indices=true",
-            body, what=f"deleting stale {kind} documents",
-        )  # fmt: skip
-        return int(answer.get("deleted", 0))
+    def delete_stale(
+        self,
+        kind: str,
+        since: str,
+        until: str,
+        *,
+        field: str,
+        value: str,
+        keep: Collection[str],
+        version: int | None = None,
+    ) -> int:
+        """The stale documents found a page at a time over every month of ``kind`` and deleted
+        in bulk, each guarded by ``version`` (see :meth:`Sink.delete_stale` and
+        :mod:`~collector.sinks.elasticsearch.stale`); ``keep`` goes as an ``ids`` query, so it
+        must stay under the server's ``index.max_terms_count`` (65,536: a month of summaries of
+        a big pool)."""
+        query = {"bool": {"filter": [{"range": {"timestamp": {"gte": since, "lt": until}}}, {"term": {field: value}}]}}
+        return stale.delete_stale(self._client, self._pattern(kind), self._where, query, keep, version)
+
+    def take_lease(self, name: str, holder: str, ttl_s: float, *, now: float) -> Lease:
+        """See :meth:`Sink.take_lease` (:mod:`~collector.sinks.elasticsearch.lease`)."""
+        return lease.take_lease(self._client, self.prefix, name, holder, ttl_s, now)
+
+    def release_lease(self, held: Lease) -> None:
+        """See :meth:`Sink.release_lease`."""
+        lease.release_lease(self._client, self.prefix, held)
 
     def fetch(self, kind: str, ids: Sequence[str]) -> dict[str, StoredDocument]:
         """The stored documents of ``kind`` with these ids (absent ids are left out)."""
