@@ -111,6 +111,7 @@ def create_app(
             Schedule("nightly", settings.summaries_nightly_days, NIGHTLY_S),
         ),
         probe=f"collector@{socket.gethostname()}",
+        lease_s=settings.summaries_lease_s,
     )
     document = openapi_document(settings, _version(), ingest=tuple(e.path for e in endpoints))
 
@@ -165,6 +166,9 @@ def create_app(
                 "crashes": summarizer.state.crashes,
                 "crashed": summarizer.state.crashed,
                 "restarts": summarizer.state.restarts,
+                "deferred": summarizer.state.deferred,
+                "busy": summarizer.state.busy,
+                "deleted": summarizer.state.deleted,
             },
         }
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
@@ -176,7 +180,7 @@ def create_app(
         summarizer.revive()
         done = summarizer.state
         summaries = SummaryGauges(summarizer.alive and done.crashed is None, done.runs, done.failures, done.crashes,
-                                  done.restarts)  # fmt: skip
+                                  done.restarts, done.deferred, done.deleted)  # fmt: skip
         text = metrics.render(gauges(), held, summaries)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

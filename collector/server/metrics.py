@@ -28,7 +28,10 @@ metric                                                  type       labels
 ``fairacct_collector_summarizer_up``                    gauge      (1: its last run did not crash
                                                                    and its thread runs)
 ``fairacct_collector_summary_runs_total``               counter    ``outcome`` (``ok``, ``failed``:
-                                                                   the store failed, ``crashed``)
+                                                                   the store failed, ``crashed``,
+                                                                   ``deferred``: another collector
+                                                                   held the store's summaries lease)
+``fairacct_collector_summaries_deleted_total``          counter    (summaries of groups gone)
 ``fairacct_collector_summarizer_restarts_total``        counter
 ``fairacct_collector_connections``                      gauge      (open now)
 ``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token)
@@ -124,6 +127,8 @@ class SummaryGauges:
     failures: int
     crashes: int
     restarts: int
+    deferred: int = 0  # put off: another writer of the store held the summaries' lease
+    deleted: int = 0  # summaries of groups that no longer exist, deleted
 
 
 class ServerMetrics:
@@ -250,9 +255,15 @@ class ServerMetrics:
         if summaries is not None:
             family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
                    [("", {}, int(summaries.up))])  # fmt: skip
-            family(f"{p}summary_runs_total", "counter", "Summary runs, by outcome (failed: the store failed).",
+            family(f"{p}summary_runs_total", "counter",
+                   "Summary runs, by outcome (failed: the store failed; deferred: another collector was summarizing "
+                   "the store, so the run waited its turn).",
                    [("", {"outcome": o}, n) for o, n in (("ok", summaries.runs), ("failed", summaries.failures),
-                                                         ("crashed", summaries.crashes))])  # fmt: skip
+                                                         ("crashed", summaries.crashes),
+                                                         ("deferred", summaries.deferred))])  # fmt: skip
+            family(f"{p}summaries_deleted_total", "counter",
+                   "Summaries of groups that no longer exist, deleted by this collector's runs.",
+                   [("", {}, summaries.deleted)])  # fmt: skip
             family(f"{p}summarizer_restarts_total", "counter", "Summarizer threads started again after one ended.",
                    [("", {}, summaries.restarts)])  # fmt: skip
         if connections is not None:
