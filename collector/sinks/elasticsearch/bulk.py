@@ -5,19 +5,24 @@ A record goes to the index of the month of its ``timestamp``
 (:func:`~collector.sinks.elasticsearch.templates.monthly_index`), so the same id sent again with
 its time moved across a month's end (30 November to 1 December) would otherwise be two
 documents, counted twice by every sum over the kind's indices. So each bulk request is preceded
-by one lookup: a search of every month of the kind for the batch's ids (no ``_source``; each
-hit's index, ``_version``, ``_seq_no`` and ``_primary_term``), an ``ids`` query the cluster
-answers from each index's id terms. Of an id's copies found and the one sent, the one of the
-highest version wins (:data:`collector.records.VERSION`; the one sent on a tie, or when it has
-no version): the one sent is written to its month (:func:`plan`), or, when a stored copy is
-newer, not written at all (``superseded``); every other copy is deleted in the same bulk
-request, each delete guarded by the ``_seq_no`` the lookup saw (a copy changed since is left,
-and the record is tried again: the next lookup sees the change).
+by one lookup (:func:`lookup_body`): a search of every month of the kind for the batch's ids,
+each in the months other than its own (no ``_source``; each hit's index, ``_version``,
+``_seq_no`` and ``_primary_term``), an ``ids`` query the cluster answers from each index's id
+terms. A record's month rarely changes, so the answer is nearly always empty, however many of
+the ids are stored already: a batch sent again costs one small request more, not a hit per id.
+Of an id's copies found and the one sent, the one of the highest version wins
+(:data:`collector.records.VERSION`; the one sent on a tie, or when it has no version): the one
+sent is written to its month (:func:`plan`) and the copies found are deleted in the same bulk
+request, or, when a copy found is newer, the one sent is not written at all (``superseded``)
+and the other copies found are deleted (a copy in the record's own month is not looked for:
+only the race below leaves one beside a newer copy in another month). Each delete is guarded by the ``_seq_no`` the lookup
+saw (a copy changed since is left, and the record is tried again: the next lookup sees the
+change).
 
 The index action of a record with a version carries it (``version_type`` ``external_gte``), so
-the cluster itself keeps a newer copy stored in the same month meanwhile by another collector:
-its 409 is read as *superseded*, an acknowledgement (:func:`settle`). The same copy sent again
-(equal versions) replaces itself.
+the cluster itself keeps a newer copy in the record's own month (stored by another collector,
+or meanwhile): its 409 is read as *superseded*, an acknowledgement (:func:`settle`). The same
+copy sent again (equal versions) replaces itself.
 
 A search sees what the cluster has refreshed (every second by default): a copy written into
 another month less than that before the lookup is not seen then, and is deleted by the next
@@ -28,7 +33,6 @@ so only a sender that moves the time of an id it made itself meets this at all.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +57,11 @@ class Pending:
 
 @dataclass(frozen=True)
 class Copy:
-    """A stored copy of an id, as the lookup found it: its concrete ``index`` and the ``month``
-    (the monthly name, which may be an alias of it), its version and sequence number."""
+    """A stored copy of an id in another month than the record's, as the lookup found it: its
+    concrete ``index`` (a monthly index, or the index a monthly alias stands for), its version
+    and sequence number."""
 
     index: str
-    month: str
     version: int
     seq_no: int
     primary_term: int
@@ -75,53 +79,56 @@ class Plan:
     existed: bool
 
 
-def lookup_body(ids: Sequence[str]) -> dict[str, Any]:
-    """The search that finds every stored copy of ``ids`` (at most :data:`LOOKUP_IDS`), whichever
-    month holds it: twice as many hits as ids, for the id stored twice (before this lookup
-    existed); more are seen by the next write of the id."""
+def lookup_body(pending: Mapping[str, Pending]) -> dict[str, Any]:
+    """The search that finds the stored copies of the ids of ``pending`` (at most
+    :data:`LOOKUP_IDS`) in the months other than each one's own: an index moved by a migration
+    (``<monthly name>-vN``, behind the monthly alias) is its month's, so each month is left out
+    by its name as a prefix (an index name ends with the month, or with ``-vN`` after it). Up to
+    two copies an id (one stored twice before this lookup existed); more are seen by the next
+    write of the id."""
+    months: dict[str, list[str]] = {}
+    for id_, record in pending.items():
+        months.setdefault(record.index, []).append(id_)
+    others = [
+        {"bool": {"filter": [{"ids": {"values": ids}}], "must_not": [{"prefix": {"_index": index}}]}}
+        for index, ids in months.items()
+    ]
     return {
-        "query": {"ids": {"values": list(ids)}},
+        "query": others[0] if len(others) == 1 else {"bool": {"should": others, "minimum_should_match": 1}},
         "_source": False,
         "version": True,
         "seq_no_primary_term": True,
-        "size": 2 * len(ids),
+        "size": 2 * len(pending),
         "track_total_hits": False,
     }
 
 
-def copies_of(answer: Any, prefix: str, kind: str) -> dict[str, list[Copy]]:
-    """The copies of each id a lookup's answer holds. An index moved by a migration
-    (``<monthly name>-vN``) is of the month it stands behind."""
-    monthly = re.compile(rf"({re.escape(prefix)}-{re.escape(kind)}-\d{{4}}\.\d{{2}})(?:-v\d+)?")
+def copies_of(answer: Any) -> dict[str, list[Copy]]:
+    """The copies of each id a lookup's answer holds."""
     hits = answer.get("hits", {}).get("hits", []) if isinstance(answer, Mapping) else []
     found: dict[str, list[Copy]] = {}
     for hit in hits:
-        index = str(hit["_index"])
-        match = monthly.fullmatch(index)
-        copy = Copy(
-            index, match[1] if match else index, int(hit["_version"]), int(hit["_seq_no"]), int(hit["_primary_term"])
-        )
+        copy = Copy(str(hit["_index"]), int(hit["_version"]), int(hit["_seq_no"]), int(hit["_primary_term"]))
         found.setdefault(str(hit["_id"]), []).append(copy)
     return found
 
 
 def plan(id_: str, record: Pending, found: Sequence[Copy]) -> Plan:
-    """What to write for ``record`` (id ``id_``), given the copies of it ``found`` stored (see
-    the module docstring)."""
+    """What to write for ``record`` (id ``id_``), given the copies of it ``found`` in other
+    months (see the module docstring)."""
     newest = max(found, key=lambda c: c.version, default=None)
     superseded = record.version is not None and newest is not None and newest.version > record.version
     lines: list[bytes] = []
     actions: list[str] = []
-    if superseded:
-        stale = [c for c in found if c is not newest]
-    else:
+    if not superseded:
         action: dict[str, Any] = {"_index": record.index, "_id": id_}
         if record.version is not None:
             action |= {"version": record.version, "version_type": "external_gte"}
         lines += [_line({"index": action}), record.source + b"\n"]
         actions.append("index")
-        stale = [c for c in found if c.month != record.index]
-    for c in stale:
+    for c in found:
+        if superseded and c is newest:
+            continue
         lines.append(
             _line({"delete": {"_index": c.index, "_id": id_, "if_seq_no": c.seq_no, "if_primary_term": c.primary_term}})
         )

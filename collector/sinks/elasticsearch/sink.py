@@ -3,7 +3,7 @@
 A document of kind K whose ``timestamp`` falls in month M goes to the index
 ``<prefix>-K-YYYY.MM``: the record's own time, never the time it arrived, so a late record
 lands beside its peers and a month can be dropped whole. A batch is one lookup of its ids in
-every month of the kind, then one ``_bulk`` request of *index* operations with ``_id`` = the
+the kind's other months, then one ``_bulk`` request of *index* operations with ``_id`` = the
 record id, and of *delete* operations for the copies of those ids another month holds
 (:mod:`~collector.sinks.elasticsearch.bulk`): sending the same fact twice keeps one document,
 a corrected fact replaces the old one wherever it was, and a copy of a lower version than the
@@ -272,17 +272,17 @@ class ElasticsearchSink:
         result.retry.update(errors)
 
     def _plans(self, kind: str, pending: Mapping[str, Pending]) -> dict[str, Plan]:
-        """What to write for each record, from one lookup of their ids per :data:`LOOKUP_IDS`."""
+        """What to write for each record, from one lookup of their ids in other months per :data:`LOOKUP_IDS`."""
         pattern = self._pattern(kind)
         ids = list(pending)
         found: dict[str, list[Copy]] = {}
         for start in range(0, len(ids), LOOKUP_IDS):
-            part = ids[start : start + LOOKUP_IDS]
+            part = {i: pending[i] for i in ids[start : start + LOOKUP_IDS]}
             answer = self._client.request(
                 "POST", f"/{pattern}/_search?ignore_unavailable=true&allow_no_indices=true", lookup_body(part),
                 what=f"looking up {len(part)} {kind} ids in every month",
             )  # fmt: skip
-            found |= copies_of(answer, self.prefix, kind)
+            found |= copies_of(answer)
         return {i: plan(i, record, found.get(i, ())) for i, record in pending.items()}
 
     def _read_items(self, kind: str, response: Any, plans: dict[str, Plan], result: SendResult) -> dict[str, str]:
