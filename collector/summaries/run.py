@@ -266,7 +266,8 @@ def _lease(sink: Sink, holder: str, lease_s: float, clock: Callable[[], float]) 
     until = datetime.fromtimestamp(lease.expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     raise BusyError(
         f"{sink}: {lease.holder} is making the daily summaries of this store (its lease runs until {until} "
-        "unless renewed); they are made one run at a time: this run stops, the next starts once it is done"
+        "unless renewed); runs are made one at a time, so this one stops here: run it again once that one is "
+        "done (a collector tries again by itself a minute later)"
     )
 
 

@@ -15,9 +15,9 @@ Of an id's copies found and the one sent, the one of the highest version wins
 sent is written to its month (:func:`plan`) and the copies found are deleted in the same bulk
 request, or, when a copy found is newer, the one sent is not written at all (``superseded``)
 and the other copies found are deleted (a copy in the record's own month is not looked for:
-only the race below leaves one beside a newer copy in another month). Each delete is guarded by the ``_seq_no`` the lookup
-saw (a copy changed since is left, and the record is tried again: the next lookup sees the
-change).
+only the race below leaves one beside a newer copy in another month). Each delete is guarded
+by the ``_seq_no`` the lookup saw (a copy changed since is left, and the record is tried again:
+the next lookup sees the change).
 
 The index action of a record with a version carries it (``version_type`` ``external_gte``), so
 the cluster itself keeps a newer copy in the record's own month (stored by another collector,

@@ -7,7 +7,8 @@ the second's write is refused (409) and it reads the lease again, finding it tak
 is needed (servers that forbid scripts, such as osmem, take this). The document holds the
 ``holder``, the ``token`` and when it ``expires`` (see :class:`~collector.sinks.base.Lease`).
 
-The index is made by the first lease, with the cluster's defaults (no template matches it); a
+The index is made by the cluster at the first lease, with its defaults (no template matches
+it; a cluster that makes no index by itself needs it made once, ``PUT <prefix>-lease``); a
 writer needs the right to write it and read it, as it writes the record indices.
 """
 
