@@ -23,6 +23,8 @@ metric                                                  type       labels
 ``fairacct_collector_outbox_unrecorded``                gauge      (taken by the store, not yet
                                                                    written down: a full disk)
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
+``fairacct_collector_records_superseded_total``         counter    ``kind`` (of those: the store kept a
+                                                                   newer copy, another collector's)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
 ``fairacct_collector_summarizer_up``                    gauge      (1: its last run did not crash
@@ -147,6 +149,7 @@ class ServerMetrics:
         self.schemas: Counter[int] = Counter()
         self.skipped: Counter[tuple[str, str, str]] = Counter()
         self.stored: Counter[str] = Counter()
+        self.superseded: Counter[str] = Counter()
         self.flush_latency = Histogram(_FLUSH_BUCKETS)
 
     def request(self, endpoint: str, code: int, seconds: float, reason: str | None = None) -> None:
@@ -177,10 +180,13 @@ class ServerMetrics:
             for kind, n in types.items():
                 self.skipped[endpoint, probe, kind] += n
 
-    def flushed(self, seconds: float, stored: Mapping[str, int]) -> None:
+    def flushed(self, seconds: float, stored: Mapping[str, int], superseded: Mapping[str, int] | None = None) -> None:
+        """A flush round: how long it took, the records the store acknowledged by kind, and of
+        those the ones it did not write for holding a newer copy (a later one another collector took)."""
         with self._lock:
             self.flush_latency.observe(seconds)
             self.stored.update({k: v for k, v in stored.items() if v})
+            self.superseded.update({k: v for k, v in (superseded or {}).items() if v})
 
     def stats(self) -> dict[str, int]:
         """GRACC's collector's /stats document: the ingest endpoints' records and requests."""
@@ -231,6 +237,9 @@ class ServerMetrics:
                     for (e, q, t), n in sorted(self.skipped.items())])  # fmt: skip
             family(f"{p}records_stored_total", "counter", "Records the store acknowledged, by kind.",
                    [("", {"kind": k}, n) for k, n in sorted(self.stored.items())])  # fmt: skip
+            family(f"{p}records_superseded_total", "counter",
+                   "Of the records the store acknowledged, those it did not write: it held a newer copy, by kind.",
+                   [("", {"kind": k}, n) for k, n in sorted(self.superseded.items())])  # fmt: skip
             family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",
                    self.flush_latency.samples({}))  # fmt: skip
         family(f"{p}group_commits_total", "counter",
