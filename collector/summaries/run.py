@@ -75,7 +75,7 @@ class Summarized:
 
     first: date
     last: date
-    token: int  # of the lease the run held: its summaries' version
+    token: int  # of the lease the run holds (the last, if it ran out and was taken again): its summaries' version
     records: dict[str, int] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
     undated: dict[str, int] = field(default_factory=dict)  # groups of records whose timestamp names no day
@@ -224,15 +224,18 @@ def summarize(
         raise ValueError(f"the last day ({last}) is before the first ({first})")
     holder = holder or f"{probe} (pid {os.getpid()})"
     lease = _lease(sink, holder, lease_s, clock)
+    written = [k for k in kinds if k != AUDIT] + (list(AUDIT_DIMENSIONS) if AUDIT in kinds else [])
+    done = Summarized(first, last, lease.token, dict.fromkeys(written, 0), dict.fromkeys(written, 0))
 
     def step(n: int) -> None:
         nonlocal lease
-        lease = _lease(sink, holder, lease_s, clock)  # renewed; lost: BusyError
+        # renewed; lost: BusyError; run out and taken again (no other took it): a new token, above
+        # any other holder's meanwhile, for what is read and written from here on
+        lease = _lease(sink, holder, lease_s, clock)
+        done.token = lease.token
         if progress is not None:
             progress(n)
 
-    written = [k for k in kinds if k != AUDIT] + (list(AUDIT_DIMENSIONS) if AUDIT in kinds else [])
-    done = Summarized(first, last, lease.token, dict.fromkeys(written, 0), dict.fromkeys(written, 0))
     try:
         for kind in kinds:
             if kind == AUDIT:

@@ -96,8 +96,8 @@ def test_a_run_that_outlived_its_lease_leaves_what_the_next_holder_wrote(empty_s
 
 def test_a_run_that_outlived_its_lease_goes_on_under_a_new_token_once_it_is_free(empty_store: Sink) -> None:
     """As above, without a third run: the lease is free again at the first run's next step, so it
-    goes on under a new token (its next days are read after), its stale write and delete of the
-    day it read before having touched nothing of the second's."""
+    goes on under a new token, above the second's (what it reads from then on is newer), its
+    stale write and delete of the day it read before having touched nothing of the second's."""
     store = empty_store
     store.send("job", [job(1, "alice"), job(2, "alice")])
     now = [1_796_040_000.0]
@@ -109,5 +109,5 @@ def test_a_run_that_outlived_its_lease_goes_on_under_a_new_token_once_it_is_free
         later.append(summarize(store, DAY, DAY, probe="b", kinds=["job"], lease_s=60, clock=lambda: now[0]))
 
     first = summarize(Meanwhile(store, paused), DAY, DAY, probe="a", kinds=["job"], lease_s=60, clock=lambda: now[0])
-    assert first.token < later[0].token and first.deleted == {"job": 0}
+    assert first.token > later[0].token and first.deleted == {"job": 0}
     assert jobs_by_user(store) == {"alice": 3, "bob": 1}
