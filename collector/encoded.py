@@ -6,7 +6,8 @@ there to the store it stays those bytes: the outbox keeps them, the embedded sto
 an Elasticsearch bulk body and a collector request are built from them. The few fields a sink
 needs without reading the document travel beside it, never parsed out of it again: its ``id``,
 and ``columns``, values of named fields of every record (its ``timestamp``, and the labels and
-measured fields the embedded store keeps as columns), as the document holds them.
+measured fields the embedded store keeps as columns), as the document holds them; and, when it
+has one, its version (:data:`collector.records.VERSION`), which is beside the document only.
 
 An :class:`Encoded` is immutable (tuples, a read-only mapping), so it can be shared between
 threads, batches and retries without a copy.
@@ -108,6 +109,11 @@ class Encoded:
         if len(last) == len(self.ids):
             return self
         return self.pick(sorted(last.values()))
+
+    def carrying(self, name: str, value: Any) -> Encoded:
+        """These records, each carrying ``value`` as ``name`` too (beside its document, which is
+        left as it is: a version, :data:`collector.records.VERSION`)."""
+        return Encoded(self.ids, self.docs, {**self.columns, name: (value,) * len(self)})
 
     def column(self, name: str) -> tuple[Any, ...]:
         """Every record's value of ``name``: all None when it is not carried."""

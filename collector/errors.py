@@ -10,6 +10,8 @@ The probes' own branch (``SourceError``, ``ClassAdError``: what reading a pool f
     │   └── StoreError            the embedded SQLite store (or an outbox) failed
     │       └── DiskFullError     ... because its file system is full: nothing was written, and the
     │                             same write succeeds once there is room
+    ├── BusyError                 another writer of the store holds the lease of this work (the daily
+    │                             summaries: collectors on one store take turns); nothing was written
     ├── RecordError               a Gratia record or envelope cannot be read (hostile or malformed XML,
     │                             a value GRACC would refuse); names the record and the field
     └── IngestError               the collector service refuses a request (collector/server/replies.py
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadRequestError",
+    "BusyError",
     "ConfigError",
     "DisconnectedError",
     "DiskFullError",
@@ -99,6 +102,12 @@ class DiskFullError(StoreError):
     disk is full``, ENOSPC, a quota or a file size limit): the write was rolled back whole, and
     it succeeds once there is room. Apart from other store failures because what to do differs:
     free space on that file system (or wait for the outbox to give some back), not mend a store."""
+
+
+class BusyError(FairacctError):
+    """Another writer of the store holds the lease of this work (the daily summaries, which
+    collectors sharing one store make one at a time): the work is its now; try again once it
+    is done, or once its lease runs out. The message names the holder and until when."""
 
 
 class RecordError(FairacctError):

@@ -52,6 +52,7 @@ class FlushResult:
     new: Mapping[str, int] = field(default_factory=_counts)
     already_stored: Mapping[str, int] = field(default_factory=_counts)
     left_out: Mapping[str, int] = field(default_factory=_counts)  # by reason: settled without being sent, on purpose
+    superseded: Mapping[str, int] = field(default_factory=_counts)  # of sent: the store kept a newer copy
 
     def untold(self, kind: str) -> int:
         """How many of the records of ``kind`` sent the store did not say were new or stored already."""
@@ -93,6 +94,7 @@ class _Tally:
     retried: Counter[str] = field(default_factory=Counter)
     dead: Counter[str] = field(default_factory=Counter)
     left_out: Counter[str] = field(default_factory=Counter)
+    superseded: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
 
     def settled(self, kind: str, sent: SendResult) -> None:
@@ -101,6 +103,7 @@ class _Tally:
         self.already[kind] += len(sent.existed)
         self.dead[kind] += len(sent.rejected)
         self.left_out.update(sent.left_out)
+        self.superseded[kind] += len(sent.superseded)
         self.retried[kind] += len(sent.retry)
         if sent.retry:
             self.errors.append(f"{kind}: {len(sent.retry)} record(s) to retry, e.g. {next(iter(sent.retry.values()))}")
@@ -114,6 +117,7 @@ class _Tally:
             _counts(self.new),
             _counts(self.already),
             _counts(self.left_out),
+            _counts(self.superseded),
         )
 
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import orjson
 
 from collector.encoded import Encoded
-from collector.records import carried_fields, encode_docs
+from collector.records import VERSION, carried_fields, encode_docs
 from collector.sinks.base import SendResult
 
 __all__ = [
@@ -48,11 +48,14 @@ class Parcel:
     docs: Encoded
 
     @classmethod
-    def encoded(cls, kind: str, docs: Sequence[Mapping[str, Any]]) -> Parcel:
+    def encoded(cls, kind: str, docs: Sequence[Mapping[str, Any]], *, version: int | None = None) -> Parcel:
         """A parcel whose documents are encoded now: a collector encodes each request's in that
         request, so that one that cannot be encoded fails its request alone, never the group
-        committed with it. Each document needs a string ``id``."""
-        return cls(kind, encode_docs(kind, docs))
+        committed with it. Each document needs a string ``id``. ``version``: each record's
+        (:data:`collector.records.VERSION`: the moment the collector took them), carried
+        beside it through the outbox to the store."""
+        records = encode_docs(kind, docs)
+        return cls(kind, records if version is None else records.carrying(VERSION, version))
 
 
 def parcel_row(kind: str, records: Encoded, now: float) -> tuple[str, int, bytes, str, bytes, float]:

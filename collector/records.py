@@ -14,13 +14,27 @@ harmless, and a corrected fact about the same thing replaces the old document.
 | job        | completed job                          | GlobalJobId, completion time              |
 | fairshare  | credential and window                  | policy, credential type and name, window start |
 | fairness   | credential and time bucket             | pool, credential type and name, bucket start |
-| gap        | node and stretch no snapshot billed it | pool, node name, start                    |
+| gap        | node and stretch no snapshot billed it | pool, node name, start, end               |
 | summary    | day, source kind and dimensions        | day, record_kind and SUMMARY_DIMENSIONS   |
 | gratia     | Gratia JobUsageRecord (GRACC's fields) | its sender, and its content less RecordId, CreateTime and what GRACC leaves out |
 
 Gratia records are not built from tables: collector/gratia/ makes them from the XML real Gratia
 probes send, with GRACC's field names; their time field is ``EndTime`` (ISO-8601, as GRACC
 indexes them) and their id a hash of their content within their sender (collector/gratia/rawdoc.py).
+
+Every id holds the field that dates its record (a Gratia record's content holds its ``EndTime``),
+so a fact made again gets the same ``timestamp`` with the same id: a moved time is another fact.
+A store keeps one document per id all the same, whatever ``timestamp`` a copy names (a sender's
+own ids are its to choose): Elasticsearch files records in monthly indices, and removes a copy
+of the id from another month when it stores one (collector/sinks/elasticsearch/bulk.py).
+
+Copies of one id are ordered by a *version* (:data:`VERSION`), a whole number carried beside the
+record (:class:`~collector.encoded.Encoded`), never in its document: a collector gives each record
+it takes the microsecond it took it (:func:`received_version`), and the daily summaries the token
+of the run that made them (collector/summaries/run.py). A store never replaces a copy by one of a
+lower version, so a record corrected through one collector is not undone by the older copy
+another collector flushes later; a record without a version (a probe writing to its own store)
+replaces whatever copy is stored, as before versions.
 
 Fairness records measure the share as Sedighi et al. 2014, "Fairness of task scheduling in high
 performance computing environments", do (the papers are cited in full in :mod:`probes.accounting`).
@@ -48,11 +62,13 @@ __all__ = [
     "PROBE_KINDS",
     "SCHEMA_VERSION",
     "SUMMARY_DIMENSIONS",
+    "VERSION",
     "RecordKind",
     "carried_fields",
     "encode_docs",
     "iso_utc",
     "owned_id",
+    "received_version",
     "record_id",
     "table_docs",
     "table_records",
@@ -66,6 +82,17 @@ ACCEPTED_SCHEMA_VERSIONS = (SCHEMA_VERSION - 1, SCHEMA_VERSION)
 central collector is upgraded first and its probes one at a time after it (README, "Upgrading").
 The schema did not change since the previous release (909f578 wrote 1 too), so this is {0, 1}.
 A record of a newer schema is refused whole (409 ``schema_too_new``) and its probe keeps it."""
+
+
+VERSION = "version"
+"""The name under which an encoded record carries its version (see the module docstring)."""
+
+
+def received_version(now: float) -> int:
+    """The version of the records a collector takes at ``now`` (UNIX seconds): its microsecond,
+    so that a copy taken later, by this collector or another whose clock keeps step with it
+    (NTP: milliseconds apart), is the newer one."""
+    return int(now * 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -116,7 +143,8 @@ KINDS: dict[str, RecordKind] = {
         RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start",
                    ("bucket_start", "bucket_end"), ("type", "name")),
         RecordKind(
-            "gap", ("pool", "name", "start"), "end", ("start", "end", "since", "observed_at"), ("site", "reason"),
+            "gap", ("pool", "name", "start", "end"), "end", ("start", "end", "since", "observed_at"),
+            ("site", "reason"),
             ("pool", "machine", "seconds", "cpus", "memory", "gpus", "running_cpus", "running_memory", "running_gpus"),
         ),
         RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",),

@@ -368,6 +368,13 @@ class CollectorSettings(_Section):
         ge=0,
         description="Once a day the collector re-summarizes this many last days, for very late records; 0: never.",
     )
+    summaries_lease_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a summary run holds the store's summaries lease unless it renews it (it does at every "
+        "step): collectors on one store summarize one at a time, and one that died holding it holds the others "
+        "up this long.",
+    )
     store: CollectorStoreSettings = Field(
         default_factory=CollectorStoreSettings, description="The collector's store ([collector.store])."
     )

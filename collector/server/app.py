@@ -127,6 +127,7 @@ def create_app(
         ),
         probe=f"collector@{socket.gethostname()}",
         ready=lambda: flusher.gate.checked,  # no summary into an index before its template is right
+        lease_s=settings.summaries_lease_s,
     )
     document = openapi_document(settings, _version(), ingest=tuple(e.path for e in endpoints))
 
@@ -194,6 +195,9 @@ def create_app(
                 "crashed": summarizer.state.crashed,
                 "restarts": summarizer.state.restarts,
                 "waiting_for_store": summarizer.state.waiting,
+                "deferred": summarizer.state.deferred,
+                "busy": summarizer.state.busy,
+                "deleted": summarizer.state.deleted,
             },
         }
         return JSONResponse(doc, status_code=200 if status in ("ok", "degraded") else 503)
@@ -205,7 +209,7 @@ def create_app(
         summarizer.revive()
         done = summarizer.state
         summaries = SummaryGauges(summarizer.alive and done.crashed is None, done.runs, done.failures, done.crashes,
-                                  done.restarts)  # fmt: skip
+                                  done.restarts, done.deferred, done.deleted)  # fmt: skip
         store = StoreGauges(_reachable(flusher.state), flusher.state.templates_checked)
         text = metrics.render(gauges(), held, summaries, store)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")

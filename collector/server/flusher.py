@@ -318,7 +318,7 @@ class Flusher:
         depth = sum(status.depth.values())
         sent = sum(result.sent.values())
         self._on_depth(depth, mark, bool(sent))
-        self._metrics.flushed(elapsed, result.sent)
+        self._metrics.flushed(elapsed, result.sent, result.superseded)
         state = self.state
         state.last_flush, state.depth, state.oldest, state.dead_letters = now, depth, status.oldest, status.dead_letters
         if sent or depth == 0:

@@ -100,6 +100,7 @@ from collector.gratia.envelope import OTHER_TAGS, EnvelopeResult
 from collector.gratia.rawdoc import KIND
 from collector.gratia.wire import OK
 from collector.outbox import Parcel
+from collector.records import received_version
 from collector.server.connections import Trust, vouch
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.replies import Style
@@ -149,7 +150,8 @@ async def _post_rmi(request: Request, ingest: Ingest, lease: Lease, address: str
             f"whole and nothing of it stored (the first, record {index}: {reason})"
         )
     quarantined = len(result.quarantined)
-    await ingest.make_durable(NAME, rmi.probe, [Parcel.encoded(KIND, result.docs)], refused=quarantined)
+    parcel = Parcel.encoded(KIND, result.docs, version=received_version(time.time()))  # as /v1/records' records
+    await ingest.make_durable(NAME, rmi.probe, [parcel], refused=quarantined)
     faults.point("gratia-after-commit")  # tests only: durable, and the sender never hears OK
     if quarantined:
         index, reason = result.quarantined[0]

@@ -25,6 +25,8 @@ metric                                                  type       labels
 ``fairacct_collector_flush_stuck_rounds``               gauge      (rounds in a row the store took
                                                                    none of the records waiting)
 ``fairacct_collector_records_stored_total``             counter    ``kind`` (the store acknowledged)
+``fairacct_collector_records_superseded_total``         counter    ``kind`` (of those: the store kept a
+                                                                   newer copy, another collector's)
 ``fairacct_collector_flush_duration_seconds``           histogram
 ``fairacct_collector_last_store_success_timestamp_seconds``  gauge
 ``fairacct_collector_store_reachable``                  gauge      (1: the store answered the flusher's
@@ -35,7 +37,10 @@ metric                                                  type       labels
 ``fairacct_collector_summarizer_up``                    gauge      (1: its last run did not crash
                                                                    and its thread runs)
 ``fairacct_collector_summary_runs_total``               counter    ``outcome`` (``ok``, ``failed``:
-                                                                   the store failed, ``crashed``)
+                                                                   the store failed, ``crashed``,
+                                                                   ``deferred``: another collector
+                                                                   held the store's summaries lease)
+``fairacct_collector_summaries_deleted_total``          counter    (summaries of groups gone)
 ``fairacct_collector_summarizer_restarts_total``        counter
 ``fairacct_collector_connections``                      gauge      (open now)
 ``fairacct_collector_connections_anonymous``            gauge      (open now without a probe's token,
@@ -143,6 +148,8 @@ class SummaryGauges:
     failures: int
     crashes: int
     restarts: int
+    deferred: int = 0  # put off: another writer of the store held the summaries' lease
+    deleted: int = 0  # summaries of groups that no longer exist, deleted
 
 
 class ServerMetrics:
@@ -161,6 +168,7 @@ class ServerMetrics:
         self.schemas: Counter[int] = Counter()
         self.skipped: Counter[tuple[str, str, str]] = Counter()
         self.stored: Counter[str] = Counter()
+        self.superseded: Counter[str] = Counter()
         self.flush_latency = Histogram(_FLUSH_BUCKETS)
 
     def request(self, endpoint: str, code: int, seconds: float, reason: str | None = None) -> None:
@@ -191,10 +199,13 @@ class ServerMetrics:
             for kind, n in types.items():
                 self.skipped[endpoint, probe, kind] += n
 
-    def flushed(self, seconds: float, stored: Mapping[str, int]) -> None:
+    def flushed(self, seconds: float, stored: Mapping[str, int], superseded: Mapping[str, int] | None = None) -> None:
+        """A flush round: how long it took, the records the store acknowledged by kind, and of
+        those the ones it did not write for holding a newer copy (a later one another collector took)."""
         with self._lock:
             self.flush_latency.observe(seconds)
             self.stored.update({k: v for k, v in stored.items() if v})
+            self.superseded.update({k: v for k, v in (superseded or {}).items() if v})
 
     def stats(self) -> dict[str, int]:
         """GRACC's collector's /stats document: the ingest endpoints' records and requests."""
@@ -249,6 +260,9 @@ class ServerMetrics:
                     for (e, q, t), n in sorted(self.skipped.items())])  # fmt: skip
             family(f"{p}records_stored_total", "counter", "Records the store acknowledged, by kind.",
                    [("", {"kind": k}, n) for k, n in sorted(self.stored.items())])  # fmt: skip
+            family(f"{p}records_superseded_total", "counter",
+                   "Of the records the store acknowledged, those it did not write: it held a newer copy, by kind.",
+                   [("", {"kind": k}, n) for k, n in sorted(self.superseded.items())])  # fmt: skip
             family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",
                    self.flush_latency.samples({}))  # fmt: skip
         family(f"{p}group_commits_total", "counter",
@@ -283,9 +297,15 @@ class ServerMetrics:
         if summaries is not None:
             family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
                    [("", {}, int(summaries.up))])  # fmt: skip
-            family(f"{p}summary_runs_total", "counter", "Summary runs, by outcome (failed: the store failed).",
+            family(f"{p}summary_runs_total", "counter",
+                   "Summary runs, by outcome (failed: the store failed; deferred: another collector was summarizing "
+                   "the store, so the run waited its turn).",
                    [("", {"outcome": o}, n) for o, n in (("ok", summaries.runs), ("failed", summaries.failures),
-                                                         ("crashed", summaries.crashes))])  # fmt: skip
+                                                         ("crashed", summaries.crashes),
+                                                         ("deferred", summaries.deferred))])  # fmt: skip
+            family(f"{p}summaries_deleted_total", "counter",
+                   "Summaries of groups that no longer exist, deleted by this collector's runs.",
+                   [("", {}, summaries.deleted)])  # fmt: skip
             family(f"{p}summarizer_restarts_total", "counter", "Summarizer threads started again after one ended.",
                    [("", {}, summaries.restarts)])  # fmt: skip
         if connections is not None:

@@ -5,12 +5,17 @@ last 365 once a day), so that late records count and vanished groups go.
 Two schedules (``recent_days`` every ``every_s`` seconds, ``nightly_days`` every 86,400 s; 0 days
 turns one off), both due when the thread starts, then at their period after each start: a run
 that takes longer than the period is followed by the next at once, never by several. A run
-that fails (the store is down) is logged and counted; the next goes on. A run that fails
-unexpectedly (a bug, or something in the store no summary foresaw) is logged with its
-traceback and counted as crashed, and the schedules are tried again after
-:data:`CRASH_RETRY_S`: the thread goes on, and /healthz says "summarizer failing" until a run
-succeeds. Should the thread end all the same, :meth:`Summarizer.revive` starts another (the
-collector's /healthz calls it). Stopping ends a run under way between two chunks of days: what
+that fails (the store is down) is logged and counted; the next goes on. A run that finds the
+store's summaries lease held (another collector on the same store is summarizing it:
+:mod:`collector.summaries.run`) is put off, counted, and tried again :data:`BUSY_RETRY_S` later
+(at most its period), after the other's run: collectors on one store take turns, and each run
+counts what the store holds when it starts (/healthz: ``deferred``, and ``busy`` saying who has
+the lease; /metrics: ``fairacct_collector_summary_runs_total{outcome="deferred"}``). A run that
+fails unexpectedly (a bug, or something in the store no summary foresaw) is logged with its
+traceback and counted as crashed, and the schedules are tried again after :data:`CRASH_RETRY_S`:
+the thread goes on, and /healthz says "summarizer failing" until a run succeeds. Should the
+thread end all the same, :meth:`Summarizer.revive` starts another (the collector's /healthz
+calls it). Stopping ends a run under way between two chunks of days: what
 was summarized stays, the rest waits for the next.
 
 A summary is a record the summarizer writes into the store, so it waits, as the flusher's
@@ -29,11 +34,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collector.errors import FairacctError
+from collector.errors import BusyError, FairacctError
 from collector.sinks import Sink
-from collector.summaries.run import last_days, summarize
+from collector.summaries.run import LEASE_S, last_days, summarize
 
-__all__ = ["CRASH_RETRY_S", "NIGHTLY_S", "WAIT_S", "Schedule", "Summarizer", "SummaryState"]
+__all__ = ["BUSY_RETRY_S", "CRASH_RETRY_S", "NIGHTLY_S", "WAIT_S", "Schedule", "Summarizer", "SummaryState"]
 
 _log = logging.getLogger("fairacct.collector")
 
@@ -42,6 +47,9 @@ CRASH_RETRY_S = 60.0
 """Seconds after a run that crashed before the schedules are tried again (at most their period)."""
 WAIT_S = 1.0
 """Seconds between two looks at a store not ready for summaries (its templates unchecked)."""
+
+BUSY_RETRY_S = 60.0
+"""Seconds after a run put off (another collector held the summaries' lease) before it is tried again."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class SummaryState:
     crashed: str | None = None  # why the last run crashed, until one succeeds
     restarts: int = 0  # threads started again after one ended
     waiting: bool = False  # runs are due and wait for the store's index templates to be checked
+    deferred: int = 0  # runs put off: another writer of the store held the summaries' lease
+    busy: str | None = None  # who held it, while this collector's runs are put off
+    deleted: int = 0  # summaries of groups that no longer exist, deleted by this collector's runs
 
 
 class _Stopped(Exception):
@@ -84,10 +95,12 @@ class Summarizer:
         *,
         probe: str,
         ready: Callable[[], bool] = lambda: True,
+        lease_s: float = LEASE_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.schedules = tuple(s for s in schedules if s.days > 0)
         self.probe = probe
+        self.lease_s = lease_s
         self._sink_factory = sink_factory
         self._clock = clock
         self._ready = ready
@@ -145,6 +158,14 @@ class Summarizer:
         widest = due[0]
         try:
             self._summarize(widest, now)
+        except BusyError as exc:  # another collector summarizes the store: after it, not at the next period
+            self.state.deferred += 1
+            if self.state.busy is None:
+                _log.info("summaries (%s): put off: %s", widest.name, exc)
+            self.state.busy = str(exc)
+            for s in due:
+                self._due[s.name] = now + min(BUSY_RETRY_S, s.every_s)
+            return ran
         except FairacctError as exc:  # the store failed: say so, try again at the next period
             self.state.failures += 1
             self.state.last_error = str(exc)
@@ -168,12 +189,16 @@ class Summarizer:
         start = time.perf_counter()
         sink = self._sink_factory()
         try:
-            done = summarize(sink, first, last, probe=self.probe, progress=progress)
+            done = summarize(
+                sink, first, last, probe=self.probe, progress=progress, lease_s=self.lease_s, clock=self._clock
+            )
         finally:
             sink.close()
         self.state.runs += 1
         self.state.last_error = None
         self.state.crashed = None
+        self.state.busy = None
+        self.state.deleted += sum(done.deleted.values())
         self.state.last_summaries[schedule.name] = done.total
         _log.info(
             "summaries (%s): %d of %s .. %s, %d stale deleted, in %.1f s",

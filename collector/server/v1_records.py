@@ -32,6 +32,11 @@ reply has an ``accepted`` field**):
   after ``Retry-After``. A reply given before the body was read closes the connection.
 * **503** ``{"error": "..."}`` with ``Retry-After``: nothing was stored (the outbox is over its
   depth, or the disk failed); send the same batch later.
+
+Each record taken is given the moment it was taken as its version
+(:func:`collector.records.received_version`), carried beside it to the store: a correction a
+probe sends after its first copy, through this collector or another on the same store, is the
+one the store keeps, whichever collector flushes last.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from collector.outbox import Parcel
+from collector.records import received_version
 from collector.server.body import decode_records
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.judge import Judgement, Refusal, judge_records
@@ -89,8 +95,11 @@ def _judge(
     """The accepted records in parcels, encoded, and the judgement: of what the request parsed,
     only the accepted records outlive this call (a refused item is dropped as it is judged)."""
     items = decode_records(data, content_type, settings.max_records_per_request)
-    judged = judge_records(items, scope, now=time.time(), max_fields=settings.max_fields_per_record)
-    return [Parcel.encoded(kind, docs) for kind, docs in judged.accepted.items()], judged
+    now = time.time()
+    judged = judge_records(items, scope, now=now, max_fields=settings.max_fields_per_record)
+    # each record's version, the moment it was taken: of two copies of an id the store keeps the later
+    version = received_version(now)
+    return [Parcel.encoded(kind, docs, version=version) for kind, docs in judged.accepted.items()], judged
 
 
 def _listed(refusal: Refusal, position: int) -> dict[str, Any]:

@@ -16,8 +16,15 @@ composite aggregations in Elasticsearch/OpenSearch; no records come back to Pyth
 summed, with ``index_aggregation`` for the shapes asked for often), deleting what a rewrite left
 stale (``delete_stale``: summaries of groups that no
 longer exist), the index templates (``check_templates``, ``install_templates``), which a store
-without templates answers trivially, and whether it can be reached at all (``ping``: ``config
-check --connect``).
+without templates answers trivially, whether it can be reached at all (``ping``: ``config
+check --connect``), and a lease in the store (``take_lease``, ``release_lease``), so that of the
+several writers one store may have (collectors behind a load balancer), one at a time does
+what must not be done twice at once: the daily summaries.
+
+A store keeps one document per record id, and of two copies of an id the one of the higher
+version (:data:`collector.records.VERSION`, carried beside the record): a copy of a lower
+version is acknowledged without replacing the stored one (``superseded``), and a copy without a
+version replaces whatever is stored.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from collector.encoded import Encoded
+from collector.records import received_version
 
-__all__ = ["Aggregation", "PeriodUnit", "SendResult", "Sink", "TemplateCheck", "Total"]
+__all__ = ["Aggregation", "Lease", "PeriodUnit", "SendResult", "Sink", "TemplateCheck", "Total", "next_token"]
 
 PeriodUnit = Literal["day", "month"]
 """What :attr:`Aggregation.period` groups a record's ``timestamp`` by."""
@@ -40,13 +48,15 @@ class SendResult:
     """What a sink did with each document of a batch, by id. ``created`` and ``existed`` are
     of the ``acked`` ids: those the store did not hold before this send, and those it held
     already (the same record read again, or a corrected one); an acked id in neither is one
-    the sink cannot tell of."""
+    the sink cannot tell of. ``superseded``: acked ids of which the store holds a copy of a
+    higher version (see the module docstring), kept instead of the one sent."""
 
     acked: list[str] = field(default_factory=list)
     retry: dict[str, str] = field(default_factory=dict)  # id -> error, transient
     rejected: dict[str, str] = field(default_factory=dict)  # id -> error, permanent
     created: list[str] = field(default_factory=list)
     existed: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
     left_out: Counter[str] = field(default_factory=Counter)  # reason -> acked ids deliberately not sent
 
 
@@ -61,6 +71,30 @@ class TemplateCheck:
     @property
     def ok(self) -> bool:
         return not self.missing and not self.differ
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease ``name`` in a store, as :meth:`Sink.take_lease` found or left it: ``holder`` has it
+    until ``expires`` (UNIX seconds, by the holder's clock). ``token`` grows with every grant,
+    whoever the holder, and stays the same while one holder renews it: what a holder writes
+    under it carries it as its version, so that a holder whose lease ran out (a process paused
+    longer than the lease) never replaces or deletes what a later holder wrote."""
+
+    name: str
+    holder: str
+    token: int
+    expires: float
+
+    def held_by(self, holder: str, now: float) -> bool:
+        """Whether ``holder`` has this lease at ``now``."""
+        return self.holder == holder and now < self.expires
+
+
+def next_token(previous: int | None, now: float) -> int:
+    """The token of a new grant of a lease at ``now``: its microsecond, or one above the last
+    token when a clock behind the last holder's gives less, so that tokens only grow."""
+    return max(received_version(now), (previous or 0) + 1)
 
 
 @dataclass(frozen=True)
@@ -146,9 +180,30 @@ class Sink(Protocol):
         """Make aggregations of this shape fast when they are asked for often (the embedded
         store: a covering index; a store that indexes every field: nothing)."""
 
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+    def delete_stale(
+        self,
+        kind: str,
+        since: str,
+        until: str,
+        *,
+        field: str,
+        value: str,
+        keep: Collection[str],
+        version: int | None = None,
+    ) -> int:
         """Delete the documents of ``kind`` with ``since`` <= ``timestamp`` < ``until`` (ISO-8601
-        UTC) whose ``field`` is ``value`` and whose id is not in ``keep``; how many went."""
+        UTC) whose ``field`` is ``value`` and whose id is not in ``keep``, and, when ``version``
+        is given, whose version is lower (or none): a document written meanwhile by a newer
+        writer stays. How many went."""
+
+    def take_lease(self, name: str, holder: str, ttl_s: float, *, now: float) -> Lease:
+        """The lease ``name`` for ``holder`` until ``now + ttl_s`` if it is free, ran out or is
+        ``holder``'s already (then renewed, its token kept; otherwise a new token, above every
+        earlier one); else the lease as another holds it (compare :attr:`Lease.holder`).
+        Taken atomically: of two writers asking at once, one gets it."""
+
+    def release_lease(self, lease: Lease) -> None:
+        """Let ``lease`` go, if its holder still has it (its token stays for the next grant)."""
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' index templates are missing or outdated (nothing, for a store without)."""

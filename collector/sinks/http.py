@@ -41,7 +41,7 @@ import orjson
 from collector.encoded import Encoded
 from collector.errors import ConfigError, SinkError
 from collector.records import PROBE_KINDS, encode_docs
-from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
 __all__ = ["CollectorSink", "WriteOnlySink", "loose_token", "older_collector", "tls_context"]
@@ -97,7 +97,23 @@ class WriteOnlySink:
     def index_aggregation(self, query: Aggregation) -> None:
         """Nothing to do: the service sent to is not read through this sink."""
 
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+    def delete_stale(
+        self,
+        kind: str,
+        since: str,
+        until: str,
+        *,
+        field: str,
+        value: str,
+        keep: Collection[str],
+        version: int | None = None,
+    ) -> int:
+        raise SinkError(f"{self}: {self._not_summed}")
+
+    def take_lease(self, name: str, holder: str, ttl_s: float, *, now: float) -> Lease:
+        raise SinkError(f"{self}: {self._not_summed}")
+
+    def release_lease(self, lease: Lease) -> None:
         raise SinkError(f"{self}: {self._not_summed}")
 
     def send(self, kind: str, docs: Sequence[Mapping[str, Any]]) -> SendResult:

@@ -4,15 +4,19 @@ This is the default sink, so that nothing but Python is needed to run fairacct. 
 policy lives in this class: WAL mode (a report can read while the probe writes), one writer
 at a time (``BEGIN IMMEDIATE``), a commit durable before it is acknowledged, and upserts by
 id, so that storing the same fact twice keeps one document and a corrected fact replaces the
-old one; the ids a write found already stored are looked up in its transaction, so that a
-backfill can say what it read again. The record's time (indexed: every query bounds it) and the fields its kind names as
-``labels`` are text columns; those it names as ``measured`` are plain columns, so that
+old one, whatever its timestamp, unless the stored copy has a higher version (a ``version``
+column: an older copy flushed late by another collector is acknowledged, not stored); the ids
+a write found already stored are looked up in its transaction, so that a backfill can say
+what it read again, and which copies were older than the stored ones. The record's time
+(indexed: every query bounds it) and the fields its kind names as ``labels`` are text
+columns; those it names as ``measured`` are plain columns, so that
 :meth:`EmbeddedStore.aggregate` (one SQL ``GROUP BY``) sums columns instead of parsing every
 document. A store file written by an earlier release is brought to this release's layout
 when it is opened (:mod:`collector.sinks.sqlite_layout`: ``PRAGMA user_version``), and one
 written by a later release is refused. The daily summaries ask for a covering index of
 what they group and sum (:meth:`EmbeddedStore.index_aggregation`): the GROUP BY then reads
-that index in order.
+that index in order, and take a lease (:mod:`collector.sinks.sqlite_lease`) so that two
+collectors on one store file summarize one at a time.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import orjson
 
 from collector.encoded import Encoded
 from collector.errors import ConfigError, StoreError
-from collector.records import KINDS, encode_docs
-from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.records import KINDS, VERSION, encode_docs
+from collector.sinks import sqlite_lease
+from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
 from collector.sinks.sqlite_layout import migrate
 from collector.transaction import use_wal, write_transaction
 
@@ -114,7 +119,7 @@ class EmbeddedStore:
             with write_transaction(self._db, self.path, f"cannot create the {kind} table"):
                 self._db.execute(
                     f'CREATE TABLE IF NOT EXISTS "{kind}" '
-                    f"(id TEXT PRIMARY KEY, timestamp TEXT{cols}, doc TEXT NOT NULL)"
+                    f"(id TEXT PRIMARY KEY, timestamp TEXT{cols}, version INTEGER, doc TEXT NOT NULL)"
                 )
                 # every query bounds the time (EXPLAIN QUERY PLAN: none needs an index of a label)
                 self._db.execute(f'CREATE INDEX IF NOT EXISTS "{kind}_timestamp" ON "{kind}"(timestamp)')
@@ -138,37 +143,46 @@ class EmbeddedStore:
         """Upsert records in one transaction, their JSON stored as it is and their columns from
         the fields they carry: all are acknowledged, or none (StoreError); a record the store can
         never hold (a whole number past 64 bits in a column) is refused by itself
-        (``rejected``), never the batch, so it cannot block the ones behind it."""
+        (``rejected``), never the batch, so it cannot block the ones behind it. A record whose
+        id is stored with a higher version is acknowledged and not written (``superseded``)."""
         table = self._table(kind)
-        fields = ("timestamp", *KINDS[kind].labels, *_measured(kind))
+        fields = ("timestamp", *KINDS[kind].labels, *_measured(kind), "version")
         rows = _rows(kind, records)
         rejected: dict[str, str] = {}
         names = ", ".join(f'"{c}"' for c in ("id", *fields, "doc"))
         marks = ", ".join("?" * (len(fields) + 2))
         updates = ", ".join(f'"{c}" = excluded."{c}"' for c in (*fields, "doc"))
-        sql = f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates}"
+        # the stored copy stays when it is of a higher version than this one (both versioned)
+        newer = f"excluded.version IS NULL OR {table}.version IS NULL OR excluded.version >= {table}.version"
+        sql = f"INSERT INTO {table}({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {updates} WHERE {newer}"
         try:
-            existed = self._upsert(kind, table, sql, rows)
+            held = self._upsert(kind, table, sql, rows)
         except OverflowError:  # a whole number SQLite cannot bind (rolled back): refuse its rows alone
             rows, rejected = _bindable(rows)
-            existed = self._upsert(kind, table, sql, rows)
+            held = self._upsert(kind, table, sql, rows)
         acked = [r[0] for r in rows]
+        mine = {r[0]: r[-2] for r in rows}  # the version of each id's last row: the copy that counts
         return SendResult(
-            acked=acked, rejected=rejected, created=[i for i in acked if i not in existed], existed=sorted(existed)
+            acked=acked,
+            rejected=rejected,
+            created=[i for i in acked if i not in held],
+            existed=sorted(held),
+            superseded=sorted(i for i, v in held.items() if v is not None and mine[i] is not None and v > mine[i]),
         )
 
-    def _upsert(self, kind: str, table: str, sql: str, rows: Sequence[tuple[Any, ...]]) -> set[str]:
-        """Write ``rows`` by ``sql`` in one transaction; the ids among them the table held before.
-        They are looked up in the same transaction as the write, so no other writer comes between:
-        one lookup of the id index per record, whose pages the insert then finds cached (about
-        0.5 us of CPU a record with hashed ids, 6 % of the write; 2-3 % with ids in order:
-        bench_store.py, ten runs paired with the store before)."""
+    def _upsert(self, kind: str, table: str, sql: str, rows: Sequence[tuple[Any, ...]]) -> dict[str, int | None]:
+        """Write ``rows`` by ``sql`` in one transaction; the ids among them the table held before,
+        with their versions. They are looked up in the same transaction as the write, so no other
+        writer comes between: one lookup of the id index per record, whose pages the insert then
+        finds cached (about 0.5 us of CPU a record with hashed ids, 6 % of the write; 2-3 % with
+        ids in order: bench_store.py, ten runs paired with the store before), and the row of
+        each id found, for its version."""
         with write_transaction(self._db, self.path, f"cannot store {kind} records"):
             held = self._db.execute(
-                f"SELECT id FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
+                f"SELECT id, version FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
                 (orjson.dumps([r[0] for r in rows]).decode(),),
             )
-            existed = {i for (i,) in held}
+            existed = dict(held.fetchall())
             self._db.executemany(sql, rows)
         return existed
 
@@ -268,9 +282,20 @@ class EmbeddedStore:
                 self._db.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON {table}({", ".join(parts)})')
         self._indexes.add(name)
 
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
+    def delete_stale(
+        self,
+        kind: str,
+        since: str,
+        until: str,
+        *,
+        field: str,
+        value: str,
+        keep: Collection[str],
+        version: int | None = None,
+    ) -> int:
         """One ``DELETE`` of the documents of ``kind`` in [since, until) whose ``field`` is
-        ``value`` and whose id is not in ``keep`` (see :meth:`Sink.delete_stale`)."""
+        ``value``, whose id is not in ``keep`` and whose version is below ``version`` (see
+        :meth:`Sink.delete_stale`)."""
         table = self._table(kind)
         column = (
             f'"{field}"' if field in {*KINDS[kind].labels, *_measured(kind)} else f"json_extract(doc, '$.\"{field}\"')"
@@ -279,9 +304,20 @@ class EmbeddedStore:
             f"DELETE FROM {table} WHERE timestamp >= ? AND timestamp < ? AND {column} = ? "
             "AND id NOT IN (SELECT value FROM json_each(?))"
         )
+        params: list[Any] = [since, until, value, orjson.dumps(list(keep)).decode()]
+        if version is not None:
+            sql, params = sql + " AND (version IS NULL OR version < ?)", [*params, version]
         with write_transaction(self._db, self.path, f"cannot delete stale {kind} records"):
-            deleted = self._db.execute(sql, (since, until, value, orjson.dumps(list(keep)).decode())).rowcount
+            deleted = self._db.execute(sql, params).rowcount
         return int(deleted)
+
+    def take_lease(self, name: str, holder: str, ttl_s: float, *, now: float) -> Lease:
+        """See :meth:`Sink.take_lease` (:mod:`collector.sinks.sqlite_lease`)."""
+        return sqlite_lease.take_lease(self._db, self.path, name, holder, ttl_s, now)
+
+    def release_lease(self, lease: Lease) -> None:
+        """See :meth:`Sink.release_lease`."""
+        sqlite_lease.release_lease(self._db, self.path, lease)
 
     def check_templates(self) -> TemplateCheck:
         """The embedded store keeps a table per kind, created on first write: nothing to check."""
@@ -322,9 +358,9 @@ def _measured(kind: str) -> tuple[str, ...]:
 
 def _rows(kind: str, records: Encoded) -> list[tuple[Any, ...]]:
     """The rows of ``records``: id, the text columns (timestamp, labels), the measured columns,
-    the document as it was encoded. Built a column at a time from the fields the records carry,
-    with one type check per column in the common case (text columns all text, measured all
-    plain), not a function call per value (bench_store.py)."""
+    the version (None: none carried), the document as it was encoded. Built a column at a time
+    from the fields the records carry, with one type check per column in the common case (text
+    columns all text, measured all plain), not a function call per value (bench_store.py)."""
     spec = KINDS[kind]
     columns: list[Sequence[Any]] = [records.ids]
     for f in ("timestamp", *spec.labels):
@@ -337,6 +373,7 @@ def _rows(kind: str, records: Encoded) -> list[tuple[Any, ...]]:
         if not _PLAIN_TYPES.issuperset(map(type, values)):
             values = tuple(_plain(v) for v in values)
         columns.append(values)
+    columns.append(records.column(VERSION))
     columns.append([d.decode() for d in records.docs])  # text: SQLite's JSON functions read no BLOB
     return list(zip(*columns, strict=True))
 

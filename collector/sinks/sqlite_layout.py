@@ -17,6 +17,9 @@ Layouts:
    (every write paid for them, no query used them).
 1. every table has a column for each label and measured field of its kind, filled from the
    documents; the label indexes are gone, and the time index is there.
+2. every table has a ``version`` column (:data:`collector.records.VERSION`; none for the records
+   stored before, which any copy replaces), and the store a ``lease`` table
+   (:mod:`collector.sinks.sqlite_lease`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,16 @@ from collector.errors import StoreError
 from collector.records import KINDS
 from collector.transaction import write_transaction
 
-__all__ = ["LAYOUT_VERSION", "bring_up_table", "migrate"]
+__all__ = ["LAYOUT_VERSION", "LEASE_TABLE", "bring_up_table", "migrate"]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 """The layout this release writes (``PRAGMA user_version`` of its store files)."""
+
+LEASE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS lease "
+    "(name TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL, expires REAL NOT NULL)"
+)
+"""The leases of the store (:mod:`collector.sinks.sqlite_lease`), one row each."""
 
 _log = logging.getLogger("fairacct.store")
 
@@ -92,7 +101,18 @@ def _to_1(db: sqlite3.Connection) -> str:
     return ", ".join(done) if done else ""
 
 
-_STEPS: dict[int, Callable[[sqlite3.Connection], str]] = {0: _to_1}
+def _to_2(db: sqlite3.Connection) -> str:
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    versioned = []
+    for kind in KINDS:
+        if kind in tables and "version" not in {row[1] for row in db.execute(f'PRAGMA table_info("{kind}")')}:
+            db.execute(f'ALTER TABLE "{kind}" ADD COLUMN version INTEGER')  # no rewrite: the old rows read NULL
+            versioned.append(kind)
+    db.execute(LEASE_TABLE)
+    return f"a version column in {', '.join(versioned)}" if versioned else ""
+
+
+_STEPS: dict[int, Callable[[sqlite3.Connection], str]] = {0: _to_1, 1: _to_2}
 """From layout N to N+1: what was done, as a phrase ("" when nothing needed doing)."""
 
 

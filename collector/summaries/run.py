@@ -9,6 +9,18 @@ The kind ``audit`` (:data:`AUDIT`) is not a sum of one record kind: it is each d
 balance (:mod:`collector.summaries.audit`), written as ``audit`` summaries per submitter and
 site and ``gap`` summaries per pool, keyed, replaced and deleted as the others are.
 
+Several writers may share one store (collectors behind a load balancer, each summarizing on its
+cadence, and ``fairacct summarize``). Two runs at once would undo each other: a run sums what
+the store holds when it reads, and deletes the summaries it did not make, so one that read
+before the other wrote deletes, as stale, the groups the other found since, and writes its
+older sums over the other's. So a run holds the store's lease :data:`LEASE` (taken before it
+reads, renewed at every step, let go at the end, :meth:`Sink.take_lease`): runs take turns,
+and one that finds the lease another's raises :class:`~collector.errors.BusyError` before it
+reads anything. Its summaries carry the lease's token as their version, and it deletes only
+summaries of a lower version: should a run outlive its lease (a process paused longer than
+:data:`LEASE_S`), the store keeps what a later holder wrote, whatever the paused run writes or
+deletes after.
+
 A sum that is no number (past 1.8e308: it overflowed) is never written: JSON has no infinity,
 so the embedded store would keep it as null, which exports read as 0, and Elasticsearch refuses
 it. A collector takes no number of magnitude over 2^63 (:data:`collector.schema.MAX_MAGNITUDE`),
@@ -20,21 +32,26 @@ collector's /healthz says the run failed, ``fairacct summarize`` exits 1.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from collector.errors import SinkError
-from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, record_id
-from collector.sinks.base import Aggregation, Sink, Total
+from collector.errors import BusyError, FairacctError, SinkError
+from collector.records import SCHEMA_VERSION, SUMMARY_DIMENSIONS, VERSION, encode_docs, record_id
+from collector.sinks.base import Aggregation, Lease, Sink, Total
 from collector.summaries.audit import DEFAULT_LAG_S, DEFAULT_REACH_S, audit_rows, day_books, longest_job_s
 from collector.summaries.spec import AUDIT, AUDIT_DIMENSIONS, SOURCES, Source
 
 __all__ = [
     "KINDS",
+    "LEASE",
+    "LEASE_S",
     "Progress",
     "Summarized",
     "dated_rows",
@@ -52,6 +69,13 @@ KINDS = (*SOURCES, AUDIT)
 Progress = Callable[[int], None]
 """Told how many more steps (one per source kind and chunk of days) are done."""
 
+LEASE = "summaries"
+"""The name of the lease a summary run holds in its store (see the module docstring)."""
+
+LEASE_S = 300.0
+"""How long a summary run's lease lasts unless renewed (it is, at every step: a step of a big
+store takes seconds); a writer that died holding it holds up the others' runs that long."""
+
 
 @dataclass
 class Summarized:
@@ -59,6 +83,7 @@ class Summarized:
 
     first: date
     last: date
+    token: int  # of the lease the run holds (the last, if it ran out and was taken again): its summaries' version
     records: dict[str, int] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)
     undated: dict[str, int] = field(default_factory=dict)  # groups of records whose timestamp names no day
@@ -184,6 +209,9 @@ def summarize(
     progress: Progress | None = None,
     reach_s: float = DEFAULT_REACH_S,
     lag_s: float = DEFAULT_LAG_S,
+    holder: str | None = None,
+    lease_s: float = LEASE_S,
+    clock: Callable[[], float] = time.time,
 ) -> Summarized:
     """Summarize the days ``first`` .. ``last`` (inclusive, UTC) of every kind of ``kinds`` into ``sink``.
 
@@ -192,32 +220,52 @@ def summarize(
     and then nothing of that range is deleted. Once a range is rewritten, its summaries of
     ``kind`` that were not are deleted (groups that no longer exist).
 
+    The run holds the store's lease :data:`LEASE` for ``holder`` (default: ``probe`` and this
+    process), ``lease_s`` seconds at a time by ``clock`` (see the module docstring); a lease
+    another holds raises :class:`BusyError`, before anything is read, or at the step where
+    this run finds it lost (what it wrote stays, unless a later run wrote over it).
+
     :data:`AUDIT` among ``kinds`` writes each day's books (``audit`` and ``gap`` summaries):
     ``reach_s`` is the longest time one snapshot may stand for (the probe's
     ``pool.max_interval_s``), ``lag_s`` what the sampling bound allows at a job's ends.
     """
     if last < first:
         raise ValueError(f"the last day ({last}) is before the first ({first})")
+    holder = holder or f"{probe} (pid {os.getpid()})"
+    lease = _lease(sink, holder, lease_s, clock)
     written = [k for k in kinds if k != AUDIT] + (list(AUDIT_DIMENSIONS) if AUDIT in kinds else [])
-    done = Summarized(first, last, dict.fromkeys(written, 0), dict.fromkeys(written, 0))
-    for kind in kinds:
-        if kind == AUDIT:
-            _summarize_books(sink, first, last, done, probe=probe, chunk_days=chunk_days, progress=progress,
-                             reach_s=reach_s, lag_s=lag_s)  # fmt: skip
-            continue
-        source = SOURCES[kind]
-        sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
-        for start, end in day_range(first, last, chunk_days):
-            since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
-            query = Aggregation(kind, source.dimensions, source.totals, "day", since, until, source.requires)
-            rows, undated = dated_rows(sink.aggregate(query))
-            if undated:
-                done.undated[kind] = done.undated.get(kind, 0) + undated
-            docs, kept = _written(kind, source_rows(source, rows), done, probe=probe)
-            done.records[kind] += len(docs)
-            done.deleted[kind] += _replace(sink, kind, docs, since, until, kept)
-            if progress is not None:
-                progress(1)
+    done = Summarized(first, last, lease.token, dict.fromkeys(written, 0), dict.fromkeys(written, 0))
+
+    def step(n: int) -> None:
+        nonlocal lease
+        # renewed; lost: BusyError; run out and taken again (no other took it): a new token, above
+        # any other holder's meanwhile, for what is read and written from here on
+        lease = _lease(sink, holder, lease_s, clock)
+        done.token = lease.token
+        if progress is not None:
+            progress(n)
+
+    try:
+        for kind in kinds:
+            if kind == AUDIT:
+                _summarize_books(sink, first, last, done, probe=probe, chunk_days=chunk_days, progress=step,
+                                 reach_s=reach_s, lag_s=lag_s)  # fmt: skip
+                continue
+            source = SOURCES[kind]
+            sink.index_aggregation(Aggregation(kind, source.dimensions, source.totals, "day"))
+            for start, end in day_range(first, last, chunk_days):
+                since, until = f"{start}T00:00:00Z", f"{end}T00:00:00Z"
+                query = Aggregation(kind, source.dimensions, source.totals, "day", since, until, source.requires)
+                rows, undated = dated_rows(sink.aggregate(query))
+                if undated:
+                    done.undated[kind] = done.undated.get(kind, 0) + undated
+                docs, kept = _written(kind, source_rows(source, rows), done, probe=probe)
+                done.records[kind] += len(docs)
+                done.deleted[kind] += _replace(sink, kind, docs, since, until, done.token, kept)
+                step(1)
+    finally:
+        with contextlib.suppress(FairacctError):  # a store that failed: the lease runs out by itself
+            sink.release_lease(lease)
     if done.overflowed:
         shown = "; ".join(done.overflowed[:3]) + ("; ..." if len(done.overflowed) > 3 else "")
         raise SinkError(
@@ -227,6 +275,20 @@ def summarize(
             "were. Correct or delete those records, then summarize those days again"
         )
     return done
+
+
+def _lease(sink: Sink, holder: str, lease_s: float, clock: Callable[[], float]) -> Lease:
+    """The summaries' lease taken or renewed for ``holder``; BusyError when another has it."""
+    now = clock()
+    lease = sink.take_lease(LEASE, holder, lease_s, now=now)
+    if lease.held_by(holder, now):
+        return lease
+    until = datetime.fromtimestamp(lease.expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise BusyError(
+        f"{sink}: {lease.holder} is making the daily summaries of this store (its lease runs until {until} "
+        "unless renewed); runs are made one at a time, so this one stops here: run it again once that one is "
+        "done (a collector tries again by itself a minute later)"
+    )
 
 
 def _written(
@@ -246,13 +308,13 @@ def _written(
 
 
 def _replace(
-    sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, until: str, kept: Sequence[str] = ()
+    sink: Sink, kind: str, docs: list[dict[str, Any]], since: str, until: str, version: int, kept: Sequence[str] = ()
 ) -> int:
-    """Store the summaries ``docs`` of ``kind`` and delete those of [since, until) neither among
-    them nor ``kept``; how many were deleted. Raises :class:`SinkError` when the store does not
-    take them all."""
+    """Store the summaries ``docs`` of ``kind`` with ``version`` and delete those of [since, until)
+    neither among them nor ``kept`` and of a lower version; how many were deleted. Raises
+    :class:`SinkError` when the store does not take them all."""
     if docs:
-        result = sink.send("summary", docs)
+        result = sink.send_encoded("summary", encode_docs("summary", docs).carrying(VERSION, version))
         failed = {**result.retry, **result.rejected}
         if failed:
             raise SinkError(
@@ -260,7 +322,7 @@ def _replace(
                 f"were not stored: {next(iter(failed.values()))}"
             )
     keep = [d["id"] for d in docs] + list(kept)
-    return sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep)
+    return sink.delete_stale("summary", since, until, field="record_kind", value=kind, keep=keep, version=version)
 
 
 def _summarize_books(
@@ -294,7 +356,7 @@ def _summarize_books(
             day += timedelta(days=1)
         for kind, kind_rows in rows.items():
             docs, kept = _written(kind, kind_rows, done, probe=probe)
-            done.deleted[kind] += _replace(sink, kind, docs, since, until, kept)
+            done.deleted[kind] += _replace(sink, kind, docs, since, until, done.token, kept)
             done.records[kind] += len(docs)
         if progress is not None:
             progress(1)

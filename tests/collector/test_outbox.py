@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pandas as pd
 
 from collector.encoded import Encoded
 from collector.errors import SinkError
@@ -114,6 +115,20 @@ def test_ids_come_from_the_facts() -> None:
     assert len({d["id"] for d in docs}) == len(docs)
     assert {d["kind"] for d in docs} == {"slot"} and all(d["schema_version"] == 1 for d in docs)
     assert set(KINDS) == {"slot", "allocation", "job", "fairshare", "fairness", "gap", "priority", "summary", "gratia"}
+
+
+def test_every_id_holds_the_time_of_its_record() -> None:
+    """A fact made again names the same month with the same id (issue 54, point 7): every kind
+    made from tables has its time field among its id fields (a gap's end was not)."""
+    made = {k: spec for k, spec in KINDS.items() if spec.id_fields}
+    assert set(made) == set(KINDS) - {"gratia"}  # Gratia's id is a hash of the content, EndTime with it
+    assert {k: s.time_field for k, s in made.items() if s.time_field not in s.id_fields} == {}
+    assert KINDS["gap"].id_fields == ("pool", "name", "start", "end")
+    gap = {"pool": "demo", "name": "slot1@node1", "start": 1795300000, "end": 1795300300}
+    frame = pd.DataFrame([gap, dict(gap, end=1795300600)])  # one stretch, its end moved: two facts
+    ids = [d["id"] for d in table_docs("gap", frame, probe="p")]
+    assert ids == [record_id("gap", "demo", "slot1@node1", 1795300000, e) for e in (1795300300, 1795300600)]
+    assert len(set(ids)) == 2
 
 
 def test_the_store_answers_queries_by_time(tmp_path: Path) -> None:

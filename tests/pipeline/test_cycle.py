@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from collector.outbox import Outbox
+from collector.records import KINDS
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import load_config
 from probes.pipeline.cycle import ProbeCycle, snapshot_step
@@ -43,7 +44,8 @@ state_dir = "state"
 def stored(state: Path) -> dict[str, dict[str, str]]:
     """Every stored document, by kind and id."""
     with sqlite3.connect(state / "fairacct.sqlite") as db:
-        kinds = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        kinds = [t for t in tables if t in KINDS]  # the record tables (not the store's leases)
         return {k: dict(db.execute(f'SELECT id, doc FROM "{k}"').fetchall()) for k in kinds}
 
 

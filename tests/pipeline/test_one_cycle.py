@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from collector.outbox import Outbox
+from collector.records import KINDS
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import ProbeConfig, load_config
 from probes.pipeline.cycle import ProbeCycle
@@ -55,7 +56,8 @@ health_port = 0
 def stored(state: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """Every stored document of the embedded store in ``state``, by kind and id."""
     with sqlite3.connect(state / "fairacct.sqlite") as db:
-        kinds = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        kinds = [t for t in tables if t in KINDS]  # the record tables (not the store's leases)
         return {k: {i: json.loads(d) for i, d in db.execute(f'SELECT id, doc FROM "{k}"')} for k in kinds}
 
 

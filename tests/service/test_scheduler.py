@@ -30,6 +30,7 @@ import pytest
 
 from collector.errors import ConfigError
 from collector.outbox import Outbox
+from collector.records import KINDS
 from collector.sinks.sqlite import EmbeddedStore
 from probes.accounting.fairshare import job_usage, window_usage
 from probes.cli import main
@@ -399,7 +400,8 @@ def test_no_sources_is_a_configuration_error(tmp_path: Path, capsys: pytest.Capt
 def stored_ids(state: Path) -> dict[str, set[str]]:
     with sqlite3.connect(state / "fairacct.sqlite") as db:
         # summaries are derived from the records (and re-made on a cadence): not records to lose
-        kinds = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'summary'")]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        kinds = [t for t in tables if t in KINDS and t != "summary"]  # the records (not the store's leases)
         return {k: {r[0] for r in db.execute(f'SELECT id FROM "{k}"')} for k in kinds}
 
 

@@ -1,8 +1,10 @@
-"""Bulk writes: a batch of documents cut into ``_bulk`` requests by count and by bytes, each
+"""Bulk writes: a batch of records cut into ``_bulk`` requests by count and by bytes, each
+preceded by the lookup of its ids in other months (:mod:`~collector.sinks.elasticsearch.copies`),
 retried while its failure may pass, halved when the store finds it too large.
 
-A request holds at most ``batch_size`` documents and ``max_bytes`` bytes of action and source
-lines (a document larger than that goes alone). Counting documents alone was not enough: 16
+A request holds at most ``batch_size`` records and ``max_bytes`` bytes of their sources (a
+record larger than that goes alone; the action lines and the deletes of copies in other months
+come on top). Counting documents alone was not enough: 16
 records of 7.8 MB made bulks of 125 MB, and a cluster refuses a body over its
 ``http.max_content_length`` (100 MB by default; 10 MiB on small Amazon OpenSearch Service
 instances) with 413, whatever it holds. Sent again as it was, the same body was refused again,
@@ -12,8 +14,9 @@ parts: each cut again while refused), until what fits is stored, and the next re
 to fit from the start; a document refused alone is rejected for good, with the reason, and the
 outbox sets it aside as a dead letter while the rest flows.
 
-Every item's result is read: 2xx is acknowledged, 408/429/5xx is worth another try, any other
-4xx (a mapping conflict) is rejected for good with the server's reason. Failures of a whole
+Every item's result is read (:func:`~collector.sinks.elasticsearch.copies.settle`): 2xx is
+acknowledged, 408/429/5xx is worth another try, any other 4xx (a mapping conflict) is rejected
+for good with the server's reason. Failures of a whole
 request that may pass (connection refused or reset, timeouts, 408, 429, 5xx) are retried with
 bounded, jittered exponential backoff; after the budget the documents are reported in
 ``retry`` (the outbox keeps them), never raised away or dropped. Any other failure of a whole
@@ -30,7 +33,8 @@ from typing import Any
 
 from collector.errors import ElasticsearchError
 from collector.sinks.base import SendResult
-from collector.sinks.elasticsearch.transport import Client, error_text, is_transient
+from collector.sinks.elasticsearch.copies import Pending, Plan, settle
+from collector.sinks.elasticsearch.transport import Client
 
 __all__ = ["BULK_BYTES", "Bulks", "cut"]
 
@@ -44,28 +48,28 @@ of the largest records a probe makes."""
 _TOO_LARGE = 413
 
 
-def cut(lines: Mapping[str, bytes], count: int, size: Callable[[], int]) -> Iterator[dict[str, bytes]]:
-    """``lines`` (id -> a document's action and source lines), in order, in parts of at most
-    ``count`` documents and ``size()`` bytes; a document over it alone makes a part of its own.
-    ``size`` is asked again for each document, so that a budget lowered while the parts are sent
-    (a 413) cuts the rest."""
-    part: dict[str, bytes] = {}
+def cut(pending: Mapping[str, Pending], count: int, size: Callable[[], int]) -> Iterator[dict[str, Pending]]:
+    """``pending`` (id -> record), in order, in parts of at most ``count`` records and ``size()``
+    bytes of sources; a record over it alone makes a part of its own. ``size`` is asked again for
+    each record, so that a budget lowered while the parts are sent (a 413) cuts the rest."""
+    part: dict[str, Pending] = {}
     used = 0
-    for id_, line in lines.items():
-        if part and (len(part) >= count or used + len(line) > size()):
+    for id_, record in pending.items():
+        if part and (len(part) >= count or used + len(record.source) > size()):
             yield part
             part, used = {}, 0
-        part[id_] = line
-        used += len(line)
+        part[id_] = record
+        used += len(record.source)
     if part:
         yield part
 
 
 @dataclass
 class Bulks:
-    """Writes documents of one kind through ``client`` (see the module docstring). ``where``
-    starts every message; ``sleep`` waits and ``jitter`` returns [0, 1), parameters so that
-    tests need not wait. ``max_bytes`` is lowered by a 413 (:meth:`_too_large`)."""
+    """Writes records of one kind through ``client`` (see the module docstring). ``plans``
+    looks a part's ids up and says what to write for each (the sink's lookup, made again before
+    each attempt). ``where`` starts every message; ``sleep`` waits and ``jitter`` returns [0, 1),
+    parameters so that tests need not wait. ``max_bytes`` is lowered by a 413 (:meth:`_too_large`)."""
 
     client: Client
     where: str
@@ -76,13 +80,14 @@ class Bulks:
     backoff_max_s: float
     sleep: Callable[[float], None]
     jitter: Callable[[], float]
+    plans: Callable[[str, Mapping[str, Pending]], dict[str, Plan]]
 
-    def write(self, kind: str, lines: Mapping[str, bytes], result: SendResult) -> None:
-        """Store ``lines`` (id -> action and source lines), in as many requests as the budgets
-        cut them into; what became of each document goes into ``result``. Once a request is
-        left to retry, the rest are not sent but left to retry too: in an outage each would
-        wait its whole retry budget out, and the outbox sends them again anyway."""
-        parts = cut(lines, self.batch_size, lambda: self.max_bytes)
+    def write(self, kind: str, pending: Mapping[str, Pending], result: SendResult) -> None:
+        """Store ``pending`` (id -> record), in as many requests as the budgets cut them into;
+        what became of each goes into ``result``. Once a request is left to retry, the rest are
+        not sent but left to retry too: in an outage each would wait its whole retry budget out,
+        and the outbox sends them again anyway."""
+        parts = cut(pending, self.batch_size, lambda: self.max_bytes)
         for part in parts:
             self._bulk(kind, part, result)
             if result.retry:  # the store is down or behind: the next parts would wait their retries out too
@@ -92,9 +97,11 @@ class Bulks:
                 )
                 return
 
-    def _bulk(self, kind: str, pending: dict[str, bytes], result: SendResult) -> None:
-        """One bulk request of ``pending`` (id -> lines), retrying what may pass; halved on 413."""
+    def _bulk(self, kind: str, pending: dict[str, Pending], result: SendResult) -> None:
+        """One lookup and one bulk request of ``pending`` (id -> record), retrying what may pass;
+        halved on 413."""
         errors: dict[str, str] = {}
+        size = sum(len(r.source) for r in pending.values())
         for attempt in range(self.max_retries + 1):
             if attempt:
                 delay = self._delay(attempt)
@@ -103,12 +110,16 @@ class Bulks:
                     self.where, len(pending), kind, next(iter(errors.values())), attempt, self.max_retries, delay,
                 )  # fmt: skip
                 self.sleep(delay)
-            body = b"".join(pending.values())
-            size = len(body)
+            body = b""
             try:
-                response = self.client.request(
-                    "POST", "/_bulk", body, what=f"bulk write of {len(pending)} {kind} documents", ndjson=True
-                )
+                plans = self.plans(kind, pending)
+                writes = {i: p for i, p in plans.items() if p.actions}
+                response = None
+                if writes:
+                    body = b"".join(p.lines for p in writes.values())
+                    size = len(body)
+                    what = f"bulk write of {len(writes)} {kind} documents"
+                    response = self.client.request("POST", "/_bulk", body, what=what, ndjson=True)
             except ElasticsearchError as exc:
                 if exc.status != _TOO_LARGE and not exc.transient:
                     raise
@@ -118,7 +129,10 @@ class Bulks:
                 continue
             finally:
                 del body  # neither kept through the wait before the next attempt nor while its parts go
-            errors = self._read_items(kind, response, list(pending), result)
+            for i, p in plans.items():
+                if not p.actions:  # a newer copy stored, and no other: nothing to write
+                    settle(i, p, (), result)
+            errors = self._read_items(kind, response, writes, result)
             pending = {i: pending[i] for i in errors}
             if not pending:
                 return
@@ -127,15 +141,15 @@ class Bulks:
             return
         self._too_large(kind, pending, size, next(iter(errors.values())), result)
 
-    def _too_large(self, kind: str, pending: dict[str, bytes], size: int, error: str, result: SendResult) -> None:
+    def _too_large(self, kind: str, pending: dict[str, Pending], size: int, error: str, result: SendResult) -> None:
         """The store refused a body of ``size`` bytes as too large: requests cut to half that size
         from now on, ``pending`` sent again so (in halves, or smaller parts, each cut again while
         refused); one document refused alone is rejected."""
         self.max_bytes = max(1, min(self.max_bytes, size // 2))
         if len(pending) == 1:
-            ((id_, line),) = pending.items()
+            ((id_, _),) = pending.items()
             result.rejected[id_] = (
-                f"{kind} document {id_}: too large for the store: a bulk request of it alone ({len(line)} bytes) was "
+                f"{kind} document {id_}: too large for the store: a bulk request of it alone ({size} bytes) was "
                 f"refused ({error}); raise the store's http.max_content_length (or make the record smaller), then put "
                 "it back in the outbox (fairacct outbox retry)"
             )
@@ -148,31 +162,24 @@ class Bulks:
         )  # fmt: skip
         self.write(kind, pending, result)
 
-    def _read_items(self, kind: str, response: Any, ids: list[str], result: SendResult) -> dict[str, str]:
-        """Sort a bulk response's items into ``result``; return the transient errors by id. A
-        stored item's ``result`` says whether its id was new to the index (``created``) or there
-        already (``updated``, ``noop``); an item without one is acknowledged, neither."""
+    def _read_items(self, kind: str, response: Any, plans: dict[str, Plan], result: SendResult) -> dict[str, str]:
+        """Sort a bulk response's items into ``result``
+        (:func:`~collector.sinks.elasticsearch.copies.settle`, a record's index and deletes
+        together); return the transient errors by id."""
+        if not plans:
+            return {}
         items = response.get("items") if isinstance(response, Mapping) else None
-        if not isinstance(items, list) or len(items) != len(ids):
+        expected = sum(len(p.actions) for p in plans.values())
+        if not isinstance(items, list) or len(items) != expected:
             got = len(items) if isinstance(items, list) else "no"
-            return dict.fromkeys(ids, f"{self.where}: bulk response has {got} items for {len(ids)} {kind} documents")
+            return dict.fromkeys(plans, f"{self.where}: bulk response has {got} items for {expected} {kind} actions")
         transient = {}
-        for id_, item in zip(ids, items, strict=True):  # lengths checked above
-            outcome: Any = next(iter(item.values()), {}) if isinstance(item, Mapping) else {}
-            status = outcome.get("status") if isinstance(outcome, Mapping) else None
-            if not isinstance(status, int):
-                transient[id_] = f"{self.where}: no status for this document in the bulk response"
-            elif 200 <= status < 300:
-                result.acked.append(id_)
-                told = outcome.get("result")
-                if told == "created":
-                    result.created.append(id_)
-                elif told in ("updated", "noop"):  # the id was in the index already
-                    result.existed.append(id_)
-            elif is_transient(status):
-                transient[id_] = f"{status} {error_text(outcome.get('error'))}"
-            else:
-                result.rejected[id_] = error_text(outcome.get("error"))
+        at = 0
+        for id_, p in plans.items():
+            error = settle(id_, p, items[at : at + len(p.actions)], result)
+            at += len(p.actions)
+            if error is not None:
+                transient[id_] = f"{self.where}: {error}"
         return transient
 
     def _delay(self, attempt: int) -> float:

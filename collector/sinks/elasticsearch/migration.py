@@ -7,10 +7,11 @@ recorded has none: 0). An index behind the installed template is moved, by
 :meth:`ElasticsearchSink.upgrade_indices <collector.sinks.elasticsearch.sink.ElasticsearchSink.upgrade_indices>`:
 
 1. a new index ``<monthly name>-v<N>`` is made (the template gives it the current mapping);
-2. ``_reindex`` copies every document into it, under the same ids (run again, it replaces them),
-   in the background (a big month takes longer than one request may), watched until the new
-   index holds as many documents as the old (given up once it copies nothing for
-   :data:`REINDEX_STALL_S`);
+2. ``_reindex`` copies every document into it, under the same ids and versions (``version_type``
+   ``external``: a record's version, :data:`collector.records.VERSION`, guards it after the move
+   as before; run again, it skips what it copied), in the background (a big month takes longer
+   than one request may), watched until the new index holds as many documents as the old
+   (given up once it copies nothing for :data:`REINDEX_STALL_S`);
 3. the two indices' document counts are compared; unequal, nothing is swapped and the old
    index stays as it was (an error says so);
 4. one ``_aliases`` request makes the monthly name an alias of the new index and removes the
@@ -26,11 +27,17 @@ move refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["REINDEX_POLL_S", "REINDEX_STALL_S", "VERSION_KEY", "Move", "behind", "swap_actions"]
+from collector.errors import ElasticsearchError
+
+if TYPE_CHECKING:
+    from collector.sinks.elasticsearch.transport import Client
+
+__all__ = ["REINDEX_POLL_S", "REINDEX_STALL_S", "VERSION_KEY", "Move", "behind", "move_index", "swap_actions"]
 
 VERSION_KEY = "fairacct_mapping_version"
 
@@ -80,3 +87,63 @@ def swap_actions(move: Move) -> dict[str, Any]:
     actions.append({"add": {"index": move.target, "alias": move.alias}})
     actions.append({"remove_index": {"index": move.index}})
     return {"actions": actions}
+
+
+def move_index(client: Client, where: str, move: Move, sleep: Callable[[float], None]) -> str:
+    """Bring one index behind its template (steps 1 to 4 of the module docstring); the line
+    that says what was done. ``where`` names the cluster in errors; ``sleep`` waits between two
+    looks at the copy. Raises ElasticsearchError when the move fails."""
+    doing = f"moving {move.index} to {move.target}"
+    try:
+        client.request("PUT", f"/{move.target}", None, what=f"{doing}: creating {move.target}")
+    except ElasticsearchError as exc:
+        if exc.status != 400 or "already_exists" not in str(exc):  # an earlier move cut short: fill it again
+            raise
+    # in the background: a month of a big pool takes longer than one request may (timeout_s);
+    # external versions, so that each document keeps its own (internal ones would start at 1
+    # again, below every copy still waiting in an outbox); what an earlier move copied, of the
+    # same version, is a conflict to pass over
+    answer = client.request(
+        "POST", "/_reindex?wait_for_completion=false&refresh=true",
+        {"source": {"index": move.index}, "dest": {"index": move.target, "version_type": "external"},
+         "conflicts": "proceed"},
+        what=f"{doing}: reindexing",
+    )  # fmt: skip
+    task = answer.get("task") if isinstance(answer, Mapping) else None
+    want = _count_now(client, move.index, doing)
+    counts = [want, _await_copy(client, where, doing, move, task, want, sleep)]
+    if counts[0] != counts[1]:
+        raise ElasticsearchError(
+            f"{where}: {doing}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
+            f"the reindex (was something writing?); nothing swapped, {move.index} kept: run it again with the "
+            "writers stopped"
+        )
+    client.request("POST", "/_aliases", swap_actions(move), what=f"{doing}: swapping the alias {move.alias}")
+    return (
+        f"{move.index}: mapping v{move.version} behind v{move.current}: {counts[0]} documents reindexed into "
+        f"{move.target}, counts equal; {move.alias} is now an alias of {move.target}, {move.index} removed"
+    )
+
+
+def _count_now(client: Client, index: str, doing: str) -> int:
+    client.request("POST", f"/{index}/_refresh", None, what=f"{doing}: refreshing {index}")
+    return int(client.request("GET", f"/{index}/_count", None, what=f"{doing}: counting {index}")["count"])
+
+
+def _await_copy(
+    client: Client, where: str, doing: str, move: Move, task: object, want: int, sleep: Callable[[float], None]
+) -> int:
+    """The documents in ``move.target`` once the reindex has copied ``want`` (what
+    ``move.index`` holds); raises ElasticsearchError when the copy stops growing for
+    :data:`REINDEX_STALL_S`."""
+    copied, grew = -1, time.monotonic()
+    while (now := _count_now(client, move.target, doing)) < want:
+        if now > copied:
+            copied, grew = now, time.monotonic()
+        elif time.monotonic() - grew > REINDEX_STALL_S:
+            raise ElasticsearchError(
+                f"{where}: {doing}: the reindex stopped at {now} of {want} documents for {REINDEX_STALL_S:g} "
+                f"s (task {task}: GET _tasks/{task} says why); nothing swapped, {move.index} kept"
+            )
+        sleep(REINDEX_POLL_S)
+    return now

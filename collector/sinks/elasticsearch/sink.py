@@ -3,18 +3,22 @@
 A document of kind K whose ``timestamp`` falls in month M goes to the index
 ``<prefix>-K-YYYY.MM``: the record's own time, never the time it arrived, so a late record
 lands beside its peers and a month can be dropped whole. A batch is sent as ``_bulk`` requests
-of *index* operations with ``_id`` = the record id, so sending the same fact twice keeps one
-document and a corrected fact replaces the old one. The requests are cut by count and by
-bytes, retried while their failure may pass and halved when the store finds one too large
-(413): :mod:`~collector.sinks.elasticsearch.bulk`. What no retry can mend (authentication,
-TLS, a request the server cannot read) raises :class:`ElasticsearchError`; nothing of that
-request is acknowledged, so the outbox keeps it.
+of *index* operations with ``_id`` = the record id, each preceded by one lookup of its ids in
+the kind's other months, and of *delete* operations for the copies of those ids another month
+holds (:mod:`~collector.sinks.elasticsearch.copies`): sending the same fact twice keeps one
+document, a corrected fact replaces the old one wherever it was, and a copy of a lower version
+than the stored one (:data:`collector.records.VERSION`) is acknowledged without replacing it.
+The requests are cut by count and by bytes, retried while their failure may pass and halved
+when the store finds one too large (413): :mod:`~collector.sinks.elasticsearch.bulk`. What no
+retry can mend (authentication, TLS, a request the server cannot read) raises
+:class:`ElasticsearchError`; nothing of that request is acknowledged, so the outbox keeps it.
 
 Two flavours behind one small interface (:class:`Client`): the official ``elasticsearch``
 client for ``http(s)://`` URLs and ``opensearch-py``, imported only then, for
 ``opensearch+http(s)://`` URLs. Index templates are the JSON files of ``mappings/``, one per
 kind. Secrets (an API key, a password) are read from a file or from an environment variable
-named in the parameters, never taken as literals, never logged, and masked in ``repr``.
+named in the parameters, never taken as literals, never logged, and masked in ``repr``. Leases
+(:mod:`~collector.sinks.elasticsearch.lease`) are documents of ``<prefix>-lease``.
 """
 
 from __future__ import annotations
@@ -30,25 +34,23 @@ from urllib.parse import urlsplit, urlunsplit
 
 from collector.encoded import Encoded
 from collector.errors import ConfigError, ElasticsearchError
-from collector.sinks.base import Aggregation, SendResult, TemplateCheck
+from collector.records import VERSION
+from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
+from collector.sinks.elasticsearch import lease, stale
 from collector.sinks.elasticsearch.auth import read_auth
 from collector.sinks.elasticsearch.bulk import BULK_BYTES, Bulks
 from collector.sinks.elasticsearch.composite import composite_body, page_rows
-from collector.sinks.elasticsearch.migration import REINDEX_POLL_S, REINDEX_STALL_S, Move, behind, swap_actions
+from collector.sinks.elasticsearch.copies import LOOKUP_IDS, Copy, Pending, Plan, copies_of, lookup_body, plan
+from collector.sinks.elasticsearch.migration import behind, move_index
 from collector.sinks.elasticsearch.templates import (
     INDEX_PREFIX,
     KIND_NAME,
+    check_installed,
     field_types_of,
     load_templates,
     monthly_index,
-    template_difference,
 )
-from collector.sinks.elasticsearch.transport import (
-    FLAVOURS,
-    Client,
-    ElasticsearchClient,
-    OpenSearchClient,
-)
+from collector.sinks.elasticsearch.transport import FLAVOURS, Client, ElasticsearchClient, OpenSearchClient
 
 __all__ = ["ElasticsearchSink", "StoredDocument"]
 
@@ -151,7 +153,7 @@ class ElasticsearchSink:
         )
         self.bulks = Bulks(
             self._client, self._where, batch_size, bulk_bytes, max_retries, float(backoff_s), float(backoff_max_s),
-            sleep, jitter,
+            sleep, jitter, self._plans,
         )  # fmt: skip
 
     @classmethod
@@ -205,7 +207,7 @@ class ElasticsearchSink:
 
     def send_encoded(self, kind: str, records: Encoded) -> SendResult:
         """Store records of one kind, their JSON as it is, each under the index of its carried
-        ``timestamp``; say what became of each.
+        ``timestamp`` and with its carried version; say what became of each.
 
         Records without a usable ``timestamp`` are rejected without a request. Of several
         records with the same id, the last counts. A failure that no retry can mend
@@ -214,22 +216,35 @@ class ElasticsearchSink:
         """
         self._check_kind(kind)
         result = SendResult()
-        lines: dict[str, bytes] = {}  # id -> action and source lines, in order
-        for position, (id_, stamp, source) in enumerate(
-            zip(records.ids, records.column("timestamp"), records.docs, strict=True)
+        pending: dict[str, Pending] = {}
+        for position, (id_, stamp, version, source) in enumerate(
+            zip(records.ids, records.column("timestamp"), records.column(VERSION), records.docs, strict=True)
         ):
             _string_id(kind, position, id_)
-            lines.pop(id_, None)
+            pending.pop(id_, None)
             result.rejected.pop(id_, None)
             try:
                 index = monthly_index(self.prefix, kind, stamp)
             except (TypeError, ValueError) as exc:
                 result.rejected[id_] = f"{kind} document {id_}: {exc}"
                 continue
-            action = json.dumps({"index": {"_index": index, "_id": id_}}, separators=(",", ":")).encode()
-            lines[id_] = b"%s\n%s\n" % (action, source)
-        self.bulks.write(kind, lines, result)
+            pending[id_] = Pending(index, source, version if type(version) is int else None)
+        self.bulks.write(kind, pending, result)
         return result
+
+    def _plans(self, kind: str, pending: Mapping[str, Pending]) -> dict[str, Plan]:
+        """What to write for each record, from one lookup of their ids in other months per :data:`LOOKUP_IDS`."""
+        pattern = self._pattern(kind)
+        ids = list(pending)
+        found: dict[str, list[Copy]] = {}
+        for start in range(0, len(ids), LOOKUP_IDS):
+            part = {i: pending[i] for i in ids[start : start + LOOKUP_IDS]}
+            answer = self._client.request(
+                "POST", f"/{pattern}/_search?ignore_unavailable=true&allow_no_indices=true", lookup_body(part),
+                what=f"looking up {len(part)} {kind} ids in every month",
+            )  # fmt: skip
+            found |= copies_of(answer)
+        return {i: plan(i, record, found.get(i, ())) for i, record in pending.items()}
 
     # -- templates ------------------------------------------------------------------------------
 
@@ -272,79 +287,12 @@ class ElasticsearchSink:
                 "GET", f"/{pattern}/_mapping", None, what=f"reading the mappings of {pattern}"
             )
             for move in behind(mappings or {}, self.prefix, kind, template["version"]):
-                done.append(self._move(move))
+                done.append(move_index(self._client, self._where, move, self._sleep))
         return done
-
-    def _move(self, move: Move) -> str:
-        where = f"moving {move.index} to {move.target}"
-        try:
-            self._client.request("PUT", f"/{move.target}", None, what=f"{where}: creating {move.target}")
-        except ElasticsearchError as exc:
-            if exc.status != 400 or "already_exists" not in str(exc):  # an earlier move cut short: fill it again
-                raise
-        # in the background: a month of a big pool takes longer than one request may (timeout_s)
-        answer = self._client.request(
-            "POST", "/_reindex?wait_for_completion=false&refresh=true",
-            {"source": {"index": move.index}, "dest": {"index": move.target}}, what=f"{where}: reindexing",
-        )  # fmt: skip
-        task = answer.get("task") if isinstance(answer, Mapping) else None
-        want = self._count_now(move.index, where)
-        counts = [want, self._await_copy(move, where, task, want)]
-        if counts[0] != counts[1]:
-            raise ElasticsearchError(
-                f"{self._where}: {where}: {move.index} holds {counts[0]} documents, {move.target} {counts[1]} after "
-                f"the reindex (was something writing?); nothing swapped, {move.index} kept: run it again with the "
-                "writers stopped"
-            )
-        self._client.request("POST", "/_aliases", swap_actions(move), what=f"{where}: swapping the alias {move.alias}")
-        return (
-            f"{move.index}: mapping v{move.version} behind v{move.current}: {counts[0]} documents reindexed into "
-            f"{move.target}, counts equal; {move.alias} is now an alias of {move.target}, {move.index} removed"
-        )
-
-    def _count_now(self, index: str, where: str) -> int:
-        self._client.request("POST", f"/{index}/_refresh", None, what=f"{where}: refreshing {index}")
-        return int(self._client.request("GET", f"/{index}/_count", None, what=f"{where}: counting {index}")["count"])
-
-    def _await_copy(self, move: Move, where: str, task: object, want: int) -> int:
-        """The documents in ``move.target`` once the reindex has copied ``want`` (what
-        ``move.index`` holds); raises ElasticsearchError when the copy stops growing for
-        :data:`REINDEX_STALL_S`."""
-        copied, grew = -1, time.monotonic()
-        while (now := self._count_now(move.target, where)) < want:
-            if now > copied:
-                copied, grew = now, time.monotonic()
-            elif time.monotonic() - grew > REINDEX_STALL_S:
-                raise ElasticsearchError(
-                    f"{self._where}: {where}: the reindex stopped at {now} of {want} documents for {REINDEX_STALL_S:g} "
-                    f"s (task {task}: GET _tasks/{task} says why); nothing swapped, {move.index} kept"
-                )
-            self._sleep(REINDEX_POLL_S)
-        return now
 
     def check_templates(self) -> TemplateCheck:
         """Which kinds' templates are missing on the server or differ from ``mappings/``."""
-        missing: list[str] = []
-        differ: dict[str, str] = {}
-        for kind, expected in load_templates(self.prefix, self._mappings).items():
-            name = f"{self.prefix}-{kind}"
-            try:
-                answer = self._client.request(
-                    "GET", f"/_index_template/{name}", None, what=f"reading index template {name}"
-                )
-            except ElasticsearchError as exc:
-                if exc.status == 404:
-                    missing.append(kind)
-                    continue
-                raise
-            found = [t.get("index_template", {}) for t in answer.get("index_templates", []) if t.get("name") == name]
-            if not found:
-                missing.append(kind)
-                continue
-            difference = template_difference(found[0], expected)
-            if difference:
-                differ[kind] = difference
-        return TemplateCheck(missing, differ)
+        return check_installed(self._client, load_templates(self.prefix, self._mappings), self.prefix)
 
     # -- reading (for reports, checks and tests) -------------------------------------------------
 
@@ -415,26 +363,32 @@ class ElasticsearchSink:
     def index_aggregation(self, query: Aggregation) -> None:
         """Nothing to do: every field of the templates is indexed and has doc values."""
 
-    def delete_stale(self, kind: str, since: str, until: str, *, field: str, value: str, keep: Collection[str]) -> int:
-        """One ``_delete_by_query`` over every month of ``kind`` (see :meth:`Sink.delete_stale`):
-        the server finds and deletes; ``keep`` goes as an ``ids`` query, so it must stay under
-        the server's ``index.max_terms_count`` (65,536: a month of summaries of a big pool)."""
-        pattern = self._pattern(kind)
-        self._client.request("POST", f"/{pattern}/_refresh", None, what=f"refreshing {pattern}")
-        body = {
-            "query": {
-                "bool": {
-                    "filter": [{"range": {"timestamp": {"gte": since, "lt": until}}}, {"term": {field: value}}],
-                    "must_not": [{"ids": {"values": list(keep)}}],
-                }
-            }
-        }
-        answer = self._client.request(
-            "POST",
-            f"/{pattern}/_delete_by_query?refresh=true&conflicts=proceed&ignore_unavailable=true&allow_no_indices=true",
-            body, what=f"deleting stale {kind} documents",
-        )  # fmt: skip
-        return int(answer.get("deleted", 0))
+    def delete_stale(
+        self,
+        kind: str,
+        since: str,
+        until: str,
+        *,
+        field: str,
+        value: str,
+        keep: Collection[str],
+        version: int | None = None,
+    ) -> int:
+        """The stale documents found a page at a time over every month of ``kind`` and deleted
+        in bulk, each guarded by ``version`` (see :meth:`Sink.delete_stale` and
+        :mod:`~collector.sinks.elasticsearch.stale`); ``keep`` goes as an ``ids`` query, so it
+        must stay under the server's ``index.max_terms_count`` (65,536: a month of summaries of
+        a big pool)."""
+        query = {"bool": {"filter": [{"range": {"timestamp": {"gte": since, "lt": until}}}, {"term": {field: value}}]}}
+        return stale.delete_stale(self._client, self._pattern(kind), self._where, query, keep, version)
+
+    def take_lease(self, name: str, holder: str, ttl_s: float, *, now: float) -> Lease:
+        """See :meth:`Sink.take_lease` (:mod:`~collector.sinks.elasticsearch.lease`)."""
+        return lease.take_lease(self._client, self.prefix, name, holder, ttl_s, now)
+
+    def release_lease(self, held: Lease) -> None:
+        """See :meth:`Sink.release_lease`."""
+        lease.release_lease(self._client, self.prefix, held)
 
     def fetch(self, kind: str, ids: Sequence[str]) -> dict[str, StoredDocument]:
         """The stored documents of ``kind`` with these ids (absent ids are left out)."""

@@ -9,18 +9,23 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collector.errors import ConfigError
+from collector.errors import ConfigError, ElasticsearchError
 from collector.records import KINDS
+from collector.sinks.base import TemplateCheck
 from collector.sinks.elasticsearch.migration import VERSION_KEY
 from mappings import DIRECTORY
+
+if TYPE_CHECKING:  # the client libraries only when a sink is made (see the package's docstring)
+    from collector.sinks.elasticsearch.transport import Client
 
 __all__ = [
     "DIGEST_KEY",
     "INDEX_PREFIX",
     "KIND_NAME",
     "MAPPINGS",
+    "check_installed",
     "field_types_of",
     "load_templates",
     "monthly_index",
@@ -108,3 +113,27 @@ def template_difference(installed: Mapping[str, Any], expected: Mapping[str, Any
         if have.get(name) != want:
             found.append(f"field {name} is {have.get(name, 'not mapped')}, expected {want}")
     return "; ".join(found)
+
+
+def check_installed(client: Client, templates: Mapping[str, Mapping[str, Any]], prefix: str) -> TemplateCheck:
+    """Which kinds of ``templates`` (:func:`load_templates`) have no template on the server, or
+    one that differs."""
+    missing: list[str] = []
+    differ: dict[str, str] = {}
+    for kind, expected in templates.items():
+        name = f"{prefix}-{kind}"
+        try:
+            answer = client.request("GET", f"/_index_template/{name}", None, what=f"reading index template {name}")
+        except ElasticsearchError as exc:
+            if exc.status == 404:
+                missing.append(kind)
+                continue
+            raise
+        found = [t.get("index_template", {}) for t in answer.get("index_templates", []) if t.get("name") == name]
+        if not found:
+            missing.append(kind)
+            continue
+        difference = template_difference(found[0], expected)
+        if difference:
+            differ[kind] = difference
+    return TemplateCheck(missing, differ)

@@ -257,9 +257,9 @@ def test_an_embedded_store_the_previous_release_wrote_is_migrated_and_kept_whole
     assert before["job"][0] == 60 and before["slot"][0] == 36
     run = probe_once(FAIRACCT, config)  # today's probe, on the same state directory
     assert run.returncode == 0, run.stdout + run.stderr
-    assert f"{path}: embedded store migrated from layout 0 to 1: " in run.stderr
+    assert f"{path}: embedded store migrated from layout 0 to 2: " in run.stderr
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
         (jobs,) = db.execute("SELECT count(*) FROM job").fetchone()
         kept = {kind: db.execute(f'SELECT count(*), total(length(doc)) FROM "{kind}"').fetchone() for kind in before}
     db.close()

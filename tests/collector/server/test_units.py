@@ -225,7 +225,7 @@ def test_the_server_runs_with_what_the_configuration_validates() -> None:
         "gratia_senders": [{"probe": "condor:ce01", "networks": ["192.0.2.0/24", "2001:db8::7", "::ffff:10.0.0.0/104"],
                             "sites": ["SiteA"]}],
         "state_dir": "/s", "flush_every_s": 0.5, "flush_batch_size": 3, "flush_batch_bytes": "4 KiB",
-        "store_stale_s": 7.0,
+        "store_stale_s": 7.0, "summaries_lease_s": 30.0,
         "summaries_recent_days": 2, "summaries_every_s": 60.0, "summaries_nightly_days": 0,
         "max_records_body_size": "2 KiB", "max_records_per_request": 10, "max_requests_per_probe": 2,
         "max_connections": 50, "idle_timeout_s": 1.5, "header_timeout_s": 2.5, "body_timeout_s": 3.5,

@@ -502,8 +502,9 @@ def test_an_outage_leaves_documents_to_retry_and_nothing_is_acked_twice(scheme: 
     result = sink.send("slot", list(outbox.values()))
     assert result.acked == [] and result.rejected == {}
     assert set(result.retry) == set(outbox)
-    assert all(
-        e.startswith(f"{sink.flavour} {url}: bulk write of 10 slot documents failed") for e in result.retry.values()
+    assert all(  # the lookup before the bulk write is the first to fail
+        e.startswith(f"{sink.flavour} {url}: looking up 10 slot ids in every month failed")
+        for e in result.retry.values()
     )
     assert sleeps == pytest.approx([0.001, 0.002, 0.003])  # exponential, capped at backoff_max_s
     with pytest.raises(ElasticsearchError, match=re.escape(f"{url}: refreshing fairacct-slot-* failed")) as info:
@@ -586,11 +587,13 @@ def test_the_outbox_keeps_what_an_outage_left_and_delivers_it_once(scheme: str, 
 
 
 class RecordingPeer:
-    """A loopback HTTP peer that records each request's head and answers 503, as a node
-    that is starting up does. It checks what the clients put on the wire; the behaviour of a
-    real server is tested against osmem above."""
+    """A loopback HTTP peer that records each request's head and answers a write with 503, as a
+    node that is starting up does (a search, the lookup before a bulk write, finds nothing). It
+    checks what the clients put on the wire; the behaviour of a real server is tested against
+    osmem above."""
 
     ANSWER = b'{"error":{"type":"unavailable_shards_exception","reason":"primary shard is not active"},"status":503}'
+    NOTHING = b'{"hits":{"hits":[]}}'
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -621,10 +624,16 @@ class RecordingPeer:
                 while len(body) < length:
                     body += conn.recv(65536)
                 self.heads.append({"request-line": lines[0], **headers})
+                status, answer = (
+                    (b"200 OK", self.NOTHING) if "/_search" in lines[0] else (b"503 Service Unavailable", self.ANSWER)
+                )
                 conn.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                    + f"Content-Length: {len(self.ANSWER)}\r\n\r\n".encode()
-                    + self.ANSWER
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                    + b"X-Elastic-Product: Elasticsearch\r\n"
+                    + f"Content-Length: {len(answer)}\r\n\r\n".encode()
+                    + answer
                 )
 
     def close(self) -> None:
@@ -655,14 +664,18 @@ def test_plain_json_and_the_credentials_go_on_the_wire(
         peer.close()
     assert result.acked == [] and set(result.retry) == {d["id"] for d in docs}
     assert "503 unavailable_shards_exception: primary shard is not active" in result.retry[docs[0]["id"]]
-    [head] = peer.heads
+    lookup, head = peer.heads  # the ids looked up in every month, then the bulk write
+    assert lookup["request-line"].startswith("POST /fairacct-slot-*/_search?")
+    assert lookup["content-type"] == "application/json"
     assert head["request-line"] == "POST /_bulk HTTP/1.1"
     assert head["content-type"] == "application/x-ndjson"  # not application/vnd.elasticsearch+...
-    assert "vnd.elasticsearch" not in head.get("accept", "")
-    if auth == "api_key":
-        assert head["authorization"] == "ApiKey VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="
-    else:
-        assert head["authorization"] == "Basic " + base64.b64encode(b"fairacct:correct horse battery staple").decode()
+    basic = "Basic " + base64.b64encode(b"fairacct:correct horse battery staple").decode()
+    for sent in (lookup, head):
+        assert "vnd.elasticsearch" not in sent.get("accept", "")
+        if auth == "api_key":
+            assert sent["authorization"] == "ApiKey VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="
+        else:
+            assert sent["authorization"] == basic
 
 
 # -- configuration and secrets -----------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from collector.records import VERSION, encode_docs
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.elasticsearch.migration import Move, behind, swap_actions
 from collector.sinks.elasticsearch.templates import load_templates
@@ -112,6 +113,22 @@ def test_mappings_install_moves_the_indices_made_by_the_previous_template(osmem_
         assert len(es.send("job", [dict(docs[0], cpus=99.0), job(50, "11")]).acked) == 2
         after = stored(osmem_url)
         assert len(after) == 51 and after["job-0"]["cpus"] == 99.0
+
+
+def test_a_move_keeps_each_documents_version(osmem_url: str) -> None:
+    """Records a collector stored (each with its version: issue 54, point 11) keep their versions
+    through the reindex, so a copy older than the stored one, flushed late, is still not stored."""
+    httpx.put(f"{osmem_url}/_index_template/fairacct-job", json=previous_template("job")).raise_for_status()
+    with ElasticsearchSink.from_url(osmem_url) as es:
+        es.send_encoded("job", encode_docs("job", [job(i, "10") for i in range(3)]).carrying(VERSION, 2000))
+        es.install_templates()
+        [moved] = es.upgrade_indices()
+        assert moved.startswith("fairacct-job-2026.10: mapping v0 behind v6: 3 documents reindexed")
+        hits = httpx.post(f"{osmem_url}/fairacct-job-*/_search", json={"version": True}).json()["hits"]["hits"]
+        assert {h["_index"]: 0 for h in hits} == {"fairacct-job-2026.10-v6": 0}
+        assert {h["_id"]: h["_version"] for h in hits} == {"job-0": 2000, "job-1": 2000, "job-2": 2000}
+        late = es.send_encoded("job", encode_docs("job", [dict(job(0, "10"), cpus=-1.0)]).carrying(VERSION, 1000))
+        assert late.superseded == ["job-0"] and stored(osmem_url)["job-0"]["cpus"] == 0.0
 
 
 def test_the_collector_moves_them_at_start_and_logs_each(osmem_url: str, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The embedded store's layout (issue 39, point 1): ``PRAGMA user_version`` is its layout
 version; a store an earlier release wrote is brought up in place when opened, and said so in
-one log line; a store of a later release's layout is refused with one line naming both."""
+one log line; a store of a later release's layout is refused with one line naming both. Layout 2
+(issue 54, point 11): a version column in every table, and a lease table."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import orjson
 import pytest
 
 from collector.errors import StoreError
+from collector.records import VERSION, encode_docs
 from collector.sinks.sqlite import EmbeddedStore
 from collector.sinks.sqlite_layout import LAYOUT_VERSION
 
@@ -50,7 +52,7 @@ def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
     docs = [job(1, 4.0, 3600.0), job(2, 8.0, 1800.0), job(3, 1.0, 60.0)]
     layout_0(path, docs)
     with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
-        assert store._db.execute("PRAGMA user_version").fetchone() == (LAYOUT_VERSION,) == (1,)
+        assert store._db.execute("PRAGMA user_version").fetchone() == (LAYOUT_VERSION,) == (2,)
         # the measured fields are columns now, filled from the documents: 4*3600 + 8*1800 + 1*60 core-seconds
         assert store._db.execute("SELECT sum(cpus * walltime_s), count(memory) FROM job").fetchone() == (28860.0, 3)
         indexes = {r[1] for r in store._db.execute("PRAGMA index_list(job)")}
@@ -58,9 +60,9 @@ def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
         assert store.count("job") == 3 and [d["cpus"] for d in store.query("job")] == [4.0, 8.0, 1.0]
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == (
-        f"{path}: embedded store migrated from layout 0 to 1: job: 10 column(s) added from the documents (pool, "
+        f"{path}: embedded store migrated from layout 0 to 2: job: 10 column(s) added from the documents (pool, "
         "resource_name, walltime_s, cpus, memory, gpus, cpu_time_s, penalty_usage, cpu_only_usage, submitter), "
-        "job: 4 unused index(es) dropped"
+        "job: 4 unused index(es) dropped; a version column in job"
     )
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
@@ -71,7 +73,7 @@ def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
 
 def test_a_new_store_has_the_layout_and_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(tmp_path / "s.sqlite") as store:
-        assert store._db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert store._db.execute("PRAGMA user_version").fetchone() == (2,)
         store.send("job", [job(1, 4.0, 3600.0)])
         assert store._db.execute("SELECT cpus, walltime_s FROM job").fetchall() == [(4.0, 3600.0)]
     assert caplog.records == []
@@ -86,7 +88,7 @@ def test_a_store_of_a_later_layout_is_refused_and_left_as_it_is(tmp_path: Path) 
     with pytest.raises(StoreError) as refused:
         EmbeddedStore(path)
     assert str(refused.value) == (
-        f"{path}: the embedded store has layout 7, newer than this fairacct's 1 (a later release wrote it): upgrade "
+        f"{path}: the embedded store has layout 7, newer than this fairacct's 2 (a later release wrote it): upgrade "
         "fairacct, or point store.url at another file; nothing was read or written"
     )
     with sqlite3.connect(path) as db:
@@ -95,3 +97,28 @@ def test_a_store_of_a_later_layout_is_refused_and_left_as_it_is(tmp_path: Path) 
             "id", "timestamp", "user", "group", "project", "site", "doc"
         }  # fmt: skip
     db.close()
+
+
+def test_a_store_of_layout_1_gets_its_version_column_and_lease_table(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store a build of layout 1 wrote: its records keep their documents and are replaced by any
+    copy (no version), and versions guard what is written after."""
+    path = tmp_path / "store.sqlite"
+    with EmbeddedStore(path) as store:
+        store.send("job", [job(1, 4.0, 3600.0), job(2, 8.0, 1800.0)])
+        store._db.execute("DROP TABLE lease")
+        store._db.execute("ALTER TABLE job DROP COLUMN version")
+        store._db.execute("PRAGMA user_version = 1")
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
+        assert store._db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert store._db.execute("SELECT id, version FROM job ORDER BY id").fetchall() == [
+            ("job-1", None), ("job-2", None)
+        ]  # fmt: skip
+        assert store._db.execute("SELECT count(*) FROM lease").fetchone() == (0,)
+        newer = store.send_encoded("job", encode_docs("job", [job(1, 16.0, 3600.0)]).carrying(VERSION, 20))
+        older = store.send_encoded("job", encode_docs("job", [job(1, 2.0, 3600.0)]).carrying(VERSION, 10))
+        assert (newer.superseded, older.superseded, older.acked) == ([], ["job-1"], ["job-1"])
+        assert [d["cpus"] for d in store.query("job")] == [16.0, 8.0]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == f"{path}: embedded store migrated from layout 1 to 2: a version column in job"

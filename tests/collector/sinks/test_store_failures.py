@@ -24,6 +24,7 @@ import pytest
 from collector.outbox import Outbox
 from collector.sinks.elasticsearch import ElasticsearchSink
 from collector.sinks.elasticsearch.bulk import cut
+from collector.sinks.elasticsearch.copies import Pending
 
 from ..conftest import fake_store
 
@@ -116,7 +117,7 @@ def test_in_an_outage_one_bulk_waits_its_retries_out_not_every_one(scheme: str, 
     ],
 )
 def test_bulks_are_cut_by_count_and_by_bytes(sizes: list[int], count: int, size: int, parts: list[int]) -> None:
-    lines = {f"d{i}": b"x" * n for i, n in enumerate(sizes)}
+    lines = {f"d{i}": Pending("fairacct-job-2026.11", b"x" * n, None) for i, n in enumerate(sizes)}
     got = list(cut(lines, count, lambda: size))
     assert [len(p) for p in got] == parts
     assert [i for p in got for i in p] == list(lines)  # in order, each once
@@ -144,14 +145,15 @@ def test_a_bulk_the_store_finds_too_large_is_halved_until_it_fits(scheme: str, l
         result = sink.send("job", docs(40, 20_000))  # one bulk of about 820 KB
         assert len(result.acked) == 40 and result.rejected == {} and result.retry == {}
         first = seen(proxy)
-        # 806 KB, refused; cut to 403 KB, its first 20 records refused; cut to 201 KB: 9, 9, 2 and 9, 9, 2 records
-        assert [r["status"] for r in first] == [413, 413] + [200] * 6
+        # 806 KB, refused; cut to 403 KB of sources, its first 20 records refused; cut to 201 KB of
+        # sources: 10 records a request (their action lines on top)
+        assert [r["status"] for r in first] == [413, 413] + [200] * 4
         assert [r["bytes"] for r in first][:2] == [805_620, 402_800]
         assert all(r["bytes"] <= 300_000 for r in first if r["status"] == 200)
         assert sink.bulks.max_bytes == 402_800 // 2  # cut to fit from now on
         more = sink.send("job", docs(40, 20_000, prefix="s"))
         assert len(more.acked) == 40
-        assert [r["status"] for r in seen(proxy)[len(first) :]] == [200] * 5  # nine a request: no 413 again
+        assert [r["status"] for r in seen(proxy)[len(first) :]] == [200] * 4  # ten a request: no 413 again
     with ElasticsearchSink(direct) as store:
         assert store.count("job") == 80
 
