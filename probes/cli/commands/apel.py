@@ -109,15 +109,35 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
 
 
 def _now(
-    kind: str, result: ApelResult, sink: Any, options: ApelOptions
+    kind: str, result: ApelResult, sink: Any, options: ApelOptions, ledger: dict[str, Any]
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, int]]]:
     """The records of ``kind`` of this send per ledger name (``SITE YYYY-MM``); for the jobs kind,
-    also the jobs left out per name and reason (the summaries' own say it for the others)."""
+    also the jobs left out per name and reason (the summaries' own say it for the others). The
+    sync records of a month the ledger says went as jobs count its job records, as APEL holds them."""
     from collector.apel import job_records
-    from collector.apel.ledger import month_id
+    from collector.apel.ledger import folded_id, month_id
 
-    if kind != "jobs":
-        return {month_id(m.site, m.year, m.month): m.sync if kind == "sync" else m.summaries for m in result.months}, {}
+    if kind == "summary" or kind == "normalised":
+        return {month_id(m.site, m.year, m.month): m.summaries for m in result.months}, {}
+    if kind == "sync":
+        sync = {month_id(m.site, m.year, m.month): m.sync for m in result.months}
+        as_jobs = {folded_id(n) for n, e in ledger.items() if isinstance(e, dict) and e.get("kind") == "jobs"}
+        for year, month in sorted({(m.year, m.month) for m in result.months}):
+            names = [n for n in sync if n.endswith(f" {year:04d}-{month:02d}") and folded_id(n) in as_jobs]
+            if not names:
+                continue
+            counts: dict[tuple[str, Any], int] = {}
+            for r in job_records(sink, year, month, options)[0]:
+                key = (folded_id(month_id(r["Site"], year, month)), r["SubmitHost"])
+                counts[key] = counts.get(key, 0) + 1
+            for name in names:
+                site = name.rpartition(" ")[0]
+                sync[name] = [
+                    {"Site": site, "SubmitHost": host, "NumberOfJobs": n, "Month": month, "Year": year}
+                    for (fid, host), n in sorted(counts.items(), key=str)
+                    if fid == folded_id(name)
+                ]
+        return sync, {}
     now: dict[str, list[dict[str, Any]]] = {}
     left: dict[str, dict[str, int]] = {}
     for year, month in sorted({(m.year, m.month) for m in result.months}):
@@ -223,14 +243,14 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
     try:
         result = apel_months(sink, months, options)
-        now_records, jobs_left = _now(args.kind, result, sink, options)
+        out = args.out or config.apel.outgoing
+        ledger_path = Path(config.probe.state_dir) / LEDGER_FILE
+        # a re-send replaces the month in APEL's tables: zero records for what was sent before
+        # (the ledger is kept only where the messages go to APEL's queue)
+        ledger = _read_ledger(ledger_path) if out else {}
+        now_records, jobs_left = _now(args.kind, result, sink, options, ledger)
     finally:
         sink.close()
-    out = args.out or config.apel.outgoing
-    ledger_path = Path(config.probe.state_dir) / LEDGER_FILE
-    # a re-send replaces the month in APEL's tables: zero records for what was sent before
-    # (the ledger is kept only where the messages go to APEL's queue)
-    ledger = _read_ledger(ledger_path) if out else {}
     planned = plan(args.kind, now_records, [f"{y:04d}-{m:02d}" for y, m in months], ledger, switch=args.switch_kind)
     texts = _texts(planned.records, options)
     zeroed = planned.zeroed

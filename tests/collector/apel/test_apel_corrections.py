@@ -262,6 +262,8 @@ def test_the_jobs_kind_holds_what_fairacct_reports_and_refuses_what_apel_cannot_
     write_store(state, jobs_month())
     assert jobs() == 0, capsys.readouterr().err
     doc = json.loads(capsys.readouterr().out)
+    # the sync of a month sent as jobs counts the job records APEL holds (not the summaries' jobs)
+    assert main(["apel", "--config", str(config), "--month", "2026-10", "--kind", "sync", "--out", str(out)]) == 0
     load(apel_server, out)
     store = EmbeddedStore(state / "fairacct.sqlite")
     records, left_out = job_records(store, 2026, 10, options)
@@ -273,6 +275,7 @@ def test_the_jobs_kind_holds_what_fairacct_reports_and_refuses_what_apel_cannot_
     }
     count = apel_server.rows("SELECT COUNT(*) AS n FROM JobRecords")[0]["n"]
     assert count == len(records) == 12 + 1 + 1 + 4
+    assert apel_sync(apel_server) == {("T2_J", "CE1.EXAMPLE", 2026, 10): len(records)}
     expected = fairacct_summaries(job_summaries(records))
     assert apel_summaries(apel_server) == expected
     [site] = doc["sites"]
