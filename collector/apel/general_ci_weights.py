@@ -1,7 +1,7 @@
 """The weights of MariaDB's ``utf8mb4_general_ci`` that differ from the code point, one
 ``CODE:WEIGHT`` pair (hexadecimal) per BMP character, as the server (``SERVER``) gave them.
 
-Written by ``scripts/make_general_ci.py`` from a running server; do not edit (a test asks the
+Written by the project's ``make_general_ci`` script from a running server; do not edit (a test asks the
 server again). Every other BMP character weighs its own code point; every character outside
 the BMP weighs U+FFFD's.
 """
