@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--switch-kind",
         action="store_true",
-        help="send a month already sent as the other summary kind (the old kind's records are zeroed)",
+        help="send a month already sent as the other summary kind, or as summaries with --kind jobs (the old kind's "
+        "records are zeroed; a month sent as jobs cannot switch: APEL cannot remove job records)",
     )
 
 
