@@ -99,7 +99,8 @@ OTHER_VO = "VO not in [apel] gratia_vos (gracc-apel reports only its listed VOs)
 
 FUTURE = "ends in the future (APEL refuses the message of a job that does)"
 """Why a job is left out: it ends later than the sender's clock and :data:`FUTURE_SLACK_S`, which
-a collector would set aside too; APEL's loader refuses the whole message of such a job."""
+a collector would set aside too, or in a month not yet begun; APEL's loader refuses the whole
+message of such a job (or summary)."""
 
 NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
 """Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
@@ -129,8 +130,14 @@ class ApelOptions:
 
 
 def latest_end(options: ApelOptions) -> float:
-    """The last end time, UNIX seconds, of a job that may be sent (:data:`FUTURE`)."""
-    return (time.time() if options.now is None else options.now) + FUTURE_SLACK_S
+    """The last end time, UNIX seconds, of a job that may be sent (:data:`FUTURE`): the sender's
+    clock and the collector's slack, and never in a month that has not begun (APEL refuses a
+    summary of a month later than its clock, with no slack)."""
+    now = time.time() if options.now is None else options.now
+    today = datetime.fromtimestamp(now, UTC)
+    after = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    next_month = datetime(after[0], after[1], 1, tzinfo=UTC).timestamp()
+    return min(now + FUTURE_SLACK_S, next_month - 0.001)
 
 
 @dataclass

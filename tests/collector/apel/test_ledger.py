@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from collector.apel.grouping import ApelOptions, latest_end
 from collector.apel.identity import parse_fqan
 from collector.apel.ledger import ledger_entry, plan, zero_records
 from collector.errors import ConfigError
@@ -72,3 +73,9 @@ def test_the_jobs_kind_refuses_what_apel_cannot_correct() -> None:
 )
 def test_fqans_read_as_apels_parse_fqan(fqan: str, expected: tuple[str | None, ...]) -> None:
     assert parse_fqan(fqan) == expected
+
+
+def test_a_job_is_sent_up_to_a_day_ahead_of_the_clock_never_in_a_month_not_begun() -> None:
+    mid, eve = 1_791_331_200.0, 1_793_487_600.0  # 2026-10-07T00:00Z, 2026-10-31T23:00Z
+    assert latest_end(ApelOptions(now=mid)) == mid + 86400
+    assert latest_end(ApelOptions(now=eve)) < 1_793_491_200  # 2026-11-01T00:00Z: APEL would refuse November
