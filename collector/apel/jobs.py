@@ -43,7 +43,7 @@ from collector.apel.keys import NAME_KEYS, clean, general_ci_key, merge_spelling
 from collector.apel.messages import KINDS
 from collector.sinks.base import Sink
 
-__all__ = ["NO_BENCHMARK", "SAME_KEY", "job_key", "job_records", "job_summaries"]
+__all__ = ["NO_BENCHMARK", "SAME_KEY", "job_key", "job_records", "job_summaries", "summary_group"]
 
 NO_BENCHMARK = "no benchmark"
 """Why a job is left out of the job messages: its host has no benchmark (APEL would make one up)."""
@@ -61,6 +61,20 @@ SUMMARY_KEYS = (
 def job_key(record: Mapping[str, Any]) -> tuple[str, str, int]:
     """A job record's key in APEL's ``JobRecords``: site and id as its collation weighs them, end second."""
     return general_ci_key(str(record["Site"])), general_ci_key(str(record["LocalJobId"])), int(record["EndTime"])
+
+
+def summary_group(record: Mapping[str, Any]) -> list[Any]:
+    """The key of the row APEL's summariser makes a job record part of (``HybridSuperSummaries``:
+    site, month, names, submit host, infrastructure, benchmark, nodes and cores), names as its
+    collation weighs them, as JSON values: a row the summariser never removes, even when no job
+    is left in it."""
+    year, month = _year_month(int(record["EndTime"]))
+    names = (general_ci_key(str(record.get(k) if record.get(k) is not None else "None")) for k in NAME_KEYS)
+    return [
+        *names, year, month, str(record.get("InfrastructureType")), general_ci_key(str(record["ServiceLevelType"])),
+        f"{float(record['ServiceLevel']):.{BENCHMARK_DECIMALS}f}", int(record.get("NodeCount") or 0),
+        int(record.get("Processors") or 0),
+    ]  # fmt: skip
 
 
 def _second(value: object) -> int | None:

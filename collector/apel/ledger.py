@@ -17,8 +17,11 @@ Job records cannot be cancelled: APEL keys them by site, id and end time, and a 
 zero seconds is still a job. A month sent as jobs can be sent again as jobs while every job
 sent before is sent again with the same key (its numbers may change: APEL replaces it); a job
 removed, or whose end moved, makes the send refused, with why, and so does a month sent as jobs
-sent as summaries (APEL would count it twice). The arithmetic is pure; the file is read and
-written by the caller (a JSON object in the probe's state directory).
+sent as summaries (APEL would count it twice); so does a job whose user, VO, submit host, cores or
+benchmark changed so that a summary APEL's summariser made of the jobs sent before is left
+without a job (the summariser replaces the summaries that have jobs and never removes one).
+The arithmetic is pure; the file is read and written by the caller (a JSON object in the
+probe's state directory).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.apel.jobs import job_key
+from collector.apel.jobs import job_key, summary_group
 from collector.apel.keys import NAME_KEYS, general_ci_key, unsendable
 from collector.errors import ConfigError
 
@@ -127,7 +130,7 @@ def _sent(ledger: Mapping[str, Any], wanted: set[str]) -> dict[str, tuple[list[s
             continue
         names, merged = out.setdefault(folded_id(name), ([], {}))
         names.append(name)
-        for part in ("keys", "jobs", "sync"):
+        for part in ("keys", "jobs", "groups", "sync"):
             if part in entry:
                 merged[part] = [*merged.get(part, []), *entry[part]]
         if "kind" in entry:
@@ -185,15 +188,22 @@ def plan(
             out.zeroed += len(zeros)
         if kind == "jobs":
             gone = {job_key(j) for j in before.get("jobs", [])} - {job_key(r) for r in records}
-            if gone and was == "jobs":
+            groups = {tuple(summary_group(r)) for r in records}
+            emptied = {tuple(g) for g in before.get("groups", [])} - groups
+            if (gone or emptied) and was == "jobs":
                 refused.append(
                     f"{name}: {len(gone)} jobs sent to APEL before are gone from the store or end at another "
                     "time; APEL keys job records by site, id and end and cannot remove one, so it would keep "
                     "them beside the new ones. Ask the APEL team to delete the month's job records, then send it "
                     "again"
+                    if gone
+                    else f"{name}: {len(emptied)} of the summaries APEL made of the jobs sent before would have no "
+                    "job left (a job's user, VO, submit host, cores or benchmark changed); APEL's summariser "
+                    "never removes such a summary, so it would keep counting them. Ask the APEL team to delete "
+                    "the month's job records and summaries, then send it again"
                 )
                 continue
-            entry.update(kind=kind, jobs=[_job_entry(r) for r in records])
+            entry.update(kind=kind, jobs=[_job_entry(r) for r in records], groups=sorted(list(g) for g in groups))
             entry.pop("keys", None)
             out.records[kind, fid] = records
         else:
@@ -202,6 +212,7 @@ def plan(
             out.zeroed += len(zeros)
             entry.update(ledger_entry(kind, records))
             entry.pop("jobs", None)
+            entry.pop("groups", None)
         out.entries[name] = entry
     if refused:
         raise ConfigError("; ".join(refused))

@@ -310,6 +310,11 @@ def test_the_jobs_kind_holds_what_fairacct_reports_and_refuses_what_apel_cannot_
         write_store(state, rows)
         assert jobs() != 0
         assert "APEL keys job records by site, id and end and cannot remove one" in capsys.readouterr().err
+    # a job's VO changed, leaving a summary APEL made with no job: its summariser never removes it
+    regrouped = [r | {"fqan": "/atlas"} if r["fqan"] == "/cms/Capability=NULL" else r for r in changed]
+    write_store(state, regrouped)
+    assert jobs() != 0
+    assert "APEL's summariser never removes such a summary" in capsys.readouterr().err
     # and summaries of a month sent as jobs would count it twice: refused, even with --switch-kind
     write_store(state, changed)
     for extra in ((), ("--switch-kind",)):

@@ -51,11 +51,14 @@ def test_sync_records_are_ledgered_and_zeroed_when_a_month_empties() -> None:
 
 
 def test_the_jobs_kind_refuses_what_apel_cannot_correct() -> None:
-    job = {"Site": "T2_J", "LocalJobId": "ce#1.0#1", "EndTime": 1_791_331_200}
+    job = {"Site": "T2_J", "LocalJobId": "ce#1.0#1", "EndTime": 1_791_331_200, "VO": "cms", "SubmitHost": "ce",
+           "InfrastructureType": "grid", "ServiceLevelType": "HEPSPEC", "ServiceLevel": 10.123}  # fmt: skip
     sent = plan("jobs", {"T2_J 2026-10": [job]}, ["2026-10"], {}).entries
     assert plan("jobs", {"T2_J 2026-10": [job | {"LocalJobId": "CE#1.0#1"}]}, ["2026-10"], sent).records
     with pytest.raises(ConfigError, match="cannot remove one"):
         plan("jobs", {"T2_J 2026-10": [job | {"EndTime": 1_791_331_201}]}, ["2026-10"], sent)
+    with pytest.raises(ConfigError, match="never removes such a summary"):  # its summary row would stay
+        plan("jobs", {"T2_J 2026-10": [job | {"VO": "atlas"}]}, ["2026-10"], sent)
     with pytest.raises(ConfigError, match="was sent to APEL as --kind jobs"):
         plan("summary", {"T2_J 2026-10": [summary("T2_J", "/CN=a")]}, ["2026-10"], sent, switch=True)
 
