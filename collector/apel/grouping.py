@@ -238,7 +238,7 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     fqans = [parse_fqan(_text(f)) for f in rows["fqan"]]
     fallback = [_text(v) for v in rows[options.vo_attribute]]
     vos = [
-        _text(vo) or fq[0] or (options.vo_map.get(fb, fb) if fb is not None else None)
+        _text(vo) or fq[0] or (_text(options.vo_map.get(fb, fb)) if fb is not None else None)
         for vo, fq, fb in zip(rows["vo"], fqans, fallback, strict=True)
     ]
     # the benchmark as APEL keeps a job's ServiceLevel (DECIMAL(10,3)), so summaries and job
