@@ -13,6 +13,7 @@ numbers per key, keys compared as APEL's server compares them.
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import time
@@ -43,6 +44,7 @@ YOSHIDA, HOKKE = "/DC=jp/CN=𠮷田 太郎", "/DC=jp/CN=𩸽田 太郎"
 WEISS, WEISS2 = "/DC=de/CN=Weiß", "/DC=de/CN=Weiss"
 BOB = "/DC=org/CN=Bob"
 NAMES = ("Site", "GlobalUserName", "VO", "VOGroup", "VORole", "SubmitHost")
+SUMS = ("NumberOfJobs", "WallDuration", "CpuDuration", "NormalisedWallDuration")
 
 
 def job(site: str, n: int, **extra: Any) -> dict[str, Any]:
@@ -107,11 +109,22 @@ def apel_summaries(server: ApelServer) -> dict[tuple[Any, ...], tuple[int, int, 
     return out
 
 
+def view_sums(server: ApelServer, view: str, fields: tuple[str, ...]) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """One of APEL's tables through its view, summed per key (a v0.3 row per benchmark value);
+    keys whose rows are all zero (cancelled by zero records) left aside."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for r in server.rows(f"SELECT * FROM {view}"):
+        sums = out.setdefault(folded(r), [0] * len(fields))
+        for i, f in enumerate(fields):
+            sums[i] += int(r[f])
+    return {k: tuple(v) for k, v in out.items() if any(v)}
+
+
 def fairacct_summaries(records: list[dict[str, Any]]) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
     out: dict[tuple[Any, ...], list[int]] = {}
     for r in records:
         sums = out.setdefault(folded(r), [0, 0, 0, 0])
-        for i, f in enumerate(("NumberOfJobs", "WallDuration", "CpuDuration", "NormalisedWallDuration")):
+        for i, f in enumerate(SUMS):
             sums[i] += round(float(r[f]))
     return {k: (s[0], s[1], s[2], s[3]) for k, s in out.items()}
 
@@ -187,8 +200,13 @@ def test_summaries_and_sync_hold_fairacct_numbers_through_every_correction(
         month_list = [(2026, 10), *sorted({tuple(int(p) for p in m.split("-")) for m in future_months})]
         result = apel_months(store, month_list, options)  # type: ignore[arg-type]
         store.close()
-        assert apel_summaries(apel_server) == fairacct_summaries([r for m in result.months for r in m.summaries])
+        sent = fairacct_summaries([r for m in result.months for r in m.summaries])
+        assert apel_summaries(apel_server) == sent
         assert apel_sync(apel_server) == fairacct_sync(result.months)
+        # table by table: APEL's loader files v0.3 and v0.4 normalised summaries alike in
+        # NormalisedSummaries, which holds what fairacct sent, key by key; its Summaries (v0.2) none
+        assert view_sums(apel_server, "VNormalisedSummaries", SUMS) == sent
+        assert view_sums(apel_server, "VSummaries", ("NumberOfJobs", "WallDuration", "CpuDuration")) == {}
         return result, said
 
     future = [
@@ -276,6 +294,15 @@ def test_the_jobs_kind_holds_what_fairacct_reports_and_refuses_what_apel_cannot_
     count = apel_server.rows("SELECT COUNT(*) AS n FROM JobRecords")[0]["n"]
     assert count == len(records) == 12 + 1 + 1 + 4
     assert apel_sync(apel_server) == {("T2_J", "CE1.EXAMPLE", 2026, 10): len(records)}
+    # JobRecords, job by job: APEL's key and numbers are the records'
+    held_jobs = {
+        (general_ci_key(r["LocalJobId"]), calendar.timegm(r["EndTime"].timetuple()), int(r["WallDuration"]),
+         float(r["ServiceLevel"]))
+        for r in apel_server.rows("SELECT LocalJobId, EndTime, WallDuration, ServiceLevel FROM JobRecords")
+    }  # fmt: skip
+    assert held_jobs == {
+        (general_ci_key(r["LocalJobId"]), r["EndTime"], r["WallDuration"], r["ServiceLevel"]) for r in records
+    }
     expected = fairacct_summaries(job_summaries(records))
     assert apel_summaries(apel_server) == expected
     [site] = doc["sites"]
