@@ -1,7 +1,9 @@
 """What was sent to APEL, per site and month: what a re-send must cancel, and what it cannot.
 
 APEL's server replaces a record only by one of the same key (``REPLACE INTO``), keeps the v0.3
-and v0.4 summaries of a month in two tables, and the individual job records in a third. So a
+and v0.4 summaries of a month under two keys (one table, ``NormalisedSummaries``, whose key
+holds the benchmark type only a v0.4 message names), and the individual job records in a table
+of their own, ``JobRecords``, which its summariser adds to the summaries. So a
 month sent again replaces the month in APEL's tables only if, beside the new records, it sends
 a record of zero jobs and zero times for each key sent before and no longer produced (after a
 ``vo_map`` change, say), and a sync record of zero jobs for each submit host no longer
@@ -177,7 +179,7 @@ def plan(
             continue
         if was is not None and was != kind and not switch:
             refused.append(
-                f"{name} was sent to APEL as --kind {was}; APEL keeps the two kinds in two tables, so sending "
+                f"{name} was sent to APEL as --kind {was}; APEL keeps the two kinds under two keys, so sending "
                 f"it as --kind {kind} would count the month twice. Send --kind {was} again, or give "
                 f"--switch-kind, which sends zero records for what the {was} messages held"
             )
