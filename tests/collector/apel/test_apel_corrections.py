@@ -91,7 +91,7 @@ def send(config: Path, out: Path, kind: str, months: tuple[str, str], *extra: st
 def folded(row: dict[str, Any]) -> tuple[Any, ...]:
     """A row's key as APEL's server compares it ('None' is how APEL stores no value)."""
     names = (general_ci_key(str(row[k] if row[k] is not None else "None")) for k in NAMES)
-    return (*names, int(row["Year"]), int(row["Month"]))
+    return (*names, int(row["Year"]), int(row["Month"]), int(row["NodeCount"] or 0), int(row["Processors"] or 0))
 
 
 def apel_summaries(server: ApelServer) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
