@@ -16,6 +16,7 @@ from __future__ import annotations
 import calendar
 import json
 import math
+import random
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -368,3 +369,81 @@ def test_a_month_sent_as_summaries_switches_to_jobs(
     store.close()
     assert apel_summaries(apel_server) == fairacct_summaries(job_summaries(records))
     assert not math.isnan(sum(v[0] for v in apel_summaries(apel_server).values()))
+
+
+# -- a generated month of every case at once ---------------------------------------------------------
+
+GENERATED_DNS = (
+    BOB, GROSS, GROS, YOSHIDA, HOKKE, WEISS, WEISS2, ADA, '/CN="quoted"', "/CN=a\\,b", "/CN=trail\\",
+    "/CN=" + "é" * 251, "/CN=ﬀ", "/CN=FF", "/CN=i̇", "/CN=I",
+)  # fmt: skip
+GENERATED_FQANS = (None, "/cms/Role=pilot/Capability=NULL", "/cms/role=pilot", "/cms/Capability=NULL",
+                   "/atlas/Role=production;/atlas", "/cms")  # fmt: skip
+
+
+def generated_month(*, respelled: bool = False, kept: float = 1.0, longer: float = 0.0) -> list[dict[str, Any]]:
+    """3,000 jobs of October 2026 over 30 sites, each spelled three ways, with every case of the
+    issue drawn at random (the same draw each call): ``respelled`` spells one site otherwise,
+    ``kept`` keeps that share of the jobs, ``longer`` adds seconds to every job's wall time."""
+    draw = random.Random(49)
+    rows = []
+    for n in range(3000):
+        site = draw.choice([f"T2_S{s:02d}" for s in range(30)])
+        site = draw.choice([site, site, site, site.lower(), site + " "])
+        if respelled and site.strip().upper() == "T2_S03":
+            site = "t2_s03"
+        rows.append(
+            job(site, n, dn=draw.choice(GENERATED_DNS), fqan=draw.choice(GENERATED_FQANS),
+                vo=draw.choice(["cms", "CMS", None, "atlas"]), group=draw.choice(["g1", "none", "NULL", "G1"]),
+                schedd=draw.choice(["ce1.example", "CE1.example", "ce2.example"]),
+                walltime_s=draw.randrange(100_000) + draw.random() + longer, cpu_time_s=float(draw.randrange(50_000)),
+                end=draw.choice([float(OCT - 6 * 86400 + draw.randrange(31 * 86400))] * 99 + [LAST_SECOND + 0.6]),
+                speed=draw.choice([10.123, 8.0, 12.3456, 11.0005]), cpus=float(draw.choice([0, 1, 8, 1024])),
+                job_id=draw.choice(["ce1.example", "CE1.EXAMPLE"]) + f"#{n % 2900}.0#1790000000")
+        )  # fmt: skip
+        if draw.random() >= kept:
+            rows.pop()
+    return rows
+
+
+def test_a_generated_month_of_every_case_holds_fairacct_numbers_in_each_kind(
+    apel_server: ApelServer, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, out = tmp_path / "state", tmp_path / "outgoing"
+    options = ApelOptions(vo_attribute="group", placeholder_site="unknown")
+
+    def send(rows: list[dict[str, Any]], *kinds: str) -> tuple[Any, list[dict[str, Any]]]:
+        write_store(state, rows)
+        for kind in kinds:
+            code = main(
+                ["apel", "--config", str(config), "--month", "2026-10", "--out", str(out), "--kind", *kind.split()]
+            )
+            assert code == 0, capsys.readouterr().err
+        capsys.readouterr()
+        load(apel_server, out)
+        store = EmbeddedStore(state / "fairacct.sqlite")
+        result, (records, _) = apel_months(store, [(2026, 10)], options), job_records(store, 2026, 10, options)
+        store.close()
+        return result, records
+
+    for rows, kinds in (
+        (generated_month(), ("summary", "sync")),
+        (generated_month(respelled=True, kept=0.9), ("normalised --switch-kind", "sync")),
+    ):
+        result, _ = send(rows, *kinds)
+        sent = fairacct_summaries([r for m in result.months for r in m.summaries])
+        assert apel_summaries(apel_server) == sent and view_sums(apel_server, "VNormalisedSummaries", SUMS) == sent
+        assert apel_sync(apel_server) == fairacct_sync(result.months)
+    assert 2000 < sum(v[0] for v in sent.values()) < 2700
+
+    apel_server.empty()
+    (state / "apel-sent.json").unlink()
+    for rows in (generated_month(), generated_month(longer=0.7)):  # the second: every job's numbers changed
+        _, records = send(rows, "jobs", "sync")
+        assert apel_summaries(apel_server) == fairacct_summaries(job_summaries(records))
+        assert apel_server.rows("SELECT COUNT(*) AS n FROM JobRecords")[0]["n"] == len(records) > 2500
+        hosts: dict[tuple[str, str, int, int], int] = {}
+        for r in records:
+            key = (general_ci_key(r["Site"]), general_ci_key(r["SubmitHost"]), 2026, 10)
+            hosts[key] = hosts.get(key, 0) + 1
+        assert apel_sync(apel_server) == hosts
