@@ -12,7 +12,8 @@ here as the server will hold it:
 - its key is APEL's, ``(Site, LocalJobId, EndTime)`` under ``utf8mb4_general_ci``: of two
   jobs of a site whose ids differ only in case and that end in the same second, APEL would
   keep one, so the second is left out, with the reason;
-- a job that ends in the future, has no benchmark, a field APEL cannot take or none of its
+- a job that ends in the future, has no benchmark, a field APEL cannot take (``%%``, too long,
+  a duration, core or node count beyond the ``INT`` APEL loads it through) or none of its
   mandatory fields is left out of its message alone, with the reason.
 
 :func:`job_summaries` is the server's summariser over those records: per key and benchmark
@@ -43,13 +44,30 @@ from collector.apel.keys import NAME_KEYS, clean, general_ci_key, merge_spelling
 from collector.apel.messages import KINDS
 from collector.sinks.base import Sink
 
-__all__ = ["NO_BENCHMARK", "SAME_KEY", "job_key", "job_records", "job_summaries", "summary_group"]
+__all__ = [
+    "APEL_INT_MAX",
+    "NO_BENCHMARK",
+    "SAME_KEY",
+    "WHOLE_FIELDS",
+    "job_key",
+    "job_records",
+    "job_summaries",
+    "summary_group",
+]
 
 NO_BENCHMARK = "no benchmark"
 """Why a job is left out of the job messages: its host has no benchmark (APEL would make one up)."""
 
 SAME_KEY = "LocalJobId equal, under APEL's collation, to another job's of the site ending the same second"
 """Why a job is left out: APEL keys job records by site, id and end, and would keep one of the two."""
+
+APEL_INT_MAX = 2_147_483_647
+"""The greatest value of the ``INT`` parameters APEL's server loads a job's durations (seconds),
+cores and nodes through (``ReplaceJobRecord``): a CPU time of 1,024 cores over 25 days is more,
+and would make MariaDB refuse the whole message."""
+
+WHOLE_FIELDS = ("WallDuration", "CpuDuration", "Processors", "NodeCount")
+"""A job record's whole numbers, each within 0 and :data:`APEL_INT_MAX` (their columns are unsigned)."""
 
 SUMMARY_KEYS = (
     "Site", "Year", "Month", "GlobalUserName", "VO", "VOGroup", "VORole", "SubmitHost", "Infrastructure", "NodeCount",
@@ -123,6 +141,15 @@ def _record(doc: Mapping[str, Any], site: str, speed: float, options: ApelOption
     }
 
 
+def _out_of_range(record: Mapping[str, Any]) -> str | None:
+    """Why APEL's server cannot load ``record``'s whole numbers, or None."""
+    for name in WHOLE_FIELDS:
+        value = record.get(name)
+        if value is not None and not 0 <= value <= APEL_INT_MAX:
+            return f"{name} outside APEL's 0 to {APEL_INT_MAX:,}"
+    return None
+
+
 def job_records(
     sink: Sink, year: int, month: int, options: ApelOptions
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
@@ -152,7 +179,7 @@ def job_records(
             continue
         record = _record(doc, site, speed, options)
         absent = next((f"no {name}" for name in mandatory if record.get(name) is None), None)
-        reason = absent or (NO_VO if record["VO"] is None else unsendable(record))
+        reason = absent or _out_of_range(record) or (NO_VO if record["VO"] is None else unsendable(record))
         if reason:
             leave(site, reason)
             continue

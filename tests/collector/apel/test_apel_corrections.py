@@ -265,6 +265,7 @@ def jobs_month() -> list[dict[str, Any]]:
         job("T2_J", 25, fqan="/atlas/usatlas/Role=production;/atlas"),
         job("T2_J", 26, vo=None, group="none"),  # no VO: left out, said
         job("T2_J", 27, dn=ADA),
+        job("T2_J", 28, cpus=1024.0, cpu_time_s=1024 * 30 * 86400.0),  # past the INT APEL loads it through
     ]
 
 
@@ -291,6 +292,7 @@ def test_the_jobs_kind_holds_what_fairacct_reports_and_refuses_what_apel_cannot_
         ("T2_J", SAME_KEY): 1,
         ("T2_J", "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"): 1,
         ("T2_J", "GlobalUserName holds '%%', APEL's record separator"): 1,
+        ("T2_J", "CpuDuration outside APEL's 0 to 2,147,483,647"): 1,
     }
     count = apel_server.rows("SELECT COUNT(*) AS n FROM JobRecords")[0]["n"]
     assert count == len(records) == 12 + 1 + 1 + 4
