@@ -142,11 +142,14 @@ def _record(doc: Mapping[str, Any], site: str, speed: float, options: ApelOption
 
 
 def _out_of_range(record: Mapping[str, Any]) -> str | None:
-    """Why APEL's server cannot load ``record``'s whole numbers, or None."""
+    """Why APEL's server cannot load ``record``'s numbers, or None (its loader refuses a job
+    that starts after it ends, MariaDB a number past its column)."""
     for name in WHOLE_FIELDS:
         value = record.get(name)
         if value is not None and not 0 <= value <= APEL_INT_MAX:
             return f"{name} outside APEL's 0 to {APEL_INT_MAX:,}"
+    if record["StartTime"] > record["EndTime"]:
+        return "StartTime after EndTime"
     return None
 
 
