@@ -9,10 +9,12 @@ own client delivers them (a directory queue ssmsend sends from).
   column lengths);
 - :mod:`collector.apel.grouping`: the store's sums per site, month and APEL's keys, and the
   APEL records made of them (normalised by each host's benchmark per core);
+- :mod:`collector.apel.jobs`: individual job records, and what APEL's summariser makes of them;
 - :mod:`collector.apel.outgoing`: the directory queue, a month re-sent replacing the month.
 """
 
-from collector.apel.grouping import ApelMonth, ApelOptions, ApelResult, apel_months, job_records, months_between
+from collector.apel.grouping import ApelMonth, ApelOptions, ApelResult, apel_months, months_between
+from collector.apel.jobs import job_records, job_summaries
 from collector.apel.messages import KINDS, MessageKind, render
 from collector.apel.outgoing import Delivered, deliver
 
@@ -26,6 +28,7 @@ __all__ = [
     "apel_months",
     "deliver",
     "job_records",
+    "job_summaries",
     "months_between",
     "render",
 ]

@@ -50,6 +50,7 @@ rest of its message.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,17 +60,20 @@ import numpy as np
 import pandas as pd
 
 from collector.apel.identity import parse_fqan
-from collector.apel.keys import NAME_KEYS, Merge, clean, merge_spellings, too_long
+from collector.apel.keys import NAME_KEYS, Merge, clean, merge_spellings, unsendable
+from collector.instants import FUTURE_SLACK_S
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = [
+    "FUTURE",
     "GRACC_APEL_VOS",
     "ApelMonth",
     "ApelOptions",
     "ApelResult",
     "apel_months",
     "apel_table",
-    "job_records",
+    "job_site",
+    "latest_end",
     "month_bounds",
     "months_between",
 ]
@@ -93,6 +97,11 @@ NOT_BATCH = "ResourceType not Batch and Grid not Local (gracc-apel counts a payl
 OTHER_VO = "VO not in [apel] gratia_vos (gracc-apel reports only its listed VOs)"
 """Why a Gratia record of a VO not listed is not sent."""
 
+FUTURE = "ends in the future (APEL refuses the message of a job that does)"
+"""Why a job is left out: it ends later than the sender's clock and :data:`FUTURE_SLACK_S`, which
+a collector would set aside too, or in a month not yet begun; APEL's loader refuses the whole
+message of such a job (or summary)."""
+
 NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
 """Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
 
@@ -115,6 +124,20 @@ class ApelOptions:
     placeholder_site: str = ""
     """The site ``[site] default`` gives a job no attribute places ("unknown"): not a site APEL
     knows, so such a job is unsited (not sent) unless ``site`` names the site."""
+    now: float | None = None
+    """The sender's clock, UNIX seconds (None: the time of the run); a job ending later than it
+    and :data:`~collector.instants.FUTURE_SLACK_S` is left out (:data:`FUTURE`)."""
+
+
+def latest_end(options: ApelOptions) -> float:
+    """The last end time, UNIX seconds, of a job that may be sent (:data:`FUTURE`): the sender's
+    clock and the collector's slack, and never in a month that has not begun (APEL refuses a
+    summary of a month later than its clock, with no slack)."""
+    now = time.time() if options.now is None else options.now
+    today = datetime.fromtimestamp(now, UTC)
+    after = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    next_month = datetime(after[0], after[1], 1, tzinfo=UTC).timestamp()
+    return min(now + FUTURE_SLACK_S, next_month - 0.001)
 
 
 @dataclass
@@ -205,7 +228,8 @@ def _epoch(value: object, *, ms: bool) -> float:
 _text = clean  # every text field with its whitespace as APEL keys on it (collapsed)
 
 
-def _job_site(value: object, options: ApelOptions) -> str | None:
+def job_site(value: object, options: ApelOptions) -> str | None:
+    """The site a job record names, as APEL keys it; None for none or ``[site] default``'s placeholder."""
     site = _text(value)
     return None if site is None or site == _text(options.placeholder_site) else site
 
@@ -214,7 +238,7 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     fqans = [parse_fqan(_text(f)) for f in rows["fqan"]]
     fallback = [_text(v) for v in rows[options.vo_attribute]]
     vos = [
-        _text(vo) or fq[0] or (options.vo_map.get(fb, fb) if fb is not None else None)
+        _text(vo) or fq[0] or (_text(options.vo_map.get(fb, fb)) if fb is not None else None)
         for vo, fq, fb in zip(rows["vo"], fqans, fallback, strict=True)
     ]
     # the benchmark as APEL keeps a job's ServiceLevel (DECIMAL(10,3)), so summaries and job
@@ -222,7 +246,7 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     benchmark = np.round(pd.to_numeric(rows["speed"], errors="coerce").to_numpy(dtype=np.float64), BENCHMARK_DECIMALS)
     return pd.DataFrame(
         {
-            "Site": [options.site or _job_site(s, options) for s in rows["site"]],
+            "Site": [options.site or job_site(s, options) for s in rows["site"]],
             "GlobalUserName": [_text(d) for d in rows["dn"]],
             "VO": vos,
             "VOGroup": [f[1] for f in fqans],
@@ -282,7 +306,7 @@ def apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> pd.Da
     """APEL's summary records of the groups of one month as the store gives them (the rows of
     :func:`_aggregation`'s query, with ``period`` 'YYYY-MM'), with ``benchmarked`` (False: the
     records of hosts without a benchmark, whose normalised times are NaN) and ``left_out`` (why
-    APEL could not take the record, "" where it can: :func:`collector.apel.keys.too_long`). The
+    APEL could not take the record, "" where it can: :func:`collector.apel.keys.unsendable`). The
     names are grouped as APEL keys them (:func:`collector.apel.keys.merge_spellings`). Pure."""
     return _apel_table(rows, options)[0]
 
@@ -316,7 +340,7 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     keys["benchmarked"] = known
     keys, merges = merge_spellings(keys)
     keys["left_out"] = [
-        why or too_long(r) or ("" if isinstance(r["VO"], str) else NO_VO)
+        why or unsendable(r) or ("" if isinstance(r["VO"], str) else NO_VO)
         for why, r in zip(selected, keys[list(NAME_KEYS)].to_dict("records"), strict=True)
     ]  # "" where the record can be sent
     if len(options.infrastructure) > 20:
@@ -385,63 +409,17 @@ def apel_months(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOpti
     the store a month at a time (a month is always whole: APEL replaces a month with what it
     gets). Months without records give nothing."""
     result = ApelResult([])
+    cut = datetime.fromtimestamp(math.floor(latest_end(options)) + 1, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for year, month in months:
         since, until = month_bounds(year, month)
-        table, merges = _apel_table(sink.aggregate(_aggregation(options, since, until)), options)
+        sendable = min(until, max(since, cut))  # the ISO texts compare as the times
+        table, merges = _apel_table(sink.aggregate(_aggregation(options, since, sendable)), options)
+        if sendable < until:  # the jobs ending after the sender's clock: counted, not sent
+            future, _ = _apel_table(sink.aggregate(_aggregation(options, sendable, until)), options)
+            if len(future):
+                table = pd.concat([table, future.assign(left_out=FUTURE)], ignore_index=True)
         result.tables.append(table)
         result.merged.extend(merges)
         result.unsited_jobs += int(table.loc[table["Site"].isna(), "NumberOfJobs"].sum())
         result.months.extend(_months(table, options))
     return result
-
-
-def job_records(
-    sink: Sink, year: int, month: int, options: ApelOptions
-) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
-    """APEL's individual job records of the ``job`` records of a month (those with a site and a
-    benchmark, every field within APEL's columns), and the jobs left out, per (site, reason).
-    The records are read, not grouped: one message record per job."""
-    since, until = month_bounds(year, month)
-    records: list[dict[str, Any]] = []
-    left_out: dict[tuple[str, str], int] = {}
-    for doc in sink.query("job", since=since, until=until):
-        site = options.site or _job_site(doc.get("site"), options)
-        speed = doc.get("speed")
-        if site is None:
-            continue
-        if not isinstance(speed, (int, float)) or not math.isfinite(speed) or speed <= 0:
-            left_out[site, "no benchmark"] = left_out.get((site, "no benchmark"), 0) + 1
-            continue
-        vo, group, role = parse_fqan(_text(doc.get("fqan")))
-        fallback = _text(doc.get(options.vo_attribute))
-        host = _text(doc.get("host"))
-        records.append(
-            {
-                "Site": site,
-                "SubmitHost": _text(doc.get("schedd")),
-                "MachineName": host.partition("@")[2] or host if host else None,
-                "Queue": _text(doc.get("queue")),
-                "LocalJobId": _text(doc.get("job_id")),
-                "LocalUserId": _text(doc.get("user")),
-                "GlobalUserName": _text(doc.get("dn")),
-                "FQAN": _text(doc.get("fqan")),
-                "VO": _text(doc.get("vo")) or vo or (options.vo_map.get(fallback, fallback) if fallback else None),
-                "VOGroup": group,
-                "VORole": role,
-                "WallDuration": doc.get("walltime_s"),
-                "CpuDuration": doc.get("cpu_time_s"),
-                "Processors": doc.get("cpus"),
-                "NodeCount": doc.get("n_hosts"),
-                "StartTime": doc.get("start") if doc.get("start") is not None else doc.get("end"),
-                "EndTime": doc.get("end"),
-                "InfrastructureDescription": "APEL-HTCondor-fairacct",
-                "InfrastructureType": options.infrastructure,
-                "ServiceLevelType": options.benchmark_type,
-                "ServiceLevel": round(float(speed), BENCHMARK_DECIMALS),
-            }
-        )
-        reason = NO_VO if records[-1]["VO"] is None else too_long(records[-1])
-        if reason:
-            records.pop()
-            left_out[site, reason] = left_out.get((site, reason), 0) + 1
-    return records, left_out

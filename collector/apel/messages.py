@@ -17,18 +17,23 @@ kind            header                                   one record per
 ``jobs``        ``APEL-individual-job-message: v0.3``    job
 ==============  =======================================  =================================
 
-Times (``EarliestEndTime``, ``StartTime``, ...) are UNIX seconds, durations whole seconds.
+Times (``EarliestEndTime``, ``StartTime``, ...) are UNIX seconds, cut to the second towards the
+past (as the store dates a job: an end of 23:59:59.6 is in its month); durations whole seconds.
 A field without a value is left out (APEL takes it as absent); a value never holds a line
 break (it would end the field).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "MessageKind", "render"]
+__all__ = ["INSTANTS", "KINDS", "MessageKind", "render"]
+
+INSTANTS = ("EarliestEndTime", "LatestEndTime", "StartTime", "EndTime")
+"""The fields that are instants (UNIX seconds), written as whole seconds towards the past."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,9 @@ def render(kind: MessageKind, records: Sequence[Mapping[str, Any]], *, benchmark
                 if name in kind.mandatory:
                     raise ValueError(f"{kind.header} record {n}: mandatory field {name} has no value")
                 continue
-            if name in kind.integers:
+            if name in INSTANTS:  # cut towards the past, as the store dates a job: 23:59:59.6 stays in its month
+                text = str(math.floor(float(value)))
+            elif name in kind.integers:
                 text = str(round(float(value)))
             elif name == "ServiceLevel":  # APEL keeps DECIMAL(10,3)
                 text = f"{round(float(value), 3):.3f}".rstrip("0").rstrip(".")

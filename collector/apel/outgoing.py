@@ -4,7 +4,8 @@ message, which ssmsend locks, sends and removes.
 A month re-sent replaces the month: APEL keys summaries by site and month (and sync records
 too), so the repository replaces what it held with what it gets. Here likewise, before a
 message is added, the messages still queued (not yet sent) of the same header, site and
-month are removed, so that a second run leaves exactly one month's messages, never two. A
+month are removed (the site as APEL's server tells sites apart: its collation), so that a second
+run leaves exactly one month's messages, never two. A
 message ssmsend holds locked while it sends is left to it (APEL replaces it by the new one).
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dirq.QueueSimple import QueueSimple
 
+from collector.apel.keys import general_ci_key
 from collector.errors import ConfigError
 
 __all__ = ["Delivered", "deliver", "message_key"]
@@ -31,7 +33,8 @@ class Delivered:
 
 
 def message_key(text: str) -> tuple[str, str, int, int] | None:
-    """(header, Site, Year, Month) of a message's first record; None when it has none (not ours)."""
+    """(header, Site, Year, Month) of a message's first record, the site under APEL's collation
+    (:func:`collector.apel.keys.general_ci_key`); None when it has none (not ours)."""
     lines = text.splitlines()
     if not lines:
         return None
@@ -42,7 +45,7 @@ def message_key(text: str) -> tuple[str, str, int, int] | None:
         name, _, value = line.partition(":")
         found[name.strip()] = value.strip()
     try:
-        return lines[0].strip(), found["Site"], int(found["Year"]), int(found["Month"])
+        return lines[0].strip(), general_ci_key(found["Site"]), int(found["Year"]), int(found["Month"])
     except (KeyError, ValueError):
         return None
 

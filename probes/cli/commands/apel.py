@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--switch-kind",
         action="store_true",
-        help="send a month already sent as the other summary kind (the old kind's records are zeroed)",
+        help="send a month already sent as the other summary kind, or as summaries with --kind jobs (the old kind's "
+        "records are zeroed; a month sent as jobs cannot switch: APEL cannot remove job records)",
     )
 
 
@@ -108,28 +109,100 @@ def apel_options(config: ProbeConfig, args: argparse.Namespace) -> ApelOptions:
     )
 
 
-def _messages(kind: str, result: ApelResult, sink: Any, options: ApelOptions) -> list[str]:
-    from collector.apel import KINDS, job_records, render
+def _now(
+    kind: str, result: ApelResult, sink: Any, options: ApelOptions, ledger: dict[str, Any]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, int]]]:
+    """The records of ``kind`` of this send per ledger name (``SITE YYYY-MM``); for the jobs kind,
+    also the jobs left out per name and reason (the summaries' own say it for the others). The
+    sync records of a month the ledger says went as jobs count its job records, as APEL holds them."""
+    from collector.apel import job_records
+    from collector.apel.ledger import folded_id, month_id
 
-    spec = KINDS[kind]
-    texts: list[str] = []
-    if kind == "jobs":
-        done: set[tuple[int, int]] = set()
-        for m in result.months:
-            if (m.year, m.month) in done:
+    if kind == "summary" or kind == "normalised":
+        return {month_id(m.site, m.year, m.month): m.summaries for m in result.months}, {}
+    if kind == "sync":
+        sync = {month_id(m.site, m.year, m.month): m.sync for m in result.months}
+        as_jobs = {folded_id(n) for n, e in ledger.items() if isinstance(e, dict) and e.get("kind") == "jobs"}
+        for year, month in sorted({(m.year, m.month) for m in result.months}):
+            names = [n for n in sync if n.endswith(f" {year:04d}-{month:02d}") and folded_id(n) in as_jobs]
+            if not names:
                 continue
-            done.add((m.year, m.month))
-            records, _ = job_records(sink, m.year, m.month, options)  # left out: as the summaries say
-            for site in sorted({r["Site"] for r in records}):
-                mine = [r for r in records if r["Site"] == site]
-                for i in range(0, len(mine), JOBS_PER_MESSAGE):
-                    texts.append(render(spec, mine[i : i + JOBS_PER_MESSAGE], benchmark_type=options.benchmark_type))
-        return texts
-    for m in result.months:
-        records = m.sync if kind == "sync" else m.summaries
-        if records:
-            texts.append(render(spec, records, benchmark_type=options.benchmark_type))
+            counts: dict[tuple[str, Any], int] = {}
+            for r in job_records(sink, year, month, options)[0]:
+                key = (folded_id(month_id(r["Site"], year, month)), r["SubmitHost"])
+                counts[key] = counts.get(key, 0) + 1
+            for name in names:
+                site = name.rpartition(" ")[0]
+                sync[name] = [
+                    {"Site": site, "SubmitHost": host, "NumberOfJobs": n, "Month": month, "Year": year}
+                    for (fid, host), n in sorted(counts.items(), key=str)
+                    if fid == folded_id(name)
+                ]
+        return sync, {}
+    now: dict[str, list[dict[str, Any]]] = {}
+    left: dict[str, dict[str, int]] = {}
+    for year, month in sorted({(m.year, m.month) for m in result.months}):
+        records, left_out = job_records(sink, year, month, options)
+        for r in records:
+            now.setdefault(month_id(r["Site"], year, month), []).append(r)
+        for (site, reason), jobs in left_out.items():
+            left.setdefault(month_id(site, year, month), {})[reason] = jobs
+    return now, left
+
+
+def _texts(per: dict[tuple[str, str], list[dict[str, Any]]], options: ApelOptions) -> list[str]:
+    """The messages of a plan: one per kind and site-month, job records a thousand a message."""
+    from collector.apel import KINDS, render
+
+    texts = []
+    for (kind, _), records in sorted(per.items()):
+        size = JOBS_PER_MESSAGE if kind == "jobs" else max(len(records), 1)
+        for i in range(0, len(records), size):
+            texts.append(render(KINDS[kind], records[i : i + size], benchmark_type=options.benchmark_type))
     return texts
+
+
+def _summary_sites(result: ApelResult) -> list[dict[str, Any]]:
+    """What each site-month's summaries hold, as APEL will hold it (each record's times rounded)."""
+    return [
+        {
+            "site": m.site,
+            "month": f"{m.year:04d}-{m.month:02d}",
+            "records": len(m.summaries),
+            "jobs": int(sum(r["NumberOfJobs"] for r in m.summaries)),
+            "wall_s": sum(round(float(r["WallDuration"])) for r in m.summaries),
+            "normalised_wall_s": sum(round(float(r["NormalisedWallDuration"])) for r in m.summaries),
+            "unbenchmarked_jobs": m.unbenchmarked_jobs,
+            "unbenchmarked_wall_hours": m.unbenchmarked_wall_s / 3600.0,
+            "left_out": m.left_out,
+        }
+        for m in result.months
+    ]
+
+
+def _jobs_sites(now: dict[str, list[dict[str, Any]]], left: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """What each site-month's job records become in APEL's summaries (its summariser's sums:
+    :func:`collector.apel.job_summaries`), and the jobs left out."""
+    from collector.apel import job_summaries
+
+    out = []
+    for name in sorted(set(now) | set(left)):
+        site, _, month = name.rpartition(" ")
+        rows = job_summaries(now.get(name, []))
+        out.append(
+            {
+                "site": site,
+                "month": month,
+                "records": len(now.get(name, [])),
+                "jobs": sum(r["NumberOfJobs"] for r in rows),
+                "wall_s": sum(r["WallDuration"] for r in rows),
+                "normalised_wall_s": sum(r["NormalisedWallDuration"] for r in rows),
+                "unbenchmarked_jobs": 0,
+                "unbenchmarked_wall_hours": 0.0,
+                "left_out": left.get(name, {}),
+            }
+        )
+    return out
 
 
 LEDGER_FILE = "apel-sent.json"
@@ -148,42 +221,12 @@ def _read_ledger(path: Path) -> dict[str, Any]:
     return data
 
 
-def _with_zeros(
-    kind: str, result: ApelResult, months: list[tuple[int, int]], ledger: dict[str, Any], *, switch: bool
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """The summary records to send per kind, with the zero records that cancel in APEL the keys
-    sent before and no longer produced, and the ledger's new entries. Raises ConfigError when a
-    month was sent as the other kind and ``switch`` is not given."""
-    from collector.apel.ledger import ledger_entry, month_id, zero_records
-
-    out: dict[str, list[dict[str, Any]]] = {}
-    entries: dict[str, Any] = {}
-    now = {month_id(m.site, m.year, m.month): m.summaries for m in result.months}
-    wanted = {f"{y:04d}-{mo:02d}" for y, mo in months}
-    for name in sorted(set(now) | {n for n in ledger if n.rpartition(" ")[2] in wanted}):
-        records = now.get(name, [])
-        before = ledger.get(name)
-        if before and before.get("kind") != kind:
-            if not switch:
-                raise ConfigError(
-                    f"{name} was sent to APEL as --kind {before.get('kind')}; APEL keeps the two kinds in two "
-                    f"tables, so sending it as --kind {kind} would count the month twice. Send --kind "
-                    f"{before.get('kind')} again, or give --switch-kind, which sends zero records for what "
-                    f"the {before.get('kind')} messages held"
-                )
-            out.setdefault(str(before.get("kind")), []).extend(zero_records(before.get("keys", []), []))
-            before = None
-        zeros = zero_records(before.get("keys", []), records) if before else []
-        out.setdefault(kind, []).extend([*records, *zeros])
-        entries[name] = ledger_entry(kind, records)
-    return out, entries
-
-
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """Group the months in the store, render the messages, deliver them (or print them)."""
     from datetime import UTC, datetime
 
     from collector.apel import KINDS, apel_months, deliver
+    from collector.apel.ledger import plan
     from collector.sinks import open_sink
 
     options = apel_options(config, args)
@@ -201,51 +244,30 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
     try:
         result = apel_months(sink, months, options)
-        texts = _messages(args.kind, result, sink, options)
+        out = args.out or config.apel.outgoing
+        ledger_path = Path(config.probe.state_dir) / LEDGER_FILE
+        # a re-send replaces the month in APEL's tables: zero records for what was sent before
+        # (the ledger is kept only where the messages go to APEL's queue)
+        ledger = _read_ledger(ledger_path) if out else {}
+        now_records, jobs_left = _now(args.kind, result, sink, options, ledger)
     finally:
         sink.close()
-    out = args.out or config.apel.outgoing
-    ledger_path = Path(config.probe.state_dir) / LEDGER_FILE
-    entries: dict[str, Any] = {}
-    zeroed = 0
-    if out and args.kind in ("summary", "normalised"):
-        # a re-send replaces the month in APEL's tables: zero records for the keys sent before
-        from collector.apel import KINDS as _KINDS
-        from collector.apel import render
-
-        ledger = _read_ledger(ledger_path)
-        per_kind, entries = _with_zeros(args.kind, result, months, ledger, switch=args.switch_kind)
-        texts = []
-        for kind, records in sorted(per_kind.items()):
-            zeroed += sum(1 for r in records if r["NumberOfJobs"] == 0)
-            by_month: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
-            for r in records:
-                by_month.setdefault((r["Site"], r["Year"], r["Month"]), []).append(r)
-            for part in by_month.values():
-                texts.append(render(_KINDS[kind], part, benchmark_type=options.benchmark_type))
+    planned = plan(args.kind, now_records, [f"{y:04d}-{m:02d}" for y, m in months], ledger, switch=args.switch_kind)
+    texts = _texts(planned.records, options)
+    zeroed = planned.zeroed
     delivered = deliver(out, texts) if out else None
-    if delivered is not None and entries:
+    if delivered is not None and planned.entries:
         from probes.files import atomic_write
 
-        atomic_write(ledger_path, json.dumps(_read_ledger(ledger_path) | entries, indent=1, sort_keys=True))
+        kept = {k: v for k, v in _read_ledger(ledger_path).items() if k not in planned.dropped}
+        atomic_write(ledger_path, json.dumps(kept | planned.entries, indent=1, sort_keys=True))
     doc: dict[str, Any] = {
         "kind": args.kind,
         "header": KINDS[args.kind].header,
         "benchmark_type": options.benchmark_type,
         "months": [f"{y:04d}-{m:02d}" for y, m in months],
         "messages": len(texts),
-        "sites": [
-            {
-                "site": m.site,
-                "month": f"{m.year:04d}-{m.month:02d}",
-                "records": len(m.summaries),
-                "jobs": int(sum(r["NumberOfJobs"] for r in m.summaries)),
-                "unbenchmarked_jobs": m.unbenchmarked_jobs,
-                "unbenchmarked_wall_hours": m.unbenchmarked_wall_s / 3600.0,
-                "left_out": m.left_out,
-            }
-            for m in result.months
-        ],
+        "sites": _jobs_sites(now_records, jobs_left) if args.kind == "jobs" else _summary_sites(result),
         "unsited_jobs": result.unsited_jobs,
         "merged": [str(m) for m in result.merged],
     }
