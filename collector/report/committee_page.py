@@ -12,10 +12,10 @@ import pandas as pd
 from collector.report.committee import Committee
 from collector.report.svg import bar_chart
 
-__all__ = ["committee_sections"]
+__all__ = ["HEADERS", "committee_sections"]
 
-# the committee's tables, their columns and headers (units in every header of a number)
-_HEADERS = {
+# the committee's tables, their columns and headers (units in every header of a number); the XLSX's meanings
+HEADERS = {
     "project": "project",
     "VO": "VO",
     "site": "site",
@@ -53,7 +53,7 @@ def _number(value: object, percent: bool = False) -> str:
 def _table(frame: pd.DataFrame, css: str) -> str:
     """A table shown open (the committee's figures are the page's answer, not behind a click);
     a row over its award gets the class ``over``, one on course to exceed it ``course``."""
-    head = "".join(f"<th>{escape(_HEADERS.get(c, c))}</th>" for c in frame.columns)
+    head = "".join(f"<th>{escape(HEADERS.get(c, c))}</th>" for c in frame.columns)
     rows = []
     for record in frame.to_dict("records"):
         status = str(record.get("status", ""))

@@ -150,8 +150,9 @@ def _committee_part(t: ReportTables) -> list[str]:
         "Usage per day",
         "Core-hours of the jobs that ended each day (used) and of the running jobs' bills (billed), over every day "
         "of the period; a grey band is a day without any record (no data, not 0).",
+        # a day without snapshots billed nothing because nothing was seen: missing, not 0
         line_chart(days, {"used core-hours": _per_day(days, d, "core_hours"),
-                          "billed core-hours": _per_day(days, d, "billed_core_hours")},
+                          "billed core-hours": _per_day(days, d.loc[d["n_slot_snapshots"] > 0], "billed_core_hours")},
                    title="core-hours per day (UTC)", unit="core-hours"), d,
         "No core-hour used or billed on any day of the period.",
     ))  # fmt: skip

@@ -88,7 +88,7 @@ def _days(sink: Sink, period: Period) -> pd.DataFrame:
     """Per day with any record: jobs, used and billed core-hours and GPU-hours."""
     days = usage_table(sink, period, ["day"])
     days = days.loc[(days[["n_jobs", "n_bills", "n_slot_snapshots"]] > 0).any(axis=1)]
-    columns = ["day", "n_jobs", "core_hours", "billed_core_hours", "gpu_hours", "billed_gpu_hours"]
+    columns = ["day", "n_jobs", "core_hours", "n_slot_snapshots", "billed_core_hours", "gpu_hours", "billed_gpu_hours"]
     return days[columns].reset_index(drop=True)
 
 
