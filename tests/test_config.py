@@ -26,7 +26,7 @@ from .conftest import ROOT
         (
             {"bogus": 1},
             "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, "
-            "upstream, probe, log, penalty, fairshare, priority, summaries, fairness, collector, apel",
+            "upstream, probe, log, penalty, fairshare, priority, summaries, fairness, collector, apel, awards",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},

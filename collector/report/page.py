@@ -270,14 +270,14 @@ def render_page(t: ReportTables, figures: Sequence[Figure] = (), appendix: Seque
         "multi-resource penalty in PE-hours, fairshare and the fairness of the share.</p>"
     )
     sections += _overhead_part(t) + _fairness_part(t)
-    sections += [_section(f.title, f.what, f.plot, f.table, f.blank, f.more) for f in figures]
+    sections += [_section(f.title, f.what, f.plot, f.table, f.blank, more=f.more) for f in figures]
     if appendix:  # synthetic cases beside a site's data would read as the site's: set apart and said so
         sections.append(
             '<h1 id="appendix">Appendix: synthetic cases, not this site\'s data</h1><p class="note">'
             "The fair-share lab's cases (Sedighi et al. 2014), simulated by fairacct to show how each policy "
             "behaves; nothing below was read from this site's pool or store.</p>"
         )
-        sections += [_section(f.title, f.what, f.plot, f.table, f.blank, f.more) for f in appendix]
+        sections += [_section(f.title, f.what, f.plot, f.table, f.blank, more=f.more) for f in appendix]
     title = f"fairacct report, {t.period.first} to {t.period.last}"
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'

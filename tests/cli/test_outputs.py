@@ -70,9 +70,11 @@ def test_summarize_export_and_report_the_demo_pool(
     # the demo pool's jobs are priced against its slots' classes (every user's share the same under
     # the penalty as CPU-only: said, not drawn); it has closed no fairshare window yet; its snapshot
     # has fairness records (nobody starved: said) and efficiency by site, the books (fairacct audit),
-    # and with --lab the lab's six cases are drawn in an appendix after it all
-    assert page.count("<svg") == 3 + 1 + 1 + 1 + 6 and page.count("No records in this period") == 1
-    assert page.count('class="note blank"') == 2
+    # and with --lab the lab's six cases are drawn in an appendix after it all; first, the committee's
+    # awards (core-hours and GPU-hours per project), usage per day and held against billed
+    assert page.count("<svg") == 2 + 1 + 1 + 2 + 1 + 1 + 1 + 6 and "No records in this period" not in page
+    assert page.count("No fairshare records in this period: the probe writes them when a fairshare window") == 1
+    assert page.count('class="note blank"') == 3
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
     assert "<h2>The books: allocation records against completed jobs" in page
     site, _, appendix = page.partition("Appendix: synthetic cases, not this site's data")
@@ -81,7 +83,7 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     site_only = (tmp_path / "site" / "index.html").read_text()
     assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
-    assert site_only.count("<svg") == 3 + 1 + 1 + 1
+    assert site_only.count("<svg") == 2 + 1 + 1 + 2 + 1 + 1 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
     # the XLSX shows each day's books beside the usage: the demo's submitters, held against used (the demo's
     # one snapshot holds running jobs only: set apart, as the report sets them apart)

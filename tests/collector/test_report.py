@@ -49,7 +49,9 @@ def test_the_report_tables_are_the_sums_of_the_records(generated_store: Sink) ->
 
 def test_the_page_is_self_contained(generated_store: Sink) -> None:
     page = render_page(report_tables(generated_store, PERIOD))
-    assert page.count("<svg") == 5 and page.count("<table>") == 5
+    # the committee's: core-hours and GPU-hours per project, usage per day, held against billed; then
+    # the overhead histogram and per day, the penalty and fairshare (no fairness records: said)
+    assert page.count("<svg") == 8 and page.count("<table>") == 6 and page.count('<table class="committee">') == 3
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
     assert "<script" not in page
     for title in ("True overhead per partition", "Overhead over time per site", "Held against billed per project",
@@ -143,7 +145,8 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
         "Lab case 1: burst",
     ):
         assert f"<h2>{title}" in html
-    assert html.count("<svg") == 10 and html.count("<table>") == 10  # every section drawn, with its table
+    # every section drawn, with its table (the committee's three tables shown open, each with its class)
+    assert html.count("<svg") == 13 and html.count("<table>") == 11
     shot = tmp_path / "report.png"
     # a home of its own: Chromium writes crash-report settings and dconf under $HOME whatever its profile
     home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
