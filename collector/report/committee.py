@@ -112,8 +112,8 @@ def _award_usage(sink: Sink, awards: Sequence[Award], as_of: date | None) -> pd.
         key = (a.first, a.last)
         if key not in used_by:
             used_by[key] = usage_table(sink, Period(a.first, a.last), ["project"]).set_index("project")
-        table = used_by[key]
-        used = float(table.loc[a.project, _USED[a.resource.split("_")[0]]]) if a.project in table.index else 0.0
+        column = used_by[key][_USED[a.resource.split("_")[0]]]
+        used = float(column.astype(float).get(a.project, 0.0))
         if as_of is None or as_of < a.first:
             projected = float("nan")
         else:
@@ -145,7 +145,8 @@ def _with_awards(table: pd.DataFrame, key: str, usage: pd.DataFrame, given: bool
         status = status.where(~course, status + f"on course to exceed the {unit} award; ")
     if given:
         has = out[[f"awarded_{r}_hours" for r in ("core", "gpu")]].notna().any(axis=1)
-        status = status.where(status != "", np.where(has, "within its award", "no award"))
+        said = pd.Series(np.where(has, "within its award", "no award"), index=out.index, dtype=object)
+        status = status.where(status != "", said)
     out["status"] = status.str.rstrip("; ")
     return out
 
