@@ -245,3 +245,24 @@ def test_the_xlsx_holds_the_same_figures_with_totals(demo: Path) -> None:
     assert next(r for r in awards if r[0] == "TOTAL")[head.index("awarded_core_hours")] == 2300
     apel = list(book["apel"].iter_rows(values_only=True))
     assert {r[1] for r in apel[1:] if r[0] == "2026-11"} == {"atlas", "cms", "osg"}  # VOs, not groups
+
+
+def test_without_awards_the_page_shows_usage_alone_and_an_unmapped_group_is_no_vo(demo: Path) -> None:
+    from datetime import date
+
+    from collector.exports import Period
+    from collector.report.committee import NO_VO, committee_tables
+    from collector.report.committee_page import committee_sections
+    from collector.sinks.sqlite import EmbeddedStore
+
+    with EmbeddedStore(demo / "state" / "fairacct.sqlite") as store:
+        c = committee_tables(store, Period(date(2026, 11, 1), date(2026, 11, 30)), vo_map={"group_cms": "cms"})
+    html = committee_sections(c)
+    assert "No awards were given" in html and "awarded core-hours" not in html and "status" not in html
+    assert c.projects["VO"].tolist() == ["cms", "cms", NO_VO, NO_VO]  # by core-hours: ML, Production, ATLAS, OSG
+    assert c.vos["VO"].tolist() == ["cms", NO_VO] and c.vos["n_jobs"].tolist() == [29, 31]
+    assert c.notes == [
+        f"Accounting group(s) group_atlas, group_osg name no VO in [apel] vo_map: their usage is counted under "
+        f"{NO_VO!r}, not sent as a VO."
+    ]
+    assert html.count("group_atlas") == 1  # said once, in the note

@@ -160,3 +160,17 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
     assert _pixels_vary(shot.read_bytes()), "the screenshot is blank"
     if os.environ.get("FAIRACCT_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["FAIRACCT_KEEP_SCREENSHOT"])
+
+
+def test_a_time_plot_spans_the_period_and_shows_missing_days_as_no_data() -> None:
+    from collector.report.svg import line_chart
+
+    nan = float("nan")
+    days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
+    svg = line_chart(days, {"used": [nan, 2.0, 4.0, nan, 3.0], "idle": [0.0, 0.0, 0.0, nan, 0.0]}, title="t", unit="h")
+    # one line joins the 2nd and 3rd days, the 5th is a dot alone; no line climbs from 0 on the 1st or 4th
+    assert svg.count("<polyline") == 1 and svg.count("<circle") == 3
+    assert svg.count('class="missing"') == 1 and "2026-11-04: no data" in svg  # the day every series misses
+    # the legend names what is drawn: "idle" is all 0, so not drawn nor named; "no data" names the band
+    legend = re.findall(r'<text x="\d+" y="[0-9.]+" class="tick">([^<]*)</text>', svg)
+    assert legend[-2:] == ["used", "no data"] and "idle" not in legend
