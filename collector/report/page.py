@@ -53,6 +53,7 @@ svg { width: 100%; height: auto; background: #fafafa; border: 1px solid #eee; }
 svg .title { font-size: 13px; font-weight: 600; } svg .tick { font-size: 10px; fill: #555; }
 svg .grid { stroke: #e4e4e4; } svg .axis { stroke: #888; }
 table { border-collapse: collapse; margin: 12px 0; font-size: 12px; }
+table { display: block; overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; } th { background: #f2f2f2; }
 td:first-child, th:first-child { text-align: left; }
 p.note { color: #666; } p.blank { padding: 12px; background: #fafafa; border: 1px solid #eee; }

@@ -29,7 +29,7 @@ def test_a_csv_as_a_committee_keeps_it(tmp_path: Path) -> None:
     path = tmp_path / "awards.csv"
     # saved by Excel: a byte-order mark, thousands separators, a blank line at the end
     path.write_text(
-        "\ufeffproject,resource,amount,period\nCMS_Production,core-hours,\"1,500\",2026-11\n"
+        '\ufeffproject,resource,amount,period\nCMS_Production,core-hours,"1,500",2026-11\n'
         "CMS_ML_Training,GPU-hours,100,2026-Q4\n,,,\n",
         encoding="utf-8",
     )
