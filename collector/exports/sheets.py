@@ -63,13 +63,17 @@ def with_total(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     for rate, (top, bottom) in _RATIOS.items():
         if rate in frame and top in frame and bottom in frame:
             total[rate] = total[top] / total[bottom] if total[bottom] else None
+    if {"overhead_percent", "overhead_core_hours", "capacity_core_hours"} <= set(frame.columns):
+        capacity = total["capacity_core_hours"]
+        total["overhead_percent"] = 100.0 * total["overhead_core_hours"] / capacity if capacity else None
     for c in frame.columns:
         if c.endswith("_share"):
             total[c] = None  # a share's total is 100 only when the rows are one period: said by the rows
         if c.endswith("_award_used_percent"):
             resource = c.split("_")[0]
-            used, awarded = f"{resource}_hours", f"awarded_{resource}_hours"
-            total[c] = 100.0 * total[used] / total[awarded] if total.get(awarded) else None
+            awarded = frame[f"awarded_{resource}_hours"]
+            used = frame.loc[awarded.notna(), f"{resource}_hours"].sum()  # of the rows with an award only
+            total[c] = 100.0 * used / awarded.sum() if awarded.notna().any() else None
     first = keys[0] if keys else frame.columns[0]
     total[first] = TOTAL
     return pd.concat([frame, pd.DataFrame([total], columns=frame.columns)], ignore_index=True)

@@ -9,6 +9,7 @@ from html import escape
 
 import pandas as pd
 
+from collector.exports.sheets import TOTAL, with_total
 from collector.report.committee import Committee
 from collector.report.svg import bar_chart
 
@@ -51,13 +52,16 @@ def _number(value: object, percent: bool = False) -> str:
 
 
 def _table(frame: pd.DataFrame, css: str) -> str:
-    """A table shown open (the committee's figures are the page's answer, not behind a click);
-    a row over its award gets the class ``over``, one on course to exceed it ``course``."""
+    """A table shown open (the committee's figures are the page's answer, not behind a click),
+    its total row last; a row over its award gets the class ``over``, one on course to exceed it
+    ``course``, the total ``total``."""
     head = "".join(f"<th>{escape(HEADERS.get(c, c))}</th>" for c in frame.columns)
     rows = []
-    for record in frame.to_dict("records"):
-        status = str(record.get("status", ""))
+    keys = [c for c in frame.columns if c in ("project", "VO", "site")]
+    for record in with_total(frame, keys).to_dict("records"):
+        status = str(record.get("status", "") or "")
         mark = ' class="over"' if "over the" in status else ' class="course"' if "on course" in status else ""
+        mark = ' class="total"' if record[frame.columns[0]] == TOTAL else mark
         cells = "".join(f"<td>{_number(record[c], c.endswith('_percent'))}</td>" for c in frame.columns)
         rows.append(f"<tr{mark}>{cells}</tr>")
     return f'<table class="{css}"><tr>{head}</tr>{"".join(rows)}</table>'

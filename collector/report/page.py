@@ -63,6 +63,7 @@ table.committee th { white-space: normal; max-width: 110px; vertical-align: bott
 table.committee td:last-child, table.committee th:last-child { text-align: left; }
 table.committee tr.over td { background: #fde2dd; font-weight: 600; }
 table.committee tr.course td { background: #fff4d6; }
+table.committee tr.total td { font-weight: 600; border-top: 2px solid #888; }
 section#committee svg { max-width: 900px; }
 """
 

@@ -212,8 +212,15 @@ def test_the_first_screen_answers_a_committee(demo: Path) -> None:
     assert rows["ATLAS_Analysis"][-1] == "within its award" and rows["OSG_Chemistry"][1] == "osg"
     assert "1 project(s) over their award, 1 on course to exceed it" in text(committee)
     per_vo = page.split("<h2>Per VO", 1)[1].split("<h2>Per site", 1)[0]
-    assert [text(v).strip() for v in re.findall(r"<tr[^>]*><td>(.*?)</td>", per_vo)] == ["cms", "atlas", "osg"]
+    assert [text(v).strip() for v in re.findall(r"<tr[^>]*><td>(.*?)</td>", per_vo)] == ["cms", "atlas", "osg", "TOTAL"]
     assert "group_" not in per_vo
+    # every table ends with its total: 1,802.6 of the 2,300 core-hours awarded (78.4%), 102.7 of 120 GPU-hours
+    # (85.6%); per site, the 9.75 core-hours lost of the 57.7 offered (16.9%), not a sum of the sites' shares
+    total = [text(c).strip() for c in re.findall(r"<td>(.*?)</td>", committee.split('<tr class="total">')[1])]
+    assert total[:4] == ["TOTAL", "–", "60", "1,802.6"] and total[7:9] == ["2,300.0", "78.4"]
+    assert total[10:12] == ["120.0", "85.6"]
+    sites = page.split("<h2>Per site", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<td>(.*?)</td>", sites.split('<tr class="total">')[1])[-3:] == ["57.7", "9.8", "16.9"]
 
 
 def test_the_xlsx_holds_the_same_figures_with_totals(demo: Path) -> None:
