@@ -217,7 +217,7 @@ def test_the_first_screen_answers_a_committee(demo: Path) -> None:
     # every table ends with its total: 1,802.6 of the 2,300 core-hours awarded (78.4%), 102.7 of 120 GPU-hours
     # (85.6%); per site, the 9.75 core-hours lost of the 57.7 offered (16.9%), not a sum of the sites' shares
     total = [text(c).strip() for c in re.findall(r"<td>(.*?)</td>", committee.split('<tr class="total">')[1])]
-    assert total[:4] == ["TOTAL", "–", "60", "1,802.6"] and total[7:9] == ["2,300.0", "78.4"]
+    assert total[:4] == ["TOTAL", "\N{EN DASH}", "60", "1,802.6"] and total[7:9] == ["2,300.0", "78.4"]
     assert total[10:12] == ["120.0", "85.6"]
     sites = page.split("<h2>Per site", 1)[1].split("</table>", 1)[0]
     assert re.findall(r"<td>(.*?)</td>", sites.split('<tr class="total">')[1])[-3:] == ["57.7", "9.8", "16.9"]
