@@ -296,3 +296,44 @@ def test_an_export_across_the_summaries_horizon_refuses_and_says_the_ways_out(
     out_file.unlink()
     code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
     assert code == 1 and f"({old}: 13 job records, 10 summarized)" in err and not out_file.exists()
+
+
+def test_awards_from_the_command_line_and_a_group_without_a_vo(
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--awards`` (a TOML file) in place of the configuration's; a group ``[apel] vo_map`` does
+    not name is no VO in the XLSX and the report: its usage apart, the group said once."""
+    import openpyxl
+
+    from collector.report.committee import NO_VO
+
+    config = demo_config.with_name("unmapped.toml")  # beside the demo's: the same store
+    text = demo_config.read_text()
+    assert ', group_osg = "osg"' in text
+    config.write_text(text.replace(', group_osg = "osg"', ""))
+    awards = tmp_path / "awards.toml"
+    awards.write_text(
+        '[[award]]\nproject = "OSG_Chemistry"\nresource = "core_hours"\namount = 10\nperiod = "2026-11"\n'
+    )
+    assert run(capsys, "summarize", "--config", str(config), *DAYS)[0] == 0
+    xlsx = tmp_path / "usage.xlsx"
+    code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--format", "xlsx", "--awards", str(awards),
+                          "--out", str(xlsx))  # fmt: skip
+    assert code == 0, err
+    book = openpyxl.load_workbook(xlsx)
+    apel = [r for r in book["apel"].iter_rows(values_only=True)]
+    assert {r[1] for r in apel[1:] if r[0] == "2026-11"} == {"atlas", "cms", NO_VO}
+    said = [str(v) for r in apel for v in r if v is not None and "group_osg" in str(v)]
+    assert said == [f"Accounting group(s) group_osg name no VO in [apel] vo_map: counted under {NO_VO!r}, not as a VO."]
+    rows = list(book["awards"].iter_rows(values_only=True))
+    status = {r[0]: (r[1], r[rows[0].index("awarded_core_hours")], r[-1]) for r in rows[1:] if r[0] and r[-1]}
+    # OSG_Chemistry: 25.6 core-hours used of the 10 awarded; the others have none
+    assert status["OSG_Chemistry"] == (NO_VO, 10, "over the core-hours award")
+    assert status["CMS_Production"] == ("cms", None, "no award")
+    code, _out, err = run(capsys, "report", "--config", str(config), *DAYS, "--awards", str(awards), "--out",
+                          str(tmp_path / "report"))  # fmt: skip
+    assert code == 0, err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "1 awards. <b>1 project(s) over their award, 0 on course to exceed it</b>" in page
+    committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
+    assert committee.count("group_osg") == 1 and "(no VO: group not mapped)" in committee
