@@ -31,8 +31,9 @@ _EVERY = 5
 def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     """Scheduling, job and system efficiency per set (a table of
     :func:`~probes.pipeline.stored_efficiency.store_efficiency`; its core-seconds shown as core-hours)."""
-    # a set with nothing available and no job (a site only a job's missing attribute names) has nothing to show
-    frame = frame.loc[(frame["available_core_s"].astype(float) > 0) | (frame["jobs"].astype(float) > 0)]
+    # a set with no efficiency to show (the site of a job without one, which ran no core-second) is left out
+    ratios = frame[["scheduling", "job", "system"]].apply(pd.to_numeric, errors="coerce").fillna(0.0)
+    frame = frame.loc[(ratios > 0).any(axis=1)]
     names = frame["set"].astype(str).tolist()
     series = {k: frame[k].astype(float).tolist() for k in ("scheduling", "job", "system")}
     # core-hours, as the rest of the page: a reader does not take in 1,728,000 core-seconds

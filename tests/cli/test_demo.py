@@ -273,3 +273,33 @@ def test_without_awards_the_page_shows_usage_alone_and_an_unmapped_group_is_no_v
         f"{NO_VO!r}, not sent as a VO."
     ]
     assert html.count("group_atlas") == 1  # said once, in the note
+
+
+def test_legends_name_what_is_drawn_and_units_are_explained_where_they_first_appear(demo: Path) -> None:
+    page = (demo / "report" / "index.html").read_text()
+    found = sections(page)
+
+    def legend(body: str) -> list[str]:
+        svg = re.search(r"<svg.*?</svg>", body, re.S).group(0)  # type: ignore[union-attr]
+        return [unescape(t) for t in re.findall(r'<text x="\d+" y="[0-9.]+" class="tick">([^<]*)</text>', svg)]
+
+    # the demo's one snapshot holds running jobs only: no held nor used bar, so neither in the legend
+    assert legend(found["The books: allocation records against completed jobs"]) == ["running"]
+    assert "how it is measured</summary>" in found["The books: allocation records against completed jobs"]
+    # the slot snapshots are of 2026-11-21 only: one point per series, the 29 other days no data
+    overhead = found["Overhead over time per site"]
+    assert overhead.count(": no data</title>") == 29 and legend(overhead)[-1] == "no data"
+    assert ">unknown<" not in found["Efficiency by site"]  # the one job without a site ran no core-second
+    said = {t: text(b) for t, b in found.items()}
+    assert "A canonical unit (CU) is the smallest bundle of resources" in said["True overhead per partition"]
+    assert (
+        "A PE-hour (processor equivalent) counts a job by the resource it takes most of"
+        in said["Who pays more under the penalty"]
+    )
+    assert page.index("A canonical unit (CU) is") < page.index(" CU<") and page.index("A PE-hour") < page.index(
+        "penalty_hours"
+    )
+    assert (
+        "No fairshare records in this period: the probe writes them when a fairshare window"
+        in said["Fairshare against targets"]
+    )
