@@ -50,8 +50,9 @@ def split_capacity(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def with_total(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """``frame`` with a :data:`TOTAL` row under it: sums of its numbers, its rates as the ratio of
     the summed parts (not a sum of rates), shares 100 where they were of the whole, percents of
-    an award as the summed used over the summed award."""
-    if frame.empty:
+    an award as the summed used over the summed award. A frame without ``keys`` is one row, its
+    own total: unchanged."""
+    if frame.empty or not keys:
         return frame
     total: dict[str, Any] = {}
     for c in frame.columns:
@@ -74,8 +75,7 @@ def with_total(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
             awarded = frame[f"awarded_{resource}_hours"]
             used = frame.loc[awarded.notna(), f"{resource}_hours"].sum()  # of the rows with an award only
             total[c] = 100.0 * used / awarded.sum() if awarded.notna().any() else None
-    first = keys[0] if keys else frame.columns[0]
-    total[first] = TOTAL
+    total[keys[0]] = TOTAL
     return pd.concat([frame, pd.DataFrame([total], columns=frame.columns)], ignore_index=True)
 
 
