@@ -69,14 +69,17 @@ def _table(frame: pd.DataFrame, css: str) -> str:
 
 def _totals(c: Committee) -> str:
     t = c.totals
-    lost = f"{t['overhead_percent']:.1f}%" if math.isfinite(t["overhead_percent"]) else "\N{EN DASH}"
+    pool = (
+        f"The pool offered {t['capacity_core_hours']:,.1f} core-hours in the snapshots the probe took, "
+        f"{t['overhead_percent']:.1f}% of them ({t['overhead_core_hours']:,.1f} core-hours) lost to overhead."
+        if t["capacity_core_hours"] > 0
+        else "The probe took no slot snapshot in the period: the pool's capacity is not known."
+    )
     return (
         f'<p class="totals" id="totals"><b>Totals, {c.period.first} to {c.period.last}:</b> '
         f"{t['core_hours']:,.1f} core-hours used and {t['billed_core_hours']:,.1f} billed; "
         f"{t['gpu_hours']:,.1f} GPU-hours used and {t['billed_gpu_hours']:,.1f} billed; "
-        f"{t['jobs']:,.0f} jobs of {t['users']:,.0f} users in {t['projects']:,.0f} projects. "
-        f"The pool offered {t['capacity_core_hours']:,.1f} core-hours in the snapshots the probe took, "
-        f"{lost} of them ({t['overhead_core_hours']:,.1f} core-hours) lost to overhead.</p>"
+        f"{t['jobs']:,.0f} jobs of {t['users']:,.0f} users in {t['projects']:,.0f} projects. {pool}</p>"
     )
 
 
@@ -123,8 +126,13 @@ def committee_sections(c: Committee) -> str:
     charts = _chart(c, "core", "core-hours") + (_chart(c, "gpu", "GPU-hours") if gpu else "")
     vo_keep = [col for col in c.vos.columns if col in keep or col == "VO"]
     site_keep = [col for col in c.sites.columns if gpu or "gpu" not in col]
-    empty = '<p class="blank">No job ran and no bill was charged in this period: nothing to show.</p>'
-    projects = _table(c.projects[keep], "committee") if len(c.projects) else empty
+    if not len(c.projects):  # an empty period is said in a sentence, not shown as tables of nothing
+        return (
+            f'<section id="committee">{_totals(c)}<h2>Usage against awards per project</h2>'
+            f'<p class="note blank" id="nothing">No job ended and no bill was charged from {c.period.first} to '
+            f"{c.period.last}: there is no usage to hold against an award.</p>{notes}</section>"
+        )
+    projects = _table(c.projects[keep], "committee")
     return (
         f'<section id="committee">{_totals(c)}<h2>Usage against awards per project</h2>{_awards_sentence(c)}'
         f"{projects}{notes}{charts}"

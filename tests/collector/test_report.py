@@ -174,3 +174,18 @@ def test_a_time_plot_spans_the_period_and_shows_missing_days_as_no_data() -> Non
     # the legend names what is drawn: "idle" is all 0, so not drawn nor named; "no data" names the band
     legend = re.findall(r'<text x="\d+" y="[0-9.]+" class="tick">([^<]*)</text>', svg)
     assert legend[-2:] == ["used", "no data"] and "idle" not in legend
+
+
+def test_an_empty_period_is_said_in_a_sentence(empty_store: Sink, tmp_path: Path) -> None:
+    from collector.awards import read_awards
+
+    awards = tmp_path / "awards.csv"
+    awards.write_text("project,resource,amount,period\nCMS,core_hours,100,2025-12\n")
+    page = render_page(report_tables(empty_store, PERIOD, read_awards(awards)))
+    committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
+    assert "No job ended and no bill was charged from 2026-01-01 to 2026-01-10" in committee
+    assert "<table" not in committee and "<svg" not in committee
+    assert "0.0 core-hours used and 0.0 billed" in committee and "0 jobs of 0 users in 0 projects" in committee
+    assert "The probe took no slot snapshot in the period: the pool's capacity is not known." in committee
+    # the award is of December 2025: outside the period, left out and said so
+    assert "1 award(s) of the awards file cover no day of 2026-01-01 to 2026-01-10 and are left out." in committee
