@@ -103,22 +103,21 @@ def _totals(sink: Sink, period: Period, everything: pd.DataFrame) -> dict[str, f
     }
 
 
-def _award_usage(sink: Sink, awards: Sequence[Award], as_of: date | None) -> pd.DataFrame:
-    """Per project and resource, over the awards: amount, used within each award's period up to
-    ``as_of``, and the projection to each period's end at that rate."""
+def _award_usage(sink: Sink, awards: Sequence[Award], period: Period) -> pd.DataFrame:
+    """Per project and resource, over the awards: amount, used from each award's first day to the
+    report's last (a yearly award in a monthly report counts nothing after the month), and the
+    projection to the award's end at the rate of those days up to the last that holds a record."""
     rows = []
-    used_by: dict[tuple[date, date], pd.DataFrame] = {}
+    used_by: dict[tuple[date, date], tuple[pd.DataFrame, date | None]] = {}
     for a in awards:
-        key = (a.first, a.last)
+        window = Period(a.first, min(a.last, period.last))
+        key = (window.first, window.last)
         if key not in used_by:
-            used_by[key] = usage_table(sink, Period(a.first, a.last), ["project"]).set_index("project")
-        column = used_by[key][_USED[a.resource.split("_")[0]]]
-        used = float(column.astype(float).get(a.project, 0.0))
-        if as_of is None or as_of < a.first:
-            projected = float("nan")
-        else:
-            elapsed = (min(as_of, a.last) - a.first).days + 1
-            projected = used * a.days / elapsed
+            used_by[key] = (usage_table(sink, window, ["project"]).set_index("project"), _as_of(sink, window))
+        table, as_of = used_by[key]
+        used = float(table[_USED[a.resource.split("_")[0]]].astype(float).get(a.project, 0.0))
+        # no record in the award's days so far: no rate to carry
+        projected = float("nan") if as_of is None else used * a.days / ((as_of - a.first).days + 1)
         rows.append({"project": a.project, "resource": a.resource.split("_")[0], "awarded": a.amount, "used": used,
                      "projected": projected})  # fmt: skip
     frame = pd.DataFrame(rows, columns=["project", "resource", "awarded", "used", "projected"])
@@ -180,7 +179,7 @@ def committee_tables(
     if missing:  # an award with no usage yet is the committee's first question: shown at 0, not left out
         extra = pd.DataFrame({"project": missing, "VO": NO_VO, **{c: 0.0 for c in columns}})
         projects = pd.concat([projects, extra], ignore_index=True)
-    usage = _award_usage(sink, mine, as_of)
+    usage = _award_usage(sink, mine, period)
     projects = _with_awards(projects, "project", usage, bool(mine))
     projects = projects.sort_values(["core_hours", "project"], ascending=[False, True]).reset_index(drop=True)
     vo_usage = usage.assign(VO=usage["project"].map(projects.set_index("project")["VO"]).fillna(NO_VO))

@@ -303,3 +303,25 @@ def test_legends_name_what_is_drawn_and_units_are_explained_where_they_first_app
         "No fairshare records in this period: the probe writes them when a fairshare window"
         in said["Fairshare against targets"]
     )
+
+
+def test_a_yearly_award_in_a_shorter_report_counts_its_days_up_to_the_reports_end(demo: Path) -> None:
+    from datetime import date
+
+    from collector.awards import Award
+    from collector.exports import Period
+    from collector.report.committee import committee_tables
+    from collector.sinks.sqlite import EmbeddedStore
+
+    award = Award("CMS_Production", "core_hours", 10_000.0, date(2026, 1, 1), date(2026, 12, 31))
+    with EmbeddedStore(demo / "state" / "fairacct.sqlite") as store:
+        c = committee_tables(store, Period(date(2026, 11, 1), date(2026, 11, 20)), [award])
+    row = c.projects.set_index("project").loc["CMS_Production"]
+    # its jobs that ended on the 19th and 20th: 356.81 core-hours (the 21st's are after the report's end),
+    # over the 324 days of 2026 up to the 20th, carried to 365 days: 401.96; 3.57% of the 10,000 awarded
+    assert c.as_of == date(2026, 11, 20)
+    assert row["core_hours"] == pytest.approx(356.808611, rel=1e-6)
+    assert row["projected_core_hours"] == pytest.approx(356.808611 * 365 / 324, rel=1e-6)
+    assert row["core_award_used_percent"] == pytest.approx(3.56808611, rel=1e-6)
+    assert row["status"] == "within its award"
+    assert c.projects.set_index("project").loc["ATLAS_Analysis", "status"] == "no award"
