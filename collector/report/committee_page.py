@@ -40,7 +40,7 @@ _AWARDS = ("awarded_core_hours", "core_award_used_percent", "projected_core_hour
            "gpu_award_used_percent", "projected_gpu_hours", "status")  # fmt: skip
 
 
-def _number(value: object, percent: bool = False) -> str:
+def _number(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "\N{EN DASH}"
     if isinstance(value, str):
@@ -62,7 +62,7 @@ def _table(frame: pd.DataFrame, css: str) -> str:
         status = str(record.get("status", "") or "")
         mark = ' class="over"' if "over the" in status else ' class="course"' if "on course" in status else ""
         mark = ' class="total"' if record[frame.columns[0]] == TOTAL else mark
-        cells = "".join(f"<td>{_number(record[c], c.endswith('_percent'))}</td>" for c in frame.columns)
+        cells = "".join(f"<td>{_number(record[c])}</td>" for c in frame.columns)
         rows.append(f"<tr{mark}>{cells}</tr>")
     return f'<table class="{css}"><tr>{head}</tr>{"".join(rows)}</table>'
 

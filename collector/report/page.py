@@ -109,22 +109,16 @@ def _section(
     return f"<section><h2>{escape(title)}</h2><p>{escape(what)}</p>{detail}{body}{_table(frame, empty)}</section>"
 
 
-def _bucket(iso: object) -> str:
-    """A bucket's ISO-8601 start as a plot's label: ``2026-11-21 22:00`` (UTC, said in the title)."""
-    text = str(iso)
-    return text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] == "T" else text
-
-
-CU = (
+_CU = (
     "A canonical unit (CU) is the smallest bundle of resources a partition hands out (by default 1 core with "
     "2 GiB of memory, or 1 GPU); a node's true overhead is the number of whole CUs idle in every resource at "
     "once (Andrijauskas et al. 2023), and its CU-hours are those CUs times the hours they stayed idle."
 )
-PE = (
+_PE = (
     "A PE-hour (processor equivalent) counts a job by the resource it takes most of, in cores: a job that takes "
     "1 core and half a 32-core node's memory is 16 PEs, weighted by its node's cost, times its wall hours "
-    "normalized by the node's speed (its benchmark per core: the demo's hosts run at about 10 HEPSPEC, so a "
-    "core-hour is some 10 PE-hours). PE-hours compare users with each other, not with core-hours."
+    "normalized by the node's speed (machines.speed_attribute, a benchmark per core: on a host of 10 HEPSPEC "
+    "per core a core-hour is 10 PE-hours). PE-hours compare users with each other, not with core-hours."
 )
 
 
@@ -192,7 +186,7 @@ def _overhead_part(t: ReportTables) -> list[str]:
     return [
         _section(
             "True overhead per partition",
-            f"Slot snapshots by their true overhead, in whole canonical units. {CU}",
+            f"Slot snapshots by their true overhead, in whole canonical units. {_CU}",
             bar_chart([f"{c:g} CU" for c in cus], counts, title="slot snapshots by true overhead (CU)",
                       unit="snapshots"), h,
             "No slot snapshot in this period.",
@@ -223,7 +217,7 @@ def _fairness_part(t: ReportTables) -> list[str]:
         _section(
             "Who pays more under the penalty",
             "Each user's share of the pool under the multi-resource penalty minus their share under a CPU-only "
-            f"count (Klusáček & Rudová 2015), in percentage points: above 0 pays more. {PE}",
+            f"count (Klusáček & Rudová 2015), in percentage points: above 0 pays more. {_PE}",
             bar_chart(_names(u["user"]), {"share change": u["change"].tolist()},
                       title="change of share under the penalty", unit="percentage points"), u,
             f"Nobody pays more or less: each of the {len(u)} users' share of the pool is the same under the penalty "
