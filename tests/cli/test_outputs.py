@@ -330,6 +330,10 @@ def test_awards_from_the_command_line_and_a_group_without_a_vo(
     # OSG_Chemistry: 25.6 core-hours used of the 10 awarded; the others have none
     assert status["OSG_Chemistry"] == (NO_VO, 10, "over the core-hours award")
     assert status["CMS_Production"] == ("cms", None, "no award")
+    code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--awards", str(awards), "--out",
+                          str(tmp_path / "usage.csv"))  # fmt: skip
+    assert code == 2 and "--awards: only --format xlsx carries the awards (an awards sheet), not --format csv" in err
+    assert not (tmp_path / "usage.csv").exists()
     code, _out, err = run(capsys, "report", "--config", str(config), *DAYS, "--awards", str(awards), "--out",
                           str(tmp_path / "report"))  # fmt: skip
     assert code == 0, err

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collector.errors import FairacctError
+from collector.errors import ConfigError, FairacctError
 from probes.cli.common import EXIT_OK, is_collectors, open_store, print_text, store_of
 from probes.cli.options import add_options, awards_option, period_options
 
@@ -58,6 +58,8 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli.times import parse_day
 
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
+    if args.awards and args.fmt != "xlsx":  # a file asked for and silently not used would read as no award
+        raise ConfigError(f"--awards: only --format xlsx carries the awards (an awards sheet), not --format {args.fmt}")
     store, base = store_of(args, config)
     with open_store(store, base, create=False) as sink:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
