@@ -91,6 +91,9 @@ def test_the_exports_books_agree_with_the_report(demo: Path) -> None:
         book.close()
     table = sheet[1 : sheet.index((None,) * len(sheet[0]))]  # the columns' meanings follow a blank row
     rows = [dict(zip(sheet[0], row, strict=True)) for row in table]
+    total = rows.pop()  # the books of the whole range: every day's summed
+    assert total["day"] == "TOTAL" and total["audit_beyond"] == 0 and total["audit_jobs"] == 0
+    assert total["audit_open_core_hours"] == pytest.approx(RUNNING_CORES * INTERVAL_S / 3600.0, rel=1e-5)
     assert len(rows) == 18
     assert [r["audit_beyond"] for r in rows] == [0] * 18
     assert [r["audit_held_core_hours"] for r in rows] == [0] * 18

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             sheets = {
                 **_award_sheets(sink, config, period, args.awards or config.awards.file),
                 **_apel_sheet(sink, config, period),
-                "audit": audit_table(sink, period, reach_s=float(config.pool.max_interval_s)),
+                "audit": _with_total(audit_table(sink, period, reach_s=float(config.pool.max_interval_s))),
             }
         path = write_export(table, args.out, args.fmt, period, sheets)
     print_text(args, {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}")
@@ -126,6 +126,14 @@ def _refuse_beyond_horizon(sink: Sink, period: Period, where: str, horizon: date
         f"summaries would count them short; nothing was written. Export the records with --raw, or summarize those "
         f"days first: `fairacct summarize --from {first} --to {last}` with the same --config"
     )
+
+
+def _with_total(sheet: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A sheet's table with its total row (the books of the whole range), its meanings as they are."""
+    from collector.exports.sheets import with_total
+
+    table, meanings = sheet
+    return with_total(table, ["day", "submitter", "site"]), meanings
 
 
 def _award_sheets(sink: Sink, config: ProbeConfig, period: Period, file: str) -> dict[str, Any]:
