@@ -69,6 +69,11 @@ def vo_of(values: Sequence[object], vo_map: Mapping[str, str]) -> tuple[list[str
     return vos, unmapped
 
 
+def _named(vo_attribute: str) -> str:
+    """What the values ``vo_map`` maps are, for a note: accounting groups unless the site said otherwise."""
+    return "Accounting group(s)" if vo_attribute == "group" else f"{vo_attribute.capitalize()}(s)"
+
+
 def _as_of(sink: Sink, period: Period) -> date | None:
     days = usage_table(sink, period, ["day"])
     busy = days.loc[(days["n_jobs"] > 0) | (days["n_bills"] > 0) | (days["n_slot_snapshots"] > 0), "day"]
@@ -196,7 +201,7 @@ def committee_tables(
     sites["overhead_percent"] = 100.0 * sites["overhead_core_hours"] / capacity.where(capacity > 0)
     if unmapped:
         notes.append(
-            f"Accounting group(s) {', '.join(unmapped)} name no VO in [apel] vo_map: their usage is counted under "
+            f"{_named(vo_attribute)} {', '.join(unmapped)} name no VO in [apel] vo_map: their usage is counted under "
             f"{NO_VO!r}, not sent as a VO."
         )
     return Committee(

@@ -191,7 +191,8 @@ def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, An
         view["VO"] = view["VO"].where(~view["VO"].isin(unmapped), NO_VO)
         view = view.groupby(["month", "VO"], as_index=False, sort=True).sum()
         meanings[""] = (
-            f"Accounting group(s) {', '.join(unmapped)} name no VO in [apel] vo_map: counted under {NO_VO!r}, "
+            f"{'Accounting group' if a.vo_attribute == 'group' else a.vo_attribute.capitalize()}(s) "
+            f"{', '.join(unmapped)} name no VO in [apel] vo_map: counted under {NO_VO!r}, "
             "not as a VO."
         )
     return {"apel": (with_total(view, ["month", "VO"]), meanings)}
