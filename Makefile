@@ -29,8 +29,8 @@ demo: $(BIN)/.installed
 	$(BIN)/fairacct export --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --by project,user,site,month --format xlsx --out .demo/usage.xlsx
 	$(BIN)/fairacct report --config config/demo.toml --from $(DEMO_FROM) --to $(DEMO_TO) --lab --out .demo/report
 	@echo
-	@echo "The report:  file://$(CURDIR)/.demo/report/index.html (open it in a browser; nothing is fetched)"
-	@echo "The export:  $(CURDIR)/.demo/usage.xlsx (usage per project, user, site and month; the 'columns' sheet explains each)"
+	@echo "The report:  file://$(CURDIR)/.demo/report/index.html (usage against the awards of config/demo/awards.csv first; open it in a browser; nothing is fetched)"
+	@echo "The export:  $(CURDIR)/.demo/usage.xlsx (usage per project, user, site and month, with totals; the awards, the capacity and APEL's view beside it; the 'columns' sheet explains each)"
 
 # Fair usage on a real workload (MetaCentrum's wagap-2013, in ../shared): who pays more under
 # the multi-resource penalty than under a CPU-only count, and the fairshare report.

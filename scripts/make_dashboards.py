@@ -152,6 +152,16 @@ def objects() -> list[dict[str, Any]]:
             "Records of every kind per day and probe: what each probe (and the collector) delivered.",
             "histogram", "fairacct-all",
             [metric("1", "count", None, "records"), days("2"), terms("3", "probe", "group")]),
+        two_sums("fairacct-used-vs-billed-per-project", "fairacct: core-hours used against billed per project",
+                 "Daily summaries: cores x walltime of the completed jobs (used) beside the running jobs' bills "
+                 "(billed), in core-hours: what the report's awards table compares with each award.",
+                 "fairacct-summary", ("core_hours", "used core-hours"), ("billed_core_hours", "billed core-hours"),
+                 "project"),
+        two_sums("fairacct-gpu-used-vs-billed-per-project", "fairacct: GPU-hours used against billed per project",
+                 "Daily summaries: GPUs x walltime of the completed jobs (used) beside the running jobs' bills "
+                 "(billed), in GPU-hours.",
+                 "fairacct-summary", ("gpu_hours", "used GPU-hours"), ("billed_gpu_hours", "billed GPU-hours"),
+                 "project"),
         vis("fairacct-jobs-per-site", "fairacct: core-hours of completed jobs per site",
             "Daily summaries: core-hours of completed jobs per site.",
             "histogram", "fairacct-summary",
@@ -164,8 +174,10 @@ def objects() -> list[dict[str, Any]]:
                   ["fairacct-overhead-cu-by-partition", "fairacct-overhead-cu-by-site", "fairacct-overhead-cu-by-phase",
                    "fairacct-overhead-cu-hours-over-time", "fairacct-ingest-per-probe"]),
         dashboard("fairacct-committee", "fairacct: usage, bills and fair share (allocation committees)",
-                  "Held against billed per project, penalty against CPU-only per user, fairshare against targets.",
-                  ["fairacct-held-vs-billed-per-project", "fairacct-penalty-vs-cpu-only-per-user",
+                  "Used against billed core-hours and GPU-hours per project, held against billed per project, "
+                  "penalty against CPU-only per user, fairshare against targets.",
+                  ["fairacct-used-vs-billed-per-project", "fairacct-gpu-used-vs-billed-per-project",
+                   "fairacct-held-vs-billed-per-project", "fairacct-penalty-vs-cpu-only-per-user",
                    "fairacct-fairshare-vs-target", "fairacct-jobs-per-site"]),
     ]  # fmt: skip
     return out

@@ -26,7 +26,7 @@ from .conftest import ROOT
         (
             {"bogus": 1},
             "bogus: unknown key; expected one of pool, sources, credentials, site, machines, partitions, store, "
-            "upstream, probe, log, penalty, fairshare, priority, summaries, fairness, collector, apel",
+            "upstream, probe, log, penalty, fairshare, priority, summaries, fairness, collector, apel, awards",
         ),
         (
             {"partitions": [{"name": "cpu", "memory": "2 gigs"}]},
@@ -157,6 +157,9 @@ def test_the_demo_config_loads() -> None:
     assert config.pool.name == "demo"
     assert all(p.exists() for p in (*config.sources.status_files, *config.sources.idle_files, *config.sources.history))
     assert config.probe.state_dir == ROOT / ".demo"
+    # the committee's awards file, relative to the configuration; the VOs of the demo's accounting groups
+    assert config.awards.file == str(ROOT / "config/demo/awards.csv") and Path(config.awards.file).is_file()
+    assert config.apel.vo_map == {"group_atlas": "atlas", "group_cms": "cms", "group_osg": "osg"}
 
 
 @pytest.mark.parametrize(

@@ -11,19 +11,18 @@ the sums' rounding, not a measure); those a program reads (Parquet, JSON) keep f
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from collector.errors import ConfigError
+from collector.exports.sheets import split_capacity, with_total, write_table
 from collector.exports.table import Period
 from collector.filemode import as_umask_allows
-from collector.readable import SIGNIFICANT, round_significant
+from collector.readable import SIGNIFICANT
 from collector.summaries.spec import COLUMNS, Column
 
 __all__ = ["FORMATS", "PRECISION", "column_notes", "write_export"]
@@ -61,20 +60,16 @@ def _csv_excel(table: pd.DataFrame, path: Path, period: Period) -> None:
 def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
     from openpyxl import Workbook
     from openpyxl.styles import Font
-    from openpyxl.utils import get_column_letter
 
     book = Workbook()
     sheet = book.active
     assert sheet is not None
     sheet.title = "usage"
-    sheet.append(list(table.columns))
-    for row in table.itertuples(index=False):
-        sheet.append([_cell(v) for v in row])
-    for cell in sheet[1]:
-        cell.font = Font(bold=True)
-    sheet.freeze_panes = "A2"
-    for i, name in enumerate(table.columns, start=1):
-        sheet.column_dimensions[get_column_letter(i)].width = max(10, len(str(name)) + 2)
+    usage, capacity = split_capacity(table)
+    keys = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+    write_table(sheet, with_total(usage, keys))
+    if len(capacity):  # slot snapshots have no project nor user: the pool's capacity on a sheet of its own
+        write_table(book.create_sheet("capacity"), with_total(capacity, [k for k in keys if k in capacity]))
     notes = book.create_sheet("columns")
     notes.append(["column", "unit", "meaning"])
     for cell in notes[1]:
@@ -84,37 +79,22 @@ def _xlsx(table: pd.DataFrame, path: Path, period: Period) -> None:
     notes.append([])
     notes.append(["period", "UTC", f"{period.first} to {period.last}, both days included"])
     notes.append(["precision", "", PRECISION])
+    notes.append(["TOTAL", "", "The last row of a usage sheet: sums; rates as the ratio of the summed parts."])
     notes.column_dimensions["A"].width = 32
     notes.column_dimensions["C"].width = 100
+    notes.freeze_panes = "A2"
     book.save(path)
 
 
 def _add_sheets(path: Path, sheets: Mapping[str, tuple[pd.DataFrame, Mapping[str, str]]]) -> None:
     """Add a sheet per table of ``sheets`` to the workbook at ``path``, its columns' meanings below it."""
     from openpyxl import load_workbook
-    from openpyxl.styles import Font
 
     with path.open("rb") as f:  # by its content: openpyxl refuses a name not ending in .xlsx (the temporary file's)
         book = load_workbook(f)
     for name, (frame, meanings) in sheets.items():
-        sheet = book.create_sheet(name)
-        sheet.append(list(frame.columns))
-        for row in frame.itertuples(index=False):
-            sheet.append([_cell(v) for v in row])
-        for cell in sheet[1]:
-            cell.font = Font(bold=True)
-        sheet.append([])
-        for column, meaning in meanings.items():
-            sheet.append([column, meaning])
+        write_table(book.create_sheet(name), frame, meanings)
     book.save(path)
-
-
-def _cell(value: Any) -> Any:
-    """A value as an XLSX cell holds it: missing is empty, a float rounded for reading."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    plain = value.item() if hasattr(value, "item") else value
-    return round_significant(plain) if isinstance(plain, float) else plain
 
 
 def _parquet(table: pd.DataFrame, path: Path, period: Period) -> None:

@@ -15,7 +15,7 @@ from html import escape
 
 from collector.readable import shorten
 
-__all__ = ["PALETTE", "bar_chart", "has_values", "line_chart"]
+__all__ = ["MISSING", "PALETTE", "bar_chart", "has_values", "line_chart"]
 
 PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 WIDTH, HEIGHT = 720, 300
@@ -85,17 +85,24 @@ def _frame(title: str, unit: str, ticks: Sequence[float], low: float) -> tuple[l
     return parts, zero, scale
 
 
-def _legend(names: Sequence[str]) -> list[str]:
+def _legend(names: Sequence[str], colours: Sequence[str] | None = None) -> list[str]:
+    """The legend: ``names`` in ``colours`` (default: the palette in order)."""
     parts = []
     for i, name in enumerate(names):
         y = TOP + 6 + i * 18
-        parts.append(
-            f'<rect x="{WIDTH - RIGHT + 12}" y="{y - 9}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
-        )
+        colour = colours[i] if colours is not None else PALETTE[i % len(PALETTE)]
+        parts.append(f'<rect x="{WIDTH - RIGHT + 12}" y="{y - 9}" width="10" height="10" fill="{colour}"/>')
         short = shorten(name, LEGEND_CHARS)
         tip = f"<title>{escape(name)}</title>" if short != name else ""
         parts.append(f'<text x="{WIDTH - RIGHT + 28}" y="{y}" class="tick">{escape(short)}{tip}</text>')
     return parts
+
+
+def _drawn(series: Mapping[str, Sequence[float]]) -> tuple[list[str], list[str]]:
+    """The names of the series a plot draws (some value finite and not 0) and their colours: a
+    legend names only what is drawn, each series keeping its palette colour."""
+    kept = [(n, PALETTE[i % len(PALETTE)]) for i, (n, vs) in enumerate(series.items()) if has_values({n: vs})]
+    return [n for n, _ in kept], [c for _, c in kept]
 
 
 def _svg(parts: Sequence[str], title: str, labels: Sequence[str]) -> str:
@@ -137,13 +144,19 @@ def bar_chart(categories: Sequence[str], series: Mapping[str, Sequence[float]], 
                 f"<title>{escape(category)} · {escape(name)}: {_label(v)} {escape(unit)}</title></rect>"
             )
         parts.append(_x_label(LEFT + c * group + group / 2, HEIGHT - BOTTOM + 12, category))
-    parts += _legend(list(series))
+    parts += _legend(*_drawn(series))
     return _svg(parts, title, categories)
+
+
+MISSING = "#d9d9d9"
+"""The colour of a day without data behind a time plot (a band, named "no data" in the legend)."""
 
 
 def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, unit: str) -> str:
     """One line per series over the labels ``xs`` (days), with a dot per point; "" when there
-    is nothing to draw (no point, or every value 0: :func:`has_values`)."""
+    is nothing to draw (no point, or every value 0 or missing: :func:`has_values`). A value that
+    is not a number (NaN) is missing: no point, no line through it (a line joins neighbours only),
+    and where every series misses it a grey band says "no data" (never drawn as 0)."""
     if not xs or not has_values(series):
         return ""
     values = [v for vs in series.values() for v in vs if math.isfinite(v)] or [0.0]
@@ -152,18 +165,35 @@ def line_chart(xs: Sequence[str], series: Mapping[str, Sequence[float]], *, titl
     step = (WIDTH - LEFT - RIGHT) / n
     # one point alone stands in the middle, not on the axis where it reads as part of it
     first = LEFT + (WIDTH - LEFT - RIGHT) / 2 if len(xs) == 1 else LEFT
-    for s, (name, vs) in enumerate(series.items()):
-        colour = PALETTE[s % len(PALETTE)]
-        points = [(first + i * step, zero - (v if math.isfinite(v) else 0.0) * scale) for i, v in enumerate(vs)]
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+    missing = [i for i in range(len(xs)) if not any(math.isfinite(vs[i]) for vs in series.values())]
+    band = step if len(xs) > 1 else WIDTH - LEFT - RIGHT
+    for i in missing:
+        x0 = max(float(LEFT), first + i * step - band / 2)
+        x1 = min(float(WIDTH - RIGHT), first + i * step + band / 2)
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{TOP}" width="{x1 - x0:.1f}" height="{zero - TOP:.1f}" fill="{MISSING}" '
+            f'class="missing"><title>{escape(xs[i])}: no data</title></rect>'
+        )
+    names, colours = _drawn(series)
+    for name, colour in zip(names, colours, strict=True):
+        vs = series[name]
+        points = [(first + i * step, zero - v * scale if math.isfinite(v) else None) for i, v in enumerate(vs)]
+        run: list[str] = []
+        for x, y in [*points, (0.0, None)]:  # a line joins neighbouring points; a missing one ends it
+            if y is not None:
+                run.append(f"{x:.1f},{y:.1f}")
+                continue
+            if len(run) > 1:
+                parts.append(f'<polyline points="{" ".join(run)}" fill="none" stroke="{colour}" stroke-width="2"/>')
+            run = []
         for (x, y), v, label in zip(points, vs, xs, strict=True):
-            parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}">'
-                f"<title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>"
-            )
-    every = max(1, len(xs) // 10)
+            if y is not None:
+                parts.append(
+                    f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}">'
+                    f"<title>{escape(name)} {escape(label)}: {_label(v)} {escape(unit)}</title></circle>"
+                )
+    every = max(1, math.ceil(len(xs) / 10))
     shown = [label for i, label in enumerate(xs) if i % every == 0]
     parts += [_x_label(first + i * every * step, HEIGHT - BOTTOM + 12, label) for i, label in enumerate(shown)]
-    parts += _legend(list(series))
+    parts += _legend([*names, *(["no data"] if missing else [])], [*colours, *([MISSING] if missing else [])])
     return _svg(parts, title, shown)

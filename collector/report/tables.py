@@ -4,12 +4,15 @@ fairshare against targets from the last window of each credential in the period.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
+from collector.awards import Award
 from collector.exports.table import Period, usage_table
 from collector.records import iso_utc
+from collector.report.committee import Committee, committee_tables
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = ["ReportTables", "report_tables"]
@@ -24,7 +27,10 @@ class ReportTables:
     the last window of the period; ``fairness``: per bucket of the fairness records (Sedighi
     et al. 2014), the credentials, Jain's index of the served part and of the allocation (0 where
     nobody was allocated anything) and how many were starved; ``starvation``: per credential,
-    its buckets, starved buckets and starved hours."""
+    its buckets, starved buckets and starved hours; ``days``: per day with records, the jobs,
+    used and billed core-hours and GPU-hours; ``committee``: the committee's figures (totals,
+    usage against awards per project, VO and site: :class:`~collector.report.committee.Committee`).
+    ``overhead`` holds only the days and sites with slot snapshots: a day without is missing, not 0."""
 
     period: Period
     histogram: pd.DataFrame
@@ -34,10 +40,16 @@ class ReportTables:
     fairshare: pd.DataFrame
     fairness: pd.DataFrame
     starvation: pd.DataFrame
+    days: pd.DataFrame
+    committee: Committee
 
 
-def report_tables(sink: Sink, period: Period) -> ReportTables:
-    """The report's tables for ``period`` (see :class:`ReportTables`)."""
+def report_tables(
+    sink: Sink, period: Period, awards: Sequence[Award] = (), *, vo_attribute: str = "group",
+    vo_map: Mapping[str, str] | None = None,
+) -> ReportTables:  # fmt: skip
+    """The report's tables for ``period`` (see :class:`ReportTables`), the committee's against
+    ``awards``, its VOs from ``vo_attribute`` through ``vo_map`` (``[apel]``'s)."""
     rows = sink.aggregate(
         Aggregation(
             "slot", ("partition", "overhead_cu"),
@@ -50,21 +62,34 @@ def report_tables(sink: Sink, period: Period) -> ReportTables:
         ["partition", "overhead_cu"], key=lambda c: c.astype(str) if c.name == "partition" else c
     )
     by_site = usage_table(sink, period, ["site", "day"])
-    overhead = by_site[["day", "site", "overhead_cu_hours", "overhead_cu_hours_fitting_idle"]]
+    overhead = by_site.loc[
+        by_site["n_slot_snapshots"] > 0,
+        ["day", "site", "n_slot_snapshots", "overhead_cu_hours", "overhead_cu_hours_fitting_idle"],
+    ].reset_index(drop=True)
     projects = usage_table(sink, period, ["project"])
     projects = projects.loc[
         projects["n_bills"] > 0, ["project", "held_core_hours", "billed_core_hours", "billed_over_held"]
     ]
     users = usage_table(sink, period, ["user"])
     users = users.loc[
-        users["cpu_only_hours"] > 0, ["user", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"]
+        users["cpu_only_hours"] > 0,
+        ["user", "core_hours", "penalty_hours", "cpu_only_hours", "penalty_share", "cpu_only_share"],
     ]
     users = users.assign(change=users["penalty_share"] - users["cpu_only_share"]).sort_values("change", ascending=False)
     return ReportTables(
         period, histogram.reset_index(drop=True), overhead, projects.reset_index(drop=True),
         users.reset_index(drop=True),
-        _fairshare(sink, period), *_fairness(sink, period),
+        _fairshare(sink, period), *_fairness(sink, period), _days(sink, period),
+        committee_tables(sink, period, awards, vo_attribute=vo_attribute, vo_map=vo_map),
     )  # fmt: skip
+
+
+def _days(sink: Sink, period: Period) -> pd.DataFrame:
+    """Per day with any record: jobs, used and billed core-hours and GPU-hours."""
+    days = usage_table(sink, period, ["day"])
+    days = days.loc[(days[["n_jobs", "n_bills", "n_slot_snapshots"]] > 0).any(axis=1)]
+    columns = ["day", "n_jobs", "core_hours", "n_slot_snapshots", "billed_core_hours", "gpu_hours", "billed_gpu_hours"]
+    return days[columns].reset_index(drop=True)
 
 
 def _fairness(sink: Sink, period: Period) -> tuple[pd.DataFrame, pd.DataFrame]:

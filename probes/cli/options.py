@@ -16,6 +16,7 @@ __all__ = [
     "TABLE_ROWS",
     "add_actions",
     "add_options",
+    "awards_option",
     "limit_option",
     "period_options",
     "workload_options",
@@ -90,6 +91,16 @@ def period_options(cmd: argparse.ArgumentParser) -> None:
     """``--from DATE --to DATE``: the UTC days of the commands on the store's summaries."""
     cmd.add_argument("--from", dest="first", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
     cmd.add_argument("--to", dest="last", required=True, metavar="DATE", help="last UTC day, included")
+
+
+def awards_option(cmd: argparse.ArgumentParser) -> None:
+    """``--awards FILE``: the committee's awards (CSV or TOML), in place of ``[awards] file``."""
+    cmd.add_argument(
+        "--awards",
+        metavar="FILE",
+        help="the allocation committee's awards: a CSV (project,resource,amount,period) or a TOML file of [[award]] "
+        "tables (default: [awards] file; none: usage alone)",
+    )
 
 
 def _rows(text: str) -> int:

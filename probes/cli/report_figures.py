@@ -31,6 +31,9 @@ _EVERY = 5
 def efficiency_figure(frame: pd.DataFrame, by: str) -> Figure:
     """Scheduling, job and system efficiency per set (a table of
     :func:`~probes.pipeline.stored_efficiency.store_efficiency`; its core-seconds shown as core-hours)."""
+    # a set with no efficiency to show (the site of a job without one, which ran no core-second) is left out
+    ratios = frame[["scheduling", "job", "system"]].apply(pd.to_numeric, errors="coerce").fillna(0.0)
+    frame = frame.loc[(ratios > 0).any(axis=1)]
     names = frame["set"].astype(str).tolist()
     series = {k: frame[k].astype(float).tolist() for k in ("scheduling", "job", "system")}
     # core-hours, as the rest of the page: a reader does not take in 1,728,000 core-seconds
@@ -74,16 +77,17 @@ def audit_figure(report: AuditReport, history_jobs: int = 0) -> Figure:
                "beyond"]  # fmt: skip
     return Figure(
         "The books: allocation records against completed jobs",
-        f"Per submitter and site, core-hours held in the allocation records (each snapshot standing for its interval) "
-        f"against cores x walltime of the completed jobs, both clipped to the period and to the time snapshots "
-        f"observed; a difference beyond the sampling bound (cores x (longest snapshot interval "
-        f"{duration(report.interval_s)} + {duration(report.lag_s)}) summed over the jobs) is a fault of the books. "
-        f"{_verdict(report, history_jobs)} Nodes out of balance (offered against unallocated plus allocated): "
-        f"{report.unbalanced} of {len(report.nodes)}. {_gaps_sentence(report)}",
+        f"{_verdict(report, history_jobs)} Per submitter and site: core-hours held in the allocation records "
+        "against cores x walltime of the completed jobs.",
         bar_chart(names, series, title=f"core-hours held vs used{f' (submitters @{domain})' if domain else ''}",
                   unit="core-hours"),
         books[columns],
         "Nothing to draw: no core-hour was held or used in this period.",
+        more=f"Each snapshot stands for its interval; both sides are clipped to the period and to the time "
+        f"snapshots observed; a difference beyond the sampling bound (cores x (longest snapshot interval "
+        f"{duration(report.interval_s)} + {duration(report.lag_s)}) summed over the jobs) is a fault of the books. "
+        f"Nodes out of balance (offered against unallocated plus allocated): {report.unbalanced} of "
+        f"{len(report.nodes)}. {_gaps_sentence(report)}",
     )  # fmt: skip
 
 

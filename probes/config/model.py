@@ -15,6 +15,7 @@ from probes.accounting.fairshare import FairsharePolicy, Target
 from probes.accounting.penalty import PenaltyPolicy
 from probes.accounting.priority import PriorityPolicy
 from probes.config.apel import ApelSettings
+from probes.config.awards import AwardSettings
 from probes.config.collector import collector_store, store_for_collector
 from probes.config.credentials import CredentialSettings, SiteSettings
 from probes.config.fields import Section
@@ -79,6 +80,9 @@ class ProbeConfig(Section):
     )
     apel: ApelSettings = Field(
         default_factory=ApelSettings, description="APEL messages for WLCG accounting (fairacct apel)."
+    )
+    awards: AwardSettings = Field(
+        default_factory=AwardSettings, description="The allocation committee's awards (fairacct report and export)."
     )
 
     @field_validator("partitions")
@@ -170,4 +174,5 @@ class ProbeConfig(Section):
             credentials=(
                 replaced(credentials, user_vo_map=str(fix(Path(m)))) if (m := credentials.user_vo_map) else credentials
             ),
+            awards=replaced(self.awards, file=str(fix(Path(a)))) if (a := self.awards.file) else self.awards,
         )

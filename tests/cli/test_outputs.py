@@ -70,9 +70,11 @@ def test_summarize_export_and_report_the_demo_pool(
     # the demo pool's jobs are priced against its slots' classes (every user's share the same under
     # the penalty as CPU-only: said, not drawn); it has closed no fairshare window yet; its snapshot
     # has fairness records (nobody starved: said) and efficiency by site, the books (fairacct audit),
-    # and with --lab the lab's six cases are drawn in an appendix after it all
-    assert page.count("<svg") == 3 + 1 + 1 + 1 + 6 and page.count("No records in this period") == 1
-    assert page.count('class="note blank"') == 2
+    # and with --lab the lab's six cases are drawn in an appendix after it all; first, the committee's
+    # awards (core-hours and GPU-hours per project), usage per day and held against billed
+    assert page.count("<svg") == 2 + 1 + 1 + 2 + 1 + 1 + 1 + 6 and "No records in this period" not in page
+    assert page.count("No fairshare records in this period: the probe writes them when a fairshare window") == 1
+    assert page.count('class="note blank"') == 3
     assert "<h2>Efficiency by site" in page and "<h2>Lab case 5: early riser" in page
     assert "<h2>The books: allocation records against completed jobs" in page
     site, _, appendix = page.partition("Appendix: synthetic cases, not this site's data")
@@ -81,7 +83,7 @@ def test_summarize_export_and_report_the_demo_pool(
     assert code == 0, err
     site_only = (tmp_path / "site" / "index.html").read_text()
     assert "Lab case" not in site_only and "Appendix" not in site_only  # the site's report: its own data only
-    assert site_only.count("<svg") == 3 + 1 + 1 + 1
+    assert site_only.count("<svg") == 2 + 1 + 1 + 2 + 1 + 1 + 1
     assert table["penalty_hours"].sum() >= table["cpu_only_hours"].sum() > 0
     # the XLSX shows each day's books beside the usage: the demo's submitters, held against used (the demo's
     # one snapshot holds running jobs only: set apart, as the report sets them apart)
@@ -294,3 +296,48 @@ def test_an_export_across_the_summaries_horizon_refuses_and_says_the_ways_out(
     out_file.unlink()
     code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
     assert code == 1 and f"({old}: 13 job records, 10 summarized)" in err and not out_file.exists()
+
+
+def test_awards_from_the_command_line_and_a_group_without_a_vo(
+    demo_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--awards`` (a TOML file) in place of the configuration's; a group ``[apel] vo_map`` does
+    not name is no VO in the XLSX and the report: its usage apart, the group said once."""
+    import openpyxl
+
+    from collector.report.committee import NO_VO
+
+    config = demo_config.with_name("unmapped.toml")  # beside the demo's: the same store
+    text = demo_config.read_text()
+    assert ', group_osg = "osg"' in text
+    config.write_text(text.replace(', group_osg = "osg"', ""))
+    awards = tmp_path / "awards.toml"
+    awards.write_text(
+        '[[award]]\nproject = "OSG_Chemistry"\nresource = "core_hours"\namount = 10\nperiod = "2026-11"\n'
+    )
+    assert run(capsys, "summarize", "--config", str(config), *DAYS)[0] == 0
+    xlsx = tmp_path / "usage.xlsx"
+    code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--format", "xlsx", "--awards", str(awards),
+                          "--out", str(xlsx))  # fmt: skip
+    assert code == 0, err
+    book = openpyxl.load_workbook(xlsx)
+    apel = [r for r in book["apel"].iter_rows(values_only=True)]
+    assert {r[1] for r in apel[1:] if r[0] == "2026-11"} == {"atlas", "cms", NO_VO}
+    said = [str(v) for r in apel for v in r if v is not None and "group_osg" in str(v)]
+    assert said == [f"Accounting group(s) group_osg name no VO in [apel] vo_map: counted under {NO_VO!r}, not as a VO."]
+    rows = list(book["awards"].iter_rows(values_only=True))
+    status = {r[0]: (r[1], r[rows[0].index("awarded_core_hours")], r[-1]) for r in rows[1:] if r[0] and r[-1]}
+    # OSG_Chemistry: 25.6 core-hours used of the 10 awarded; the others have none
+    assert status["OSG_Chemistry"] == (NO_VO, 10, "over the core-hours award")
+    assert status["CMS_Production"] == ("cms", None, "no award")
+    code, _out, err = run(capsys, "export", "--config", str(config), *DAYS, "--awards", str(awards), "--out",
+                          str(tmp_path / "usage.csv"))  # fmt: skip
+    assert code == 2 and "--awards: only --format xlsx carries the awards (an awards sheet), not --format csv" in err
+    assert not (tmp_path / "usage.csv").exists()
+    code, _out, err = run(capsys, "report", "--config", str(config), *DAYS, "--awards", str(awards), "--out",
+                          str(tmp_path / "report"))  # fmt: skip
+    assert code == 0, err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "1 awards. <b>1 project(s) over their award, 0 on course to exceed it</b>" in page
+    committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
+    assert committee.count("group_osg") == 1 and "(no VO: group not mapped)" in committee

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pandas as pd
 import pytest
 
 from collector.dashboards import saved_objects
@@ -77,6 +79,7 @@ def test_every_field_a_visualization_uses_is_mapped_and_aggregatable(vis: dict[s
 def test_the_dashboards_cover_what_operators_and_committees_asked_for() -> None:
     titles = " ".join(o["attributes"]["title"] for o in OBJECTS if o["type"] == "visualization")
     for words in ("by partition", "by site", "by pilot phase", "fitting idle", "held against billed",
+                  "core-hours used against billed per project", "GPU-hours used against billed per project",
                   "penalty against CPU-only", "fairshare usage against targets", "per probe"):  # fmt: skip
         assert words in titles, words
     assert {o["id"] for o in OBJECTS if o["type"] == "dashboard"} == {"fairacct-operators", "fairacct-committee"}
@@ -171,3 +174,96 @@ def test_mappings_ship_in_the_wheel() -> None:
     ]
     unshipped = [f for f in files if f != "__init__.py" and not any(fnmatch.fnmatch(f, g) for g in globs)]
     assert unshipped == []
+
+
+# -- the saved objects against the records fairacct writes ---------------------------------------
+
+W0 = 1795266000.0  # 2026-11-21T09:00:00Z, a whole hour: a fairshare window's start
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """The fields of every record kind as fairacct writes them: the demo pool through one probe
+    cycle and its daily summaries (slot, allocation, job, gap, summary), a fairshare window from
+    the ledger and the fairness of the demo's snapshot (the demo closes no fairshare window)."""
+    from collector.sinks.sqlite import EmbeddedStore
+    from probes.accounting.fairshare import job_usage
+    from probes.accounting.ledger import ledger_add
+    from probes.config import parse_config
+    from probes.pipeline.records import fairshare_docs
+
+    folder = tmp_path_factory.mktemp("demo")
+    config = folder / "demo.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    config.write_text(text.replace('"../.demo"', '"state"'))
+    assert main(["probe", "once", "--config", str(config)]) == 0
+    assert main(["summarize", "--config", str(config), "--from", "2026-11-01", "--to", "2026-11-30"]) == 0
+    fields: dict[str, set[str]] = {}
+    with EmbeddedStore(folder / "state" / "fairacct.sqlite") as store:
+        for kind in ("slot", "allocation", "job", "gap", "summary", "fairness"):
+            docs = store.query(kind, since="2026-11-01T00:00:00Z", until="2026-12-01T00:00:00Z", limit=10_000)
+            fields[kind] = {f for d in docs for f, v in d.items() if v is not None}
+    policy = parse_config({"fairshare": {"interval_s": 3600, "depth": 2, "targets": {"user": {"alice": "50"}}}})
+    jobs = pd.DataFrame(
+        {"user": ["alice"], "group": ["group_cms"], "project": ["CMS_Production"], "queue": [None], "qos": [None],
+         "submitter": ["group_cms.alice@demo"], "end": [W0 + 1800], "walltime_s": [3600.0], "cpus": [2.0],
+         "n_hosts": [1]}
+    )  # fmt: skip
+    rows = ledger_add([], jobs, job_usage(jobs, "dedicated_ps"), now=W0 + 3000, interval_s=3600, depth=2)
+    fields["fairshare"] = {f for d in fairshare_docs(rows, W0, policy, probe="test").decoded() for f in d}
+    return fields
+
+
+def _kinds(title: str) -> list[str]:
+    """The record kinds an index pattern's title covers (fairacct-<kind>-*)."""
+    templates = load_templates()
+
+    def covers(pattern: str) -> bool:
+        return fnmatch.fnmatch(pattern, title) or fnmatch.fnmatch(pattern.replace("*", "x"), title)
+
+    return [k for k, t in templates.items() if any(covers(p) for p in t["index_patterns"])]
+
+
+@pytest.mark.parametrize("vis", [o for o in OBJECTS if o["type"] == "visualization"], ids=lambda o: o["id"])
+def test_every_field_a_visualization_uses_is_in_the_records_written(
+    vis: dict[str, Any], written: dict[str, set[str]]
+) -> None:
+    """A field renamed in a record (and its template) would leave a panel empty without a word: every
+    field an aggregation, the index pattern's time field or a saved query names is in the records of
+    a kind the index pattern covers, as the probe and the summaries write them."""
+    [ref] = vis["references"]
+    pattern = BY_KEY[("index-pattern", ref["id"])]["attributes"]
+    kinds = [k for k in _kinds(pattern["title"]) if k in written]
+    assert kinds, pattern["title"]
+    state = json.loads(vis["attributes"]["visState"])
+    search = json.loads(vis["attributes"]["kibanaSavedObjectMeta"]["searchSourceJSON"])
+    used = {a["params"]["field"] for a in state["aggs"] if a["params"].get("field")} | {pattern["timeFieldName"]}
+    used |= set(re.findall(r"([A-Za-z_][\w.]*)\s*:", search.get("query", {}).get("query", "")))
+    used |= {f["meta"]["key"] for f in search.get("filter", []) if f.get("meta", {}).get("key")}
+    for field in sorted(used):
+        assert any(field in written[k] for k in kinds), f"{vis['id']}: no record of {kinds} has {field!r}"
+    for agg in state["aggs"]:  # and the type each aggregation needs, in every template the pattern covers
+        field = agg["params"].get("field")
+        needs = {"date_histogram": {"date"}, "histogram": NUMERIC, "sum": NUMERIC, "avg": NUMERIC, "max": NUMERIC,
+                 "min": NUMERIC, "terms": AGGREGATABLE}.get(agg["type"])  # fmt: skip
+        if field and needs:
+            for types in _template_fields(pattern["title"]):
+                assert types.get(field) in needs, f"{vis['id']}: {agg['type']} of {field}, a {types.get(field)}"
+
+
+def test_the_overhead_histogram_is_on_the_operators_dashboard() -> None:
+    vis = BY_KEY[("visualization", "fairacct-overhead-cu-by-partition")]
+    state = json.loads(vis["attributes"]["visState"])
+    assert state["type"] == "histogram"
+    assert [(a["type"], a["params"].get("field")) for a in state["aggs"]] == [
+        ("count", None),
+        ("histogram", "overhead_cu"),
+        ("terms", "partition"),
+    ]
+    assert [a["params"].get("interval") for a in state["aggs"] if a["type"] == "histogram"] == [1]  # whole CUs
+    panels = {r["id"] for r in BY_KEY[("dashboard", "fairacct-operators")]["references"]}
+    assert {
+        "fairacct-overhead-cu-by-partition",
+        "fairacct-overhead-cu-by-site",
+        "fairacct-overhead-cu-by-phase",
+    } <= panels

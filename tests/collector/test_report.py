@@ -49,7 +49,9 @@ def test_the_report_tables_are_the_sums_of_the_records(generated_store: Sink) ->
 
 def test_the_page_is_self_contained(generated_store: Sink) -> None:
     page = render_page(report_tables(generated_store, PERIOD))
-    assert page.count("<svg") == 5 and page.count("<table>") == 5
+    # the committee's: core-hours and GPU-hours per project, usage per day, held against billed; then
+    # the overhead histogram and per day, the penalty and fairshare (no fairness records: said)
+    assert page.count("<svg") == 8 and page.count("<table>") == 6 and page.count('<table class="committee">') == 3
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
     assert "<script" not in page
     for title in ("True overhead per partition", "Overhead over time per site", "Held against billed per project",
@@ -143,7 +145,8 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
         "Lab case 1: burst",
     ):
         assert f"<h2>{title}" in html
-    assert html.count("<svg") == 10 and html.count("<table>") == 10  # every section drawn, with its table
+    # every section drawn, with its table (the committee's three tables shown open, each with its class)
+    assert html.count("<svg") == 13 and html.count("<table>") == 11
     shot = tmp_path / "report.png"
     # a home of its own: Chromium writes crash-report settings and dconf under $HOME whatever its profile
     home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
@@ -157,3 +160,32 @@ def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Pat
     assert _pixels_vary(shot.read_bytes()), "the screenshot is blank"
     if os.environ.get("FAIRACCT_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["FAIRACCT_KEEP_SCREENSHOT"])
+
+
+def test_a_time_plot_spans_the_period_and_shows_missing_days_as_no_data() -> None:
+    from collector.report.svg import line_chart
+
+    nan = float("nan")
+    days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
+    svg = line_chart(days, {"used": [nan, 2.0, 4.0, nan, 3.0], "idle": [0.0, 0.0, 0.0, nan, 0.0]}, title="t", unit="h")
+    # one line joins the 2nd and 3rd days, the 5th is a dot alone; no line climbs from 0 on the 1st or 4th
+    assert svg.count("<polyline") == 1 and svg.count("<circle") == 3
+    assert svg.count('class="missing"') == 1 and "2026-11-04: no data" in svg  # the day every series misses
+    # the legend names what is drawn: "idle" is all 0, so not drawn nor named; "no data" names the band
+    legend = re.findall(r'<text x="\d+" y="[0-9.]+" class="tick">([^<]*)</text>', svg)
+    assert legend[-2:] == ["used", "no data"] and "idle" not in legend
+
+
+def test_an_empty_period_is_said_in_a_sentence(empty_store: Sink, tmp_path: Path) -> None:
+    from collector.awards import read_awards
+
+    awards = tmp_path / "awards.csv"
+    awards.write_text("project,resource,amount,period\nCMS,core_hours,100,2025-12\n")
+    page = render_page(report_tables(empty_store, PERIOD, read_awards(awards)))
+    committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
+    assert "No job ended and no bill was charged from 2026-01-01 to 2026-01-10" in committee
+    assert "<table" not in committee and "<svg" not in committee
+    assert "0.0 core-hours used and 0.0 billed" in committee and "0 jobs of 0 users in 0 projects" in committee
+    assert "The probe took no slot snapshot in the period: the pool's capacity is not known." in committee
+    # the award is of December 2025: outside the period, left out and said so
+    assert "1 award(s) of the awards file cover no day of 2026-01-01 to 2026-01-10 and are left out." in committee

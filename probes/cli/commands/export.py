@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collector.errors import FairacctError
+from collector.errors import ConfigError, FairacctError
 from probes.cli.common import EXIT_OK, is_collectors, open_store, print_text, store_of
-from probes.cli.options import add_options, period_options
+from probes.cli.options import add_options, awards_option, period_options
 
 if TYPE_CHECKING:
     from collector.exports import Period
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     parser.add_argument("--raw", action="store_true", help="sum the raw records instead of the daily summaries")
+    awards_option(parser)
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli.times import parse_day
 
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
+    if args.awards and args.fmt != "xlsx":  # a file asked for and silently not used would read as no award
+        raise ConfigError(f"--awards: only --format xlsx carries the awards (an awards sheet), not --format {args.fmt}")
     store, base = store_of(args, config)
     with open_store(store, base, create=False) as sink:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
@@ -65,10 +69,11 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             _refuse_beyond_horizon(sink, period, where, *_horizon(args, config, datetime.now(UTC).date()))
         table = usage_table(sink, period, by, raw=args.raw)
         sheets = None
-        if args.fmt == "xlsx":  # beside the usage: APEL's view, and the books of each day
+        if args.fmt == "xlsx":  # beside the usage: the awards, APEL's view, and the books of each day
             sheets = {
+                **_award_sheets(sink, config, period, args.awards or config.awards.file),
                 **_apel_sheet(sink, config, period),
-                "audit": audit_table(sink, period, reach_s=float(config.pool.max_interval_s)),
+                "audit": _with_total(audit_table(sink, period, reach_s=float(config.pool.max_interval_s))),
             }
         path = write_export(table, args.out, args.fmt, period, sheets)
     print_text(args, {"out": str(path), "rows": len(table), "format": args.fmt}, f"wrote {len(table)} rows to {path}")
@@ -123,10 +128,49 @@ def _refuse_beyond_horizon(sink: Sink, period: Period, where: str, horizon: date
     )
 
 
+def _with_total(sheet: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A sheet's table with its total row (the books of the whole range), its meanings as they are."""
+    from collector.exports.sheets import with_total
+
+    table, meanings = sheet
+    return with_total(table, ["day", "submitter", "site"]), meanings
+
+
+def _award_sheets(sink: Sink, config: ProbeConfig, period: Period, file: str) -> dict[str, Any]:
+    """The XLSX's awards: per project and per VO, the report's figures (used, billed, awarded,
+    the share of the award used, the projection), each with its total row."""
+    from collector.awards import read_awards
+    from collector.exports.sheets import with_total
+    from collector.report.committee import committee_tables
+    from collector.report.committee_page import HEADERS
+
+    awards = read_awards(file) if file else []
+    a = config.apel
+    c = committee_tables(sink, period, awards, vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map))
+    said = (
+        f"Awards of {Path(file).name}; the current rate is each award's usage from its first day to {c.as_of}, "
+        "the last day with records, carried to the award's last day."
+        if awards
+        else "No awards given ([awards] file, or --awards): usage alone."
+    )
+    notes = {"": " ".join([said, *c.notes])}
+    projects = with_total(c.projects, ["project", "VO"])
+    vos = with_total(c.vos, ["VO"])
+    return {
+        "awards": (projects, {col: HEADERS.get(col, col) for col in projects.columns} | notes),
+        "awards by VO": (vos, {col: HEADERS.get(col, col) for col in vos.columns} | notes),
+    }
+
+
 def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, Any]:
-    """The XLSX's APEL view: what APEL gets beside fairacct's measures, per VO and month."""
+    """The XLSX's APEL view: what APEL gets beside fairacct's measures, per VO and month. A VO
+    that is only an accounting group (``[apel] vo_attribute`` not named in ``vo_map``) is no VO:
+    its rows are counted under :data:`~collector.report.committee.NO_VO`, and the groups said once."""
     from collector.apel import ApelOptions, months_between
     from collector.apel.view import VIEW_COLUMNS, apel_view
+    from collector.exports.sheets import with_total
+    from collector.report.committee import NO_VO
+    from collector.sinks.base import Aggregation, Total
 
     a = config.apel
     options = ApelOptions(
@@ -134,4 +178,21 @@ def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, An
         vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map), placeholder_site=config.site.default,
     )  # fmt: skip
     months = months_between((period.first.year, period.first.month), (period.last.year, period.last.month))
-    return {"apel": (apel_view(sink, months, options), VIEW_COLUMNS)}
+    view = apel_view(sink, months, options)
+    values = {
+        str(r[a.vo_attribute])
+        for kind in ("job", "allocation")
+        for r in sink.aggregate(Aggregation(kind, (a.vo_attribute,), (Total("n"),), None, period.since, period.until))
+        if r[a.vo_attribute] is not None
+    }
+    unmapped = sorted(v for v in values if v not in a.vo_map and v in set(view["VO"]))
+    meanings = dict(VIEW_COLUMNS)
+    if unmapped:  # summed again: two unmapped groups of a month are one row of no VO
+        view["VO"] = view["VO"].where(~view["VO"].isin(unmapped), NO_VO)
+        view = view.groupby(["month", "VO"], as_index=False, sort=True).sum()
+        meanings[""] = (
+            f"{'Accounting group' if a.vo_attribute == 'group' else a.vo_attribute.capitalize()}(s) "
+            f"{', '.join(unmapped)} name no VO in [apel] vo_map: counted under {NO_VO!r}, "
+            "not as a VO."
+        )
+    return {"apel": (with_total(view, ["month", "VO"]), meanings)}
