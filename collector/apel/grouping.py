@@ -74,8 +74,10 @@ __all__ = [
     "apel_table",
     "job_site",
     "latest_end",
+    "mapped_vo",
     "month_bounds",
     "months_between",
+    "unmapped",
 ]
 
 Source = Literal["job", "gratia"]
@@ -104,6 +106,19 @@ message of such a job (or summary)."""
 
 NO_VO = "no VO (no proxy VO, no FQAN, no [apel] vo_attribute value)"
 """Why a job without a VO is left out: APEL would file it under VO 'None', which no VO claims."""
+
+
+def mapped_vo(value: str | None, vo_map: Mapping[str, str]) -> str | None:
+    """The VO ``[apel] vo_map`` names for a ``vo_attribute`` value (an accounting group, say);
+    None for none, or for a value it does not name: an accounting group is not a VO, and a WLCG
+    portal knows no ``group_cms``."""
+    return clean(vo_map.get(value)) if value is not None else None
+
+
+def unmapped(attribute: str, value: object) -> str:
+    """Why a job whose VO would be a ``vo_attribute`` value vo_map does not name is left out."""
+    return f"no VO: [apel] vo_map names none for {attribute} {value!r} (not sent as a VO)"
+
 
 _SUMS = ("WallDuration", "CpuDuration", "NormalisedWallDuration", "NormalisedCpuDuration", "NumberOfJobs", "penalty_s")
 
@@ -238,8 +253,12 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
     fqans = [parse_fqan(_text(f)) for f in rows["fqan"]]
     fallback = [_text(v) for v in rows[options.vo_attribute]]
     vos = [
-        _text(vo) or fq[0] or (_text(options.vo_map.get(fb, fb)) if fb is not None else None)
+        _text(vo) or fq[0] or mapped_vo(fb, options.vo_map)
         for vo, fq, fb in zip(rows["vo"], fqans, fallback, strict=True)
+    ]
+    why_no_vo = [
+        unmapped(options.vo_attribute, fb) if vo is None and fb is not None else NO_VO
+        for vo, fb in zip(vos, fallback, strict=True)
     ]
     # the benchmark as APEL keeps a job's ServiceLevel (DECIMAL(10,3)), so summaries and job
     # messages normalise alike
@@ -257,6 +276,7 @@ def _job_keys(rows: pd.DataFrame, options: ApelOptions) -> pd.DataFrame:
             "benchmark": benchmark,
             "NumberOfJobs": rows["jobs"].to_numpy(dtype=np.float64),
             "penalty_s": pd.to_numeric(rows["penalty_s"], errors="coerce").fillna(0.0).to_numpy(),
+            "no_vo": why_no_vo,
         }
     )
 
@@ -328,6 +348,7 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
         else pd.to_numeric(frame["cpu_s"], errors="coerce").fillna(0.0).to_numpy()
     )
     selected = keys.pop("selected").to_numpy() if gratia else np.full(len(frame), "", dtype=object)
+    no_vo = np.full(len(frame), NO_VO, dtype=object) if gratia else keys.pop("no_vo").to_numpy()
     benchmark = keys.pop("benchmark").to_numpy(dtype=np.float64)
     known = np.isfinite(benchmark) & (benchmark > 0)
     keys["WallDuration"] = wall
@@ -340,8 +361,8 @@ def _apel_table(rows: Sequence[Mapping[str, Any]], options: ApelOptions) -> tupl
     keys["benchmarked"] = known
     keys, merges = merge_spellings(keys)
     keys["left_out"] = [
-        why or unsendable(r) or ("" if isinstance(r["VO"], str) else NO_VO)
-        for why, r in zip(selected, keys[list(NAME_KEYS)].to_dict("records"), strict=True)
+        why or unsendable(r) or ("" if isinstance(r["VO"], str) else none)
+        for why, none, r in zip(selected, no_vo, keys[list(NAME_KEYS)].to_dict("records"), strict=True)
     ]  # "" where the record can be sent
     if len(options.infrastructure) > 20:
         keys["left_out"] = "Infrastructure longer than APEL's 20 characters"

@@ -37,7 +37,9 @@ from collector.apel.grouping import (
     ApelOptions,
     job_site,
     latest_end,
+    mapped_vo,
     month_bounds,
+    unmapped,
 )
 from collector.apel.identity import is_fqan, parse_fqan
 from collector.apel.keys import NAME_KEYS, clean, general_ci_key, merge_spellings, unsendable
@@ -105,6 +107,12 @@ def _whole(value: object) -> int | None:
     return round(float(value)) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _no_vo(doc: Mapping[str, Any], options: ApelOptions) -> str:
+    """Why a job without a VO is left out: its ``vo_attribute`` value vo_map does not name, or none."""
+    value = clean(doc.get(options.vo_attribute))
+    return NO_VO if value is None else unmapped(options.vo_attribute, value)
+
+
 def _record(doc: Mapping[str, Any], site: str, speed: float, options: ApelOptions) -> dict[str, Any]:
     fqan = clean(doc.get("fqan"))
     if fqan is not None and is_fqan(fqan):
@@ -112,7 +120,7 @@ def _record(doc: Mapping[str, Any], site: str, speed: float, options: ApelOption
     else:
         fqan, group, role = None, None, None
         fallback = clean(doc.get(options.vo_attribute))
-        vo = clean(doc.get("vo")) or (clean(options.vo_map.get(fallback, fallback)) if fallback else None)
+        vo = clean(doc.get("vo")) or mapped_vo(fallback, options.vo_map)
     host = clean(doc.get("host"))
     end = _second(doc.get("end"))
     start = _second(doc.get("start"))
@@ -182,7 +190,9 @@ def job_records(
             continue
         record = _record(doc, site, speed, options)
         absent = next((f"no {name}" for name in mandatory if record.get(name) is None), None)
-        reason = absent or _out_of_range(record) or (NO_VO if record["VO"] is None else unsendable(record))
+        reason = (
+            absent or _out_of_range(record) or (_no_vo(doc, options) if record["VO"] is None else unsendable(record))
+        )
         if reason:
             leave(site, reason)
             continue

@@ -14,14 +14,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from collector.apel.grouping import ApelOptions, apel_months, month_bounds
+from collector.apel.grouping import ApelOptions, apel_months, mapped_vo, month_bounds
 from collector.sinks.base import Aggregation, Sink, Total
 
 __all__ = ["VIEW_COLUMNS", "apel_view"]
 
 VIEW_COLUMNS = {
     "month": "The month (YYYY-MM, UTC) the jobs ended in.",
-    "VO": "The VO as APEL gets it (x509UserProxyVOName, the FQAN's VO, else [apel] vo_attribute through vo_map).",
+    "VO": "The VO as APEL gets it (x509UserProxyVOName, the FQAN's VO, else [apel] vo_attribute through vo_map; "
+    "(none): no VO).",
     "apel_jobs": "Jobs in the APEL summaries (jobs on hosts with a benchmark).",
     "apel_wall_hours": "APEL's WallDuration, in hours.",
     "apel_normalised_wall_hours": "APEL's NormalisedWallDuration, in benchmark-hours (wall x benchmark per core).",
@@ -71,7 +72,7 @@ def apel_view(sink: Sink, months: Sequence[tuple[int, int]], options: ApelOption
         )
         for row in sink.aggregate(query):
             value = row[options.vo_attribute]
-            vo = options.vo_map.get(value, value) if value is not None else "(none)"
+            vo = mapped_vo(value, options.vo_map) or "(none)"  # an accounting group vo_map does not name is no VO
             bills.append({"month": row["period"], "VO": vo, "billed_core_hours": row["billed_core_hours"]})
     billed = (
         pd.DataFrame(bills).groupby(["month", "VO"], as_index=False)["billed_core_hours"].sum()

@@ -30,7 +30,10 @@ class ApelSettings(Section):
     )
     vo_map: dict[str, str] = Field(
         default_factory=dict,
-        description='VO of each value of vo_attribute (e.g. group_cms = "cms"); a value not named is the VO itself.',
+        description=(
+            'VO of each value of vo_attribute (e.g. group_cms = "cms"); a value not named is no VO (its jobs left '
+            "out, said)."
+        ),
     )
     site_benchmarks: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict,

@@ -324,7 +324,10 @@ def test_awards_from_the_command_line_and_a_group_without_a_vo(
     apel = [r for r in book["apel"].iter_rows(values_only=True)]
     assert {r[1] for r in apel[1:] if r[0] == "2026-11"} == {"atlas", "cms", NO_VO}
     said = [str(v) for r in apel for v in r if v is not None and "group_osg" in str(v)]
-    assert said == [f"Accounting group(s) group_osg name no VO in [apel] vo_map: counted under {NO_VO!r}, not as a VO."]
+    assert said == [
+        f"Accounting group(s) group_osg name no VO in [apel] vo_map: counted under {NO_VO!r}, not as a VO, and not "
+        "sent to APEL."
+    ]
     rows = list(book["awards"].iter_rows(values_only=True))
     status = {r[0]: (r[1], r[rows[0].index("awarded_core_hours")], r[-1]) for r in rows[1:] if r[0] and r[-1]}
     # OSG_Chemistry: 25.6 core-hours used of the 10 awarded; the others have none

@@ -185,14 +185,13 @@ def _apel_sheet(sink: Sink, config: ProbeConfig, period: Period) -> dict[str, An
         for r in sink.aggregate(Aggregation(kind, (a.vo_attribute,), (Total("n"),), None, period.since, period.until))
         if r[a.vo_attribute] is not None
     }
-    unmapped = sorted(v for v in values if v not in a.vo_map and v in set(view["VO"]))
+    unmapped = sorted(v for v in values if v not in a.vo_map)
     meanings = dict(VIEW_COLUMNS)
-    if unmapped:  # summed again: two unmapped groups of a month are one row of no VO
-        view["VO"] = view["VO"].where(~view["VO"].isin(unmapped), NO_VO)
-        view = view.groupby(["month", "VO"], as_index=False, sort=True).sum()
+    if unmapped:  # their jobs are left out of APEL's messages (collector.apel.grouping.mapped_vo)
+        view["VO"] = view["VO"].where(view["VO"] != "(none)", NO_VO)
         meanings[""] = (
             f"{'Accounting group' if a.vo_attribute == 'group' else a.vo_attribute.capitalize()}(s) "
             f"{', '.join(unmapped)} name no VO in [apel] vo_map: counted under {NO_VO!r}, "
-            "not as a VO."
+            "not as a VO, and not sent to APEL."
         )
     return {"apel": (with_total(view, ["month", "VO"]), meanings)}

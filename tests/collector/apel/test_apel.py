@@ -159,7 +159,8 @@ def test_every_fixture_history_gives_messages_apel_accepts_whose_totals_are_the_
     jobs = _jobs(_histories(fixtures)[index])
     assert empty_store.send_encoded("job", job_docs(jobs, probe="t")["job"]).acked
     months = _months(jobs)
-    options = ApelOptions(site="T2_TEST", vo_attribute="user")  # every job has a VO: none left out
+    users = {str(u) for u in jobs["user"].dropna()}  # every job has a VO: none left out
+    options = ApelOptions(site="T2_TEST", vo_attribute="user", vo_map={u: u for u in users})
     result = apel_months(empty_store, months, options)
     for kind in KINDS:
         for text in _messages(kind, empty_store, months, options):

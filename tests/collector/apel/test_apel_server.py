@@ -139,27 +139,35 @@ def test_a_month_sent_again_replaces_the_month_in_apel_and_a_kind_switch_is_aske
         )
         return {r["VO"]: (int(r["n"]), int(r["wall"])) for r in rows if int(r["n"])}
 
-    mapped = demo.read_text()  # the demo's [apel] vo_map: first without it, APEL then gets the groups as VOs
+    mapped = demo.read_text()  # the demo's [apel] vo_map: first with cms under another name
     assert DEMO_VO_MAP in mapped
-    demo.write_text(mapped.replace(DEMO_VO_MAP, ""))
+    demo.write_text(mapped.replace(DEMO_VO_MAP, DEMO_VO_MAP.replace('"cms"', '"cms-old"')))
     assert send("summary", "q1")[0] == 0
     apel_server.load(tmp_path / "q1")
     first = totals()
-    assert sum(n for n, _ in first.values()) == 59 and "group_cms" in first
+    assert sum(n for n, _ in first.values()) == 59 and "cms-old" in first
     # the site renames a VO: the month sent again is the new month in APEL, not both
-    demo.write_text(mapped.replace(DEMO_VO_MAP, 'vo_map = { group_cms = "cms" }'))
+    demo.write_text(mapped)
     code, said = send("summary", "q2")
     assert code == 0 and "records of zero jobs for keys sent before and no longer produced" in said
     apel_server.load(tmp_path / "q2")
     second = totals()
-    assert "group_cms" not in second and second["cms"] == first["group_cms"]
-    assert {k: v for k, v in second.items() if k != "cms"} == {k: v for k, v in first.items() if k != "group_cms"}
+    assert "cms-old" not in second and second["cms"] == first["cms-old"]
+    assert {k: v for k, v in second.items() if k != "cms"} == {k: v for k, v in first.items() if k != "cms-old"}
     # the other kind for a month already sent: refused, unless asked; then APEL holds the month once
     code, said = send("normalised", "q3")
     assert code != 0 and "was sent to APEL as --kind summary" in said and "--switch-kind" in said
     assert send("normalised", "q3", "--switch-kind")[0] == 0
     apel_server.load(tmp_path / "q3")
     assert totals() == second
+    # a group the map does not name is no VO: its jobs are left out of the messages and said, never
+    # sent as a VO, and what was sent of it before is zeroed
+    demo.write_text(mapped.replace(DEMO_VO_MAP, DEMO_VO_MAP.replace(', group_osg = "osg"', "")))
+    code, said = send("normalised", "q4")
+    assert code == 0 and "no VO: [apel] vo_map names none for group 'group_osg' (not sent as a VO)" in said, said
+    assert not [f for f in (tmp_path / "q4").rglob("*") if f.is_file() and b"group_osg" in f.read_bytes()]
+    apel_server.load(tmp_path / "q4")
+    assert totals() == {k: v for k, v in second.items() if k != "osg"}
 
 
 # -- a generated month of edge cases ------------------------------------------------------------------
