@@ -22,9 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 def _git(*args: str) -> str | None:
     try:
-        done = subprocess.run(
-            ["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=30, check=False
-        )
+        done = subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):  # no git on this machine
         return None
     return done.stdout.strip() if done.returncode == 0 else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -126,11 +126,17 @@ def _lane(lane: str | None) -> tuple[str, tuple[str, ...]]:
     return "substr(kind, 1, length(?)) = ?", (f"{lane}:", f"{lane}:")
 
 
-def next_batch(db: sqlite3.Connection, batch_size: int, lane: str | None = None) -> ReadBatch | None:
+def next_batch(
+    db: sqlite3.Connection, batch_size: int, lane: str | None = None, skip: Collection[str] = ()
+) -> ReadBatch | None:
     """The oldest items of one kind, or else the records of the oldest parcels of one kind, at
     most ``batch_size`` (the first ones of a parcel that holds more), each record once: its
-    newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None)."""
+    newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None); never of the
+    kinds in ``skip`` (as stored, lane included: those the destination refuses for now)."""
     where, args = _lane(lane)
+    if skip:
+        where += f" AND kind NOT IN ({', '.join('?' * len(skip))})"
+        args = (*args, *skip)
     rows = db.execute(
         f"SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item WHERE {where} ORDER BY seq LIMIT 1) "
         "ORDER BY seq LIMIT ?",

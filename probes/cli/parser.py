@@ -37,4 +37,3 @@ def build(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             declared.add_arguments(cmd)
     return parser
-
