@@ -294,3 +294,20 @@ def test_an_export_across_the_summaries_horizon_refuses_and_says_the_ways_out(
     out_file.unlink()
     code, _out, err = run(capsys, "export", "--config", str(config), *days, "--by", "project", "--out", str(out_file))
     assert code == 1 and f"({old}: 13 job records, 10 summarized)" in err and not out_file.exists()
+
+
+def test_audit_to_a_day_includes_that_day_as_report_and_export_do(
+    demo_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 50, point 5: ``audit --to 2026-11-30`` ended at that day's first second (the day
+    excluded) where ``report`` and ``export --to 2026-11-30`` include it; a time stays the
+    instant the window ends."""
+    capsys.readouterr()
+    code, out, err = run(capsys, "audit", "--config", str(demo_config), *DAYS, "--json")
+    assert code == 0, err
+    assert (json.loads(out)["from"], json.loads(out)["to"]) == ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")
+    code, out, err = run(
+        capsys, "audit", "--config", str(demo_config), "--from", "2026-11-01", "--to", "2026-11-30T00:00:00Z", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["to"] == "2026-11-30T00:00:00Z"
