@@ -279,6 +279,7 @@ def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
         handler.setFormatter(_JsonFormatter())
     else:
         handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
+    handler.addFilter(_named_for_what_it_says)
     root = logging.getLogger()
     previous = root.level
     # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
@@ -290,6 +291,15 @@ def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
+
+
+def _named_for_what_it_says(record: logging.LogRecord) -> bool:
+    """uvicorn logs its start and stop (``Started server process``, ``Application startup
+    complete``) as ``uvicorn.error``, its general logger: said as ``uvicorn``, so that a grep of
+    the log for errors finds the errors, not every normal start."""
+    if record.name == "uvicorn.error":
+        record.name = "uvicorn"
+    return True
 
 
 class _JsonFormatter(logging.Formatter):
