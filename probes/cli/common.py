@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import logging
+import logging.handlers
 import socket
 import sys
 import time
@@ -271,10 +272,19 @@ def warn_loose_token(config: ProbeConfig) -> None:
 
 
 @contextlib.contextmanager
-def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
-    """Log ``level`` and above to stderr, one line per event while inside: text
-    (:class:`_LineFormatter`) or, with ``form`` ``json``, one JSON object (:class:`_JsonFormatter`)."""
-    handler = logging.StreamHandler(sys.stderr)
+def log_lines(level: str = "INFO", form: str = "text", file: str = "") -> Iterator[None]:
+    """Log ``level`` and above to stderr (or appended to ``file``, reopened when a rotation moves
+    it: a daemon of condor_master logs under $(LOG) as HTCondor's own do), one line per event
+    while inside: text (:class:`_LineFormatter`) or, with ``form`` ``json``, one JSON object
+    (:class:`_JsonFormatter`)."""
+    handler: logging.Handler
+    if file:
+        try:
+            handler = logging.handlers.WatchedFileHandler(file, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"log.file: cannot append to {file} ({exc.strerror or exc})") from None
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     if form == "json":
         handler.setFormatter(_JsonFormatter())
     else:
@@ -290,6 +300,7 @@ def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
         yield
     finally:
         root.removeHandler(handler)
+        handler.close()
         root.setLevel(previous)
 
 

@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from collector.errors import ConfigError, DiskFullError, FairacctError
 from probes.cli import registry
 from probes.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from probes.config import ProbeConfig
 
 __all__ = ["DISK_FULL_HINT", "run"]
 
@@ -28,11 +32,11 @@ def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None)
     other :class:`~collector.errors.FairacctError` 1, each said in one line on stderr (a full
     file system with what to do: :data:`DISK_FULL_HINT`)."""
     from probes.cli.compiling import announce_compiling
-    from probes.config import apply_overrides, load_config  # pydantic and pandas: once the line is read
+    from probes.config import apply_overrides  # pydantic and pandas: once the line is read
     from probes.sources import sandbox
 
     try:
-        config = apply_overrides(load_config(args.config), vars(args))
+        config = apply_overrides(_configuration(args), vars(args))
         sandbox.configure(config.sources.evaluation_budget_s)
         if prepared is not None:
             prepared()
@@ -49,3 +53,17 @@ def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None)
         return EXIT_FAILED
     except BrokenPipeError:  # `fairacct jobs | head`
         return EXIT_OK
+
+
+def _configuration(args: argparse.Namespace) -> ProbeConfig:
+    """The configuration the command line names; with ``--condor``, beneath the pool's own
+    (:mod:`probes.config.condor`): what the pool's configuration says, and fairacct's file from
+    ``FAIRACCT_CONFIG`` when no ``--config`` is given."""
+    from probes.config import load_config
+
+    if not getattr(args, "condor", False):
+        return load_config(args.config)
+    from probes.config.condor import pool_configuration
+
+    pool = pool_configuration()
+    return load_config(args.config or pool.config_file, beneath=pool.under)

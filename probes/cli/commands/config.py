@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError
 from probes.cli.common import EXIT_FAILED, EXIT_OK, check_config, check_source_files, warn_loose_token
-from probes.cli.options import ALL_SOURCES, add_actions, add_options
+from probes.cli.options import ALL_SOURCES, add_actions, add_options, condor_option
 
 if TYPE_CHECKING:
     from probes.config import ProbeConfig
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also try the pool's collectors (with sources.live), the store and a collector's store: one line "
         "each, exit 1 if any fails",
     )
+    condor_option(check)
     check.add_argument(
         "--timeout",
         type=float,
@@ -76,8 +77,17 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     # what the file and the options set, one line each: the whole resolved configuration is some
     # 300 lines of defaults, in which a mistyped value is not seen (--json prints it)
     set_keys = _flat(config.model_dump(mode="json", exclude_unset=True))
+    said: dict[str, str] = {}
+    if args.condor:  # which keys the pool's configuration gave, and from which of its knobs
+        from probes.config.condor import pool_configuration
+
+        pool = pool_configuration()
+        said = pool.said
+        args.config = args.config or pool.config_file
     print(f"configuration ok: {args.config or 'no file (every key at its default)'}")
-    print("\n".join(f"  {key} = {json.dumps(value)}" for key, value in set_keys))
+    for key, value in set_keys:
+        given = next((k for k in said if key == k or key.startswith(f"{k}.")), None)
+        print(f"  {key} = {json.dumps(value)}" + (f"  (the pool's {said[given]})" if given else ""))
     print(f"every other key at its default ({'--json' if set_keys else 'config check --json'} prints them all)")
     return EXIT_OK
 
