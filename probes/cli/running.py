@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, *, prepared: Callable[[], None] | None = None)
             return registry.COMMANDS[args.command].run(args, config)
     except ConfigError as exc:
         print(f"fairacct: configuration error: {exc}", file=sys.stderr)
+        _said_in_the_daemons_log(args, f"configuration error: {exc}")
         return EXIT_USAGE
     except DiskFullError as exc:  # what to do is not in the message, which names only what failed
         print(f"fairacct: {exc}; {DISK_FULL_HINT}", file=sys.stderr)
@@ -66,4 +67,21 @@ def _configuration(args: argparse.Namespace) -> ProbeConfig:
     from probes.config.condor import pool_configuration
 
     pool = pool_configuration()
+    args.daemon_log = pool.keys["log"]["file"]  # where a configuration error is said, under condor_master
     return load_config(args.config or pool.config_file, beneath=pool.under)
+
+
+def _said_in_the_daemons_log(args: argparse.Namespace, line: str) -> None:
+    """Under condor_master (``--condor``) stderr goes nowhere: the error is appended to the log
+    the service would have written (the master starts it again and again, and each try says why)."""
+    import time
+
+    path = getattr(args, "daemon_log", None)
+    if not path:
+        return
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{stamp} fairacct ERROR {' '.join(line.split())}\n")
+    except OSError:  # the log's directory itself is wrong: stderr said it
+        pass
