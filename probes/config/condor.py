@@ -14,6 +14,8 @@ fairacct key                           from the pool's configuration
 ``pool.max_interval_s``                ``CLASSAD_LIFETIME`` (900 s): how long the collector keeps the
                                        ads of a node gone silent, at least ``pool.interval_s``
 ``pool.condor_config``                 ``CONDOR_CONFIG``, when it is set
+``pool.history_files``                 ``HISTORY`` of this host's schedd (``SCHEDD`` in ``DAEMON_LIST``), by
+                                       its name (``SCHEDD_NAME``, ``FULL_HOSTNAME``): read from its files
 ``probe.state_dir``                    ``FAIRACCT_STATE_DIR``, else ``$(SPOOL)/fairacct``
 ``log.file``                           ``FAIRACCT_LOG``, else ``$(LOG)/FairacctLog``
 =====================================  ===============================================================
@@ -66,6 +68,10 @@ class PoolConfiguration:
             for key, value in values.items():
                 mine.setdefault(key, value)
         pool, own = merged.get("pool"), raw.get("pool")
+        if isinstance(own, Mapping) and str(own.get("job_constraint", "")).strip() and "history_files" not in own:
+            # a constraint is a query's: with one, the schedd is asked, not its files read
+            assert isinstance(pool, dict)
+            pool.pop("history_files", None)
         interval = pool.get("interval_s", _INTERVAL_S) if isinstance(pool, dict) else None
         if isinstance(interval, (int, float)) and not (isinstance(own, Mapping) and "max_interval_s" in own):
             # the collector's lifetime of an ad, but never less than a snapshot's cadence (the model's rule)
@@ -119,9 +125,27 @@ def pool_configuration(condor_config: str | None = None) -> PoolConfiguration:
     if os.environ.get("CONDOR_CONFIG"):
         pool["condor_config"] = os.environ["CONDOR_CONFIG"]
         said["pool.condor_config"] = "CONDOR_CONFIG"
+    if (history := _local_schedd_history(param)) is not None:
+        pool["history_files"] = history
+        said["pool.history_files"] = "HISTORY"
     state = knob("probe.state_dir", "FAIRACCT_STATE_DIR") or str(Path(spool) / "fairacct")
     log_file = knob("log.file", "FAIRACCT_LOG") or str(Path(log) / "FairacctLog")
     said.setdefault("probe.state_dir", "$(SPOOL)/fairacct")
     said.setdefault("log.file", "$(LOG)/FairacctLog")
     keys = {"sources": {"live": True}, "pool": pool, "probe": {"state_dir": state}, "log": {"file": log_file}}
     return PoolConfiguration(keys, knob("config", "FAIRACCT_CONFIG"), said)
+
+
+def _local_schedd_history(param: Any) -> dict[str, str] | None:
+    """``{schedd name: HISTORY}`` when this host runs a schedd (``SCHEDD`` in ``DAEMON_LIST``) whose
+    history file the configuration names, once it exists: its history is then read from its files, not asked of it
+    (``pool.history_files``). The name as HTCondor makes it: ``SCHEDD_NAME`` (with
+    ``@FULL_HOSTNAME`` when it has no ``@``), else ``FULL_HOSTNAME``."""
+    daemons = {d.strip().upper() for d in str(param.get("DAEMON_LIST") or "").replace(",", " ").split()}
+    history, host = param.get("HISTORY"), param.get("FULL_HOSTNAME")
+    if "SCHEDD" not in daemons or not history or not host or not Path(str(history)).is_absolute():
+        return None
+    if not Path(str(history)).is_file():  # no job has left its queue yet: the schedd is asked until then
+        return None
+    name = str(param.get("SCHEDD_NAME") or "")
+    return {(name if "@" in name else f"{name}@{host}") if name else str(host): str(history)}

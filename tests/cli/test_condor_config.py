@@ -70,3 +70,16 @@ def test_a_configuration_error_under_the_master_is_said_in_its_log(tmp_path: Pat
     assert said.endswith(
         f"fairacct ERROR configuration error: {bad}: pool.interval_s: expected a number, got 'often'\n"
     )
+
+
+def test_the_local_schedds_history_is_read_from_its_files(tmp_path: Path) -> None:
+    """HISTORY of this host's schedd, by the schedd's name, once the file exists (before, the
+    schedd is asked: a fresh access point has no history yet, and the probe still starts)."""
+    condor = pool_config(tmp_path, "DAEMON_LIST = MASTER, SCHEDD\nSCHEDD_NAME = ap1\n")
+    resolved = json.loads(fairacct(condor, "config", "check", "--condor", "--json").stdout)
+    assert resolved["pool"]["history_files"] == {}
+    (tmp_path / "spool").mkdir()
+    (tmp_path / "spool" / "history").write_text("")
+    resolved = json.loads(fairacct(condor, "config", "check", "--condor", "--json").stdout)
+    ((name, path),) = resolved["pool"]["history_files"].items()
+    assert name.startswith("ap1@") and path == f"{tmp_path}/spool/history"
