@@ -1,9 +1,10 @@
 """fairacct run the way HTCondor's own daemons are (issue 50, point 4): the configuration snippet
-it ships (``fairacct config example fairacct.config``) in a pool's configuration puts the probe in
-DAEMON_LIST; condor_master starts it, restarts it when it is SIGKILLed, and stops it
-(``condor_off -daemon FAIRACCT``); the probe logs under $(LOG), keeps its state under $(SPOOL), and
-takes UPDATE_INTERVAL from the pool: a SIGKILLed startd's slots are billed no longer than twice
-the pool's real UPDATE_INTERVAL (10 s here), with no fairacct setting for it.
+it ships (``fairacct config example fairacct.config``) in a pool's configuration puts the probe
+in DAEMON_LIST; condor_master starts it, restarts it when it is SIGKILLed, and stops it
+(``condor_off -daemon FAIRACCT``), starts it again (``condor_on``), restarts it
+(``condor_restart``); the probe logs under $(LOG), keeps its state under $(SPOOL), and takes
+UPDATE_INTERVAL from the pool: a SIGKILLed startd's slots are billed no longer than twice the
+pool's real UPDATE_INTERVAL (10 s here), with no fairacct setting for it.
 
 A pool of its own (its configuration changes, a startd is killed), the probe being this
 checkout's ``fairacct``, run by the pool's master as the pool's user."""
@@ -133,10 +134,23 @@ def test_condor_master_starts_restarts_and_stops_the_probe(pool: HTCondorPool, t
     pool.wait_for("the restarted probe's snapshot", lambda: "INFO snapshot: " in log_text(pool)[before:], 120)
 
     # condor_off -daemon FAIRACCT stops it (SIGTERM: it says so), and the master leaves it stopped
-    subprocess.run([str(pool.release / "sbin" / "condor_off"), "-daemon", "FAIRACCT"],
-                   env=pool.env(), capture_output=True, timeout=60, check=True)  # fmt: skip
+    def master(tool: str, *args: str) -> None:
+        subprocess.run([str(pool.release / "sbin" / tool), *args], env=pool.env(), capture_output=True, timeout=60,
+                       check=True)  # fmt: skip
+
+    master("condor_off", "-daemon", "FAIRACCT")
     pool.wait_for("the probe stopped by condor_off", lambda: not probe_pids(pool), 120)
     assert log_text(pool).rstrip().endswith("fairacct.service INFO stopped"), log_text(pool)[-2000:]
+    assert "INFO stopping (SIGTERM)" in log_text(pool)[before:]
+
+    # condor_on starts it again; condor_restart stops it (SIGTERM) and starts a new one
+    master("condor_on", "-daemon", "FAIRACCT")
+    pool.wait_for("the probe started by condor_on", lambda: len(probe_pids(pool)) == 1, 120)
+    (third,) = probe_pids(pool)
+    before = len(log_text(pool))
+    pool.wait_for("its first snapshot", lambda: "INFO snapshot: " in log_text(pool)[before:], 120)
+    master("condor_restart", "-daemon", "FAIRACCT")
+    pool.wait_for("a new probe after condor_restart", lambda: [p for p in probe_pids(pool) if p != third] != [], 120)
     assert "INFO stopping (SIGTERM)" in log_text(pool)[before:]
 
 
