@@ -159,9 +159,10 @@ def flush(
         _record(write, waiting, lane, unrecorded)
         tally.settled(waiting.kind, waiting.sent)
     batches = 0
+    refused: set[str] = set()  # kinds (as stored) the sink refuses as a whole for now: not asked again this flush
     until = None if max_seconds is None else time.monotonic() + max_seconds
     while (max_batches is None or batches < max_batches) and (until is None or time.monotonic() < until):
-        batch = next_batch(db, batch_size, lane, batch_bytes)
+        batch = next_batch(db, batch_size, lane, batch_bytes, skip=refused)
         if batch is None:
             break
         batches += 1
@@ -176,6 +177,11 @@ def flush(
         faults.point("during-flush")  # the sink has them, the outbox does not know yet
         _record(write, _Taken(kind, functools.partial(batch.settle, sent=sent), sent), lane, unrecorded)
         tally.settled(kind, sent)
+        if sent.kind_refused:
+            # a collector of an older release refuses this kind (one it does not know yet): its records
+            # wait alone, and the other kinds, which it takes, are sent on rather than stopping behind them
+            refused.add(batch.kind)
+            continue
         if sent.retry or (not sent.acked and not sent.rejected):
             # the store took only part of it: what it did not take waits for a later flush, not
             # for the next batch of this one (which would pick the same records and send them again)

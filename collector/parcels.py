@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -130,12 +130,17 @@ def _lane(lane: str | None) -> tuple[str, tuple[str, ...]]:
 
 
 def next_batch(
-    db: sqlite3.Connection, batch_size: int, lane: str | None = None, batch_bytes: int | None = None
+    db: sqlite3.Connection,
+    batch_size: int,
+    lane: str | None = None,
+    batch_bytes: int | None = None,
+    skip: Collection[str] = (),
 ) -> ReadBatch | None:
     """The oldest items of one kind, or else the records of the oldest parcels of one kind, at
     most ``batch_size`` records and ``batch_bytes`` bytes of documents (the first ones of a
     parcel that holds more; a record larger than ``batch_bytes`` makes a batch alone), each
-    record once: its newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None).
+    record once: its newest copy. Of ``lane``'s kinds only (:func:`lane_kind`), or of none (None);
+    never of the kinds in ``skip`` (as stored, lane included: those the destination refuses for now).
 
     Bytes bound a batch as well as records because what a batch costs, in the flusher's memory
     (a few copies of it on the way to the store) and in the store's request (Elasticsearch
@@ -143,6 +148,9 @@ def next_batch(
     a few MB, 16 of 7.8 MB were 125 MB (issue 54, point 4)."""
     budget = _Budget(batch_size, batch_bytes)
     where, args = _lane(lane)
+    if skip:
+        where += f" AND kind NOT IN ({', '.join('?' * len(skip))})"
+        args = (*args, *skip)
     cursor = db.execute(
         f"SELECT seq, kind, id, doc FROM item WHERE kind = (SELECT kind FROM item WHERE {where} ORDER BY seq LIMIT 1) "
         "ORDER BY seq LIMIT ?",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collector.settings import SinkSettings
     from probes.config import ProbeConfig
 
-__all__ = ["Reached", "reach"]
+__all__ = ["Reached", "collector_only", "reach"]
 
 _CREDENTIALS_HINT = "; check {key}.username with password_file or password_env, or {key}.api_key_file or api_key_env"
 _PRIVILEGE_HINT = "; the credentials of {key} are accepted, without the privilege this needs"
@@ -40,13 +40,21 @@ class Reached:
 
 def reach(config: ProbeConfig, *, timeout_s: float) -> list[Reached]:
     """Try what ``config`` names, each within ``timeout_s`` seconds: the pool's collectors when
-    ``sources.live`` is on, the probe's store, and the collector's store when the file configures
-    a collector service (``[collector.store]``)."""
+    ``sources.live`` is on, the probe's store unless the file is a collector's alone (it sets
+    no section but ``[collector]`` and ``[log]``: the probe's default store is no concern of a
+    collector's host), and the collector's store when the file configures a collector service
+    (``[collector.store]``)."""
     tried = _pool(config, timeout_s) if config.sources.live else []
-    tried.append(_store("store", config.store, config.probe.state_dir, timeout_s))
+    if not collector_only(config):
+        tried.append(_store("store", config.store, config.probe.state_dir, timeout_s))
     if "store" in config.collector.model_fields_set:
         tried.append(_store("collector.store", config.collector.store, config.collector.state_dir, timeout_s))
     return tried
+
+
+def collector_only(config: ProbeConfig) -> bool:
+    """Whether the file configures a collector service alone: ``[collector]``, and ``[log]`` at most."""
+    return "collector" in config.model_fields_set and config.model_fields_set <= {"collector", "log"}
 
 
 def _pool(config: ProbeConfig, timeout_s: float) -> list[Reached]:

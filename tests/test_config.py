@@ -195,10 +195,17 @@ def test_config_check_of_a_good_store_prints_references_to_secrets_not_their_val
     monkeypatch.setenv("FAIRACCT_TEST_ES_KEY", "c2VrcmV0LWFwaS1rZXk=")
     path = tmp_path / "probe.toml"
     path.write_text('[store]\nurl = "https://es.example.org:9200"\napi_key_env = "FAIRACCT_TEST_ES_KEY"\n')
-    assert main(["config", "check", "--config", str(path)]) == 0
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"api_key_env": "FAIRACCT_TEST_ES_KEY"' in out and "c2VrcmV0" not in out
     assert not (tmp_path / "state").exists()  # nothing was created to check it
+    assert main(["config", "check", "--config", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [  # issue 50, point 5: not 300 lines of defaults
+        f"configuration ok: {path}",
+        '  store.url = "https://es.example.org:9200"',
+        '  store.api_key_env = "FAIRACCT_TEST_ES_KEY"',
+        "every other key at its default (--json prints them all)",
+    ]
 
 
 # -- issue 29, class 6: config check refuses what the commands would fail on --------------------------------

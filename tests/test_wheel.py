@@ -121,9 +121,9 @@ def test_the_wheel_ships_the_example_configuration_and_the_units(installed: Path
     assert printed.stdout == (ROOT / "config" / "example.toml").read_text()
     written = _fairacct(installed, tmp_path, "config", "example", "--write", str(tmp_path / "etc"))
     assert written.returncode == 0, written.stderr
-    for name in ("example.toml", "fairacct-probe.service", "fairacct-collector.service"):
+    for name in ("example.toml", "fairacct-probe.service", "fairacct-collector.service", "fairacct.config"):
         assert (tmp_path / "etc" / name).read_text() == (ROOT / "config" / name).read_text(), name
     checked = _fairacct(installed, tmp_path, "config", "check", "--config", str(tmp_path / "etc" / "example.toml"))
     assert checked.returncode == 0, checked.stderr
     again = _fairacct(installed, tmp_path, "config", "example", "--write", str(tmp_path / "etc"))
-    assert again.returncode == 0 and again.stderr.count("exists, kept as it is") == 3
+    assert again.returncode == 0 and again.stderr.count("exists, kept as it is") == 4

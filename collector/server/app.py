@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from starlette.applications import Starlette
@@ -43,6 +42,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from collector.errors import NotFoundError
+from collector.release import release
 from collector.server.committer import GroupCommitter
 from collector.server.connections import Connections
 from collector.server.flusher import STUCK_ROUNDS, Flusher, FlushState
@@ -129,7 +129,7 @@ def create_app(
         ready=lambda: flusher.gate.checked,  # no summary into an index before its template is right
         lease_s=settings.summaries_lease_s,
     )
-    document = openapi_document(settings, _version(), ingest=tuple(e.path for e in endpoints))
+    document = openapi_document(settings, release(), ingest=tuple(e.path for e in endpoints))
 
     def gauges() -> OutboxGauges:
         state = flusher.state
@@ -298,13 +298,6 @@ class _Answered:
             return
         response = await self.handler(Request(scope, receive))
         await response(scope, receive, send)
-
-
-def _version() -> str:
-    try:
-        return version("fairacct")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _reachable(state: FlushState) -> bool | None:

@@ -11,6 +11,14 @@ metric                                                  type       labels
 ``fairacct_collector_records_by_schema_total``          counter    ``schema_version`` (made durable; a
                                                                    fleet's probes upgraded: only the
                                                                    current one grows)
+``fairacct_collector_records_by_release_total``         counter    ``release`` (made durable, by the
+                                                                   sender's release: ``none`` before
+                                                                   0.2.0; at most 32 releases, then
+                                                                   ``other``)
+``fairacct_collector_probes_by_release``                gauge      ``release`` (probes whose last batch
+                                                                   named it: a rollout, probe by probe)
+``fairacct_collector_probe_release``                    gauge      ``probe``, ``release`` (1: the release
+                                                                   of the probe's last batch)
 ``fairacct_collector_records_skipped_total``            counter    ``endpoint``, ``probe``, ``type``
                                                                    (acknowledged, not stored: Gratia's
                                                                    StorageElement, ProbeDetails, ...)
@@ -70,7 +78,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ConnectionGauges", "Histogram", "OutboxGauges", "ServerMetrics", "StoreGauges", "SummaryGauges"]
+__all__ = [
+    "MAX_RELEASES",
+    "ConnectionGauges",
+    "Histogram",
+    "OutboxGauges",
+    "ServerMetrics",
+    "StoreGauges",
+    "SummaryGauges",
+]
+
+MAX_RELEASES = 32
+"""Releases counted apart by ``records_by_release_total``; a sender's release past them is ``other``."""
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -166,6 +185,8 @@ class ServerMetrics:
         self.records: Counter[tuple[str, str]] = Counter()
         self.record_errors: Counter[tuple[str, str]] = Counter()
         self.schemas: Counter[int] = Counter()
+        self.releases: Counter[str] = Counter()  # records made durable by the sender's release
+        self.probe_releases: dict[str, str] = {}  # probe -> the release of its last batch
         self.skipped: Counter[tuple[str, str, str]] = Counter()
         self.stored: Counter[str] = Counter()
         self.superseded: Counter[str] = Counter()
@@ -191,6 +212,16 @@ class ServerMetrics:
         """Count records made durable by their ``schema_version`` (accepted ones only: bounded)."""
         with self._lock:
             self.schemas.update({v: n for v, n in versions.items() if n})
+
+    def sender(self, probe: str, release: str, accepted: int) -> None:
+        """Count one batch of ``probe`` by its release (:func:`collector.release.sender_release`):
+        the probe's release now, and its ``accepted`` records. A label is never free text: past
+        :data:`MAX_RELEASES` releases, a new one is counted as ``other``."""
+        with self._lock:
+            if release not in self.releases and len(self.releases) >= MAX_RELEASES:
+                release = "other"
+            self.probe_releases[probe] = release
+            self.releases[release] += accepted
 
     def skipped_records(self, endpoint: str, probe: str, types: Mapping[str, int]) -> None:
         """Count records acknowledged without being stored (a type the collector does not keep);
@@ -253,6 +284,14 @@ class ServerMetrics:
             family(f"{p}records_by_schema_total", "counter",
                    "Records made durable, by their schema_version (the previous release's or this one's).",
                    [("", {"schema_version": str(v)}, n) for v, n in sorted(self.schemas.items())])  # fmt: skip
+            family(f"{p}records_by_release_total", "counter",
+                   "Records made durable, by the sender's release (none: a release before 0.2.0).",
+                   [("", {"release": r}, n) for r, n in sorted(self.releases.items())])  # fmt: skip
+            family(f"{p}probes_by_release", "gauge", "Probes whose last batch named each release.",
+                   [("", {"release": r}, n)
+                    for r, n in sorted(Counter(self.probe_releases.values()).items())])  # fmt: skip
+            family(f"{p}probe_release", "gauge", "The release of each probe's last batch (1).",
+                   [("", {"probe": q, "release": r}, 1) for q, r in sorted(self.probe_releases.items())])  # fmt: skip
             family(f"{p}records_skipped_total", "counter",
                    "Records acknowledged and not stored (types the collector does not keep), "
                    "by endpoint, probe and type.",

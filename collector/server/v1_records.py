@@ -49,6 +49,7 @@ from starlette.responses import JSONResponse, Response
 
 from collector.outbox import Parcel
 from collector.records import received_version
+from collector.release import RELEASE_HEADER, sender_release
 from collector.server.body import decode_records
 from collector.server.ingest import Endpoint, Ingest
 from collector.server.judge import Judgement, Refusal, judge_records
@@ -74,6 +75,7 @@ async def post_records(request: Request, ingest: Ingest) -> Response:
         del data  # the commit waits with the accepted records alone
         await ingest.make_durable("records", probe, parcels, refused=len(judged.refused))
         ingest.metrics.schema_versions(judged.schemas)
+        ingest.metrics.sender(probe, sender_release(request.headers.get(RELEASE_HEADER)), judged.count)
     if not judged.refused:
         return JSONResponse({"accepted": judged.count, "rejected": []}, status_code=202)
     first, refused = judged.refused[0], len(judged.refused)

@@ -58,6 +58,9 @@ class SendResult:
     existed: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     left_out: Counter[str] = field(default_factory=Counter)  # reason -> acked ids deliberately not sent
+    # why the destination refuses the batch's kind as a whole for now (a collector of an older release
+    # that does not know it yet): its records wait alone, the other kinds are sent on; "" for none
+    kind_refused: str = ""
 
 
 @dataclass(frozen=True)

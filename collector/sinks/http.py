@@ -41,6 +41,7 @@ import orjson
 from collector.encoded import Encoded
 from collector.errors import ConfigError, SinkError
 from collector.records import PROBE_KINDS, encode_docs
+from collector.release import RELEASE_HEADER, release
 from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
 from collector.sinks.tls import tls_reason
 
@@ -179,7 +180,12 @@ class CollectorSink(WriteOnlySink):
         self.token_file = Path(token_file) if token_file else None
         token = _read_token(self.token_file)
         self._client = httpx.Client(
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "fairacct-probe"},
+            # the release, so that a collector can count records and probes by it (a rollout followed in /metrics)
+            headers={
+                "Authorization": f"Bearer {token}",
+                "User-Agent": f"fairacct-probe/{release()}",
+                RELEASE_HEADER: release(),
+            },
             timeout=timeout_s,
             verify=tls_context(ca_file),
             transport=transport,
@@ -258,7 +264,7 @@ class CollectorSink(WriteOnlySink):
                 if index not in reasons:
                     result.acked.append(id_)
                 elif older := older_collector(reasons[index] or first):  # listed alone: the first's reason
-                    result.retry[id_] = f"{self.endpoint}: {older}"
+                    result.retry[id_] = result.kind_refused = f"{self.endpoint}: {older}"
                 elif (reason := reasons[index]) is not None:
                     result.rejected[id_] = f"refused by the collector: {reason}"
                 else:  # listed by its index alone: the collector gives the reasons of the first few

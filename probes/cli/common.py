@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import logging
+import logging.handlers
 import socket
 import sys
 import time
@@ -271,14 +272,24 @@ def warn_loose_token(config: ProbeConfig) -> None:
 
 
 @contextlib.contextmanager
-def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
-    """Log ``level`` and above to stderr, one line per event while inside: text
-    (:class:`_LineFormatter`) or, with ``form`` ``json``, one JSON object (:class:`_JsonFormatter`)."""
-    handler = logging.StreamHandler(sys.stderr)
+def log_lines(level: str = "INFO", form: str = "text", file: str = "") -> Iterator[None]:
+    """Log ``level`` and above to stderr (or appended to ``file``, reopened when a rotation moves
+    it: a daemon of condor_master logs under $(LOG) as HTCondor's own do), one line per event
+    while inside: text (:class:`_LineFormatter`) or, with ``form`` ``json``, one JSON object
+    (:class:`_JsonFormatter`)."""
+    handler: logging.Handler
+    if file:
+        try:
+            handler = logging.handlers.WatchedFileHandler(file, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"log.file: cannot append to {file} ({exc.strerror or exc})") from None
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     if form == "json":
         handler.setFormatter(_JsonFormatter())
     else:
         handler.setFormatter(_LineFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%SZ"))
+    handler.addFilter(_named_for_what_it_says)
     root = logging.getLogger()
     previous = root.level
     # httpx logs every request at INFO: a line per POST of the probe's flushes; its warnings stay
@@ -289,7 +300,17 @@ def log_lines(level: str = "INFO", form: str = "text") -> Iterator[None]:
         yield
     finally:
         root.removeHandler(handler)
+        handler.close()
         root.setLevel(previous)
+
+
+def _named_for_what_it_says(record: logging.LogRecord) -> bool:
+    """uvicorn logs its start and stop (``Started server process``, ``Application startup
+    complete``) as ``uvicorn.error``, its general logger: said as ``uvicorn``, so that a grep of
+    the log for errors finds the errors, not every normal start."""
+    if record.name == "uvicorn.error":
+        record.name = "uvicorn"
+    return True
 
 
 class _JsonFormatter(logging.Formatter):

@@ -17,6 +17,7 @@ __all__ = [
     "add_actions",
     "add_options",
     "awards_option",
+    "condor_option",
     "limit_option",
     "period_options",
     "workload_options",
@@ -111,3 +112,14 @@ def _rows(text: str) -> int:
     if rows < 0:
         raise argparse.ArgumentTypeError(f"expected a number of rows, 0 or more, got {text!r}")
     return rows
+
+
+def condor_option(cmd: argparse.ArgumentParser) -> None:
+    """``--condor``: the pool's own configuration beneath the file (:mod:`probes.config.condor`)."""
+    cmd.add_argument(
+        "--condor",
+        action="store_true",
+        help="as an HTCondor daemon: take the pool, its collectors, UPDATE_INTERVAL, CLASSAD_LIFETIME, the log "
+        "($(LOG)/FairacctLog) and the state ($(SPOOL)/fairacct) from the pool's configuration (CONDOR_CONFIG), "
+        "and fairacct's own file from FAIRACCT_CONFIG unless --config gives one; what the file sets wins",
+    )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
+from collector.release import release
 from probes.cli import registry
 
 __all__ = ["build", "parse"]
@@ -30,17 +30,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def build(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command of the registry, with the options of ``command`` only."""
     parser = argparse.ArgumentParser(prog="fairacct", description="HTCondor/glideinWMS accounting probe.")
-    parser.add_argument("--version", action="version", version=f"fairacct {_package_version()}")
+    parser.add_argument("--version", action="version", version=f"fairacct {release()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, declared in registry.COMMANDS.items():
         cmd = sub.add_parser(name, help=declared.HELP)
         if name == command:
             declared.add_arguments(cmd)
     return parser
-
-
-def _package_version() -> str:
-    try:
-        return version("fairacct")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"

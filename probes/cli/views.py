@@ -410,11 +410,16 @@ def records_summary(enqueued: Mapping[str, int], delivery: Delivery, url: str) -
     tells; a last line says when it does not (the collector)."""
     flushed = delivery.flushed
     lines = []
-    for kind, n in enqueued.items():
+    # every kind the delivery touched is said: one the cycle made none of, sent from the outbox
+    # (records an earlier cycle left waiting), has its line too, and says where its records came from
+    touched = [k for k in (*flushed.sent, *flushed.retried, *flushed.dead) if k not in enqueued] if flushed else []
+    for kind, n in {**enqueued, **dict.fromkeys(touched, 0)}.items():
         sent = flushed.sent.get(kind, 0) if flushed else 0
         line = f"{kind}: {n} records, {sent} sent to {url}"
         if flushed and sent and not flushed.untold(kind):
             line += f" ({flushed.new.get(kind, 0)} new, {flushed.already_stored.get(kind, 0)} already stored)"
+        if sent > n:
+            line += f", at least {sent - n} of them from earlier cycles"
         if waiting := delivery.status.depth.get(kind, 0):
             line += f", {waiting} waiting in the outbox"
         if flushed and flushed.dead.get(kind):

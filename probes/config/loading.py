@@ -10,7 +10,7 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,15 @@ __all__ = ["MAX_SECONDS", "load_config", "parse_config"]
 _CONFIG_BYTES = 16 << 20  # a configuration of every key documented is some 30 KB
 
 
-def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
-    """Read and validate a configuration file; None gives the defaults (relative to the cwd)."""
+def load_config(
+    path: str | os.PathLike[str] | None, beneath: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+) -> ProbeConfig:
+    """Read and validate a configuration file; None gives the defaults (relative to the cwd).
+    ``beneath``: the file's tables with the keys it does not set filled in (the pool's own
+    configuration: :meth:`probes.config.condor.PoolConfiguration.under`)."""
     if path is None:
+        if beneath is not None:
+            return parse_config(beneath({}), "the pool's configuration").resolved(Path.cwd())
         return ProbeConfig().resolved(Path.cwd())
     path = Path(path)
     if not path.exists():
@@ -46,7 +52,7 @@ def load_config(path: str | os.PathLike[str] | None) -> ProbeConfig:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib parses nested arrays and tables by recursion
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested deeper than can be read") from None
-    return parse_config(raw, str(path)).resolved(path.parent.absolute())
+    return parse_config(raw if beneath is None else beneath(raw), str(path)).resolved(path.parent.absolute())
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "<config>") -> ProbeConfig:

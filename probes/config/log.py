@@ -23,3 +23,8 @@ class LogSettings(Section):
         description="text: one line per event (time, logger, level, message); json: one JSON object per line "
         "(time, logger, level, message, exception), for log shippers.",
     )
+    file: str = Field(
+        "",
+        description="The file the services log to, appended (reopened when a log rotation moves it). Empty: "
+        "stderr (journald takes it). Under condor_master: FAIRACCT_LOG, $(LOG)/FairacctLog by default.",
+    )

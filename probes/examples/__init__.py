@@ -1,5 +1,6 @@
 """What a site starts from, shipped in the wheel: the example configuration (every key,
-documented) and the systemd units of the probe and the collector.
+documented), the systemd units of the probe and the collector, and the HTCondor configuration
+snippet that makes the probe a daemon of condor_master (``fairacct.config``).
 
 The files are links to ``config/`` of the source tree, their one copy, which setuptools copies
 into the wheel as package data; ``fairacct config example`` prints or writes them.
@@ -11,7 +12,7 @@ from importlib.resources import files
 
 __all__ = ["EXAMPLES", "example_text"]
 
-EXAMPLES = ("example.toml", "fairacct-probe.service", "fairacct-collector.service")
+EXAMPLES = ("example.toml", "fairacct-probe.service", "fairacct-collector.service", "fairacct.config")
 """The files shipped, by name."""
 
 

@@ -37,7 +37,7 @@ from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.frames import stack
 from probes.sources.handoff import load_handoff, mark_sent
 from probes.sources.history import JOB_COLUMNS, iter_history, read_history
-from probes.sources.job_identity import adopt_job_identities
+from probes.sources.job_identity import adopt_job_identities, named_after_slots
 from probes.sources.negotiator_groups import with_negotiator_groups
 from probes.sources.queue import read_idle, running_job_ids
 from probes.sources.report import ReadReport, ReadTally
@@ -262,7 +262,8 @@ def read_live_snapshot(pool: LivePool, *, now: float) -> Reading:
         status = status | ReadReport(rejects=dict(not_running["job_status"].map(NOT_BILLED.format).value_counts()))
     groups, unknown = pool.negotiator_groups()
     snapshot = dataclasses.replace(snapshot, allocations=with_negotiator_groups(allocations, groups))
-    failures = failures | {f"{source} (jobs' names)": why for source, why in unnamed.items()}
+    # a bill under its slot's names is said, per schedd, with why (a schedd that failed, late or not at all)
+    failures = failures | named_after_slots(claimed, jobs, {**failures, **idle.failures, **unnamed})
     if groups is None:
         log.info("the negotiator's groups are unknown, groups as the jobs declare them: %s", unknown)
     return Reading(

@@ -312,6 +312,7 @@ class ProbeService:
             if self._stopping.is_set():
                 return
             self._running += 1
+        log.debug("%s: started", name)
         started = time.monotonic()
         error: str | None = None
         summary: str | None = None
@@ -343,6 +344,8 @@ class ProbeService:
             log.info("%s: succeeded again after %d failed run(s)", name, self._failed_runs.pop(name, 0))
         if summary:
             log.info("%s: %s in %.2f s", name, summary, duration)
+        elif error is None and not interrupted:  # a run with nothing to say: INFO stays quiet, DEBUG says it ran
+            log.debug("%s: nothing to do, %.2f s", name, duration)
 
     def _log_failure(self, name: str, error: str) -> None:
         """An ERROR line for a job's failure, once while it fails the same way: a wrong store URL
@@ -507,6 +510,11 @@ class ProbeService:
         """A job's commit in the metrics: the records by kind, and the outbox after it."""
         self.metrics.committed(dict(enqueued))
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        log.debug(
+            "committed %s; the outbox holds %s",
+            ", ".join(f"{n} {kind}" for kind, n in enqueued.items()) or "nothing",
+            ", ".join(f"{n} {kind}" for kind, n in status.depth.items()) or "nothing",
+        )
 
     def _problems(self, reading: Reading) -> None:
         """One log line and a metric per source that failed; malformed ads to the quarantine."""

@@ -17,17 +17,18 @@ The same answer says which claims are not running their job: a dynamic slot whos
 schedd lists as idle or held (a job evicted and requeued, put on hold, whose slot's ad is still
 in the collector) is not billed to it; :func:`adopt_job_identities` returns those rows apart,
 for the reading's report. A claim whose job the schedd does not know at all keeps its slot's
-names, as does every claim of a schedd that did not answer.
+names, as does every claim of a schedd that did not answer (or answered too late); never in
+silence: :func:`named_after_slots` says, per schedd, how many bills were and why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["JOB_COLUMNS", "NAMES", "NOT_RUNNING", "adopt_job_identities", "jobs_table"]
+__all__ = ["JOB_COLUMNS", "NAMES", "NOT_RUNNING", "adopt_job_identities", "jobs_table", "named_after_slots"]
 
 NAMES = ("submitter", "user", "group", "project")
 """What a job's own ad names better than its slot's."""
@@ -81,3 +82,24 @@ def jobs_table(
             "status": np.array(list(status) if len(status) else [None] * n, dtype=object),
         }
     )
+
+
+def named_after_slots(claimed: Collection[str], jobs: pd.DataFrame, failed: Mapping[str, str]) -> dict[str, str]:
+    """The claims (``claimed``: their jobs' ``GlobalJobId``) whose job no schedd named in ``jobs``,
+    so that their bills keep the slots' names, by schedd: ``"schedd:NAME (jobs' names)"`` -> one
+    line saying how many, one of them, and why: the schedd's failure in ``failed`` (by
+    ``"schedd:NAME"``: it did not answer, or not in time), else that it did not list the job.
+    A slot's ``AccountingGroup`` cuts a user with a dot (``john.smith`` billed as ``smith``) and
+    names no project, so such a bill is said, never silent."""
+    named = set(jobs["job_id"]) if len(jobs) else set()
+    by_schedd: dict[str, list[str]] = {}
+    for job in sorted(set(claimed) - named):
+        by_schedd.setdefault(job.partition("#")[0], []).append(job)
+    out = {}
+    for schedd, ids in by_schedd.items():
+        why = failed.get(f"schedd:{schedd}") or "it listed none of these jobs (in its queue or its recent history)"
+        out[f"schedd:{schedd} (jobs' names)"] = (
+            f"{len(ids)} claim(s) billed under their slots' names, not their jobs' (a user with a dot cut, no "
+            f"project), e.g. {ids[0]}: {' '.join(why.split())}"
+        )
+    return out

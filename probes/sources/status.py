@@ -144,7 +144,7 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         *(Attr(_OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
         *(Attr(_TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
-        Attr("UpdateInterval", n, limits=AMOUNT),
+        Attr("UpdateInterval", n, limits=AMOUNT), Attr("UpdateSequenceNumber", n, limits=AMOUNT), DAEMON_START,
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
         Attr("GlobalJobId", s), *identity_attrs(reading.identity), *child_list_attrs(reading),
         *fallbacks(reading.site_attributes, s), *fallbacks(reading.resource_attributes, s),

@@ -20,7 +20,15 @@ an interval, is within that). Measured on a real HTCondor 25.0.13 pool (``UPDATE
   them on a tie); each other is counted, and named in the log.
 
 The interval is the ad's own ``UpdateInterval`` where the startd publishes it (HTCondor 25
-does not by default; ``STARTD_ATTRS`` can add it), else ``pool.update_interval_s``. The ads are
+does not by default; ``STARTD_ATTRS`` can add it), else what the ad shows of its startd's updates
+when that is longer than ``pool.update_interval_s`` (the pool's ``UPDATE_INTERVAL`` under
+``--condor``): the time from its ``DaemonStartTime`` to its ``LastHeardFrom`` over its
+``UpdateSequenceNumber``, the mean step between two of its updates (:func:`observed_interval`).
+Glideins set their own interval: one that updates every 300 s in a pool whose startds update
+every 10 s is judged by its own steps, not the pool's number. A step is never taken shorter than
+the pool's (a startd also updates at once on a change of state: those updates shorten the mean,
+never lengthen it), and an ad that stopped being heard keeps the steps it had (its three
+attributes freeze together). The ads are
 judged at ``now`` (a live read: when the collector answered) or, for a dump, at the newest
 ``LastHeardFrom`` of its ads (the collector's clock: a dump cannot say when it was taken, so
 an ad is judged against the freshest one beside it, never against the reader's clock; a dump of
@@ -47,6 +55,7 @@ __all__ = [
     "UNHEARD",
     "UNHEARD_COLUMNS",
     "heard_rules",
+    "observed_interval",
     "one_slot_per_job",
 ]
 
@@ -87,7 +96,8 @@ def heard_rules(
     """
     heard = _numbers(ads, "LastHeardFrom")
     interval = _numbers(ads, "UpdateInterval")
-    interval = np.where(np.isfinite(interval) & (interval > 0), interval, update_interval_s)
+    own = np.fmax(observed_interval(ads), update_interval_s)  # NaN (not shown): the pool's
+    interval = np.where(np.isfinite(interval) & (interval > 0), interval, own)
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
     if now is None:  # a dump: its newest ad, by the collector's clock
         reference = pd.Series(heard).groupby(source).transform("max").to_numpy(dtype=np.float64)
@@ -181,6 +191,17 @@ def _size(ads: AdColumns, total: str, own: str, rows: np.ndarray) -> np.ndarray:
     mine = np.nan_to_num(ads[own][rows].astype(np.float64), nan=0.0)
     out: np.ndarray = np.where(np.isnan(size), mine, size)
     return out
+
+
+def observed_interval(ads: AdColumns) -> np.ndarray:
+    """Each ad's mean step between its startd's updates, in seconds: (``LastHeardFrom`` -
+    ``DaemonStartTime``) / ``UpdateSequenceNumber``; NaN where an attribute is missing or the
+    steps cannot be told (no update counted yet, a clock that went back)."""
+    heard, started = _numbers(ads, "LastHeardFrom"), _numbers(ads, "DaemonStartTime")
+    updates = _numbers(ads, "UpdateSequenceNumber")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        step = (heard - started) / updates
+    return np.where(np.isfinite(step) & (updates > 0) & (step > 0), step, np.nan)
 
 
 def _numbers(ads: AdColumns, attr: str) -> np.ndarray:

@@ -258,6 +258,21 @@ def test_a_collectors_own_store_is_tried_too(capsys: pytest.CaptureFixture[str],
     assert lines[1].startswith(f"collector.store http://127.0.0.1:{down}: FAILED: elasticsearch ")
 
 
+def test_a_collector_only_file_tries_the_collectors_store_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 50, point 5: a file of [collector] alone had the probe's default store tried (beside
+    the file, where the collector's host keeps no probe state), and failed with exit 1."""
+    (tmp_path / "state").write_text("not a directory: no probe's store can be made here\n")
+    config = tmp_path / "collector.toml"
+    config.write_text(
+        f'[collector]\nstate_dir = "{tmp_path / "cstate"}"\n[collector.store]\nurl = "sqlite:///c.sqlite"\n'
+    )
+    code, lines, err = check(capsys, config)
+    assert code == 0, (lines, err)
+    assert len(lines) == 1 and lines[0].startswith(f"collector.store sqlite:///{tmp_path}/cstate/c.sqlite: ok")
+
+
 def test_the_real_pool_answers(capsys: pytest.CaptureFixture[str], tmp_path: Path, htcondor_pool: HTCondorPool) -> None:
     config = write_config(
         tmp_path,

@@ -344,3 +344,20 @@ def test_awards_from_the_command_line_and_a_group_without_a_vo(
     assert "1 awards. <b>1 project(s) over their award, 0 on course to exceed it</b>" in page
     committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
     assert committee.count("group_osg") == 1 and "(no VO: group not mapped)" in committee
+
+
+def test_audit_to_a_day_includes_that_day_as_report_and_export_do(
+    demo_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 50, point 5: ``audit --to 2026-11-30`` ended at that day's first second (the day
+    excluded) where ``report`` and ``export --to 2026-11-30`` include it; a time stays the
+    instant the window ends."""
+    capsys.readouterr()
+    code, out, err = run(capsys, "audit", "--config", str(demo_config), *DAYS, "--json")
+    assert code == 0, err
+    assert (json.loads(out)["from"], json.loads(out)["to"]) == ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z")
+    code, out, err = run(
+        capsys, "audit", "--config", str(demo_config), "--from", "2026-11-01", "--to", "2026-11-30T00:00:00Z", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["to"] == "2026-11-30T00:00:00Z"

@@ -59,6 +59,11 @@ def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.Captu
     # the store is back: the queued cycle is sent (its jobs are not read again), nothing twice
     code, out, err = run(capsys, "probe", "once", "--config", str(demo))
     assert code == 0, err
+    # every kind drained is said, and where its records came from (issue 50, point 3: "slot: 2 records, 4
+    # sent", and the job records drained without a line)
+    for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
+        assert f"\n{kind}: 0 records, {n} sent to sqlite:///" in out, out
+        assert f"fairacct.sqlite ({n} new, 0 already stored), at least {n} of them from earlier cycles\n" in out
     with sqlite3.connect(demo.parent / "state/fairacct.sqlite") as db:
         assert [db.execute(f"SELECT count(*) FROM {k}").fetchone()[0] for k in ("slot", "allocation", "job")] == [
             36,

@@ -524,6 +524,31 @@ def test_probe_run_on_the_demo_configuration_works_out_of_the_box(tmp_path: Path
     }
 
 
+def test_log_level_debug_adds_what_each_job_did(tmp_path: Path) -> None:
+    """Issue 50, point 5: ``--log-level DEBUG`` added no line to the probe's log; now each job's
+    start, a run with nothing to say and each commit are said at DEBUG, and INFO stays quiet."""
+    shutil.copytree(ROOT / "config" / "demo", tmp_path / "config" / "demo")
+    shutil.copy(ROOT / "config" / "demo.toml", tmp_path / "config" / "demo.toml")
+    config = tmp_path / "config" / "demo.toml"
+    code, debug = until_history_read(probe_run(config, "--log-level", "DEBUG"))
+    assert code == 0, debug
+    assert " fairacct.service DEBUG snapshot: started" in debug and " fairacct.service DEBUG history: started" in debug
+    assert re.search(r" fairacct\.service DEBUG committed .*60 job; the outbox holds ", debug), debug
+    code, info = until_history_read(probe_run(config))
+    assert code == 0 and " DEBUG " not in info, info
+
+
+def test_both_systemd_units_create_the_same_account() -> None:
+    """Issue 50, point 5: the units' comments made the one ``fairacct`` user with two homes."""
+    said = {
+        name: [line for line in (ROOT / "config" / name).read_text().splitlines() if "useradd" in line]
+        for name in ("fairacct-probe.service", "fairacct-collector.service")
+    }
+    (probe,), (collector,) = said.values()
+    assert probe.split("#")[1].strip() == collector.split("#")[1].strip(), said
+    assert "--home-dir /var/lib/fairacct " in probe
+
+
 def test_the_systemd_unit_runs_the_service_unprivileged() -> None:
     import configparser
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from probes.pipeline.reading import live_pool
-from probes.sources.job_identity import JOB_COLUMNS, adopt_job_identities, jobs_table
+from probes.sources.job_identity import JOB_COLUMNS, adopt_job_identities, jobs_table, named_after_slots
 from probes.sources.live.schedds import HISTORY_LOOKBACK_S
 from tests.sources.test_live import FakeCollector, FakeSchedd, config
 
@@ -51,6 +51,23 @@ def test_claims_of_idle_or_held_jobs_are_not_billed_but_kept_apart() -> None:
     assert billed["job_id"].tolist() == ["s#1.0"]
     assert apart[["job_id", "job_status", "cpus"]].to_numpy().tolist() == [["s#2.0", "idle", 2], ["s#3.0", "held", 2]]
     assert apart["user"].tolist() == ["alice.smith"] * 2  # named as their jobs
+
+
+def test_a_bill_under_its_slots_names_is_said_per_schedd_with_why() -> None:
+    """Issue 50, point 6: a schedd that answered late or not at all left its claims' bills under
+    the slots' names (john.smith billed as smith, no project) and the probe exited 0 in silence."""
+    answer = jobs([("a#1.0", JOB, 2)])
+    claimed = {"a#1.0", "a#2.0", "b#1.0", "b#2.0", "c#7.0"}
+    said = named_after_slots(claimed, answer, {"schedd:b": "schedd b: running jobs: no answer within 30 s"})
+    assert said == {
+        "schedd:a (jobs' names)": "1 claim(s) billed under their slots' names, not their jobs' (a user with a dot "
+        "cut, no project), e.g. a#2.0: it listed none of these jobs (in its queue or its recent history)",
+        "schedd:b (jobs' names)": "2 claim(s) billed under their slots' names, not their jobs' (a user with a dot "
+        "cut, no project), e.g. b#1.0: schedd b: running jobs: no answer within 30 s",
+        "schedd:c (jobs' names)": "1 claim(s) billed under their slots' names, not their jobs' (a user with a dot "
+        "cut, no project), e.g. c#7.0: it listed none of these jobs (in its queue or its recent history)",
+    }
+    assert named_after_slots({"a#1.0"}, answer, {}) == {}  # every bill named after its job: nothing to say
 
 
 def test_no_answer_changes_nothing() -> None:

@@ -292,20 +292,17 @@ def test_a_live_snapshot_is_the_file_snapshot(
     with caplog.at_level("INFO", logger="fairacct.live"):
         snapshot, report = live.snapshot(now=NOW)
 
-    # the glidein's GLIDEIN_ToRetire = DaemonStartTime + 86400 came back without DaemonStartTime:
-    # asked again once with it, and from the start from then on
-    first, second = collector.calls
+    # DaemonStartTime is asked from the start (a startd's update steps, and a glidein's
+    # GLIDEIN_ToRetire = DaemonStartTime + 86400): one query, never asked again
+    (first,) = collector.calls
     assert first == {"call": "query", "ad_type": htcondor2.AdType.Startd, "constraint": 'SlotType =!= "Static"',
                      "projection": _slot_projection(cfg)}  # fmt: skip
-    assert second["projection"] == [*_slot_projection(cfg), "DaemonStartTime"]
-    assert (
-        "startd ads: the answer refers to DaemonStartTime, which the projection lacked; asking again with them"
-        in caplog.text
-    )
+    assert "DaemonStartTime" in first["projection"] and "UpdateSequenceNumber" in first["projection"]
+    assert "which the projection lacked" not in caplog.text
     collector.calls.clear()
     live.snapshot(now=NOW + 300)
-    assert [c["projection"] for c in collector.calls] == [[*_slot_projection(cfg), "DaemonStartTime"]]
-    assert collector.security == [None, None, None]
+    assert [c["projection"] for c in collector.calls] == [_slot_projection(cfg)]
+    assert collector.security == [None, None]  # one query a snapshot
     files, _ = read_status([condor25 / "status.ads"], cfg.slot_reading())
     ignore = ["observed_at", "source", "line"]
     pd.testing.assert_frame_equal(snapshot.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
@@ -414,7 +411,7 @@ def test_failover_to_the_next_replica(
     down.fail = "Failed communication with collector."
     live = fake_pool(pools, {"cm1:9618": down, "cm2:9618": up}).live(cfg)
     snapshot, _ = live.snapshot(now=NOW)
-    assert len(snapshot.slots) == 2 and len(down.calls) == len(up.calls) == 2  # asked again for DaemonStartTime
+    assert len(snapshot.slots) == 2 and len(down.calls) == len(up.calls) == 1
     assert (
         "collector cm1:9618: startd ads: Failed communication with collector.; trying the next replica" in caplog.text
     )
@@ -498,11 +495,11 @@ def test_a_snapshot_streamed_in_chunks_is_the_snapshot_taken_whole(
         snapshot.allocations.drop(columns=["observed_at"]), files.allocations.drop(columns=["observed_at"])
     )
     assert list(snapshot.slots["line"]) == [1, 2] and report.ads == 8 and not report.rejects
-    # every ad refers to DaemonStartTime (GLIDEIN_ToRetire): the first answer is read to its end
-    # for what it lacks, unconverted, then asked again once; each answer in chunks of `chunk`
+    # every ad refers to DaemonStartTime (GLIDEIN_ToRetire), which the projection asks from the start
+    # (a startd's update steps): one answer, in chunks of `chunk`
     whole = [min(chunk, 8 - i) for i in range(0, 8, chunk)]
-    assert [n for _, n in seen] == whole * 2 and len(collector.calls) == 2
-    assert collector.calls[1]["projection"][-1] == "DaemonStartTime"
+    assert [n for _, n in seen] == whole and len(collector.calls) == 1
+    assert "DaemonStartTime" in collector.calls[0]["projection"]
     # an ad's text is kept for the p-slots (partitions, Snapshot.ads), not for the dynamic slots
     columns, _, _ = live.slot_columns()
     assert columns.raw is not None and [text is None for text in columns.raw] == [False, False, *[True] * 6]

@@ -50,13 +50,18 @@ def test_bills_take_their_jobs_names_without_startd_job_attrs(
         assert pool.tool("condor_status", "-const", "DynamicSlot =?= true", "-af", "AcctGroupUser").split() == [
             "undefined"
         ]  # the slot itself does not say it
-        state = tmp_path / "state"
-        config = tmp_path / "fairacct.toml"
-        config.write_text(
-            f'[pool]\nname = "plain"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 30\n'
-            f'[sources]\nlive = true\n[probe]\nstate_dir = "{state}"\n'
-        )
-        assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
+        # a bill under its slot's names is said (issue 50, point 6: under load the schedd's answer came late and
+        # the bill was smith's, without a word): said, it is the schedd's lateness, and a new cycle asks again
+        for attempt in range(3):
+            state = tmp_path / f"state{attempt}"
+            config = tmp_path / "fairacct.toml"
+            config.write_text(
+                f'[pool]\nname = "plain"\ncondor_config = "{pool.condor_config}"\ntimeout_s = 30\n'
+                f'[sources]\nlive = true\n[probe]\nstate_dir = "{state}"\n'
+            )
+            assert main(["probe", "once", "--config", str(config)]) == 0, capsys.readouterr().err
+            if "billed under their slots' names" not in capsys.readouterr().err:
+                break
         with EmbeddedStore(state / "fairacct.sqlite") as store:
             (bill,) = store.query("allocation")
         prio = dict(

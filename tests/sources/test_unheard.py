@@ -72,6 +72,30 @@ def test_a_node_not_heard_from_is_reported_not_billed(tmp_path: Path) -> None:
     assert "slot1@cpu1" not in set(bills["parent"])
 
 
+def test_each_startd_is_judged_by_its_own_update_steps(tmp_path: Path) -> None:
+    """Issue 50, point 4: glideins set their own UPDATE_INTERVAL. glide1 updates every 300 s (its
+    ads: 12 updates in the hour since it started), heard from 250 s ago: alive, billed, where the
+    pool's 10 s alone made it unheard. cpu1 updates every 10 s (360 updates in the hour), heard
+    from 25 s ago: unheard, as before; and a startd updating faster than the pool's number is
+    never judged by a shorter step than the pool's."""
+
+    def steps(ad: str, updates: int) -> str:
+        return ad + f"UpdateSequenceNumber = {updates}\n"
+
+    path = dump(
+        tmp_path,
+        steps(pslot("glide1", T - 250, started=T - 250 - 3300), 11),
+        steps(dslot("glide1", 1, "s#1.0#1", T - 250, started=T - 250 - 3300), 11),
+        steps(pslot("cpu1", T - 25, started=T - 25 - 3600), 360),
+        steps(pslot("fast1", T - 15, started=T - 15 - 3600), 1800),  # every 2 s: judged by the pool's 10 s
+        pslot("gpu1", T),
+    )
+    snap, report = read_status([path], READING)
+    assert sorted(snap.slots["name"]) == ["slot1@fast1", "slot1@glide1", "slot1@gpu1"]
+    assert snap.allocations["name"].tolist() == ["slot1_1@glide1"]
+    assert snap.unheard["name"].tolist() == ["slot1@cpu1"] and report.rejects[UNHEARD] == 1
+
+
 def test_an_ad_without_last_heard_from_is_taken_as_fresh(tmp_path: Path) -> None:
     """``condor_status -direct`` answers without LastHeardFrom: nothing to judge."""
     ads = [a.replace(f"LastHeardFrom = {T - 600}\n", "") for a in (pslot("cpu1", T - 600), pslot("cpu2", T))]

@@ -54,6 +54,9 @@ from collector.sinks.elasticsearch.transport import FLAVOURS, Client, Elasticsea
 
 __all__ = ["ElasticsearchSink", "StoredDocument"]
 
+_JITTER = random.Random()
+"""The backoff's jitter: a generator of its own, not the global one a test's Hypothesis watches."""
+
 
 @dataclass(frozen=True)
 class StoredDocument:
@@ -105,7 +108,7 @@ class ElasticsearchSink:
         backoff_max_s: float = 30.0,
         mappings: str | os.PathLike[str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        jitter: Callable[[], float] = random.random,
+        jitter: Callable[[], float] = _JITTER.random,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in FLAVOURS or not parts.hostname:

@@ -51,10 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_options(parser, "--store")
     parser.add_argument(
-        "--from", dest="start", required=True, metavar="TIME", help="start: UNIX seconds or ISO-8601 UTC"
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="start: a UTC day (YYYY-MM-DD, from its first second), UNIX seconds or an ISO-8601 time",
     )
     parser.add_argument(
-        "--to", dest="end", required=True, metavar="TIME", help="end, excluded: UNIX seconds or ISO-8601"
+        "--to",
+        dest="end",
+        required=True,
+        metavar="TIME",
+        help="end: a UTC day (YYYY-MM-DD), included as in report and export; or UNIX seconds or an ISO-8601 "
+        "time, the instant the window ends (excluded)",
     )
     parser.add_argument(
         "--lag-s",
@@ -135,10 +144,10 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """The books of ``--from`` to ``--to`` from the store; exit 0 whatever they say (the
     JSON's ``balanced`` and the table's first lines say it)."""
     from probes.cli import views
-    from probes.cli.times import parse_time
+    from probes.cli.times import parse_time, window_end
     from probes.pipeline.audit import audit
 
-    start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
+    start, end = parse_time(args.start, "--from"), window_end(args.end, "--to")
     with open_store(config.store, config.probe.state_dir, create=False) as sink:
         report = audit(sink, config, start, end, lag_s=args.lag_s)
     if args.json:

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     check_writable(settings.state_dir, "collector.state_dir")
     with (
         hold_state_dir(settings.state_dir, "collector.state_dir"),  # before its outbox or store is opened
-        log_lines(config.log.level, config.log.format),
+        log_lines(config.log.level, config.log.format, config.log.file),
     ):
         # the store is asked first: a refusal stops the start, an outage does not (collector.server.serve)
         serve(settings)

@@ -8,11 +8,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError
 from probes.cli.common import EXIT_FAILED, EXIT_OK, check_config, check_source_files, warn_loose_token
-from probes.cli.options import ALL_SOURCES, add_actions, add_options
+from probes.cli.options import ALL_SOURCES, add_actions, add_options, condor_option
 
 if TYPE_CHECKING:
     from probes.config import ProbeConfig
@@ -29,13 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probes.examples import EXAMPLES
 
     action = add_actions(parser)
-    check = add_options(action("check", help="validate the configuration and print it"), *ALL_SOURCES)
+    check = add_options(
+        action("check", help="validate the configuration and print the keys it sets (--json: every key, resolved)"),
+        *ALL_SOURCES,
+    )
     check.add_argument(
         "--connect",
         action="store_true",
         help="also try the pool's collectors (with sources.live), the store and a collector's store: one line "
         "each, exit 1 if any fails",
     )
+    condor_option(check)
     check.add_argument(
         "--timeout",
         type=float,
@@ -67,8 +71,36 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         return _connect(args, config)
     if args.timeout is not None:
         raise ConfigError("--timeout is for --connect: without it, config check connects to nothing")
-    print(json.dumps(config.model_dump(mode="json"), indent=2))
+    if args.json:  # every key, resolved, defaults included
+        print(json.dumps(config.model_dump(mode="json"), indent=2))
+        return EXIT_OK
+    # what the file and the options set, one line each: the whole resolved configuration is some
+    # 300 lines of defaults, in which a mistyped value is not seen (--json prints it)
+    set_keys = _flat(config.model_dump(mode="json", exclude_unset=True))
+    said: dict[str, str] = {}
+    if args.condor:  # which keys the pool's configuration gave, and from which of its knobs
+        from probes.config.condor import pool_configuration
+
+        pool = pool_configuration()
+        said = pool.said
+        args.config = args.config or pool.config_file
+    print(f"configuration ok: {args.config or 'no file (every key at its default)'}")
+    for key, value in set_keys:
+        given = next((k for k in said if key == k or key.startswith(f"{k}.")), None)
+        print(f"  {key} = {json.dumps(value)}" + (f"  (the pool's {said[given]})" if given else ""))
+    print(f"every other key at its default ({'--json' if set_keys else 'config check --json'} prints them all)")
     return EXIT_OK
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``values`` (nested tables) as ``(dotted.key, value)`` pairs, in the order of the model."""
+    out: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out += _flat(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
 
 
 def _connect(args: argparse.Namespace, config: ProbeConfig) -> int:

@@ -40,7 +40,7 @@ from probes.cli.common import (
     require,
     warn_loose_token,
 )
-from probes.cli.options import ALL_SOURCES, add_actions, add_options
+from probes.cli.options import ALL_SOURCES, add_actions, add_options, condor_option
 
 if TYPE_CHECKING:
     from probes.cli.views import Section
@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     service.add_argument(
         "--for", dest="duration", type=float, metavar="SECONDS", help="stop after SECONDS (a demo, a test)"
     )
+    condor_option(service)
     _checkpoints_arguments(
         add_options(action("checkpoints", help="where each schedd's history was read up to; reset or backfill one"))
     )
@@ -246,7 +247,10 @@ def _serve(config: ProbeConfig, duration: float | None) -> int:
     check_config(config)  # what `probe once` and `config check` refuse (a missing token), refused before starting
     warn_loose_token(config)
     check_writable(config.probe.state_dir, "probe.state_dir")
-    with hold_state_dir(config.probe.state_dir, "probe.state_dir"), log_lines(config.log.level, config.log.format):
+    with (
+        hold_state_dir(config.probe.state_dir, "probe.state_dir"),
+        log_lines(config.log.level, config.log.format, config.log.file),
+    ):
         service = ProbeService(config, probe=probe_name())
         service.run(duration=duration)
     return EXIT_OK

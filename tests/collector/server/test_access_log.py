@@ -96,3 +96,12 @@ def test_sighup_is_said_not_to_reload_and_the_collector_goes_on(start_collector:
     assert httpx.post(f"{c.url}/v1/records", json=[record("hup-1", "p1")], headers=c.auth("p1")).status_code == 202
     assert c.stop() in (0, -signal.SIGTERM)  # uvicorn raises SIGTERM again once it has shut down cleanly
     assert "collector stopped" in c.log
+
+
+def test_a_normal_start_and_stop_log_no_error(start_collector: Any) -> None:
+    """Issue 50, point 5: the collector's normal start was logged as ``uvicorn.error INFO``,
+    which every grep of the log for errors found; now no line of a start and a stop says error."""
+    c = start_collector()
+    assert c.stop() in (0, -signal.SIGTERM)
+    assert " uvicorn INFO " in c.log, c.log  # uvicorn's own lines are there, named for what they are
+    assert not [line for line in c.log.splitlines() if re.search("error", line, re.I)], c.log

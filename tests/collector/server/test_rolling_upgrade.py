@@ -26,6 +26,7 @@ import pytest
 
 from collector.outbox import Outbox
 from collector.records import ACCEPTED_SCHEMA_VERSIONS, SCHEMA_VERSION
+from collector.release import NOT_SAID, RELEASE_HEADER, release
 from collector.sinks.http import CollectorSink, older_collector
 
 from ...conftest import DEMO, ROOT
@@ -69,6 +70,27 @@ def test_the_collector_takes_the_previous_schema_and_its_own_and_counts_each(sta
     odd = httpx.post(f"{c.url}/v1/records", json=[record(9, "p1", schema_version=-1)], headers=c.auth("p1"))
     assert odd.status_code == 400
     assert odd.json()["rejected"][0]["reason"] == "'schema_version' must be 0 or 1 (this collector's), got -1"
+
+
+def test_the_collector_counts_records_and_probes_by_the_senders_release(start_collector: Any, tmp_path: Path) -> None:
+    """A rollout followed in /metrics (issue 50, point 3): the release each probe's last batch
+    named, and the records by release; a probe that names none is of a release before 0.2.0."""
+    c: Collector = start_collector(tokens={"p1": "token-one", "p2": "token-two", "p3": "token-three"})
+    with (
+        Outbox(tmp_path / "o.sqlite") as outbox,
+        CollectorSink(f"collector+{c.url}", token_file=token(tmp_path, c, "p1")) as sink,
+    ):
+        outbox.commit({"job": [record(i, "p1") for i in range(3)]}, {})
+        assert outbox.flush(sink).sent["job"] == 3
+    old = httpx.post(f"{c.url}/v1/records", json=[record(9, "p2")], headers=c.auth("p2"))  # as 909f578's probe
+    forged = httpx.post(f"{c.url}/v1/records", json=[], headers={**c.auth("p3"), RELEASE_HEADER: 'x{bad} "1"'})
+    assert (old.status_code, forged.status_code) == (202, 202)
+    assert metric(c, "fairacct_collector_records_by_release_total", release=release()) == 3
+    assert metric(c, "fairacct_collector_records_by_release_total", release=NOT_SAID) == 1
+    assert metric(c, "fairacct_collector_probes_by_release", release=release()) == 1
+    assert metric(c, "fairacct_collector_probe_release", probe="p1", release=release()) == 1
+    assert metric(c, "fairacct_collector_probe_release", probe="p2", release=NOT_SAID) == 1
+    assert metric(c, "fairacct_collector_probe_release", probe="p3", release="invalid") == 1  # never free text
 
 
 def test_a_newer_schema_is_refused_whole_naming_both_versions(start_collector: Any) -> None:
@@ -199,6 +221,9 @@ def test_the_previous_releases_probe_sends_to_todays_collector(
     assert sent is not None and sent > 0
     assert metric(c, "fairacct_collector_records_by_schema_total", schema_version="1") == sent
     assert metric(c, "fairacct_collector_record_errors_total", endpoint="records", probe=PROBE) is None
+    # schema 1 for both releases: the release says which probe still runs the old one (issue 50, point 3)
+    assert metric(c, "fairacct_collector_records_by_release_total", release=NOT_SAID) == sent
+    assert metric(c, "fairacct_collector_probe_release", probe=PROBE, release=NOT_SAID) == 1
 
 
 @pytest.mark.slow
@@ -235,9 +260,14 @@ def test_todays_probe_sends_to_the_previous_releases_collector_and_keeps_what_it
         CollectorSink(f"collector+{c.url}", token_file=token(tmp_path, c, "p1")) as sink,
     ):
         outbox.commit({"gap": [record(3, "p1", kind="gap")]}, {})  # a kind 909f578 does not know yet
-        result = outbox.flush(sink, max_batches=1)
+        # the kinds it takes, queued behind the one it refuses (issue 50, point 2: they stalled behind it)
+        outbox.commit({"slot": [record(4, "p1", kind="slot")], "job": [record(5, "p1"), record(6, "p1")]}, {})
+        result = outbox.flush(sink)
         assert result.retried["gap"] == 1 and outbox.status().depth == {"gap": 1} and not outbox.dead_letters()
         assert "it does not know 'gap' records yet; upgrade the collector" in result.errors[0]
+        assert (result.sent["slot"], result.sent["job"]) == (1, 2)  # every other kind goes on
+        again = outbox.flush(sink)  # the next flush asks once for the refused kind, and it waits alone
+        assert again.retried["gap"] == 1 and outbox.status().depth == {"gap": 1}
 
 
 @pytest.mark.slow
