@@ -54,7 +54,7 @@ def test_nothing_listening_is_named_for_each(capsys: pytest.CaptureFixture[str],
         f"store http://127.0.0.1:{store}: FAILED: elasticsearch http://127.0.0.1:{store}: asking the cluster who it "
         "is failed: Connection error",
     ], lines
-    assert main(["config", "check", "--config", str(config)]) == 0  # offline: nothing tried
+    assert main(["config", "check", "--config", str(config), "--json"]) == 0  # offline: nothing tried
     assert json.loads(capsys.readouterr().out)["store"]["url"] == f"http://127.0.0.1:{store}"
     assert main(["config", "check", "--config", str(config), "--timeout", "5"]) == 2
     assert "--timeout is for --connect" in capsys.readouterr().err
