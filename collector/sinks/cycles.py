@@ -24,9 +24,10 @@ frames' variables go.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
 from typing import TypeVar
 
-__all__ = ["break_cycles"]
+__all__ = ["break_cycles", "chained"]
 
 E = TypeVar("E", bound=BaseException)
 
@@ -37,6 +38,16 @@ def break_cycles(exc: E) -> E:
     ``errors``, urllib3's ``reason``, exceptions among its ``args``). Frames still running (the
     caller's) are left as they are. Call it in the ``except`` clause that translates ``exc``,
     before raising: ``raise SinkError(...) from break_cycles(exc)``."""
+    for item in chained(exc):
+        if item.__traceback__ is not None:
+            traceback.clear_frames(item.__traceback__)  # a running frame raises RuntimeError: skipped
+    return exc
+
+
+def chained(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it was raised from or with, each once, at any depth:
+    ``__cause__``, ``__context__``, elastic_transport's ``errors``, urllib3's ``reason``, and
+    exceptions among ``args``."""
     seen: set[int] = set()
     todo: list[object] = [exc]
     while todo:
@@ -44,9 +55,7 @@ def break_cycles(exc: E) -> E:
         if not isinstance(item, BaseException) or id(item) in seen:
             continue
         seen.add(id(item))
-        if item.__traceback__ is not None:
-            traceback.clear_frames(item.__traceback__)  # a running frame raises RuntimeError: skipped
+        yield item
         errors = getattr(item, "errors", ())
         todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
         todo += errors if isinstance(errors, (tuple, list)) else []
-    return exc

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ssl
 
+from collector.sinks.cycles import chained
+
 __all__ = ["tls_reason"]
 
 _MEANINGS = (
@@ -27,13 +29,7 @@ _MEANINGS = (
 def tls_reason(exc: BaseException) -> str | None:
     """What went wrong in the TLS handshake behind ``exc`` (a client's error wrapping an
     ``ssl.SSLError`` at any depth), or None when it is not a TLS failure."""
-    seen: set[int] = set()
-    todo: list[object] = [exc]
-    while todo:
-        item = todo.pop()
-        if not isinstance(item, BaseException) or id(item) in seen:
-            continue
-        seen.add(id(item))
+    for item in chained(exc):
         # urllib3 checks host names itself and raises its own CertificateError (a ValueError)
         if isinstance(item, ssl.SSLError) or type(item).__name__ == "CertificateError":
             text = getattr(item, "verify_message", None) or getattr(item, "reason", None) or str(item)
@@ -42,5 +38,4 @@ def tls_reason(exc: BaseException) -> str | None:
                 if key in lowered:
                     return f"TLS: {meaning} ({text})"
             return f"TLS: {text}"
-        todo += [item.__cause__, item.__context__, *getattr(item, "errors", ()), *item.args]
     return None
