@@ -73,12 +73,12 @@ def test_a_second_run_at_once_waits_its_turn(empty_store: Sink) -> None:
     assert second_run.token > first.token and jobs_by_user(store) == {"alice": 3, "bob": 1}
 
 
-def test_a_run_that_outlived_its_lease_leaves_what_the_next_holder_wrote(empty_store: Sink) -> None:
-    """The first run is paused past its lease (the clock moves 10 minutes) between its read and
-    its write; the second takes the lease and summarizes the records arrived meanwhile, and a
-    third starts its run. The first then writes its older sums and deletes what it did not see:
-    neither touches the second's; it finds its lease the third's at its next step, and stops."""
-    store = empty_store
+def _paused_past_the_lease(
+    store: Sink, *, third: str | None
+) -> tuple[Sink, list[float], list[Any], Callable[[], None]]:
+    """Two jobs of alice stored, a clock, and what happens while the first run is paused: the
+    clock moves 10 minutes, two jobs arrive, a second run (of "b") summarizes them, and a third
+    holder, if named, takes the lease."""
     store.send("job", [job(1, "alice"), job(2, "alice")])
     now = [1_796_040_000.0]
     later: list[Any] = []
@@ -87,8 +87,18 @@ def test_a_run_that_outlived_its_lease_leaves_what_the_next_holder_wrote(empty_s
         now[0] += 600
         store.send("job", [job(3, "bob"), job(4, "alice")])
         later.append(summarize(store, DAY, DAY, probe="b", kinds=["job"], lease_s=60, clock=lambda: now[0]))
-        store.take_lease("summaries", "c", 60, now=now[0])
+        if third is not None:
+            store.take_lease("summaries", third, 60, now=now[0])
 
+    return store, now, later, paused
+
+
+def test_a_run_that_outlived_its_lease_leaves_what_the_next_holder_wrote(empty_store: Sink) -> None:
+    """The first run is paused past its lease (the clock moves 10 minutes) between its read and
+    its write; the second takes the lease and summarizes the records arrived meanwhile, and a
+    third starts its run. The first then writes its older sums and deletes what it did not see:
+    neither touches the second's; it finds its lease the third's at its next step, and stops."""
+    store, now, later, paused = _paused_past_the_lease(empty_store, third="c")
     with pytest.raises(BusyError, match=r"^.*: c is making the daily summaries of this store \(its lease runs until "):
         summarize(Meanwhile(store, paused), DAY, DAY, probe="a", kinds=["job"], lease_s=60, clock=lambda: now[0])
     assert later[0].records == {"job": 2} and jobs_by_user(store) == {"alice": 3, "bob": 1}  # the later run's, whole
@@ -98,16 +108,7 @@ def test_a_run_that_outlived_its_lease_goes_on_under_a_new_token_once_it_is_free
     """As above, without a third run: the lease is free again at the first run's next step, so it
     goes on under a new token, above the second's (what it reads from then on is newer), its
     stale write and delete of the day it read before having touched nothing of the second's."""
-    store = empty_store
-    store.send("job", [job(1, "alice"), job(2, "alice")])
-    now = [1_796_040_000.0]
-    later: list[Any] = []
-
-    def paused() -> None:
-        now[0] += 600
-        store.send("job", [job(3, "bob"), job(4, "alice")])
-        later.append(summarize(store, DAY, DAY, probe="b", kinds=["job"], lease_s=60, clock=lambda: now[0]))
-
+    store, now, later, paused = _paused_past_the_lease(empty_store, third=None)
     first = summarize(Meanwhile(store, paused), DAY, DAY, probe="a", kinds=["job"], lease_s=60, clock=lambda: now[0])
     assert first.token > later[0].token and first.deleted == {"job": 0}
     assert jobs_by_user(store) == {"alice": 3, "bob": 1}
