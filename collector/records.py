@@ -79,7 +79,7 @@ SCHEMA_VERSION = 1
 
 ACCEPTED_SCHEMA_VERSIONS = (SCHEMA_VERSION - 1, SCHEMA_VERSION)
 """The record schemas the collector takes: the previous release's and this one's, so that a
-central collector is upgraded first and its probes one at a time after it (README, "Upgrading").
+central collector is upgraded first and its probes one at a time after it (the upgrading guide, docs/upgrading.md).
 The schema did not change since the previous release (909f578 wrote 1 too), so this is {0, 1}.
 A record of a newer schema is refused whole (409 ``schema_too_new``) and its probe keeps it."""
 

@@ -4,7 +4,7 @@ release said "already installed" and kept the old code.
 
 The wheels are built from a clone of this repository at two revisions (a commit made in the clone
 stands for the work between releases), and from a ``git archive`` tarball (no ``.git``), and
-installed as the README's Upgrading says, into a virtual environment that borrows this one's
+installed as the upgrading guide (docs/upgrading.md) says, into a virtual environment that borrows this one's
 site-packages for the dependencies (nothing is downloaded)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_later_wheel_installed_over_an_earlier_one_upgrades_it(clone: Path, tm
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = (sys.executable, "-m", "pip", "--python", venv / "bin/python", "install", "--no-deps", "-q")
     said = []
-    for wheel in (earlier, later):  # what the README's Upgrading says an operator types
+    for wheel in (earlier, later):  # what the upgrading guide (docs/upgrading.md) says an operator types
         _run(*pip, wheel, cwd=tmp_path)
         said.append(_run(venv / "bin/fairacct", "--version", cwd=tmp_path, env=_outside()).strip())
     assert said == [f"fairacct {v_earlier}", f"fairacct {v_later}"]

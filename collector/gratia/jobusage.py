@@ -1,7 +1,7 @@
 """fairacct ``job`` records -> Gratia JobUsageRecord XML, with the fields and values that
 gratia-probe's ``condor-ap`` (``classadToJUR`` in ``common/gratia/common/condor.py``) makes of
 the same job ad, as far as a job record holds them; the deliberate differences are in the
-README's table ("Reporting to OSG's GRACC, replacing condor-ap").
+table of docs/gracc.md ("Reporting to OSG's GRACC, replacing condor-ap").
 
 The XML is built with :mod:`xml.etree.ElementTree`, which escapes every text and attribute, so
 a user name or project with ``<``, ``&`` or quotes cannot change the record's structure.

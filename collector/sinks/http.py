@@ -14,7 +14,7 @@ tests) with ``token_file``, the file holding this probe's bearer token. A batch 
   does not know): that record is kept (``retry``), not a dead letter;
 * 409 (``schema_too_new``): the collector is of an older release than this probe: nothing is
   acknowledged, the outbox keeps the batch (:class:`SinkError`, one line that says so) until
-  the collector is upgraded (collector first, then probes: README, "Upgrading");
+  the collector is upgraded (collector first, then probes: the upgrading guide, docs/upgrading.md);
 * 413: the batch is split in halves, each sent again (a single record over the limit is
   refused for good); the body is over the collector's size limit, or the batch holds more
   records than a request may;

@@ -107,7 +107,7 @@ def test_every_field_is_condor_aps_but_the_named_differences(fixtures: Path, nam
         want = condor_ap(ad)
         got = {k: doc.get(k) for k in want}
         assert got == want, doc["GlobalJobId"]
-        # the deliberate differences (README, "Reporting to OSG's GRACC"): Status (ExitCode, not
+        # the deliberate differences (docs/gracc.md): Status (ExitCode, not
         # the ExitStatus that HTCondor leaves 0)
         assert doc.get("Status") == (str(ad["ExitCode"]) if "ExitCode" in ad else None)
         assert doc.get("GPUs") == (str(int(ad["RequestGpus"])) if "RequestGpus" in ad else None)

@@ -33,7 +33,7 @@ from ...conftest import DEMO, ROOT
 from .conftest import FAIRACCT, Collector, record
 
 PREVIOUS_RELEASE = "909f578"
-"""The git revision of the release before this one (README, "Upgrading")."""
+"""The git revision of the release before this one (docs/upgrading.md)."""
 
 PROBE = f"fairacct@{socket.gethostname()}"
 """The name both releases' probes give their records on this host."""
