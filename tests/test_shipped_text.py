@@ -73,6 +73,16 @@ def test_the_readme_starts_with_the_two_commands() -> None:
     assert commands == ["make demo", "make test"]
 
 
+def test_the_readme_says_what_fairacct_is_first_and_stays_short() -> None:
+    """Issue 52: the README had grown back to 396 lines, its first paragraph CI timings. What
+    fairacct is comes right after the two commands; the rest lives in docs/ (at most 150 lines)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text.split("```", 2)[2].lstrip()
+    assert after.startswith("fairacct is an accounting probe for HTCondor and glideinWMS pools")
+    assert len(text.splitlines()) <= 150
+    assert not re.search(r"\d tests|\d min \d+ s", after.split("\n\n", 2)[1])  # the suite's: docs/development.md
+
+
 def test_only_the_development_guide_speaks_of_the_shared_tree() -> None:
     found = [c for path in DOCS if path.name != "development.md" for c in _citations(path, SHARED)]
     assert not found, "\n".join(found)
