@@ -162,8 +162,12 @@ def test_a_token_whose_requests_are_refused_before_their_body_cannot_lock_anothe
         assert metric(c, "fairacct_collector_connections") <= CAP
     assert attack.made > 3 * CAP  # the collector closed them, and they came back
     assert metric(c, 'fairacct_collector_connections_closed_total{reason="answered_before_body"}') >= 3 * CAP
-    for code in (413, 429):
-        assert metric(c, f'fairacct_collector_requests_total{{endpoint="records",code="{code}"}}') >= CAP, code
+    # both refusals were made; how many of each depends on the machine's load (at a load of 10 one
+    # run answered 8 with 413)
+    answered = {
+        code: metric(c, f'fairacct_collector_requests_total{{endpoint="records",code="{code}"}}') for code in (413, 429)
+    }
+    assert min(answered.values()) >= 1 and sum(answered.values()) >= CAP, answered
 
 
 def test_a_reply_before_the_body_says_close_and_closes(plain: Collector) -> None:
