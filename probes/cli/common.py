@@ -198,9 +198,9 @@ def is_collectors(args: argparse.Namespace) -> bool:
 def open_store(store: SinkSettings, base: Path, *, create: bool) -> Iterator[Sink]:
     """The store; without ``create`` an embedded store that does not exist is an error naming
     its path (reading one a typo would create says "0 rows")."""
-    from collector.sinks import open_sink
+    from collector import sinks
 
-    sink = open_sink(store.url, base=base, auth=store.auth(), create=create)
+    sink = sinks.open_store(store, sinks.Opening(base, create=create))
     try:
         yield sink
     finally:
@@ -217,7 +217,8 @@ def check_config(config: ProbeConfig) -> None:
     user-vo-map can be read (not a FIFO nor a device, nor too large), and the store's settings
     make a sink (secrets read, TLS set up; nothing is connected to, and
     the embedded store's file is not created)."""
-    from collector.sinks import open_sink, sqlite_path
+    from collector.sinks import open_store as open_sink_of
+    from collector.sinks import sqlite_path
     from probes.pipeline.reading import check_sources
 
     check_sources(config)
@@ -226,7 +227,7 @@ def check_config(config: ProbeConfig) -> None:
 
         read_user_vo_map(config.credentials.user_vo_map)
     if sqlite_path(config.store.url, config.probe.state_dir) is None:
-        open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
+        open_sink_of(config.store, config.opening()).close()
 
 
 def check_source_files(config: ProbeConfig) -> None:
@@ -260,7 +261,7 @@ def check_source_files(config: ProbeConfig) -> None:
 
 def warn_loose_token(config: ProbeConfig) -> None:
     """A warning on stderr when the token a probe sends with can be read by other users."""
-    if not (config.store.url.startswith("collector+") and config.store.token_file):
+    if not (config.store.kind == "collector" and config.store.token_file):
         return
     from collector.sinks.http import loose_token  # httpx: only for a collector store
 
