@@ -118,3 +118,25 @@ def test_the_registry_imports_a_sink_only_when_its_store_is_opened(tmp_path: Pat
     others = ("collector.sinks.elasticsearch", "collector.sinks.http", "collector.sinks.gratia", "elastic",
               "opensearchpy", "httpx")  # fmt: skip
     assert not [m for m in loaded if m.startswith(others)], loaded
+
+
+def test_the_sections_hold_every_setting_their_sinks_declare() -> None:
+    """[store] holds what every sink reads, [upstream] what the Gratia sink reads, and
+    [collector.store] what the embedded, Elasticsearch and Gratia sinks read."""
+    from collector.settings import CollectorStoreSettings
+    from collector.sinks.elasticsearch.sink import ElasticsearchSettings
+    from collector.sinks.gratia import GratiaSinkSettings
+    from collector.sinks.http import CollectorSinkSettings
+    from probes.config.store import StoreSettings, UpstreamSettings
+
+    def declared(protocol: type) -> set[str]:
+        return {name for name, value in vars(protocol).items() if isinstance(value, property)}
+
+    sinks = [ElasticsearchSettings, GratiaSinkSettings, CollectorSinkSettings]
+    for section, protocols in [
+        (StoreSettings(), sinks),
+        (UpstreamSettings(), [GratiaSinkSettings]),
+        (CollectorStoreSettings(), [ElasticsearchSettings, GratiaSinkSettings]),
+    ]:
+        for protocol in protocols:
+            assert declared(protocol) and all(hasattr(section, name) for name in declared(protocol)), protocol
