@@ -21,10 +21,10 @@ from collector.sinks.registry import (
     Store,
     check_url,
     describe_url,
+    kind_of,
     open_sink,
     open_store,
     sqlite_path,
-    store_of,
 )
 
 __all__ = [
@@ -37,10 +37,10 @@ __all__ = [
     "check_url",
     "describe_url",
     "ensure_templates",
+    "kind_of",
     "open_sink",
     "open_store",
     "sqlite_path",
-    "store_of",
     "upgrade_store",
 ]
 

@@ -29,10 +29,10 @@ __all__ = [
     "check_url",
     "describe_url",
     "endpoint",
+    "kind_of",
     "open_sink",
     "open_store",
     "sqlite_path",
-    "store_of",
 ]
 
 _CREDENTIALS = "give username with password_file or password_env, or api_key_file or api_key_env"
@@ -106,7 +106,7 @@ class _FromSettings(Protocol):
     def from_url(self, url: str, **options: Any) -> Sink: ...
 
 
-def store_of(url: str) -> str:
+def kind_of(url: str) -> str:
     """The name of the store ``url`` names (a key of :data:`STORES`); a :class:`ConfigError`
     naming every store's form when there is none."""
     for name, store in STORES.items():
@@ -119,7 +119,7 @@ def store_of(url: str) -> str:
 def check_url(url: str) -> str:
     """The name of the store ``url`` names; a :class:`ConfigError` unless there is a sink for it
     and it holds no credentials (those come from files or the environment)."""
-    name = store_of(url)
+    name = kind_of(url)
     store = STORES[name]
     if store.credentials:
         parts = urlsplit(url)

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from collector.errors import ConfigError
 from collector.settings import SinkSettings
-from collector.sinks.registry import STORES, check_url, store_of
+from collector.sinks.registry import STORES, check_url, kind_of
 from probes.config.fields import Section
 
 __all__ = ["UPSTREAM", "UPSTREAM_JOBS", "StoreSettings", "UpstreamSettings"]
@@ -71,7 +71,7 @@ class StoreSettings(SinkSettings, _GratiaFields):
     @property
     def kind(self) -> str:
         """The store the URL names, as :data:`collector.sinks.STORES` names it ("sqlite", "gratia", ...)."""
-        return store_of(self.url)
+        return kind_of(self.url)
 
 
 class UpstreamSettings(_GratiaFields):

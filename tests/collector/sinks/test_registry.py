@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from collector.errors import ConfigError
-from collector.sinks import STORES, Opening, Store, check_url, open_store, store_of
+from collector.sinks import STORES, Opening, Store, check_url, kind_of, open_store
 from collector.sinks.registry import endpoint
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import parse_config
@@ -65,7 +65,7 @@ def test_a_new_store_is_its_class_and_one_entry(memory_store: None, tmp_path: Pa
     ],
 )
 def test_a_url_names_its_store_and_its_sink_class(url: str, name: str) -> None:
-    assert store_of(url) == check_url(url) == name
+    assert kind_of(url) == check_url(url) == name
     module, _, attribute = STORES[name].sink.partition(":")
     assert callable(getattr(__import__(module, fromlist=[attribute]), attribute).from_settings)
 
