@@ -28,6 +28,7 @@ __all__ = [
     "StoreSettings",
     "check_url",
     "describe_url",
+    "described",
     "endpoint",
     "kind_of",
     "open_sink",
@@ -42,30 +43,39 @@ _CREDENTIALS = "give username with password_file or password_env, or api_key_fil
 class Store:
     """A kind of store. ``prefixes``: the URL starts that name it; ``sink``: its class as
     ``"module:Class"``, imported when one is opened; ``form``: its URL as a person writes it;
-    ``exact``: the form its own URL check names (a host, no query, no fragment); ``credentials``:
-    what to do instead of credentials in the URL (empty: the URL names a file, no host)."""
+    ``what``: what is behind it, in a few words (``--store``'s help); ``exact``: the form its own
+    URL check names (a host, no query, no fragment); ``credentials``: what to do instead of
+    credentials in the URL (empty: the URL names a file, no host)."""
 
     prefixes: tuple[str, ...]
     sink: str
     form: str
+    what: str = ""
     exact: str = ""
     credentials: str = _CREDENTIALS
 
 
 STORES: dict[str, Store] = {
-    "sqlite": Store(("sqlite:///",), "collector.sinks.sqlite:EmbeddedStore", "sqlite:///PATH", credentials=""),
+    "sqlite": Store(
+        ("sqlite:///",), "collector.sinks.sqlite:EmbeddedStore", "sqlite:///PATH", "the embedded store", credentials=""
+    ),
     "elasticsearch": Store(
-        ("http://", "https://"), "collector.sinks.elasticsearch:ElasticsearchSink", "http(s)://HOST:PORT"
+        ("http://", "https://"),
+        "collector.sinks.elasticsearch:ElasticsearchSink",
+        "http(s)://HOST:PORT",
+        "Elasticsearch",
     ),
     "opensearch": Store(
         ("opensearch+http://", "opensearch+https://"),
         "collector.sinks.elasticsearch:ElasticsearchSink",
         "opensearch+http(s)://HOST:PORT",
+        "OpenSearch",
     ),
     "collector": Store(
         ("collector+http://", "collector+https://"),
         "collector.sinks.http:CollectorSink",
         "collector+http(s)://HOST[:PORT]",
+        "a fairacct collector",
         exact="collector+https://HOST[:PORT][/PREFIX]",
         credentials="no credentials in a collector URL; put the probe's token in store.token_file",
     ),
@@ -73,6 +83,7 @@ STORES: dict[str, Store] = {
         ("gratia+http://", "gratia+https://"),
         "collector.sinks.gratia:GratiaSink",
         "gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi",
+        "a Gratia collector: GRACC",
         exact="gratia+https://HOST[:PORT]/gratia-servlets/rmi",
         credentials="no credentials in a Gratia collector URL",
     ),
@@ -114,6 +125,12 @@ def kind_of(url: str) -> str:
             return name
     forms = [store.form for store in STORES.values()]
     raise ConfigError(f"store.url: expected {', '.join(forms[:-1])} or {forms[-1]}, got {url!r}")
+
+
+def described() -> str:
+    """Every store's URL form and what is behind it, in one sentence (``--store``'s help)."""
+    forms = [f"{store.form} ({store.what})" if store.what else store.form for store in STORES.values()]
+    return f"{', '.join(forms[:-1])} or {forms[-1]}"
 
 
 def check_url(url: str) -> str:

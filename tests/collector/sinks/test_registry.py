@@ -13,7 +13,7 @@ import pytest
 
 from collector.errors import ConfigError
 from collector.sinks import STORES, Opening, Store, check_url, kind_of, open_store
-from collector.sinks.registry import endpoint
+from collector.sinks.registry import described, endpoint
 from collector.sinks.sqlite import EmbeddedStore
 from probes.config import parse_config
 
@@ -49,6 +49,7 @@ def test_a_new_store_is_its_class_and_one_entry(memory_store: None, tmp_path: Pa
         assert sink.count("job") == 1
     finally:
         sink.close()
+    assert described().endswith("(a Gratia collector: GRACC) or memory://NAME")  # --store's help
     with pytest.raises(ConfigError, match=r"gratia-servlets/rmi or memory://NAME, got 'mysql://db'"):
         parse_config({"store": {"url": "mysql://db"}})
 
