@@ -107,8 +107,8 @@ def _worker(config_path: str) -> int:
     # readers import them on first use (since the lazy imports) would count their loading in
     # its cycle, one that imported them with its modules (e.g. faeff88) would not
     import probes.sources.classad.long  # noqa: F401
+    from collector import sinks
     from collector.outbox import Outbox
-    from collector.sinks import open_sink
     from probes.config import load_config
     from probes.pipeline import cycle
 
@@ -133,7 +133,10 @@ def _worker(config_path: str) -> int:
         Outbox.commit = timed("commit", Outbox.commit)  # type: ignore[method-assign]
         Outbox.flush = timed("deliver", Outbox.flush)  # type: ignore[method-assign]
     state.mkdir(parents=True, exist_ok=True)
-    sink = open_sink(config.store.url, base=state, auth=config.store.auth())
+    if hasattr(sinks, "open_store"):  # since issue 52: a configured store is opened from its settings
+        sink = sinks.open_store(config.store, config.opening())
+    else:  # an older revision (--old): its settings as the sink's keyword arguments
+        sink = sinks.open_sink(config.store.url, base=state, auth=config.store.auth())
     with Outbox(state / "outbox.sqlite") as outbox:
         began = time.process_time()
         if hasattr(cycle, "ProbeCycle"):  # since issue 38: the one cycle object, probe once's call

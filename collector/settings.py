@@ -35,7 +35,7 @@ from pydantic_core import ErrorDetails
 
 from collector.addresses import IPAddress, Network, network_of
 from collector.errors import ConfigError
-from collector.sinks import check_url
+from collector.sinks.registry import STORES, Opening, check_url
 from collector.units import parse_size
 
 __all__ = ["CollectorSettings", "CollectorStoreSettings", "GratiaSender", "ProbeScope", "SinkSettings"]
@@ -86,18 +86,6 @@ class SinkSettings(_Section):
             raise ValueError(str(exc).removeprefix("store.url: ")) from None
         return value
 
-    def auth(self) -> dict[str, str]:
-        """The Elasticsearch sink's settings that are set, as the sink names them (secrets by
-        reference, never by value); nothing for the embedded store."""
-        if not self.url.startswith(("http", "opensearch")):
-            return {}
-        names = {
-            "index_prefix": "prefix", "api_key_file": "api_key_file", "api_key_env": "api_key_env",
-            "username": "username", "password_file": "password_file", "password_env": "password_env",
-            "ca_file": "ca_certs_file",
-        }  # fmt: skip
-        return {sink_name: getattr(self, ours) for ours, sink_name in names.items() if getattr(self, ours)}
-
 
 class CollectorStoreSettings(SinkSettings):
     """The collector's store, the ``[collector.store]`` section: where its flusher sends records."""
@@ -107,11 +95,15 @@ class CollectorStoreSettings(SinkSettings):
         description="sqlite:///PATH (embedded, PATH relative to collector.state_dir), http(s)://... "
         "(Elasticsearch) or opensearch+http(s)://... (OpenSearch); never another collector.",
     )
+    # a Gratia collector as this store names no sender of its own: the Gratia sink's defaults, as before the registry
+    gratia_probe_name: ClassVar[str] = ""
+    gratia_site: ClassVar[str] = ""
+    gratia_bundle_size: ClassVar[int] = 100
 
     @field_validator("url")
     @classmethod
     def _not_another_collector(cls, value: str) -> str:
-        if value.startswith("collector+"):
+        if value.startswith(STORES["collector"].prefixes):
             raise ValueError(f"the collector needs a store of its own, got another collector: {value!r}")
         return value
 
@@ -421,13 +413,11 @@ class CollectorSettings(_Section):
         """``flush_batch_bytes`` in whole bytes (at least one)."""
         return math.ceil(self.flush_batch_bytes)
 
-    def store_options(self) -> dict[str, Any]:
-        """The options the store's sink is opened with: its settings' (:meth:`SinkSettings.auth`),
-        and for Elasticsearch or OpenSearch the bytes of a bulk request, ``flush_batch_bytes``."""
-        options: dict[str, Any] = dict(self.store.auth())
-        if self.store.url.startswith(("http", "opensearch")):
-            options["bulk_bytes"] = self.flush_bytes
-        return options
+    def store_opening(self) -> Opening:
+        """How the store is opened (:func:`collector.sinks.registry.open_store`): a relative
+        ``sqlite:///`` path under ``state_dir``, and for Elasticsearch or OpenSearch the bytes of
+        a bulk request, ``flush_batch_bytes``."""
+        return Opening(self.state_dir, bulk_bytes=self.flush_bytes)
 
     @property
     def max_body_bytes(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from collector.errors import ElasticsearchError, FairacctError
 
@@ -91,16 +91,14 @@ def _pool(config: ProbeConfig, timeout_s: float) -> list[Reached]:
 def _store(key: str, store: SinkSettings, base: Path, timeout_s: float) -> Reached:
     """The store of ``store`` (``key`` names its section), pinged, its index templates checked;
     an embedded store not made yet: its directory writable (the first write makes it, not this)."""
-    from collector.sinks import describe_url, open_sink, sqlite_path
+    from collector.sinks import Opening, describe_url, open_store, sqlite_path
 
-    url, auth = store.url, store.auth()
-    name = f"{key} {describe_url(url, base)}"
-    path = sqlite_path(url, base)
+    name = f"{key} {describe_url(store.url, base)}"
+    path = sqlite_path(store.url, base)
     try:
         if path is not None and not path.exists():
             return Reached(name, *_directory_writable(path))
-        options: dict[str, Any] = auth if path is not None else {**auth, "timeout_s": timeout_s}
-        sink = open_sink(url, base=base, auth=options)
+        sink = open_store(store, Opening(base, timeout_s=timeout_s))
         try:
             said = sink.ping()
             check = sink.check_templates()

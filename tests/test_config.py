@@ -275,7 +275,7 @@ def test_the_collectors_store_is_its_own_section() -> None:
     )
     assert not config.collector_store_from_probe
     store = config.collector_settings().store
-    assert (store.url, store.auth()) == ("https://es.example.org:9200", {"prefix": "fairacct", "api_key_env": "ES_KEY"})
+    assert (store.url, store.index_prefix, store.api_key_env) == ("https://es.example.org:9200", "fairacct", "ES_KEY")
 
 
 def test_without_a_collector_store_the_collector_keeps_its_old_default() -> None:

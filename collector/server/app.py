@@ -57,7 +57,7 @@ from collector.server.summarizer import NIGHTLY_S, Schedule, Summarizer, Summary
 from collector.server.tokens import TokenRing
 from collector.server.v1_records import RECORDS
 from collector.settings import CollectorSettings
-from collector.sinks import Sink, open_sink
+from collector.sinks import Sink, open_store
 from collector.sinks.gate import TemplateGate
 
 __all__ = ["create_app", "store_gate", "store_sink_factory"]
@@ -67,7 +67,7 @@ _log = logging.getLogger("fairacct.collector")
 
 def store_sink_factory(settings: CollectorSettings) -> Callable[[], Sink]:
     """Opens the sink of the settings' store URL (relative sqlite paths under the state dir)."""
-    return lambda: open_sink(settings.store.url, base=settings.state_dir, auth=settings.store_options())
+    return lambda: open_store(settings.store, settings.store_opening())
 
 
 def store_gate(settings: CollectorSettings) -> TemplateGate:

@@ -44,7 +44,7 @@ from collector.server.app import create_app, store_gate, store_sink_factory
 from collector.server.connections import Connections, guarded_protocol
 from collector.server.flusher import said_prepared
 from collector.settings import CollectorSettings
-from collector.sinks import Sink, open_sink
+from collector.sinks import Opening, Sink, open_store
 from collector.sinks.gate import TemplateGate
 
 __all__ = ["START_CHECK_TIMEOUT_S", "check_store_at_start", "serve"]
@@ -66,10 +66,8 @@ def check_store_at_start(settings: CollectorSettings, gate: TemplateGate) -> Non
     """Ask the store once, through ``gate``, before the collector starts (see the module
     docstring): a store that refuses raises :class:`SinkError` (the collector does not start);
     one that does not answer is said in a WARNING line, and the flusher asks again."""
-    options: dict[str, object] = dict(settings.store.auth())
-    if settings.store.url.startswith(("http", "opensearch")):  # Elasticsearch or OpenSearch: the sink's timeout
-        options["timeout_s"] = START_CHECK_TIMEOUT_S
-    sink = open_sink(settings.store.url, base=settings.state_dir, auth=options)
+    # the sink's request timeout, not the flusher's bulk size: a check sends nothing
+    sink = open_store(settings.store, Opening(settings.state_dir, timeout_s=START_CHECK_TIMEOUT_S))
     try:
         said_prepared(gate.ensure(sink))
     except SinkError as exc:

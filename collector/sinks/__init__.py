@@ -1,4 +1,5 @@
-"""Where records go: the :class:`Sink` protocol, its stores, and the choice by store URL.
+"""Where records go: the :class:`Sink` protocol, its stores, and the choice by store URL
+(:mod:`collector.sinks.registry`, every store once, where one is opened: :func:`open_store`).
 
 Store URLs: ``sqlite:///PATH`` (the embedded store, :mod:`collector.sinks.sqlite`),
 ``http(s)://HOST:PORT`` (Elasticsearch) and ``opensearch+http(s)://HOST:PORT`` (OpenSearch),
@@ -11,23 +12,34 @@ and ``gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi`` (a Gratia collector, OS
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from collector.errors import ConfigError, SinkError
+from collector.errors import SinkError
 from collector.sinks.base import SendResult, Sink, TemplateCheck
+from collector.sinks.registry import (
+    STORES,
+    Opening,
+    Store,
+    check_url,
+    describe_url,
+    kind_of,
+    open_sink,
+    open_store,
+    sqlite_path,
+)
 
 __all__ = [
-    "SCHEMES",
+    "STORES",
+    "Opening",
     "SendResult",
     "Sink",
+    "Store",
     "TemplateCheck",
     "check_url",
     "describe_url",
     "ensure_templates",
+    "kind_of",
     "open_sink",
+    "open_store",
     "sqlite_path",
     "upgrade_store",
 ]
@@ -62,63 +74,3 @@ def upgrade_store(sink: Sink) -> list[str]:
     from collector.sinks.elasticsearch import ElasticsearchSink
 
     return sink.upgrade_indices() if isinstance(sink, ElasticsearchSink) else []
-
-
-def sqlite_path(url: str, base: Path) -> Path | None:
-    """The file of a ``sqlite:///PATH`` URL (relative to ``base``); None for other URLs."""
-    if not url.startswith("sqlite:///"):
-        return None
-    path = Path(url.removeprefix("sqlite:///"))
-    return path if path.is_absolute() or str(path) == ":memory:" else base / path
-
-
-def describe_url(url: str, base: Path) -> str:
-    """The store as a person should be told of it: an embedded store by its real file."""
-    path = sqlite_path(url, base)
-    return url if path is None or str(path) == ":memory:" else f"sqlite:///{path.absolute()}"
-
-
-SCHEMES = (
-    "sqlite:///", "http://", "https://", "opensearch+http://", "opensearch+https://", "collector+http://", "collector+https://",
-    "gratia+http://", "gratia+https://",
-)  # fmt: skip
-"""The store URLs there are sinks for."""
-
-
-def check_url(url: str) -> None:
-    """A :class:`ConfigError` unless ``url`` names a store there is a sink for, without
-    credentials in it (those come from files or the environment)."""
-    if not url.startswith(SCHEMES):
-        raise ConfigError(
-            "store.url: expected sqlite:///PATH, http(s)://HOST:PORT, opensearch+http(s)://HOST:PORT, "
-            f"collector+http(s)://HOST[:PORT] or gratia+http(s)://HOST[:PORT]/gratia-servlets/rmi, got {url!r}"
-        )
-    parts = urlsplit(url)
-    if not url.startswith("sqlite:///") and (parts.username or parts.password):
-        bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-        raise ConfigError(
-            f"store.url: credentials in the URL are not accepted ({bare}); give username with password_file or "
-            "password_env, or api_key_file or api_key_env"
-        )
-
-
-def open_sink(url: str, *, base: Path, auth: Mapping[str, Any] | None = None, create: bool = True) -> Sink:
-    """The sink a store URL names (``sqlite:///PATH`` relative to ``base``); without
-    ``create``, an embedded store that does not exist yet is an error, not a new empty one."""
-    check_url(url)
-    path = sqlite_path(url, base)
-    if path is not None:
-        from collector.sinks.sqlite import EmbeddedStore
-
-        return EmbeddedStore(path, create=create)
-    if url.startswith("collector+"):
-        from collector.sinks.http import CollectorSink
-
-        return CollectorSink.from_url(url, **dict(auth or {}))
-    if url.startswith("gratia+"):
-        from collector.sinks.gratia import GratiaSink
-
-        return GratiaSink.from_url(url, **dict(auth or {}))
-    from collector.sinks.elasticsearch import ElasticsearchSink  # the client libraries only when needed
-
-    return ElasticsearchSink.from_url(url, **dict(auth or {}))

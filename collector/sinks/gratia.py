@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from typing import Any, Protocol
+from urllib.parse import urlencode, urlunsplit
 
 import httpx
 import orjson
@@ -44,9 +44,10 @@ from collector.encoded import Encoded
 from collector.errors import ConfigError, RecordError, SinkError
 from collector.gratia.jobusage import GratiaIdentity, default_probe_name, envelope_xml, left_out, record_xml
 from collector.sinks.base import SendResult
-from collector.sinks.http import WriteOnlySink, tls_context
+from collector.sinks.http import TIMEOUT_S, WriteOnlySink, tls_context
+from collector.sinks.registry import Opening, endpoint
 
-__all__ = ["BUNDLE_SIZE", "GratiaSink"]
+__all__ = ["BUNDLE_SIZE", "GratiaSink", "GratiaSinkSettings"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,23 @@ BUNDLE_SIZE = 100
 """Records to an envelope: GratiaCore's default ``BundleSize``."""
 _REPLY_BYTES = 500  # of a reply read, and kept in an error or dead letter
 _NOT_ALLOWED = ("is not allowed", "is not among the networks")  # the operator's to mend: retry
+
+
+class GratiaSinkSettings(Protocol):
+    """The settings a Gratia collector is opened with (``[store]``'s or ``[upstream]``'s keys):
+    its URL, the CA bundle that verifies it (empty: the system's) and how records name their
+    sender."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def ca_file(self) -> str: ...
+    @property
+    def gratia_probe_name(self) -> str: ...
+    @property
+    def gratia_site(self) -> str: ...
+    @property
+    def gratia_bundle_size(self) -> int: ...
 
 
 class GratiaSink(WriteOnlySink):
@@ -72,14 +90,10 @@ class GratiaSink(WriteOnlySink):
         grid: str = "OSG",
         bundle_size: int = BUNDLE_SIZE,
         ca_file: str | os.PathLike[str] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in _SCHEMES or not parts.hostname or parts.query or parts.fragment:
-            raise ConfigError(f"store.url: expected gratia+https://HOST[:PORT]/gratia-servlets/rmi, got {url!r}")
-        if parts.username or parts.password:
-            raise ConfigError("store.url: no credentials in a Gratia collector URL")
+        parts = endpoint(url, "gratia")
         if bundle_size < 1:
             raise ConfigError(f"store.gratia_bundle_size: expected at least 1, got {bundle_size}")
         self.url = url
@@ -92,6 +106,17 @@ class GratiaSink(WriteOnlySink):
             verify=tls_context(ca_file) if parts.scheme == "gratia+https" else False,
             transport=transport,
         )
+
+    @classmethod
+    def from_settings(cls, settings: GratiaSinkSettings, opening: Opening) -> GratiaSink:
+        """The sink of ``[store]``'s or ``[upstream]``'s settings
+        (:func:`collector.sinks.registry.open_store`), with the opening's request timeout
+        (seconds) when given."""
+        timeout_s = TIMEOUT_S if opening.timeout_s is None else opening.timeout_s
+        return cls(
+            settings.url, probe_name=settings.gratia_probe_name, site=settings.gratia_site,
+            bundle_size=settings.gratia_bundle_size, ca_file=settings.ca_file or None, timeout_s=timeout_s,
+        )  # fmt: skip
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> GratiaSink:

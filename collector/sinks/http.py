@@ -32,8 +32,8 @@ import re
 import ssl
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Protocol, Self
+from urllib.parse import urlunsplit
 
 import httpx
 import orjson
@@ -43,11 +43,23 @@ from collector.errors import ConfigError, SinkError
 from collector.records import PROBE_KINDS, encode_docs
 from collector.release import RELEASE_HEADER, release
 from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
+from collector.sinks.registry import Opening, endpoint
 from collector.sinks.tls import tls_reason
 
-__all__ = ["CollectorSink", "WriteOnlySink", "loose_token", "older_collector", "tls_context"]
+__all__ = [
+    "TIMEOUT_S",
+    "CollectorSink",
+    "CollectorSinkSettings",
+    "WriteOnlySink",
+    "loose_token",
+    "older_collector",
+    "tls_context",
+]
 
 _SCHEMES = {"collector+http": "http", "collector+https": "https"}
+
+TIMEOUT_S = 60.0
+"""Seconds one request to a collector (fairacct's or Gratia's) may take, unless told otherwise."""
 
 # How a collector of an earlier release words the refusal of a record it is too old for (909f578
 # and today's collector: collector/server/judge.py). Such a record is kept, never a dead letter.
@@ -152,6 +164,18 @@ class WriteOnlySink:
             raise SinkError(f"{url}: no answer from {what} ({why})") from exc
 
 
+class CollectorSinkSettings(Protocol):
+    """The settings a collector store is opened with (``[store]``'s keys): its URL, this probe's
+    token file and the CA bundle that verifies the collector (empty: the system's)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def token_file(self) -> str: ...
+    @property
+    def ca_file(self) -> str: ...
+
+
 class CollectorSink(WriteOnlySink):
     """Records to a fairacct collector (see the module docstring).
 
@@ -165,14 +189,10 @@ class CollectorSink(WriteOnlySink):
         *,
         token_file: str | os.PathLike[str],
         ca_file: str | os.PathLike[str] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in _SCHEMES or not parts.hostname or parts.query or parts.fragment:
-            raise ConfigError(f"store.url: expected collector+https://HOST[:PORT][/PREFIX], got {url!r}")
-        if parts.username or parts.password:
-            raise ConfigError("store.url: no credentials in a collector URL; put the probe's token in store.token_file")
+        parts = endpoint(url, "collector")
         self.url = url
         self.endpoint = urlunsplit(
             (_SCHEMES[parts.scheme], parts.netloc, parts.path.rstrip("/") + "/v1/records", "", "")
@@ -190,6 +210,13 @@ class CollectorSink(WriteOnlySink):
             verify=tls_context(ca_file),
             transport=transport,
         )
+
+    @classmethod
+    def from_settings(cls, settings: CollectorSinkSettings, opening: Opening) -> CollectorSink:
+        """The sink of a store's settings (:func:`collector.sinks.registry.open_store`), with the
+        opening's request timeout (seconds) when given."""
+        timeout_s = TIMEOUT_S if opening.timeout_s is None else opening.timeout_s
+        return cls(settings.url, token_file=settings.token_file, ca_file=settings.ca_file or None, timeout_s=timeout_s)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CollectorSink:

@@ -35,6 +35,7 @@ from collector.errors import ConfigError, StoreError
 from collector.records import KINDS, VERSION, encode_docs
 from collector.sinks import sqlite_lease
 from collector.sinks.base import Aggregation, Lease, SendResult, TemplateCheck
+from collector.sinks.registry import Opening, StoreSettings, sqlite_path
 from collector.sinks.sqlite_layout import migrate
 from collector.transaction import use_wal, write_transaction
 
@@ -85,6 +86,15 @@ class EmbeddedStore:
             raise
         self._ready: set[str] = set()
         self._indexes: set[str] = set()  # covering indexes known to exist (index_aggregation)
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings, opening: Opening) -> EmbeddedStore:
+        """The store of a ``sqlite:///PATH`` URL, PATH relative to the opening's ``base``
+        (:func:`collector.sinks.registry.open_store`)."""
+        path = sqlite_path(settings.url, opening.base)
+        if path is None:  # the registry sends only sqlite:/// URLs here
+            raise ConfigError(f"store.url: expected sqlite:///PATH, got {settings.url!r}")
+        return cls(path, create=opening.create)
 
     def __repr__(self) -> str:
         return f"EmbeddedStore({self.path!r})"

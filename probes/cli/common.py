@@ -47,7 +47,7 @@ __all__ = [
     "is_collectors",
     "log_lines",
     "nonzero",
-    "open_store",
+    "opened_store",
     "print_doc",
     "print_read",
     "print_text",
@@ -195,12 +195,13 @@ def is_collectors(args: argparse.Namespace) -> bool:
 
 
 @contextlib.contextmanager
-def open_store(store: SinkSettings, base: Path, *, create: bool) -> Iterator[Sink]:
-    """The store; without ``create`` an embedded store that does not exist is an error naming
-    its path (reading one a typo would create says "0 rows")."""
-    from collector.sinks import open_sink
+def opened_store(store: SinkSettings, base: Path, *, create: bool) -> Iterator[Sink]:
+    """The store, opened (:func:`collector.sinks.open_store`) and closed after; without
+    ``create`` an embedded store that does not exist is an error naming its path (reading one a
+    typo would create says "0 rows")."""
+    from collector.sinks import Opening, open_store
 
-    sink = open_sink(store.url, base=base, auth=store.auth(), create=create)
+    sink = open_store(store, Opening(base, create=create))
     try:
         yield sink
     finally:
@@ -217,7 +218,7 @@ def check_config(config: ProbeConfig) -> None:
     user-vo-map can be read (not a FIFO nor a device, nor too large), and the store's settings
     make a sink (secrets read, TLS set up; nothing is connected to, and
     the embedded store's file is not created)."""
-    from collector.sinks import open_sink, sqlite_path
+    from collector.sinks import open_store, sqlite_path
     from probes.pipeline.reading import check_sources
 
     check_sources(config)
@@ -226,7 +227,7 @@ def check_config(config: ProbeConfig) -> None:
 
         read_user_vo_map(config.credentials.user_vo_map)
     if sqlite_path(config.store.url, config.probe.state_dir) is None:
-        open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth()).close()
+        open_store(config.store, config.opening()).close()
 
 
 def check_source_files(config: ProbeConfig) -> None:
@@ -260,7 +261,7 @@ def check_source_files(config: ProbeConfig) -> None:
 
 def warn_loose_token(config: ProbeConfig) -> None:
     """A warning on stderr when the token a probe sends with can be read by other users."""
-    if not (config.store.url.startswith("collector+") and config.store.token_file):
+    if not (config.store.kind == "collector" and config.store.token_file):
         return
     from collector.sinks.http import loose_token  # httpx: only for a collector store
 

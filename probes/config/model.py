@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, Field, field_validator
 
 from collector.settings import CollectorSettings
+from collector.sinks.registry import Opening
 from probes.accounting.fairshare import FairsharePolicy, Target
 from probes.accounting.penalty import PenaltyPolicy
 from probes.accounting.priority import PriorityPolicy
@@ -105,7 +106,7 @@ class ProbeConfig(Section):
         """What the history reader needs of this configuration."""
         from probes.sources.settings import JobReading  # it imports the sections: not at import time
 
-        gratia = self.store.url.startswith("gratia+") or bool(self.upstream.url)
+        gratia = self.store.kind == "gratia" or bool(self.upstream.url)
         return dataclasses.replace(JobReading.of(self), gratia=gratia)
 
     def penalty_policy(self) -> PenaltyPolicy:
@@ -140,6 +141,13 @@ class ProbeConfig(Section):
         """Whether the collector's store is ``[store]``: a file written before ``[collector.store]``
         existed gives it there (see :mod:`probes.config.collector`)."""
         return "store" in self.model_fields_set and "store" not in self.collector.model_fields_set
+
+    def opening(self, *, create: bool = True, timeout_s: float | None = None) -> Opening:
+        """How the probe opens ``[store]`` and ``[upstream]`` (:func:`collector.sinks.open_store`): a
+        relative ``sqlite:///`` path under ``probe.state_dir``; without ``create`` an embedded store
+        that does not exist is an error; ``timeout_s``: seconds a request may take, when not the
+        sink's default."""
+        return Opening(self.probe.state_dir, create=create, timeout_s=timeout_s)
 
     def collector_settings(self, store_url: str | None = None) -> CollectorSettings:
         """What the collector service runs with: ``[collector]`` and its store, ``[collector.store]``

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector.sinks.registry import described
 from probes.config.log import LOG_FORMATS, LOG_LEVELS
 from probes.config.model import ProbeConfig, replaced
 
@@ -38,8 +39,7 @@ OVERRIDES = (
         "store",
         "url",
         "URL",
-        "sqlite:///PATH, http(s)://... (Elasticsearch), opensearch+http(s)://..., collector+http(s)://... "
-        "(a fairacct collector) or gratia+http(s)://.../gratia-servlets/rmi (GRACC)",
+        described(),  # every store of the registry, a new one too
         many=False,
     ),
     Override("--log-level", "log", "level", "LEVEL", "the least severe events logged (default: log.level)",

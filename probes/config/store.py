@@ -8,11 +8,11 @@ also be a fairacct collector (``collector+https://``), which it sends to with ``
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, field_validator, model_validator
 
+from collector.errors import ConfigError
 from collector.settings import SinkSettings
+from collector.sinks.registry import STORES, check_url, kind_of
 from probes.config.fields import Section
 
 __all__ = ["UPSTREAM", "UPSTREAM_JOBS", "StoreSettings", "UpstreamSettings"]
@@ -47,18 +47,12 @@ class _GratiaFields(Section):
     @model_validator(mode="after")
     def _site_named(self) -> _GratiaFields:
         # condor-ap refuses to run without a SiteName; an empty one sent every record as 'unknown'
-        if str(getattr(self, "url", "")).startswith("gratia+") and not self.gratia_site.strip():
+        if str(getattr(self, "url", "")).startswith(STORES["gratia"].prefixes) and not self.gratia_site.strip():
             raise ValueError(
                 "gratia_site: a Gratia sender must name the access point's site as OSG Topology has it "
                 "(condor-ap's SiteName); empty, every record would reach GRACC as SiteName 'unknown'"
             )
         return self
-
-    def gratia_auth(self, ca_file: str) -> dict[str, Any]:
-        """The Gratia sink's settings, as it names them."""
-        gratia = {"probe_name": self.gratia_probe_name, "site": self.gratia_site,
-                  "bundle_size": self.gratia_bundle_size}  # fmt: skip
-        return gratia | ({"ca_file": ca_file} if ca_file else {})
 
 
 class StoreSettings(SinkSettings, _GratiaFields):
@@ -74,14 +68,10 @@ class StoreSettings(SinkSettings, _GratiaFields):
         description="File holding this probe's bearer token for a collector+http(s):// store (never the token itself).",
     )
 
-    def auth(self) -> dict[str, Any]:
-        """The sink's settings that are set, as the sink names them (secrets by reference, never
-        by value): the collector sink's, the Gratia sink's, or as :meth:`SinkSettings.auth`."""
-        if self.url.startswith("gratia+"):
-            return self.gratia_auth(self.ca_file)
-        if self.url.startswith("collector+"):
-            return {"token_file": self.token_file} | ({"ca_file": self.ca_file} if self.ca_file else {})
-        return super().auth()
+    @property
+    def kind(self) -> str:
+        """The store the URL names, as :data:`collector.sinks.STORES` names it ("sqlite", "gratia", ...)."""
+        return kind_of(self.url)
 
 
 class UpstreamSettings(_GratiaFields):
@@ -98,10 +88,11 @@ class UpstreamSettings(_GratiaFields):
     @field_validator("url")
     @classmethod
     def _gratia_only(cls, url: str) -> str:
-        if url and not url.startswith(("gratia+https://", "gratia+http://")):
+        if url and not url.startswith(STORES["gratia"].prefixes):
             raise ValueError(f"expected gratia+https://HOST/gratia-servlets/rmi or empty, got {url!r}")
+        try:
+            if url:
+                check_url(url)
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("store.url: ")) from None
         return url
-
-    def auth(self) -> dict[str, Any]:
-        """The Gratia sink's settings, as it names them."""
-        return self.gratia_auth(self.ca_file)

@@ -51,7 +51,7 @@ from collector.encoded import Encoded
 from collector.errors import SinkError
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus, Unrecorded
 from collector.records import iso_utc
-from collector.sinks import Sink, open_sink
+from collector.sinks import Sink, open_store
 from collector.sinks.gate import TemplateGate
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
@@ -435,7 +435,7 @@ class ProbeCycle:
         gate = self._templates
         check = None if gate.checked else (lambda s: list(gate.ensure(s).installed))
         up = self.config.upstream
-        upstream = open_sink(up.url, base=self.config.probe.state_dir, auth=up.auth()) if up.url else None
+        upstream = open_store(up, self.config.opening()) if up.url else None
         try:
             delivery = deliver(outbox, sink, check=check, upstream=upstream, unrecorded=self._unrecorded)
         except SinkError:

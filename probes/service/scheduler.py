@@ -78,7 +78,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from collector.errors import ConfigError, FairacctError, SinkError
 from collector.outbox import Outbox, OutboxStatus
 from collector.records import encode_docs, iso_utc
-from collector.sinks import open_sink
+from collector.sinks import open_store
 from collector.summaries.run import last_days, summarize
 from collector.summaries.spec import EXPORTED
 from probes.config import ProbeConfig
@@ -161,7 +161,7 @@ class ProbeService:
             ("summaries", config.summaries.recent_days, config.summaries.every_s),
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
         ):
-            if days and not config.store.url.startswith("collector+"):  # a collector summarizes its own store
+            if days and config.store.kind != "collector":  # a collector summarizes its own store
                 self.jobs[name] = (functools.partial(self.summarize, days), every)
 
     def __repr__(self) -> str:
@@ -414,7 +414,7 @@ class ProbeService:
         on (see the module docstring)."""
         store = self.config.store
         with Outbox(self.outbox_path) as outbox:
-            sink = open_sink(store.url, base=self.config.probe.state_dir, auth=store.auth())
+            sink = open_store(store, self.config.opening())
             try:
                 delivery = self.cycle.deliver(outbox, sink)
             finally:
@@ -461,7 +461,7 @@ class ProbeService:
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""
-        sink = open_sink(self.config.store.url, base=self.config.probe.state_dir, auth=self.config.store.auth())
+        sink = open_store(self.config.store, self.config.opening())
         try:
             first, last = last_days(self.clock(), days)
             # a probe's store holds no Gratia records: those reach a store through a collector, which summarizes them

@@ -18,7 +18,7 @@ import pytest
 
 from collector.outbox import Outbox
 from collector.sinks.sqlite import EmbeddedStore
-from probes.cli.common import open_store
+from probes.cli.common import opened_store
 from probes.config import parse_config
 from probes.pipeline.audit import audit
 from probes.service.scheduler import ProbeService
@@ -135,7 +135,7 @@ def test_a_collector_restart_is_a_gap_of_each_missing_node(pool: HTCondorPool, t
         assert within, f"no gap of glidein_cpu in the {outage} outage"
         missed = sum(g["seconds"] for g in within)
         assert missed >= 3, f"glidein_cpu missing {missed:.1f} s in the {outage} outage"
-    with open_store(cfg.store, cfg.probe.state_dir, create=False) as sink:
+    with opened_store(cfg.store, cfg.probe.state_dir, create=False) as sink:
         books = audit(sink, cfg, began - 10, ended + 10)
     named = books.node_gaps[books.node_gaps["name"] == CPU]
     assert len(named) and named["running_core_hours"].sum() == pytest.approx(

@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from collector.encoded import Encoded
@@ -51,8 +51,9 @@ from collector.sinks.elasticsearch.templates import (
     monthly_index,
 )
 from collector.sinks.elasticsearch.transport import FLAVOURS, Client, ElasticsearchClient, OpenSearchClient
+from collector.sinks.registry import Opening
 
-__all__ = ["ElasticsearchSink", "StoredDocument"]
+__all__ = ["ElasticsearchSettings", "ElasticsearchSink", "StoredDocument"]
 
 _JITTER = random.Random()
 """The backoff's jitter: a generator of its own, not the global one a test's Hypothesis watches."""
@@ -65,6 +66,27 @@ class StoredDocument:
     index: str
     id: str
     source: dict[str, Any]
+
+
+class ElasticsearchSettings(Protocol):
+    """The settings an Elasticsearch or OpenSearch store is opened with (``[store]``'s keys)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def index_prefix(self) -> str: ...
+    @property
+    def api_key_file(self) -> str: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    @property
+    def password_file(self) -> str: ...
+    @property
+    def password_env(self) -> str: ...
+    @property
+    def ca_file(self) -> str: ...
 
 
 class ElasticsearchSink:
@@ -158,6 +180,23 @@ class ElasticsearchSink:
             self._client, self._where, batch_size, bulk_bytes, max_retries, float(backoff_s), float(backoff_max_s),
             sleep, jitter, self._plans,
         )  # fmt: skip
+
+    @classmethod
+    def from_settings(cls, settings: ElasticsearchSettings, opening: Opening) -> ElasticsearchSink:
+        """The sink of a store's settings (:func:`collector.sinks.registry.open_store`): the keys
+        set, each as the constructor names it (secrets by reference), and the opening's request
+        timeout (seconds) and bulk size (bytes) when given."""
+        keys = {
+            "index_prefix": "prefix", "api_key_file": "api_key_file", "api_key_env": "api_key_env",
+            "username": "username", "password_file": "password_file", "password_env": "password_env",
+            "ca_file": "ca_certs_file",
+        }  # fmt: skip
+        options: dict[str, Any] = {ours: getattr(settings, key) for key, ours in keys.items() if getattr(settings, key)}
+        if opening.timeout_s is not None:
+            options["timeout_s"] = opening.timeout_s
+        if opening.bulk_bytes is not None:
+            options["bulk_bytes"] = opening.bulk_bytes
+        return cls(settings.url, **options)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ElasticsearchSink:

@@ -227,7 +227,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
 
     from collector.apel import KINDS, apel_months, deliver
     from collector.apel.ledger import plan
-    from collector.sinks import open_sink
+    from collector.sinks import open_store
 
     options = apel_options(config, args)
     if args.kind == "summary" and options.benchmark_type != "HEPSPEC":
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         )
     now = datetime.now(UTC)
     months = _months(args, (now.year, now.month))
-    sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+    sink = open_store(config.store, config.opening())
     try:
         result = apel_months(sink, months, options)
         out = args.out or config.apel.outgoing

@@ -18,7 +18,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from probes.cli.common import EXIT_OK, open_store
+from probes.cli.common import EXIT_OK, opened_store
 from probes.cli.options import add_options
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.pipeline.audit import audit
 
     start, end = parse_time(args.start, "--from"), window_end(args.end, "--to")
-    with open_store(config.store, config.probe.state_dir, create=False) as sink:
+    with opened_store(config.store, config.probe.state_dir, create=False) as sink:
         report = audit(sink, config, start, end, lag_s=args.lag_s)
     if args.json:
         print(json.dumps(audit_json(report), indent=1))

@@ -8,7 +8,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError
-from probes.cli.common import EXIT_OK, open_store, print_doc, read, report_problems, require, time_arg
+from probes.cli.common import EXIT_OK, opened_store, print_doc, read, report_problems, require, time_arg
 from probes.cli.options import workload_options
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _stored(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, An
     from probes.cli import analytics_views
     from probes.pipeline.stored_efficiency import store_efficiency
 
-    with open_store(config.store, config.probe.state_dir, create=False) as sink:
+    with opened_store(config.store, config.probe.state_dir, create=False) as sink:
         since, until = time_arg(args.since, "--since"), time_arg(args.until, "--until")
         frame = store_efficiency(sink, config, by=args.by, period=args.period, since=since, until=until)
     return analytics_views.efficiency_json(frame), analytics_views.efficiency_sections(frame, args.by)

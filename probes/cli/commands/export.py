@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import ConfigError, FairacctError
-from probes.cli.common import EXIT_OK, is_collectors, open_store, print_text, store_of
+from probes.cli.common import EXIT_OK, is_collectors, opened_store, print_text, store_of
 from probes.cli.options import add_options, awards_option, period_options
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     if args.awards and args.fmt != "xlsx":  # a file asked for and silently not used would read as no award
         raise ConfigError(f"--awards: only --format xlsx carries the awards (an awards sheet), not --format {args.fmt}")
     store, base = store_of(args, config)
-    with open_store(store, base, create=False) as sink:
+    with opened_store(store, base, create=False) as sink:
         by = [b.strip() for b in args.by.split(",") if b.strip()]
         if not args.raw:
             where = describe_url(store.url, base)

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """Seed 002 (see probes.pipeline.analytics)."""
     from collector.outbox import Outbox
-    from collector.sinks import open_sink
+    from collector.sinks import open_store
     from probes.cli import analytics_views
     from probes.pipeline import analytics
     from probes.pipeline.cycle import deliver
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=probe_name())
         with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
             outbox.commit(docs, {})
-            sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth())
+            sink = open_store(config.store, config.opening())
             try:
                 deliver(outbox, sink)  # the probe's one delivery; what the store did not take waits
             finally:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, store_of
+from probes.cli.common import EXIT_OK, opened_store, store_of
 from probes.cli.options import add_actions, add_options
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     # a collector's configuration: its store is under collector.state_dir
     from collector.sinks import upgrade_store
 
-    with open_store(*store_of(args, config), create=True) as sink:
+    with opened_store(*store_of(args, config), create=True) as sink:
         installed = sink.install_templates()
         migrated = upgrade_store(sink)  # the indices made from an older template: moved to a new one
     if args.json:

@@ -82,12 +82,12 @@ def _read_records(path: str) -> list[dict[str, Any]]:
 def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
     """Usage per user over the fairshare's windows from the store; None (and a note on stderr)
     when the store cannot be read: the negotiator's side is still worth showing."""
-    from collector.sinks import open_sink
+    from collector.sinks import open_store
     from probes.pipeline import priority
 
     since, until = priority.fairshare_horizon(config, now=now)
     try:
-        sink = open_sink(config.store.url, base=config.probe.state_dir, auth=config.store.auth(), create=False)
+        sink = open_store(config.store, config.opening(create=False))
         try:
             return priority.stored_usage(sink, since=since, until=until)
         finally:

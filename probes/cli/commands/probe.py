@@ -114,17 +114,16 @@ def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[Cycle, Deliv
     each), committed to the outbox whatever the store does, then sent if it can be; the
     outbox's latest dead letter."""
     from collector.outbox import Outbox
-    from collector.sinks import open_sink
+    from collector.sinks import open_store
     from collector.statelock import hold_state_dir
     from probes.files import check_writable
     from probes.pipeline.cycle import ProbeCycle
 
     state = config.probe.state_dir
-    url = config.store.url
     warn_loose_token(config)
     check_writable(state, "probe.state_dir")
     with hold_state_dir(state, "probe.state_dir"), _history_progress(config) as pool:
-        sink = open_sink(url, base=state, auth=config.store.auth())  # a missing token: refused before the outbox
+        sink = open_store(config.store, config.opening())  # a missing token: refused before the outbox
         try:
             with Outbox(state / "outbox.sqlite") as outbox:
                 cycle, delivery = ProbeCycle(config, probe=probe_name(), strict=strict, pool=pool).once(outbox, sink)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, store_of, time_arg
+from probes.cli.common import EXIT_OK, opened_store, store_of, time_arg
 from probes.cli.options import add_options
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli import views
 
     # a collector's configuration: its store is under collector.state_dir
-    with open_store(*store_of(args, config), create=False) as sink:
+    with opened_store(*store_of(args, config), create=False) as sink:
         docs = sink.query(
             args.kind, since=time_arg(args.since, "--since"), until=time_arg(args.until, "--until"), limit=args.limit
         )

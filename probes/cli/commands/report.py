@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, print_text, store_of
+from probes.cli.common import EXIT_OK, opened_store, print_text, store_of
 from probes.cli.options import add_options, awards_option, period_options
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     file = args.awards or config.awards.file
     awards = read_awards(file) if file else []  # read before the store: a wrong file says so at once
     a = config.apel
-    with open_store(*store_of(args, config), create=False) as sink:
+    with opened_store(*store_of(args, config), create=False) as sink:
         figures = report_figures(sink, config, period, [], by=args.efficiency_by)
         appendix = lab_figures(run_lab(None, fraction=0.1)) if args.lab else []  # synthetic: never the site's
         tables = report_tables(sink, period, awards, vo_attribute=a.vo_attribute, vo_map=dict(a.vo_map))

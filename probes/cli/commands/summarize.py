@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from probes.cli.common import EXIT_OK, open_store, print_text, probe_name, store_of
+from probes.cli.common import EXIT_OK, opened_store, print_text, probe_name, store_of
 from probes.cli.options import add_options, period_options
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
 
     period = Period(parse_day(args.first, "--from"), parse_day(args.last, "--to"))
     with (
-        open_store(*store_of(args, config), create=True) as sink,
+        opened_store(*store_of(args, config), create=True) as sink,
         progress_bar(steps(period.first, period.last), "summarizing") as advance,
     ):
         summarized = summarize(
