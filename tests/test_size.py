@@ -19,7 +19,6 @@ FUNCTION_LINES = 100
 NOT_YET_SPLIT: dict[str, int] = {
     "collector/gratia/usagerecord.py:record_fields": 119,
     "collector/server/app.py:create_app": 197,
-    "collector/server/metrics.py:render": 110,
 }
 
 _LITERALS = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Constant)
