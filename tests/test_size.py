@@ -17,7 +17,6 @@ FUNCTION_LINES = 100
 #: was written: it only shrinks (a function split is taken off it; none is added, and one that
 #: grows fails).
 NOT_YET_SPLIT: dict[str, int] = {
-    "collector/gratia/usagerecord.py:record_fields": 119,
     "collector/server/app.py:create_app": 197,
 }
 
