@@ -16,9 +16,7 @@ FUNCTION_LINES = 100
 #: The functions still over FUNCTION_LINES, by "path:name", each with its length when this list
 #: was written: it only shrinks (a function split is taken off it; none is added, and one that
 #: grows fails).
-NOT_YET_SPLIT: dict[str, int] = {
-    "collector/server/app.py:create_app": 197,
-}
+NOT_YET_SPLIT: dict[str, int] = {}
 
 _LITERALS = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Constant)
 
