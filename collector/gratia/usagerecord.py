@@ -158,6 +158,19 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
         if instant is not None and not instant.is_zero:
             doc[name] = instant.text
 
+    _durations(doc, cpu, wall_value, wall_description)
+    _resources(doc, resources)
+    _typed(doc, durations, instants)
+
+    doc.update(fields)
+    doc.update(origin)
+    doc["RawXML"] = raw_xml
+    return doc
+
+
+def _durations(doc: dict[str, Any], cpu: list[Element], wall_value: str, wall_description: str) -> None:
+    """Into ``doc``: ``CpuDuration`` (the sum of the positive ``cpu`` elements, in seconds, each
+    also by its ``usageType``) and ``WallDuration`` (seconds), with their descriptions."""
     total_cpu = 0.0
     for element in cpu:
         attrs = _first_attributes(element)
@@ -174,6 +187,10 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
     if wall_description:
         doc["WallDuration_description"] = wall_description
 
+
+def _resources(doc: dict[str, Any], resources: dict[str, list[Element]]) -> None:
+    """Into ``doc``: the record's resources, flattened (only when it has a ``Resource``, as GRACC
+    does), and its ``ResourceType`` (a pilot's payload is ``Payload``)."""
     if resources.get("Resource"):
         for kind in _RESOURCES:
             for element in resources.get(kind, ()):
@@ -186,6 +203,9 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
     else:
         doc["ResourceType"] = resource_type
 
+
+def _typed(doc: dict[str, Any], durations: list[Element], instants: list[tuple[Element, Instant]]) -> None:
+    """Into ``doc``: each ``TimeDuration`` (seconds) and ``TimeInstant`` under its type's key."""
     for element in durations:
         key, description = _typed_key("TimeDuration_", element)
         doc[key] = duration_seconds(chardata(element))
@@ -196,11 +216,6 @@ def record_fields(record: Element, raw_xml: str) -> dict[str, Any]:
         doc[key] = instant.text
         if description:
             doc[key + "_description"] = description
-
-    doc.update(fields)
-    doc.update(origin)
-    doc["RawXML"] = raw_xml
-    return doc
 
 
 def _first_attributes(element: Element) -> dict[str, str]:

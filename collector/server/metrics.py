@@ -72,6 +72,7 @@ or skipped), ``RecordErrors`` the refused ones.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 import time
 from collections import Counter
@@ -95,6 +96,7 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 _FLUSH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 Sample = tuple[str, dict[str, str], float]
+_PREFIX = "fairacct_collector_"
 
 
 @dataclass
@@ -258,15 +260,8 @@ class ServerMetrics:
         """Every metric in Prometheus' text format (those of connections, summaries and the store when given)."""
         now = self._clock()
         out: list[str] = []
-
-        def family(name: str, kind: str, help_: str, samples: list[Sample]) -> None:
-            out.append(f"# HELP {name} {help_}")
-            out.append(f"# TYPE {name} {kind}")
-            for suffix, labels, value in samples:
-                text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-                out.append(f"{name}{suffix}{{{text}}} {_number(value)}" if text else f"{name}{suffix} {_number(value)}")
-
-        p = "fairacct_collector_"
+        family = functools.partial(_family, out)
+        p = _PREFIX
         with self._lock:
             family(f"{p}requests_total", "counter", "Requests answered, by endpoint and status code.",
                    [("", {"endpoint": e, "code": str(c)}, n)
@@ -304,60 +299,84 @@ class ServerMetrics:
                    [("", {"kind": k}, n) for k, n in sorted(self.superseded.items())])  # fmt: skip
             family(f"{p}flush_duration_seconds", "histogram", "Time of one flush of the outbox to the store.",
                    self.flush_latency.samples({}))  # fmt: skip
-        family(f"{p}group_commits_total", "counter",
-               "Outbox transactions (each holds the records of one or more requests).",
-               [("", {}, outbox.commits)])  # fmt: skip
-        family(f"{p}outbox_depth", "gauge", "Records waiting in the outbox.", [("", {}, outbox.depth)])
-        family(f"{p}outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.",
-               [] if outbox.oldest is None else [("", {}, max(0.0, now - outbox.oldest))])  # fmt: skip
-        family(f"{p}outbox_dead_letters", "gauge", "Records the store refused for good, by kind.",
-               [("", {"kind": k}, n) for k, n in sorted(outbox.dead_letters.items())])  # fmt: skip
-        family(f"{p}outbox_disk_full", "gauge",
-               "1 while the outbox's file system has no room (requests get 503, or the flusher cannot write).",
-               [("", {}, int(outbox.disk_full))])  # fmt: skip
-        family(f"{p}outbox_free_bytes", "gauge", "Bytes free on the outbox's file system.",
-               [] if outbox.free_bytes is None else [("", {}, outbox.free_bytes)])  # fmt: skip
-        family(f"{p}outbox_unrecorded", "gauge",
-               "Records the store took that the outbox could not write down yet (its file system is full).",
-               [("", {}, outbox.unrecorded)])  # fmt: skip
-        family(f"{p}flush_stuck_rounds", "gauge",
-               "Flush rounds in a row, to the last, in which records waited and the store took none of them.",
-               [("", {}, outbox.stuck_rounds)])  # fmt: skip
-        family(f"{p}last_store_success_timestamp_seconds", "gauge",
-               "UNIX time the store last took records (or the outbox was found empty).",
-               [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
-        if store is not None:
-            family(f"{p}store_reachable", "gauge",
-                   "1 when the store answered the flusher's last check (a refusal too), 0 when it did not.",
-                   [] if store.reachable is None else [("", {}, int(store.reachable))])  # fmt: skip
-            family(f"{p}store_templates_checked", "gauge",
-                   "1 when the store's index templates were checked and records are sent, 0 while they wait.",
-                   [("", {}, int(store.templates_checked))])  # fmt: skip
-        if summaries is not None:
-            family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
-                   [("", {}, int(summaries.up))])  # fmt: skip
-            family(f"{p}summary_runs_total", "counter",
-                   "Summary runs, by outcome (failed: the store failed; deferred: another collector was summarizing "
-                   "the store, so the run waited its turn).",
-                   [("", {"outcome": o}, n) for o, n in (("ok", summaries.runs), ("failed", summaries.failures),
-                                                         ("crashed", summaries.crashes),
-                                                         ("deferred", summaries.deferred))])  # fmt: skip
-            family(f"{p}summaries_deleted_total", "counter",
-                   "Summaries of groups that no longer exist, deleted by this collector's runs.",
-                   [("", {}, summaries.deleted)])  # fmt: skip
-            family(f"{p}summarizer_restarts_total", "counter", "Summarizer threads started again after one ended.",
-                   [("", {}, summaries.restarts)])  # fmt: skip
-        if connections is not None:
-            family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
-            family(f"{p}connections_anonymous", "gauge", "Connections open without a probe's token.",
-                   [("", {}, connections.anonymous)])  # fmt: skip
-            family(f"{p}anonymous_body_bytes", "gauge", "Bytes of bodies held by requests without a token.",
-                   [("", {}, connections.anonymous_bytes)])  # fmt: skip
-            family(f"{p}connections_closed_total", "counter",
-                   "Connections the collector closed, by reason (a deadline, a cap on connections, a reply "
-                   "before the body).",
-                   [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip
+        _gauges(out, now, outbox, connections, summaries, store)
         return "\n".join(out) + "\n"
+
+
+def _family(out: list[str], name: str, kind: str, help_: str, samples: list[Sample]) -> None:
+    """One metric family in Prometheus' text format, appended to ``out``."""
+    out.append(f"# HELP {name} {help_}")
+    out.append(f"# TYPE {name} {kind}")
+    for suffix, labels, value in samples:
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+        out.append(f"{name}{suffix}{{{text}}} {_number(value)}" if text else f"{name}{suffix} {_number(value)}")
+
+
+def _gauges(
+    out: list[str],
+    now: float,
+    outbox: OutboxGauges,
+    connections: ConnectionGauges | None,
+    summaries: SummaryGauges | None,
+    store: StoreGauges | None,
+) -> None:
+    """The families of what the collector's parts report at ``now`` (UNIX s): the outbox's, and
+    the store's, the summarizer's and the connections' where given; appended to ``out``."""
+    family = functools.partial(_family, out)
+    p = _PREFIX
+    family(f"{p}group_commits_total", "counter",
+           "Outbox transactions (each holds the records of one or more requests).",
+           [("", {}, outbox.commits)])  # fmt: skip
+    family(f"{p}outbox_depth", "gauge", "Records waiting in the outbox.", [("", {}, outbox.depth)])
+    family(f"{p}outbox_oldest_age_seconds", "gauge", "Age of the oldest record waiting in the outbox.",
+           [] if outbox.oldest is None else [("", {}, max(0.0, now - outbox.oldest))])  # fmt: skip
+    family(f"{p}outbox_dead_letters", "gauge", "Records the store refused for good, by kind.",
+           [("", {"kind": k}, n) for k, n in sorted(outbox.dead_letters.items())])  # fmt: skip
+    family(f"{p}outbox_disk_full", "gauge",
+           "1 while the outbox's file system has no room (requests get 503, or the flusher cannot write).",
+           [("", {}, int(outbox.disk_full))])  # fmt: skip
+    family(f"{p}outbox_free_bytes", "gauge", "Bytes free on the outbox's file system.",
+           [] if outbox.free_bytes is None else [("", {}, outbox.free_bytes)])  # fmt: skip
+    family(f"{p}outbox_unrecorded", "gauge",
+           "Records the store took that the outbox could not write down yet (its file system is full).",
+           [("", {}, outbox.unrecorded)])  # fmt: skip
+    family(f"{p}flush_stuck_rounds", "gauge",
+           "Flush rounds in a row, to the last, in which records waited and the store took none of them.",
+           [("", {}, outbox.stuck_rounds)])  # fmt: skip
+    family(f"{p}last_store_success_timestamp_seconds", "gauge",
+           "UNIX time the store last took records (or the outbox was found empty).",
+           [] if outbox.last_store_success is None else [("", {}, outbox.last_store_success)])  # fmt: skip
+    if store is not None:
+        family(f"{p}store_reachable", "gauge",
+               "1 when the store answered the flusher's last check (a refusal too), 0 when it did not.",
+               [] if store.reachable is None else [("", {}, int(store.reachable))])  # fmt: skip
+        family(f"{p}store_templates_checked", "gauge",
+               "1 when the store's index templates were checked and records are sent, 0 while they wait.",
+               [("", {}, int(store.templates_checked))])  # fmt: skip
+    if summaries is not None:
+        family(f"{p}summarizer_up", "gauge", "1 when the summarizer's thread runs and its last run did not crash.",
+               [("", {}, int(summaries.up))])  # fmt: skip
+        family(f"{p}summary_runs_total", "counter",
+               "Summary runs, by outcome (failed: the store failed; deferred: another collector was summarizing "
+               "the store, so the run waited its turn).",
+               [("", {"outcome": o}, n) for o, n in (("ok", summaries.runs), ("failed", summaries.failures),
+                                                     ("crashed", summaries.crashes),
+                                                     ("deferred", summaries.deferred))])  # fmt: skip
+        family(f"{p}summaries_deleted_total", "counter",
+               "Summaries of groups that no longer exist, deleted by this collector's runs.",
+               [("", {}, summaries.deleted)])  # fmt: skip
+        family(f"{p}summarizer_restarts_total", "counter", "Summarizer threads started again after one ended.",
+               [("", {}, summaries.restarts)])  # fmt: skip
+    if connections is not None:
+        family(f"{p}connections", "gauge", "Connections open.", [("", {}, connections.open)])
+        family(f"{p}connections_anonymous", "gauge", "Connections open without a probe's token.",
+               [("", {}, connections.anonymous)])  # fmt: skip
+        family(f"{p}anonymous_body_bytes", "gauge", "Bytes of bodies held by requests without a token.",
+               [("", {}, connections.anonymous_bytes)])  # fmt: skip
+        family(f"{p}connections_closed_total", "counter",
+               "Connections the collector closed, by reason (a deadline, a cap on connections, a reply "
+               "before the body).",
+               [("", {"reason": r}, n) for r, n in sorted(connections.closed.items())])  # fmt: skip
 
 
 def _escape(value: str) -> str:

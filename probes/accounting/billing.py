@@ -115,13 +115,7 @@ def bill(
     overhead = cu[:, None] * thresholds
     billable = total - overhead
 
-    amounts = np.nan_to_num(allocations[list(RESOURCES)].apply(pd.to_numeric).to_numpy(dtype=np.float64), nan=0.0)
-    if (amounts < 0).any():
-        bad = allocations.loc[(amounts < 0).any(axis=1), "name"].head(5).tolist()
-        raise ValueError(
-            f"allocations table has negative resource amounts (e.g. dynamic slots {bad}); "
-            "an allocation holds 0 or more of each resource"
-        )
+    amounts = _amounts(allocations)
 
     positions = _parent_positions(allocations, _slot_index(slots, key_list), key_list)
     orphan = positions < 0
@@ -154,8 +148,32 @@ def bill(
         node_columns[f"unattributed_{r}"] = unattributed[:, i]
     nodes = pd.DataFrame(node_columns, index=slots.index)
 
+    return nodes, _bills(allocations, amounts, positions, billable, allocated)
+
+
+def _amounts(allocations: pd.DataFrame) -> np.ndarray:
+    """The allocations' amounts of each resource (rows x :data:`RESOURCES`, NaN as 0); a
+    negative amount is refused."""
+    amounts = np.nan_to_num(allocations[list(RESOURCES)].apply(pd.to_numeric).to_numpy(dtype=np.float64), nan=0.0)
+    if (amounts < 0).any():
+        bad = allocations.loc[(amounts < 0).any(axis=1), "name"].head(5).tolist()
+        raise ValueError(
+            f"allocations table has negative resource amounts (e.g. dynamic slots {bad}); "
+            "an allocation holds 0 or more of each resource"
+        )
+    out: np.ndarray = amounts
+    return out
+
+
+def _bills(
+    allocations: pd.DataFrame, amounts: np.ndarray, positions: np.ndarray, billable: np.ndarray, allocated: np.ndarray
+) -> pd.DataFrame:
+    """``allocations`` with their ``billed_<r>``, ``billed_<r>_hours`` and ``orphan`` columns (see
+    :func:`bill`): each holds ``amounts`` of its node (its row of ``billable`` and ``allocated``,
+    at ``positions``; -1 for an orphan)."""
+    orphan = positions < 0
     # Orphans look up a row of NaN appended after the last slot.
-    row = np.where(orphan, n_slots, positions)
+    row = np.where(orphan, len(billable), positions)
     nan_row = np.full((1, len(RESOURCES)), np.nan)
     billable_rows = np.vstack([billable, nan_row])[row]
     allocated_rows = np.vstack([allocated, nan_row])[row]
@@ -172,4 +190,4 @@ def bill(
         bills[f"billed_{r}"] = billed
         bills[f"billed_{r}_hours"] = billed * interval / 3600.0
     bills["orphan"] = orphan
-    return nodes, bills
+    return bills

@@ -56,11 +56,19 @@ from collector.sinks.gate import TemplateGate
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
 from probes.config.store import UPSTREAM, UPSTREAM_JOBS
-from probes.pipeline.fairness_buckets import snapshot_fairness
+from probes.pipeline.fairness_buckets import add_snapshot, bucket_shares
 from probes.pipeline.gaps import node_gaps
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.reading import Checkpoint, Reading, Sources, joined
-from probes.pipeline.records import Records, fairshare_docs, gap_docs, job_docs, snapshot_docs, with_penalty_usage
+from probes.pipeline.records import (
+    Records,
+    fairness_docs,
+    fairshare_docs,
+    gap_docs,
+    job_docs,
+    snapshot_docs,
+    with_penalty_usage,
+)
 from probes.pipeline.usage import fairshare_usage, priced_usage, slot_machines
 from probes.sources.checkpoints import (
     COUNTED_KEY,
@@ -200,19 +208,23 @@ def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig,
         slots=snapshot.slots.assign(interval_s=interval),
         allocations=snapshot.allocations.assign(interval_s=interval),
     )
+    # everything computed first, then encoded once: a record's way down goes one way
     overhead = overhead_report(snapshot, config, reading.idle)
-    records = snapshot_docs(overhead, idle_known=reading.idle is not None, probe=probe)
     gaps, nodes = node_gaps(
         snapshot, checkpoint(NODES_KEY), pool=pool.name, observed_at=observed, interval_s=interval,
         horizon_s=pool.max_interval_s,
     )  # fmt: skip
-    records |= gap_docs(gaps, probe=probe)
     marks: dict[str, Any] = {SNAPSHOT_KEY: {"at": observed}, NODES_KEY: nodes}
+    fairness = None
     if reading.idle is not None:
-        fair, bucket = snapshot_fairness(
-            snapshot.allocations, reading.idle, checkpoint(FAIRNESS_KEY), config, observed_at=observed, probe=probe
-        )
-        records, marks = records | fair, marks | bucket
+        bucket = add_snapshot(
+            checkpoint(FAIRNESS_KEY), snapshot.allocations, reading.idle, observed_at=observed,
+            bucket_s=config.fairness.bucket_s,
+        )  # fmt: skip
+        fairness, marks[FAIRNESS_KEY] = bucket_shares(bucket, config), bucket
+    records = snapshot_docs(overhead, idle_known=reading.idle is not None, probe=probe) | gap_docs(gaps, probe=probe)
+    if fairness is not None:
+        records |= fairness_docs(*fairness, pool=pool.name, probe=probe)
     return SnapshotStep(Batch(records, marks), snapshot, overhead, interval, unobserved, gaps=gaps)
 
 

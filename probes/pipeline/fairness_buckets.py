@@ -34,9 +34,8 @@ from probes.accounting.fairness import equal_shares, fairness_by_bucket
 from probes.config import ProbeConfig
 from probes.pipeline.analytics import demand_table
 from probes.pipeline.records import Records, fairness_docs
-from probes.sources.checkpoints import FAIRNESS_KEY
 
-__all__ = ["BY", "add_snapshot", "bucket_records", "snapshot_fairness"]
+__all__ = ["BY", "add_snapshot", "bucket_records", "bucket_shares"]
 
 BY = "submitter"
 """The credential of the probe's fairness records."""
@@ -93,8 +92,10 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str) -> Records:
-    """The ``fairness`` records of the bucket whose sums are ``state`` (see :func:`add_snapshot`)."""
+def bucket_shares(state: Mapping[str, Any], config: ProbeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The shares of the bucket whose sums are ``state`` (see :func:`add_snapshot`), per
+    submitter with its user and group, and the bucket's Jain indices
+    (:func:`~probes.accounting.fairness.fairness_by_bucket`): what its ``fairness`` records say."""
     names = sorted(set(state["allocation"]) | set(state["demand"]))
     n = float(state["snapshots"])
     frame = pd.DataFrame(
@@ -111,18 +112,10 @@ def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str)
     shares = shares.assign(
         user=[who.get(s, [None, None])[0] for s in names], group=[who.get(s, [None, None])[1] for s in names]
     )
-    return fairness_docs(shares, fairness_by_bucket(shares), pool=config.pool.name, probe=probe)
+    return shares, fairness_by_bucket(shares)
 
 
-def snapshot_fairness(
-    allocations: pd.DataFrame,
-    idle: pd.DataFrame,
-    state: Mapping[str, Any] | None,
-    config: ProbeConfig,
-    *,
-    observed_at: float,
-    probe: str,
-) -> tuple[Records, dict[str, Any]]:
-    """A snapshot's ``fairness`` records (its bucket's so far) and the checkpoint to commit with them."""
-    new = add_snapshot(state, allocations, idle, observed_at=observed_at, bucket_s=config.fairness.bucket_s)
-    return bucket_records(new, config, probe=probe), {FAIRNESS_KEY: new}
+def bucket_records(state: Mapping[str, Any], config: ProbeConfig, *, probe: str) -> Records:
+    """The ``fairness`` records of the bucket whose sums are ``state`` (see :func:`add_snapshot`)."""
+    shares, buckets = bucket_shares(state, config)
+    return fairness_docs(shares, buckets, pool=config.pool.name, probe=probe)

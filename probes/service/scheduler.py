@@ -64,12 +64,10 @@ import functools
 import logging
 import math
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from types import FrameType
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -89,7 +87,9 @@ from probes.pipeline.cycle import Batch, ProbeCycle
 from probes.pipeline.priority import plan_notes, windowed_ledger
 from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading
+from probes.service.flush_line import flush_line
 from probes.service.health import HealthServer, Metrics
+from probes.service.signals import StopSignals
 from probes.sources import sandbox
 from probes.sources.bindings import Bindings
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
@@ -102,12 +102,6 @@ from probes.sources.unheard import UNBILLED
 __all__ = ["ProbeService"]
 
 log = logging.getLogger("fairacct.service")
-
-_HANGUP_CHECK_S = 0.5
-"""How often the waiting main thread wakes (seconds): Python runs a signal's handler in the main
-thread only when it runs, and the kernel may deliver SIGTERM or SIGHUP to one of the scheduler's
-threads, which leaves a main thread blocked without a timeout deaf to it (seen: a SIGHUP said, and
-acted on, only when a later signal reached the main thread). Also when it says a noted SIGHUP."""
 
 
 class ProbeService:
@@ -172,46 +166,14 @@ class ProbeService:
     def run(self, *, duration: float | None = None, stop: threading.Event | None = None) -> str:
         """Start, wait for SIGTERM/SIGINT (in the main thread), ``stop`` or ``duration`` seconds,
         stop cleanly. Returns why it stopped."""
-        stop = stop or threading.Event()
-        why = ["stopped"]
-        hangups: list[int] = []
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            why[0] = signal.Signals(signum).name
-            stop.set()
-
-        def on_hangup(signum: int, frame: FrameType | None) -> None:
-            # Only noted here: a handler runs between two bytecodes of the main thread, maybe in
-            # the middle of a log line of its own, where logging again would write into the
-            # stream's buffer re-entrantly. The wait below says it.
-            hangups.append(signum)
-
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-            previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
-        try:
-            self.start()
-            deadline = math.inf if duration is None else time.monotonic() + duration
-            while not stop.wait(min(_HANGUP_CHECK_S, max(0.0, deadline - time.monotonic()))):
-                if hangups:
-                    hangups.clear()
-                    # the schedules, the store and the state are built from the configuration at
-                    # start: a reload would change them under running jobs; said, rather than dying
-                    # of SIGHUP's default
-                    log.warning(
-                        "SIGHUP: the configuration is not reloaded while the service runs; restart it to apply "
-                        "a change (systemctl restart fairacct-probe)"
-                    )
-                if time.monotonic() >= deadline:
-                    why[0] = "--for elapsed"
-                    break
-            log.info("stopping (%s)", why[0])
-        finally:
-            self.stop()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        return why[0]
+        with StopSignals(stop or threading.Event()) as signals:
+            try:
+                self.start()
+                signals.wait(duration)
+                log.info("stopping (%s)", signals.why)
+            finally:
+                self.stop()
+        return signals.why
 
     def start(self) -> None:
         """Start the health server and the scheduler; every job runs once at once."""
@@ -382,12 +344,9 @@ class ProbeService:
                     step.interval_s + step.unobserved_s, self.config.pool.interval_s, step.interval_s,
                     step.unobserved_s,
                 )  # fmt: skip
-        idle = reading.idle
-        demand = (
-            f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"
-            if idle is not None
-            else ", idle demand unknown"
-        )
+        demand = ", idle demand unknown"
+        if (idle := reading.idle) is not None:
+            demand = f", {int(idle['count'].sum())} idle jobs in {len(idle)} autoclusters"
         snapshot = reading.snapshot
         standing = sum(len(ran.committed.records.get(kind, [])) for kind in ("slot", "allocation"))  # not the bucket's
         return (
@@ -439,25 +398,13 @@ class ProbeService:
                 f"[upstream] did not take every job record ({status.depth[UPSTREAM_JOBS]} waiting in the outbox): "
                 f"{upstream.errors[0]}"
             )
-        sent = sum(result.sent.values())
         if sum(result.dead.values()):
             log.warning(
                 "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
             )
-        up = sum(upstream.sent.values()) if upstream is not None else 0
         if upstream is not None and (refused := sum(upstream.dead.values())):
             log.warning("flush: [upstream] refused %d job record(s) for good; see `fairacct outbox`", refused)
-        if not sent and not up:
-            return None
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(result.sent.items()))
-        if sent and not any(result.untold(k) for k in result.sent):  # the store said which it held already (a backfill)
-            new, already = sum(result.new.values()), sum(result.already_stored.values())
-            kinds += f"; {new} new, {already} already stored"
-        left_out = sum(result.left_out.values()) + (sum(upstream.left_out.values()) if upstream is not None else 0)
-        told = f"; {up} job records to [upstream]" if up else ""
-        if left_out:  # acknowledged, not sent: what condor-ap would not report (logged by reason by the sink)
-            told += f"; {left_out} job records left out of GRACC as condor-ap leaves them"
-        return f"sent {sent} records ({kinds}), {waiting} waiting{told}"
+        return flush_line(result, upstream, waiting)
 
     def summarize(self, days: int) -> str:
         """Re-summarize the last ``days`` days in the store (late records count)."""

@@ -32,26 +32,37 @@ UNIX seconds (UTC).
 
 from __future__ import annotations
 
-import json
 import os
-import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import classad2
 import numpy as np
 import pandas as pd
 
 from probes.accounting import RESOURCES
-from probes.errors import SourceError
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.limits import AMOUNT, INSTANT
-from probes.sources.credentials import IDENTITY_COLUMNS, identities, identity_attrs
+from probes.sources.credentials import IDENTITY_COLUMNS, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import SlotReading
-from probes.sources.unheard import UNHEARD_COLUMNS, heard_rules, one_slot_per_job
+from probes.sources.slot_allocations import (
+    CHILD,
+    OWN,
+    TOTAL,
+    child_allocations,
+    dynamic_slots,
+    held,
+    held_sums,
+    named,
+    parents,
+    zero,
+)
+from probes.sources.slot_checks import overfull, quarantine, quarantined_nodes, startds, unnamed
+from probes.sources.slot_instants import first_number, instants
+from probes.sources.unheard import DUPLICATE_JOB, UNHEARD_COLUMNS, heard_rules, one_slot_per_job
 
 __all__ = [
     "DAEMON_START",
@@ -64,18 +75,6 @@ __all__ = [
     "slot_attrs",
     "snapshot_tables",
 ]
-
-_OWN = {"cpus": "Cpus", "memory": "Memory", "disk": "Disk", "gpus": "GPUs"}
-_CHILD = {"cpus": "ChildCpus", "memory": "ChildMemory", "disk": "ChildDisk", "gpus": "ChildGPUs"}
-_TOTAL = {"cpus": "TotalSlotCpus", "memory": "TotalSlotMemory", "disk": "TotalSlotDisk", "gpus": "TotalSlotGPUs"}
-# ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
-# that could not be read as a whole
-_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
-_DYNAMIC_NAME = re.compile(r"^(slot\d+)_\d+@")
-_UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
-#: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
-#: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
-_ROUNDING = 1e-9
 
 SLOT_COLUMNS = (
     "pool", "name", "machine", "slot_type", "state", "site", "resource_name", "partition",
@@ -141,8 +140,8 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
     attrs = [
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
-        *(Attr(_OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
-        *(Attr(_TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
+        *(Attr(OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
+        *(Attr(TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
         Attr("UpdateInterval", n, limits=AMOUNT), Attr("UpdateSequenceNumber", n, limits=AMOUNT), DAEMON_START,
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
@@ -158,7 +157,7 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
 
 def child_list_attrs(reading: SlotReading) -> list[Attr]:
     """A partitionable slot's ``Child*`` lists: what it says its dynamic slots hold, and whose."""
-    names = ["ChildName", *(f"Child{a.name}" for a in identity_attrs(reading.identity)), *_CHILD.values()]
+    names = ["ChildName", *(f"Child{a.name}" for a in identity_attrs(reading.identity)), *CHILD.values()]
     return [Attr(name, Kind.LIST) for name in names]
 
 
@@ -180,7 +179,8 @@ def read_status(
         parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
     ads = _once(AdColumns.concat(parts, attrs), tally)
-    snapshot = snapshot_tables(ads, reading, tuple(tally.malformed), tally=tally)
+    snapshot, set_aside = snapshot_tables(ads, reading, tuple(tally.malformed))
+    tally.merge(set_aside)
     return snapshot, tally.report()
 
 
@@ -189,7 +189,7 @@ def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
     forms) must not double the overhead. Slots of different instants are all kept; they are
     accounted instant by instant."""
     name = pd.Series(ads["Name"], dtype=object).str.lower()
-    observed = pd.Series(_first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
+    observed = pd.Series(first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
     repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy() & name.notna().to_numpy()
     if not repeated.any():
         return ads
@@ -205,120 +205,211 @@ def snapshot_tables(
     *,
     child_lists: bool = True,
     now: float | None = None,
-    tally: ReadTally | None = None,
-) -> Snapshot:
-    """Turn startd ads (from files or a live collector) into the slots and allocations tables.
+) -> tuple[Snapshot, ReadReport]:
+    """Turn startd ads (from files or a live collector) into the slots and allocations tables,
+    and what was set aside: a report of the ads quarantined and of those left out, by reason,
+    which the caller adds to its read's (nothing is counted anywhere else).
 
     Only the ads heard from recently are billed, and a job on one slot only
     (:mod:`probes.sources.unheard`): ``now``, when the collector answered (UTC s; None for a
-    dump, judged at its newest ``LastHeardFrom``); what was left out is counted in ``tally``.
+    dump, judged at its newest ``LastHeardFrom``).
 
     ``quarantined``: the ads of the same read that could not be read (the reader's report), so
     that a node one of whose ads was lost is left ``incomplete`` rather than billed without it.
     ``child_lists``: whether a source without dynamic-slot ads is billed from its p-slots'
     ``Child*`` lists (a dump cannot say why it has none; a live query knows what it asked for).
 
-    The pool is checked against itself: a slot ad without a ``Name``, or a dynamic slot's whose
-    ``Name`` is not ``slotN_M@host``, and a partitionable slot whose dynamic slots hold more of a
-    resource than its ``TotalSlot*`` are quarantined (added to ``tally``) and their node is
-    ``incomplete``: not billed, never billed to its neighbours (:func:`incomplete_nodes`).
+    The pool is checked against itself (:mod:`probes.sources.slot_checks`): a slot ad without a
+    ``Name``, or a dynamic slot's whose ``Name`` is not ``slotN_M@host``, and a partitionable slot
+    whose dynamic slots hold more of a resource than its ``TotalSlot*`` are quarantined and their
+    node is ``incomplete``: not billed, never billed to its neighbours (:func:`incomplete_nodes`).
     """
-    unnamed = _unnamed(ads, _dynamic(ads))
-    unplaced = np.flatnonzero(unnamed != "")
-    for i in unplaced.tolist():
-        _quarantine(ads, i, str(unnamed[i]), tally)
-    # their node is known by their startd only: every slot of it, in the same source, is incomplete
-    unplaced_on = set(_startds(ads)[unplaced].tolist()) if len(unplaced) else set()
-    if len(unplaced):
-        ads = ads.take(unnamed == "")
-    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    dynamic = _dynamic(ads)
-    partitionable = ~dynamic & ((slot_type == "partitionable") | (ads["PartitionableSlot"] == True))  # noqa: E712
-    observed = _instants(ads)
+    ads, unplaced_on, unplaced = _placed(ads)
+    dynamic = dynamic_slots(ads)
+    observed = instants(ads)
     site = ads.first(reading.site_attributes, reading.site_default)
     resource = ads.first(reading.resource_attributes)
-    name = ads["Name"]
-    parents = _parents(name)  # of a dynamic slot; a p-slot's own name elsewhere, unused
-    heard, unheard = heard_rules(
-        ads, dynamic, parents, site, update_interval_s=reading.update_interval_s, now=now, tally=tally
+    parent = parents(ads["Name"])  # of a dynamic slot; a p-slot's own name elsewhere, unused
+    heard, unheard, left_out = heard_rules(
+        ads, dynamic, parent, site, update_interval_s=reading.update_interval_s, now=now
     )
+    rejects = Counter(left_out)
 
     # dynamic slots: one allocation each, under the parent named slotN@host; a job on one only
     d = np.flatnonzero(dynamic & heard)
-    from_ads = _held(ads, d, parents[d], {r: _zero(ads[_OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
+    from_ads = held(ads, d, parent[d], {r: zero(ads[OWN[r]][d]) for r in RESOURCES}, observed, reading.pool)
     last_heard = ads["LastHeardFrom"].astype(np.float64)
-    from_ads, _ = one_slot_per_job(from_ads, last_heard, tally)
+    from_ads, twice = one_slot_per_job(from_ads, last_heard)
 
-    # partitionable and static slots
-    p = np.flatnonzero(~dynamic & heard)
-    is_part = partitionable[p]
-    claimed = pd.Series(ads["State"][p], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
+    # partitionable and static slots: a node is one of them
+    nodes = _Nodes.of(ads, np.flatnonzero(~dynamic & heard), dynamic, observed, child_lists=child_lists)
+    amounts = held_sums(from_ads, ads["Name"][nodes.rows], nodes.observed)
+    incomplete, overfull_ads = _incomplete(ads, nodes, from_ads, amounts, quarantined, unplaced_on)
+    slots = _slot_amounts(ads, nodes, amounts, incomplete, site[nodes.rows], resource[nodes.rows], reading)
+    allocations, again = _allocations(ads, nodes, slots, from_ads, (observed, last_heard), (site, resource), reading)
+    slots = _slot_table(ads, nodes, slots, allocations, incomplete, reading)
+    for dropped in (twice, again):  # a static slot's job on a dynamic one too
+        if len(dropped):
+            rejects[DUPLICATE_JOB] += len(dropped)
+    snapshot = Snapshot(
+        slots=slots.reset_index(drop=True),
+        allocations=allocations.reset_index(drop=True),
+        ads=ads.raw[nodes.rows] if ads.raw is not None else None,
+        unheard=unheard,
+    )
+    return snapshot, ReadReport(malformed=(*unplaced, *overfull_ads), rejects=rejects)
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The partitionable and static slots of a snapshot: their ``rows`` of the ads, which are
+    partitionable (``is_part``), claimed, billed from their ``Child*`` lists (``from_lists``),
+    and the instant each was ``observed`` at (UTC s)."""
+
+    rows: np.ndarray
+    is_part: np.ndarray
+    claimed: np.ndarray
+    from_lists: np.ndarray
+    observed: np.ndarray
+
+    @classmethod
+    def of(
+        cls, ads: AdColumns, rows: np.ndarray, dynamic: np.ndarray, observed: np.ndarray, *, child_lists: bool
+    ) -> _Nodes:
+        slot_type = pd.Series(ads["SlotType"][rows], dtype=object).fillna("").str.lower().to_numpy()
+        is_part = (slot_type == "partitionable") | (ads["PartitionableSlot"][rows] == True)  # noqa: E712
+        claimed = pd.Series(ads["State"][rows], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
+        from_lists = is_part & _without_dynamic_ads(ads, rows, dynamic) & child_lists
+        return cls(rows, is_part, claimed, from_lists, observed[rows])
+
+
+def _placed(ads: AdColumns) -> tuple[AdColumns, set[str], list[Malformed]]:
+    """``ads`` without those that cannot be placed on their node (:func:`unnamed`), the startds
+    they were of, and their quarantine: their node is known by its startd only, so every slot of
+    that startd, in the same source, is incomplete."""
+    why = unnamed(ads, dynamic_slots(ads))
+    unplaced = np.flatnonzero(why != "")
+    if not len(unplaced):
+        return ads, set(), []
+    set_aside = [quarantine(ads, i, str(why[i])) for i in unplaced.tolist()]
+    return ads.take(why == ""), set(startds(ads)[unplaced].tolist()), set_aside
+
+
+def _incomplete(
+    ads: AdColumns,
+    nodes: _Nodes,
+    from_ads: pd.DataFrame,
+    amounts: dict[str, np.ndarray],
+    quarantined: Sequence[Malformed],
+    unplaced_on: set[str],
+) -> tuple[np.ndarray, list[Malformed]]:
+    """Which partitionable slots of ``nodes`` are incomplete (an ad of theirs quarantined by the
+    reader or set aside here, or their dynamic slots, holding ``amounts``, holding more than their
+    size), and the quarantine of those that contradict themselves."""
+    p, is_part = nodes.rows, nodes.is_part
+    incomplete = is_part & quarantined_nodes(ads, p, from_ads, quarantined)
+    if unplaced_on:
+        incomplete |= is_part & pd.Series(startds(ads)[p]).isin(unplaced_on).to_numpy(dtype=bool)
+    contradictions = overfull(ads, p, is_part & ~nodes.from_lists, amounts, from_ads, nodes.observed)
+    set_aside = []
+    for k, why in contradictions.items():
+        set_aside.append(quarantine(ads, int(p[k]), why))
+        incomplete[k] = True
+    return incomplete, set_aside
+
+
+def _slot_amounts(
+    ads: AdColumns,
+    nodes: _Nodes,
+    amounts: dict[str, np.ndarray],
+    incomplete: np.ndarray,
+    site: np.ndarray,
+    resource: np.ndarray,
+    reading: SlotReading,
+) -> pd.DataFrame:
+    """The slots table's identity columns (``site`` and ``resource``: the nodes') and each
+    resource's ``total_`` and ``unallocated_`` amounts (``amounts``: what their dynamic slots
+    hold)."""
+    p, is_part = nodes.rows, nodes.is_part
     slots = pd.DataFrame(
         {
             "pool": reading.pool,
-            "name": name[p],
+            "name": ads["Name"][p],
             "machine": ads["Machine"][p],
             "slot_type": np.where(is_part, "Partitionable", "Static"),
             "state": ads["State"][p],
-            "site": site[p],
-            "resource_name": resource[p],
+            "site": site,
+            "resource_name": resource,
         }
     )
-    from_lists = is_part & _without_dynamic_ads(ads, p, dynamic) & child_lists
-    incomplete = is_part & _quarantined_nodes(ads, p, from_ads, quarantined)
-    if unplaced_on:
-        incomplete |= is_part & pd.Series(_startds(ads)[p]).isin(unplaced_on).to_numpy(dtype=bool)
-    held = _held_sums(from_ads, name[p], observed[p])
-    overfull = _overfull(ads, p, is_part & ~from_lists, held, from_ads, observed[p])
-    for k, why in overfull.items():
-        _quarantine(ads, int(p[k]), why, tally)
-        incomplete[k] = True
     for r in RESOURCES:
-        own = _zero(ads[_OWN[r]][p])
-        size = ads[_TOTAL[r]][p]
+        own = zero(ads[OWN[r]][p])
+        size = ads[TOTAL[r]][p]
         total = np.where(np.isnan(size), own, size)
         slots[f"total_{r}"] = total
         # a p-slot billed from its dynamic-slot ads: its size minus what they hold (its own amounts
         # may still count a released claim, or not yet a new one), never below nothing; from its
         # lists, or with an ad lost, or of unknown size: its own amounts, as its startd last said
-        by_ads = np.maximum(size - held[r], 0.0)
-        part = np.where(from_lists | incomplete | np.isnan(size), own, by_ads)
+        by_ads = np.maximum(size - amounts[r], 0.0)
+        part = np.where(nodes.from_lists | incomplete | np.isnan(size), own, by_ads)
         # a static slot is all unallocated until it is claimed, and then not at all
-        slots[f"unallocated_{r}"] = np.where(is_part, part, np.where(claimed, 0.0, total))
+        slots[f"unallocated_{r}"] = np.where(is_part, part, np.where(nodes.claimed, 0.0, total))
+    return slots
 
-    # a claimed static slot is held whole by its job
-    st = p[~is_part & claimed]
-    whole = {r: slots.loc[~is_part & claimed, f"total_{r}"].to_numpy() for r in RESOURCES}
-    from_static = _held(ads, st, name[st], whole, observed, reading.pool)
-    listed = _child_allocations(ads, p[from_lists], observed, reading.pool)
+
+def _allocations(
+    ads: AdColumns,
+    nodes: _Nodes,
+    slots: pd.DataFrame,
+    from_ads: pd.DataFrame,
+    times: tuple[np.ndarray, np.ndarray],
+    where: tuple[np.ndarray, np.ndarray],
+    reading: SlotReading,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The allocations table: the dynamic slots' (``from_ads``), the claimed static slots' held
+    whole by their jobs, and the ``Child*`` lists' entries; and the claims dropped as a job's
+    second slot. Per ad: ``times``, when it was observed and last heard from (UTC s);
+    ``where``, its site and resource."""
+    p, (observed, last_heard), (site, resource) = nodes.rows, times, where
+    whole_rows = ~nodes.is_part & nodes.claimed
+    st = p[whole_rows]
+    whole = {r: slots.loc[whole_rows, f"total_{r}"].to_numpy() for r in RESOURCES}
+    from_static = held(ads, st, ads["Name"][st], whole, observed, reading.pool)
+    listed = child_allocations(ads, p[nodes.from_lists], observed, reading.pool)
     allocations = pd.concat([f for f in (from_ads, from_static, listed) if len(f)] or [from_ads], ignore_index=True)
-    allocations, _ = one_slot_per_job(allocations, last_heard, tally)  # a static slot's job on a dynamic one too
-    allocations = _named(allocations, ads, reading, site, resource)
+    allocations, dropped = one_slot_per_job(allocations, last_heard)
+    allocations = named(allocations, ads, reading, site, resource)
     allocations["interval_s"] = reading.interval_s
-    allocations = allocations.reindex(columns=ALLOCATION_COLUMNS)
+    return allocations.reindex(columns=ALLOCATION_COLUMNS), dropped
 
+
+def _slot_table(
+    ads: AdColumns,
+    nodes: _Nodes,
+    slots: pd.DataFrame,
+    allocations: pd.DataFrame,
+    incomplete: np.ndarray,
+    reading: SlotReading,
+) -> pd.DataFrame:
+    """The slots table whole: ``slots``' amounts with each node's claims counted, its price
+    attributes, its glidein's times, when and where it was observed, its partition and extras."""
+    p = nodes.rows
     slots["incomplete"] = incomplete
     counts = allocations.groupby(["parent", "observed_at"]).size()
-    at = pd.MultiIndex.from_arrays([slots["name"], observed[p]])
+    at = pd.MultiIndex.from_arrays([slots["name"], nodes.observed])
     slots["n_dynamic"] = counts.reindex(at).fillna(0).to_numpy(dtype=np.int64)
     slots["speed"] = _attr_or_one(ads, reading.speed_attribute, p)
     slots["node_cost"] = _attr_or_one(ads, reading.cost_attribute, p)
     slots["glidein_to_retire"] = ads["GLIDEIN_ToRetire"][p]
     slots["glidein_to_die"] = ads["GLIDEIN_ToDie"][p]
-    slots["observed_at"] = observed[p]
+    slots["observed_at"] = nodes.observed
     slots["interval_s"] = reading.interval_s
     slots["source"] = ads.path[p]
     slots["line"] = ads.line[p]
     slots["partition"] = assign_partitions(ads, p, reading.partitions) if ads.raw is not None else None
     for extra in reading.extra_attributes:
         slots[extra] = ads[extra][p]
-    slots = slots.reindex(columns=[*SLOT_COLUMNS, *reading.extra_attributes])
-    return Snapshot(
-        slots=slots.reset_index(drop=True),
-        allocations=allocations.reset_index(drop=True),
-        ads=ads.raw[p] if ads.raw is not None else None,
-        unheard=unheard,
-    )
+    return slots.reindex(columns=[*SLOT_COLUMNS, *reading.extra_attributes])
 
 
 def incomplete_nodes(snapshot: Snapshot) -> list[str]:
@@ -329,75 +420,6 @@ def incomplete_nodes(snapshot: Snapshot) -> list[str]:
     known = set(snapshot.slots["name"])
     lost = {str(p) for p in snapshot.allocations["parent"].dropna() if p not in known}
     return sorted({str(n) for n in flagged} | lost)
-
-
-def _dynamic(ads: AdColumns) -> np.ndarray:
-    """Whether each ad is of a dynamic slot (its ``SlotType``, else ``DynamicSlot``)."""
-    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    out: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - object array of bools/None
-    return out
-
-
-def _unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
-    """Why each ad cannot be placed on its node ("" where it can): no ``Name``, or a dynamic
-    slot's ``Name`` not of the form ``slotN_M@host`` (its parent cannot be known)."""
-    name = pd.Series(ads["Name"], dtype=object)
-    out = np.full(len(ads), "", dtype=object)
-    out[name.isna().to_numpy()] = "no Name (a string) to place the slot on its node"
-    odd = dynamic & name.notna().to_numpy() & ~name.fillna("").str.match(_DYNAMIC_NAME).to_numpy(dtype=bool)
-    out[odd] = [f"dynamic slot Name {n!r} is not slotN_M@host: its partitionable slot is unknown" for n in name[odd]]
-    return out
-
-
-def _startds(ads: AdColumns) -> np.ndarray:
-    """The startd of each ad, in its source: its address (``MyAddress``: two startds of one host,
-    a glidein's, have their own), else its ``Machine``."""
-    address = ads["MyAddress"] if "MyAddress" in ads.columns else np.full(len(ads), None, dtype=object)
-    where = pd.Series(address, dtype=object).fillna(pd.Series(ads["Machine"], dtype=object).str.lower())
-    return (pd.Series(ads.path, dtype=object).fillna("").astype(str) + "\0" + where.fillna("").astype(str)).to_numpy()
-
-
-def _quarantine(ads: AdColumns, row: int, why: str, tally: ReadTally | None) -> Malformed:
-    """The ad of ``row`` quarantined for ``why`` (its node left unbilled), counted in ``tally``."""
-    raw = ads.raw[row] if ads.raw is not None else None
-    text = raw if isinstance(raw, str) else json.dumps(raw, default=str) if isinstance(raw, dict) else ""
-    if not text:  # no text kept: what the quarantine needs to find its node
-        text = "".join(f'{a} = "{ads[a][row]}"\n' for a in ("Name", "Machine") if isinstance(ads[a][row], str))
-    m = Malformed(str(ads.path[row]), int(ads.line[row]), f"{why}; its node is left unbilled (incomplete)", text)
-    if tally is not None:
-        tally.add_malformed(m)
-    return m
-
-
-def _overfull(
-    ads: AdColumns,
-    rows: np.ndarray,
-    checked: np.ndarray,
-    held: dict[str, np.ndarray],
-    allocations: pd.DataFrame,
-    observed: np.ndarray,
-) -> dict[int, str]:
-    """The partitionable slots of ``rows`` (where ``checked``) whose dynamic slots hold more of a
-    resource than their size (``TotalSlot<r>``), by position in ``rows``, each with why: a node
-    that contradicts itself cannot be billed (one of its numbers is wrong, and a wrong one bills
-    its neighbours). A slot that does not say its size (a pool older than ``TotalSlot*``) is
-    billed from its own amounts, as before: it says nothing to contradict."""
-    out: dict[int, str] = {}
-    for r in RESOURCES:
-        size = ads[_TOTAL[r]][rows]
-        with np.errstate(invalid="ignore"):  # NaN (unknown size) compares false
-            over = checked & (held[r] > size * (1 + _ROUNDING) + _ROUNDING)
-        for k in np.flatnonzero(over).tolist():
-            if k in out:
-                continue
-            name = ads["Name"][rows[k]]
-            mine = allocations[(allocations["parent"] == name) & (allocations["observed_at"] == observed[k])]
-            listed = ", ".join(f"{n} {v:g}" for n, v in zip(mine["name"], mine[r], strict=True) if v)
-            out[k] = (
-                f"attribute '{_TOTAL[r]}' = {size[k]:g}, but its dynamic slots hold {held[r][k]:g} {_UNITS[r]} "
-                f"({listed}): the node contradicts itself"
-            )
-    return out
 
 
 def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -422,213 +444,12 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tup
     return out
 
 
-def _held(
-    ads: AdColumns,
-    rows: np.ndarray,
-    parent: np.ndarray,
-    amounts: dict[str, np.ndarray],
-    observed: np.ndarray,
-    pool: str,
-) -> pd.DataFrame:
-    """Allocations of the slots ``rows`` (dynamic slots, or claimed static slots held whole),
-    each under its ``parent`` and holding ``amounts`` of each resource."""
-    return pd.DataFrame(
-        {
-            "pool": pool,
-            "name": ads["Name"][rows],
-            "parent": parent,
-            "job_id": ads["GlobalJobId"][rows],
-            "ad_row": rows,  # who holds it and where: _named
-            **amounts,
-            "from_child_lists": False,
-            "observed_at": observed[rows],
-        }
-    )
-
-
-def _parents(names: np.ndarray) -> np.ndarray:
-    """The partitionable slot (``slotN@host``) of each dynamic slot name (``slotN_M@host``)."""
-    return pd.Series(names, dtype=object).str.replace(_DYNAMIC_NAME, r"\1@", regex=True).to_numpy()
-
-
-def _held_sums(allocations: pd.DataFrame, names: np.ndarray, observed: np.ndarray) -> dict[str, np.ndarray]:
-    """What the dynamic slots of each slot (``names``, at ``observed``) hold, per resource."""
-    sums = allocations.groupby(["parent", "observed_at"])[list(RESOURCES)].sum()
-    at = pd.MultiIndex.from_arrays([names, observed])
-    return {r: sums[r].reindex(at).fillna(0.0).to_numpy(dtype=np.float64) for r in RESOURCES}
-
-
 def _without_dynamic_ads(ads: AdColumns, rows: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
     """Whether each slot of ``rows`` came from a query or dump (its source) that holds no
     dynamic-slot ads at all: there, and only there, its ``Child*`` lists say what it holds."""
     source = pd.Series(ads.path, dtype=object).fillna("")
     with_dynamic = set(source[dynamic])
     return ~source.iloc[rows].isin(with_dynamic).to_numpy(dtype=bool)
-
-
-def _quarantined_nodes(
-    ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame, quarantined: Sequence[Malformed]
-) -> np.ndarray:
-    """Whether an ad of each slot of ``rows`` (its own dynamic slots') was quarantined.
-
-    A quarantined ad left no columns, and its line does not say whose it was; but its text nearly
-    always still holds its ``Name`` (a parse fails on one line, not on all), and the node is the
-    parent of that name; else its ``Machine``, and every slot of that machine. An ad with neither
-    (a region of garbage) may have been any node's: every node that lists a child without an ad
-    is suspect. Only slots of the quarantined ad's source are touched, when the source names
-    match (a live read names its malformed ads after the query, not after the collector)."""
-    names = pd.Series(ads["Name"][rows], dtype=object).str.lower().to_numpy()
-    machines = pd.Series(ads["Machine"][rows], dtype=object).str.lower().to_numpy()
-    sources = pd.Series(ads.path[rows], dtype=object).to_numpy()
-    known_sources = set(pd.Series(ads.path, dtype=object).dropna())
-    out = np.zeros(len(rows), dtype=bool)
-    for ad in quarantined:
-        name, machine = _identity(ad.text)
-        if name is not None:
-            hit = names == str(_parents(np.array([name.lower()], dtype=object))[0])
-        elif machine is not None:
-            hit = machines == machine.lower()
-        else:
-            hit = _unmatched_children(ads, rows, from_ads)
-        out |= hit & ((sources == ad.path) if ad.path in known_sources else True)
-    return out
-
-
-def _identity(text: str) -> tuple[str | None, str | None]:
-    """The ``Name`` and ``Machine`` an ad's text gives (either None if it cannot be found)."""
-    found: dict[str, str] = {}
-    for m in _IDENTITY.finditer(text):
-        found.setdefault(m[1].lower(), m[2])
-    return found.get("name"), found.get("machine")
-
-
-def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame) -> np.ndarray:
-    """Whether each slot of ``rows`` lists in ``ChildName`` a child that has no ad here."""
-    present = set(pd.Series(from_ads["name"], dtype=object).str.lower())
-    return np.array(
-        [
-            isinstance(listed, list) and any(str(c).lower() not in present for c in listed)
-            for listed in ads["ChildName"][rows]
-        ],
-        dtype=bool,
-    )
-
-
-def _child_allocations(ads: AdColumns, rows: Sequence[int], observed: np.ndarray, pool: str) -> pd.DataFrame:
-    """The allocations the ``Child*`` lists of the p-slots ``rows`` give, one per ``ChildCpus``
-    entry (none for a p-slot without the lists)."""
-    records = []
-    for i in rows:
-        n = len(ads["ChildCpus"][i]) if isinstance(ads["ChildCpus"][i], list) else 0
-
-        def item(attr: str, k: int, i: int = i) -> Any:  # i bound: the row of this iteration
-            values = ads[attr][i]
-            return values[k] if isinstance(values, list) and k < len(values) else None
-
-        for k in range(n):
-            records.append(
-                {
-                    "pool": pool,
-                    "name": item("ChildName", k),
-                    "parent": ads["Name"][i],
-                    "job_id": None,
-                    "ad_row": i,  # who holds it and where: _named, from the lists' entry ``child``
-                    "child": k,
-                    **{r: float(item(_CHILD[r], k) or 0) for r in RESOURCES},
-                    "from_child_lists": True,
-                    "observed_at": observed[i],
-                }
-            )
-    return pd.DataFrame.from_records(records)
-
-
-def _named(
-    allocations: pd.DataFrame, ads: AdColumns, reading: SlotReading, site: np.ndarray, resource: np.ndarray
-) -> pd.DataFrame:
-    """``allocations`` with who holds each claim (:data:`IDENTITY_COLUMNS`, from the slot
-    attributes of ``reading``; for an allocation of a p-slot's ``Child*`` lists, from the same
-    attributes' ``Child<name>`` lists) and where (the ``site`` and ``resource`` of its slot's
-    ad), without the rows of ``ads`` they came from."""
-    rows = allocations["ad_row"].to_numpy(dtype=np.int64)
-    listed = allocations["from_child_lists"].to_numpy(dtype=bool)
-    children = allocations["child"].to_numpy()[listed] if listed.any() else []
-    entries = [(int(r), int(k)) for r, k in zip(rows[listed], children, strict=True)]
-
-    def values(attr: str) -> np.ndarray:
-        out: np.ndarray = ads[attr][rows]
-        if entries:  # a p-slot's own attribute says nothing of its children: their list entries do
-            lists = ads[f"Child{attr}"]
-            out[listed] = [_entry(lists[r], k) for r, k in entries]
-        return out
-
-    names = identities(values, len(allocations), reading.identity)
-    return allocations.drop(columns=["ad_row", "child"], errors="ignore").assign(
-        **names, site=site[rows], resource_name=resource[rows]
-    )
-
-
-def _entry(values: Any, k: int) -> str | None:
-    """The ``k``-th entry of a ``Child*`` list of names, None where the list is missing or
-    shorter or the entry is not a string (``undefined``)."""
-    value = values[k] if isinstance(values, list) and k < len(values) else None
-    return value if isinstance(value, str) else None
-
-
-def _zero(values: np.ndarray) -> np.ndarray:
-    return np.nan_to_num(values.astype(np.float64), nan=0.0)
-
-
-def _instants(ads: AdColumns) -> np.ndarray:
-    """The instant each ad was observed at: that of its snapshot (the latest ``MyCurrentTime``,
-    else ``LastHeardFrom``, of the ads of one snapshot of a file or collector). Startds update at
-    their own times, so the ads of one ``condor_status`` differ by seconds; they are one snapshot,
-    and a p-slot and its dynamic slots must share its instant to be accounted together.
-
-    A file may hold several snapshots one after the other (``condor_status -long`` run twice into
-    it): a slot named again starts the next one, and each is its own instant, read in order. Two
-    snapshots that come out at one instant (the same slot, the same second, in two files or twice
-    in one) cannot be told apart: the input is refused, naming the slot and both places."""
-    own = _first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
-    if not len(own):
-        return own
-    source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
-    names = pd.Series(ads["Name"], dtype=object).str.lower().to_numpy()
-    snapshot = _snapshots(source, names)
-    instants = pd.Series(own).groupby([source, snapshot]).transform("max").to_numpy(dtype=np.float64)
-    twice = pd.DataFrame({"name": names, "at": instants}).duplicated(keep=False).to_numpy()
-    if twice.any():
-        first, again = np.flatnonzero(twice)[:2]
-        raise SourceError(
-            f"{source[again]} line {int(ads.line[again])}: the slot {ads['Name'][again]!r} is also at "
-            f"{source[first]} line {int(ads.line[first])}, in a snapshot of the same instant ({instants[again]:.0f}, "
-            "the latest MyCurrentTime of each): two snapshots of one instant cannot be accounted; give each "
-            "condor_status dump once"
-        )
-    return instants
-
-
-def _snapshots(source: np.ndarray, names: np.ndarray) -> np.ndarray:
-    """Per ad, the number of its snapshot in its file (0, 1, ...): a new one starts at a slot
-    named again since the current one started."""
-    out = np.zeros(len(names), dtype=np.int64)
-    current: dict[object, set[object]] = {}
-    number: dict[object, int] = {}
-    for i, (path, name) in enumerate(zip(source.tolist(), names.tolist(), strict=True)):
-        seen = current.setdefault(path, set())
-        if name is not None and name in seen:
-            number[path] = number.get(path, 0) + 1
-            seen = current[path] = set()
-        seen.add(name)
-        out[i] = number.get(path, 0)
-    return out
-
-
-def _first_number(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
-    out = ads[names[0]].astype(np.float64).copy()
-    for name in names[1:]:
-        missing = np.isnan(out)
-        out[missing] = ads[name][missing]
-    return out
 
 
 def _attr_or_one(ads: AdColumns, attr: str, rows: np.ndarray) -> np.ndarray:

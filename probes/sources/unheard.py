@@ -44,7 +44,6 @@ import numpy as np
 import pandas as pd
 
 from probes.sources.classad import AdColumns
-from probes.sources.report import ReadTally
 
 __all__ = [
     "DUPLICATE_JOB",
@@ -86,13 +85,13 @@ def heard_rules(
     *,
     update_interval_s: float,
     now: float | None,
-    tally: ReadTally | None = None,
-) -> tuple[np.ndarray, pd.DataFrame]:
+) -> tuple[np.ndarray, pd.DataFrame, dict[str, int]]:
     """Which ads of ``ads`` are billed, and the unheard nodes.
 
     ``dynamic``: which ads are dynamic slots; ``parents``: each dynamic slot's partitionable
     slot name (any value elsewhere); ``site``: each ad's site. Returns (a mask of the ads kept,
-    the :data:`UNHEARD_COLUMNS` frame); the ads left out are counted in ``tally``.
+    the :data:`UNHEARD_COLUMNS` frame, the ads left out counted by reason: what the caller adds
+    to its read's report; a reason that left nothing out is absent).
     """
     heard = _numbers(ads, "LastHeardFrom")
     interval = _numbers(ads, "UpdateInterval")
@@ -134,25 +133,21 @@ def heard_rules(
         },
         columns=list(UNHEARD_COLUMNS),
     )
-    if tally is not None:
-        for reason, mask in ((UNHEARD, unheard), (STALE_DYNAMIC, stale_dynamic | orphaned), (PREVIOUS_RUN, previous)):
-            if mask.any():
-                tally.reject(reason, int(mask.sum()))
+    left_out = {UNHEARD: unheard, STALE_DYNAMIC: stale_dynamic | orphaned, PREVIOUS_RUN: previous}
+    counts = {reason: int(mask.sum()) for reason, mask in left_out.items() if mask.any()}
     if len(rows):
         log.warning(
             "unheard, not billed: %s",
             ", ".join(f"{n} (since {s:.0f})" for n, s in zip(frame["name"], frame["since"], strict=True)),
         )
-    return keep, frame
+    return keep, frame, counts
 
 
-def one_slot_per_job(
-    allocations: pd.DataFrame, heard: np.ndarray, tally: ReadTally | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def one_slot_per_job(allocations: pd.DataFrame, heard: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``allocations`` with each ``job_id`` on one slot per ``observed_at``: the one whose ad
     (its ``ad_row`` in ``heard``, the ads' ``LastHeardFrom``) was heard from last, the first of
-    them on a tie. Returns (the kept, the others); the others are counted in ``tally`` and named
-    in the log. Allocations without a job_id (a claim between two jobs, a ``Child*`` entry) are
+    them on a tie. Returns (the kept, the others: the caller counts them, :data:`DUPLICATE_JOB`);
+    the others are named in the log. Allocations without a job_id (a claim between two jobs, a ``Child*`` entry) are
     all kept."""
     if allocations.empty:
         return allocations, allocations.iloc[:0]
@@ -172,8 +167,6 @@ def one_slot_per_job(
         return allocations, allocations.iloc[:0]
     dropped = allocations.loc[extra[extra].index]
     kept = allocations.drop(index=dropped.index)
-    if tally is not None:
-        tally.reject(DUPLICATE_JOB, len(dropped))
     winner = kept[kept.index.isin(order.index)].drop_duplicates(["job_id", "observed_at"])
     where = dict(zip(zip(winner["job_id"], winner["observed_at"], strict=True), winner["name"], strict=True))
     log.warning(

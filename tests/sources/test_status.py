@@ -94,7 +94,7 @@ def test_live_classads_give_the_same_tables(condor25: Path) -> None:
     config = ProbeConfig()
     ads = list(classad2.parseAds((condor25 / "status.ads").read_text(), classad2.ParserType.Old))
     columns, _ = columns_from_classads(ads, slot_attrs(config.slot_reading()))
-    live = snapshot_tables(columns, config.slot_reading())
+    live, _ = snapshot_tables(columns, config.slot_reading())
     files, _ = read_status([condor25 / "status.ads"], config.slot_reading())
     ignore = ["source", "line"]
     pd.testing.assert_frame_equal(live.slots.drop(columns=ignore), files.slots.drop(columns=ignore))
@@ -275,7 +275,8 @@ def test_the_node_of_a_quarantined_ad(text: str, incomplete: dict[str, bool]) ->
     config = ProbeConfig()
     columns, _ = columns_from_classads(parsed, slot_attrs(config.slot_reading()))
     quarantined = [Malformed("<classads>", 5, "cannot parse", text)]
-    slots = snapshot_tables(columns, config.slot_reading(), quarantined).slots.set_index("name")
+    snapshot, _ = snapshot_tables(columns, config.slot_reading(), quarantined)
+    slots = snapshot.slots.set_index("name")
     assert slots["incomplete"].to_dict() == incomplete
 
 

@@ -154,10 +154,12 @@ def test_live_ads_are_judged_when_the_collector_answered() -> None:
     instant (two dumps) is judged apart."""
     ads = classad2.parseAds(pslot("cpu1", T) + "\n" + pslot("cpu2", T - 5), classad2.ParserType.Old)
     columns, _ = columns_from_classads(list(ads), slot_attrs(READING), origin="collector")
-    later = snapshot_tables(columns, READING, now=T + 30)
+    later, set_aside = snapshot_tables(columns, READING, now=T + 30)
+    assert set_aside.rejects == {UNHEARD: 2} and not set_aside.malformed  # returned, for the caller to add
     assert later.slots.empty and sorted(later.unheard["name"]) == ["slot1@cpu1", "slot1@cpu2"]
     assert later.unheard["since"].tolist() == [T, T - 5]
-    soon = snapshot_tables(columns, READING, now=T + 14)
+    soon, set_aside = snapshot_tables(columns, READING, now=T + 14)
+    assert not set_aside.rejects
     assert soon.slots["name"].tolist() == ["slot1@cpu1", "slot1@cpu2"] and soon.unheard.empty
 
 

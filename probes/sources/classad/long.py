@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import classad2
@@ -37,14 +37,14 @@ import numpy as np
 from probes.errors import SourceError
 from probes.sources.classad import model
 from probes.sources.classad.columns import ColumnBuilder
+from probes.sources.classad.exact import evaluate_ad
 from probes.sources.classad.json_form import read_json
-from probes.sources.classad.kernel import NameTable, scan_lines
+from probes.sources.classad.kernel import Lines, NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
-from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, evaluate, store_value
+from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
 from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
-from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
 __all__ = ["collect", "iter_ad_files", "iter_ads", "iter_ads_range", "read_ad_files", "read_ads"]
 
@@ -355,26 +355,11 @@ class _Scanner:
         self.ads_per_byte = n_ads / max(n, 1)
         if n_ads == 0:
             return AdColumns.concat([], self.attrs), found.n_lines
+        chunk = _Chunk(data, found, path, first_line, truncated, tally, strict)
         odd = found.odd
         if truncated:
             odd[-1] = True
-
-        # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
-        # not read at all
-        present = found.value_start >= 0
-        wanted = present if self.one_name_each else present[:, self.name_of]
-        for j, behind in enumerate(self._shadows):
-            if len(behind):
-                if wanted is present:
-                    wanted = present.copy()
-                wanted[:, j] &= ~present[:, behind].any(axis=1)
-        # The (ad, attribute) pairs read, in row-major order, and where each is in the scan's
-        # (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing.
-        at = np.flatnonzero(wanted)
-        ad_i = np.repeat(np.arange(n_ads), np.count_nonzero(wanted, axis=1))
-        attr_j = at - ad_i * len(self.attrs)
-        if not self.one_name_each:
-            at = ad_i * len(self.table.lengths) + self.name_of[attr_j]
+        ad_i, attr_j, at = self._read_pairs(found, n_ads)
         numeric, objects, fast = convert_literals(
             self.kinds, data, found.literal.ravel().take(at), found.number.ravel().take(at),
             found.integer.ravel().take(at), found.value_start.ravel().take(at), found.value_end.ravel().take(at),
@@ -384,53 +369,16 @@ class _Scanner:
         deferred = np.zeros((n_ads, len(self.attrs)), dtype=bool)
         deferred[ad_i[~fast], attr_j[~fast]] = True
         slow = odd | deferred.any(axis=1)
-
-        keep = np.ones(n_ads, dtype=bool)
-        # the ads classad2 will parse (the slow ones, and with keep_raw all of them, later) that
-        # are long enough to hold an expression beyond what it can parse
-        parsed = (slow | self.keep_raw) & (found.end - found.begin > MAX_OPERATORS)
-        for ad in np.flatnonzero(parsed).tolist():
-            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
-            if (why := too_many_operators(text)) is not None:
-                m = tally.add_malformed(Malformed(path, first_line + int(found.first_line[ad]), why, text))
-                if strict:
-                    raise m.error()
-                keep[ad] = slow[ad] = False
+        keep = self._within_classad2(chunk, slow)
         for ad in np.flatnonzero(slow).tolist():
-            text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
-            line = first_line + int(found.first_line[ad])
-            try:
-                values = self._evaluate(text, path, line, truncated and ad == n_ads - 1, deferred[ad], odd[ad], tally)
-            except (classad2.ClassAdException, RecursionError) as exc:  # classad2 bounds what it evaluates
-                reason = f"classad2 cannot evaluate this ad ({exc}: an expression too long or nested too deep?)"
-                tally.add_malformed(Malformed(path, line, f"{reason}; the ad was skipped", text))
-                values = None
+            values = self._exact(chunk, ad, deferred[ad], odd[ad])
             if values is None:
-                if strict:
-                    raise tally.malformed[-1].error()
                 keep[ad] = False
                 continue
             tally.evaluated += 1
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
-
-        read = None  # where each attribute was read: only an attribute that must be finite needs it
-        if self.any_finite:
-            read = np.zeros((n_ads, len(self.attrs)), dtype=bool)
-            read[ad_i, attr_j] = True
-
-        def shown(ad: int, j: int) -> str:
-            k = self.name_of[j]
-            return data[found.value_start[ad, k] : found.value_end[ad, k]].decode("utf-8", "replace")
-
-        for ad, reason in out_of_range(numeric, self.attrs, read, shown).items():
-            if keep[ad]:
-                line = first_line + int(found.first_line[ad])
-                text = data[found.begin[ad] : found.end[ad]].decode("utf-8", "replace")
-                m = tally.add_malformed(Malformed(path, line, reason, text))
-                if strict:
-                    raise m.error()
-                keep[ad] = False
+        self._in_range(chunk, numeric, (ad_i, attr_j), keep)
         drop_infinities(numeric, self.attrs, tally, keep)
         tally.ads += int(keep.sum())
         raw = None
@@ -448,114 +396,96 @@ class _Scanner:
             raw,
         ), found.n_lines
 
-    # -- the exact path ---------------------------------------------------------------------
+    def _read_pairs(self, found: Lines, n_ads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (ad, attribute) pairs read, in row-major order, and where each is in the scan's
+        (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing."""
+        # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
+        # not read at all
+        present = found.value_start >= 0
+        wanted = present if self.one_name_each else present[:, self.name_of]
+        for j, behind in enumerate(self._shadows):
+            if len(behind):
+                if wanted is present:
+                    wanted = present.copy()
+                wanted[:, j] &= ~present[:, behind].any(axis=1)
+        at = np.flatnonzero(wanted)
+        ad_i = np.repeat(np.arange(n_ads), np.count_nonzero(wanted, axis=1))
+        attr_j = at - ad_i * len(self.attrs)
+        if not self.one_name_each:
+            at = ad_i * len(self.table.lengths) + self.name_of[attr_j]
+        return ad_i, attr_j, at
 
-    def _evaluate(
-        self,
-        text: str,
-        path: str,
-        line: int,
-        truncated: bool,
-        deferred: np.ndarray,
-        whole: bool,
-        tally: ReadTally,
-    ) -> dict[int, Any] | None:
-        """Evaluate an ad's wanted attributes with classad2; None (and the ad in ``tally``) if malformed."""
-        if truncated:
-            tally.add_malformed(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
-            return None
-        guard = needs_guard(text)  # a regular expression may backtrack for minutes: not in this process
-        if not whole and not guard:
-            values = self._evaluate_part(text, deferred)
-            if values is not None:
-                return values
-        ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-        # classad2 drops an ad it cannot parse, or silently keeps only the lines before the
-        # first bad one: every attribute of the text must be in what it parsed. As many
-        # attributes as lines proves it; only an ad that repeats a name needs the names compared.
-        if len(ads) != 1 or (len(ads[0]) != text.count("\n") and _names(text) - {k.lower() for k in ads[0]}):
-            offset, reason = _diagnose(text)
-            tally.add_malformed(Malformed(path, line + offset, reason, text))
-            return None
-        ad = ads[0]
-        if guard:
-            return self._evaluate_guarded(text, path, line, deferred, whole, tally)
-        if not whole:
-            return {int(j): evaluate(ad, self.attrs[j].name) for j in np.flatnonzero(deferred)}
-        # every attribute, as classad2 sees the ad: one behind a present attribute is not read
-        return {j: None if any(u in ad for u in a.shadows) else evaluate(ad, a.name) for j, a in enumerate(self.attrs)}
+    def _within_classad2(self, chunk: _Chunk, slow: np.ndarray) -> np.ndarray:
+        """Which ads are kept (all but those quarantined here): an ad classad2 will parse (a
+        ``slow`` one, and with keep_raw all of them, later) whose expression is beyond what it can
+        parse is quarantined, and no longer ``slow``."""
+        found = chunk.found
+        keep = np.ones(len(found.begin), dtype=bool)
+        parsed = (slow | self.keep_raw) & (found.end - found.begin > MAX_OPERATORS)
+        for ad in np.flatnonzero(parsed).tolist():
+            if (why := too_many_operators(chunk.text(ad))) is not None:
+                chunk.quarantine(ad, why)
+                keep[ad] = slow[ad] = False
+        return keep
 
-    def _evaluate_guarded(
-        self, text: str, path: str, line: int, deferred: np.ndarray, whole: bool, tally: ReadTally
-    ) -> dict[int, Any] | None:
-        """:meth:`_evaluate` of an ad that calls a regular expression, in the sandbox's worker
-        under its budget; None (and the ad quarantined) past it."""
-        rows = range(len(self.attrs)) if whole else [int(j) for j in np.flatnonzero(deferred)]
-        wanted = [(self.attrs[j].name, self.attrs[j].shadows if whole else ()) for j in rows]
+    def _exact(self, chunk: _Chunk, ad: int, deferred: np.ndarray, whole: bool) -> dict[int, Any] | None:
+        """The ad's deferred attributes (or, if ``whole``, all of them) as classad2 reads them;
+        None, the ad quarantined, if it cannot."""
+        text, line = chunk.text(ad), chunk.line(ad)
+        last = chunk.truncated and ad == len(chunk.found.begin) - 1
         try:
-            values = evaluate_guarded(text, wanted)
-        except EvaluationTimeout as exc:
-            reason = f"{exc} (a regular expression that backtracks?); the ad was skipped"
-            tally.add_malformed(Malformed(path, line, reason, text))
-            return None
-        return dict(zip(rows, values, strict=True))
+            values = evaluate_ad(self.attrs, text, chunk.path, line, last, deferred, whole, chunk.tally)
+        except (classad2.ClassAdException, RecursionError) as exc:  # classad2 bounds what it evaluates
+            reason = f"classad2 cannot evaluate this ad ({exc}: an expression too long or nested too deep?)"
+            chunk.tally.add_malformed(Malformed(chunk.path, line, f"{reason}; the ad was skipped", text))
+            values = None
+        if values is None and chunk.strict:
+            raise chunk.tally.malformed[-1].error()
+        return values
 
-    def _evaluate_part(self, text: str, deferred: np.ndarray) -> dict[int, Any] | None:
-        """Evaluate the deferred attributes of a canonical ad in a classad2 ad of only the lines
-        they reference, directly or through other attributes: an expression's value depends on
-        nothing else, and parsing a few lines instead of a whole job ad is most of the cost.
+    def _in_range(
+        self, chunk: _Chunk, numeric: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], keep: np.ndarray
+    ) -> None:
+        """Quarantine (no longer ``keep``) each ad with a value out of its attribute's range;
+        ``pairs``: the (ad, attribute) pairs the scan read."""
+        read = None  # where each attribute was read: only an attribute that must be finite needs it
+        if self.any_finite:
+            read = np.zeros((len(keep), len(self.attrs)), dtype=bool)
+            read[pairs] = True
+        found, data = chunk.found, chunk.data
 
-        Any name in an expression's text counts as a reference (a superset: names in strings
-        too). None, and the whole ad is parsed, when an expression builds names at run time
-        (``eval``), or when classad2 does not keep every line of the part (a bad value)."""
-        if not text.isascii():
-            return None  # folding case could move the lines of the folded text
-        folded = "\n" + text.lower()
-        todo = [self.attrs[j].name.lower() for j in np.flatnonzero(deferred)]
-        part: dict[str, str] = {}
-        while todo:
-            name = todo.pop()
-            if name in part:
-                continue
-            at = folded.rfind("\n" + name + " = ")  # values hold no newline: a line start; the last wins
-            if at < 0:
-                continue
-            line = text[at : text.find("\n", at)]
-            part[name] = line
-            value = line[len(name) + 3 :]
-            if _RUNTIME_NAMES.search(value):
-                return None
-            todo.extend(w.lower() for w in _NAME.findall(value))
-        ads = list(classad2.parseAds("\n".join(part.values()) + "\n", classad2.ParserType.Old))
-        if len(ads) != 1 or len(ads[0]) != len(part):
-            return None
-        return {int(j): evaluate(ads[0], self.attrs[j].name) for j in np.flatnonzero(deferred)}
+        def shown(ad: int, j: int) -> str:
+            k = self.name_of[j]
+            return data[found.value_start[ad, k] : found.value_end[ad, k]].decode("utf-8", "replace")
+
+        for ad, reason in out_of_range(numeric, self.attrs, read, shown).items():
+            if keep[ad]:
+                chunk.quarantine(ad, reason)
+                keep[ad] = False
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+@dataclass(frozen=True)
+class _Chunk:
+    """A chunk of ``-long`` text being read: its bytes, what the scan ``found`` in them, where
+    they are (``path``, the ``first_line`` of the chunk), whether the file ends inside its last
+    ad, and the read's ``tally`` and mode."""
 
+    data: bytes
+    found: Lines
+    path: str
+    first_line: int
+    truncated: bool
+    tally: ReadTally
+    strict: bool
 
-_RUNTIME_NAMES = re.compile(r"eval", re.IGNORECASE)  # eval("Name"), evalInEachContext(...)
+    def text(self, ad: int) -> str:
+        return self.data[self.found.begin[ad] : self.found.end[ad]].decode("utf-8", "replace")
 
+    def line(self, ad: int) -> int:
+        return self.first_line + int(self.found.first_line[ad])
 
-def _names(text: str) -> set[str]:
-    """The attribute names of an ad's text, case-folded."""
-    return {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
-
-
-def _diagnose(text: str) -> tuple[int, str]:
-    """Say which line of a malformed ad classad2 refuses, and why if it is plain to see."""
-    for offset, line in enumerate(text.split("\n")):
-        if not line.strip():
-            continue
-        name, eq, value = line.partition("=")
-        if not eq or not name.strip():
-            return offset, f"expected 'Name = value', got {line[:60]!r}"
-        if not list(classad2.parseAds(line + "\n", classad2.ParserType.Old)):
-            attr = name.strip()
-            if value.count('"') - value.count('\\"') % 2 == 1 or value.count('"') % 2 == 1:
-                return offset, f"unterminated string in attribute '{attr}'"
-            if not value.strip():
-                return offset, f"attribute '{attr}' has no value"
-            return offset, f"attribute '{attr}': cannot parse the value {value.strip()[:60]!r}"
-    return 0, "classad2 cannot parse this ad"
+    def quarantine(self, ad: int, why: str) -> None:
+        """The ad counted as malformed for ``why``; raised in strict mode."""
+        m = self.tally.add_malformed(Malformed(self.path, self.line(ad), why, self.text(ad)))
+        if self.strict:
+            raise m.error()

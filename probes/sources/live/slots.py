@@ -37,6 +37,7 @@ from probes.sources.live.calls import Calls, CollectorLike, close_stream, collec
 from probes.sources.live.projections import slot_projection
 from probes.sources.report import ReadReport, ReadTally
 from probes.sources.settings import SlotReading
+from probes.sources.slot_allocations import dynamic_slots
 from probes.sources.status import DAEMON_START, STARTD_ADDRESS, Snapshot, slot_attrs, snapshot_tables
 
 __all__ = ["SlotStream", "kept_slots"]
@@ -98,17 +99,15 @@ class SlotStream:
         """The slots and allocations tables of the pool, observed at ``now``; see
         :meth:`probes.sources.live.LivePool.snapshot`."""
         columns, origins, report = self.columns()
-        tally = ReadTally()
-        tally.merge(report)
-        snapshot = snapshot_tables(
-            columns, self.reading, report.malformed, child_lists=self.pool.child_lists, now=now, tally=tally
+        snapshot, set_aside = snapshot_tables(
+            columns, self.reading, report.malformed, child_lists=self.pool.child_lists, now=now
         )
         where = np.array(origins, dtype=object)
         lines = snapshot.slots["line"].to_numpy(dtype=np.int64) - 1
         slots = snapshot.slots.assign(source=where[lines], observed_at=float(now))
         allocations = snapshot.allocations.assign(observed_at=float(now))
         unheard = snapshot.unheard.assign(source=where[snapshot.unheard["line"].to_numpy(dtype=np.int64) - 1])
-        return dataclasses.replace(snapshot, slots=slots, allocations=allocations, unheard=unheard), tally.report()
+        return dataclasses.replace(snapshot, slots=slots, allocations=allocations, unheard=unheard), report | set_aside
 
     def _failover(self, group: Sequence[str | None], projection: list[str], *, again: bool) -> _SlotAnswer | None:
         """The startd ads of the first replica of ``group`` that answers whole (see
@@ -200,7 +199,7 @@ class _SlotAnswer:
         if columns.raw is not None:
             # an ad's text serves its p-slot or static slot (partitions, Snapshot.ads), never a
             # dynamic slot: dropped here, it is not held for the ~10 dynamic slots of every node
-            columns.raw[_dynamic(columns)] = None
+            columns.raw[dynamic_slots(columns)] = None
         _share_repeats(columns)
         columns.line = columns.line + first
         self.tally.merge(rep.shifted(first))
@@ -226,13 +225,6 @@ def _share_repeats(ads: AdColumns) -> None:
         if items and len(set(items)) <= len(items) // 2:
             for v in lists:
                 v[:] = [sys.intern(e) if type(e) is str else e for e in v]
-
-
-def _dynamic(ads: AdColumns) -> np.ndarray:
-    """Which ads are of dynamic slots, by the rule of :func:`~probes.sources.status.snapshot_tables`."""
-    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    dynamic: np.ndarray = (slot_type == "dynamic") | (ads["DynamicSlot"] == True)  # noqa: E712 - bools/None
-    return dynamic
 
 
 def kept_slots(answers: Sequence[_SlotAnswer], attrs: Sequence[Attr]) -> tuple[AdColumns, list[str], ReadReport]:

@@ -10,8 +10,8 @@ from typing import Any
 
 from collector.errors import SinkError
 from collector.outbox import Outbox
-from collector.server.app import _degraded, _iso
 from collector.server.flusher import Flusher
+from collector.server.health import flush_degraded, iso
 from collector.server.metrics import ServerMetrics
 from collector.sinks.base import SendResult
 from collector.sinks.sqlite import EmbeddedStore
@@ -58,10 +58,10 @@ def test_a_round_that_fails_unexpectedly_costs_that_round_alone(tmp_path: Path) 
     assert flusher.state.crashes == 1 and flusher.state.crashed is None  # the next round succeeded
     with EmbeddedStore(store) as check:
         assert check.count("job") == 5
-    assert _degraded(flusher.state) == []
+    assert flush_degraded(flusher.state) == []
     flusher.state.crashed = "OverflowError: Python int too large to convert to SQLite INTEGER"
     flusher.state.dead_letters = {"job": 2}
-    assert _degraded(flusher.state) == [
+    assert flush_degraded(flusher.state) == [
         "2 record(s) set aside: the store refused them for good (dead letters in the outbox)",
         "the last flush round failed unexpectedly (1 so far): OverflowError: Python int too large to convert to "
         "SQLite INTEGER",
@@ -107,10 +107,10 @@ def test_records_set_aside_are_said_with_the_newest_reason_and_are_not_a_stuck_d
     assert state.dead_letters == {"job": 5} and state.stuck_rounds == 0 and state.depth == 0
     assert state.last_dead_letter is not None
     assert state.last_dead_letter["error"] == "job document: too large for the store"
-    (said,) = _degraded(state)
+    (said,) = flush_degraded(state)
     assert said == (
         "5 record(s) set aside: the store refused them for good (dead letters in the outbox); the last, job "
-        f"{state.last_dead_letter['id']} at {_iso(state.last_dead_letter['failed_at'])}: job document: too large for "
+        f"{state.last_dead_letter['id']} at {iso(state.last_dead_letter['failed_at'])}: job document: too large for "
         "the store"
     )
 
@@ -118,7 +118,7 @@ def test_records_set_aside_are_said_with_the_newest_reason_and_are_not_a_stuck_d
 def test_rounds_that_store_nothing_make_delivery_stuck(tmp_path: Path) -> None:
     state = _run(tmp_path, _Down, lambda s: s.stuck_rounds >= 3).state
     assert state.stuck_since == 1795300000.0 and state.depth == 5
-    (said,) = _degraded(state)
+    (said,) = flush_degraded(state)
     assert said == (
         f"delivery stuck: the store took none of the 5 record(s) waiting in {state.stuck_rounds} flush rounds in a "
         "row, since 2026-11-21T22:26:40Z: job: the store is down"

@@ -1,0 +1,70 @@
+"""The instant each startd ad was observed at: that of its snapshot (a ``condor_status`` run).
+
+Times are UNIX seconds (UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from probes.errors import SourceError
+from probes.sources.classad import AdColumns
+
+__all__ = ["first_number", "instants"]
+
+
+def instants(ads: AdColumns) -> np.ndarray:
+    """The instant each ad was observed at: that of its snapshot (the latest ``MyCurrentTime``,
+    else ``LastHeardFrom``, of the ads of one snapshot of a file or collector). Startds update at
+    their own times, so the ads of one ``condor_status`` differ by seconds; they are one snapshot,
+    and a p-slot and its dynamic slots must share its instant to be accounted together.
+
+    A file may hold several snapshots one after the other (``condor_status -long`` run twice into
+    it): a slot named again starts the next one, and each is its own instant, read in order. Two
+    snapshots that come out at one instant (the same slot, the same second, in two files or twice
+    in one) cannot be told apart: the input is refused, naming the slot and both places."""
+    own = first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
+    if not len(own):
+        return own
+    source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
+    names = pd.Series(ads["Name"], dtype=object).str.lower().to_numpy()
+    snapshot = _snapshots(source, names)
+    instants = pd.Series(own).groupby([source, snapshot]).transform("max").to_numpy(dtype=np.float64)
+    twice = pd.DataFrame({"name": names, "at": instants}).duplicated(keep=False).to_numpy()
+    if twice.any():
+        first, again = np.flatnonzero(twice)[:2]
+        raise SourceError(
+            f"{source[again]} line {int(ads.line[again])}: the slot {ads['Name'][again]!r} is also at "
+            f"{source[first]} line {int(ads.line[first])}, in a snapshot of the same instant ({instants[again]:.0f}, "
+            "the latest MyCurrentTime of each): two snapshots of one instant cannot be accounted; give each "
+            "condor_status dump once"
+        )
+    return instants
+
+
+def _snapshots(source: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Per ad, the number of its snapshot in its file (0, 1, ...): a new one starts at a slot
+    named again since the current one started."""
+    out = np.zeros(len(names), dtype=np.int64)
+    current: dict[object, set[object]] = {}
+    number: dict[object, int] = {}
+    for i, (path, name) in enumerate(zip(source.tolist(), names.tolist(), strict=True)):
+        seen = current.setdefault(path, set())
+        if name is not None and name in seen:
+            number[path] = number.get(path, 0) + 1
+            seen = current[path] = set()
+        seen.add(name)
+        out[i] = number.get(path, 0)
+    return out
+
+
+def first_number(ads: AdColumns, names: Sequence[str]) -> np.ndarray:
+    """Per ad, the first of the numeric attributes ``names`` it has (NaN if none)."""
+    out = ads[names[0]].astype(np.float64).copy()
+    for name in names[1:]:
+        missing = np.isnan(out)
+        out[missing] = ads[name][missing]
+    return out
