@@ -97,7 +97,7 @@ def test_ctrl_c_on_probe_once_is_one_line_and_exit_130(tmp_path: Path, when: flo
     # of its initialisation (exit 1): nothing was read or written, as with the signal's own death
     python_start = err.startswith("Fatal Python error: init_") and err.rstrip().endswith("KeyboardInterrupt")
     assert (process.returncode, err) in ((130, INTERRUPTED), (-signal.SIGINT, "")) or (
-        process.returncode == 1 and python_start and when == 0.0
+        process.returncode == 1 and python_start  # at a high load, start-up lasts past 0.3 s too
     ), err
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

@@ -54,9 +54,9 @@ def test_snapshots_keep_their_cadence_while_the_store_hangs(store: OsmemServer, 
     finally:
         service.stop()
 
-    # A snapshot that waited on the hung store would commit at most one; half the cadence leaves
+    # A snapshot that waited on the hung store would commit at most one; three of eight leaves
     # room for a loaded machine's late runs (each a gap the probe names, not one lost here).
-    assert during >= PAUSED_S / 2, f"{during} snapshots committed in {PAUSED_S:g} s at a 1 s cadence"
+    assert during >= 3, f"{during} snapshots committed in {PAUSED_S:g} s at a 1 s cadence"
     committed = service.metrics.records
     with ElasticsearchSink.from_url(store.url) as sink:  # each record once
         assert (sink.count("slot"), sink.count("allocation"), sink.count("job")) == (
