@@ -125,7 +125,7 @@ KINDS: dict[str, RecordKind] = {
     for name, kind in DECLARED.items()
 }  # fmt: skip
 """The kinds, as their declarations (``mappings/``: :data:`mappings.kinds.DECLARED`) say: the id
-hashes a kind's ``ID`` fields, ``timestamp`` is its ``TIMES`` field, the embedded store keeps its
+hashes a kind's ``ID`` fields, ``timestamp`` is its ``DATES`` field, the embedded store keeps its
 ``TEXT`` fields as text columns (``labels``) and its ``COLUMN`` fields as plain ones (``measured``)."""
 
 SUMMARY_DIMENSIONS = KINDS["summary"].id_fields[2:]

@@ -22,8 +22,30 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
-    "BOOLEAN", "COLUMN", "DATE", "DIMENSION", "DOC", "DOUBLE", "ENVELOPE", "GIB_HOUR", "HOUR", "ID", "INTEGER",
-    "KEYWORD", "LONG", "MEASURE", "NONE", "TEXT", "TIME", "TIMES", "Field", "Kind", "Role", "Store", "Sum", "Type",
+    "BOOLEAN",
+    "COLUMN",
+    "DATE",
+    "DATES",
+    "DIMENSION",
+    "DOC",
+    "DOUBLE",
+    "ENVELOPE",
+    "GIB_HOUR",
+    "HOUR",
+    "ID",
+    "INTEGER",
+    "KEYWORD",
+    "LONG",
+    "MEASURE",
+    "NONE",
+    "TEXT",
+    "TIME",
+    "Field",
+    "Kind",
+    "Role",
+    "Store",
+    "Sum",
+    "Type",
 ]  # fmt: skip
 
 Type = Literal["keyword", "long", "integer", "double", "boolean", "date", "time"]
@@ -38,16 +60,16 @@ TIME: Type = "time"
 
 
 class Role(enum.Flag):
-    """What a field is to its kind (several at once: a slot's ``observed_at`` is ``ID | TIMES``)."""
+    """What a field is to its kind (several at once: a slot's ``observed_at`` is ``ID | DATES``)."""
 
     NONE = 0
     ID = enum.auto()  # the id hashes it (in the kind's id order: the declaration's)
-    TIMES = enum.auto()  # it dates the record: its ``timestamp`` (one field per kind)
+    DATES = enum.auto()  # it dates the record: its ``timestamp`` (one field per kind)
     DIMENSION = enum.auto()  # the summaries group the kind's records by it
     MEASURE = enum.auto()  # the summaries sum it (or count where it is true)
 
 
-NONE, ID, DIMENSION, MEASURE, TIMES = Role.NONE, Role.ID, Role.DIMENSION, Role.MEASURE, Role.TIMES
+NONE, ID, DIMENSION, MEASURE, DATES = Role.NONE, Role.ID, Role.DIMENSION, Role.MEASURE, Role.DATES
 
 HOUR = 1.0 / 3600.0
 """Seconds -> hours (a :class:`Sum`'s scale)."""
@@ -107,9 +129,9 @@ class Kind:
     ``version`` (bump it when the template's content changes) and ``description``.
 
     The id hashes the :data:`ID` fields in the order of ``fields``; the summaries group by the
-    :data:`DIMENSION` fields in that order too, unless ``dimensions`` gives another (the jobs
-    table's order is the declaration's). ``dynamic_templates``: the template's own, before the
-    ones every template has."""
+    :data:`DIMENSION` fields in that order too, those named in ``dimensions`` first, in its
+    order (the job's: its declaration is in the order of the jobs table). ``dynamic_templates``:
+    the template's own, before the ones every template has."""
 
     name: str
     version: int
@@ -123,14 +145,12 @@ class Kind:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"record kind {self.name!r}: fields declared twice: {twice}")
-        dated = [f.name for f in self.fields if TIMES in f.role]
+        dated = [f.name for f in self.fields if DATES in f.role]
         if len(dated) != 1:
-            raise ValueError(f"record kind {self.name!r}: expected one field of role TIMES, got {dated}")
-        declared = sorted(f.name for f in self.fields if DIMENSION in f.role)
-        if self.dimensions and sorted(self.dimensions) != declared:
-            raise ValueError(
-                f"record kind {self.name!r}: dimensions {list(self.dimensions)} are not its DIMENSION fields {declared}"
-            )
+            raise ValueError(f"record kind {self.name!r}: expected one field of role DATES, got {dated}")
+        unknown = [d for d in self.dimensions if d not in self.named(DIMENSION)]
+        if unknown:
+            raise ValueError(f"record kind {self.name!r}: dimensions {unknown} are not fields of role DIMENSION")
 
     def __iter__(self) -> Iterator[Field]:
         return iter(self.fields)
@@ -145,7 +165,7 @@ class Kind:
 
     @property
     def time_field(self) -> str:
-        return self.named(TIMES)[0]
+        return self.named(DATES)[0]
 
     @property
     def time_fields(self) -> tuple[str, ...]:
@@ -155,7 +175,7 @@ class Kind:
     @property
     def group_by(self) -> tuple[str, ...]:
         """What the summaries group this kind's records by, in their order."""
-        return self.dimensions or self.named(DIMENSION)
+        return tuple(dict.fromkeys((*self.dimensions, *self.named(DIMENSION))))
 
     def stored(self, store: Store) -> tuple[str, ...]:
         """The names of the fields the embedded store keeps as ``store``, in declaration order."""
@@ -183,7 +203,7 @@ ENVELOPE = (
     Field("probe", KEYWORD, "", doc="The probe that made the record (a Gratia record: its sender)."),
     Field("schema_version", INTEGER, "", doc="The record schema the probe wrote."),
     Field(
-        "timestamp", DATE, "UTC", doc="The record's own time (ISO-8601), that of its TIMES field: its index's month."
+        "timestamp", DATE, "UTC", doc="The record's own time (ISO-8601), that of its DATES field: its index's month."
     ),
 )
 """The fields every record has besides its kind's (``collector.records``)."""

@@ -6,6 +6,7 @@ from mappings.fields import (
     BOOLEAN,
     COLUMN,
     DATE,
+    DATES,
     DIMENSION,
     DOC,
     DOUBLE,
@@ -18,7 +19,6 @@ from mappings.fields import (
     NONE,
     TEXT,
     TIME,
-    TIMES,
     Field,
     Kind,
 )  # fmt: skip
@@ -50,7 +50,7 @@ JOB = Kind(
         Field("exit_code", INTEGER, "", NONE, DOC, "", table="history"),
         Field("qdate", TIME, "UNIX s", NONE, DOC, "", table="history"),
         Field("start", TIME, "UNIX s", NONE, DOC, "", table="history"),
-        Field("end", TIME, "UNIX s", ID | TIMES, DOC, "", table="history"),
+        Field("end", TIME, "UNIX s", ID | DATES, DOC, "", table="history"),
         Field("walltime_s", DOUBLE, "s", MEASURE, COLUMN, "", table="history"),
         Field("cpu_time_s", DOUBLE, "s", MEASURE, COLUMN, "", table="history"),
         Field("runs", LONG, "", NONE, DOC, "", table="history"),
@@ -95,7 +95,7 @@ GRATIA = Kind(
     4,
     "Gratia records as real Gratia probes send them, one document per JobUsageRecord, with the fields and field types of GRACC's raw indices (strings as keywords; durations in seconds (WallDuration a long, as GRACC's raw template maps it: whole seconds in every sum; the document keeps the fraction), CoreHours, Processors, NodeCount, Njobs, Memory, Swap and Network as numbers, as GRACC's raw pipeline converts them; times as dates; RawXML stored and not indexed); monthly indices fairacct-gratia-YYYY.MM by the record's EndTime",
     (
-        Field("EndTime", DATE, "", TIMES, DOC, ""),
+        Field("EndTime", DATE, "", DATES, DOC, ""),
         Field("VOName", KEYWORD, "", DIMENSION, DOC, ""),
         Field("ReportableVOName", KEYWORD, "", DIMENSION, TEXT, ""),
         Field("ProjectName", KEYWORD, "", DIMENSION, DOC, ""),

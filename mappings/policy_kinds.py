@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mappings.fields import (
     BOOLEAN,
+    DATES,
     DOC,
     DOUBLE,
     ENVELOPE,
@@ -13,7 +14,6 @@ from mappings.fields import (
     NONE,
     TEXT,
     TIME,
-    TIMES,
     Field,
     Kind,
 )  # fmt: skip
@@ -29,7 +29,7 @@ FAIRSHARE = Kind(
         Field("policy", KEYWORD, "", ID, DOC, ""),
         Field("type", KEYWORD, "", ID, TEXT, ""),
         Field("name", KEYWORD, "", ID, TEXT, "Name (of the slot, node or credential)."),
-        Field("window_start", TIME, "UNIX s", ID | TIMES, DOC, ""),
+        Field("window_start", TIME, "UNIX s", ID | DATES, DOC, ""),
         Field("decay", DOUBLE, "", NONE, DOC, ""),
         Field("decayed", DOUBLE, "", NONE, DOC, ""),
         Field("depth", LONG, "", NONE, DOC, ""),
@@ -59,7 +59,7 @@ FAIRNESS = Kind(
         Field("pool", KEYWORD, "", ID, DOC, "HTCondor pool the probe watched."),
         Field("type", KEYWORD, "", ID, TEXT, ""),
         Field("name", KEYWORD, "", ID, TEXT, "Name (of the slot, node or credential)."),
-        Field("bucket_start", TIME, "UNIX s", ID | TIMES, DOC, ""),
+        Field("bucket_start", TIME, "UNIX s", ID | DATES, DOC, ""),
         Field("allocation_cpus", DOUBLE, "cores", NONE, DOC, ""),
         Field("bucket_end", TIME, "UNIX s", NONE, DOC, ""),
         Field("demand_cpus", DOUBLE, "cores", NONE, DOC, ""),
@@ -83,7 +83,7 @@ PRIORITY = Kind(
     (
         Field("pool", KEYWORD, "", ID, DOC, "HTCondor pool the probe watched."),
         Field("credential", KEYWORD, "", ID, DOC, ""),
-        Field("sync_at", TIME, "UNIX s", ID | TIMES, DOC, ""),
+        Field("sync_at", TIME, "UNIX s", ID | DATES, DOC, ""),
         Field("submitter", KEYWORD, "", NONE, TEXT, "Submitter the negotiator charged (group.user@uid_domain, or user@uid_domain)."),
         Field("action", KEYWORD, "", ID, TEXT, ""),
         Field("after", DOUBLE, "", NONE, DOC, ""),

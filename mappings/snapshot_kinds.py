@@ -5,6 +5,7 @@ from __future__ import annotations
 from mappings.fields import (
     BOOLEAN,
     COLUMN,
+    DATES,
     DIMENSION,
     DOC,
     DOUBLE,
@@ -17,7 +18,6 @@ from mappings.fields import (
     NONE,
     TEXT,
     TIME,
-    TIMES,
     Field,
     Kind,
 )  # fmt: skip
@@ -32,7 +32,7 @@ SLOT = Kind(
     (
         Field("pool", KEYWORD, "", ID | DIMENSION, COLUMN, "HTCondor pool the probe watched."),
         Field("name", KEYWORD, "", ID, DOC, "Name (of the slot, node or credential)."),
-        Field("observed_at", TIME, "UNIX s", ID | TIMES, DOC, "When the snapshot was taken."),
+        Field("observed_at", TIME, "UNIX s", ID | DATES, DOC, "When the snapshot was taken."),
         Field("site", KEYWORD, "", DIMENSION, TEXT, "Site (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Field("resource_name", KEYWORD, "", DIMENSION, COLUMN, "Resource (compute element or cluster) within the site."),
         Field("partition", KEYWORD, "", DIMENSION, TEXT, "Canonical-unit partition of the slot (e.g. cpu, gpu)."),
@@ -93,7 +93,7 @@ ALLOCATION = Kind(
         Field("pool", KEYWORD, "", ID | DIMENSION, COLUMN, "HTCondor pool the probe watched."),
         Field("name", KEYWORD, "", ID, DOC, "Name (of the slot, node or credential)."),
         Field("job_id", KEYWORD, "", ID, DOC, "GlobalJobId of the job."),
-        Field("observed_at", TIME, "UNIX s", ID | TIMES, DOC, "When the snapshot was taken."),
+        Field("observed_at", TIME, "UNIX s", ID | DATES, DOC, "When the snapshot was taken."),
         Field("site", KEYWORD, "", DIMENSION, COLUMN, "Site (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Field("resource_name", KEYWORD, "", DIMENSION, COLUMN, "Resource (compute element or cluster) within the site."),
         Field("partition", KEYWORD, "", DIMENSION, COLUMN, "Canonical-unit partition of the slot (e.g. cpu, gpu)."),
@@ -135,7 +135,7 @@ GAP = Kind(
         Field("pool", KEYWORD, "", ID, COLUMN, "HTCondor pool the probe watched."),
         Field("name", KEYWORD, "", ID, DOC, "Name (of the slot, node or credential)."),
         Field("start", TIME, "UNIX s", ID, DOC, ""),
-        Field("end", TIME, "UNIX s", ID | TIMES, DOC, ""),
+        Field("end", TIME, "UNIX s", ID | DATES, DOC, ""),
         Field("site", KEYWORD, "", NONE, TEXT, "Site (glideinWMS GLIDEIN_Site or the configured attribute)."),
         Field("reason", KEYWORD, "", NONE, TEXT, ""),
         Field("machine", KEYWORD, "", NONE, COLUMN, "Machine (node) name."),

@@ -31,7 +31,7 @@ _HEAD = "| field | type | unit | role | embedded store | meaning |\n|---|---|---
 
 
 def _roles(role: Role) -> str:
-    return ", ".join(r.name.lower() if r.name != "TIMES" else "time" for r in Role if r and r in role and r.name)
+    return ", ".join(r.name.lower() if r.name != "DATES" else "time" for r in Role if r and r in role and r.name)
 
 
 def _row(f: Field) -> str:

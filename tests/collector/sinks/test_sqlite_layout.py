@@ -60,8 +60,8 @@ def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
         assert store.count("job") == 3 and [d["cpus"] for d in store.query("job")] == [4.0, 8.0, 1.0]
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == (
-        f"{path}: embedded store migrated from layout 0 to 2: job: 10 column(s) added from the documents (pool, "
-        "resource_name, walltime_s, cpus, memory, gpus, cpu_time_s, penalty_usage, cpu_only_usage, submitter), "
+        f"{path}: embedded store migrated from layout 0 to 2: job: 10 column(s) added from the documents (submitter, "
+        "cpus, memory, gpus, walltime_s, cpu_time_s, resource_name, pool, penalty_usage, cpu_only_usage), "
         "job: 4 unused index(es) dropped; a version column in job"
     )
     caplog.clear()
