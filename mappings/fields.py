@@ -17,7 +17,7 @@ with a ``<name>_iso`` twin (ISO-8601, a ``date``) that the record carries beside
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -152,9 +152,6 @@ class Kind:
         if unknown:
             raise ValueError(f"record kind {self.name!r}: dimensions {unknown} are not fields of role DIMENSION")
 
-    def __iter__(self) -> Iterator[Field]:
-        return iter(self.fields)
-
     def named(self, role: Role) -> tuple[str, ...]:
         """The names of the fields of ``role``, in declaration order."""
         return tuple(f.name for f in self.fields if role in f.role)
@@ -202,8 +199,6 @@ ENVELOPE = (
     Field("kind", KEYWORD, "", doc="The record's kind."),
     Field("probe", KEYWORD, "", doc="The probe that made the record (a Gratia record: its sender)."),
     Field("schema_version", INTEGER, "", doc="The record schema the probe wrote."),
-    Field(
-        "timestamp", DATE, "UTC", doc="The record's own time (ISO-8601), that of its DATES field: its index's month."
-    ),
+    Field("timestamp", DATE, "UTC", doc="The record's own time (ISO-8601): its time field's; its index's month."),
 )
 """The fields every record has besides its kind's (``collector.records``)."""

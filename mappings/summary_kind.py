@@ -30,7 +30,7 @@ SUMMARY = Kind(
     5,
     "fairacct summary records, one document per day, source kind (record_kind: job, allocation, slot, gratia; audit per submitter and site, gap per pool: the day's books balance) and dimensions (pool, site, resource_name, partition, user, group, project, phase; for gratia GRACC's: VOName, ReportableVOName, ProjectName, SiteName, ProbeName, ResourceType, Processors, GPUs, Grid, DN, CommonName, Host_description, Resource_ExitCode): daily sums computed in the store; monthly indices fairacct-summary-YYYY.MM by the record's own timestamp",
     (
-        Field("day", TIME, "UNIX s", ID | DATES, DOC, ""),
+        Field("day", TIME, "UNIX s", ID | DATES, DOC, "The day summed (its start)."),
         Field("record_kind", KEYWORD, "", ID | DIMENSION, TEXT, "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), gratia (Gratia job usage records); audit (the day's books: held against used core-hours per submitter and site), gap (the day's time no snapshot stands for, per pool)."),
         Field("pool", KEYWORD, "", ID | DIMENSION, DOC, "HTCondor pool the probe watched."),
         Field("site", KEYWORD, "", ID | DIMENSION, TEXT, "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),

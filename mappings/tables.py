@@ -49,7 +49,7 @@ def guide_text(kinds: Iterable[Kind]) -> str:
     """docs/records.md: the fields every record has, then a section per kind."""
     parts = [_INTRO, "\n", _HEAD, *(_row(f) for f in ENVELOPE)]
     for kind in kinds:
-        about = textwrap.fill(kind.description[0].upper() + kind.description[1:] + ".", 120)
+        about = textwrap.fill(f"The template's description: {kind.description}.", 120)
         parts += [f"\n## {kind.name}\n\n", about, f"\n\nIndex template version {kind.version}.\n\n"]
         parts.append(kind_table(kind))
     return "".join(parts)
