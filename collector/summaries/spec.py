@@ -1,5 +1,7 @@
 """What a ``summary`` record sums, per source kind, as data: the store computes it, the export and
-the report explain it from here.
+the report explain it from here. The data are the kinds' declarations (``mappings/``): a source
+kind is grouped by its ``DIMENSION`` fields, and summed by the ``summary`` fields whose ``sums``
+name it, whose units and meanings are the columns' (:data:`COLUMNS`).
 
 ==============  =====================================================  ==========================
 source kind     grouped by (besides the day)                           sums
