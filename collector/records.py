@@ -55,6 +55,8 @@ import orjson
 import pandas as pd
 
 from collector.encoded import Encoded
+from mappings.fields import COLUMN, TEXT
+from mappings.kinds import DECLARED
 
 __all__ = [
     "ACCEPTED_SCHEMA_VERSIONS",
@@ -115,45 +117,20 @@ class RecordKind:
         return tuple(dict.fromkeys(("timestamp", *self.labels, *self.measured)))
 
 
-SUMMARY_DIMENSIONS = ("pool", "site", "resource_name", "partition", "user", "group", "project", "phase")
+KINDS: dict[str, RecordKind] = {
+    name: RecordKind(
+        name, kind.id_fields, kind.time_field, kind.time_fields, kind.stored(TEXT),
+        tuple(n for n in kind.stored(COLUMN) if n not in kind.stored(TEXT)),
+    )
+    for name, kind in DECLARED.items()
+}  # fmt: skip
+"""The kinds, as their declarations (``mappings/``: :data:`mappings.kinds.DECLARED`) say: the id
+hashes a kind's ``ID`` fields, ``timestamp`` is its ``DATES`` field, the embedded store keeps its
+``TEXT`` fields as text columns (``labels``) and its ``COLUMN`` fields as plain ones (``measured``)."""
+
+SUMMARY_DIMENSIONS = KINDS["summary"].id_fields[2:]
 """What a ``summary`` record is a total over, besides its day and source kind (None where the
 source kind has no such field: slots have no user, jobs no partition)."""
-
-KINDS: dict[str, RecordKind] = {
-    k.name: k
-    for k in (
-        RecordKind(
-            "slot", ("pool", "name", "observed_at"), "observed_at",
-            ("observed_at", "glidein_to_retire", "glidein_to_die"), ("site", "partition"),
-            ("pool", "resource_name", "phase", "overhead_cu_hours", "fits_idle", "total_cpus", "interval_s"),
-        ),
-        RecordKind(
-            "allocation", ("pool", "name", "job_id", "observed_at"), "observed_at", ("observed_at",),
-            ("user", "group", "project"),
-            ("pool", "site", "partition", "cpus", "memory", "gpus", "interval_s",
-             "billed_cpus_hours", "billed_memory_hours", "billed_gpus_hours", "submitter", "resource_name"),
-        ),
-        RecordKind(
-            "job", ("job_id", "end"), "end", ("qdate", "start", "end"), ("user", "group", "project", "site"),
-            ("pool", "resource_name", "walltime_s", "cpus", "memory", "gpus", "cpu_time_s", "penalty_usage",
-             "cpu_only_usage", "submitter"),
-        ),
-        RecordKind("fairshare", ("policy", "type", "name", "window_start"), "window_start",
-                   ("window_start", "window_end"), ("type", "name")),
-        RecordKind("fairness", ("pool", "type", "name", "bucket_start"), "bucket_start",
-                   ("bucket_start", "bucket_end"), ("type", "name")),
-        RecordKind(
-            "gap", ("pool", "name", "start", "end"), "end", ("start", "end", "since", "observed_at"),
-            ("site", "reason"),
-            ("pool", "machine", "seconds", "cpus", "memory", "gpus", "running_cpus", "running_memory", "running_gpus"),
-        ),
-        RecordKind("priority", ("pool", "credential", "sync_at", "action"), "sync_at", ("sync_at",),
-                   ("submitter", "action")),
-        RecordKind("summary", ("day", "record_kind", *SUMMARY_DIMENSIONS), "day", ("day",),
-                   ("record_kind", "user", "project", "site")),
-        RecordKind("gratia", (), "EndTime", (), ("ProbeName", "SiteName", "ReportableVOName")),
-    )
-}  # fmt: skip
 
 
 PROBE_KINDS = tuple(k for k in KINDS if k not in ("summary", "gratia"))

@@ -5,7 +5,7 @@ A record that the collector answers "accepted" for must never fail later, in the
 delivery), in the outbox's serializer (a record nested a few hundred deep), or in the store
 (Elasticsearch refuses a keyword of more than 32,766 bytes, an integer past 64 bits, a field
 named like its metadata). So every field of every record is checked here, against the types
-the index templates of ``mappings/`` give each kind's fields:
+each kind's declaration in ``mappings/`` gives its fields (its index template's types):
 
 ===========  ==========================================================================
 type         a value the stores hold
@@ -39,7 +39,6 @@ takes (see the collector's benchmark, bench_collector.py in the source tree, for
 
 from __future__ import annotations
 
-import json
 import operator
 import re
 import reprlib
@@ -49,7 +48,8 @@ from functools import cache
 from typing import Any
 
 from collector.instants import CANONICAL, utc_second
-from mappings import DIRECTORY
+from mappings.kinds import DECLARED
+from mappings.templates import MAX_INDEX_FIELDS as TEMPLATE_FIELDS
 
 __all__ = [
     "MAX_FIELDS", "MAX_INDEX_FIELDS", "MAX_MAGNITUDE", "MAX_STRING_BYTES", "field_types", "is_iso_time",
@@ -64,7 +64,7 @@ MAX_FIELDS = 256
 probe's table has about forty (a hundred with a site's extra attributes); the index templates
 stop an index at :data:`MAX_INDEX_FIELDS`."""
 
-MAX_INDEX_FIELDS = 1000
+MAX_INDEX_FIELDS = TEMPLATE_FIELDS
 """Fields one index may map (``index.mapping.total_fields.limit`` in every template of
 ``mappings/``, Elasticsearch's default made explicit): the fields of records of many shapes
 add up in one monthly index, and a document that would map more is refused by the store (a
@@ -82,10 +82,9 @@ _SURE_FIT = MAX_STRING_BYTES // 4  # characters that fit in any UTF-8 encoding: 
 
 @cache
 def field_types(kind: str) -> Mapping[str, str]:
-    """The type of each field the index template of ``kind`` names (``mappings/<kind>.json``)."""
-    template = json.loads((DIRECTORY / f"{kind}.json").read_text())
-    properties = template["template"]["mappings"]["properties"]
-    return {name: spec.get("type", "object") for name, spec in properties.items()}
+    """The type of each field the index template of ``kind`` names, as its declaration says
+    (:meth:`mappings.fields.Kind.types`: what ``mappings/<kind>.json`` is made from)."""
+    return DECLARED[kind].types()
 
 
 def records_faults(kind: str, docs: Sequence[Mapping[str, Any]], *, max_fields: int = MAX_FIELDS) -> dict[int, str]:
@@ -139,7 +138,7 @@ def _dynamic_type(name: str) -> str | None:
 
 @cache
 def _types(kind: str) -> Mapping[str, str]:
-    return field_types(kind) if (DIRECTORY / f"{kind}.json").exists() else {}
+    return field_types(kind) if kind in DECLARED else {}
 
 
 _SCALARS = {

@@ -23,7 +23,7 @@ import pandas as pd
 from collector.awards import Award
 from collector.exports.table import Period, usage_table
 from collector.sinks.base import Aggregation, Sink, Total
-from collector.summaries.spec import HOUR
+from mappings.fields import HOUR
 
 __all__ = ["NO_VO", "Committee", "committee_tables", "vo_of"]
 

@@ -20,6 +20,12 @@ Layouts:
 2. every table has a ``version`` column (:data:`collector.records.VERSION`; none for the records
    stored before, which any copy replaces), and the store a ``lease`` table
    (:mod:`collector.sinks.sqlite_lease`).
+
+Which fields are columns is not a layout of its own: each kind's declaration (``mappings/``) says
+it (its ``TEXT`` and ``COLUMN`` fields), and a store of this layout that lacks a column a
+declaration names (a field declared since the file was written) gets it when it is opened,
+filled from the documents (:func:`bring_up_table`), in one write transaction and one log line,
+as a migration does. So adding a field to a kind is a line of its declaration, never a layout.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ def migrate(db: sqlite3.Connection, path: str) -> int:
     it had. Raises StoreError for a layout newer than this release knows."""
     found = _version(db, path)
     if found == LAYOUT_VERSION:
+        if _lacking(db):
+            _add_columns(db, path)
         return found
     if found > LAYOUT_VERSION:
         raise StoreError(_too_new(path, found))
@@ -93,6 +101,26 @@ def bring_up_table(db: sqlite3.Connection, kind: str) -> list[str]:
     if dropped:
         out.append(f"{kind}: {len(dropped)} unused index(es) dropped")
     return out
+
+
+def _lacking(db: sqlite3.Connection) -> list[str]:
+    """The kinds whose table lacks a column their declaration names."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    lacking = []
+    for kind in (k for k in KINDS if k in tables):
+        have = {row[1] for row in db.execute(f'PRAGMA table_info("{kind}")')}
+        if not {*KINDS[kind].labels, *KINDS[kind].measured} <= have:
+            lacking.append(kind)
+    return lacking
+
+
+def _add_columns(db: sqlite3.Connection, path: str) -> None:
+    with write_transaction(
+        db, path, f"cannot add the declared columns to the embedded store (layout {LAYOUT_VERSION})"
+    ):
+        done = [phrase for kind in _lacking(db) for phrase in bring_up_table(db, kind)]  # again: under the lock
+    if done:
+        _log.warning("%s: embedded store brought up to the declared columns: %s", path, "; ".join(done))
 
 
 def _to_1(db: sqlite3.Connection) -> str:

@@ -1,5 +1,7 @@
 """What a ``summary`` record sums, per source kind, as data: the store computes it, the export and
-the report explain it from here.
+the report explain it from here. The data are the kinds' declarations (``mappings/``): a source
+kind is grouped by its ``DIMENSION`` fields, and summed by the ``summary`` fields whose ``sums``
+name it, whose units and meanings are the columns' (:data:`COLUMNS`).
 
 ==============  =====================================================  ==========================
 source kind     grouped by (besides the day)                           sums
@@ -55,9 +57,11 @@ job records' sums: a site may report the same jobs both ways. From that query:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collector.sinks.base import Total
+from mappings.fields import ENVELOPE
+from mappings.kinds import DECLARED
 
 __all__ = [
     "AUDIT",
@@ -70,9 +74,6 @@ __all__ = [
     "Column",
     "Source",
 ]
-
-HOUR = 1.0 / 3600.0
-GIB_HOUR = 1.0 / (1024.0 * 3600.0)  # MiB-seconds -> GiB-hours
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,7 @@ class Column:
     help: str
 
 
-GRATIA_DIMENSIONS = (
-    "VOName", "ReportableVOName", "ProjectName", "SiteName", "ProbeName", "ResourceType", "Processors", "GPUs",
-    "Grid", "DN", "CommonName", "Host_description", "Resource_ExitCode",
-)  # fmt: skip
+GRATIA_DIMENSIONS = DECLARED["gratia"].group_by
 """What a summary of Gratia records is a total over, besides its day: GRACC's summary terms and ``GPUs``."""
 
 GRATIA_MISSING: tuple[tuple[str, object], ...] = (
@@ -113,65 +111,29 @@ GRATIA_MISSING: tuple[tuple[str, object], ...] = (
 )  # fmt: skip
 """GRACC's value of each summary term a record lacks (``unique_terms`` in gracc-request's summary_replayer.py)."""
 
-SOURCES: dict[str, Source] = {
-    s.kind: s
-    for s in (
-        Source(
-            "job",
-            ("pool", "site", "resource_name", "user", "group", "project", "submitter"),
-            (
-                Total("n_jobs"),
-                Total("walltime_hours", ("walltime_s",), HOUR),
-                Total("core_hours", ("cpus", "walltime_s"), HOUR),
-                Total("gpu_hours", ("gpus", "walltime_s"), HOUR),
-                Total("memory_gib_hours", ("memory", "walltime_s"), GIB_HOUR),
-                Total("cpu_hours", ("cpu_time_s",), HOUR),
-                Total("penalty_hours", ("penalty_usage",), HOUR),
-                Total("cpu_only_hours", ("cpu_only_usage",), HOUR),
-            ),
-        ),
-        Source(
-            "allocation",
-            ("pool", "site", "resource_name", "partition", "user", "group", "project", "submitter"),
-            (
-                Total("n_bills"),
-                Total("held_core_hours", ("cpus", "interval_s"), HOUR),
-                Total("held_memory_gib_hours", ("memory", "interval_s"), GIB_HOUR),
-                Total("held_gpu_hours", ("gpus", "interval_s"), HOUR),
-                Total("billed_core_hours", ("billed_cpus_hours",)),
-                Total("billed_memory_gib_hours", ("billed_memory_hours",), 1.0 / 1024.0),
-                Total("billed_gpu_hours", ("billed_gpus_hours",)),
-            ),
-        ),
-        Source(
-            "slot",
-            ("pool", "site", "resource_name", "partition", "phase"),
-            (
-                Total("n_slot_snapshots"),
-                Total("slot_core_hours", ("total_cpus", "interval_s"), HOUR),
-                Total("overhead_cu_hours", ("overhead_cu_hours",)),
-                Total("overhead_cu_hours_fitting_idle", ("overhead_cu_hours",), where="fits_idle"),
-            ),
-        ),
-        Source(
-            "gratia",
-            GRATIA_DIMENSIONS,
-            (
-                Total("Count"),
-                Total("Njobs", ("Njobs",), missing=1.0),
-                Total("WallHours", ("WallDuration",), HOUR, whole=True),  # GRACC's raw WallDuration: a long
-                Total("CoreHours", ("CoreHours",)),
-                Total("CpuHours", ("CpuDuration",), HOUR),
-                Total("CpuUserHours", ("CpuDuration_user",), HOUR),
-                Total("CpuSystemHours", ("CpuDuration_system",), HOUR),
-            ),
+
+def _source(kind: str) -> Source:
+    """The summaries of ``kind`` as the declarations say them: grouped by its ``DIMENSION``
+    fields, summed by the ``summary`` fields whose ``sums`` name it."""
+    sums = [(f.name, f.sums) for f in DECLARED["summary"].fields if f.sums is not None and f.sums.kind == kind]
+    totals = tuple(Total(name, s.fields, s.scale, s.where, s.missing, whole=s.whole) for name, s in sums)
+    source = Source(kind, DECLARED[kind].group_by, totals)
+    if kind == "gratia":  # GRACC's ways with its groups (see the module docstring)
+        source = replace(
+            source,
             requires=("EndTime",),
             missing=GRATIA_MISSING,
             integers=("Processors", "Resource_ExitCode"),
             fallbacks=(("ProjectName", "VOName", frozenset({"n/a", "unknown"})),),
-        ),
-    )
+        )
+    return source
+
+
+SOURCES: dict[str, Source] = {
+    kind: _source(kind) for kind in dict.fromkeys(f.sums.kind for f in DECLARED["summary"].fields if f.sums)
 }
+"""The summarized kinds, as their declarations (``mappings/``) say: each is grouped by its
+``DIMENSION`` fields, and summed by the ``summary`` fields whose ``sums`` name it."""
 
 AUDIT = "audit"
 """The kind ``summarize`` takes for the daily books balance (not a source: it writes two kinds)."""
@@ -182,142 +144,32 @@ AUDIT_DIMENSIONS: dict[str, tuple[str, ...]] = {"audit": ("site", "submitter"), 
 EXPORTED = ("job", "allocation", "slot")
 """The source kinds whose summaries the exports and the report read (fairacct's own records)."""
 
+_EXPORTED_ONLY = (
+    Column("period", "UTC", "The day (YYYY-MM-DD) or month (YYYY-MM) summed; the whole range when absent."),
+    Column(
+        "billed_over_held",
+        "ratio",
+        "Billed core-hours / held core-hours: the rate paid over what was held (1 = no shared idle cores).",
+    ),
+    Column(
+        "penalty_share",
+        "%",
+        "Share of the pool's penalty usage (in the same month or day when the rows are per month or day).",
+    ),
+    Column(
+        "cpu_only_share",
+        "%",
+        "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day).",
+    ),
+    Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
+)
+
 COLUMNS: dict[str, Column] = {
     c.name: c
     for c in (
-        Column("period", "UTC", "The day (YYYY-MM-DD) or month (YYYY-MM) summed; the whole range when absent."),
-        Column(
-            "record_kind",
-            "",
-            "The kind of record summed: job (completed jobs), allocation (bills of running jobs), slot (snapshots), "
-            "gratia (Gratia job usage records); audit (the day's books: held against used core-hours per "
-            "submitter and site), gap (the day's time no snapshot stands for, per pool).",
-        ),
-        Column("pool", "", "HTCondor pool the probe watched."),
-        Column("site", "", "Site of the job or slot (glideinWMS GLIDEIN_Site or the configured attribute)."),
-        Column("resource_name", "", "Resource (compute element or cluster) within the site."),
-        Column("partition", "", "Canonical-unit partition of the slot (e.g. cpu, gpu)."),
-        Column("user", "", "User the job was submitted for (AcctGroupUser, else Owner, or the configured attribute)."),
-        Column("group", "", "Accounting group of the job."),
-        Column("project", "", "Project (allocation) the job is charged to."),
-        Column("phase", "", "Pilot phase of the slot (glideinWMS: starting, running, retiring, ...)."),
-        Column(
-            "submitter",
-            "",
-            "Submitter the negotiator charged, as condor_userprio names it: group.user@uid_domain, or user@uid_domain.",
-        ),
-        Column("n_jobs", "jobs", "Completed jobs."),
-        Column("walltime_hours", "hours", "Wall-clock hours of the completed jobs."),
-        Column("core_hours", "core-hours", "Cores allocated x wall hours of the completed jobs."),
-        Column("gpu_hours", "GPU-hours", "GPUs allocated x wall hours of the completed jobs."),
-        Column("memory_gib_hours", "GiB-hours", "Memory allocated (GiB) x wall hours of the completed jobs."),
-        Column("cpu_hours", "hours", "CPU time used (user + system) of the completed jobs."),
-        Column(
-            "penalty_hours",
-            "PE-hours",
-            "Multi-resource penalty usage (Klusáček & Rudová 2015): processor equivalents x normalized wall hours,"
-            " where priced.",
-        ),
-        Column(
-            "cpu_only_hours",
-            "PE-hours",
-            "The same jobs counted by cores only (the metric the penalty replaces), where priced.",
-        ),
-        Column("n_bills", "snapshots", "Running-job snapshots billed (allocation records)."),
-        Column("held_core_hours", "core-hours", "Cores held by running jobs x hours between snapshots."),
-        Column("held_memory_gib_hours", "GiB-hours", "Memory held by running jobs (GiB) x hours between snapshots."),
-        Column("held_gpu_hours", "GPU-hours", "GPUs held by running jobs x hours between snapshots."),
-        Column(
-            "billed_core_hours",
-            "core-hours",
-            "Cores billed (held plus the node's shared idle cores, Andrijauskas et al. 2023) x hours.",
-        ),
-        Column(
-            "billed_memory_gib_hours", "GiB-hours", "Memory billed (held plus the node's shared idle memory) x hours."
-        ),
-        Column("billed_gpu_hours", "GPU-hours", "GPUs billed x hours."),
-        Column("n_slot_snapshots", "snapshots", "Slot snapshots summed."),
-        Column("slot_core_hours", "core-hours", "Cores of the slots x hours between snapshots (capacity watched)."),
-        Column(
-            "overhead_cu_hours",
-            "CU-hours",
-            "True overhead: canonical units idle in every resource at once x hours (Andrijauskas et al. 2023).",
-        ),
-        Column(
-            "overhead_cu_hours_fitting_idle",
-            "CU-hours",
-            "True overhead while some idle job would have fit in it (a scheduling loss).",
-        ),
-        Column(
-            "billed_over_held",
-            "ratio",
-            "Billed core-hours / held core-hours: the rate paid over what was held (1 = no shared idle cores).",
-        ),
-        Column(
-            "penalty_share",
-            "%",
-            "Share of the pool's penalty usage (in the same month or day when the rows are per month or day).",
-        ),
-        Column(
-            "cpu_only_share",
-            "%",
-            "Share of the pool's CPU-only usage (in the same month or day when the rows are per month or day).",
-        ),
-        Column("penalty_over_cpu_only", "ratio", "Penalty usage / CPU-only usage (> 1: pays more under the penalty)."),
-        Column(
-            "audit_held_core_hours",
-            "core-hours",
-            "Audit: cores held by running jobs (allocation records with a job) x hours, clipped to the day.",
-        ),
-        Column("audit_jobs", "jobs", "Audit: completed jobs that ran in the day (the bound counts their cores)."),
-        Column(
-            "audit_claimed_core_hours",
-            "core-hours",
-            "Audit: cores held by claims between two jobs (allocation records without a job) x hours; not compared.",
-        ),
-        Column(
-            "audit_used_core_hours",
-            "core-hours",
-            "Audit: cores x wall hours of the completed jobs, clipped to the day and to the time snapshots observed.",
-        ),
-        Column(
-            "audit_difference_core_hours",
-            "core-hours",
-            "Audit: held core-hours minus used core-hours.",
-        ),
-        Column(
-            "audit_bound_core_hours",
-            "core-hours",
-            "Audit: the sampling bound, cores x (longest snapshot interval + lag) summed over the jobs.",
-        ),
-        Column("audit_beyond", "", "Audit: the difference is beyond the sampling bound (a fault of the books)."),
-        Column("audit_interval_s", "seconds", "Audit: the longest snapshot interval of the day."),
-        Column("audit_lag_s", "seconds", "Audit: what the bound allows the pool at each end of a job."),
-        Column("n_gaps", "gaps", "Gaps: stretches of the day no snapshot of the pool stands for (probe down)."),
-        Column("gap_seconds", "seconds", "Gaps: their total length."),
-        Column("VOName", "", "Gratia: the virtual organization of the job (its VOMS FQAN when the probe sent one)."),
-        Column("ReportableVOName", "", "Gratia: the VO name as reported (the probe's mapping of VOName)."),
-        Column("ProjectName", "", "Gratia: the project the job is charged to (its VOName when none, N/A or unknown)."),
-        Column("SiteName", "", "Gratia: the site the probe reports for."),
-        Column("ProbeName", "", "Gratia: the probe that sent the record (type:host)."),
-        Column("ResourceType", "", "Gratia: Batch, Payload, BatchPilot, AWSVM, ..."),
-        Column("Processors", "cores", "Gratia: processors of the job (1 when the record has none, as GRACC)."),
-        Column("GPUs", "GPUs", "Gratia: GPUs of the job, where the probe sends them (0 otherwise, as GRACC)."),
-        Column("Grid", "", "Gratia: the grid (OSG, Local, ...)."),
-        Column("DN", "", "Gratia: the distinguished name of the job's credential."),
-        Column("CommonName", "", "Gratia: the common name of the job's credential."),
-        Column("Host_description", "", "Gratia: the description of the host the job ran on."),
-        Column("Resource_ExitCode", "", "Gratia: the job's exit code (0 when the record has none, as GRACC)."),
-        Column("Count", "records", "Gratia records summed (GRACC's Count: one per record, whatever its Njobs)."),
-        Column(
-            "Njobs",
-            "jobs",
-            "Gratia: jobs summed, each record's Njobs (an aggregated record counts several), 1 where it has none.",
-        ),
-        Column("WallHours", "hours", "Gratia: WallDuration summed, in hours."),
-        Column("CoreHours", "core-hours", "Gratia: WallDuration x Processors / 3600 (GRACC's CoreHours) summed."),
-        Column("CpuHours", "hours", "Gratia: CpuDuration (user + system) summed, in hours."),
-        Column("CpuUserHours", "hours", "Gratia: CpuDuration_user summed, in hours."),
-        Column("CpuSystemHours", "hours", "Gratia: CpuDuration_system summed, in hours."),
+        *_EXPORTED_ONLY,
+        *(Column(f.name, f.unit, f.doc) for f in DECLARED["summary"].fields if f not in ENVELOPE and f.name != "day"),
     )
 }
+"""The columns of summaries and exports, for people: the ``summary`` fields' units and meanings
+(their declaration, ``mappings/``) and the columns the exports compute from them."""

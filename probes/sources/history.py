@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mappings.kinds import DECLARED
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
@@ -92,12 +93,10 @@ vacated (evicted or held) after its last start, at ``LastVacateTime``, or else a
 written before these columns existed have none either and are audited as before (``start`` to
 ``end``)."""
 
-JOB_COLUMNS = (
-    "job_id", "schedd", "cluster", "proc", "submitter", "user", "group", "project", "queue", "qos",
-    *RESOURCES, "provisioned", "status", "exit_code", "qdate", "start", "end", "walltime_s", "cpu_time_s",
-    *RUN_COLUMNS, "host", "hosts", "site", "resource_name", "speed", "n_hosts", *VOMS_ATTRIBUTES, "source", "line",
-)  # fmt: skip
-"""The jobs table's columns; with ``JobReading.gratia``, :data:`~probes.sources.condor_ap.GRATIA_COLUMNS` too."""
+JOB_COLUMNS = (*DECLARED["job"].columns("history"), "source", "line")
+"""The jobs table's columns: the job record's fields its declaration says this table makes
+(``table="history"``, in its order: mappings/job_kinds.py), and the input's ``source`` and
+``line``; with ``JobReading.gratia``, :data:`~probes.sources.condor_ap.GRATIA_COLUMNS` too."""
 
 
 JOB_ADS = AdKind("Job", ("GlobalJobId",), "job ads (condor_history -long or -json, history files)")

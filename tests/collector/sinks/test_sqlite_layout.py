@@ -60,8 +60,8 @@ def test_a_store_of_the_earlier_layout_is_migrated_in_place_when_opened(
         assert store.count("job") == 3 and [d["cpus"] for d in store.query("job")] == [4.0, 8.0, 1.0]
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == (
-        f"{path}: embedded store migrated from layout 0 to 2: job: 10 column(s) added from the documents (pool, "
-        "resource_name, walltime_s, cpus, memory, gpus, cpu_time_s, penalty_usage, cpu_only_usage, submitter), "
+        f"{path}: embedded store migrated from layout 0 to 2: job: 10 column(s) added from the documents (submitter, "
+        "cpus, memory, gpus, walltime_s, cpu_time_s, resource_name, pool, penalty_usage, cpu_only_usage), "
         "job: 4 unused index(es) dropped; a version column in job"
     )
     caplog.clear()
@@ -122,3 +122,31 @@ def test_a_store_of_layout_1_gets_its_version_column_and_lease_table(
         assert [d["cpus"] for d in store.query("job")] == [16.0, 8.0]
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == f"{path}: embedded store migrated from layout 1 to 2: a version column in job"
+
+
+def test_a_store_of_this_layout_gets_a_column_declared_since_it_was_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 52 point 1: which fields are columns is the kinds' declarations' (mappings/), not a
+    layout: a store of layout 2 whose job table lacks a column its declaration names (as if the
+    field were declared a column after the file was written) gets it when opened, filled from the
+    documents, in one log line; the next open says nothing."""
+    path = tmp_path / "store.sqlite"
+    with EmbeddedStore(path) as store:
+        store.send("job", [job(1, 4.0, 3600.0), job(2, 8.0, 1800.0)])
+        store._db.execute("ALTER TABLE job DROP COLUMN walltime_s")
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path) as store:
+        assert store._db.execute("PRAGMA user_version").fetchone() == (2,)
+        # 4 x 3600 + 8 x 1800 core-seconds, from the column made from the documents
+        assert store._db.execute("SELECT sum(cpus * walltime_s) FROM job").fetchone() == (28800.0,)
+        store.send("job", [job(3, 1.0, 60.0)])
+        assert store._db.execute("SELECT walltime_s FROM job WHERE id = 'job-3'").fetchone() == (60.0,)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == (
+        f"{path}: embedded store brought up to the declared columns: job: 1 column(s) added from the documents "
+        "(walltime_s)"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fairacct.store"), EmbeddedStore(path):
+        pass
+    assert caplog.records == []
