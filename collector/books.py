@@ -75,6 +75,7 @@ __all__ = [
     "GAP_TOLERANCE_S",
     "gaps",
     "held_core_seconds",
+    "holes",
     "job_core_seconds",
     "observed_segments",
     "set_open_apart",
@@ -163,7 +164,9 @@ def held_core_seconds(
     return _sum_by_keys(both, ["core_s"], list(keys))
 
 
-def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
+def job_core_seconds(
+    parts: list[tuple[pd.DataFrame, float, float, bool, bool]], counts: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Core-seconds the completed jobs ran inside observed segments, by submitter and site, with
     their number, cores and runs.
 
@@ -173,7 +176,12 @@ def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]])
     ``jobs``, ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start
     and cpus x end of the wall time: ``ran_from`` and ``ran_to``, or ``start`` and ``end`` for a
     record without them), and optionally ``core_runs`` (sum of cpus x runs) and ``runs``
-    (without them: one run a job). A job counts ``cpus x (min(end, b) - max(start, a))``."""
+    (without them: one run a job). A job counts ``cpus x (min(end, b) - max(start, a))``.
+
+    ``counts``: ``submitter``, ``site``, ``jobs``, ``cores``, ``core_runs``, ``runs`` of the jobs
+    counted once however many segments they overlap (a run is one job's one run, on both sides
+    of a gap: :func:`collector.summaries.audit.submitter_audit` counts each at the first segment
+    its wall time overlaps); they replace the parts' counts, which count a job once a segment."""
     frames = []
     for rows, a, b, start_clipped, end_clipped in parts:
         _require(rows, ["submitter", "site", "jobs", "cores", "cores_start", "cores_end"], "job sums")
@@ -191,12 +199,37 @@ def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]])
                 runs=pd.to_numeric(rows["runs"]).astype(float) if "runs" in rows else jobs,
             )
         )
+    if counts is not None:
+        _require(counts, ["submitter", "site", *_COUNTS], "job counts")
+        frames = [f.assign(**dict.fromkeys(_COUNTS, 0.0)) for f in frames]
+        frames.append(
+            counts[["submitter", "site"]].assign(
+                pool=None, used_core_s=0.0, **{c: pd.to_numeric(counts[c]).astype(float) for c in _COUNTS}
+            )
+        )
     if not frames:
         return pd.DataFrame(columns=[*KEYS, *_USED])
     return _sum_by_keys(pd.concat(frames, ignore_index=True), list(_USED))
 
 
-_USED = ("used_core_s", "jobs", "cores", "core_runs", "runs")
+_COUNTS = ("jobs", "cores", "core_runs", "runs")
+_USED = ("used_core_s", *_COUNTS)
+
+
+def holes(segments: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The parts of ``[start, end)`` outside every observed segment (:func:`observed_segments`:
+    ``start``, ``end``, in order, disjoint): ``start``, ``end``. What the job records say ran
+    there is what the books could not check (the probe or the collector was down, or the
+    records of that time are lost)."""
+    rows: list[tuple[float, float]] = []
+    edge = start
+    for a, b in zip(segments["start"].to_numpy(np.float64), segments["end"].to_numpy(np.float64), strict=True):
+        if a > edge:
+            rows.append((edge, float(a)))
+        edge = max(edge, float(b))
+    if end > edge:
+        rows.append((edge, end))
+    return pd.DataFrame(rows, columns=["start", "end"], dtype=np.float64)
 
 
 def submitter_books(
@@ -208,6 +241,7 @@ def submitter_books(
     lag_s: float,
     late: pd.DataFrame | None = None,
     unplaced: pd.DataFrame | None = None,
+    unobserved: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
     ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
@@ -222,7 +256,12 @@ def submitter_books(
     after the window: the first sample that saw one may stand for time inside the window, so
     their cores count in the bound, though they ran none of it.
     ``unplaced``: ``submitter``, ``site``, ``core_s``: cpus x ``earlier_s`` of the jobs whose
-    earlier runs' span crosses an edge of an observed segment (their place is not known)."""
+    earlier runs' span crosses an edge of an observed segment (their place is not known).
+    ``unobserved``: ``submitter``, ``site``, ``used_core_s``, ``jobs``: what the job records say
+    ran in the window outside every observed segment (:func:`holes`; :func:`job_core_seconds`
+    over them), each job counted once: ``unobserved_core_hours`` and ``unobserved_jobs``, the
+    loss a gap may hide, at no more than what ran there (the jobs' ends inside a gap bound it).
+    Neither side of the books holds it, so it is named, not compared."""
     keys = ["submitter", "site"]
     used_cols = list(_USED)
     h = _sum_by_keys(held, ["core_s"], keys).rename(columns={"core_s": "held_core_s"})
@@ -235,14 +274,25 @@ def submitter_books(
     if unplaced is not None and len(unplaced):
         extra.append(unplaced[keys].assign(unplaced_core_s=pd.to_numeric(unplaced["core_s"]).astype(float)))
     u = _sum_by_keys(pd.concat(extra, ignore_index=True).fillna(0.0), [*used_cols, "unplaced_core_s"], keys)
+    lost = pd.DataFrame(columns=[*keys, "unobserved_core_s", "unobserved_jobs"])
+    if unobserved is not None and len(unobserved):
+        lost = _sum_by_keys(
+            unobserved[keys].assign(
+                unobserved_core_s=pd.to_numeric(unobserved["used_core_s"]).astype(float),
+                unobserved_jobs=pd.to_numeric(unobserved["jobs"]).astype(float),
+            ),
+            ["unobserved_core_s", "unobserved_jobs"],
+            keys,
+        )
     books = (
         _sentinel(h, keys)
         .merge(_sentinel(c, keys), on=keys, how="outer")
         .merge(_sentinel(u, keys), on=keys, how="outer")
+        .merge(_sentinel(lost, keys), on=keys, how="outer")
     )
     for k in keys:
         books[k] = books[k].astype(object).where(books[k] != _NONE, None)
-    for col in ("held_core_s", "claimed_core_s", *used_cols, "unplaced_core_s"):
+    for col in ("held_core_s", "claimed_core_s", *used_cols, "unplaced_core_s", "unobserved_core_s", "unobserved_jobs"):
         books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
     out = books[keys].copy()
     out["held_core_hours"] = books["held_core_s"] / 3600.0
@@ -253,6 +303,8 @@ def submitter_books(
     out["runs"] = books["runs"].astype(np.int64)
     out["bound_core_hours"] = (books["core_runs"] * (interval_s + lag_s) + books["unplaced_core_s"]) / 3600.0
     out["beyond"] = _beyond(out)
+    out["unobserved_core_hours"] = books["unobserved_core_s"] / 3600.0
+    out["unobserved_jobs"] = books["unobserved_jobs"].astype(np.int64)
     return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
 
 

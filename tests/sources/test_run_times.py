@@ -30,7 +30,9 @@ JobCurrentStartDate = 1796675926
 JobCurrentStartExecutingDate = 1796675926
 """
 # a 60 s run across the restart: the counters hold the 40 s after the reconnect, and a run
-RESTARTED = _COMMON.format(cluster=1, cpus=2) + """CompletionDate = 1796675986
+RESTARTED = (
+    _COMMON.format(cluster=1, cpus=2)
+    + """CompletionDate = 1796675986
 EnteredCurrentStatus = 1796675986
 RemoteWallClockTime = 40.0
 LastRemoteWallClockTime = 40.0
@@ -42,8 +44,11 @@ NumJobStarts = 0
 NumShadowStarts = 2
 NumJobReconnects = 1
 """
+)
 # a 21 s run that ended while the schedd was down: 1 s after the reconnect
-ENDED_WHILE_DOWN = _COMMON.format(cluster=2, cpus=1) + """CompletionDate = 1796675947
+ENDED_WHILE_DOWN = (
+    _COMMON.format(cluster=2, cpus=1)
+    + """CompletionDate = 1796675947
 EnteredCurrentStatus = 1796675947
 RemoteWallClockTime = 1.0
 LastRemoteWallClockTime = 1.0
@@ -54,8 +59,11 @@ NumJobStarts = 0
 NumShadowStarts = 2
 NumJobReconnects = 1
 """
+)
 # the same pool's job without a restart: evicted once (25 s, not committed), then ran 30 s
-EVICTED = _COMMON.format(cluster=3, cpus=1).replace("JobCurrentStartDate = 1796675926", "JobCurrentStartDate = 1796675960") + """CompletionDate = 1796675990
+EVICTED = _COMMON.format(cluster=3, cpus=1).replace(
+    "JobCurrentStartDate = 1796675926", "JobCurrentStartDate = 1796675960"
+) + """CompletionDate = 1796675990
 EnteredCurrentStatus = 1796675990
 RemoteWallClockTime = 55.0
 LastRemoteWallClockTime = 30.0
