@@ -59,6 +59,14 @@ where it applies, what the history does not say (where each earlier run lay). A 
 it is a fault of the books (a job billed that did not run or while it waited, a job that ran
 unbilled, records lost or doubled, jobs not yet in the history).
 
+**Each run once; the loss behind a gap.** A job whose wall time spans a gap overlaps several
+observed segments: its core-seconds are counted in each, but the job, its runs and its part of
+the bound once (a run is one job's one run, on both sides of a gap: :func:`job_core_seconds`'s
+``counts``). The gaps themselves (:func:`holes`) are measured like segments: what the job records
+say ran inside them, per submitter and site, is the loss a gap may hide (records lost, jobs a
+collector outage swallowed whole), named apart (``unobserved_core_hours``), never more than what
+ran there (a job counts only up to its end inside the gap).
+
 **Jobs still running.** The history holds a job once it has left the queue: the allocation
 records of a job that was still running at its pool's newest snapshot (and has no job record)
 are of a job the history cannot hold yet. Their core-hours are set apart as ``open_core_hours``

@@ -17,8 +17,10 @@ comes back is a row per snapshot (for the gaps) and per submitter and site:
   its last run ended: :mod:`collector.books`), asked for by ``ranges`` on those fields; a record
   written before them counts ``[start, end]`` (``ranges`` on ``start`` and the record's time):
   all records' sums less those of the records with ``ran_from``, as no store can ask for the
-  records that lack a field. With the jobs also the sum of cores x runs (the bound), and per
-  edge of an observed segment the cores x ``earlier_s`` of the jobs whose earlier runs it cuts.
+  records that lack a field. With the jobs also the sum of cores x runs (the bound), each job
+  once at the first segment it overlaps, and per edge of an observed segment the cores x
+  ``earlier_s`` of the jobs whose earlier runs it cuts; the same sums over the gaps of the window
+  name what ran there, per submitter and site.
 
 A day's books are written as summary records (:func:`audit_docs`): one ``audit`` record per
 submitter and site (``record_kind`` ``audit``) and one ``gap`` record per pool with gaps, keyed

@@ -126,4 +126,6 @@ def test_the_command_names_the_loss_behind_the_gaps(tmp_path: Path, capsys: pyte
     assert "3 submitter rows ran 0.3278 core-hours in the gaps, unchecked" in capsys.readouterr().out  # 1180 core-s
     assert main(["audit", "--config", str(cfg), *window, "--json"]) == 0
     rows = {r["submitter"]: r for r in json.loads(capsys.readouterr().out)["submitters"]}
-    assert rows["carol@pool"]["unobserved_jobs"] == 1 and rows["carol@pool"]["unobserved_core_hours"] == pytest.approx(100 / 3600)
+    assert rows["carol@pool"]["unobserved_jobs"] == 1 and rows["carol@pool"]["unobserved_core_hours"] == pytest.approx(
+        100 / 3600
+    )
