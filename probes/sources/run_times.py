@@ -87,7 +87,7 @@ def runs(attr: Callable[[str], np.ndarray], started: np.ndarray) -> np.ndarray:
     """The times a shadow started each job to run it: ``JobRunCount`` less its reconnects
     (``NumJobReconnects``), or ``NumJobStarts`` if more; 1 at least for a job that ``started``."""
     shadows = np.clip(_or(attr("JobRunCount"), 0.0) - _or(attr("NumJobReconnects"), 0.0), 0.0, None)
-    counted = np.fmax(_or(attr("NumJobStarts"), 0.0), shadows)
+    counted: np.ndarray = np.fmax(_or(attr("NumJobStarts"), 0.0), shadows)
     return np.where(started, np.fmax(counted, 1.0), counted)
 
 

@@ -25,7 +25,11 @@ from tests.htcondor_pool import HTCondorPool, own_pool
 from tests.sources.test_live_pool import pool_config
 
 #: user: (seconds, cores, jobs): the long jobs run across the restart, the short ones may end while it is down
-JOBS = {"long": (60, 2, 3), "short": (15, 1, 2)}
+JOBS = {"long": (90, 2, 3), "short": (15, 1, 2)}
+# HTCondor starts a run's clock (JobCurrentStartDate) when its shadow starts, the event log when
+# the job executes, a second or so later, both in whole seconds: a job's wall time is compared
+# within 3 % or this, whichever is more (3 % of the short jobs' 15 s is under a second)
+SECOND_S = 1.0
 _EVENT = re.compile(r"^(00[15]) \((\d+)\.(\d+)\.\d+\) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ", re.MULTILINE)
 
 
@@ -103,11 +107,13 @@ def test_a_schedd_restart_leaves_the_job_records_wall_time_and_runs_whole(restar
     assert any(w < 0.97 * walls[job] for job, (w, _, _) in reset.items()), report
     for job in jobs.itertuples():
         wall = walls[(int(job.cluster), int(job.proc))]
-        assert job.walltime_s == pytest.approx(wall, rel=0.03), report
-        assert job.ran_to - job.ran_from == pytest.approx(wall, rel=0.03), report
+        close = max(0.03 * wall, SECOND_S)
+        assert abs(job.walltime_s - wall) <= close and abs(job.ran_to - job.ran_from - wall) <= close, report
         assert job.runs == 1, report
-    # per cluster, the core-seconds the jobs ran: as the event log says, within 3 %
-    for _, cluster in jobs.groupby("cluster"):
-        logged = sum(walls[(int(c), int(p))] for c, p in zip(cluster["cluster"], cluster["proc"], strict=True))
-        cores = float(cluster["cpus"].iloc[0])
-        assert float((cluster["cpus"] * cluster["walltime_s"]).sum()) == pytest.approx(cores * logged, rel=0.03)
+    # per cluster of the long jobs, and over all, the core-seconds the jobs ran: within 3 %
+    cores = jobs["cpus"].astype(float)
+    logged = [walls[(int(c), int(p))] for c, p in zip(jobs["cluster"], jobs["proc"], strict=True)]
+    assert float((cores * jobs["walltime_s"]).sum()) == pytest.approx(float((cores * logged).sum()), rel=0.03)
+    long = (jobs["cluster"] == 1).to_numpy()
+    assert float((cores * jobs["walltime_s"])[long].sum()) == pytest.approx(2 * sum(w for (c, _), w in walls.items()
+                                                                                    if c == 1), rel=0.03)  # fmt: skip
