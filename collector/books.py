@@ -88,6 +88,7 @@ __all__ = [
     "observed_segments",
     "set_open_apart",
     "submitter_books",
+    "unobserved_only",
 ]
 
 GAP_TOLERANCE_S = 1.0
@@ -314,6 +315,17 @@ def submitter_books(
     out["unobserved_core_hours"] = books["unobserved_core_s"] / 3600.0
     out["unobserved_jobs"] = books["unobserved_jobs"].astype(np.int64)
     return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
+
+
+def unobserved_only(books: pd.DataFrame) -> pd.Series:
+    """The rows of the books (:func:`submitter_books`, maybe with ``open_core_hours``) that hold
+    nothing but what ran in the gaps: no job compared, nothing held, claimed, used, bounded or
+    set apart. ``fairacct audit`` shows them (the loss a gap hides); the daily summaries and the
+    report's table of compared rows leave them out and say the loss in words."""
+    values = ["held_core_hours", "claimed_core_hours", "used_core_hours", "bound_core_hours", "open_core_hours"]
+    held = books[[c for c in values if c in books]].astype(float).abs().sum(axis=1)
+    lost = books["unobserved_core_hours"] if "unobserved_core_hours" in books else pd.Series(0.0, index=books.index)
+    return (held == 0) & (books["jobs"] == 0) & (lost.astype(float) > 0)
 
 
 def _beyond(books: pd.DataFrame) -> pd.Series:

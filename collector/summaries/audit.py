@@ -45,6 +45,7 @@ from collector.books import (
     job_core_seconds,
     observed_segments,
     submitter_books,
+    unobserved_only,
 )
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
@@ -376,7 +377,7 @@ def audit_rows(books: SubmitterBooks, period: str) -> tuple[list[dict[str, Any]]
     observed (no probe wrote slot records for it) has no books to show: no rows."""
     if not books.snapshots:
         return [], []
-    subs = books.submitters
+    subs = books.submitters[~unobserved_only(books.submitters)]  # a loss in the gaps alone compares nothing
     audit = [
         {
             "period": period,

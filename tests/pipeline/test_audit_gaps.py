@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from collector.books import holes, job_core_seconds
+from collector.books import holes, job_core_seconds, unobserved_only
 from collector.records import table_docs
 from collector.sinks.sqlite import EmbeddedStore
 from probes.cli import main
@@ -129,3 +129,20 @@ def test_the_command_names_the_loss_behind_the_gaps(tmp_path: Path, capsys: pyte
     assert rows["carol@pool"]["unobserved_jobs"] == 1 and rows["carol@pool"]["unobserved_core_hours"] == pytest.approx(
         100 / 3600
     )
+
+
+def test_a_row_of_nothing_but_a_loss_in_the_gaps_is_told_apart() -> None:
+    books = pd.DataFrame(
+        {
+            "submitter": ["alice", "carol", "dave"],
+            "site": ["S", "S", "S"],
+            "held_core_hours": [1.0, 0.0, 0.0],
+            "claimed_core_hours": [0.0, 0.0, 0.0],
+            "used_core_hours": [1.0, 0.0, 0.0],
+            "bound_core_hours": [0.1, 0.0, 0.0],
+            "jobs": [3, 0, 0],
+            "unobserved_core_hours": [0.5, 0.25, 0.0],
+        }
+    )
+    # alice's rows compares jobs besides her loss; carol's holds her loss alone; dave's nothing at all
+    assert unobserved_only(books).tolist() == [False, True, False]
