@@ -59,6 +59,14 @@ where it applies, what the history does not say (where each earlier run lay). A 
 it is a fault of the books (a job billed that did not run or while it waited, a job that ran
 unbilled, records lost or doubled, jobs not yet in the history).
 
+**Each run once; the loss behind a gap.** A job whose wall time spans a gap overlaps several
+observed segments: its core-seconds are counted in each, but the job, its runs and its part of
+the bound once (a run is one job's one run, on both sides of a gap: :func:`job_core_seconds`'s
+``counts``). The gaps themselves (:func:`holes`) are measured like segments: what the job records
+say ran inside them, per submitter and site, is the loss a gap may hide (records lost, jobs a
+collector outage swallowed whole), named apart (``unobserved_core_hours``), never more than what
+ran there (a job counts only up to its end inside the gap).
+
 **Jobs still running.** The history holds a job once it has left the queue: the allocation
 records of a job that was still running at its pool's newest snapshot (and has no job record)
 are of a job the history cannot hold yet. Their core-hours are set apart as ``open_core_hours``
@@ -75,10 +83,12 @@ __all__ = [
     "GAP_TOLERANCE_S",
     "gaps",
     "held_core_seconds",
+    "holes",
     "job_core_seconds",
     "observed_segments",
     "set_open_apart",
     "submitter_books",
+    "unobserved_only",
 ]
 
 GAP_TOLERANCE_S = 1.0
@@ -163,7 +173,9 @@ def held_core_seconds(
     return _sum_by_keys(both, ["core_s"], list(keys))
 
 
-def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]]) -> pd.DataFrame:
+def job_core_seconds(
+    parts: list[tuple[pd.DataFrame, float, float, bool, bool]], counts: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Core-seconds the completed jobs ran inside observed segments, by submitter and site, with
     their number, cores and runs.
 
@@ -173,7 +185,12 @@ def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]])
     ``jobs``, ``cores`` (sum of cpus), ``cores_start`` and ``cores_end`` (sums of cpus x start
     and cpus x end of the wall time: ``ran_from`` and ``ran_to``, or ``start`` and ``end`` for a
     record without them), and optionally ``core_runs`` (sum of cpus x runs) and ``runs``
-    (without them: one run a job). A job counts ``cpus x (min(end, b) - max(start, a))``."""
+    (without them: one run a job). A job counts ``cpus x (min(end, b) - max(start, a))``.
+
+    ``counts``: ``submitter``, ``site``, ``jobs``, ``cores``, ``core_runs``, ``runs`` of the jobs
+    counted once however many segments they overlap (a run is one job's one run, on both sides
+    of a gap: :func:`collector.summaries.audit.submitter_audit` counts each at the first segment
+    its wall time overlaps); they replace the parts' counts, which count a job once a segment."""
     frames = []
     for rows, a, b, start_clipped, end_clipped in parts:
         _require(rows, ["submitter", "site", "jobs", "cores", "cores_start", "cores_end"], "job sums")
@@ -191,12 +208,37 @@ def job_core_seconds(parts: list[tuple[pd.DataFrame, float, float, bool, bool]])
                 runs=pd.to_numeric(rows["runs"]).astype(float) if "runs" in rows else jobs,
             )
         )
+    if counts is not None:
+        _require(counts, ["submitter", "site", *_COUNTS], "job counts")
+        frames = [f.assign(**dict.fromkeys(_COUNTS, 0.0)) for f in frames]
+        frames.append(
+            counts[["submitter", "site"]].assign(
+                pool=None, used_core_s=0.0, **{c: pd.to_numeric(counts[c]).astype(float) for c in _COUNTS}
+            )
+        )
     if not frames:
         return pd.DataFrame(columns=[*KEYS, *_USED])
     return _sum_by_keys(pd.concat(frames, ignore_index=True), list(_USED))
 
 
-_USED = ("used_core_s", "jobs", "cores", "core_runs", "runs")
+_COUNTS = ("jobs", "cores", "core_runs", "runs")
+_USED = ("used_core_s", *_COUNTS)
+
+
+def holes(segments: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The parts of ``[start, end)`` outside every observed segment (:func:`observed_segments`:
+    ``start``, ``end``, in order, disjoint): ``start``, ``end``. What the job records say ran
+    there is what the books could not check (the probe or the collector was down, or the
+    records of that time are lost)."""
+    rows: list[tuple[float, float]] = []
+    edge = start
+    for a, b in zip(segments["start"].to_numpy(np.float64), segments["end"].to_numpy(np.float64), strict=True):
+        if a > edge:
+            rows.append((edge, float(a)))
+        edge = max(edge, float(b))
+    if end > edge:
+        rows.append((edge, end))
+    return pd.DataFrame(rows, columns=["start", "end"], dtype=np.float64)
 
 
 def submitter_books(
@@ -208,6 +250,7 @@ def submitter_books(
     lag_s: float,
     late: pd.DataFrame | None = None,
     unplaced: pd.DataFrame | None = None,
+    unobserved: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per submitter and site: ``held_core_hours`` (allocation records with a job), the
     ``claimed_core_hours`` of claims between two jobs (records without one: not compared),
@@ -222,7 +265,12 @@ def submitter_books(
     after the window: the first sample that saw one may stand for time inside the window, so
     their cores count in the bound, though they ran none of it.
     ``unplaced``: ``submitter``, ``site``, ``core_s``: cpus x ``earlier_s`` of the jobs whose
-    earlier runs' span crosses an edge of an observed segment (their place is not known)."""
+    earlier runs' span crosses an edge of an observed segment (their place is not known).
+    ``unobserved``: ``submitter``, ``site``, ``used_core_s``, ``jobs``: what the job records say
+    ran in the window outside every observed segment (:func:`holes`; :func:`job_core_seconds`
+    over them), each job counted once: ``unobserved_core_hours`` and ``unobserved_jobs``, the
+    loss a gap may hide, at no more than what ran there (the jobs' ends inside a gap bound it).
+    Neither side of the books holds it, so it is named, not compared."""
     keys = ["submitter", "site"]
     used_cols = list(_USED)
     h = _sum_by_keys(held, ["core_s"], keys).rename(columns={"core_s": "held_core_s"})
@@ -235,14 +283,25 @@ def submitter_books(
     if unplaced is not None and len(unplaced):
         extra.append(unplaced[keys].assign(unplaced_core_s=pd.to_numeric(unplaced["core_s"]).astype(float)))
     u = _sum_by_keys(pd.concat(extra, ignore_index=True).fillna(0.0), [*used_cols, "unplaced_core_s"], keys)
+    lost = pd.DataFrame(columns=[*keys, "unobserved_core_s", "unobserved_jobs"])
+    if unobserved is not None and len(unobserved):
+        lost = _sum_by_keys(
+            unobserved[keys].assign(
+                unobserved_core_s=pd.to_numeric(unobserved["used_core_s"]).astype(float),
+                unobserved_jobs=pd.to_numeric(unobserved["jobs"]).astype(float),
+            ),
+            ["unobserved_core_s", "unobserved_jobs"],
+            keys,
+        )
     books = (
         _sentinel(h, keys)
         .merge(_sentinel(c, keys), on=keys, how="outer")
         .merge(_sentinel(u, keys), on=keys, how="outer")
+        .merge(_sentinel(lost, keys), on=keys, how="outer")
     )
     for k in keys:
         books[k] = books[k].astype(object).where(books[k] != _NONE, None)
-    for col in ("held_core_s", "claimed_core_s", *used_cols, "unplaced_core_s"):
+    for col in ("held_core_s", "claimed_core_s", *used_cols, "unplaced_core_s", "unobserved_core_s", "unobserved_jobs"):
         books[col] = pd.to_numeric(books[col]).astype(float).fillna(0.0)
     out = books[keys].copy()
     out["held_core_hours"] = books["held_core_s"] / 3600.0
@@ -253,7 +312,20 @@ def submitter_books(
     out["runs"] = books["runs"].astype(np.int64)
     out["bound_core_hours"] = (books["core_runs"] * (interval_s + lag_s) + books["unplaced_core_s"]) / 3600.0
     out["beyond"] = _beyond(out)
+    out["unobserved_core_hours"] = books["unobserved_core_s"] / 3600.0
+    out["unobserved_jobs"] = books["unobserved_jobs"].astype(np.int64)
     return out.sort_values(keys, na_position="first", key=_text_key).reset_index(drop=True)
+
+
+def unobserved_only(books: pd.DataFrame) -> pd.Series:
+    """The rows of the books (:func:`submitter_books`, maybe with ``open_core_hours``) that hold
+    nothing but what ran in the gaps: no job compared, nothing held, claimed, used, bounded or
+    set apart. ``fairacct audit`` shows them (the loss a gap hides); the daily summaries and the
+    report's table of compared rows leave them out and say the loss in words."""
+    values = ["held_core_hours", "claimed_core_hours", "used_core_hours", "bound_core_hours", "open_core_hours"]
+    held = books[[c for c in values if c in books]].astype(float).abs().sum(axis=1)
+    lost = books["unobserved_core_hours"] if "unobserved_core_hours" in books else pd.Series(0.0, index=books.index)
+    return (held == 0) & (books["jobs"] == 0) & (lost.astype(float) > 0)
 
 
 def _beyond(books: pd.DataFrame) -> pd.Series:

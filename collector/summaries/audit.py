@@ -17,8 +17,10 @@ comes back is a row per snapshot (for the gaps) and per submitter and site:
   its last run ended: :mod:`collector.books`), asked for by ``ranges`` on those fields; a record
   written before them counts ``[start, end]`` (``ranges`` on ``start`` and the record's time):
   all records' sums less those of the records with ``ran_from``, as no store can ask for the
-  records that lack a field. With the jobs also the sum of cores x runs (the bound), and per
-  edge of an observed segment the cores x ``earlier_s`` of the jobs whose earlier runs it cuts.
+  records that lack a field. With the jobs also the sum of cores x runs (the bound), each job
+  once at the first segment it overlaps, and per edge of an observed segment the cores x
+  ``earlier_s`` of the jobs whose earlier runs it cuts; the same sums over the gaps of the window
+  name what ran there, per submitter and site.
 
 A day's books are written as summary records (:func:`audit_docs`): one ``audit`` record per
 submitter and site (``record_kind`` ``audit``) and one ``gap`` record per pool with gaps, keyed
@@ -35,7 +37,16 @@ from typing import Any
 
 import pandas as pd
 
-from collector.books import KEYS, gaps, held_core_seconds, job_core_seconds, observed_segments, submitter_books
+from collector.books import (
+    KEYS,
+    gaps,
+    held_core_seconds,
+    holes,
+    job_core_seconds,
+    observed_segments,
+    submitter_books,
+    unobserved_only,
+)
 from collector.records import iso_utc
 from collector.sinks.base import Aggregation, Sink, Total
 
@@ -128,9 +139,8 @@ def submitter_audit(
     with_job, every = _held(sink, start, end, reach_s, ("job_id",)), _held(sink, start, end, reach_s, ())
 
     segments = observed_segments(snaps, start, end)
-    edges = zip(segments["start"].tolist(), segments["end"].tolist(), strict=True)
-    parts = [part for a, b in edges for part in _used_parts(sink, a, b, longest_s)]
-    used = job_core_seconds(parts)
+    used = _ran_in(sink, segments, longest_s)
+    unobserved = _ran_in(sink, holes(segments, start, end), longest_s) if len(snaps) else None
     late = None
     if interval > 0:  # with no snapshot, no sample after the window stands for time in it
         late = _sum(
@@ -144,7 +154,14 @@ def submitter_audit(
         interval_s=interval,
         lag_s=lag_s,
         submitters=submitter_books(
-            with_job, every, used, interval_s=interval, lag_s=lag_s, late=late, unplaced=_unplaced(sink, segments)
+            with_job,
+            every,
+            used,
+            interval_s=interval,
+            lag_s=lag_s,
+            late=late,
+            unplaced=_unplaced(sink, segments),
+            unobserved=unobserved,
         ),
         gaps=gaps(snaps[snaps["observed_at"].astype(float) - snaps["interval_s"].astype(float) < end], start, end),
         snapshots=len(snaps),
@@ -265,6 +282,41 @@ def _used_parts(
     return parts
 
 
+def _ran_in(sink: Sink, intervals: pd.DataFrame, longest_s: float | None) -> pd.DataFrame:
+    """What the job records say ran inside ``intervals`` (``start``, ``end``: in order,
+    disjoint), per submitter and site (:func:`collector.books.job_core_seconds`), each job's
+    runs counted once however many of them its wall time overlaps (:func:`_counted_once`)."""
+    spans = list(zip(intervals["start"].tolist(), intervals["end"].tolist(), strict=True))
+    parts = [part for a, b in spans for part in _used_parts(sink, a, b, longest_s)]
+    return job_core_seconds(parts, _counted_once(sink, spans, longest_s))
+
+
+def _counted_once(sink: Sink, spans: list[tuple[float, float]], longest_s: float | None) -> pd.DataFrame:
+    """``jobs``, ``cores``, ``core_runs`` and ``runs`` per submitter and site of the jobs whose
+    wall time overlaps one of ``spans`` (``[a, b)``, in order, disjoint), each job once: at the
+    first span it overlaps, the one its wall time starts before the end of, and after the end
+    of the span before (a job that overlaps spans k and k + 1 starts before the end of k). A
+    run is one job's one run on both sides of a gap, not one a segment."""
+    frames = []
+    previous: float | None = None
+    for a, b in spans:
+        starts = (previous, b)
+        ran = Aggregation(
+            "job", ("submitter", "site"), _RUN_TOTALS, None, _iso(a - _SETTLE_S), None,
+            ranges=(("ran_from", *starts), ("ran_to", a, None)),
+        )  # fmt: skip
+        exact = () if a.is_integer() else (("end", a, None),)
+        old_style = Aggregation(
+            "job", ("submitter", "site"), _JOB_TOTALS, None, _iso(math.floor(a)), _iso_or_none(_after(b, longest_s)),
+            ranges=(("start", *starts), *exact),
+        )  # fmt: skip
+        older = _less(_sum(sink, old_style), _sum(sink, dataclasses.replace(old_style, requires=("ran_from",))))
+        frames += [older.assign(core_runs=older["cores"], runs=older["jobs"]), _sum(sink, ran)]
+        previous = b
+    columns = ["submitter", "site", "jobs", "cores", "core_runs", "runs"]
+    return pd.concat([f[columns] for f in frames], ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
 def _less(rows: pd.DataFrame, minus: pd.DataFrame) -> pd.DataFrame:
     """``rows``' sums less ``minus``'s, per submitter and site (groups of ``rows`` only)."""
     keys = ["submitter", "site"]
@@ -325,7 +377,7 @@ def audit_rows(books: SubmitterBooks, period: str) -> tuple[list[dict[str, Any]]
     observed (no probe wrote slot records for it) has no books to show: no rows."""
     if not books.snapshots:
         return [], []
-    subs = books.submitters
+    subs = books.submitters[~unobserved_only(books.submitters)]  # a loss in the gaps alone compares nothing
     audit = [
         {
             "period": period,

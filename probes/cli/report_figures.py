@@ -5,11 +5,13 @@ The collector's report draws them beside its own (:class:`collector.report.Figur
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
 import pandas as pd
 
+from collector.books import unobserved_only
 from collector.exports import Period
 from collector.readable import duration, utc_time
 from collector.report import Figure
@@ -67,7 +69,9 @@ def audit_figure(report: AuditReport, history_jobs: int = 0) -> Figure:
     with the core-hours of the jobs still running set apart; and a verdict that says why: a fault,
     a balance, or a balance of nothing (no completed job ran in the observed time; ``history_jobs``:
     the job records of the period, wherever they ran)."""
-    books = report.submitters
+    lost = _lost_sentence(report)
+    books = report.submitters[~unobserved_only(report.submitters)].reset_index(drop=True)
+    report = dataclasses.replace(report, submitters=books)  # the rows compared; the loss in the gaps in words
     submitters, domain = _common_domain([s or "(none)" for s in books["submitter"]])
     names = [f"{s} @ {t or '(none)'}" for s, t in zip(submitters, books["site"], strict=True)]
     kinds = {"held": "held", "used": "used"} | ({"open": "running"} if "open_core_hours" in books else {})
@@ -87,7 +91,7 @@ def audit_figure(report: AuditReport, history_jobs: int = 0) -> Figure:
         f"snapshots observed; a difference beyond the sampling bound (cores x (longest snapshot interval "
         f"{duration(report.interval_s)} + {duration(report.lag_s)}) summed over the jobs) is a fault of the books. "
         f"Nodes out of balance (offered against unallocated plus allocated): {report.unbalanced} of "
-        f"{len(report.nodes)}. {_gaps_sentence(report)}",
+        f"{len(report.nodes)}. {_gaps_sentence(report)}{lost}",
     )  # fmt: skip
 
 
@@ -125,6 +129,19 @@ def _verdict(report: AuditReport, history_jobs: int) -> str:
             + (f": the history's {history_jobs} jobs of the period ran in the gaps." if history_jobs else ".")
         )
     return said
+
+
+def _lost_sentence(report: AuditReport) -> str:
+    """What the job records say ran in the gaps, per submitter and site: the loss a gap hides."""
+    if report.unobserved_core_hours <= 0:
+        return ""
+    rows = report.submitters[report.submitters["unobserved_core_hours"] > 0]
+    rows = rows.sort_values("unobserved_core_hours", ascending=False, kind="stable")
+    named = "; ".join(
+        f"{s or '(none)'} @ {t or '(none)'} {h:.4g} core-hours"
+        for s, t, h in zip(rows["submitter"][:10], rows["site"][:10], rows["unobserved_core_hours"][:10], strict=True)
+    ) + (f"; and {len(rows) - 10} more rows" if len(rows) > 10 else "")
+    return f" Ran in the gaps, unchecked (the job records' core-hours there, the largest first): {named}."
 
 
 def _gap_seconds(report: AuditReport) -> float:

@@ -59,6 +59,13 @@ class AuditReport:
         return int(self.submitters["beyond"].sum())
 
     @property
+    def unobserved_core_hours(self) -> float:
+        """Core-hours the job records say ran in the gaps (no snapshot stands for them): the
+        submitters' ``unobserved_core_hours``, what the books could not check."""
+        column = self.submitters.get("unobserved_core_hours")
+        return 0.0 if column is None else float(pd.to_numeric(column).sum())
+
+    @property
     def running_unbilled(self) -> float:
         """Core-hours running on nodes when they went unbilled (the sum of ``node_gaps``)."""
         return float(pd.to_numeric(self.node_gaps["running_core_hours"]).sum())

@@ -89,6 +89,7 @@ from probes.pipeline.priority import sync as priority_sync
 from probes.pipeline.reading import Reading
 from probes.service.flush_line import flush_line
 from probes.service.health import HealthServer, Metrics
+from probes.service.outages import SourceOutages
 from probes.service.signals import StopSignals
 from probes.sources import sandbox
 from probes.sources.bindings import Bindings
@@ -134,6 +135,7 @@ class ProbeService:
         self.metrics = Metrics(clock)
         self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
         self._failing: dict[str, str] = {}  # the error a job fails with now, said once
+        self._outages = SourceOutages()  # the sources each job finds down, said once
         self._failed_runs: dict[str, int] = {}
         self._idle = threading.Condition()
         self._stopping = threading.Event()
@@ -328,7 +330,7 @@ class ProbeService:
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.snapshot(outbox, now=self.clock())
         reading, step = ran.read, ran.step
-        self._problems(reading)
+        self._problems(reading, "snapshot")
         if reading.snapshot is None:  # the job exists only with slot sources
             raise SourceError("the snapshot found no slots in the sources")
         self._snapshot_done.set()
@@ -361,7 +363,7 @@ class ProbeService:
         with Outbox(self.outbox_path) as outbox:
             ran = self.cycle.history(outbox, now=self.clock())
         reading = ran.read
-        self._problems(reading)
+        self._problems(reading, "history")
         self._committed(ran.enqueued, ran.status)
         failed = len(reading.failures)
         jobs = reading.job_count or 0
@@ -463,8 +465,8 @@ class ProbeService:
             ", ".join(f"{n} {kind}" for kind, n in status.depth.items()) or "nothing",
         )
 
-    def _problems(self, reading: Reading) -> None:
-        """One log line and a metric per source that failed; malformed ads to the quarantine."""
+    def _problems(self, reading: Reading, job: str) -> None:
+        """A metric per failed source, logged once while down (:class:`SourceOutages`); malformed ads quarantined."""
         for source in reading.failures:
             self.metrics.source_failed(source)
         self.metrics.quarantined_ads({name: len(report.malformed) for name, report in reading.reports.items()})
@@ -476,8 +478,8 @@ class ProbeService:
                 len(incomplete_nodes(reading.snapshot)),
             )
         quarantine = self.config.probe.state_dir / "quarantine"
-        for line in problem_lines(reading.reports, reading.failures, quarantine, datetime.now(UTC)):
-            log.warning("%s", line)
+        problems = problem_lines(reading.reports, {}, quarantine, datetime.now(UTC))  # the sources' apart
+        self._outages.log(log, job, reading.failures, problems)
 
     def _await_snapshot(self) -> None:
         """With slot sources, the history waits for the first snapshot (up to ``pool.timeout_s``

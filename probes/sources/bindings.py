@@ -152,7 +152,18 @@ def _priority_answer(negotiator: htcondor2.Negotiator, rollup: bool) -> classad2
 
 
 def _serve(conn: multiprocessing.connection.Connection, condor_config: str, timeout_s: float, token_file: str) -> None:
-    """A worker's loop: configure once, then answer calls until the pipe closes."""
+    """A worker's loop: configure once, then answer calls until the pipe closes. A caller gone
+    while it answers (the probe killed during a flush) ends it quietly: no traceback of a broken
+    pipe in the probe's log for a process nobody waits for."""
+    try:
+        _answer_calls(conn, condor_config, timeout_s, token_file)
+    except (BrokenPipeError, ConnectionResetError):
+        return
+
+
+def _answer_calls(
+    conn: multiprocessing.connection.Connection, condor_config: str, timeout_s: float, token_file: str
+) -> None:
     try:
         configure(condor_config, timeout_s)
         security = security_context(token_file)

@@ -37,6 +37,7 @@ from probes.sources.impossible_jobs import impossible_jobs
 from probes.sources.inputs import FileRange
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
+from probes.sources.run_times import run_times
 from probes.sources.settings import JobReading
 
 __all__ = [
@@ -81,17 +82,19 @@ VOMS_ATTRIBUTES = {"vo": "x509UserProxyVOName", "fqan": "x509UserProxyFirstFQAN"
 
 RUN_COLUMNS = ("runs", "first_start", "earlier_s", "ran_from", "ran_to")
 """What the jobs table says of a job's runs, for the books (:mod:`collector.books`): ``runs``, the
-times a shadow started it (the larger of ``NumJobStarts`` and ``JobRunCount``: a start that fails
-before the job executes claims a slot too); ``first_start``, when it first started
-(``JobStartDate``); ``earlier_s``, the wall time of its runs before the last (``RemoteWallClockTime``
-minus ``LastRemoteWallClockTime``); and ``[ran_from, ran_to]``, its whole wall time laid end to end
-before its last run ended: ``ran_to`` = ``start`` + the last run's wall time, ``ran_from`` =
-``start`` - ``earlier_s``, so ``ran_to - ran_from`` = ``walltime_s``. Without
-``LastRemoteWallClockTime`` (HTCondor before 23), the last run ended at the completion, or, for a job
-vacated (evicted or held) after its last start, at ``LastVacateTime``, or else at its removal
-(``EnteredCurrentStatus``). A job that never started has none of them (``runs`` 0); records
-written before these columns existed have none either and are audited as before (``start`` to
-``end``)."""
+times a shadow started it to run it (``JobRunCount`` less ``NumJobReconnects``, or ``NumJobStarts``
+if more: a start that fails before the job executes claims a slot too; a schedd's reconnect is not
+a run); ``first_start``, when it first started (``JobStartDate``); ``earlier_s``, the wall time of
+its runs before the last; and ``[ran_from, ran_to]``, its whole wall time laid end to end before
+its last run ended: ``ran_to`` = ``start`` + the last run's wall time, ``ran_from`` = ``start`` -
+``earlier_s``, so ``ran_to - ran_from`` = ``walltime_s``. The run times are what the schedd says
+once the run has ended, not the counters a schedd restart resets (a completed job's last run is
+``CompletionDate - JobCurrentStartDate``, its whole wall time ``CommittedTime`` if more than
+``RemoteWallClockTime``): :mod:`probes.sources.run_times`. Without ``LastRemoteWallClockTime``
+(HTCondor before 23), the last run of a job not completed ended at the vacate that followed its
+last start (evicted or held), or else at its removal (``EnteredCurrentStatus``). A job that never
+started has none of them (``runs`` 0); records written before these columns existed have none
+either and are audited as before (``start`` to ``end``)."""
 
 JOB_COLUMNS = (*DECLARED["job"].columns("history"), "source", "line")
 """The jobs table's columns: the job record's fields its declaration says this table makes
@@ -116,6 +119,7 @@ def job_attrs(reading: JobReading) -> list[Attr]:
         Attr("RemoteSysCpu", n, limits=AMOUNT),
         Attr("NumJobStarts", n, limits=AMOUNT), Attr("JobRunCount", n, limits=AMOUNT),
         Attr("LastRemoteWallClockTime", n, limits=AMOUNT), Attr("LastVacateTime", n, limits=INSTANT),
+        Attr("CommittedTime", n, limits=AMOUNT), Attr("NumJobReconnects", n, limits=AMOUNT),
         Attr("LastRemoteHost", s), Attr("MaxHosts", n, limits=AMOUNT), *fallbacks(_NODE_LISTS, s),
         *(Attr(a, s) for a in VOMS_ATTRIBUTES.values()),
         # who is billed, credentials and site: the first attribute present wins, the others are not read
@@ -390,9 +394,10 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     end[~(end > 0)] = ads["EnteredCurrentStatus"][~(end > 0)]  # removed jobs have CompletionDate 0
     columns["start"] = np.where(start > 0, start, np.nan)
     columns["end"] = end
-    columns["walltime_s"] = _or(ads["RemoteWallClockTime"], 0.0)
+    times = run_times(ads.__getitem__, columns["start"], end)  # what a schedd restart did not reset
+    columns["walltime_s"] = times.pop("walltime_s")
     columns["cpu_time_s"] = _or(ads["RemoteUserCpu"], 0.0) + _or(ads["RemoteSysCpu"], 0.0)
-    columns.update(_runs(ads, columns["start"], end))
+    columns.update(times)
     columns["host"] = ads["LastRemoteHost"]
     columns["hosts"] = ads.first([*_NODE_LISTS, "LastRemoteHost"])  # comma-separated slot names
     columns["site"] = ads.first(reading.site_attributes, reading.site_default)
@@ -409,31 +414,6 @@ def job_columns(ads: AdColumns, reading: JobReading) -> dict[str, np.ndarray]:
     for extra in reading.extra_attributes:
         columns[extra] = ads[extra]
     return columns
-
-
-def _runs(ads: AdColumns, start: np.ndarray, end: np.ndarray) -> dict[str, np.ndarray]:
-    """The :data:`RUN_COLUMNS` of ``ads``, whose last run started at ``start`` (NaN: never
-    started) and whose record ends at ``end`` (completion or removal), UNIX seconds."""
-    started = ~np.isnan(start)
-    runs = np.fmax(_or(ads["NumJobStarts"], 0.0), _or(ads["JobRunCount"], 0.0))
-    runs = np.where(started, np.fmax(runs, 1.0), runs)  # a job with a start ran once at least
-    wall = _or(ads["RemoteWallClockTime"], 0.0)
-    last = ads["LastRemoteWallClockTime"]
-    completed = ads["JobStatus"] == 4
-    vacated = ads["LastVacateTime"]
-    # without LastRemoteWallClockTime: the last run ended at the completion, at the vacate that
-    # followed its start (held or evicted, not run again), or at the removal of a running job
-    ended = np.where(~completed & (vacated >= start), vacated, end)
-    last = np.where(np.isnan(last), np.clip(ended - start, 0.0, None), last)
-    earlier = np.clip(wall - last, 0.0, None)
-    first = ads["JobStartDate"]
-    return {
-        "runs": runs,
-        "first_start": np.where(started, np.fmin(np.where(first > 0, first, start), start), np.nan),
-        "earlier_s": np.where(started, earlier, np.nan),
-        "ran_from": start - earlier,
-        "ran_to": start + last,
-    }
 
 
 def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -35,6 +35,7 @@ from tests.conftest import SHARED
 from tests.htcondor_pool import HTCondorPool, own_pool
 
 CADENCE_S = 2.0
+WAIT_S = 400.0  # what the pool's steps may take on a machine loaded by other tests (120 s timed out at a load of 8)
 LAG_S = 2.0  # the audit's default (collector.summaries.audit.DEFAULT_LAG_S)
 CPU = 'regexp("glidein_cpu", TARGET.Name)'
 GPU = 'regexp("glidein_gpu", TARGET.Name)'
@@ -109,7 +110,9 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
                 user,
             )
         running = {u: n for u, (_, _, _, n, _) in JOBS.items() if u != "failed"}
-        pool.wait_for("the jobs running", lambda: all(statuses(pool, u).count(2) == n for u, n in running.items()))
+        pool.wait_for(
+            "the jobs running", lambda: all(statuses(pool, u).count(2) == n for u, n in running.items()), WAIT_S
+        )
         time.sleep(12.0)  # each has run some samples: a first run the books before would miss
         # for this test only: a later test's subprocess must not inherit a pool removed by then
         monkeypatch.setenv("CONDOR_CONFIG", str(pool.condor_config))
@@ -117,20 +120,22 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
         htcondor2.Schedd().act(htcondor2.JobAction.Vacate, 'AcctGroupUser == "evict"')
         pool.tool("condor_hold", "-const", 'AcctGroupUser == "holdrel" || AcctGroupUser == "holdrm"')
         daemon(pool, "condor_off", "-fast", "-daemon", "STARTD")
-        pool.wait_for("the startd's jobs evicted", lambda: 2 not in statuses(pool, "startd"))
-        pool.wait_for("the jobs held", lambda: statuses(pool, "holdrel") == statuses(pool, "holdrm") == [5])
+        pool.wait_for("the startd's jobs evicted", lambda: 2 not in statuses(pool, "startd"), WAIT_S)
+        pool.wait_for("the jobs held", lambda: statuses(pool, "holdrel") == statuses(pool, "holdrm") == [5], WAIT_S)
         time.sleep(8.0)
         pool.tool("condor_release", "-const", 'AcctGroupUser == "holdrel"')
         daemon(pool, "condor_on", "-daemon", "STARTD")
-        pool.wait_for("the startd's jobs running again", lambda: statuses(pool, "startd").count(2) == 2)
+        pool.wait_for("the startd's jobs running again", lambda: statuses(pool, "startd").count(2) == 2, WAIT_S)
         time.sleep(6.0)
         daemon(pool, "condor_off", "-graceful", "-daemon", "STARTD")
-        pool.wait_for("the startd's jobs evicted again", lambda: 2 not in statuses(pool, "startd"))
+        pool.wait_for("the startd's jobs evicted again", lambda: 2 not in statuses(pool, "startd"), WAIT_S)
         pool.tool("condor_rm", "-const", 'AcctGroupUser == "holdrm"')  # held some 20 s
         daemon(pool, "condor_on", "-daemon", "STARTD")
-        pool.wait_for("the failed start held", lambda: statuses(pool, "failed") == [5])
+        pool.wait_for("the failed start held", lambda: statuses(pool, "failed") == [5], WAIT_S)
         pool.tool("condor_rm", "-const", 'AcctGroupUser == "failed"')
-        pool.wait_for("an empty queue", lambda: not pool.tool("condor_q", "-allusers", "-af", "ClusterId").split(), 180)
+        pool.wait_for(
+            "an empty queue", lambda: not pool.tool("condor_q", "-allusers", "-af", "ClusterId").split(), WAIT_S
+        )
         end = float(math.floor(time.time()))
         time.sleep(1.0)
     finally:
@@ -159,10 +164,15 @@ def test_every_run_balances_through_evictions_holds_and_failed_starts(
         row, jobs = rows[user], history[user]
         assert row["jobs"] == len(jobs) == n, (user, report)
         assert row["runs"] == sum(max(s, r, 1) for _, _, s, r, *_ in jobs), (user, report, jobs)
-        # used: every run, as condor_history says (all jobs ran inside the window, no gap)
+        # used: every run, as condor_history says (all jobs ran inside the window), what ran in the
+        # gaps a loaded machine leaves (late snapshots) named apart
         used = sum(c * w for c, w, *_ in jobs) / 3600
-        assert row["used_core_hours"] == pytest.approx(used, abs=1e-9), (user, report)
-        assert row["bound_core_hours"] == pytest.approx(cores * row["runs"] * (d + LAG_S) / 3600), (user, report)
+        assert row["used_core_hours"] + row["unobserved_core_hours"] == pytest.approx(used, abs=1e-9), (user, report)
+        sampling = cores * row["runs"] * (d + LAG_S) / 3600
+        if doc["gaps"]:  # a gap's edge inside an evicted job's earlier runs adds them to its bound
+            assert row["bound_core_hours"] >= sampling - 1e-12, (user, report)
+        else:
+            assert row["unobserved_core_hours"] == 0 and row["bound_core_hours"] == pytest.approx(sampling), report
         held = row["held_core_hours"]
         if user == "failed":  # its claim is billed after its run ended (see below): not ours to count
             (ran_to,) = [began + w for _, w, _, _, _, _, began in jobs]

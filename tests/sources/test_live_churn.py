@@ -395,7 +395,7 @@ def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
             queued = pool.tool("condor_q", "-allusers", "-af", "ClusterId").split()
             if time.monotonic() - begun >= AUDIT_SUBMIT_S and not queued:
                 break
-            assert time.monotonic() - begun < 120, "the audit's jobs did not finish within 120 s"
+            assert time.monotonic() - begun < 400, "the audit's jobs did not finish within 400 s"  # a loaded machine
             time.sleep(max(0.0, AUDIT_CADENCE_S - (time.monotonic() - tick)))
         end = float(math.floor(time.time()))
         time.sleep(1.0)
@@ -415,7 +415,10 @@ def test_the_books_of_a_churning_pool_balance_within_the_sampling_bound(
     assert set(rows) == {"group_audit.alice", "group_audit.bob"}, report
     for user in ("alice", "bob"):
         row = rows[f"group_audit.{user}"]
-        assert row["jobs"] == submitted[user], report
+        # each job once, however many gaps a loaded machine leaves across it (issue 51: 29 jobs for 16);
+        # a job that ran inside a gap only is not compared, but named there (unobserved_jobs)
+        assert row["jobs"] <= submitted[user] <= row["jobs"] + row["unobserved_jobs"], report
+        assert row["jobs"] == submitted[user] or doc["gaps"], report
         assert row["held_core_hours"] > 0 and row["used_core_hours"] > 0, report
         # a late snapshot on a loaded machine is a gap the audit names: held may lack what ran unbilled there
         difference = row["difference_core_hours"]

@@ -7,8 +7,10 @@ unbilled in a node gap), "gaps": [{"pool", "start", "end", "seconds"}], "node_ga
 "site", "name", "reason" (missing, unheard, unobserved), "gaps", "seconds", "core_hours",
 "running_core_hours"}], "submitters": [{"submitter", "site", "held_core_hours",
 "claimed_core_hours", "used_core_hours", "difference_core_hours", "bound_core_hours", "jobs",
-"runs", "beyond"}], "nodes": [{"pool", "site", "name", "partition", "snapshots", "offered_cu_hours",
-"overhead_cu_hours", "allocated_cu_hours", "difference_cu_hours", "orphan", "balanced"}]}``;
+"runs", "beyond", "unobserved_core_hours", "unobserved_jobs" (what the job records say ran in the
+gaps: the loss a gap may hide, each job once)}], "nodes": [{"pool", "site", "name", "partition",
+"snapshots", "offered_cu_hours", "overhead_cu_hours", "allocated_cu_hours", "difference_cu_hours",
+"orphan", "balanced"}]}``;
 keys are added, never renamed or removed.
 """
 
@@ -35,7 +37,7 @@ HELP = "the books balance: allocation records against completed jobs, node books
 NODES_SHOWN = 20  # nodes in the table, those out of balance first (--limit); --json has them all
 _SUBMITTER_VIEW = (
     "submitter", "site", "jobs", "runs", "held_core_hours", "used_core_hours", "difference_core_hours",
-    "bound_core_hours", "claimed_core_hours", "beyond",
+    "bound_core_hours", "claimed_core_hours", "beyond", "unobserved_jobs", "unobserved_core_hours",
 )  # fmt: skip
 _GAP_VIEW = ("pool", "start", "end", "seconds")
 _NODE_GAP_VIEW = ("pool", "name", "reason", "gaps", "seconds", "core_hours", "running_core_hours")
@@ -123,6 +125,12 @@ def audit_sections(report: AuditReport, *, limit: int | None = NODES_SHOWN) -> l
         f"{report.node_gaps['name'].nunique()} nodes unbilled for a while, {report.running_unbilled:.4f} "
         "running core-hours"
     )
+    if report.unobserved_core_hours > 0:  # a loss a gap hides, named per submitter
+        lost = report.submitters[report.submitters["unobserved_core_hours"] > 0]
+        verdict += (
+            f"\n{len(lost)} submitter rows ran {report.unobserved_core_hours:.4f} core-hours in the gaps, "
+            "unchecked (unobserved_core_hours)"
+        )
     head = (
         f"{start} to {end}: snapshots every {report.interval_s:g} s at most, bound = cores x "
         f"({report.interval_s:g} + {report.lag_s:g}) s per job\n{verdict}"
