@@ -26,7 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="starved at or below this fraction of an equal share (default: fairness.fraction)",
     )
-    parser.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
+    parser.add_argument(
+        "--store-records",
+        action="store_true",
+        help="also store the fairness records, delivered as `probe once` delivers",
+    )
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:

@@ -1,6 +1,7 @@
 """``fairacct probe once|run|checkpoints``: the probe.
 
-``probe once`` runs one cycle into the store and prints what it found; ``probe run`` is the
+``probe once`` runs one cycle into the store (each of the cycle's configured jobs once, the
+priority sync and the summaries included) and prints what it found; ``probe run`` is the
 service (APScheduler) until a signal; ``probe checkpoints`` lists where the probe has read each
 history up to, and sets one back; ``probe from-condor-ap`` takes over GRACC's records from
 condor-ap at its exact cutoff (:mod:`probes.sources.handoff`).
@@ -56,7 +57,8 @@ HELP = "run the probe"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = add_actions(parser)
-    add_options(action("once", help="run one cycle into the store and print what it found"), *ALL_SOURCES)
+    once = "run one cycle into the store (each configured job once: the summaries, the priority sync too), print it"
+    add_options(action("once", help=once), *ALL_SOURCES)
     service = add_options(
         action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"),
         *ALL_SOURCES,
