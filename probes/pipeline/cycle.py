@@ -35,8 +35,8 @@ job                    every (the service)                     runs
 ``summaries_nightly``  a day                                   the last ``summaries.nightly_days`` days
 =====================  ======================================  ======================================
 
-(the summaries only when their days are not 0 and the store is not a collector, which summarizes
-its own). ``probe once`` is :meth:`~ProbeCycle.once`: each job once, in that order, each its own
+(the summaries only when their days are not 0 and the store is not a fairacct collector, which
+summarizes its own, nor a Gratia collector: GRACC sums what it is sent). ``probe once`` is :meth:`~ProbeCycle.once`: each job once, in that order, each its own
 transaction as in the service, the summaries only once nothing waits in the outbox; the service
 (:mod:`probes.service.scheduler`) only schedules them and reports health. A crash anywhere
 leaves either the old checkpoints or the records waiting in the outbox, and record ids make
@@ -362,12 +362,13 @@ class ProbeCycle:
             ("summaries_nightly", config.summaries.nightly_days, 86400.0),
         ):
             jobs.append(Job(name, every, _summaries_run(self.lane, days, self.probe)))
+        summed = config.store.kind not in ("collector", "gratia")  # a collector sums its store, GRACC its own
         configured = {
             "snapshot": self.sources.slots,
             "history": self.sources.jobs,
             "priority": config.priority.sync,
-            "summaries": bool(config.summaries.recent_days) and config.store.kind != "collector",
-            "summaries_nightly": bool(config.summaries.nightly_days) and config.store.kind != "collector",
+            "summaries": bool(config.summaries.recent_days) and summed,
+            "summaries_nightly": bool(config.summaries.nightly_days) and summed,
         }
         return {job.name: job for job in jobs if configured.get(job.name, True)}
 
