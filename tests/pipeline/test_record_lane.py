@@ -25,7 +25,6 @@ from collector.sinks.sqlite import EmbeddedStore
 from probes.cli import main
 from probes.config import ProbeConfig, parse_config
 from probes.pipeline.cycle import ProbeCycle
-from probes.pipeline.verdict import judge
 from probes.service.scheduler import ProbeService
 from probes.sources.checkpoints import LEDGER_KEY
 from tests.htcondor_pool import free_port
@@ -258,6 +257,7 @@ def test_the_verdicts_exit_statuses_are_the_commands(tmp_path: Path) -> None:
     """The verdict's statuses are the command line's exit codes: 0, 1 refused for good, 3 queued."""
     from probes.cli.common import EXIT_FAILED, EXIT_OK, EXIT_QUEUED
     from probes.pipeline import verdict
+    from probes.pipeline.verdict import judge
 
     assert (verdict.DELIVERED, verdict.FAILED, verdict.PARTLY) == (EXIT_OK, EXIT_FAILED, EXIT_QUEUED)
     config = parse_config({"probe": {"state_dir": str(tmp_path)}})
