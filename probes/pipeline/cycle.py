@@ -36,8 +36,9 @@ job                    every (the service)                     runs
 =====================  ======================================  ======================================
 
 (the summaries only when their days are not 0 and the store is not a fairacct collector, which
-summarizes its own, nor a Gratia collector: GRACC sums what it is sent). ``probe once`` is :meth:`~ProbeCycle.once`: each job once, in that order, each its own
-transaction as in the service, the summaries only once nothing waits in the outbox; the service
+summarizes its own, nor a Gratia collector: GRACC sums what it is sent). ``probe once`` is
+:meth:`~ProbeCycle.once`: each job once, in that order, each its own transaction as in the
+service, the summaries only once nothing waits in the outbox; the service
 (:mod:`probes.service.scheduler`) only schedules them and reports health. A crash anywhere
 leaves either the old checkpoints or the records waiting in the outbox, and record ids make
 re-sending harmless; a store that cannot be reached costs only the sending.
