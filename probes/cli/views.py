@@ -17,7 +17,7 @@ import pandas as pd
 from collector.outbox import OutboxStatus
 from collector.records import iso_utc
 from probes.accounting import RESOURCES, CanonicalUnit
-from probes.pipeline.cycle import Delivery
+from probes.pipeline.lane import Delivery
 from probes.pipeline.overhead import OverheadReport
 from probes.pipeline.reading import Reading
 from probes.sources.frames import stack

@@ -14,20 +14,34 @@ step                   what it makes
 =====================  ===========================================================================
 
 Each step takes a :class:`~probes.pipeline.reading.Reading` (or only the checkpoints) and
-returns a :class:`Batch`: records and the checkpoints to commit with them. :func:`commit` puts
-batches in one outbox transaction; what reads the checkpoints it changes (the fairshare
-ledger) is computed there, from the checkpoints as the transaction sees them. :func:`deliver`
-then sends the outbox to the store and says what became of it (:class:`Delivery`).
+returns a :class:`~probes.pipeline.lane.Batch`: records and the checkpoints to commit with them,
+in one outbox transaction through the :class:`~probes.pipeline.lane.RecordLane` (what reads the
+checkpoints it changes, the fairshare ledger, is computed there, from the checkpoints as the
+transaction sees them), which then delivers the outbox to the store.
 
 A :class:`ProbeCycle` holds what lives from one job to the next (the sources, the latest
-snapshot whose machines price the jobs, whether the store's templates were checked) and runs
-each job as read, step, commit: :meth:`~ProbeCycle.snapshot`, :meth:`~ProbeCycle.history`,
-:meth:`~ProbeCycle.fairshare`, then :meth:`~ProbeCycle.deliver`. ``probe once`` is
-:meth:`~ProbeCycle.once`: the same jobs in that order, each its own transaction as in the
-service; the service (:mod:`probes.service.scheduler`) only schedules them, holds the state
-directory, and reports health. A crash anywhere leaves either the old checkpoints or the
-records waiting in the outbox, and record ids make re-sending harmless; a store that cannot be
-reached costs only the sending.
+snapshot whose machines price the jobs, the lane with its templates' state, the priority sync's
+bindings) and its configuration's jobs (:attr:`ProbeCycle.jobs`, :class:`~probes.pipeline.jobs.Job`):
+
+=====================  ======================================  ======================================
+job                    every (the service)                     runs
+=====================  ======================================  ======================================
+``snapshot``           ``pool.interval_s``                     :meth:`~ProbeCycle.snapshot` (slot sources)
+``history``            ``probe.history_every_s``               :meth:`~ProbeCycle.history` (job sources)
+``fairshare``          ``fairshare.interval_s``                :meth:`~ProbeCycle.fairshare`
+``priority``           ``priority.every_s``                    the priority sync (``priority.sync``)
+``flush``              ``probe.flush_every_s``                 the delivery (:meth:`RecordLane.deliver`)
+``summaries``          ``summaries.every_s``                   the last ``summaries.recent_days`` days
+``summaries_nightly``  a day                                   the last ``summaries.nightly_days`` days
+=====================  ======================================  ======================================
+
+(the summaries only when their days are not 0 and the store is not a fairacct collector, which
+summarizes its own, nor a Gratia collector: GRACC sums what it is sent). ``probe once`` is
+:meth:`~ProbeCycle.once`: each job once, in that order, each its own transaction as in the
+service, the summaries only once nothing waits in the outbox; the service
+(:mod:`probes.service.scheduler`) only schedules them and reports health. A crash anywhere
+leaves either the old checkpoints or the records waiting in the outbox, and record ids make
+re-sending harmless; a store that cannot be reached costs only the sending.
 
 A record kind added to the probe is made in one step here (and its documents in
 :mod:`probes.pipeline.records`); both ways of running the probe then write it.
@@ -36,28 +50,26 @@ A record kind added to the probe is made in one step here (and its documents in
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from collector import faults
 from collector.encoded import Encoded
-from collector.errors import SinkError
-from collector.outbox import PROBE_SHRINK_KEEP_BYTES, FlushResult, Outbox, OutboxStatus, Unrecorded
+from collector.errors import FairacctError
+from collector.outbox import Outbox, OutboxStatus
 from collector.records import iso_utc
-from collector.sinks import Sink, open_store
-from collector.sinks.gate import TemplateGate
+from collector.sinks import Sink
 from probes.accounting.ledger import ledger_count
 from probes.config import ProbeConfig
-from probes.config.store import UPSTREAM, UPSTREAM_JOBS
 from probes.pipeline.fairness_buckets import add_snapshot, bucket_shares
 from probes.pipeline.gaps import node_gaps
+from probes.pipeline.jobs import Job, PrioritySync, Synced, summaries
+from probes.pipeline.lane import Batch, Delivery, RecordLane
 from probes.pipeline.overhead import OverheadReport, overhead_report
 from probes.pipeline.reading import Checkpoint, Reading, Sources, joined
 from probes.pipeline.records import (
@@ -70,6 +82,7 @@ from probes.pipeline.records import (
     with_penalty_usage,
 )
 from probes.pipeline.usage import fairshare_usage, priced_usage, slot_machines
+from probes.pipeline.verdict import judge
 from probes.sources.checkpoints import (
     COUNTED_KEY,
     FAIRNESS_KEY,
@@ -84,17 +97,15 @@ from probes.sources.status import Snapshot
 
 if TYPE_CHECKING:  # the bindings and the scanner: only a live pool's commands import them
     from probes.sources.live import LivePool
+    from probes.sources.negotiator import NegotiatorLike
 
 __all__ = [
-    "Batch",
+    "AFTER_DELIVERY",
     "Cycle",
-    "Delivery",
     "HistoryStep",
     "ProbeCycle",
     "Ran",
     "SnapshotStep",
-    "commit",
-    "deliver",
     "fairshare_step",
     "history_step",
     "pool_machines",
@@ -102,27 +113,6 @@ __all__ = [
 ]
 
 StepT = TypeVar("StepT")
-
-
-Derived = Callable[[Checkpoint], tuple[Records, dict[str, Any]]]
-"""Records and checkpoints made from the checkpoints as the commit's transaction sees them."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Records and the checkpoints committed with them, in one outbox transaction.
-
-    ``derive``, when set, makes more at commit time from the checkpoints as they stand in the
-    transaction (earlier batches of the same commit included): the fairshare ledger, which a
-    step cannot compute ahead without losing another thread's update."""
-
-    records: Records = field(default_factory=dict)
-    checkpoints: dict[str, Any] = field(default_factory=dict)
-    derive: Derived | None = None
-
-    def counts(self) -> dict[str, int]:
-        """Records by kind."""
-        return {kind: len(docs) for kind, docs in self.records.items()}
 
 
 @dataclass(frozen=True)
@@ -151,29 +141,24 @@ class HistoryStep:
     jobs: pd.DataFrame | None = None
 
 
+AFTER_DELIVERY = ("summaries", "summaries_nightly")
+"""The jobs ``probe once`` runs after its delivery: they read the store, which should hold the cycle's records."""
+
+
 @dataclass(frozen=True)
 class Cycle:
     """What one ``probe once`` read (both parts in one ``reading``), the snapshot and history
-    steps made of it, and the records its jobs committed, by kind."""
+    steps made of it, the records its jobs committed, by kind, and what its other jobs (the
+    priority sync, the summaries) did: ``done``, a line each, ``failed``, the error of each that
+    failed, ``skipped``, why each was not run."""
 
     reading: Reading
     snapshot: SnapshotStep
     history: HistoryStep
     enqueued: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What became of the outbox's records: what the store took, retried or refused
-    (``flushed``; None when nothing was sent), why records were left unsent (``unsent``), the
-    index templates installed first (``installed``) and the outbox after it (``status``)."""
-
-    status: OutboxStatus
-    flushed: FlushResult | None = None
-    unsent: str | None = None
-    installed: tuple[str, ...] = ()
-    upstream: FlushResult | None = None
-    """What ``[upstream]``'s Gratia collector took of its lane; None without one."""
+    done: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def snapshot_step(reading: Reading, checkpoint: Checkpoint, config: ProbeConfig, *, probe: str) -> SnapshotStep:
@@ -298,59 +283,6 @@ def fairshare_step(config: ProbeConfig, *, probe: str, now: float) -> Batch:
     return Batch(derive=roll)
 
 
-def commit(outbox: Outbox, batches: Sequence[Batch], *, upstream: bool = False) -> Batch:
-    """Commit ``batches`` in one outbox transaction, in order; what each derives sees the
-    checkpoints of the batches before it. Returns what was committed, as one batch. A caller
-    that commits from several threads holds one lock around this (the ledger is read and
-    written here). ``upstream``: the job records wait in :data:`UPSTREAM_JOBS` too, for
-    ``[upstream]``, in the same transaction."""
-    records: Records = {}
-    marks: dict[str, Any] = {}
-
-    def checkpoint(key: str) -> Any:
-        return marks[key] if key in marks else outbox.checkpoint(key)
-
-    for batch in batches:
-        derived: tuple[Records, dict[str, Any]] = batch.derive(checkpoint) if batch.derive else ({}, {})
-        for part in (batch.records, derived[0]):
-            for kind, docs in part.items():
-                records[kind] = records[kind] + docs if kind in records else docs
-        marks |= batch.checkpoints | derived[1]
-    faults.point("before-commit")
-    lanes = {UPSTREAM_JOBS: records["job"]} if upstream and len(records.get("job", ())) else {}
-    outbox.commit(records | lanes, marks)
-    faults.point("after-commit")
-    return Batch(records, marks)
-
-
-def deliver(
-    outbox: Outbox,
-    sink: Sink,
-    *,
-    check: Callable[[Sink], list[str]] | None = None,
-    upstream: Sink | None = None,
-    unrecorded: Unrecorded | None = None,
-) -> Delivery:
-    """Send the outbox to ``sink``: the one delivery of ``probe once`` and of the service's
-    flushes; the :data:`UPSTREAM` lane to ``upstream`` first, whatever the store does.
-    ``check(sink)`` runs first (the index templates; it returns those it installed):
-    a :class:`SinkError` from it leaves the records queued, and ``unsent`` says why. A drained
-    outbox gives its pages back to the file system. ``unrecorded``: where what a store took
-    waits while the outbox cannot write it down (a full state directory), so that the next
-    delivery writes it down rather than send it again (:mod:`collector.flushing`)."""
-    lane = None if upstream is None else outbox.flush(upstream, lane=UPSTREAM, unrecorded=unrecorded)
-    try:
-        installed = tuple(check(sink)) if check is not None else ()
-    except SinkError as exc:
-        return Delivery(outbox.status(), unsent=str(exc), upstream=lane)
-    flushed = outbox.flush(sink, unrecorded=unrecorded)
-    faults.point("after-flush")
-    status = outbox.status()
-    if not status.depth:
-        outbox.shrink(keep_free_bytes=PROBE_SHRINK_KEEP_BYTES)  # a drained backlog's pages back
-    return Delivery(status, flushed, flushed.errors[0] if flushed.errors else None, installed, lane)
-
-
 @dataclass(frozen=True)
 class Ran(Generic[StepT]):
     """One job of the cycle, run: what it ``read`` (empty for a job that reads nothing), its
@@ -380,18 +312,28 @@ def _joined_runs(first: Ran[HistoryStep], then: Ran[HistoryStep]) -> Ran[History
 
 
 class ProbeCycle:
-    """The probe's cycle over one configuration: each job read, accounted and committed, and
-    the delivery, for ``probe once`` (:meth:`once`) and the service alike.
+    """The probe's cycle over one configuration: its jobs (:attr:`jobs`), each read, accounted
+    and committed through the :class:`~probes.pipeline.lane.RecordLane` (``lane``), for ``probe
+    once`` (:meth:`once`) and the service alike.
 
     ``probe`` names the records' sender; ``pool`` is the live pool to read (by default one
     built from the configuration when ``sources.live`` is set); ``strict`` overrides
-    ``sources.strict`` for files. The jobs may run in several threads, each with its own
-    :class:`~collector.outbox.Outbox`: commits hold one lock, as the fairshare ledger is read
-    and written in them.
+    ``sources.strict`` for files; ``negotiator``, the negotiator's client of the priority sync
+    (by default one through the bindings, made at its first run). The jobs may run in several
+    threads, each with its own :class:`~collector.outbox.Outbox`: the lane's commits hold one
+    lock, as the fairshare ledger is read and written in them. :meth:`close` ends what the jobs
+    keep open (the priority sync's bindings).
     """
 
     def __init__(
-        self, config: ProbeConfig, *, probe: str, pool: LivePool | None = None, strict: bool | None = None
+        self,
+        config: ProbeConfig,
+        *,
+        probe: str,
+        pool: LivePool | None = None,
+        strict: bool | None = None,
+        negotiator: NegotiatorLike | None = None,
+        lane: RecordLane | None = None,
     ) -> None:
         self.config = config
         self.probe = probe
@@ -399,12 +341,37 @@ class ProbeCycle:
         self.latest: Snapshot | None = None
         """The latest snapshot read (a replay's too: the pool's machines are what they are),
         whose machines price the jobs; None before the first."""
-        self._commits = threading.Lock()
-        self._templates = TemplateGate(config.store.url, install=config.store.install_templates)
-        self._unrecorded = Unrecorded()  # what a store took that a full state directory kept from being written down
+        self.lane = lane if lane is not None else RecordLane(config)
+        self._priority = PrioritySync(config, self.lane, probe=probe, negotiator=negotiator)
+        self.jobs = self._jobs()
+        """The configuration's jobs, by name, in the order ``probe once`` runs them."""
 
     def __repr__(self) -> str:
-        return f"ProbeCycle(probe={self.probe!r}, {self.sources!r})"
+        return f"ProbeCycle(probe={self.probe!r}, {self.sources!r}, jobs={list(self.jobs)})"
+
+    def _jobs(self) -> dict[str, Job]:
+        config = self.config
+        jobs = [
+            Job("snapshot", config.pool.interval_s, lambda o, now: self.snapshot(o, now=now)),
+            Job("history", config.probe.history_every_s, lambda o, now: self.history(o, now=now)),
+            Job("fairshare", config.fairshare.interval_s, lambda o, now: self.fairshare(o, now=now)),
+            Job("priority", config.priority.every_s, self._priority.run),
+            Job("flush", config.probe.flush_every_s, lambda o, now: self.lane.deliver(o)),
+        ]
+        for name, days, every in (
+            ("summaries", config.summaries.recent_days, config.summaries.every_s),
+            ("summaries_nightly", config.summaries.nightly_days, 86400.0),
+        ):
+            jobs.append(Job(name, every, _summaries_run(self.lane, days, self.probe)))
+        summed = config.store.kind not in ("collector", "gratia")  # a collector sums its store, GRACC its own
+        configured = {
+            "snapshot": self.sources.slots,
+            "history": self.sources.jobs,
+            "priority": config.priority.sync,
+            "summaries": bool(config.summaries.recent_days) and summed,
+            "summaries_nightly": bool(config.summaries.nightly_days) and summed,
+        }
+        return {job.name: job for job in jobs if configured.get(job.name, True)}
 
     def snapshot(self, outbox: Outbox, *, now: float) -> Ran[SnapshotStep]:
         """Read the slots and the idle demand (a live pool's observed at ``now``), account the
@@ -413,7 +380,7 @@ class ProbeCycle:
         step = snapshot_step(reading, outbox.checkpoint, self.config, probe=self.probe)
         if reading.snapshot is not None:
             self.latest = reading.snapshot
-        return Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
+        return Ran(reading, step, self.lane.commit(outbox, [step.batch]), outbox.status())
 
     def history(self, outbox: Outbox, *, now: float) -> Ran[HistoryStep]:
         """Read the jobs past every checkpoint, price them against the latest snapshot's
@@ -425,7 +392,7 @@ class ProbeCycle:
         ran: Ran[HistoryStep] | None = None
         for reading in self.sources.history_pieces(outbox.checkpoint):
             step = history_step(reading, self.latest, self.config, probe=self.probe, now=now)
-            part = Ran(reading, step, self.commit(outbox, [step.batch]), outbox.status())
+            part = Ran(reading, step, self.lane.commit(outbox, [step.batch]), outbox.status())
             ran = part if ran is None else _joined_runs(ran, part)  # of the parts before, their counts
         assert ran is not None, "history_pieces yields at least one part"
         return ran
@@ -433,45 +400,60 @@ class ProbeCycle:
     def fairshare(self, outbox: Outbox, *, now: float) -> Ran[Batch]:
         """Commit the ``fairshare`` records of every window closed by ``now`` (:func:`fairshare_step`)."""
         step = fairshare_step(self.config, probe=self.probe, now=now)
-        return Ran(Reading(), step, self.commit(outbox, [step]), outbox.status())
-
-    def commit(self, outbox: Outbox, batches: Sequence[Batch]) -> Batch:
-        """:func:`commit` under the cycle's lock (job records for ``[upstream]`` too, when set)."""
-        with self._commits:
-            return commit(outbox, batches, upstream=bool(self.config.upstream.url))
-
-    def deliver(self, outbox: Outbox, sink: Sink) -> Delivery:
-        """:func:`deliver`, checking the store's index templates first on the first delivery
-        and on the first after the store failed (it may come back empty: :class:`TemplateGate`);
-        they are installed where ``store.install_templates`` allows, else the records wait."""
-        gate = self._templates
-        check = None if gate.checked else (lambda s: list(gate.ensure(s).installed))
-        up = self.config.upstream
-        upstream = open_store(up, self.config.opening()) if up.url else None
-        try:
-            delivery = deliver(outbox, sink, check=check, upstream=upstream, unrecorded=self._unrecorded)
-        except SinkError:
-            gate.forget()
-            raise
-        finally:
-            if upstream is not None:
-                upstream.close()
-        if delivery.flushed is not None:  # else the templates' check failed, and the gate says so
-            gate.settle(errors=bool(delivery.flushed.errors), waiting=sum(delivery.status.depth.values()))
-        return delivery
+        return Ran(Reading(), step, self.lane.commit(outbox, [step]), outbox.status())
 
     def once(self, outbox: Outbox, sink: Sink, *, now: float | None = None) -> tuple[Cycle, Delivery]:
         """``probe once``: the snapshot, history and fairshare jobs in that order (each the
-        service's job, its own transaction), then the delivery. ``now`` (UNIX seconds, default
-        the clock) is when the cycle runs: a live snapshot's observation, the ledger's and the
-        fairshare windows' present."""
+        service's job, its own transaction), the priority sync when configured, the delivery to
+        ``sink``, then the summaries when configured and nothing waits in the outbox. ``now``
+        (UNIX seconds, default the clock) is when the cycle runs: a live snapshot's observation,
+        the ledger's and the fairshare windows' present. A failure of the priority sync or of the
+        summaries costs only that job, as in the service (``Cycle.failed``)."""
         now = time.time() if now is None else now
-        snapshot = self.snapshot(outbox, now=now)
-        history = self.history(outbox, now=now)
-        rolled = self.fairshare(outbox, now=now)
+        with self.lane.holding(sink):
+            snapshot = self.snapshot(outbox, now=now)
+            history = self.history(outbox, now=now)
+            rolled = self.fairshare(outbox, now=now)
+            counts = [snapshot.enqueued, history.enqueued, rolled.enqueued]
+            done: dict[str, str] = {}
+            failed: dict[str, str] = {}
+            skipped: dict[str, str] = {}
+            if "priority" in self.jobs:
+                try:
+                    synced: Synced = self.jobs["priority"].run(outbox, now)
+                except FairacctError as exc:
+                    failed["priority"] = str(exc)
+                else:
+                    counts.append(synced.committed.counts())
+                    done["priority"] = f"set {len(synced.result.applied)} submitter(s)"
+            delivery = self.lane.deliver(outbox)
+            waiting = judge(delivery).queued
+            for name in (n for n in AFTER_DELIVERY if n in self.jobs):
+                if waiting:
+                    skipped[name] = "records wait in the outbox: the store would not count them"
+                    continue
+                try:
+                    ran = self.jobs[name].run(outbox, now)
+                except FairacctError as exc:
+                    failed[name] = str(exc)
+                else:
+                    done[name] = f"{ran.done.total} summaries of {ran.first} .. {ran.last}"
         enqueued: dict[str, int] = {}
-        for ran in (snapshot, history, rolled):
-            for kind, n in ran.enqueued.items():
+        for part in counts:
+            for kind, n in part.items():
                 enqueued[kind] = enqueued.get(kind, 0) + n
-        cycle = Cycle(snapshot.read | history.read, snapshot.step, history.step, enqueued)
-        return cycle, self.deliver(outbox, sink)
+        cycle = Cycle(snapshot.read | history.read, snapshot.step, history.step, enqueued, done, failed, skipped)
+        return cycle, delivery
+
+    def close(self) -> None:
+        """End what the jobs keep open: the priority sync's bindings."""
+        self._priority.close()
+
+
+def _summaries_run(lane: RecordLane, days: int, probe: str) -> Callable[[Outbox, float], Any]:
+    """A summaries job's run: the last ``days`` days (it commits nothing to the outbox)."""
+
+    def run(outbox: Outbox, now: float) -> Any:
+        return summaries(lane, days, now=now, probe=probe)
+
+    return run

@@ -1,26 +1,30 @@
 """The probe service: ``fairacct probe run``, a site's probe for months without supervision.
 
-An APScheduler 3 scheduler runs one job per activity, each with ``max_instances=1`` (a slow
-run is never overlapped by the next), coalescing (missed runs become one) and a misfire grace
-time (``probe.misfire_grace_s``):
+An APScheduler 3 scheduler runs each of the cycle's jobs (:attr:`ProbeCycle.jobs
+<probes.pipeline.cycle.ProbeCycle.jobs>`, :class:`~probes.pipeline.jobs.Job`), each with
+``max_instances=1`` (a slow run is never overlapped by the next), coalescing (missed runs become
+one) and a misfire grace time (``probe.misfire_grace_s``):
 
-=============  =========================  =================================================
-job            every                      what it does
-=============  =========================  =================================================
-snapshot       ``pool.interval_s``        slots and allocations (with the idle demand), one
-                                          outbox transaction with the time of the snapshot
-                                          (:func:`~probes.pipeline.cycle.snapshot_step`)
-history        ``probe.history_every_s``  new jobs of every schedd (or history file), priced
-                                          against the latest snapshot's machines, one
-                                          transaction with their checkpoints and the
-                                          fairshare usage ledger (``history_step``)
-flush          ``probe.flush_every_s``    sends the outbox to the store
-fairshare      each window's end          a ``fairshare`` record per credential for every
-                                          window (``fairshare.interval_s``) that closed
-                                          (``fairshare_step``)
-summaries      ``summaries.every_s``      re-summarizes the last ``summaries.recent_days``
-                                          days in the store (and ``nightly_days`` daily)
-=============  =========================  =================================================
+=================  =========================  =================================================
+job                every                      what it does
+=================  =========================  =================================================
+snapshot           ``pool.interval_s``        slots and allocations (with the idle demand), one
+                                              outbox transaction with the time of the snapshot
+                                              (:func:`~probes.pipeline.cycle.snapshot_step`)
+history            ``probe.history_every_s``  new jobs of every schedd (or history file), priced
+                                              against the latest snapshot's machines, one
+                                              transaction with their checkpoints and the
+                                              fairshare usage ledger (``history_step``)
+fairshare          each window's end          a ``fairshare`` record per credential for every
+                                              window (``fairshare.interval_s``) that closed
+                                              (``fairshare_step``)
+priority           ``priority.every_s``       the negotiator synced to the fairshare ledger
+                                              (``priority.sync``), its ``priority`` records
+flush              ``probe.flush_every_s``    sends the outbox to the store
+                                              (:meth:`~probes.pipeline.lane.RecordLane.deliver`)
+summaries          ``summaries.every_s``      re-summarizes the last ``summaries.recent_days``
+                                              days in the store (and ``nightly_days`` daily)
+=================  =========================  =================================================
 
 A slot record stands for the time since the previous snapshot accounted (its ``observed_at``
 is kept in the outbox, so across restarts too), never longer than ``pool.interval_s``: after a
@@ -32,8 +36,9 @@ Fairshare windows are rolled on their boundaries (multiples of ``fairshare.inter
 the epoch, UTC), whenever the service started.
 
 The jobs are those of :class:`~probes.pipeline.cycle.ProbeCycle`, which ``probe once`` runs
-whole, so both make the same records of the same inputs: this module only schedules them,
-holds the state directory and reports health (logs, ``/healthz``, ``/metrics``). With slot
+whole, so both make the same records of the same inputs: this module only schedules them and
+reports what they did (logs, ``/healthz``, ``/metrics``); a delivery is judged by
+:func:`~probes.pipeline.verdict.judge`, as ``probe once`` judges its own. With slot
 sources the history waits for the first snapshot (and fails its run without one) rather than
 record jobs unpriced: its jobs stay past the checkpoint for the next run.
 
@@ -60,7 +65,6 @@ rolled window's records are not rewritten.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
@@ -68,31 +72,30 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from collector.errors import ConfigError, FairacctError, SinkError
-from collector.outbox import Outbox, OutboxStatus
-from collector.records import encode_docs, iso_utc
-from collector.sinks import open_store
-from collector.summaries.run import last_days, summarize
-from collector.summaries.spec import EXPORTED
+from collector.outbox import OutboxStatus
+from collector.records import iso_utc
 from probes.config import ProbeConfig
 from probes.config.store import UPSTREAM_JOBS
 from probes.errors import SourceError
 from probes.files import check_writable
-from probes.pipeline.cycle import Batch, ProbeCycle
-from probes.pipeline.priority import plan_notes, windowed_ledger
-from probes.pipeline.priority import sync as priority_sync
+from probes.pipeline.cycle import HistoryStep, ProbeCycle, Ran, SnapshotStep
+from probes.pipeline.jobs import Job, Summaries, Synced
+from probes.pipeline.lane import Batch, Delivery
+from probes.pipeline.priority import plan_notes
 from probes.pipeline.reading import Reading
+from probes.pipeline.verdict import judge
 from probes.service.flush_line import flush_line
 from probes.service.health import HealthServer, Metrics
 from probes.service.outages import SourceOutages
 from probes.service.signals import StopSignals
 from probes.sources import sandbox
-from probes.sources.bindings import Bindings
 from probes.sources.checkpoints import LEDGER_KEY, ROLLED_KEY
 from probes.sources.live import LivePool
 from probes.sources.negotiator import NegotiatorLike
@@ -106,9 +109,10 @@ log = logging.getLogger("fairacct.service")
 
 
 class ProbeService:
-    """The scheduler, its jobs, the health server. ``clock`` gives UNIX seconds (the snapshot
-    time and interval, the fairshare windows); ``pool`` is the live pool to read (by default
-    one built from the configuration when ``sources.live`` is set)."""
+    """The scheduler of the cycle's jobs, the health server. ``clock`` gives UNIX seconds (the
+    snapshot time and interval, the fairshare windows); ``pool`` is the live pool to read (by
+    default one built from the configuration when ``sources.live`` is set); ``negotiator``,
+    the priority sync's client (by default one through the bindings)."""
 
     def __init__(
         self,
@@ -119,7 +123,7 @@ class ProbeService:
         pool: LivePool | None = None,
         negotiator: NegotiatorLike | None = None,
     ) -> None:
-        self.cycle = ProbeCycle(config, probe=probe, pool=pool)
+        self.cycle = ProbeCycle(config, probe=probe, pool=pool, negotiator=negotiator)
         self.sources = self.cycle.sources
         if not (self.sources.slots or self.sources.jobs):
             raise ConfigError(
@@ -131,7 +135,8 @@ class ProbeService:
         self.probe = probe
         self.clock = clock
         self.pool = self.sources.pool
-        self.outbox_path = config.probe.state_dir / "outbox.sqlite"
+        self.lane = self.cycle.lane
+        self.outbox_path = self.lane.path
         self.metrics = Metrics(clock)
         self._running = 0  # jobs running now (a bounded stop waits for them, up to a point)
         self._failing: dict[str, str] = {}  # the error a job fails with now, said once
@@ -142,23 +147,16 @@ class ProbeService:
         self._snapshot_done = threading.Event()
         self._scheduler: BackgroundScheduler | None = None
         self._health: HealthServer | None = None
-        self.jobs: dict[str, tuple[Callable[[], str | None], float]] = {}
-        if self.sources.slots:
-            self.jobs["snapshot"] = (self.snapshot, config.pool.interval_s)
-        if self.sources.jobs:
-            self.jobs["history"] = (self.history, config.probe.history_every_s)
-        self.jobs["flush"] = (self.flush, config.probe.flush_every_s)
-        self.jobs["fairshare"] = (self.roll_fairshare, config.fairshare.interval_s)  # on the windows' boundaries
-        self._negotiator = negotiator
-        self._negotiator_bindings: Bindings | None = None
-        if config.priority.sync:
-            self.jobs["priority"] = (self.sync_priority, config.priority.every_s)
-        for name, days, every in (
-            ("summaries", config.summaries.recent_days, config.summaries.every_s),
-            ("summaries_nightly", config.summaries.nightly_days, 86400.0),
-        ):
-            if days and config.store.kind != "collector":  # a collector summarizes its own store
-                self.jobs[name] = (functools.partial(self.summarize, days), every)
+        self.jobs: dict[str, Job] = self.cycle.jobs
+        self._said: dict[str, Callable[[Any], str | None]] = {
+            "snapshot": self._snapshot_said,
+            "history": self._history_said,
+            "fairshare": self._fairshare_said,
+            "priority": self._priority_said,
+            "flush": self._flush_said,
+            "summaries": _summaries_said,
+            "summaries_nightly": _summaries_said,
+        }
 
     def __repr__(self) -> str:
         return f"ProbeService(probe={self.probe!r}, jobs={list(self.jobs)}, outbox={str(self.outbox_path)!r})"
@@ -191,7 +189,8 @@ class ProbeService:
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": grace},
         )
         now = datetime.now(UTC)
-        for name, (job, every) in self.jobs.items():
+        for name, job in self.jobs.items():
+            every = job.every_s
             self.metrics.register(name, every)
             # fairshare windows close on multiples of their width since the epoch: the roll runs
             # then (and once at start, for the windows that closed while the service was down)
@@ -201,7 +200,7 @@ class ProbeService:
             scheduler.add_job(
                 self._run,
                 IntervalTrigger(seconds=every, start_date=start, timezone=UTC),
-                args=(name, job),
+                args=(name,),
                 id=name,
                 name=name,
                 next_run_time=now,
@@ -215,7 +214,7 @@ class ProbeService:
         )
         log.info(
             "started: %s, store %s, outbox %s%s",
-            ", ".join(f"{n} every {e:g} s" for n, (_, e) in self.jobs.items()),
+            ", ".join(f"{n} every {job.every_s:g} s" for n, job in self.jobs.items()),
             self.config.store.url.split("@")[-1],
             self.outbox_path,
             where,
@@ -233,8 +232,7 @@ class ProbeService:
         deadline = time.monotonic() + self.config.probe.stop_timeout_s
         if self.pool is not None:
             self.pool.cancel()
-        if self._negotiator_bindings is not None:
-            self._negotiator_bindings.close()
+        self.cycle.close()  # the priority sync's bindings: a call in flight is abandoned
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         with self._idle:
@@ -254,7 +252,7 @@ class ProbeService:
 
         def flush() -> None:
             try:
-                outcome.append(f"final flush: {self.flush() or 'nothing to send'}")
+                outcome.append(f"final flush: {self.run_job('flush') or 'nothing to send'}")
             except FairacctError as exc:
                 outcome.append(f"final flush: {_one_line(str(exc))}; the records wait in the outbox for the next start")
 
@@ -270,7 +268,7 @@ class ProbeService:
         else:
             log.info("%s", outcome[0])
 
-    def _run(self, name: str, job: Callable[[], str | None]) -> None:
+    def _run(self, name: str) -> None:
         """Run one job: time it, count it, log one line; a FairacctError costs only this run."""
         with self._idle:
             if self._stopping.is_set():
@@ -282,7 +280,7 @@ class ProbeService:
         summary: str | None = None
         interrupted = False
         try:
-            summary = job()
+            summary = self.run_job(name)
         except FairacctError as exc:
             error = _one_line(str(exc))
             if self._stopping.is_set() and isinstance(exc, SourceError):
@@ -325,10 +323,17 @@ class ProbeService:
 
     # -- the jobs -----------------------------------------------------------------------------------
 
-    def snapshot(self) -> str:
-        """The cycle's snapshot job (:meth:`ProbeCycle.snapshot`), with its problems and figures."""
-        with Outbox(self.outbox_path) as outbox:
-            ran = self.cycle.snapshot(outbox, now=self.clock())
+    def run_job(self, name: str) -> str | None:
+        """Run the cycle's job ``name`` now, with the outbox of this thread, and say what it did
+        (metrics, warnings, one line); a FairacctError when it failed."""
+        if name == "history":
+            self._await_snapshot()
+        with self.lane.open() as outbox:
+            done = self.jobs[name].run(outbox, self.clock())
+        return self._said[name](done)
+
+    def _snapshot_said(self, ran: Ran[SnapshotStep]) -> str:
+        """The snapshot job (:meth:`ProbeCycle.snapshot`): its problems and figures."""
         reading, step = ran.read, ran.step
         self._problems(reading, "snapshot")
         if reading.snapshot is None:  # the job exists only with slot sources
@@ -356,12 +361,8 @@ class ProbeService:
             f"{standing} records standing for {step.interval_s or 0:.0f} s"
         )
 
-    def history(self) -> str:
-        """The cycle's history job (:meth:`ProbeCycle.history`): new jobs past every checkpoint,
-        priced against the machines of the latest snapshot."""
-        self._await_snapshot()
-        with Outbox(self.outbox_path) as outbox:
-            ran = self.cycle.history(outbox, now=self.clock())
+    def _history_said(self, ran: Ran[HistoryStep]) -> str:
+        """The history job (:meth:`ProbeCycle.history`): new jobs past every checkpoint."""
         reading = ran.read
         self._problems(reading, "history")
         self._committed(ran.enqueued, ran.status)
@@ -369,61 +370,29 @@ class ProbeService:
         jobs = reading.job_count or 0
         return f"{jobs} new jobs" + (f", {failed} source(s) skipped" if failed else "")
 
-    def flush(self) -> str | None:
-        """Send the outbox to the store (:meth:`ProbeCycle.deliver`); raise SinkError when
-        records are left that the store did not take. No lock is held while the store is waited
-        on (see the module docstring)."""
-        store = self.config.store
-        with Outbox(self.outbox_path) as outbox:
-            sink = open_store(store, self.config.opening())
-            try:
-                delivery = self.cycle.deliver(outbox, sink)
-            finally:
-                sink.close()
+    def _flush_said(self, delivery: Delivery) -> str | None:
+        """The delivery, judged (:func:`~probes.pipeline.verdict.judge`): a SinkError while
+        records wait in the outbox; the records refused for good said as a WARNING."""
         if delivery.installed:
             log.info("flush: installed index templates %s (store.install_templates)", ", ".join(delivery.installed))
-        if delivery.flushed is None:  # the templates' check refused: nothing was sent
-            raise SinkError(delivery.unsent or "the store's index templates could not be checked")
-        result, status = delivery.flushed, delivery.status
-        self.metrics.flushed(result.sent)
+        verdict = judge(delivery)
+        status = delivery.status
         self.metrics.set_outbox(status.depth, status.oldest, status.dead_letters)
+        if delivery.flushed is not None:
+            self.metrics.flushed(delivery.flushed.sent)
+        for reason in verdict.queued:
+            if reason.source is not None:
+                self.metrics.source_failed(reason.source)
+        if verdict.queued:
+            raise SinkError("; ".join(reason.text for reason in verdict.queued))
+        for reason in verdict.refused:
+            log.warning("flush: %s", reason.text)
+        assert delivery.flushed is not None  # else the verdict queued the records
         waiting = sum(n for kind, n in status.depth.items() if kind != UPSTREAM_JOBS)
-        if result.errors and waiting:
-            self.metrics.source_failed("sink")
-            raise SinkError(
-                f"the store did not take every record ({waiting} waiting in the outbox): {result.errors[0]}"
-            )
-        upstream = delivery.upstream
-        if upstream is not None and upstream.errors and status.depth.get(UPSTREAM_JOBS):
-            self.metrics.source_failed("upstream")
-            raise SinkError(
-                f"[upstream] did not take every job record ({status.depth[UPSTREAM_JOBS]} waiting in the outbox): "
-                f"{upstream.errors[0]}"
-            )
-        if sum(result.dead.values()):
-            log.warning(
-                "flush: the store refused %d record(s) for good; see `fairacct outbox`", sum(result.dead.values())
-            )
-        if upstream is not None and (refused := sum(upstream.dead.values())):
-            log.warning("flush: [upstream] refused %d job record(s) for good; see `fairacct outbox`", refused)
-        return flush_line(result, upstream, waiting)
+        return flush_line(delivery.flushed, delivery.upstream, waiting)
 
-    def summarize(self, days: int) -> str:
-        """Re-summarize the last ``days`` days in the store (late records count)."""
-        sink = open_store(self.config.store, self.config.opening())
-        try:
-            first, last = last_days(self.clock(), days)
-            # a probe's store holds no Gratia records: those reach a store through a collector, which summarizes them
-            done = summarize(sink, first, last, probe=self.probe, kinds=EXPORTED)
-        finally:
-            sink.close()
-        return f"{done.total} summaries of {first} .. {last}"
-
-    def roll_fairshare(self) -> str | None:
-        """Write the fairshare records of every window that closed since the last roll
-        (:func:`fairshare_step`)."""
-        with Outbox(self.outbox_path) as outbox:
-            ran = self.cycle.fairshare(outbox, now=self.clock())
+    def _fairshare_said(self, ran: Ran[Batch]) -> str | None:
+        """The fairshare roll (:func:`fairshare_step`): the windows that closed since the last."""
         self._committed(ran.enqueued, ran.status)
         done = ran.committed
         if LEDGER_KEY not in done.checkpoints:  # the first roll only marks where rolls start; or none closed
@@ -435,23 +404,12 @@ class ProbeService:
         names = ", ".join(sorted({s for s in docs.column("timestamp") if s}))  # a window's start, ISO
         return f"rolled window(s) {names}: {len(docs)} records"
 
-    def sync_priority(self) -> str | None:
-        """The HTCondor priority sync (``[priority] sync = true``): the negotiator read and set
-        through the bindings' worker, with the pool's timeout, and its ``priority`` records."""
-        if self._negotiator is None:  # the negotiator's calls run in a worker killed at pool.timeout_s
-            p = self.config.pool
-            self._negotiator_bindings = Bindings(p.condor_config, p.timeout_s, p.token_file)
-            self._negotiator = self._negotiator_bindings.negotiator()
-        now = self.clock()
-        with Outbox(self.outbox_path) as outbox:
-            ledger = windowed_ledger(outbox.checkpoint, self.config, now=now)
-        done = priority_sync(self.config, self._negotiator, ledger, now=now, probe=self.probe)
-        priority = Batch({"priority": encode_docs("priority", done.docs)} if done.docs else {})
-        with Outbox(self.outbox_path) as outbox:
-            self._committed(self.cycle.commit(outbox, [priority]).counts(), outbox.status())
-        for command in done.commands:
+    def _priority_said(self, synced: Synced) -> str:
+        """The priority sync: the commands it ran, the submitters it set."""
+        self._committed(synced.committed.counts(), synced.status)
+        for command in synced.result.commands:
             log.info("priority sync: %s", command)
-        return "; ".join([f"set {len(done.applied)} submitter(s)", *plan_notes(done.plan)])
+        return "; ".join([f"set {len(synced.result.applied)} submitter(s)", *plan_notes(synced.result.plan)])
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -498,3 +456,7 @@ class ProbeService:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _summaries_said(ran: Summaries) -> str:
+    return f"{ran.done.total} summaries of {ran.first} .. {ran.last}"

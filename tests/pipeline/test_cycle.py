@@ -81,7 +81,9 @@ def test_a_crash_anywhere_loses_nothing_and_duplicates_nothing(
 
 
 def test_the_clean_run(clean_run: dict[str, dict[str, str]]) -> None:
-    assert {k: len(v) for k, v in clean_run.items()} == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
+    # the summaries `probe once` makes too (of the days within summaries.nightly_days of today: derived, not records)
+    records = {k: len(v) for k, v in clean_run.items() if k != "summary"}
+    assert records == {"slot": 36, "allocation": 72, "job": 60, "fairness": 4}
     slot = next(json.loads(d) for d in clean_run["slot"].values() if "cabinet-7-7-44" in d)
     assert (slot["overhead_cu"], slot["phase"], slot["fits_idle"], slot["kind"]) == (3, "active", True, "slot")
     assert slot["timestamp"] == "2026-11-21T22:26:40Z" == slot["observed_at_iso"]

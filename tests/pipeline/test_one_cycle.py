@@ -146,9 +146,9 @@ def test_both_roll_the_same_fairshare_windows(tmp_path: Path, condor25: Path) ->
     service = ProbeService(run, probe="test", clock=clock)
     for now in (t0, t1):  # the jobs as the scheduler starts them: every one at once, at each instant
         clock.now = now
-        service.roll_fairshare()
-        service.snapshot()
-        service.history()
+        service.run_job("fairshare")
+        service.run_job("snapshot")
+        service.run_job("history")
     with EmbeddedStore(tmp_path / "run.sqlite") as store:
         with Outbox(run.probe.state_dir / "outbox.sqlite") as outbox:
             outbox.flush(store)

@@ -139,23 +139,33 @@ def _calls(path: Path, name: str, receiver: str | None = None) -> list[str]:
 
 
 def test_one_delivery_and_one_cycle() -> None:
-    """The outbox is flushed to a store in one function, and the cycle's steps are run by one
-    class, whose ``once`` only the ``probe once`` command calls and whose jobs the service
-    schedules."""
+    """The outbox is committed to and flushed to a store by one object, the record lane, and the
+    cycle's steps are run by one class, whose ``once`` only the ``probe once`` command calls and
+    whose jobs the service schedules (issue 52, point 3: before, ``fairness --store-records``
+    delivered without the templates' check and the ``[upstream]`` lane, and ``priority`` and
+    ``probe checkpoints --reset`` committed without the commit's lock and fault points)."""
     modules = sorted((ROOT / "probes").rglob("*.py"))
 
     def calls(name: str, receiver: str | None = None) -> list[str]:
         return [c for m in modules for c in _calls(m, name, receiver)]
 
     # twice there: the [upstream] lane, then the store
-    assert calls("flush", "outbox") == ["probes/pipeline/cycle.py:deliver"] * 2
+    assert calls("flush", "outbox") == ["probes/pipeline/lane.py:_deliver"] * 2
+    assert calls("_deliver") == ["probes/pipeline/lane.py:deliver"]
+    # every commit of the probe: under the lane's lock, between its fault points
+    assert calls("commit", "outbox") == ["probes/pipeline/lane.py:_commit"]
+    assert calls("_commit") == ["probes/pipeline/lane.py:commit"]
     # the templates' check: the gate the collector's flusher passes too (collector/sinks/gate.py)
-    assert calls("ensure", "gate") == ["probes/pipeline/cycle.py:deliver"] and calls("ensure_templates") == []
+    assert calls("ensure", "gate") == ["probes/pipeline/lane.py:deliver"] and calls("ensure_templates") == []
     assert calls("snapshot_step") == ["probes/pipeline/cycle.py:snapshot"]
     assert calls("history_step") == ["probes/pipeline/cycle.py:history"]
     assert calls("fairshare_step") == ["probes/pipeline/cycle.py:fairshare"]
+    assert calls("summarize") == ["probes/cli/commands/summarize.py:run", "probes/pipeline/jobs.py:summaries"]
+    assert calls("sync", "priority") == ["probes/cli/commands/priority.py:run"]
     once = calls("once")
     assert len(once) == 1 and once[0].startswith("probes/cli/"), once
+    # the service schedules the cycle's jobs and opens neither an outbox nor a store of its own
     service = (ROOT / "probes/service/scheduler.py").read_text()
-    for job in ("snapshot", "history", "fairshare", "deliver", "commit"):
-        assert f"self.cycle.{job}(" in service
+    assert "self.jobs[name].run(" in service and "self.cycle.jobs" in service
+    for opener in ("Outbox(", "open_store(", "Bindings(", "summarize("):
+        assert opener not in service, opener

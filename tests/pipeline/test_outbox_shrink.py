@@ -9,7 +9,8 @@ from pathlib import Path
 
 from collector.outbox import PROBE_SHRINK_KEEP_BYTES, Outbox
 from collector.sinks.sqlite import EmbeddedStore
-from probes.pipeline.cycle import deliver
+from probes.config import parse_config
+from probes.pipeline.lane import Delivery, RecordLane
 
 JOBS = 30_000
 PAD = "x" * 700  # about a job record's size
@@ -19,6 +20,13 @@ def _backlog(outbox: Outbox) -> None:
     docs = [{"id": f"j{i}", "timestamp": "2026-11-21T14:00:00Z", "pad": PAD} for i in range(JOBS)]
     for start in range(0, JOBS, 2000):
         outbox.commit({"job": docs[start : start + 2000]}, {"history:x": start})
+
+
+def _deliver(tmp_path: Path, outbox: Outbox, store: EmbeddedStore) -> Delivery:
+    """The probe's delivery of ``outbox`` to ``store``, through its lane."""
+    lane = RecordLane(parse_config({"probe": {"state_dir": str(tmp_path)}}))
+    with lane.holding(store):
+        return lane.deliver(outbox)
 
 
 def _size(path: Path) -> int:
@@ -33,7 +41,7 @@ def test_a_drained_probe_outbox_shrinks(tmp_path: Path) -> None:
         _backlog(outbox)
         grown = _size(path)
         assert grown > 20 << 20
-        delivery = deliver(outbox, store)
+        delivery = _deliver(tmp_path, outbox, store)
         assert delivery.flushed is not None and delivery.flushed.sent["job"] == JOBS
         assert store.count("job") == JOBS
     assert _size(path) <= PROBE_SHRINK_KEEP_BYTES + (2 << 20)  # the free pages kept, the schema, a few pages
@@ -48,7 +56,7 @@ def test_an_outbox_made_before_pages_were_freed_is_converted_once_drained(tmp_pa
         assert outbox._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
         _backlog(outbox)
         grown = _size(path)
-        deliver(outbox, store)
+        _deliver(tmp_path, outbox, store)
         assert outbox._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # converted by the drained flush
         assert outbox.checkpoint("history:x") == JOBS - 2000  # checkpoints kept through the VACUUM
     assert _size(path) < grown // 4

@@ -23,10 +23,10 @@ def test_the_service_syncs_on_its_cadence_only_when_asked(tmp_path: Path) -> Non
     config = live_config(tmp_path, fairshare=fairshare, priority=priority)
     neg = FakeNegotiator()
     service = ProbeService(config, probe="test", clock=Clock(NOW), pool=pool.live(config), negotiator=neg)
-    assert service.jobs["priority"][1] == 600
+    assert service.jobs["priority"].every_s == 600
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
         outbox.commit({}, {LEDGER_KEY: LEDGER})
-    assert service.sync_priority() == (
+    assert service.run_job("priority") == (
         "set 2 submitter(s); no submitter of these is known to the negotiator, skipped: carol"
     )
     assert neg.calls == [("setFactor", "alice@pool", 2000.0), ("setFactor", "bob@pool", 600.0)]

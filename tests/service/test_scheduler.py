@@ -118,7 +118,7 @@ def test_a_snapshot_stands_for_the_real_time_since_the_last_successful_one(
     ]:
         clock.now = now
         collector.fail = "Failed communication with collector." if fails else None
-        svc._run("snapshot", svc.snapshot)
+        svc._run("snapshot")
     slots = [d for d in outbox_docs(config.probe.state_dir, "slot") if d["name"] == "slot1@gpu-node1@vm"]
     # a snapshot never stands for longer than the cadence (300 s): the late one at 1795269450, the
     # one after the failed cycle and the one after 5000 s of silence stand for 300 s, the rest is
@@ -157,8 +157,8 @@ def test_a_schedd_that_fails_costs_only_its_part(
     bad.fail = "Failed to connect to <10.0.0.9:9618>"
     svc = service(config, daemons, clock)
     with caplog.at_level("INFO", logger="fairacct"):
-        svc._run("snapshot", svc.snapshot)  # the history prices its jobs against the snapshot's machines
-        svc._run("history", svc.history)
+        svc._run("snapshot")  # the history prices its jobs against the snapshot's machines
+        svc._run("history")
     assert len(outbox_docs(config.probe.state_dir, "job")) == 42  # in one history call, 15 jobs converted at a time
     assert [c["call"] for c in vm.calls].count("history") == 1
     assert "schedd:bad skipped: schedd bad: history: Failed to connect to <10.0.0.9:9618>" in caplog.text
@@ -247,11 +247,11 @@ def test_windows_roll_once_each_as_they_close(
     clock = Clock(1795269500.0)  # window 1795266000 .. 1795269600
     config = live_config(tmp_path, fairshare={"interval_s": 3600, "depth": 4})
     svc = service(config, daemons, clock)
-    assert svc.roll_fairshare() is None  # the first start: nothing closed yet
-    svc.snapshot()  # the history prices its jobs against the latest snapshot's machines
-    svc.history()
+    assert svc.run_job("fairshare") is None  # the first start: nothing closed yet
+    svc.run_job("snapshot")  # the history prices its jobs against the latest snapshot's machines
+    svc.run_job("history")
     clock.now = 1795269600.0 + 5
-    summary = svc.roll_fairshare()
+    summary = svc.run_job("fairshare")
     assert summary == "rolled window(s) 2026-11-21T13:00:00Z: 12 records"
     docs = {(d["type"], d["name"]): d for d in outbox_docs(config.probe.state_dir, "fairshare")}
     jobs, _ = read_history([condor25 / "history.ads"], config.job_reading())
@@ -271,9 +271,9 @@ def test_windows_roll_once_each_as_they_close(
         "group_osg.condoruser@localpool": 33,
         "condoruser@localpool": total - 307 - 54 - 33,
     }
-    assert svc.roll_fairshare() is None  # the same window is not rolled twice
+    assert svc.run_job("fairshare") is None  # the same window is not rolled twice
     clock.now += 3 * 3600  # three more windows closed while nobody looked
-    assert svc.roll_fairshare() == (
+    assert svc.run_job("fairshare") == (
         "rolled window(s) 2026-11-21T14:00:00Z, 2026-11-21T15:00:00Z, 2026-11-21T16:00:00Z: 36 records"
     )  # the 12 credentials, whose usage still counts (decayed) within the depth of 4 windows
     with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:

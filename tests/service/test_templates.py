@@ -36,24 +36,24 @@ def test_templates_are_checked_again_when_the_store_comes_back_empty(
     with ElasticsearchSink.from_url(first.url) as sink:
         sink.install_templates()
     service = fake_service(tmp_path / "state", condor25, first.url, store={"install_templates": install})
-    service.snapshot()
-    assert service.flush() is not None  # templates found, records sent
+    service.run_job("snapshot")
+    assert service.run_job("flush") is not None  # templates found, records sent
     stop_server(first)
 
-    service.history()  # 42 jobs, committed while the store is down
+    service.run_job("history")  # 42 jobs, committed while the store is down
     with pytest.raises(SinkError):
-        service.flush()
+        service.run_job("flush")
     second = start_server(address)  # back, and empty
     try:
         if install:
-            assert service.flush() is not None
+            assert service.run_job("flush") is not None
             with ElasticsearchSink.from_url(second.url) as sink:
                 assert sink.count("job") == 42 and sink.check_templates().ok
                 types = sink.field_types("job")
                 assert types and all(t.get("user") == "keyword" for t in types.values())  # not guessed as text
         else:
             with pytest.raises(SinkError, match=r"index templates missing for .*run `fairacct mappings install` first"):
-                service.flush()
+                service.run_job("flush")
             assert indices(second.url) == []  # nothing written with guessed types
             with Outbox(tmp_path / "state/outbox.sqlite") as outbox:
                 assert outbox.status().depth["job"] == 42

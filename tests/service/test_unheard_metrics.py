@@ -23,7 +23,7 @@ def one_snapshot(tmp_path: Path, condor25: Path, ads: list[Any], at: float) -> t
     config = live_config(tmp_path, pool={"update_interval_s": 300})
     svc = ProbeService(config, probe="test", clock=Clock(at), pool=FakePool({None: collector}, [vm]).live(config))
     try:
-        svc._run("snapshot", svc.snapshot)
+        svc._run("snapshot")
         return config, svc.metrics.render()
     finally:
         collector.released.set()

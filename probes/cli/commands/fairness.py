@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from probes.cli.common import EXIT_OK, print_doc, probe_name, read
@@ -25,17 +26,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="starved at or below this fraction of an equal share (default: fairness.fraction)",
     )
-    parser.add_argument("--store-records", action="store_true", help="also commit the fairness records to the store")
+    parser.add_argument(
+        "--store-records",
+        action="store_true",
+        help="also store the fairness records, delivered as `probe once` delivers",
+    )
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     """Seed 002 (see probes.pipeline.analytics)."""
-    from collector.outbox import Outbox
-    from collector.sinks import open_store
     from probes.cli import analytics_views
     from probes.pipeline import analytics
-    from probes.pipeline.cycle import deliver
+    from probes.pipeline.lane import Batch, RecordLane
     from probes.pipeline.records import fairness_docs
+    from probes.pipeline.verdict import judge
 
     result = read(args, config, "status_files", "idle_files", option="--status-file")
     assert result.snapshot is not None
@@ -44,12 +48,11 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=bucket_s, fraction=fraction)
     if args.store_records:
         docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=probe_name())
-        with Outbox(config.probe.state_dir / "outbox.sqlite") as outbox:
-            outbox.commit(docs, {})
-            sink = open_store(config.store, config.opening())
-            try:
-                deliver(outbox, sink)  # the probe's one delivery; what the store did not take waits
-            finally:
-                sink.close()
+        lane = RecordLane(config)  # the probe's one way to the store: templates checked, [upstream] sent too
+        with lane.open() as outbox:
+            lane.commit(outbox, [Batch(docs)])
+            delivered = judge(lane.deliver(outbox))  # what the store did not take waits, and is said
+        for reason in delivered.reasons:
+            print(f"fairacct: {reason.text}", file=sys.stderr)
     print_doc(args, analytics_views.fairness_json(fair), analytics_views.fairness_sections(fair))
     return EXIT_OK

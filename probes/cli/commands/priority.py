@@ -98,15 +98,16 @@ def _stored_usage(config: ProbeConfig, now: float) -> pd.DataFrame | None:
 
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
-    from collector.outbox import Outbox
+    from collector.records import encode_docs
     from probes.accounting.priority import USAGE_METRICS
     from probes.cli import views
     from probes.pipeline import priority
+    from probes.pipeline.lane import RecordLane
     from probes.sources.bindings import Bindings
 
-    state = config.probe.state_dir / "outbox.sqlite"
+    lane = RecordLane(config)
     now, probe = time.time(), probe_name()
-    with Outbox(state) as outbox:
+    with lane.open() as outbox:
         ledger = priority.windowed_ledger(outbox.checkpoint, config, now=now)
     bindings = Bindings(config.pool.condor_config, config.pool.timeout_s, config.pool.token_file)
     try:
@@ -131,9 +132,8 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             result = priority.restore(config, client, records, now=now, dry_run=args.dry_run, probe=probe)
     finally:
         bindings.close()
-    if not args.dry_run:
-        with Outbox(state) as outbox:
-            outbox.commit({"priority": result.docs} if result.docs else {}, {})
+    if not args.dry_run:  # through the probe's lane: its commit lock and fault points, as every commit
+        lane.store_records({"priority": encode_docs("priority", result.docs)} if result.docs else {})
     if args.json:
         print(json.dumps({"commands": result.commands, "applied": result.applied, "records": result.docs}, indent=1))
         return EXIT_OK

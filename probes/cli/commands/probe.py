@@ -1,6 +1,7 @@
 """``fairacct probe once|run|checkpoints``: the probe.
 
-``probe once`` runs one cycle into the store and prints what it found; ``probe run`` is the
+``probe once`` runs one cycle into the store (each of the cycle's configured jobs once, the
+priority sync and the summaries included) and prints what it found; ``probe run`` is the
 service (APScheduler) until a signal; ``probe checkpoints`` lists where the probe has read each
 history up to, and sets one back; ``probe from-condor-ap`` takes over GRACC's records from
 condor-ap at its exact cutoff (:mod:`probes.sources.handoff`).
@@ -29,7 +30,6 @@ from collector.errors import ConfigError
 from probes.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_QUEUED,
     check_config,
     log_lines,
     nonzero,
@@ -45,7 +45,8 @@ from probes.cli.options import ALL_SOURCES, add_actions, add_options, condor_opt
 if TYPE_CHECKING:
     from probes.cli.views import Section
     from probes.config import ProbeConfig
-    from probes.pipeline.cycle import Cycle, Delivery
+    from probes.pipeline.cycle import Cycle
+    from probes.pipeline.lane import Delivery
     from probes.pipeline.reading import Reading
     from probes.sources.live import LivePool
 
@@ -56,7 +57,8 @@ HELP = "run the probe"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = add_actions(parser)
-    add_options(action("once", help="run one cycle into the store and print what it found"), *ALL_SOURCES)
+    once = "run one cycle into the store (each configured job once: the summaries, the priority sync too), print it"
+    add_options(action("once", help=once), *ALL_SOURCES)
     service = add_options(
         action("run", help="run the probe service (APScheduler) until SIGTERM or SIGINT"),
         *ALL_SOURCES,
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
         "sources",
         "--status-file, --idle-file or --history (or set sources.live = true)",
     )
-    cycle, delivery, last_dead = _store_cycle(config, args.strict)
+    cycle, delivery = _store_cycle(config, args.strict)
     report_problems(cycle.reading, args, quarantine=config.probe.state_dir / "quarantine")
     if cycle.snapshot.replayed:
         print(f"fairacct: {cycle.snapshot.replayed}", file=sys.stderr)
@@ -103,33 +105,35 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             file=sys.stderr,
         )
     print_doc(args, *_show_cycle(cycle, delivery, config))
-    return _delivery(delivery, last_dead)
+    return _delivery(cycle, delivery)
 
 
 # -- probe once ----------------------------------------------------------------------------------
 
 
-def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[Cycle, Delivery, list[dict[str, Any]]]:
+def _store_cycle(config: ProbeConfig, strict: bool | None) -> tuple[Cycle, Delivery]:
     """The cycle (:meth:`~probes.pipeline.cycle.ProbeCycle.once`, the service's jobs once
-    each), committed to the outbox whatever the store does, then sent if it can be; the
-    outbox's latest dead letter."""
-    from collector.outbox import Outbox
+    each), committed to the outbox whatever the store does, then sent if it can be."""
     from collector.sinks import open_store
     from collector.statelock import hold_state_dir
     from probes.files import check_writable
     from probes.pipeline.cycle import ProbeCycle
+    from probes.pipeline.lane import RecordLane
 
     state = config.probe.state_dir
     warn_loose_token(config)
     check_writable(state, "probe.state_dir")
     with hold_state_dir(state, "probe.state_dir"), _history_progress(config) as pool:
         sink = open_store(config.store, config.opening())  # a missing token: refused before the outbox
+        lane = RecordLane(config)
+        cycle = ProbeCycle(config, probe=probe_name(), strict=strict, pool=pool, lane=lane)
         try:
-            with Outbox(state / "outbox.sqlite") as outbox:
-                cycle, delivery = ProbeCycle(config, probe=probe_name(), strict=strict, pool=pool).once(outbox, sink)
+            with lane.open() as outbox:
+                done, delivery = cycle.once(outbox, sink)
                 _installed(delivery.installed)
-                return cycle, delivery, outbox.dead_letters(limit=1)
+                return done, delivery
         finally:
+            cycle.close()
             sink.close()
 
 
@@ -189,6 +193,13 @@ def _show_cycle(cycle: Cycle, delivery: Delivery, config: ProbeConfig) -> tuple[
     if up is not None:
         sent_up = f"job: {up.sent.get('job', 0)} records to [upstream] {config.upstream.url}"
         sections.append(("upstream", "\n".join([sent_up, *views.left_out_lines(up.left_out)])))
+    if cycle.done or cycle.failed or cycle.skipped:  # the priority sync, the summaries: when configured
+        doc["jobs"] = {name: {"done": line} for name, line in cycle.done.items()}
+        doc["jobs"] |= {name: {"failed": error} for name, error in cycle.failed.items()}
+        doc["jobs"] |= {name: {"skipped": why} for name, why in cycle.skipped.items()}
+        lines = [f"{name}: {line}" for name, line in cycle.done.items()]
+        lines += [f"{name}: failed" for name in cycle.failed] + [f"{name}: not run" for name in cycle.skipped]
+        sections.append(("jobs", "\n".join(lines)))
     return doc, sections
 
 
@@ -205,32 +216,22 @@ def _read_summary(result: Reading) -> str:
     return "\n".join(lines)
 
 
-def _delivery(delivery: Delivery, last_dead: list[dict[str, Any]]) -> int:
-    """What became of the cycle's records, on stderr when not everything was sent: the exit code."""
-    dead = nonzero(delivery.flushed.dead) if delivery.flushed else {}
-    if dead:
-        print(
-            f"fairacct: the store refused {sum(dead.values())} record(s) for good, now dead letters "
-            f"({', '.join(f'{n} {k}' for k, n in sorted(dead.items()))})"
-            + (f", e.g. {last_dead[0]['kind']} {last_dead[0]['id']}: {last_dead[0]['error']}" if last_dead else "")
-            + "; see `fairacct outbox --dead-letters`, fix the cause, then `fairacct outbox retry`",
-            file=sys.stderr,
-        )
+def _delivery(cycle: Cycle, delivery: Delivery) -> int:
+    """What became of the cycle's records (:func:`~probes.pipeline.verdict.judge`, as the
+    service judges its flushes) and of its other jobs, on stderr when not all went well: the
+    exit code."""
+    from probes.pipeline.verdict import judge
+
+    verdict = judge(delivery)
+    for reason in verdict.reasons:
+        print(f"fairacct: {reason.text}", file=sys.stderr)
+    for name, why in cycle.skipped.items():
+        print(f"fairacct: {name}: not run, {why}", file=sys.stderr)
+    for name, error in cycle.failed.items():
+        print(f"fairacct: {name} failed: {error}", file=sys.stderr)
+    if cycle.failed and verdict.exit_status == EXIT_OK:
         return EXIT_FAILED
-    up = delivery.upstream
-    if up is not None and (up.errors or nonzero(up.dead)):
-        print(f"fairacct: [upstream] did not take every job record: {(up.errors or ['refused for good'])[0]}; "
-              "see `fairacct outbox`", file=sys.stderr)  # fmt: skip
-        return EXIT_FAILED if nonzero(up.dead) else EXIT_QUEUED
-    if delivery.unsent:
-        waiting = sum(delivery.status.depth.values())
-        print(
-            f"fairacct: {waiting} record(s) queued in the outbox, not sent: {delivery.unsent}; "
-            "the next `probe once` or `probe run` sends them",
-            file=sys.stderr,
-        )
-        return EXIT_QUEUED
-    return EXIT_OK
+    return verdict.exit_status
 
 
 # -- probe run -----------------------------------------------------------------------------------
@@ -278,6 +279,7 @@ def _checkpoints(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[st
     from collector.statelock import hold_state_dir
     from probes.cli.times import parse_time
     from probes.files import check_writable
+    from probes.pipeline.lane import Batch, RecordLane
     from probes.sources.checkpoints import HISTORY_PREFIX as _HISTORY
     from probes.sources.checkpoints import checkpoint_key, history_key
 
@@ -295,7 +297,8 @@ def _checkpoints(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[st
         return {"checkpoints": rows}, text
     since = parse_time(args.since, "--since") if args.since else None
     check_writable(state, "probe.state_dir")
-    with hold_state_dir(state, "probe.state_dir"), Outbox(outbox_path) as outbox:
+    lane = RecordLane(config)
+    with hold_state_dir(state, "probe.state_dir"), lane.open() as outbox:
         listed = outbox.checkpoints(_HISTORY)
         source = next(
             (s for s in (checkpoint_key(args.reset), history_key(args.reset), args.reset) if s in listed), None
@@ -309,7 +312,7 @@ def _checkpoints(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[st
             outbox.forget_checkpoint(source)
             text = f"{_name(source)}: checkpoint forgotten; the next pass reads its whole history"
         else:
-            outbox.commit({}, {source: {"end": since, "ids": []}})
+            lane.commit(outbox, [Batch(checkpoints={source: {"end": since, "ids": []}})])
             text = f"{_name(source)}: the next pass reads the jobs that ended at or after {_iso(since)}"
     return {"reset": _name(source), "since": since}, text
 
@@ -347,10 +350,10 @@ def _handoff(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, A
     the earliest end of a job it must now send; the JSON document and the text to print."""
     from pathlib import Path
 
-    from collector.outbox import Outbox
     from collector.statelock import hold_state_dir
     from probes.cli.times import parse_time
     from probes.files import check_writable
+    from probes.pipeline.lane import Batch, RecordLane
     from probes.sources.checkpoints import HISTORY_PREFIX
     from probes.sources.handoff import read_handoff, save_handoff
 
@@ -362,12 +365,13 @@ def _handoff(args: argparse.Namespace, config: ProbeConfig) -> tuple[dict[str, A
     reset: list[str] = []
     with hold_state_dir(state, "probe.state_dir"):
         path = save_handoff(handoff, state)
-        if (state / "outbox.sqlite").is_file():  # a probe that read already reads again from there
-            with Outbox(state / "outbox.sqlite") as outbox:
+        lane = RecordLane(config)
+        if lane.path.is_file():  # a probe that read already reads again from there
+            with lane.open() as outbox:
                 listed = outbox.checkpoints(HISTORY_PREFIX)
                 for source, (value, _) in listed.items():
                     if not isinstance(value, dict) or float(value.get("end", -1.0)) > since:
-                        outbox.commit({}, {source: {"end": since, "ids": []}})
+                        lane.commit(outbox, [Batch(checkpoints={source: {"end": since, "ids": []}})])
                         reset.append(_name(source))
     found = ", ".join(f"{n} {what}" for what, n in handoff.found.items())
     lines = [
