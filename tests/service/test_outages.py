@@ -53,7 +53,7 @@ def test_the_service_logs_a_down_schedd_twice_in_five_snapshots(
             if k == 4:
                 bad.fail = None
             clock.now += 300
-            svc._run("snapshot", svc.snapshot)
+            svc._run("snapshot")
     warnings = [
         r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "schedd:bad" in r.getMessage()
     ]
