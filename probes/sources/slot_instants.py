@@ -22,7 +22,7 @@ from probes.sources.future import CLOCK_SKEW_S, from_the_future
 from probes.sources.report import ReadTally
 from probes.sources.slot_checks import quarantine
 
-__all__ = ["OWN_TIMES", "credible", "first_number", "instants", "set_aside_future"]
+__all__ = ["OWN_TIMES", "credible", "first_number", "instants", "newest_credible", "set_aside_future"]
 
 #: The times a startd ad says it was observed at: the startd's clock, then the collector's.
 OWN_TIMES = ("MyCurrentTime", "LastHeardFrom")
@@ -64,11 +64,12 @@ def instants(ads: AdColumns) -> np.ndarray:
     own = first_number(ads, OWN_TIMES)
     if not len(own):
         return own
-    own = credible(own)  # an ad from the future stands at its snapshot's instant, as one without a time does
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
     names = pd.Series(ads["Name"], dtype=object).str.lower().to_numpy()
     snapshot = _snapshots(source, names)
-    instants = pd.Series(own).groupby([source, snapshot]).transform("max").to_numpy(dtype=np.float64)
+    # an ad from the future stands at its snapshot's instant (the newest of the others), as one
+    # without a time does
+    instants = newest_credible(own, [source, snapshot])
     twice = pd.DataFrame({"name": names, "at": instants}).duplicated(keep=False).to_numpy()
     if twice.any():
         first, again = np.flatnonzero(twice)[:2]
@@ -79,6 +80,20 @@ def instants(ads: AdColumns) -> np.ndarray:
             "condor_status dump once"
         )
     return instants
+
+
+def newest_credible(times: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Per time, the newest of ``times`` (UTC s) of its group that is not after the time of
+    reading (:func:`credible`); of a group all of whose times are after it, their newest."""
+    return _newest(times, np.isnan(credible(times)) & ~np.isnan(times), groups)
+
+
+def _newest(times: np.ndarray, later: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    by = pd.Series(np.where(later, np.nan, times)).groupby(groups)
+    newest = by.transform("max").to_numpy(dtype=np.float64)
+    every = pd.Series(times).groupby(groups).transform("max").to_numpy(dtype=np.float64)
+    out: np.ndarray = np.where(np.isnan(newest), every, newest)
+    return out
 
 
 def _snapshots(source: np.ndarray, names: np.ndarray) -> np.ndarray:

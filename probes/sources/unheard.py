@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from probes.sources.classad import AdColumns
-from probes.sources.slot_instants import credible
+from probes.sources.slot_instants import newest_credible
 
 __all__ = [
     "DUPLICATE_JOB",
@@ -99,10 +99,8 @@ def heard_rules(
     own = np.fmax(observed_interval(ads), update_interval_s)  # NaN (not shown): the pool's
     interval = np.where(np.isfinite(interval) & (interval > 0), interval, own)
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
-    if now is None:  # a dump: its newest ad, by the collector's clock (not one from the future)
-        reference = pd.Series(credible(heard)).groupby(source).transform("max").to_numpy(dtype=np.float64)
-    else:
-        reference = np.full(len(heard), float(now))
+    # a dump: its newest ad, by the collector's clock (not one from the future); live: ``now``
+    reference = newest_credible(heard, [source]) if now is None else np.full(len(heard), float(now))
     stale = np.isfinite(heard) & (reference - heard > MARGIN * interval)
 
     names = pd.Series(ads["Name"], dtype=object).fillna("").str.lower().to_numpy()
