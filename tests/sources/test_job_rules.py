@@ -119,9 +119,7 @@ def test_a_job_from_the_future_moves_nothing(tmp_path: Path, capsys: pytest.Capt
     assert jobs["user"].tolist() == ["alice", "bob"] and not report.malformed
 
 
-def test_a_cpu_time_no_cores_can_give_sets_the_job_aside(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_cpu_time_no_cores_can_give_sets_the_job_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """RemoteUserCpu = 1e12 on a 2-core hour (the issue exported 277,777,778 CPU-hours); 16 times
     its cores' worth (115,200 s, plus 60 s) is the most a job is credited with."""
     doc, err = run(capsys, "jobs", "--history", str(history(tmp_path, RemoteUserCpu="1e12")))

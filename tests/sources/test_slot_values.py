@@ -75,7 +75,8 @@ def test_a_memory_with_a_unit_leaves_its_node_unbilled(
     """alice's Memory = 8 GB: the issue billed her 8 MiB and bob 32,757 MiB of the node's memory."""
     doc, err = bill(tmp_path, capsys, node(alice={"memory": memory}))
     assert billed(doc) == {"slot1_2@n1": (None, None)} and doc["incomplete_nodes"] == ["slot1@n1"]
-    assert f"status.ads line 15: attribute 'Memory' = {memory}: expected a finite number from 0 to below" in err and why in err
+    assert f"status.ads line 15: attribute 'Memory' = {memory}: expected a finite number from 0 to below" in err
+    assert why in err
 
 
 def test_a_slot_memory_in_kib_leaves_its_node_unbilled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
