@@ -17,6 +17,8 @@ import pytest
 from probes.cli import main
 from probes.sources.history import read_history
 
+from ..conftest import ROOT
+
 END = 1_700_003_600  # 2023-11-14T23:13:20Z
 
 
@@ -141,3 +143,17 @@ def test_json_expressions_with_a_base_or_a_unit_are_no_numbers(tmp_path: Path) -
         jobs, report = read_history([path])
         assert jobs["user"].tolist() == ["alice"] and jobs["memory"].tolist() == [16.0]
         assert len(report.malformed) == 1 and why in report.malformed[0].reason, report
+
+
+def test_probe_once_says_the_job_set_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo pool's probe reading bob's job of wall time "abc": its cycle sends alice's job only
+    and says why bob's was not (the issue sent bob's with 0 s)."""
+    config = tmp_path / "probe.toml"
+    text = (ROOT / "config/demo.toml").read_text().replace('"demo/', f'"{ROOT}/config/demo/')
+    text = text.replace('"../.demo"', '"state"').replace(f'"{ROOT}/config/demo/history.ads"', '"history.ads"')
+    config.write_text(text)
+    history(tmp_path, RemoteWallClockTime='"abc"')
+    assert main(["probe", "once", "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert "\njob: 1 records, 1 sent to sqlite:///" in out, out
+    assert "1 malformed history ad(s) skipped" in err and "attribute 'RemoteWallClockTime' = \"abc\"" in err, err
