@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -28,15 +29,14 @@ from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.columns import ColumnBuilder
 from probes.sources.classad.limits import AMOUNT, INSTANT
-from probes.sources.classad.model import expr_text
 from probes.sources.condor_ap import condor_ap_attrs, condor_ap_columns, count_invalid_cpu
 from probes.sources.credentials import identities, identity_attrs
 from probes.sources.duplicate_jobs import JobsSeen
 from probes.sources.history_folder import list_folder, readable
-from probes.sources.impossible_jobs import impossible_jobs
 from probes.sources.inputs import FileRange
+from probes.sources.job_checks import BILLED, PROVISIONED, REQUEST, set_aside
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
-from probes.sources.report import Malformed, ReadReport, ReadTally
+from probes.sources.report import ReadReport, ReadTally
 from probes.sources.run_times import run_times
 from probes.sources.settings import JobReading
 
@@ -55,13 +55,7 @@ __all__ = [
     "read_history",
 ]
 
-_PROVISIONED = {
-    "cpus": "CpusProvisioned",
-    "memory": "MemoryProvisioned",
-    "disk": "DiskProvisioned",
-    "gpus": "GPUsProvisioned",
-}
-_REQUEST = {"cpus": "RequestCpus", "memory": "RequestMemory", "disk": "RequestDisk", "gpus": "RequestGPUs"}
+_PROVISIONED, _REQUEST = PROVISIONED, REQUEST
 # The slots a parallel-universe job ran on. The schedd's dedicated scheduler writes two lists
 # of the slots' Name (slot1@host) when it starts the job (addReconnectAttributes in
 # dedicated_scheduler.cpp): ``RemoteHosts``, this proc's nodes, and ``AllRemoteHosts``, which
@@ -131,7 +125,8 @@ def job_attrs(reading: JobReading) -> list[Attr]:
     if reading.gratia:  # what OSG's condor-ap reports of the job (probes.sources.condor_ap)
         attrs += condor_ap_attrs()
     attrs += [Attr(a, Kind.ANY) for a in reading.extra_attributes]
-    return unique_attrs(attrs)
+    # what a job is billed or counted with must be a number where present, as a slot's amounts are
+    return unique_attrs([replace(a, finite=True) if a.name in BILLED and a.kind is Kind.NUMBER else a for a in attrs])
 
 
 def history_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -145,6 +140,7 @@ def read_history(
     *,
     strict: bool = False,
     seen: JobsSeen | None = None,
+    now: float | None = None,
 ) -> tuple[pd.DataFrame, ReadReport]:
     """Read history dumps, history files and per-job history directories into the jobs table.
 
@@ -152,13 +148,16 @@ def read_history(
     are never held whole beside the table made of them. A job is read once: the jobs of
     ``seen`` (the reads before this one in the same run), and a job read again within
     ``paths``, are left out and counted in the report (:mod:`~probes.sources.duplicate_jobs`).
+    A job that cannot be billed as read is set aside with its reason (:mod:`~probes.sources.job_checks`;
+    ``now``: the time of reading, UTC s, that no job's time may pass; None: the clock's now).
     """
     from probes.sources.classad import collect  # the scanner and numba: only where ads are read
 
     tally = ReadTally()
     inputs, size = _inputs(paths, tally)
     builder = ColumnBuilder(size)
-    for columns, done in _job_parts(inputs, reading, tally, strict, JobsSeen() if seen is None else seen):
+    seen = JobsSeen() if seen is None else seen
+    for columns, done in _job_parts(inputs, reading, tally, strict, seen, _now(now)):
         builder.append(columns, done)
     columns = builder.result() or job_columns(collect((), _attrs(reading)), reading)
     return _frame(columns), tally.report()
@@ -170,6 +169,7 @@ def iter_history(
     tally: ReadTally,
     *,
     strict: bool = False,
+    now: float | None = None,
 ) -> Iterator[pd.DataFrame]:
     """:func:`read_history` a few chunks at a time: yield the jobs table in parts (of at least
     2,000 rows, the last maybe fewer, none empty), and add what was found besides values to
@@ -183,7 +183,7 @@ def iter_history(
     inputs, _ = _inputs(paths, tally)
     batch: list[dict[str, np.ndarray]] = []
     rows = 0
-    for columns, _ in _job_parts(inputs, reading, tally, strict, JobsSeen()):
+    for columns, _ in _job_parts(inputs, reading, tally, strict, JobsSeen(), _now(now)):
         if len(columns["job_id"]):
             batch.append(columns)
             rows += len(columns["job_id"])
@@ -238,10 +238,11 @@ def _inputs(paths: Sequence[str | os.PathLike[str]], tally: ReadTally | None = N
 
 
 def _job_parts(
-    inputs: Sequence[_Input], reading: JobReading, tally: ReadTally, strict: bool, seen: JobsSeen
+    inputs: Sequence[_Input], reading: JobReading, tally: ReadTally, strict: bool, seen: JobsSeen, now: float
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """Each chunk's columns of the jobs table (:func:`job_columns`, its odd integers counted,
-    its impossible jobs quarantined, and the jobs ``seen`` before left out and counted), and the
+    its jobs that cannot be billed as read set aside (:func:`~probes.sources.job_checks.set_aside`,
+    at ``now``), and the jobs ``seen`` before left out and counted), and the
     bytes of all ``inputs`` read so far; each input's verdict
     (:meth:`~probes.sources.kinds.KindCheck.verdict`) once its last chunk was yielded."""
     from probes.sources.classad import iter_ad_files, iter_ads, iter_ads_range  # the scanner: only where ads are read
@@ -269,7 +270,7 @@ def _job_parts(
                 if plain != path:  # a decompressed copy: name the file the site has
                     _renamed(columns, tally, malformed, os.fspath(plain), os.fspath(path))
                 odd_integers(columns, tally)
-                columns = _possible(columns, ads, tally, strict)
+                columns = set_aside(columns, ads, tally, strict, now)
                 once = seen.first_reads(columns["job_id"], columns["source"], columns["line"], tally)
                 yield (columns if once is None else _rows(columns, once)), offset + done
             if plain != path:
@@ -278,29 +279,9 @@ def _job_parts(
             offset += done
 
 
-def _possible(columns: dict[str, np.ndarray], ads: AdColumns, tally: ReadTally, strict: bool) -> dict[str, np.ndarray]:
-    """``columns`` (of ``ads``) without the jobs whose times or status are impossible
-    (:func:`~probes.sources.impossible_jobs.impossible_jobs`), each quarantined in ``tally``
-    with its file, line and the attributes that contradict each other (the first raised when
-    ``strict``)."""
-    reasons = impossible_jobs(columns, ads["JobStartDate"])
-    if not reasons:
-        return columns
-    for row, reason in reasons.items():
-        text = f"GlobalJobId = {expr_text(str(columns['job_id'][row]))}\n" + "".join(
-            f"{name} = {ads[name][row]:.17g}\n" for name in _TIMES if not np.isnan(ads[name][row])
-        )
-        m = tally.add_malformed(Malformed(str(columns["source"][row]), int(columns["line"][row]), reason, text))
-        if strict:
-            raise m.error()
-    keep = np.ones(len(columns["job_id"]), dtype=bool)
-    keep[list(reasons)] = False
-    return _rows(columns, keep)
-
-
-# what a quarantined impossible job is shown with (the rest of its ad is in its input)
-_TIMES = ("JobStatus", "QDate", "JobStartDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus",
-          "RemoteWallClockTime")  # fmt: skip
+def _now(now: float | None) -> float:
+    """The time of reading (UTC s): ``now``, or the clock's when None (a read from files)."""
+    return time.time() if now is None else now
 
 
 def _rows(columns: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -332,14 +313,17 @@ def placed_jobs(jobs: pd.DataFrame, tally: ReadTally) -> pd.DataFrame:
     return kept
 
 
-def jobs_table(ads: AdColumns, reading: JobReading, tally: ReadTally | None = None) -> pd.DataFrame:
+def jobs_table(
+    ads: AdColumns, reading: JobReading, tally: ReadTally | None = None, now: float | None = None
+) -> pd.DataFrame:
     """Turn job ads (from files or a live schedd) into the jobs table; with ``tally``, without
-    the jobs whose times or status are impossible, quarantined in it."""
+    the jobs that cannot be billed as read (:func:`~probes.sources.job_checks.set_aside`, at
+    ``now``, UTC s, or the clock's now), quarantined in it."""
     columns = job_columns(ads, reading)
     if tally is not None:
         if reading.gratia:
             count_invalid_cpu(ads, tally)
-        columns = _possible(columns, ads, tally, strict=False)
+        columns = set_aside(columns, ads, tally, False, _now(now))
     return _frame(columns)
 
 

@@ -11,6 +11,10 @@ together they describe a run that cannot have happened, and any bill made of the
   one another) longer than the time from its first start (``JobStartDate``, else its ``QDate``)
   to its end, by more than :data:`CLOCK_SLACK_S` (``RemoteWallClockTime = 1e9`` on a 51 s job).
 
+- for a job that ended, a CPU time (``RemoteUserCpu + RemoteSysCpu``) more than :data:`CPU_OVERUSE` times what its
+  cores (``cpus`` x ``n_hosts``) give over its wall time, plus :data:`CLOCK_SLACK_S`
+  (``RemoteUserCpu = 1e12`` on a one-hour job: 277,777,778 CPU-hours exported).
+
 A queued or running job (a ``condor_q`` dump read as jobs) has no end yet: only its status is
 checked.
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CLOCK_SLACK_S", "JOB_STATES", "impossible_jobs"]
+__all__ = ["CLOCK_SLACK_S", "CPU_OVERUSE", "JOB_STATES", "impossible_jobs"]
 
 JOB_STATES = range(1, 8)
 """HTCondor's ``JobStatus`` values: 1 idle, 2 running, 3 removed, 4 completed, 5 held,
@@ -35,13 +39,21 @@ CLOCK_SLACK_S = 60.0
 seconds, before the job is impossible."""
 
 
+CPU_OVERUSE = 16.0
+"""How many times its cores' worth of CPU a job may use over its wall time: HTCondor's CPU limit
+is a share of the node, not a cap (a job's threads may run on idle cores beyond its request), so
+a CPU time somewhat past wall x cores is a real job; 16 times it is no job's."""
+
+
 def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) -> dict[int, str]:
     """The rows of the jobs table's ``columns`` (:func:`~probes.sources.history.job_columns`:
-    ``status``, ``start``, ``end``, ``qdate``, ``walltime_s``; UNIX seconds, NaN where missing)
+    ``status``, ``start``, ``end``, ``qdate``, ``walltime_s``, ``cpu_time_s``, ``cpus``, ``n_hosts``;
+    UNIX seconds, seconds, cores; NaN where missing)
     that cannot be a job, each with why (the first rule it breaks, its values named as the ad's
     attributes); ``job_start_date`` is each job's ``JobStartDate`` (its first start)."""
     status, start, end = columns["status"], columns["start"], columns["end"]
     wall, qdate = columns["walltime_s"], columns["qdate"]
+    cpu, cores = columns["cpu_time_s"], columns["cpus"] * np.fmax(columns["n_hosts"], 1.0)
     reasons: dict[int, str] = {}
     with np.errstate(invalid="ignore"):  # NaN compares false: a missing value breaks no rule
         # a state is a whole number in JOB_STATES (compared, not np.isin: this runs on every chunk)
@@ -73,5 +85,14 @@ def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) 
                 f"attribute 'RemoteWallClockTime' = {wall[i]:.17g}: longer than the {span[i]:.17g} s from its "
                 f"first start ({earliest[i]:.17g}) to its end ({end[i]:.17g}) by more than {CLOCK_SLACK_S:g} s; "
                 "the job was skipped",
+            )
+        # a running job's wall time is counted when a run ends, its CPU time as it goes: ended only
+        used = wall * cores * CPU_OVERUSE + CLOCK_SLACK_S
+        for i in np.flatnonzero(ended & (cpu > used)).tolist():
+            reasons.setdefault(
+                i,
+                f"a CPU time (RemoteUserCpu + RemoteSysCpu) of {cpu[i]:.17g} s: more than {CPU_OVERUSE:g} times "
+                f"what its {cores[i]:g} core(s) give in its RemoteWallClockTime of {wall[i]:.17g} s (plus "
+                f"{CLOCK_SLACK_S:g} s); the job was skipped",
             )
     return reasons

@@ -2,7 +2,8 @@
 
 A slot ad without a ``Name``, or a dynamic slot's whose ``Name`` is not ``slotN_M@host``
 (:func:`unnamed`), and a partitionable slot whose dynamic slots hold more of a resource than its
-``TotalSlot*`` (:func:`overfull`) are quarantined (:func:`quarantine`, a :class:`Malformed` the
+``TotalSlot*``, or whose ``TotalSlotMemory`` is more than its machine's ``TotalMemory`` (a size in
+KiB, not MiB: :func:`overfull`), are quarantined (:func:`quarantine`, a :class:`Malformed` the
 caller adds to its read's report) and their node left ``incomplete``; so is a node one of whose
 ads the reader could not read (:func:`quarantined_nodes`).
 """
@@ -21,7 +22,7 @@ from probes.sources.classad import AdColumns
 from probes.sources.report import Malformed
 from probes.sources.slot_allocations import DYNAMIC_NAME, TOTAL, parents
 
-__all__ = ["overfull", "quarantine", "quarantined_nodes", "startds", "unnamed"]
+__all__ = ["MACHINE_MEMORY", "overfull", "quarantine", "quarantined_nodes", "startds", "unnamed"]
 
 # ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
 # that could not be read as a whole
@@ -30,6 +31,9 @@ _UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
 #: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
 #: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
 _ROUNDING = 1e-9
+#: The memory of a slot's machine (MiB), which no slot of it is larger than: a ``TotalSlotMemory``
+#: above it is in another unit (KiB: every memory bill of the node 1,024 times too large).
+MACHINE_MEMORY = "TotalMemory"
 
 
 def unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
@@ -73,8 +77,9 @@ def overfull(
     resource than their size (``TotalSlot<r>``), by position in ``rows``, each with why: a node
     that contradicts itself cannot be billed (one of its numbers is wrong, and a wrong one bills
     its neighbours). A slot that does not say its size (a pool older than ``TotalSlot*``) is
-    billed from its own amounts, as before: it says nothing to contradict."""
-    out: dict[int, str] = {}
+    billed from its own amounts, as before: it says nothing to contradict. A ``TotalSlotMemory``
+    larger than its machine's :data:`MACHINE_MEMORY` (where the ad says it) contradicts it too."""
+    out = _beyond_machine(ads, rows, checked)
     for r in RESOURCES:
         size = ads[TOTAL[r]][rows]
         with np.errstate(invalid="ignore"):  # NaN (unknown size) compares false
@@ -90,6 +95,20 @@ def overfull(
                 f"({listed}): the node contradicts itself"
             )
     return out
+
+
+def _beyond_machine(ads: AdColumns, rows: np.ndarray, checked: np.ndarray) -> dict[int, str]:
+    """The slots of ``rows`` (where ``checked``) larger than their machine in memory, with why."""
+    if MACHINE_MEMORY not in ads.columns:
+        return {}
+    size, machine = ads[TOTAL["memory"]][rows], ads[MACHINE_MEMORY][rows]
+    with np.errstate(invalid="ignore"):  # NaN (not said) compares false
+        over = checked & (size > machine * (1 + _ROUNDING) + _ROUNDING)
+    return {
+        k: f"attribute '{TOTAL['memory']}' = {size[k]:g}, more than its machine's {MACHINE_MEMORY} = {machine[k]:g} "
+        "MiB (a size in KiB?): the node contradicts itself"
+        for k in np.flatnonzero(over).tolist()
+    }
 
 
 def quarantined_nodes(

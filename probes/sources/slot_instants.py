@@ -1,10 +1,16 @@
 """The instant each startd ad was observed at: that of its snapshot (a ``condor_status`` run).
 
+An ad whose ``MyCurrentTime`` or ``LastHeardFrom`` is after the time of reading (a startd or
+collector whose clock went wrong, a damaged value: :mod:`probes.sources.future`) moves no
+snapshot's instant (nor, :mod:`probes.sources.unheard`, which nodes are heard from): a dump's
+reader sets it aside (:func:`set_aside_future`), its node left incomplete.
+
 Times are UNIX seconds (UTC).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,8 +18,37 @@ import pandas as pd
 
 from probes.errors import SourceError
 from probes.sources.classad import AdColumns
+from probes.sources.future import CLOCK_SKEW_S, from_the_future
+from probes.sources.report import ReadTally
+from probes.sources.slot_checks import quarantine
 
-__all__ = ["first_number", "instants"]
+__all__ = ["OWN_TIMES", "credible", "first_number", "instants", "newest_credible", "set_aside_future"]
+
+#: The times a startd ad says it was observed at: the startd's clock, then the collector's.
+OWN_TIMES = ("MyCurrentTime", "LastHeardFrom")
+
+
+def credible(times: np.ndarray, now: float | None = None) -> np.ndarray:
+    """``times`` (UTC s) with those after the time of reading (``now``, else the clock's, plus
+    :data:`~probes.sources.future.CLOCK_SKEW_S`) made NaN: a time that cannot have been."""
+    bound = (time.time() if now is None else now) + CLOCK_SKEW_S
+    with np.errstate(invalid="ignore"):
+        out: np.ndarray = np.where(times > bound, np.nan, times)
+    return out
+
+
+def set_aside_future(ads: AdColumns, tally: ReadTally, now: float | None = None) -> AdColumns:
+    """``ads`` without those whose :data:`OWN_TIMES` are after the time of reading (``now``, else
+    the clock's), each quarantined in ``tally`` with why: its node is left incomplete (the
+    snapshot reader finds it by the quarantined ad's ``Name``)."""
+    reasons = from_the_future({a: ads[a] for a in OWN_TIMES}, time.time() if now is None else now)
+    if not reasons:
+        return ads
+    for row, why in sorted(reasons.items()):
+        tally.add_malformed(quarantine(ads, row, why))
+    keep = np.ones(len(ads), dtype=bool)
+    keep[list(reasons)] = False
+    return ads.take(keep)
 
 
 def instants(ads: AdColumns) -> np.ndarray:
@@ -26,13 +61,15 @@ def instants(ads: AdColumns) -> np.ndarray:
     it): a slot named again starts the next one, and each is its own instant, read in order. Two
     snapshots that come out at one instant (the same slot, the same second, in two files or twice
     in one) cannot be told apart: the input is refused, naming the slot and both places."""
-    own = first_number(ads, ("MyCurrentTime", "LastHeardFrom"))
+    own = first_number(ads, OWN_TIMES)
     if not len(own):
         return own
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
     names = pd.Series(ads["Name"], dtype=object).str.lower().to_numpy()
     snapshot = _snapshots(source, names)
-    instants = pd.Series(own).groupby([source, snapshot]).transform("max").to_numpy(dtype=np.float64)
+    # an ad from the future stands at its snapshot's instant (the newest of the others), as one
+    # without a time does
+    instants = newest_credible(own, [source, snapshot])
     twice = pd.DataFrame({"name": names, "at": instants}).duplicated(keep=False).to_numpy()
     if twice.any():
         first, again = np.flatnonzero(twice)[:2]
@@ -43,6 +80,20 @@ def instants(ads: AdColumns) -> np.ndarray:
             "condor_status dump once"
         )
     return instants
+
+
+def newest_credible(times: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Per time, the newest of ``times`` (UTC s) of its group that is not after the time of
+    reading (:func:`credible`); of a group all of whose times are after it, their newest."""
+    return _newest(times, np.isnan(credible(times)) & ~np.isnan(times), groups)
+
+
+def _newest(times: np.ndarray, later: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    by = pd.Series(np.where(later, np.nan, times)).groupby(groups)
+    newest = by.transform("max").to_numpy(dtype=np.float64)
+    every = pd.Series(times).groupby(groups).transform("max").to_numpy(dtype=np.float64)
+    out: np.ndarray = np.where(np.isnan(newest), every, newest)
+    return out
 
 
 def _snapshots(source: np.ndarray, names: np.ndarray) -> np.ndarray:

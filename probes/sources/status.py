@@ -60,8 +60,8 @@ from probes.sources.slot_allocations import (
     parents,
     zero,
 )
-from probes.sources.slot_checks import overfull, quarantine, quarantined_nodes, startds, unnamed
-from probes.sources.slot_instants import first_number, instants
+from probes.sources.slot_checks import MACHINE_MEMORY, overfull, quarantine, quarantined_nodes, startds, unnamed
+from probes.sources.slot_instants import first_number, instants, set_aside_future
 from probes.sources.unheard import DUPLICATE_JOB, UNHEARD_COLUMNS, heard_rules, one_slot_per_job
 
 __all__ = [
@@ -141,7 +141,7 @@ def slot_attrs(reading: SlotReading) -> list[Attr]:
         Attr("Name", s), Attr("Machine", s), Attr("SlotType", s), Attr("State", s),
         Attr("PartitionableSlot", b), Attr("DynamicSlot", b),
         *(Attr(OWN[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
-        *(Attr(TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES),
+        *(Attr(TOTAL[r], n, limits=AMOUNT, finite=True) for r in RESOURCES), Attr(MACHINE_MEMORY, n, limits=AMOUNT),
         Attr("MyCurrentTime", n, limits=INSTANT), Attr("LastHeardFrom", n, limits=INSTANT),
         Attr("UpdateInterval", n, limits=AMOUNT), Attr("UpdateSequenceNumber", n, limits=AMOUNT), DAEMON_START,
         Attr("GLIDEIN_ToRetire", n, limits=INSTANT), Attr("GLIDEIN_ToDie", n, limits=INSTANT),
@@ -178,7 +178,7 @@ def read_status(
         check = KindCheck(STARTD_ADS)
         parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
-    ads = _once(AdColumns.concat(parts, attrs), tally)
+    ads = set_aside_future(_once(AdColumns.concat(parts, attrs), tally), tally)
     snapshot, set_aside = snapshot_tables(ads, reading, tuple(tally.malformed))
     tally.merge(set_aside)
     return snapshot, tally.report()

@@ -31,8 +31,8 @@ never lengthen it), and an ad that stopped being heard keeps the steps it had (i
 attributes freeze together). The ads are
 judged at ``now`` (a live read: when the collector answered) or, for a dump, at the newest
 ``LastHeardFrom`` of its ads (the collector's clock: a dump cannot say when it was taken, so
-an ad is judged against the freshest one beside it, never against the reader's clock; a dump of
-a single dead startd cannot tell). An ad without ``LastHeardFrom`` (``condor_status -direct``)
+an ad is judged against the freshest one beside it that is not after the reader's clock; a dump
+of a single dead startd cannot tell). An ad without ``LastHeardFrom`` (``condor_status -direct``)
 is taken as fresh. Times are UTC seconds.
 """
 
@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from probes.sources.classad import AdColumns
+from probes.sources.slot_instants import newest_credible
 
 __all__ = [
     "DUPLICATE_JOB",
@@ -98,10 +99,8 @@ def heard_rules(
     own = np.fmax(observed_interval(ads), update_interval_s)  # NaN (not shown): the pool's
     interval = np.where(np.isfinite(interval) & (interval > 0), interval, own)
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
-    if now is None:  # a dump: its newest ad, by the collector's clock
-        reference = pd.Series(heard).groupby(source).transform("max").to_numpy(dtype=np.float64)
-    else:
-        reference = np.full(len(heard), float(now))
+    # a dump: its newest ad, by the collector's clock (not one from the future); live: ``now``
+    reference = newest_credible(heard, [source]) if now is None else np.full(len(heard), float(now))
     stale = np.isfinite(heard) & (reference - heard > MARGIN * interval)
 
     names = pd.Series(ads["Name"], dtype=object).fillna("").str.lower().to_numpy()

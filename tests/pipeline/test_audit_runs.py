@@ -28,7 +28,7 @@ from probes.sources.status import Snapshot
 from tests.collector.conftest import osmem_server  # noqa: F401 - the session's server, its pipe closed at the end
 from tests.pipeline.test_audit import open_store
 
-T0 = 1_800_000_000.0
+T0 = 1_790_000_000.0  # 2026-09-21: the jobs ended before their history is read
 INTERVAL_S = 10.0
 SAMPLES = 121  # t0 ... t0 + 1200
 NODE = "slot1@node"

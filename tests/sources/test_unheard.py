@@ -15,7 +15,7 @@ from probes.sources.status import read_status, slot_attrs, snapshot_tables
 from probes.sources.unheard import DUPLICATE_JOB, PREVIOUS_RUN, STALE_DYNAMIC, UNHEARD, UNHEARD_COLUMNS
 
 READING = SlotReading(pool="test", update_interval_s=10.0)  # stale past 20 s
-T = 1_800_000_000  # the newest LastHeardFrom of the dumps
+T = 1_790_000_000  # the newest LastHeardFrom of the dumps (2026-09-21: before the time of reading)
 
 
 def pslot(host: str, heard: int, started: int = T - 3600, cpus: int = 16, memory: int = 32768) -> str:

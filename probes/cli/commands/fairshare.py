@@ -32,13 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli import usage_views
     from probes.cli.times import parse_time
+    from probes.cli.views import read_counts
     from probes.pipeline import usage
 
     inputs = usage_inputs(args, config, need_machines=False)
     at = parse_time(args.at, "--at") if args.at else None
     fs = usage.fairshare_report(inputs, config, at=at)
     written = [str(p) for p in usage.write_fs_files(fs.result, args.fs_dir)] if args.fs_dir else []
-    doc = usage_views.fairshare_json(fs) | {"fs_files": written}
+    doc = usage_views.fairshare_json(fs) | {"fs_files": written, "read": read_counts(inputs.reports)}
     if args.json:
         for note in doc.get("notes", []):
             print(f"fairacct: note: {note}", file=sys.stderr)

@@ -24,10 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     from probes.cli import usage_views
+    from probes.cli.views import read_counts
     from probes.pipeline import usage
 
-    report = usage.penalty_report(usage_inputs(args, config, need_machines=True), config)
-    doc = usage_views.penalty_json(report)
+    inputs = usage_inputs(args, config, need_machines=True)
+    report = usage.penalty_report(inputs, config)
+    doc = usage_views.penalty_json(report) | {"read": read_counts(inputs.reports)}
     if args.json:
         for note in doc.get("notes", []):
             print(f"fairacct: note: {note}", file=sys.stderr)

@@ -21,6 +21,7 @@ from probes.sources.classad.literals import drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, is_expr, json_to_classad, repeat
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_ad
+from probes.sources.values import NotPlain, not_plain
 
 __all__ = ["from_json", "needs_classad2", "read_json"]
 
@@ -234,6 +235,8 @@ def _values(obj: dict[str, Any], attrs: Sequence[Attr], tally: ReadTally) -> lis
         raw = folded.get(a.name.lower())
         if any(u.lower() in folded for u in a.shadows):
             values.append(None)  # behind a present attribute: never evaluated
+        elif a.kind is Kind.NUMBER and is_expr(raw) and (why := not_plain(str(raw)[6:-2])) is not None:
+            values.append(NotPlain(str(raw)[6:-2], why))  # classad2 reads 0x10 as 0 (probes.sources.values)
         elif needs_classad2(raw):
             exprs.append(len(values))
             values.append(None)

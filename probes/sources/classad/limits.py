@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from probes.sources.classad.model import Attr
+from probes.sources.values import not_plain
 
 __all__ = ["AMOUNT", "INSTANT", "MAX_OPERATORS", "out_of_range", "too_many_operators"]
 
@@ -86,9 +87,11 @@ def out_of_range(
             for i in unknown.tolist():
                 if i not in reasons:
                     got = shown(i, j) if shown is not None else f"{column[i]!r}"
+                    why = not_plain(got)  # 8 GB, 0x10: say why it is no number
+                    within = f" from {low:.17g} to below {high:.17g}" if a.limits else ""
                     reasons[i] = (
-                        f"attribute '{a.name}' = {_excerpt(got)}: expected a finite number from {low:.17g} "
-                        f"to below {high:.17g}; the ad was skipped"
+                        f"attribute '{a.name}' = {_excerpt(got)}: expected a finite number{within}"
+                        f"{f' ({why})' if why else ''}; the ad was skipped"
                     )
         if a.limits is None or not hit:
             continue

@@ -28,6 +28,7 @@ from probes.sources.classad.kernel import (
 from probes.sources.classad.model import Attr, Kind, wide_int
 from probes.sources.report import ReadTally
 from probes.sources.sandbox import evaluate, from_classad
+from probes.sources.values import NOT_PLAIN, NotPlain, not_plain
 
 __all__ = [
     "ANY_CODE",
@@ -111,6 +112,10 @@ def convert_literals(
         text = data[vs[i] : ve[i]].decode("ascii", "replace")
         m = _NUMBER_TEXT.fullmatch(text)
         if m is None:
+            if kind[i] == NUMBER_CODE and (why := not_plain(text)) is not None:
+                # not for classad2, which reads 8 of "8 GB": no number (a finite one's ad is malformed)
+                fast[i] = True
+                store_value(numeric, objects, attrs[attr_j[i]], ad_i[i], attr_j[i], NotPlain(text, why), tally)
             continue
         if m.group(2) is None and m.group(3) is None:
             if kind[i] != NUMBER_CODE or -(2**63) <= _integer(text) < 2**63:
@@ -226,6 +231,11 @@ def store_value(
     numeric: np.ndarray, objects: np.ndarray, attr: Attr, row: int, j: int, value: Any, tally: ReadTally
 ) -> None:
     """Put a classad2 value into its typed column, counting values of the wrong type."""
+    if isinstance(value, NotPlain):  # a number with a unit, hexadecimal (probes.sources.values)
+        numeric[row, j] = np.nan
+        if not attr.finite:  # a finite attribute's ad is malformed instead (limits)
+            tally.rejects[f"{attr.name}: {NOT_PLAIN}, ignored"] += 1
+        return
     if attr.kind is Kind.NUMBER:
         # classad2's error and undefined are an IntEnum: never numbers (``Cpus = error`` is not 1)
         if isinstance(value, (int, float)) and not isinstance(value, (bool, classad2.Value)):
