@@ -11,9 +11,13 @@ together they describe a run that cannot have happened, and any bill made of the
   one another) longer than the time from its first start (``JobStartDate``, else its ``QDate``)
   to its end, by more than :data:`CLOCK_SLACK_S` (``RemoteWallClockTime = 1e9`` on a 51 s job).
 
-- for a job that ended, a CPU time (``RemoteUserCpu + RemoteSysCpu``) more than :data:`CPU_OVERUSE` times what its
-  cores (``cpus`` x ``n_hosts``) give over its wall time, plus :data:`CLOCK_SLACK_S`
-  (``RemoteUserCpu = 1e12`` on a one-hour job: 277,777,778 CPU-hours exported).
+
+One value can be impossible without the job being so: a CPU time (``RemoteUserCpu +
+RemoteSysCpu``) more than :data:`CPU_OVERUSE` times what its cores (``cpus`` x ``n_hosts``) give
+over its wall time, plus :data:`CLOCK_SLACK_S` (``RemoteUserCpu = 1e12`` on a one-hour job:
+277,777,778 CPU-hours exported). Its wall time and cores were billed by the slots that ran it,
+and OSG's condor-ap sends such a job (with its "INVALID DATA" CPU as 0): :func:`impossible_cpu`
+names those jobs, whose CPU time the reader leaves out (0 s credited, counted).
 
 A queued or running job (a ``condor_q`` dump read as jobs) has no end yet: only its status is
 checked.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CLOCK_SLACK_S", "CPU_OVERUSE", "JOB_STATES", "impossible_jobs"]
+__all__ = ["CLOCK_SLACK_S", "CPU_OVERUSE", "JOB_STATES", "impossible_cpu", "impossible_jobs"]
 
 JOB_STATES = range(1, 8)
 """HTCondor's ``JobStatus`` values: 1 idle, 2 running, 3 removed, 4 completed, 5 held,
@@ -53,7 +57,6 @@ def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) 
     attributes); ``job_start_date`` is each job's ``JobStartDate`` (its first start)."""
     status, start, end = columns["status"], columns["start"], columns["end"]
     wall, qdate = columns["walltime_s"], columns["qdate"]
-    cpu, cores = columns["cpu_time_s"], columns["cpus"] * np.fmax(columns["n_hosts"], 1.0)
     reasons: dict[int, str] = {}
     with np.errstate(invalid="ignore"):  # NaN compares false: a missing value breaks no rule
         # a state is a whole number in JOB_STATES (compared, not np.isin: this runs on every chunk)
@@ -86,13 +89,17 @@ def impossible_jobs(columns: dict[str, np.ndarray], job_start_date: np.ndarray) 
                 f"first start ({earliest[i]:.17g}) to its end ({end[i]:.17g}) by more than {CLOCK_SLACK_S:g} s; "
                 "the job was skipped",
             )
-        # a running job's wall time is counted when a run ends, its CPU time as it goes: ended only
-        used = wall * cores * CPU_OVERUSE + CLOCK_SLACK_S
-        for i in np.flatnonzero(ended & (cpu > used)).tolist():
-            reasons.setdefault(
-                i,
-                f"a CPU time (RemoteUserCpu + RemoteSysCpu) of {cpu[i]:.17g} s: more than {CPU_OVERUSE:g} times "
-                f"what its {cores[i]:g} core(s) give in its RemoteWallClockTime of {wall[i]:.17g} s (plus "
-                f"{CLOCK_SLACK_S:g} s); the job was skipped",
-            )
     return reasons
+
+
+def impossible_cpu(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Where a job of the jobs table's ``columns`` (``status``, ``walltime_s``, ``cpu_time_s``,
+    ``cpus``, ``n_hosts``) that ended used more CPU time than :data:`CPU_OVERUSE` times its cores'
+    worth over its wall time, plus :data:`CLOCK_SLACK_S` (a running job's wall time is counted
+    when a run ends, its CPU time as it goes: ended jobs only)."""
+    status, cpu = columns["status"], columns["cpu_time_s"]
+    cores = columns["cpus"] * np.fmax(columns["n_hosts"], 1.0)
+    with np.errstate(invalid="ignore"):  # NaN compares false: a missing value breaks no rule
+        ended = (status == _ENDED[0]) | (status == _ENDED[1])
+        beyond: np.ndarray = ended & (cpu > columns["walltime_s"] * cores * CPU_OVERUSE + CLOCK_SLACK_S)
+    return beyond

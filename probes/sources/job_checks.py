@@ -7,6 +7,8 @@ reason, and a value taken by default is counted, never billed in silence.
   amounts; :mod:`probes.sources.values`).
 - One absent is taken as HTCondor means it, and counted (:func:`count_defaults`): no
   ``RequestCpus`` is 1 core, no ``RemoteWallClockTime`` or CPU time is 0 s.
+- A CPU time no cores can give (:func:`~probes.sources.impossible_jobs.impossible_cpu`) is left
+  out, 0 s credited and counted: the job's wall time and cores stand (condor-ap sends it too).
 - A job whose values contradict each other (:mod:`~probes.sources.impossible_jobs`), or whose
   times are after the time of reading (:mod:`~probes.sources.future`), is quarantined with the
   reason by :func:`set_aside`: a job dated 2090 no longer moves fairshare's instant to 2090.
@@ -21,7 +23,7 @@ import numpy as np
 from probes.sources.classad import AdColumns
 from probes.sources.classad.model import expr_text
 from probes.sources.future import from_the_future
-from probes.sources.impossible_jobs import impossible_jobs
+from probes.sources.impossible_jobs import CLOCK_SLACK_S, CPU_OVERUSE, impossible_cpu, impossible_jobs
 from probes.sources.report import Malformed, ReadTally
 
 __all__ = ["BILLED", "DEFAULTS", "count_defaults", "set_aside"]
@@ -47,6 +49,10 @@ DEFAULTS = {
     "JobStatus": "absent, the job's status is unknown (null)",
 }
 """What an absent value of a job is read as, by attribute: each counted in the read's report."""
+_CPU_LEFT_OUT = (
+    f"RemoteUserCpu + RemoteSysCpu: more than {CPU_OVERUSE:g} times its cores' worth over its wall time "
+    f"(plus {CLOCK_SLACK_S:g} s), left out (0 s credited)"
+)
 _NO_CPUS = "RequestCpus: absent (and no CpusProvisioned), HTCondor's default of 1 core billed"
 
 
@@ -70,7 +76,8 @@ def set_aside(
     impossible (:func:`~probes.sources.impossible_jobs.impossible_jobs`) or after ``now`` (the
     time of reading, UTC s; :func:`~probes.sources.future.from_the_future`), each quarantined in
     ``tally`` with its file, line and why (the first raised when ``strict``); the others'
-    defaults counted (:func:`count_defaults`)."""
+    defaults counted (:func:`count_defaults`) and a CPU time no cores can give left out (0 s,
+    counted: :func:`~probes.sources.impossible_jobs.impossible_cpu`)."""
     reasons = from_the_future({name: ads[name] for name in TIMES}, now)
     for row, why in impossible_jobs(columns, ads["JobStartDate"]).items():
         reasons.setdefault(row, why)
@@ -85,7 +92,11 @@ def set_aside(
             raise m.error()
         keep[row] = False
     count_defaults(ads, tally, None if keep.all() else keep)
-    return columns if keep.all() else _rows(columns, keep)
+    kept = columns if keep.all() else _rows(columns, keep)
+    if (beyond := impossible_cpu(kept)).any():
+        kept["cpu_time_s"] = np.where(beyond, 0.0, kept["cpu_time_s"])
+        tally.rejects[_CPU_LEFT_OUT] += int(beyond.sum())
+    return kept
 
 
 # what a quarantined job is shown with (the rest of its ad is in its input)

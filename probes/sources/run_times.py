@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["RUN_ATTRIBUTES", "run_times"]
+__all__ = ["RUN_ATTRIBUTES", "run_times", "runs"]
 
 RUN_ATTRIBUTES = (
     "JobStatus", "JobStartDate", "JobCurrentStartDate", "CompletionDate", "RemoteWallClockTime",

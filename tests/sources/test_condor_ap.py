@@ -85,9 +85,10 @@ def test_cpu_user_and_system_apart_and_condor_aps_sanity_check(tmp_path: Path) -
     jobs = _jobs(tmp_path, _ad(1), _ad(2, user_cpu=2.5e9))
     # user: Remote 100 + Local 1; system: Remote 20 + Local 2
     assert jobs.loc[1, ["gratia_cpu_user_s", "gratia_cpu_system_s"]].tolist() == [101.0, 22.0]
-    # 2.5e9 s against a slot time of 3600 s: 'INVALID DATA' to condor-ap (its check below), no job of
-    # one core in an hour to fairacct, which sets it aside (issue 51) rather than send it on
-    assert 2 not in jobs.index
+    # 2.5e9 s against a slot time of 3600 s: 'INVALID DATA', counted 0 (the local 1 s stays); no
+    # job's CPU in one core's hour to fairacct's own reading either, which leaves it out (issue 51)
+    assert jobs.loc[2, ["gratia_cpu_user_s", "gratia_cpu_system_s"]].tolist() == [1.0, 22.0]
+    assert jobs.loc[2, "cpu_time_s"] == 0.0
     assert invalid_cpu(np.array([2e9, 2e9, 1.9e9]), np.array([1.0e6, 3.0e6, 0.0])).tolist() == [True, False, False]
 
 

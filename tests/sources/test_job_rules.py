@@ -121,12 +121,17 @@ def test_a_job_from_the_future_moves_nothing(tmp_path: Path, capsys: pytest.Capt
     assert jobs["user"].tolist() == ["alice", "bob"] and not report.malformed
 
 
-def test_a_cpu_time_no_cores_can_give_sets_the_job_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """RemoteUserCpu = 1e12 on a 2-core hour (the issue exported 277,777,778 CPU-hours); 16 times
-    its cores' worth (115,200 s, plus 60 s) is the most a job is credited with."""
+def test_a_cpu_time_no_cores_can_give_is_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """RemoteUserCpu = 1e12 on a 2-core hour (the issue exported 277,777,778 CPU-hours): the CPU
+    time is left out and counted, the job's wall time and cores stand (condor-ap sends it too);
+    16 times its cores' worth (115,200 s, plus 60 s) is the most a job is credited with."""
     doc, err = run(capsys, "jobs", "--history", str(history(tmp_path, RemoteUserCpu="1e12")))
-    assert [j["user"] for j in doc["jobs"]] == ["alice"] and doc["read"]["history"]["malformed"] == 1
-    assert "a CPU time (RemoteUserCpu + RemoteSysCpu) of 1000000000000 s: more than 16 times" in err
+    bob = [j for j in doc["jobs"] if j["user"] == "bob"]
+    assert len(doc["jobs"]) == 2 and doc["read"]["history"]["malformed"] == 0
+    assert [(j["cpu_time_s"], j["walltime_s"], j["cpus"]) for j in bob] == [(0.0, 3600.0, 2.0)]
+    left_out = "RemoteUserCpu + RemoteSysCpu: more than 16 times its cores' worth over its wall time (plus 60 s)"
+    assert doc["read"]["history"]["rejects"] == {f"{left_out}, left out (0 s credited)": 1}
+    assert f"history: 1 value(s) ignored: {left_out}" in err
     jobs, report = read_history([history(tmp_path, RemoteUserCpu="115260")])  # 16 x 7,200 + 60: kept
     assert jobs["cpu_time_s"].tolist() == [3000.0, 115260.0] and not report.malformed
 
