@@ -59,6 +59,14 @@ class Ad:
     job: str | None
     heard: float
     started: float
+    step: float = float("nan")  # its startd's mean step between updates, s (unheard.observed_interval)
+
+    @property
+    def limit_s(self) -> float:
+        """How long after it was last heard from it may be billed: the rule's MARGIN times the
+        pool's interval, or its startd's own mean step when longer (a loaded machine's startd
+        updates late, and the rule gives it its own interval: issue 50)."""
+        return 2 * max(UPDATE_INTERVAL_S, self.step) if self.step == self.step else LIMIT_S
 
 
 @dataclass
@@ -123,9 +131,10 @@ def sample(live: LivePool, cfg: ProbeConfig, answer: list[classad2.ClassAd]) -> 
     for ad in answer:
         if ad.get("SlotType") == "Dynamic":
             job = ad.get("GlobalJobId")
-            out.ads[str(ad["Name"])] = Ad(
-                job if isinstance(job, str) else None, number(ad, "LastHeardFrom"), number(ad, "DaemonStartTime")
-            )
+            heard, started = number(ad, "LastHeardFrom"), number(ad, "DaemonStartTime")
+            updates = number(ad, "UpdateSequenceNumber")
+            step = (heard - started) / updates if updates > 0 else float("nan")
+            out.ads[str(ad["Name"])] = Ad(job if isinstance(job, str) else None, heard, started, step)
         elif ad.get("SlotType") == "Partitionable":
             out.node_started[str(ad["Name"])] = number(ad, "DaemonStartTime")
     bills = overhead_report(snap, cfg).bills
@@ -176,7 +185,7 @@ def wrongly_billed(samples: list[Sample]) -> list[str]:
             ad = s.ads.get(name)
             if ad is None:
                 continue
-            if s.now - ad.heard > LIMIT_S + 1:  # + 1: LastHeardFrom is in whole seconds
+            if s.now - ad.heard > ad.limit_s + 1:  # + 1: LastHeardFrom is in whole seconds
                 out.append(f"{name} at +{s.now - ad.heard:.0f} s since heard")
             elif ad.started < s.node_started.get(parent, ad.started):
                 out.append(f"{name} of a previous run ({ad.started:.0f} < {s.node_started[parent]:.0f})")
