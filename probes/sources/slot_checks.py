@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,9 +19,26 @@ import pandas as pd
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns
 from probes.sources.report import Malformed
-from probes.sources.slot_allocations import DYNAMIC_NAME, TOTAL, parents
+from probes.sources.classad.limits import AMOUNT
+from probes.sources.slot_allocations import CHILD, DYNAMIC_NAME, TOTAL, parents
 
-__all__ = ["overfull", "quarantine", "quarantined_nodes", "startds", "unnamed"]
+__all__ = [
+    "ORPHAN",
+    "bad_child_lists",
+    "of_nodes",
+    "orphans",
+    "overfull",
+    "quarantine",
+    "quarantined_nodes",
+    "startds",
+    "unnamed",
+]
+
+#: The reason counted for a dynamic slot whose partitionable slot is not in its snapshot.
+ORPHAN = (
+    "Name: dynamic slot whose partitionable slot is not in its snapshot (renamed, or its ad lost), not billed; "
+    "the slots of its startd are left unbilled (incomplete)"
+)
 
 # ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
 # that could not be read as a whole
@@ -93,7 +110,11 @@ def overfull(
 
 
 def quarantined_nodes(
-    ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame, quarantined: Sequence[Malformed]
+    ads: AdColumns,
+    rows: np.ndarray,
+    from_ads: pd.DataFrame,
+    quarantined: Sequence[Malformed],
+    linked: Callable[[str], Iterable[str]] = lambda path: (),
 ) -> np.ndarray:
     """Whether an ad of each slot of ``rows`` (its own dynamic slots') was quarantined.
 
@@ -102,30 +123,39 @@ def quarantined_nodes(
     parent of that name; else its ``Machine``, and every slot of that machine. An ad with neither
     (a region of garbage) may have been any node's: every node that lists a child without an ad
     is suspect. Only slots of the quarantined ad's source are touched, when the source names
-    match (a live read names its malformed ads after the query, not after the collector)."""
+    match (a live read names its malformed ads after the query, not after the collector), and of
+    the files ``linked`` to it (parts of one dump: the paths of its snapshot)."""
     names = pd.Series(ads["Name"][rows], dtype=object).str.lower().to_numpy()
     machines = pd.Series(ads["Machine"][rows], dtype=object).str.lower().to_numpy()
     sources = pd.Series(ads.path[rows], dtype=object).to_numpy()
     known_sources = set(pd.Series(ads.path, dtype=object).dropna())
     out = np.zeros(len(rows), dtype=bool)
     for ad in quarantined:
-        name, machine = _identity(ad.text)
-        if name is not None:
-            hit = names == str(parents(np.array([name.lower()], dtype=object))[0])
-        elif machine is not None:
-            hit = machines == machine.lower()
-        else:
-            hit = _unmatched_children(ads, rows, from_ads)
-        out |= hit & ((sources == ad.path) if ad.path in known_sources else True)
+        found = _identity(ad.text)
+        where = ((sources == ad.path) if ad.path in known_sources else True) | _isin(sources, linked(ad.path))
+        # the parents of its names (two ads merged name two nodes), else its machines, else any
+        # node that lists a child without an ad: a name that places it on no node here (its own
+        # p-slot's, set aside; one garbled by NUL bytes) falls back as if it had none
+        hit = _isin(names, parents(np.array(found["name"], dtype=object)).tolist()) & where
+        if not hit.any():
+            hit = _isin(machines, found["machine"]) & where
+        if not hit.any():
+            hit = _unmatched_children(ads, rows, from_ads) & where
+        out |= hit
     return out
 
 
-def _identity(text: str) -> tuple[str | None, str | None]:
-    """The ``Name`` and ``Machine`` an ad's text gives (either None if it cannot be found)."""
-    found: dict[str, str] = {}
+def _isin(values: np.ndarray, wanted: Iterable[object]) -> np.ndarray:
+    """Whether each of ``values`` (objects, None among them) is one of ``wanted``."""
+    return pd.Series(values, dtype=object).isin(list(wanted)).to_numpy(dtype=bool)
+
+
+def _identity(text: str) -> dict[str, list[str]]:
+    """The ``Name`` and ``Machine`` values an ad's text gives (case-folded), by attribute."""
+    found: dict[str, list[str]] = {"name": [], "machine": []}
     for m in _IDENTITY.finditer(text):
-        found.setdefault(m[1].lower(), m[2])
-    return found.get("name"), found.get("machine")
+        found[m[1].lower()].append(m[2].lower())
+    return found
 
 
 def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame) -> np.ndarray:
@@ -138,3 +168,39 @@ def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame
         ],
         dtype=bool,
     )
+
+
+def orphans(parent: np.ndarray, observed: np.ndarray, node_names: np.ndarray, node_observed: np.ndarray) -> np.ndarray:
+    """Whether each dynamic slot (its ``parent`` name, ``observed`` at) has no partitionable slot
+    of that name at its instant among the nodes (``node_names`` at ``node_observed``)."""
+    known = pd.MultiIndex.from_arrays([pd.Series(node_names, dtype=object).str.lower(), node_observed])
+    mine = pd.MultiIndex.from_arrays([pd.Series(parent, dtype=object).str.lower(), observed])
+    return ~mine.isin(known)
+
+
+def of_nodes(ads: AdColumns, rows: np.ndarray, lost: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Whether each slot of ``rows`` is of the startd (:func:`startds`, within its snapshot
+    ``where``) of an ad of ``lost`` (rows too)."""
+    if not len(lost):
+        return np.zeros(len(rows), dtype=bool)
+    startd = pd.Series(startds(ads), dtype=object).str.split("\0", n=1).str[1].fillna("")
+    key = pd.Series(where, dtype=object).astype(str) + "\0" + startd
+    return key.iloc[rows].isin(set(key.iloc[lost])).to_numpy(dtype=bool)
+
+
+def bad_child_lists(ads: AdColumns, rows: np.ndarray) -> dict[int, str]:
+    """The partitionable slots of ``rows`` whose ``Child*`` lists hold an amount that is not one
+    (negative, past 2^53, not a number), by position in ``rows``, each with why: such lists
+    cannot be billed from (one entry is wrong, and its share would go to the others)."""
+    out: dict[int, str] = {}
+    low, high = AMOUNT
+    for r, attr in CHILD.items():
+        for k, values in enumerate(ads[attr][rows].tolist()):
+            if k in out or not isinstance(values, list):
+                continue
+            for v in values:
+                number = isinstance(v, int | float) and not isinstance(v, bool)
+                if v is not None and not (number and low <= float(v) < high):
+                    out[k] = f"attribute '{attr}' holds {v!r}: expected amounts of {_UNITS[r]} from 0 to below 2^53"
+                    break
+    return out
