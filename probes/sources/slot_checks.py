@@ -42,7 +42,7 @@ ORPHAN = (
 
 # ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
 # that could not be read as a whole
-_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
+_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine|MyAddress)"?\s*[=:]\s*"([^"\\\n]*)"''')
 _UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
 #: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
 #: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
@@ -126,6 +126,8 @@ def quarantined_nodes(
     match (a live read names its malformed ads after the query, not after the collector), and of
     the files ``linked`` to it (parts of one dump: the paths of its snapshot)."""
     names = pd.Series(ads["Name"][rows], dtype=object).str.lower().to_numpy()
+    address = ads["MyAddress"] if "MyAddress" in ads.columns else np.full(len(ads), None, dtype=object)
+    addresses = pd.Series(address[rows], dtype=object).str.lower().to_numpy()
     machines = pd.Series(ads["Machine"][rows], dtype=object).str.lower().to_numpy()
     sources = pd.Series(ads.path[rows], dtype=object).to_numpy()
     known_sources = set(pd.Series(ads.path, dtype=object).dropna())
@@ -133,13 +135,15 @@ def quarantined_nodes(
     for ad in quarantined:
         found = _identity(ad.text)
         where = ((sources == ad.path) if ad.path in known_sources else True) | _isin(sources, linked(ad.path))
-        # the parents of its names (two ads merged name two nodes), else its machines, else any
-        # node that lists a child without an ad: a name that places it on no node here (its own
-        # p-slot's, set aside; one garbled by NUL bytes) falls back as if it had none
+        # the parents of its names (two ads merged name two nodes), else its startds, else its
+        # machines, else any node that lists a child without an ad: a name that places it on no
+        # node here (its own p-slot's, set aside; one garbled by NUL bytes) as if it had none
         hit = _isin(names, parents(np.array(found["name"], dtype=object)).tolist()) & where
         if not hit.any():
+            hit = _isin(addresses, found["myaddress"]) & where
+        if not hit.any() and not found["myaddress"]:
             hit = _isin(machines, found["machine"]) & where
-        if not hit.any():
+        if not hit.any() and not found["myaddress"] and not found["machine"]:
             hit = _unmatched_children(ads, rows, from_ads) & where
         out |= hit
     return out
@@ -151,8 +155,9 @@ def _isin(values: np.ndarray, wanted: Iterable[object]) -> np.ndarray:
 
 
 def _identity(text: str) -> dict[str, list[str]]:
-    """The ``Name`` and ``Machine`` values an ad's text gives (case-folded), by attribute."""
-    found: dict[str, list[str]] = {"name": [], "machine": []}
+    """The ``Name``, ``Machine`` and ``MyAddress`` values an ad's text gives (case-folded), by
+    attribute (lower case)."""
+    found: dict[str, list[str]] = {"name": [], "machine": [], "myaddress": []}
     for m in _IDENTITY.finditer(text):
         found[m[1].lower()].append(m[2].lower())
     return found
