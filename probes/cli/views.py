@@ -7,6 +7,7 @@ never renamed or removed.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -35,6 +36,7 @@ __all__ = [
     "outbox_view",
     "overhead_json",
     "overhead_sections",
+    "read_counts",
     "read_json",
     "read_sections",
     "records",
@@ -176,7 +178,7 @@ def read_json(result: Reading, *, slots: bool = True, limit: int | None = None) 
     out: dict[str, Any] = {
         name: records(_first(frame, limit)) for name, frame in _read_tables(result, slots=slots).items()
     }
-    return out | {"read": _read_counts(result.reports)}
+    return out | {"read": read_counts(result.reports)}
 
 
 def write_read_json(out: TextIO, result: Reading, *, slots: bool = True, limit: int | None = None) -> None:
@@ -221,7 +223,7 @@ def write_tables_json(
                 out.write(before + part.rstrip("\n").replace("\n", ",\n").replace("\\/", "/"))
                 before = ",\n"
         out.write("\n],\n")
-    counts = _read_counts(reports() if callable(reports) else reports)
+    counts = read_counts(reports() if callable(reports) else reports)
     out.write(f'"read": {orjson.dumps(counts).decode()}}}\n')
 
 
@@ -244,9 +246,13 @@ def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def _read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
+def read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
+    """Per source, the ads read, and those set aside counted by reason: ``malformed`` (in all) and
+    ``set_aside`` (by reason: the ads quarantined, each with its node left unbilled where it has
+    one), ``rejects`` (values ignored, or ads left out, by reason)."""
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
+        | ({"set_aside": dict(Counter(m.reason for m in r.malformed))} if r.malformed else {})
         | ({"duplicates": r.duplicates, "duplicate_jobs": list(r.duplicate_jobs)} if r.duplicates else {})
         for what, r in reports.items()
     }

@@ -37,6 +37,7 @@ __all__ = [
     "differing_again",
     "missing_required",
     "nameless",
+    "past_64_bits",
     "repeated_attributes",
     "set_aside_in_file",
 ]
@@ -53,6 +54,10 @@ CUT = (
 )
 
 _TAIL = 4096
+#: A ``Child*`` list line and the long integers in it: one past 64 bits, classad2 reads as 0 in a
+#: list (a single value the reader reads itself, as a real, and the limits refuse).
+_CHILD_LIST = re.compile(r"(?m)^[ \t]*(Child[A-Za-z]+)[ \t]*=[ \t]*\{([^\n]*)")
+_LONG_INTEGER = re.compile(r"(?<![\w.])-?\d{19,}(?![\w.])")
 _NAME = re.compile(r"(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*=")
 
 
@@ -90,6 +95,17 @@ def repeated_attributes(text: str) -> list[str]:
             out.setdefault(folded, original)
         seen.add(folded)
     return list(out.values())
+
+
+def past_64_bits(text: str) -> tuple[str, str] | None:
+    """The first ``Child*`` list of an ad's text holding an integer past 64 bits, and it."""
+    if "Child" not in text:
+        return None
+    for line in _CHILD_LIST.finditer(text):
+        for number in _LONG_INTEGER.findall(line[2]):
+            if not -(2**63) <= int(number) < 2**63:
+                return line[1], number
+    return None
 
 
 def set_aside_in_file(ads: AdColumns, path: str, tally: ReadTally) -> AdColumns:

@@ -19,6 +19,7 @@ import pandas as pd
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns
 from probes.sources.report import Malformed
+from probes.sources.slot_ads import past_64_bits
 from probes.sources.classad.limits import AMOUNT
 from probes.sources.slot_allocations import CHILD, DYNAMIC_NAME, TOTAL, parents
 
@@ -195,17 +196,20 @@ def of_nodes(ads: AdColumns, rows: np.ndarray, lost: np.ndarray, where: np.ndarr
 
 def bad_child_lists(ads: AdColumns, rows: np.ndarray) -> dict[int, str]:
     """The partitionable slots of ``rows`` whose ``Child*`` lists hold an amount that is not one
-    (negative, past 2^53, not a number), by position in ``rows``, each with why: such lists
+    (negative, past 2^53, undefined, not a number), by position in ``rows``, each with why: such lists
     cannot be billed from (one entry is wrong, and its share would go to the others)."""
     out: dict[int, str] = {}
     low, high = AMOUNT
+    for k, text in enumerate(ads.raw[rows].tolist() if ads.raw is not None else []):
+        if isinstance(text, str) and (huge := past_64_bits(text)):
+            out[k] = f"attribute '{huge[0]}' holds {huge[1]}, an integer past 64 bits (classad2 reads it as 0)"
     for r, attr in CHILD.items():
         for k, values in enumerate(ads[attr][rows].tolist()):
             if k in out or not isinstance(values, list):
                 continue
             for v in values:
                 number = isinstance(v, int | float) and not isinstance(v, bool)
-                if v is not None and not (number and low <= float(v) < high):
+                if not (number and low <= float(v) < high):  # undefined too: HTCondor lists amounts
                     out[k] = f"attribute '{attr}' holds {v!r}: expected amounts of {_UNITS[r]} from 0 to below 2^53"
                     break
     return out

@@ -50,8 +50,8 @@ def test_slots_json(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
     assert len(doc["allocations"]) == 6 and doc["read"]["status"]["ads"] == 8
 
 
-def test_slots_table(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None:
-    code, out, err = run(capsys, "slots", "--status-file", str(fixtures / "classads/status-partitionable8core.ads"))
+def test_slots_table(capsys: pytest.CaptureFixture[str], eight_core: Path) -> None:
+    code, out, err = run(capsys, "slots", "--status-file", str(eight_core))
     assert code == 0, err
     assert "== 1 slots (partitionable and static)" in out
     row = next(line for line in out.splitlines() if line.startswith("slot1@ingwe"))
