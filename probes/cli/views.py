@@ -247,9 +247,8 @@ def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
 
 
 def read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
-    """Per source, the ads read, and those set aside counted by reason: ``malformed`` (in all) and
-    ``set_aside`` (by reason: the ads quarantined, each with its node left unbilled where it has
-    one), ``rejects`` (values ignored, or ads left out, by reason)."""
+    """Per source, the ads read, those set aside (``malformed``; ``set_aside``: by reason) and
+    the values ignored or ads left out (``rejects``, by reason)."""
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
         | ({"set_aside": dict(Counter(m.reason for m in r.malformed))} if r.malformed else {})

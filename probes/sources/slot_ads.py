@@ -27,7 +27,9 @@ import pandas as pd
 
 from probes.errors import SourceError
 from probes.sources.classad import AdColumns
-from probes.sources.report import Malformed, ReadTally
+from probes.sources.report import ReadTally
+from probes.sources.slot_checks import quarantine
+from probes.sources.slot_instants import first_number
 
 __all__ = [
     "CUT",
@@ -37,7 +39,7 @@ __all__ = [
     "differing_again",
     "missing_required",
     "nameless",
-    "past_64_bits",
+    "once_per_instant",
     "repeated_attributes",
     "set_aside_in_file",
 ]
@@ -54,10 +56,6 @@ CUT = (
 )
 
 _TAIL = 4096
-#: A ``Child*`` list line and the long integers in it: one past 64 bits, classad2 reads as 0 in a
-#: list (a single value the reader reads itself, as a real, and the limits refuse).
-_CHILD_LIST = re.compile(r"(?m)^[ \t]*(Child[A-Za-z]+)[ \t]*=[ \t]*\{([^\n]*)")
-_LONG_INTEGER = re.compile(r"(?<![\w.])-?\d{19,}(?![\w.])")
 _NAME = re.compile(r"(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*=")
 
 
@@ -97,23 +95,10 @@ def repeated_attributes(text: str) -> list[str]:
     return list(out.values())
 
 
-def past_64_bits(text: str) -> tuple[str, str] | None:
-    """The first ``Child*`` list of an ad's text holding an integer past 64 bits, and it."""
-    if "Child" not in text:
-        return None
-    for line in _CHILD_LIST.finditer(text):
-        for number in _LONG_INTEGER.findall(line[2]):
-            if not -(2**63) <= int(number) < 2**63:
-                return line[1], number
-    return None
-
-
 def set_aside_in_file(ads: AdColumns, path: str, tally: ReadTally) -> AdColumns:
     """``ads`` (one ``-long`` file's, with their text) without those set aside for an attribute
     written twice or as the last ad of a file cut short, each added to ``tally`` as malformed (its
     node left incomplete); a file read without its ads' text is returned as it is."""
-    from probes.sources.slot_checks import quarantine  # its node: found from the ad's text
-
     if ads.raw is None or not len(ads):
         return ads
     why = np.full(len(ads), "", dtype=object)
@@ -166,8 +151,6 @@ def nameless(ads: AdColumns, tally: ReadTally) -> AdColumns:
     ``tally`` as malformed: its node is unknown, so every node that lists a child without an ad
     is left incomplete (:func:`~probes.sources.slot_checks.quarantined_nodes`). An ad of another
     ``MyType`` is left to the kind check, which skips it."""
-    from probes.sources.slot_checks import quarantine
-
     my_type = pd.Series(ads["MyType"], dtype=object).fillna("machine").str.lower().to_numpy()
     lost = (my_type == "machine") & pd.isna(ads["Name"]) & pd.isna(ads["Machine"])
     if not lost.any():
@@ -195,3 +178,21 @@ def differing_again(ads: AdColumns, again: np.ndarray, first: np.ndarray) -> Non
             f"{b[k]!r}): two ads of one slot at one instant that disagree cannot be accounted; give each "
             "condor_status dump once"
         )
+
+
+def once_per_instant(ads: AdColumns, tally: ReadTally) -> AdColumns:
+    """Each slot once per instant: the same dump given twice (or its ``-long`` and ``-json``
+    forms) must not double the overhead. Slots of different instants are all kept; they are
+    accounted instant by instant. The same slot at the same instant with other values is not
+    the same dump twice: the input is refused (:func:`differing_again`)."""
+    name = pd.Series(ads["Name"], dtype=object).str.lower()
+    observed = pd.Series(first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
+    key = pd.DataFrame({"name": name, "at": observed})
+    repeated = key.duplicated().to_numpy() & name.notna().to_numpy()
+    if not repeated.any():
+        return ads
+    first = key.reset_index().groupby(["name", "at"], dropna=False)["index"].transform("first").to_numpy()
+    differing_again(ads, np.flatnonzero(repeated), first[repeated])
+    n = int(repeated.sum())
+    tally.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
+    return ads.take(~repeated)

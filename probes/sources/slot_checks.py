@@ -18,9 +18,8 @@ import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns
-from probes.sources.report import Malformed
-from probes.sources.slot_ads import past_64_bits
 from probes.sources.classad.limits import AMOUNT
+from probes.sources.report import Malformed
 from probes.sources.slot_allocations import CHILD, DYNAMIC_NAME, TOTAL, parents
 
 __all__ = [
@@ -29,6 +28,7 @@ __all__ = [
     "of_nodes",
     "orphans",
     "overfull",
+    "past_64_bits",
     "quarantine",
     "quarantined_nodes",
     "startds",
@@ -48,6 +48,10 @@ _UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
 #: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
 #: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
 _ROUNDING = 1e-9
+#: A ``Child*`` list line and the long integers in it: one past 64 bits, classad2 reads as 0 in a
+#: list (a single value the reader reads itself, as a real, and the limits refuse).
+_CHILD_LIST = re.compile(r"(?m)^[ \t]*(Child[A-Za-z]+)[ \t]*=[ \t]*\{([^\n]*)")
+_LONG_INTEGER = re.compile(r"(?<![\w.])-?\d{19,}(?![\w.])")
 
 
 def unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
@@ -213,3 +217,14 @@ def bad_child_lists(ads: AdColumns, rows: np.ndarray) -> dict[int, str]:
                     out[k] = f"attribute '{attr}' holds {v!r}: expected amounts of {_UNITS[r]} from 0 to below 2^53"
                     break
     return out
+
+
+def past_64_bits(text: str) -> tuple[str, str] | None:
+    """The first ``Child*`` list of an ad's text holding an integer past 64 bits, and it."""
+    if "Child" not in text:
+        return None
+    for line in _CHILD_LIST.finditer(text):
+        for number in _LONG_INTEGER.findall(line[2]):
+            if not -(2**63) <= int(number) < 2**63:
+                return line[1], number
+    return None

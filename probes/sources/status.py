@@ -48,7 +48,7 @@ from probes.sources.credentials import IDENTITY_COLUMNS, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import SlotReading
-from probes.sources.slot_ads import differing_again, missing_required, nameless, set_aside_in_file
+from probes.sources.slot_ads import missing_required, nameless, once_per_instant, set_aside_in_file
 from probes.sources.slot_allocations import (
     CHILD,
     OWN,
@@ -59,6 +59,8 @@ from probes.sources.slot_allocations import (
     held_sums,
     named,
     parents,
+    partitionable_slots,
+    without_dynamic_ads,
     zero,
 )
 from probes.sources.slot_checks import (
@@ -72,7 +74,7 @@ from probes.sources.slot_checks import (
     startds,
     unnamed,
 )
-from probes.sources.slot_instants import first_number, snapshot_instants
+from probes.sources.slot_instants import snapshot_instants
 from probes.sources.unheard import DUPLICATE_JOB, UNHEARD_COLUMNS, heard_rules, one_slot_per_job
 
 __all__ = [
@@ -193,28 +195,10 @@ def read_status(
         check = KindCheck(STARTD_ADS)
         parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
-    ads = _once(AdColumns.concat(parts, attrs), tally)
+    ads = once_per_instant(AdColumns.concat(parts, attrs), tally)
     snapshot, set_aside = snapshot_tables(ads, reading, tuple(tally.malformed))
     tally.merge(set_aside)
     return snapshot, tally.report()
-
-
-def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
-    """Each slot once per instant: the same dump given twice (or its ``-long`` and ``-json``
-    forms) must not double the overhead. Slots of different instants are all kept; they are
-    accounted instant by instant. The same slot at the same instant with other values is not
-    the same dump twice: the input is refused (:func:`~probes.sources.slot_ads.differing_again`)."""
-    name = pd.Series(ads["Name"], dtype=object).str.lower()
-    observed = pd.Series(first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
-    key = pd.DataFrame({"name": name, "at": observed})
-    repeated = key.duplicated().to_numpy() & name.notna().to_numpy()
-    if not repeated.any():
-        return ads
-    first = key.reset_index().groupby(["name", "at"], dropna=False)["index"].transform("first").to_numpy()
-    differing_again(ads, np.flatnonzero(repeated), first[repeated])
-    n = int(repeated.sum())
-    tally.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
-    return ads.take(~repeated)
 
 
 def snapshot_tables(
@@ -245,7 +229,7 @@ def snapshot_tables(
     """
     ads, unplaced_on, unplaced = _placed(ads)
     dynamic = dynamic_slots(ads)
-    observed, snapshot = snapshot_instants(ads, dynamic)
+    observed, part_of = snapshot_instants(ads, dynamic)
     site = ads.first(reading.site_attributes, reading.site_default)
     resource = ads.first(reading.resource_attributes)
     parent = parents(ads["Name"])  # of a dynamic slot; a p-slot's own name elsewhere, unused
@@ -261,10 +245,11 @@ def snapshot_tables(
     from_ads, twice = one_slot_per_job(from_ads, last_heard)
 
     # partitionable and static slots: a node is one of them
-    nodes = _Nodes.of(ads, np.flatnonzero(~dynamic & heard), (dynamic, observed, snapshot), child_lists=child_lists)
+    nodes = _Nodes.of(ads, np.flatnonzero(~dynamic & heard), (dynamic, observed, part_of), child_lists=child_lists)
     amounts = held_sums(from_ads, ads["Name"][nodes.rows], nodes.observed)
-    lost = _Lost((*quarantined, *unplaced), unplaced_on, d[orphans(parent[d], observed[d], ads["Name"][nodes.rows], nodes.observed)], stale)
-    incomplete, overfull_ads = _incomplete(ads, nodes, from_ads, amounts, lost, snapshot)
+    orphaned = d[orphans(parent[d], observed[d], ads["Name"][nodes.rows], nodes.observed)]
+    lost = _Lost((*quarantined, *unplaced), unplaced_on, orphaned, stale)
+    incomplete, overfull_ads = _incomplete(ads, nodes, from_ads, amounts, lost, part_of)
     if len(lost.orphans):
         rejects[ORPHAN] += len(lost.orphans)
     slots = _slot_amounts(ads, nodes, amounts, incomplete, site[nodes.rows], resource[nodes.rows], reading)
@@ -295,16 +280,13 @@ class _Nodes:
     observed: np.ndarray
 
     @classmethod
-    def of(
-        cls, ads: AdColumns, rows: np.ndarray, ad_times: tuple[np.ndarray, ...], *, child_lists: bool
-    ) -> _Nodes:
+    def of(cls, ads: AdColumns, rows: np.ndarray, ad_times: tuple[np.ndarray, ...], *, child_lists: bool) -> _Nodes:
         """``ad_times``: per ad, whether it is a dynamic slot, its instant and its snapshot."""
         dynamic, observed, snapshot = ad_times
-        is_part = _partitionable(ads)[rows]
+        is_part = partitionable_slots(ads)[rows]
         claimed = pd.Series(ads["State"][rows], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
-        from_lists = is_part & _without_dynamic_ads(snapshot, rows, dynamic) & child_lists
+        from_lists = is_part & without_dynamic_ads(snapshot, rows, dynamic) & child_lists
         return cls(rows, is_part, claimed, from_lists, observed[rows])
-
 
 
 def _placed(ads: AdColumns) -> tuple[AdColumns, set[str], list[Malformed]]:
@@ -313,7 +295,7 @@ def _placed(ads: AdColumns) -> tuple[AdColumns, set[str], list[Malformed]]:
     were of, and their quarantine: every slot of that startd, in the same source, is incomplete
     (and the node their text names, :func:`~probes.sources.slot_checks.quarantined_nodes`)."""
     why = unnamed(ads, dynamic_slots(ads))
-    why = np.where(why == "", missing_required(ads, _partitionable(ads)), why)
+    why = np.where(why == "", missing_required(ads, partitionable_slots(ads)), why)
     unplaced = np.flatnonzero(why != "")
     if not len(unplaced):
         return ads, set(), []
@@ -359,7 +341,8 @@ def _incomplete(
     incomplete |= is_part & of_nodes(ads, p, lost.orphans, snapshot)
     # a stale dynamic slot's node: what it held is not known to be free
     stale = np.flatnonzero(lost.stale)
-    of_stale = pd.MultiIndex.from_arrays([pd.Series(parents(ads["Name"][stale]), dtype=object).str.lower(), snapshot[stale]])
+    stale_parents = pd.Series(parents(ads["Name"][stale]), dtype=object).str.lower()
+    of_stale = pd.MultiIndex.from_arrays([stale_parents, snapshot[stale]])
     node_keys = pd.MultiIndex.from_arrays([pd.Series(ads["Name"][p], dtype=object).str.lower(), snapshot[p]])
     incomplete |= is_part & node_keys.isin(of_stale)
     set_aside = []
@@ -498,21 +481,6 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tup
             if expr.eval(ad) is True:
                 out[k] = name
                 break
-    return out
-
-
-def _without_dynamic_ads(snapshot: np.ndarray, rows: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
-    """Whether each slot of ``rows`` is of a snapshot (a query, a dump, or the files that are
-    parts of one) that holds no dynamic-slot ads at all: there, and only there, its ``Child*``
-    lists say what it holds (a dump's p-slots beside their dynamic slots' file: billed once)."""
-    with_dynamic = set(snapshot[dynamic].tolist())
-    return ~pd.Series(snapshot[rows]).isin(with_dynamic).to_numpy(dtype=bool)
-
-
-def _partitionable(ads: AdColumns) -> np.ndarray:
-    """Whether each ad is of a partitionable slot (its ``SlotType``, else ``PartitionableSlot``)."""
-    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
-    out: np.ndarray = (slot_type == "partitionable") | (ads["PartitionableSlot"] == True)  # noqa: E712
     return out
 
 

@@ -86,7 +86,8 @@ def bills(tmp_path: Path, *texts: str) -> tuple[dict[str, tuple[float, float] | 
         pair = (row["billed_cpus"], row["billed_memory"])
         out[str(row["user"])] = None if any(math.isnan(v) for v in pair) else pair
     nodes = accounting.nodes
-    unbilled = sorted({*nodes.loc[nodes["incomplete"], "name"], *accounting.bills.loc[accounting.bills["orphan"], "parent"]})
+    orphans = accounting.bills.loc[accounting.bills["orphan"], "parent"]
+    unbilled = sorted({*nodes.loc[nodes["incomplete"], "name"], *orphans})
     return out, unbilled, report
 
 
@@ -290,8 +291,8 @@ def test_the_same_slot_twice_at_one_instant_with_other_values_is_refused(tmp_pat
     """bob's ad again, with 6 cores: the first was kept and the second counted as the same dump
     given twice. As the guide says, two snapshots of one instant are refused."""
     text = dump(ads()) + dump([ads()[4].replace("Cpus = 12", "Cpus = 6")])
-    with pytest.raises(SourceError, match=r"line 73: the slot 'slot1_2@n1' is also at .* line 59, at the same instant .* "
-                       r"with another Cpus \(6\.0, there 12\.0\)"):  # fmt: skip
+    with pytest.raises(SourceError, match=r"line 73: the slot 'slot1_2@n1' is also at .* line 59, at the same "
+                       r"instant .* with another Cpus \(6\.0, there 12\.0\)"):  # fmt: skip
         read_status([_write(tmp_path, text)])
     # the same dump twice is still counted once
     assert bills(tmp_path, dump(ads()) + dump(ads()))[0] == WHOLE

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -44,6 +43,7 @@ from probes.sources.classad.kernel import Lines, NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
+from probes.sources.classad.spacing import BOM, blank_white_lines, white_separator
 from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 
@@ -92,7 +92,7 @@ def iter_ads(
         problem = content_problem(head, "ClassAds")
         if problem:
             raise SourceError(f"{name}: {problem}")
-        if head.removeprefix(_BOM).lstrip()[:1] != b"[":
+        if head.removeprefix(BOM).lstrip()[:1] != b"[":
             yield from _iter_long(fh, name, attrs, tally, strict, keep_raw)
             return
         size = os.fstat(fh.fileno()).st_size
@@ -157,13 +157,6 @@ def _size(path: str | os.PathLike[str]) -> int | None:
 
 
 _NUL_TO_SOH = bytes.maketrans(b"\0", b"\1")
-#: A UTF-8 byte order mark, which an editor may put at the start of a file: not part of the first
-#: attribute's name (classad2 would read ``\ufeffActivity``), so it is read as three spaces, which
-#: classad2 skips before a name and which keep every offset and line where it is.
-_BOM = b"\xef\xbb\xbf"
-#: A line of spaces and tabs only: classad2 reads it as a blank line, the end of an ad.
-_WHITE_LINE = re.compile(rb"(?m)^[ \t]+$")
-_WHITE_SEPARATOR = re.compile(rb"\n[ \t]+\n")
 
 
 def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, int, bool]]:
@@ -188,8 +181,8 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
     while True:
         fh.seek(start)
         data = fh.read(size)
-        if start == 0 and data.startswith(_BOM):
-            data = b"   " + data[len(_BOM) :]
+        if start == 0 and data.startswith(BOM):
+            data = b"   " + data[len(BOM) :]
         if b"\0" in data:
             first, last = data.index(b"\0"), data.rindex(b"\0")
             if start + first not in seen_nul:
@@ -212,7 +205,7 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
             return
         cut = data.rfind(b"\n\n")
         if cut < 0:  # ads separated by lines of white space only (rare: found the slow way)
-            cut = max((m.start() for m in _WHITE_SEPARATOR.finditer(data)), default=-1)
+            cut = white_separator(data)
         if banners:
             cut = max(cut, data.rfind(b"\n***"))
         if cut < 0:
@@ -249,20 +242,11 @@ def _iter_long(
             data = data.replace(b"\r\n", b"\n")
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
-        data, n = _blank_white_lines(data, n)
+        data, n = blank_white_lines(data, n, _PAD)
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, tally, strict)
         del data  # not held while the next chunk is read
         first_line += n_lines
         yield part, done
-
-
-def _blank_white_lines(data: bytes, n: int) -> tuple[bytes, int]:
-    """``data[:n]`` with its lines of white space only made empty, as classad2 reads them (the
-    end of an ad): the scan takes only an empty line for one. Lines stay where they were."""
-    if not (data.startswith((b" ", b"\t")) or b"\n " in data or b"\n\t" in data):
-        return data, n  # a canonical line starts with a name: the usual case costs two finds
-    whole = _WHITE_LINE.sub(b"", data[:n])
-    return whole + _PAD, len(whole)
 
 
 def read_ad_files(
