@@ -4,7 +4,9 @@ A slot ad without a ``Name``, or a dynamic slot's whose ``Name`` is not ``slotN_
 (:func:`unnamed`), and a partitionable slot whose dynamic slots hold more of a resource than its
 ``TotalSlot*`` (:func:`overfull`) are quarantined (:func:`quarantine`, a :class:`Malformed` the
 caller adds to its read's report) and their node left ``incomplete``; so is a node one of whose
-ads the reader could not read (:func:`quarantined_nodes`).
+ads the reader could not read (:func:`quarantined_nodes`), that of a dynamic slot without its
+partitionable slot (:func:`orphans`, :func:`of_nodes`), and a partitionable slot whose ``Child*``
+lists are not amounts (:func:`bad_child_lists`, :func:`past_64_bits`), issue 51.
 """
 
 from __future__ import annotations

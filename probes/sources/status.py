@@ -20,6 +20,11 @@ The pool is checked against itself (issue 41): a slot amount that is not a finit
 quarantines its ad (:attr:`~probes.sources.classad.Attr.finite`), and so do a node whose dynamic
 slots hold more than its ``TotalSlot*`` and a dynamic slot whose ``Name`` places it on no node;
 each leaves its node ``incomplete`` (:func:`incomplete_nodes`), never billed to its neighbours.
+So do (issue 51, :mod:`probes.sources.slot_ads`) the last ad of a dump cut short, an ad with an
+attribute written twice or without what HTCondor writes in every slot ad, a dynamic slot whose
+p-slot is not in its snapshot or that is stale while its node is heard, and ``Child*`` lists
+that are not amounts; files that are parts of one dump are one snapshot
+(:func:`~probes.sources.slot_instants.snapshot_instants`).
 
 Only what the pool still hears from is billed, and a job on one slot only
 (:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in

@@ -333,3 +333,20 @@ def test_an_amount_past_64_bits_is_set_aside_by_bill_as_a_process(tmp_path: Path
     doc = json.loads(done.stdout)
     assert doc["incomplete_nodes"] == ["slot1@n1"] and doc["read"]["status"]["malformed"] == 1
     assert doc["read"]["status"]["rejects"] == {"Memory: an integer beyond 64 bits, read as a real": 1}
+
+
+def test_bill_counts_what_was_set_aside_by_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two reasons, one ad each: each counted, on stderr and in ``--json``; both nodes unbilled."""
+    parts = ads()
+    parts[1] = parts[1].replace('SlotType = "Dynamic"\n', "").replace("DynamicSlot = true\n", "")
+    path = _write(tmp_path, dump(parts).replace("Cpus = 12\n", "Cpus = 12\nCpus = 6\n"))
+    assert main(["bill", "--status-file", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    twice = "attribute 'Cpus' twice in one ad (HTCondor writes each once: two ads merged, the blank line between them "
+    twice += "lost?): which value is true cannot be told; its node is left unbilled (incomplete)"
+    untyped = "no SlotType: HTCondor writes it in every slot ad (the ad cut, or edited?); its node is left unbilled "
+    untyped += "(incomplete)"
+    assert doc["read"]["status"]["set_aside"] == {twice: 1, untyped: 1} and doc["read"]["status"]["malformed"] == 2
+    assert doc["incomplete_nodes"] == ["slot1@n1", "slot1@n2"]
+    assert f"status: 1 ad(s) set aside: {twice}\n" in err and f"status: 1 ad(s) set aside: {untyped}\n" in err
