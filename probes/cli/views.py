@@ -247,8 +247,7 @@ def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
 
 
 def read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
-    """Per source, the ads read, those set aside (``malformed``; ``set_aside``: by reason) and
-    the values ignored or ads left out (``rejects``, by reason)."""
+    """Per source: ads read, set aside (``malformed``; by reason: ``set_aside``), ``rejects``."""
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
         | ({"set_aside": dict(Counter(m.reason for m in r.malformed))} if r.malformed else {})
