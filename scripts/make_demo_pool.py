@@ -75,9 +75,11 @@ def render_ad(ad: Mapping[str, Value]) -> str:
     return "\n".join(f"{name} = {render_value(ad[name])}" for name in sorted(ad, key=str.lower))
 
 
-def render_dump(ads: Iterable[Mapping[str, Value]]) -> str:
-    """Ads separated by one blank line; the file ends with a single newline."""
-    return "\n\n".join(render_ad(ad) for ad in ads) + "\n"
+def render_dump(ads: Iterable[Mapping[str, Value]], *, blank_after_each: bool = False) -> str:
+    """Ads separated by one blank line; the file ends with a single newline, or, with
+    ``blank_after_each``, with the blank line after its last ad too, as ``condor_status -long``
+    writes it (a startd dump without it was cut short)."""
+    return "\n\n".join(render_ad(ad) for ad in ads) + ("\n\n" if blank_after_each else "\n")
 
 
 def quantize(value: int, step: int) -> int:
@@ -1223,7 +1225,7 @@ def write_dumps(out: Path, seed: int = SEED) -> dict[str, Path]:
         ("history.ads", history_ads(pool)),
     ):
         path = out / name
-        path.write_text(render_dump(ads), encoding="ascii", newline="\n")
+        path.write_text(render_dump(ads, blank_after_each=name == "status.ads"), encoding="ascii", newline="\n")
         written[name] = path
     return written
 

@@ -39,6 +39,16 @@ def condor25(fixtures: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def eight_core(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """HTCondor's 8-core partitionable slot dump as condor_status -long writes it: HTCondor's test
+    suite keeps it without the blank line after its last ad, which a dump cut short lacks (so the
+    reader sets that ad aside: tests/sources/test_status.py)."""
+    path = tmp_path_factory.mktemp("eight_core") / "status-partitionable8core.ads"
+    path.write_bytes((fixtures / "classads/status-partitionable8core.ads").read_bytes() + b"\n")
+    return path
+
+
+@pytest.fixture(scope="session")
 def metacentrum() -> Path:
     """../shared/data/metacentrum: real MetaCentrum workloads and Alea machines files, or skip."""
     folder = SHARED / "data" / "metacentrum"

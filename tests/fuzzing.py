@@ -532,7 +532,7 @@ def node_case(seed: int, number: int) -> NodeCase:
                 how += " without its GlobalJobId"
             texts.append(copy)
         texts[i] = ad
-        damaged = ("\n\n".join(texts) + "\n").encode()
+        damaged = ("\n\n".join(texts) + "\n\n").encode()  # the blank line condor_status ends each ad with
     else:
         ad = dict(ads[i])
         for attr, value in changes.items():

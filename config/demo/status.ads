@@ -5248,3 +5248,4 @@ TotalSlotCpus = 1
 TotalSlotDisk = 1000448.0
 TotalSlotGPUs = 1
 TotalSlotMemory = 4096
+

@@ -7,6 +7,7 @@ never renamed or removed.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -246,9 +247,10 @@ def _read_tables(result: Reading, *, slots: bool) -> dict[str, pd.DataFrame]:
 
 
 def read_counts(reports: Mapping[str, ReadReport]) -> dict[str, Any]:
-    """The ``read`` of a command's JSON: per source, the ads read, malformed and left out by reason."""
+    """Per source: ads read, set aside (``malformed``; by reason: ``set_aside``), ``rejects``."""
     return {
         what: {"ads": r.ads, "evaluated": r.evaluated, "malformed": len(r.malformed), "rejects": dict(r.rejects)}
+        | ({"set_aside": dict(Counter(m.reason for m in r.malformed))} if r.malformed else {})
         | ({"duplicates": r.duplicates, "duplicate_jobs": list(r.duplicate_jobs)} if r.duplicates else {})
         for what, r in reports.items()
     }

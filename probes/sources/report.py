@@ -210,6 +210,10 @@ def problem_lines(
     for what, report in reports.items():
         lines += [f"{what}: skipped {entry}" for entry in report.skipped]
         if report.malformed:
+            # each reason counted (with one reason, the line below says it and how many)
+            reasons = Counter(m.reason for m in report.malformed)
+            if len(reasons) > 1:
+                lines += [f"{what}: {n} ad(s) set aside: {why}" for why, n in sorted(reasons.items())]
             first = " ".join(str(report.malformed[0].error()).split())
             line = f"{len(report.malformed)} malformed {what} ad(s) skipped, the first: {first}"
             if quarantine is None:

@@ -31,6 +31,8 @@ __all__ = [
     "held_sums",
     "named",
     "parents",
+    "partitionable_slots",
+    "without_dynamic_ads",
     "zero",
 ]
 
@@ -150,3 +152,18 @@ def _entry(values: Any, k: int) -> str | None:
 def zero(values: np.ndarray) -> np.ndarray:
     """``values`` as float64, a missing amount (NaN) as none."""
     return np.nan_to_num(values.astype(np.float64), nan=0.0)
+
+
+def without_dynamic_ads(snapshot: np.ndarray, rows: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
+    """Whether each slot of ``rows`` is of a snapshot (a query, a dump, or the files that are
+    parts of one) that holds no dynamic-slot ads at all: there, and only there, its ``Child*``
+    lists say what it holds (a dump's p-slots beside their dynamic slots' file: billed once)."""
+    with_dynamic = set(snapshot[dynamic].tolist())
+    return ~pd.Series(snapshot[rows]).isin(with_dynamic).to_numpy(dtype=bool)
+
+
+def partitionable_slots(ads: AdColumns) -> np.ndarray:
+    """Whether each ad is of a partitionable slot (its ``SlotType``, else ``PartitionableSlot``)."""
+    slot_type = pd.Series(ads["SlotType"], dtype=object).fillna("").str.lower().to_numpy()
+    out: np.ndarray = (slot_type == "partitionable") | (ads["PartitionableSlot"] == True)  # noqa: E712
+    return out

@@ -5,28 +5,49 @@ A slot ad without a ``Name``, or a dynamic slot's whose ``Name`` is not ``slotN_
 ``TotalSlot*``, or whose ``TotalSlotMemory`` is more than its machine's ``TotalMemory`` (a size in
 KiB, not MiB: :func:`overfull`), are quarantined (:func:`quarantine`, a :class:`Malformed` the
 caller adds to its read's report) and their node left ``incomplete``; so is a node one of whose
-ads the reader could not read (:func:`quarantined_nodes`).
+ads the reader could not read (:func:`quarantined_nodes`), that of a dynamic slot without its
+partitionable slot (:func:`orphans`, :func:`of_nodes`), and a partitionable slot whose ``Child*``
+lists are not amounts (:func:`bad_child_lists`, :func:`past_64_bits`), issue 51.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns
+from probes.sources.classad.limits import AMOUNT
 from probes.sources.report import Malformed
-from probes.sources.slot_allocations import DYNAMIC_NAME, TOTAL, parents
+from probes.sources.slot_allocations import CHILD, DYNAMIC_NAME, TOTAL, parents
 
-__all__ = ["MACHINE_MEMORY", "overfull", "quarantine", "quarantined_nodes", "startds", "unnamed"]
+__all__ = [
+    "MACHINE_MEMORY",
+    "ORPHAN",
+    "bad_child_lists",
+    "of_nodes",
+    "orphans",
+    "overfull",
+    "past_64_bits",
+    "quarantine",
+    "quarantined_nodes",
+    "startds",
+    "unnamed",
+]
+
+#: The reason counted for a dynamic slot whose partitionable slot is not in its snapshot.
+ORPHAN = (
+    "Name: dynamic slot whose partitionable slot is not in its snapshot (renamed, or its ad lost), not billed; "
+    "the slots of its startd are left unbilled (incomplete)"
+)
 
 # ``Name = "..."`` (-long) or ``"Name": "..."`` (-json), not ``ChildName``: the identity of an ad
 # that could not be read as a whole
-_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine)"?\s*[=:]\s*"([^"\\\n]*)"''')
+_IDENTITY = re.compile(r'''(?im)(?:^|[{,\s])"?(Name|Machine|MyAddress)"?\s*[=:]\s*"([^"\\\n]*)"''')
 _UNITS = {"cpus": "cores", "memory": "MiB", "disk": "KiB", "gpus": "devices"}
 #: A node's dynamic slots may hold no more than its size: past this (relative) rounding, it
 #: contradicts itself (a ``Cpus`` or a ``TotalSlotCpus`` is wrong, or a claim is counted twice).
@@ -34,6 +55,10 @@ _ROUNDING = 1e-9
 #: The memory of a slot's machine (MiB), which no slot of it is larger than: a ``TotalSlotMemory``
 #: above it is in another unit (KiB: every memory bill of the node 1,024 times too large).
 MACHINE_MEMORY = "TotalMemory"
+#: A ``Child*`` list line and the long integers in it: one past 64 bits, classad2 reads as 0 in a
+#: list (a single value the reader reads itself, as a real, and the limits refuse).
+_CHILD_LIST = re.compile(r"(?m)^[ \t]*(Child[A-Za-z]+)[ \t]*=[ \t]*\{([^\n]*)")
+_LONG_INTEGER = re.compile(r"(?<![\w.])-?\d{19,}(?![\w.])")
 
 
 def unnamed(ads: AdColumns, dynamic: np.ndarray) -> np.ndarray:
@@ -112,7 +137,11 @@ def _beyond_machine(ads: AdColumns, rows: np.ndarray, checked: np.ndarray) -> di
 
 
 def quarantined_nodes(
-    ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame, quarantined: Sequence[Malformed]
+    ads: AdColumns,
+    rows: np.ndarray,
+    from_ads: pd.DataFrame,
+    quarantined: Sequence[Malformed],
+    linked: Callable[[str], Iterable[str]] = lambda path: (),
 ) -> np.ndarray:
     """Whether an ad of each slot of ``rows`` (its own dynamic slots') was quarantined.
 
@@ -121,30 +150,44 @@ def quarantined_nodes(
     parent of that name; else its ``Machine``, and every slot of that machine. An ad with neither
     (a region of garbage) may have been any node's: every node that lists a child without an ad
     is suspect. Only slots of the quarantined ad's source are touched, when the source names
-    match (a live read names its malformed ads after the query, not after the collector)."""
+    match (a live read names its malformed ads after the query, not after the collector), and of
+    the files ``linked`` to it (parts of one dump: the paths of its snapshot)."""
     names = pd.Series(ads["Name"][rows], dtype=object).str.lower().to_numpy()
+    address = ads["MyAddress"] if "MyAddress" in ads.columns else np.full(len(ads), None, dtype=object)
+    addresses = pd.Series(address[rows], dtype=object).str.lower().to_numpy()
     machines = pd.Series(ads["Machine"][rows], dtype=object).str.lower().to_numpy()
     sources = pd.Series(ads.path[rows], dtype=object).to_numpy()
     known_sources = set(pd.Series(ads.path, dtype=object).dropna())
     out = np.zeros(len(rows), dtype=bool)
     for ad in quarantined:
-        name, machine = _identity(ad.text)
-        if name is not None:
-            hit = names == str(parents(np.array([name.lower()], dtype=object))[0])
-        elif machine is not None:
-            hit = machines == machine.lower()
-        else:
-            hit = _unmatched_children(ads, rows, from_ads)
-        out |= hit & ((sources == ad.path) if ad.path in known_sources else True)
+        found = _identity(ad.text)
+        where = ((sources == ad.path) if ad.path in known_sources else True) | _isin(sources, linked(ad.path))
+        # the parents of its names (two ads merged name two nodes), else its startds, else its
+        # machines, else any node that lists a child without an ad: a name that places it on no
+        # node here (its own p-slot's, set aside; one garbled by NUL bytes) as if it had none
+        hit = _isin(names, parents(np.array(found["name"], dtype=object)).tolist()) & where
+        if not hit.any():
+            hit = _isin(addresses, found["myaddress"]) & where
+        if not hit.any() and not found["myaddress"]:
+            hit = _isin(machines, found["machine"]) & where
+        if not hit.any() and not found["myaddress"] and not found["machine"]:
+            hit = _unmatched_children(ads, rows, from_ads) & where
+        out |= hit
     return out
 
 
-def _identity(text: str) -> tuple[str | None, str | None]:
-    """The ``Name`` and ``Machine`` an ad's text gives (either None if it cannot be found)."""
-    found: dict[str, str] = {}
+def _isin(values: np.ndarray, wanted: Iterable[object]) -> np.ndarray:
+    """Whether each of ``values`` (objects, None among them) is one of ``wanted``."""
+    return pd.Series(values, dtype=object).isin(list(wanted)).to_numpy(dtype=bool)
+
+
+def _identity(text: str) -> dict[str, list[str]]:
+    """The ``Name``, ``Machine`` and ``MyAddress`` values an ad's text gives (case-folded), by
+    attribute (lower case)."""
+    found: dict[str, list[str]] = {"name": [], "machine": [], "myaddress": []}
     for m in _IDENTITY.finditer(text):
-        found.setdefault(m[1].lower(), m[2])
-    return found.get("name"), found.get("machine")
+        found[m[1].lower()].append(m[2].lower())
+    return found
 
 
 def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame) -> np.ndarray:
@@ -157,3 +200,53 @@ def _unmatched_children(ads: AdColumns, rows: np.ndarray, from_ads: pd.DataFrame
         ],
         dtype=bool,
     )
+
+
+def orphans(parent: np.ndarray, observed: np.ndarray, node_names: np.ndarray, node_observed: np.ndarray) -> np.ndarray:
+    """Whether each dynamic slot (its ``parent`` name, ``observed`` at) has no partitionable slot
+    of that name at its instant among the nodes (``node_names`` at ``node_observed``)."""
+    known = pd.MultiIndex.from_arrays([pd.Series(node_names, dtype=object).str.lower(), node_observed])
+    mine = pd.MultiIndex.from_arrays([pd.Series(parent, dtype=object).str.lower(), observed])
+    return ~mine.isin(known)
+
+
+def of_nodes(ads: AdColumns, rows: np.ndarray, lost: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Whether each slot of ``rows`` is of the startd (:func:`startds`, within its snapshot
+    ``where``) of an ad of ``lost`` (rows too)."""
+    if not len(lost):
+        return np.zeros(len(rows), dtype=bool)
+    startd = pd.Series(startds(ads), dtype=object).str.split("\0", n=1).str[1].fillna("")
+    key = pd.Series(where, dtype=object).astype(str) + "\0" + startd
+    return key.iloc[rows].isin(set(key.iloc[lost])).to_numpy(dtype=bool)
+
+
+def bad_child_lists(ads: AdColumns, rows: np.ndarray) -> dict[int, str]:
+    """The partitionable slots of ``rows`` whose ``Child*`` lists hold an amount that is not one
+    (negative, past 2^53, undefined, not a number), by position in ``rows``, each with why: such lists
+    cannot be billed from (one entry is wrong, and its share would go to the others)."""
+    out: dict[int, str] = {}
+    low, high = AMOUNT
+    for k, text in enumerate(ads.raw[rows].tolist() if ads.raw is not None else []):
+        if isinstance(text, str) and (huge := past_64_bits(text)):
+            out[k] = f"attribute '{huge[0]}' holds {huge[1]}, an integer past 64 bits (classad2 reads it as 0)"
+    for r, attr in CHILD.items():
+        for k, values in enumerate(ads[attr][rows].tolist()):
+            if k in out or not isinstance(values, list):
+                continue
+            for v in values:
+                number = isinstance(v, int | float) and not isinstance(v, bool)
+                if not (number and low <= float(v) < high):  # undefined too: HTCondor lists amounts
+                    out[k] = f"attribute '{attr}' holds {v!r}: expected amounts of {_UNITS[r]} from 0 to below 2^53"
+                    break
+    return out
+
+
+def past_64_bits(text: str) -> tuple[str, str] | None:
+    """The first ``Child*`` list of an ad's text holding an integer past 64 bits, and it."""
+    if "Child" not in text:
+        return None
+    for line in _CHILD_LIST.finditer(text):
+        for number in _LONG_INTEGER.findall(line[2]):
+            if not -(2**63) <= int(number) < 2**63:
+                return line[1], number
+    return None

@@ -20,12 +20,26 @@ from probes.errors import SourceError
 from probes.sources.classad import AdColumns
 from probes.sources.future import CLOCK_SKEW_S, from_the_future
 from probes.sources.report import ReadTally
+from probes.sources.slot_allocations import dynamic_slots, parents
 from probes.sources.slot_checks import quarantine
 
-__all__ = ["OWN_TIMES", "credible", "first_number", "instants", "newest_credible", "set_aside_future"]
+__all__ = [
+    "LIFETIME_S",
+    "OWN_TIMES",
+    "credible",
+    "first_number",
+    "instants",
+    "newest_credible",
+    "set_aside_future",
+    "snapshot_instants",
+]
 
 #: The times a startd ad says it was observed at: the startd's clock, then the collector's.
 OWN_TIMES = ("MyCurrentTime", "LastHeardFrom")
+
+#: HTCondor's ``CLASSAD_LIFETIME`` default (s): the ads of one collector's answer were all heard
+#: within it of each other (an older one is dropped), so parts of one dump are no further apart.
+LIFETIME_S = 900.0
 
 
 def credible(times: np.ndarray, now: float | None = None) -> np.ndarray:
@@ -52,6 +66,11 @@ def set_aside_future(ads: AdColumns, tally: ReadTally, now: float | None = None)
 
 
 def instants(ads: AdColumns) -> np.ndarray:
+    """:func:`snapshot_instants`' instants, each ad's type read from it."""
+    return snapshot_instants(ads, dynamic_slots(ads))[0]
+
+
+def snapshot_instants(ads: AdColumns, dynamic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The instant each ad was observed at: that of its snapshot (the latest ``MyCurrentTime``,
     else ``LastHeardFrom``, of the ads of one snapshot of a file or collector). Startds update at
     their own times, so the ads of one ``condor_status`` differ by seconds; they are one snapshot,
@@ -60,16 +79,25 @@ def instants(ads: AdColumns) -> np.ndarray:
     A file may hold several snapshots one after the other (``condor_status -long`` run twice into
     it): a slot named again starts the next one, and each is its own instant, read in order. Two
     snapshots that come out at one instant (the same slot, the same second, in two files or twice
-    in one) cannot be told apart: the input is refused, naming the slot and both places."""
+    in one) cannot be told apart: the input is refused, naming the slot and both places.
+
+    One dump may also come in parts, files given together (issue 51: a p-slot in one, its dynamic
+    slots in another): a snapshot whose dynamic slot's p-slot is not in it but in one snapshot of
+    another file, with no slot of both, within :data:`LIFETIME_S` of it, is one snapshot with it
+    (one instant, the latest of both). Parts that cannot be told (the p-slot in two such files), or
+    that are further apart, are refused with the reason. Returns (the instants, each ad's snapshot
+    as a number: the same for the parts of one); ``dynamic``: which ads are dynamic slots."""
     own = first_number(ads, OWN_TIMES)
     if not len(own):
-        return own
+        return own, np.zeros(0, dtype=np.int64)
     source = pd.Series(ads.path, dtype=object).fillna("").to_numpy()
     names = pd.Series(ads["Name"], dtype=object).str.lower().to_numpy()
-    snapshot = _snapshots(source, names)
+    within = _snapshots(source, names)
+    group = pd.factorize(pd.Series(source).astype(str) + "\0" + pd.Series(within).astype(str))[0]
     # an ad from the future stands at its snapshot's instant (the newest of the others), as one
     # without a time does
-    instants = newest_credible(own, [source, snapshot])
+    instants = newest_credible(own, [group])
+    group, instants = _parts(ads, dynamic, source, names, group, instants)
     twice = pd.DataFrame({"name": names, "at": instants}).duplicated(keep=False).to_numpy()
     if twice.any():
         first, again = np.flatnonzero(twice)[:2]
@@ -79,7 +107,55 @@ def instants(ads: AdColumns) -> np.ndarray:
             "the latest MyCurrentTime of each): two snapshots of one instant cannot be accounted; give each "
             "condor_status dump once"
         )
-    return instants
+    return instants, group
+
+
+def _parts(
+    ads: AdColumns, dynamic: np.ndarray, source: np.ndarray, names: np.ndarray, group: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``group`` and ``at`` with the snapshots that are parts of one dump joined (see
+    :func:`snapshot_instants`)."""
+    in_group = pd.DataFrame({"name": names, "group": group}).dropna()
+    members = in_group.groupby("group")["name"].agg(set).to_dict()
+    where: dict[object, list[int]] = {}
+    for n, g in zip(in_group["name"].tolist(), in_group["group"].tolist(), strict=True):
+        where.setdefault(n, []).append(int(g))
+    parent = parents(names)
+    joined = {int(g): int(g) for g in np.unique(group).tolist()}
+
+    def root(g: int) -> int:
+        while joined[g] != g:
+            g = joined[g]
+        return g
+
+    for i in np.flatnonzero(dynamic & pd.notna(parent)).tolist():
+        g, p = int(group[i]), parent[i]
+        if p in members.get(g, ()):
+            continue
+        apart = [h for h in where.get(p, []) if source[group == h][0] != source[i] and not members[h] & members[g]]
+        if not apart:
+            continue  # its p-slot in no other part: an orphan, set aside where it is billed
+        place = f"{source[i]} line {int(ads.line[i])}"
+        if len(apart) > 1:
+            raise SourceError(
+                f"{place}: the dynamic slot {ads['Name'][i]!r} has its partitionable slot {p!r} in "
+                f"{len(apart)} other files ({', '.join(sorted({source[group == h][0] for h in apart}))}): which "
+                "dump it is a part of cannot be told; give the parts of one condor_status dump together, or each "
+                "dump whole"
+            )
+        h = apart[0]
+        gap = abs(float(at[group == g][0]) - float(at[group == h][0]))
+        if gap > LIFETIME_S:
+            raise SourceError(
+                f"{place}: the dynamic slot {ads['Name'][i]!r} has its partitionable slot {p!r} only in "
+                f"{source[group == h][0]}, a dump {gap:.0f} s apart (more than the {LIFETIME_S:.0f} s a collector "
+                "keeps an ad): not parts of one dump; give each condor_status dump whole"
+            )
+        joined[root(g)] = root(h)
+    merged = np.array([root(int(g)) for g in group.tolist()], dtype=np.int64)
+    if (merged != group).any():
+        at = pd.Series(at).groupby(merged).transform("max").to_numpy(dtype=np.float64)
+    return merged, at
 
 
 def newest_credible(times: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:

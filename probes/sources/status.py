@@ -20,6 +20,11 @@ The pool is checked against itself (issue 41): a slot amount that is not a finit
 quarantines its ad (:attr:`~probes.sources.classad.Attr.finite`), and so do a node whose dynamic
 slots hold more than its ``TotalSlot*`` and a dynamic slot whose ``Name`` places it on no node;
 each leaves its node ``incomplete`` (:func:`incomplete_nodes`), never billed to its neighbours.
+So do (issue 51, :mod:`probes.sources.slot_ads`) the last ad of a dump cut short, an ad with an
+attribute written twice or without what HTCondor writes in every slot ad, a dynamic slot whose
+p-slot is not in its snapshot or that is stale while its node is heard, and ``Child*`` lists
+that are not amounts; files that are parts of one dump are one snapshot
+(:func:`~probes.sources.slot_instants.snapshot_instants`).
 
 Only what the pool still hears from is billed, and a job on one slot only
 (:mod:`probes.sources.unheard`): a node whose ads are stale is left out and listed in
@@ -48,6 +53,7 @@ from probes.sources.credentials import IDENTITY_COLUMNS, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
 from probes.sources.settings import SlotReading
+from probes.sources.slot_ads import missing_required, nameless, once_per_instant, set_aside_in_file
 from probes.sources.slot_allocations import (
     CHILD,
     OWN,
@@ -58,10 +64,23 @@ from probes.sources.slot_allocations import (
     held_sums,
     named,
     parents,
+    partitionable_slots,
+    without_dynamic_ads,
     zero,
 )
-from probes.sources.slot_checks import MACHINE_MEMORY, overfull, quarantine, quarantined_nodes, startds, unnamed
-from probes.sources.slot_instants import first_number, instants, set_aside_future
+from probes.sources.slot_checks import (
+    MACHINE_MEMORY,
+    ORPHAN,
+    bad_child_lists,
+    of_nodes,
+    orphans,
+    overfull,
+    quarantine,
+    quarantined_nodes,
+    startds,
+    unnamed,
+)
+from probes.sources.slot_instants import set_aside_future, snapshot_instants
 from probes.sources.unheard import DUPLICATE_JOB, UNHEARD_COLUMNS, heard_rules, one_slot_per_job
 
 __all__ = [
@@ -175,27 +194,17 @@ def read_status(
     for path in paths:
         cols, rep = read_ads(path, attrs, strict=strict, keep_raw=True)
         tally.merge(rep)
+        seen = len(tally.malformed)
+        cols = nameless(set_aside_in_file(cols, os.fspath(path), tally), tally)
+        if strict and len(tally.malformed) > seen:
+            raise tally.malformed[seen].error()
         check = KindCheck(STARTD_ADS)
         parts.append(check.keep(cols, tally))
         check.verdict(path, len(rep.malformed))
-    ads = set_aside_future(_once(AdColumns.concat(parts, attrs), tally), tally)
+    ads = once_per_instant(set_aside_future(AdColumns.concat(parts, attrs), tally), tally)
     snapshot, set_aside = snapshot_tables(ads, reading, tuple(tally.malformed))
     tally.merge(set_aside)
     return snapshot, tally.report()
-
-
-def _once(ads: AdColumns, tally: ReadTally) -> AdColumns:
-    """Each slot once per instant: the same dump given twice (or its ``-long`` and ``-json``
-    forms) must not double the overhead. Slots of different instants are all kept; they are
-    accounted instant by instant."""
-    name = pd.Series(ads["Name"], dtype=object).str.lower()
-    observed = pd.Series(first_number(ads, ("MyCurrentTime", "LastHeardFrom")))
-    repeated = pd.DataFrame({"name": name, "at": observed}).duplicated().to_numpy() & name.notna().to_numpy()
-    if not repeated.any():
-        return ads
-    n = int(repeated.sum())
-    tally.rejects["Name: a slot ad seen again at the same instant (the same dump given twice?), counted once"] += n
-    return ads.take(~repeated)
 
 
 def snapshot_tables(
@@ -226,11 +235,11 @@ def snapshot_tables(
     """
     ads, unplaced_on, unplaced = _placed(ads)
     dynamic = dynamic_slots(ads)
-    observed = instants(ads)
+    observed, part_of = snapshot_instants(ads, dynamic)
     site = ads.first(reading.site_attributes, reading.site_default)
     resource = ads.first(reading.resource_attributes)
     parent = parents(ads["Name"])  # of a dynamic slot; a p-slot's own name elsewhere, unused
-    heard, unheard, left_out = heard_rules(
+    heard, unheard, left_out, stale = heard_rules(
         ads, dynamic, parent, site, update_interval_s=reading.update_interval_s, now=now
     )
     rejects = Counter(left_out)
@@ -242,9 +251,13 @@ def snapshot_tables(
     from_ads, twice = one_slot_per_job(from_ads, last_heard)
 
     # partitionable and static slots: a node is one of them
-    nodes = _Nodes.of(ads, np.flatnonzero(~dynamic & heard), dynamic, observed, child_lists=child_lists)
+    nodes = _Nodes.of(ads, np.flatnonzero(~dynamic & heard), (dynamic, observed, part_of), child_lists=child_lists)
     amounts = held_sums(from_ads, ads["Name"][nodes.rows], nodes.observed)
-    incomplete, overfull_ads = _incomplete(ads, nodes, from_ads, amounts, quarantined, unplaced_on)
+    orphaned = d[orphans(parent[d], observed[d], ads["Name"][nodes.rows], nodes.observed)]
+    lost = _Lost((*quarantined, *unplaced), unplaced_on, orphaned, stale)
+    incomplete, overfull_ads = _incomplete(ads, nodes, from_ads, amounts, lost, part_of)
+    if len(lost.orphans):
+        rejects[ORPHAN] += len(lost.orphans)
     slots = _slot_amounts(ads, nodes, amounts, incomplete, site[nodes.rows], resource[nodes.rows], reading)
     allocations, again = _allocations(ads, nodes, slots, from_ads, (observed, last_heard), (site, resource), reading)
     slots = _slot_table(ads, nodes, slots, allocations, incomplete, reading)
@@ -273,21 +286,22 @@ class _Nodes:
     observed: np.ndarray
 
     @classmethod
-    def of(
-        cls, ads: AdColumns, rows: np.ndarray, dynamic: np.ndarray, observed: np.ndarray, *, child_lists: bool
-    ) -> _Nodes:
-        slot_type = pd.Series(ads["SlotType"][rows], dtype=object).fillna("").str.lower().to_numpy()
-        is_part = (slot_type == "partitionable") | (ads["PartitionableSlot"][rows] == True)  # noqa: E712
+    def of(cls, ads: AdColumns, rows: np.ndarray, ad_times: tuple[np.ndarray, ...], *, child_lists: bool) -> _Nodes:
+        """``ad_times``: per ad, whether it is a dynamic slot, its instant and its snapshot."""
+        dynamic, observed, snapshot = ad_times
+        is_part = partitionable_slots(ads)[rows]
         claimed = pd.Series(ads["State"][rows], dtype=object).fillna("").str.lower().to_numpy() == "claimed"
-        from_lists = is_part & _without_dynamic_ads(ads, rows, dynamic) & child_lists
+        from_lists = is_part & without_dynamic_ads(snapshot, rows, dynamic) & child_lists
         return cls(rows, is_part, claimed, from_lists, observed[rows])
 
 
 def _placed(ads: AdColumns) -> tuple[AdColumns, set[str], list[Malformed]]:
-    """``ads`` without those that cannot be placed on their node (:func:`unnamed`), the startds
-    they were of, and their quarantine: their node is known by its startd only, so every slot of
-    that startd, in the same source, is incomplete."""
+    """``ads`` without those that cannot be placed on their node (:func:`unnamed`) or lack what
+    HTCondor always writes (:func:`~probes.sources.slot_ads.missing_required`), the startds they
+    were of, and their quarantine: every slot of that startd, in the same source, is incomplete
+    (and the node their text names, :func:`~probes.sources.slot_checks.quarantined_nodes`)."""
     why = unnamed(ads, dynamic_slots(ads))
+    why = np.where(why == "", missing_required(ads, partitionable_slots(ads)), why)
     unplaced = np.flatnonzero(why != "")
     if not len(unplaced):
         return ads, set(), []
@@ -295,23 +309,55 @@ def _placed(ads: AdColumns) -> tuple[AdColumns, set[str], list[Malformed]]:
     return ads.take(why == ""), set(startds(ads)[unplaced].tolist()), set_aside
 
 
+@dataclass(frozen=True)
+class _Lost:
+    """What a snapshot set aside that its nodes miss: the ads ``quarantined`` (by the reader, or
+    here), the startds ``unplaced_on`` of those set aside here, the rows of the dynamic slots
+    whose p-slot is not in the snapshot (``orphans``) and which ads are dynamic slots left out as
+    ``stale`` while their node is heard."""
+
+    quarantined: Sequence[Malformed]
+    unplaced_on: set[str]
+    orphans: np.ndarray
+    stale: np.ndarray
+
+
 def _incomplete(
     ads: AdColumns,
     nodes: _Nodes,
     from_ads: pd.DataFrame,
     amounts: dict[str, np.ndarray],
-    quarantined: Sequence[Malformed],
-    unplaced_on: set[str],
+    lost: _Lost,
+    snapshot: np.ndarray,
 ) -> tuple[np.ndarray, list[Malformed]]:
-    """Which partitionable slots of ``nodes`` are incomplete (an ad of theirs quarantined by the
-    reader or set aside here, or their dynamic slots, holding ``amounts``, holding more than their
-    size), and the quarantine of those that contradict themselves."""
+    """Which partitionable slots of ``nodes`` are incomplete (an ad of theirs ``lost``, their
+    ``Child*`` lists not amounts, or their dynamic slots, holding ``amounts``, holding more than
+    their size), and the quarantine of those that contradict themselves. ``snapshot``: each ad's
+    (:func:`~probes.sources.slot_instants.snapshot_instants`): the parts of one dump are one."""
     p, is_part = nodes.rows, nodes.is_part
-    incomplete = is_part & quarantined_nodes(ads, p, from_ads, quarantined)
-    if unplaced_on:
-        incomplete |= is_part & pd.Series(startds(ads)[p]).isin(unplaced_on).to_numpy(dtype=bool)
-    contradictions = overfull(ads, p, is_part & ~nodes.from_lists, amounts, from_ads, nodes.observed)
+    paths = pd.DataFrame({"path": pd.Series(ads.path, dtype=object).fillna(""), "at": snapshot})
+    together = paths.drop_duplicates().groupby("at")["path"].agg(set)
+    linked: dict[str, set[str]] = {}
+    for at, path in zip(paths["at"].tolist(), paths["path"].tolist(), strict=True):
+        linked.setdefault(path, set()).update(together[at])
+    incomplete = is_part & quarantined_nodes(ads, p, from_ads, lost.quarantined, lambda a: linked.get(a, ()))
+    if lost.unplaced_on:
+        incomplete |= is_part & pd.Series(startds(ads)[p]).isin(lost.unplaced_on).to_numpy(dtype=bool)
+    # a dynamic slot without its p-slot: the slots of its startd (one renamed?) are not whole
+    incomplete |= is_part & of_nodes(ads, p, lost.orphans, snapshot)
+    # a stale dynamic slot's node: what it held is not known to be free
+    stale = np.flatnonzero(lost.stale)
+    stale_parents = pd.Series(parents(ads["Name"][stale]), dtype=object).str.lower()
+    of_stale = pd.MultiIndex.from_arrays([stale_parents, snapshot[stale]])
+    node_keys = pd.MultiIndex.from_arrays([pd.Series(ads["Name"][p], dtype=object).str.lower(), snapshot[p]])
+    incomplete |= is_part & node_keys.isin(of_stale)
     set_aside = []
+    for k, why in bad_child_lists(ads, p[nodes.from_lists]).items():
+        k = int(np.flatnonzero(nodes.from_lists)[k])
+        set_aside.append(quarantine(ads, int(p[k]), why))
+        incomplete[k] = True
+        nodes.from_lists[k] = False  # not billed from lists that are not amounts (an array: the nodes' own)
+    contradictions = overfull(ads, p, is_part & ~nodes.from_lists, amounts, from_ads, nodes.observed)
     for k, why in contradictions.items():
         set_aside.append(quarantine(ads, int(p[k]), why))
         incomplete[k] = True
@@ -442,14 +488,6 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tup
                 out[k] = name
                 break
     return out
-
-
-def _without_dynamic_ads(ads: AdColumns, rows: np.ndarray, dynamic: np.ndarray) -> np.ndarray:
-    """Whether each slot of ``rows`` came from a query or dump (its source) that holds no
-    dynamic-slot ads at all: there, and only there, its ``Child*`` lists say what it holds."""
-    source = pd.Series(ads.path, dtype=object).fillna("")
-    with_dynamic = set(source[dynamic])
-    return ~source.iloc[rows].isin(with_dynamic).to_numpy(dtype=bool)
 
 
 def _attr_or_one(ads: AdColumns, attr: str, rows: np.ndarray) -> np.ndarray:

@@ -86,13 +86,15 @@ def heard_rules(
     *,
     update_interval_s: float,
     now: float | None,
-) -> tuple[np.ndarray, pd.DataFrame, dict[str, int]]:
+) -> tuple[np.ndarray, pd.DataFrame, dict[str, int], np.ndarray]:
     """Which ads of ``ads`` are billed, and the unheard nodes.
 
     ``dynamic``: which ads are dynamic slots; ``parents``: each dynamic slot's partitionable
     slot name (any value elsewhere); ``site``: each ad's site. Returns (a mask of the ads kept,
     the :data:`UNHEARD_COLUMNS` frame, the ads left out counted by reason: what the caller adds
-    to its read's report; a reason that left nothing out is absent).
+    to its read's report; a reason that left nothing out is absent, and which ads are dynamic
+    slots left out as stale while their node is heard: what they held is not known to be free,
+    so the caller leaves their node incomplete).
     """
     heard = _numbers(ads, "LastHeardFrom")
     interval = _numbers(ads, "UpdateInterval")
@@ -139,7 +141,7 @@ def heard_rules(
             "unheard, not billed: %s",
             ", ".join(f"{n} (since {s:.0f})" for n, s in zip(frame["name"], frame["since"], strict=True)),
         )
-    return keep, frame, counts
+    return keep, frame, counts, stale_dynamic
 
 
 def one_slot_per_job(allocations: pd.DataFrame, heard: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -50,8 +50,8 @@ def test_slots_json(capsys: pytest.CaptureFixture[str], condor25: Path) -> None:
     assert len(doc["allocations"]) == 6 and doc["read"]["status"]["ads"] == 8
 
 
-def test_slots_table(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None:
-    code, out, err = run(capsys, "slots", "--status-file", str(fixtures / "classads/status-partitionable8core.ads"))
+def test_slots_table(capsys: pytest.CaptureFixture[str], eight_core: Path) -> None:
+    code, out, err = run(capsys, "slots", "--status-file", str(eight_core))
     assert code == 0, err
     assert "== 1 slots (partitionable and static)" in out
     row = next(line for line in out.splitlines() if line.startswith("slot1@ingwe"))
@@ -95,7 +95,10 @@ def test_idle_from_an_autocluster_dump_and_the_status(capsys: pytest.CaptureFixt
 
 def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     dump = tmp_path / "status.ads"
-    dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
+    dump.write_text(  # slot1@a with what HTCondor writes in every slot ad (issue 51)
+        'Name = "slot1@a"\nMachine = "a"\nSlotType = "Static"\nCpus = 1\nMemory = 1024\n\n'
+        'Name = "slot2@a"\nCpus = "two\n'
+    )
     config = tmp_path / "probe.toml"
     config.write_text('[probe]\nstate_dir = "state"\n')
     code, out, err = run(
@@ -109,15 +112,15 @@ def test_malformed_ads_are_quarantined(capsys: pytest.CaptureFixture[str], tmp_p
         str(tmp_path / "state/quarantine"),
     )
     assert code == 0
-    assert f"1 malformed status ad(s) skipped, the first: {dump} line 6: unterminated string in attribute 'Cpus'" in err
+    assert f"1 malformed status ad(s) skipped, the first: {dump} line 8: unterminated string in attribute 'Cpus'" in err
     quarantined = Path(err.rsplit("quarantined in ", 1)[1].strip())
     assert quarantined.parent == tmp_path / "state/quarantine"
     assert quarantined.read_text() == (
-        f'# from {dump} line 6\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
+        f'# from {dump} line 8\n# reason: unterminated string in attribute \'Cpus\'\nName = "slot2@a"\nCpus = "two\n\n'
     )
     assert "== 1 slots" in out
     code, out, err = run(capsys, "slots", "--config", str(config), "--status-file", str(dump), "--strict")
-    assert code == 1 and err == f"fairacct: {dump} line 6: unterminated string in attribute 'Cpus'\n"
+    assert code == 1 and err == f"fairacct: {dump} line 8: unterminated string in attribute 'Cpus'\n"
     # a quarantine that cannot be written (here under a file: root may write anywhere else) is
     # said on the problem's line, not a traceback; the slots are read all the same
     code, out, err = run(
@@ -248,7 +251,10 @@ def test_read_only_commands_write_nothing_unless_asked(
 ) -> None:
     """Issue 12, item 2: `slots` and friends used to create ./state/quarantine/."""
     dump = tmp_path / "status.ads"
-    dump.write_text('Name = "slot1@a"\nSlotType = "Static"\nCpus = 1\n\nName = "slot2@a"\nCpus = "two\n')
+    dump.write_text(  # slot1@a with what HTCondor writes in every slot ad (issue 51)
+        'Name = "slot1@a"\nMachine = "a"\nSlotType = "Static"\nCpus = 1\nMemory = 1024\n\n'
+        'Name = "slot2@a"\nCpus = "two\n'
+    )
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

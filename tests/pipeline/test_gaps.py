@@ -51,7 +51,7 @@ def dump(path: Path, at: float, names: list[str]) -> Path:
                            TotalSlotMemory=2048 * c, TotalSlotGPUs=0, TotalSlotDisk=1000,
                            GlobalJobId=f"s#{machine}.{k}#1", RemoteUser="alice@example.org",
                            AccountingGroup="group_a.alice@example.org"))  # fmt: skip
-    path.write_text("\n\n".join(ads) + "\n")
+    path.write_text("\n\n".join(ads) + "\n\n")  # a blank line after each ad, as condor_status writes
     return path
 
 

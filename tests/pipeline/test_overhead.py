@@ -24,7 +24,7 @@ def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: i
     return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
 
-def test_the_8_core_slot(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None:
+def test_the_8_core_slot(capsys: pytest.CaptureFixture[str], eight_core: Path) -> None:
     """8 cores, 15940 MiB; 4 cores and 15428 MiB unallocated; 4 jobs of 1 core and 128 MiB.
 
     Under {1 core, 2048 MiB}: floor(4 / 1) = 4, floor(15428 / 2048) = 7 -> 4 CU of true
@@ -33,7 +33,7 @@ def test_the_8_core_slot(capsys: pytest.CaptureFixture[str], fixtures: Path) -> 
     Unallocated disk is TotalSlotDisk minus the 4 jobs' Disk (65737856 - 4 x 657374 KiB), not the
     p-slot's own Disk (63107953 KiB, which the startd measures and rounds).
     """
-    dump = str(fixtures / "classads/status-partitionable8core.ads")
+    dump = str(eight_core)
     overhead = cli_json(capsys, "overhead", "--status-file", dump)
     (slot,) = overhead["slots"]
     assert (slot["overhead_cu"], slot["partition"], slot["phase"]) == (4, "cpu", "active")
@@ -131,7 +131,7 @@ def test_the_cross_check_asks_for_jobs_within_the_true_overhead(tmp_path: Path) 
     dump.write_text(
         'Name = "slot1@node"\nMachine = "node"\nSlotType = "Partitionable"\nMyCurrentTime = 1795300000\n'
         "TotalSlotCpus = 8\nTotalSlotMemory = 16384\nTotalSlotDisk = 1000000.0\n"
-        "Cpus = 3\nMemory = 4096\nDisk = 500000\n"
+        "Cpus = 3\nMemory = 4096\nDisk = 500000\n\n"
     )
     config = ProbeConfig()
     snapshot, _ = read_status([dump], config.slot_reading())

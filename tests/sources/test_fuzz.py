@@ -69,6 +69,7 @@ def test_a_damaged_dump_ends_with_a_documented_exit_code(
 
 def test_a_number_out_of_range_is_a_malformed_value(condor25: Path, tmp_path: Path) -> None:
     from probes.sources.history import read_history
+    from probes.sources.slot_checks import ORPHAN
     from probes.sources.status import read_status
 
     history = tmp_path / "history.ads"
@@ -86,7 +87,8 @@ def test_a_number_out_of_range_is_a_malformed_value(condor25: Path, tmp_path: Pa
     )
     # a slot's amount is added up: not a number, its ad is quarantined (issue 41) and its node unbilled
     snapshot, report = read_status([status])
-    assert snapshot.slots["name"].tolist() == ["slot1@gpu-node1@vm"] and not report.rejects
+    # its dynamic slots are without their p-slot: counted as such (issue 51), not billed
+    assert snapshot.slots["name"].tolist() == ["slot1@gpu-node1@vm"] and report.rejects == {ORPHAN: 2}
     (bad,) = report.malformed
     assert bad.line == 1 and bad.reason.startswith("attribute 'Memory' = 1e400: expected a finite number from 0")
 
@@ -176,7 +178,8 @@ def test_class1_surrogates_anywhere_in_an_ad_are_read_as_replacement_characters(
 
     path = tmp_path / "status.json"
     ads = [
-        {"MyType": "Machine", "Name": "slot1@\ud800a", "SlotType": "Partitionable", "Cpus": 4, "TotalSlotCpus": 4,
+        {"MyType": "Machine", "Name": "slot1@\ud800a", "Machine": "n1", "SlotType": "Partitionable", "Cpus": 4,
+         "TotalSlotCpus": 4, "Memory": 0, "TotalSlotMemory": 1024,
          "\udfffKey": 1, "List": ["a", "\udc80"], "Nested": {"A": "\ud800"}, "Start": "/Expr(Name == \"\ud800\")/"},
     ]  # fmt: skip
     path.write_text(json.dumps(ads))
@@ -269,6 +272,8 @@ def test_class3_integers_beyond_64_bits_in_json(
     """2^64 in a status attribute (SystemError in classad2, which reads the ad to match the
     partitions) and a 400-digit ClusterId in history.json (OverflowError after the output had
     begun): read as reals, counted where they are read."""
+    from probes.sources.slot_checks import ORPHAN
+
     ads = json.loads((condor25 / "status.json").read_text())
     ads[0]["Foo"] = 2**64
     ads[1]["TotalSlotGPUs"] = 2**64
@@ -279,7 +284,11 @@ def test_class3_integers_beyond_64_bits_in_json(
     assert "'TotalSlotGPUs' = 1.8446744073709552e+19" in capsys.readouterr().err
     assert main(["slots", "--status-file", str(status), "--json"]) == 0
     read = json.loads(capsys.readouterr().out)["read"]["status"]
-    assert read["ads"] == 7 and read["rejects"] == {"TotalSlotGPUs: an integer beyond 64 bits, read as a real": 1}
+    # the p-slot set aside leaves its 4 dynamic slots without it: counted, not billed (issue 51)
+    assert read["ads"] == 7 and read["rejects"] == {
+        "TotalSlotGPUs: an integer beyond 64 bits, read as a real": 1,
+        ORPHAN: 4,
+    }
     jobs = json.loads((condor25 / "history.json").read_text())
     jobs[0]["ClusterId"] = 10**400
     history = tmp_path / "history.json"

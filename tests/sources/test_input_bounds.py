@@ -80,7 +80,7 @@ def test_a_dynamic_slot_or_a_queue_ad_of_450_terms_is_quarantined(
     k = next(i for i, a in enumerate(ads) if "\nDynamicSlot = true" in a)
     ads[k] = re.sub(r"\nCpus = \d+\n", f"\nCpus = {_terms(450)}\n", ads[k], count=1)
     status = tmp_path / "status.ads"
-    status.write_text("\n\n".join(ads) + "\n")
+    status.write_text("\n\n".join(ads) + "\n\n")
     assert main(["bill", "--status-file", str(status), "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["unbilled_nodes"] == 1
@@ -151,7 +151,7 @@ def test_two_snapshots_of_one_instant_are_refused_with_the_slot_and_both_places(
     assert own is not None and name is not None and int(own[1]) == latest - 2
     ads[-1] = ads[-1].replace(own[0], f"MyCurrentTime = {latest}")
     other = tmp_path / "again.ads"
-    other.write_text("\n\n".join(ads) + "\n")
+    other.write_text("\n\n".join(ads) + "\n\n")
     assert main(["bill", "--status-file", str(condor25 / "status.ads"), "--status-file", str(other)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"fairacct: {other} line ") and f"the slot '{name[1]}' is also at " in err, err

@@ -53,7 +53,7 @@ def test_ads_of_another_kind_among_the_right_ones_are_skipped_and_counted(
 ) -> None:
     mixed = tmp_path / "mixed.ads"
     schedd_ad = 'MyType = "Scheduler"\nName = "schedd@cm"\n'
-    mixed.write_text((condor25 / "status.ads").read_text().rstrip("\n") + "\n\n" + schedd_ad)
+    mixed.write_text((condor25 / "status.ads").read_text().rstrip("\n") + "\n\n" + schedd_ad.rstrip("\n") + "\n\n")
     assert main(["slots", "--status-file", str(mixed), "--json"]) == 0
     out, err = capsys.readouterr()
     assert "1 value(s) ignored: MyType: 'scheduler' ad among startd ads" in err

@@ -335,7 +335,7 @@ def test_an_answer_without_dynamic_slot_ads_is_billed_from_lists_only_when_confi
     cfg = config(pool={"slot_constraint": constraint, "child_lists": True})
     listed, _ = fake_pool(pools, {None: FakeCollector(status_ads)}).live(cfg).snapshot(now=NOW)
     dump = tmp_path / "pslots.ads"
-    dump.write_text("\n".join(ad.printOld() for ad in pslots))
+    dump.write_text("\n".join(ad.printOld() for ad in pslots) + "\n")  # the blank line after the last ad too
     files, _ = read_status([dump], cfg.slot_reading())
     assert len(listed.allocations) == 6 and listed.allocations["from_child_lists"].all()
     pd.testing.assert_frame_equal(
@@ -391,7 +391,7 @@ def test_generated_ads_give_the_same_tables_through_both_paths(
 ) -> None:
     ads = generated_pool(np.random.default_rng(seed), 12)
     dump = tmp_path / "status.ads"
-    dump.write_text("\n".join(ad.printOld() for ad in ads))
+    dump.write_text("\n".join(ad.printOld() for ad in ads) + "\n")  # a blank line after each ad, as condor_status
     cfg = config(sources={"slot_attributes": ["Weird"]})
     files, _ = read_status([dump], cfg.slot_reading())
     live, _ = fake_pool(pools, {None: FakeCollector(ads)}).live(cfg).snapshot(now=NOW)

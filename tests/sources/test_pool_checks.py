@@ -47,7 +47,7 @@ def node(p: dict[str, str] | None = None, alice: dict[str, str] | None = None, b
     """The issue's node, with attributes of the p-slot, alice's or bob's dynamic slot replaced."""
     ads = [pslot(**(p or {})), dslot(1, "alice", 4, 8192, "1.0", **(alice or {})),
            dslot(2, "bob", 12, 24576, "2.0", **(bob or {})), *extra]  # fmt: skip
-    return "\n".join(ads)
+    return "\n".join(ads) + "\n"  # the blank line condor_status -long writes after each ad
 
 
 def bill(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, name: str = "status.ads") -> tuple[Any, str]:
@@ -119,17 +119,20 @@ def test_a_node_that_contradicts_itself_is_not_billed(
     assert 'Name = "slot1@n1"' in kept
 
 
-def test_a_node_that_does_not_say_its_size_is_billed_from_its_own_amounts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A pool older than TotalSlot* (or a dump without them): nothing to contradict, so the node
-    is not flagged, and is billed as before from what its p-slot says (its own amounts)."""
+def test_a_node_that_does_not_say_its_size_is_set_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 51, point 4: a p-slot without TotalSlotCpus/TotalSlotMemory (HTCondor writes them in
+    every p-slot's ad since 7.x) was billed from its own amounts, 0 cores unallocated here: alice
+    and bob were billed 0 cores. Its ad is set aside with the reason, its jobs are not billed, and
+    the node is named unbilled."""
     text = "\n".join(
         [pslot().replace("TotalSlotCpus = 16\n", "").replace("TotalSlotMemory = 32768\n", ""),
          dslot(1, "alice", 4, 8192, "1.0", GPUs="1"), dslot(2, "bob", 12, 24576, "2.0")]
-    )  # fmt: skip
+    ) + "\n"  # fmt: skip
     doc, err = bill(tmp_path, capsys, text)
-    assert doc["incomplete_nodes"] == [] and err == "" and doc["nodes"][0]["name"] == NODE
+    assert billed(doc) == {"slot1_1@n1": None, "slot1_2@n1": None}
+    assert doc["incomplete_nodes"] == [NODE] and doc["nodes"] == []
+    assert "no TotalSlotCpus, TotalSlotMemory: HTCondor writes them in every partitionable slot ad" in err
+    assert "line 1" in err
 
 
 def test_dynamic_slots_that_fill_their_node_exactly_are_billed(
@@ -220,7 +223,7 @@ def test_integers_beyond_64_bits_are_read_alike_in_long_and_json(tmp_path: Path)
     for value in ("9223372036854775807", "9223372036854775808", "18446744073709551616"):
         long = tmp_path / "status.ads"
         long.write_text(node(alice={"Cpus": value}))
-        ads = [classad2.parseOne(t, classad2.ParserType.Old) for t in node().split("\n\n")]
+        ads = [classad2.parseOne(t, classad2.ParserType.Old) for t in node().split("\n\n") if t.strip()]
         objects: list[dict[str, Any]] = [{k: ad.eval(k) for k in ad} for ad in ads]
         objects[1]["Cpus"] = int(value)
         as_json = tmp_path / "status.json"

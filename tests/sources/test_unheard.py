@@ -38,7 +38,7 @@ def dslot(host: str, k: int, job: str, heard: int, started: int = T - 3600, cpus
 
 def dump(tmp_path: Path, *ads: str) -> Path:
     path = tmp_path / "status.ads"
-    path.write_text("\n".join(ads), encoding="utf-8")
+    path.write_text("\n".join(ads) + "\n", encoding="utf-8")
     return path
 
 
@@ -106,7 +106,9 @@ def test_an_ad_without_last_heard_from_is_taken_as_fresh(tmp_path: Path) -> None
 def test_a_dynamic_slot_of_a_restarted_startd_is_not_billed(tmp_path: Path) -> None:
     """The master restarted cpu1's startd 5 s ago: its p-slot is new; slot1_1 (fresh, 8 s) is
     the previous run's and is not billed, slot1_2 is the new run's; slot1_3 missed its updates
-    though its p-slot did not. The p-slot's unallocated cores are its size less the claim billed."""
+    though its p-slot did not. Issue 51: what slot1_3 held is not known to be free (its 2 cores
+    were left unallocated, billed to the others), so the node is incomplete, its unallocated cores
+    what its p-slot says (0), not its size less the claim billed (14)."""
     restarted = T - 5
     path = dump(
         tmp_path,
@@ -118,7 +120,7 @@ def test_a_dynamic_slot_of_a_restarted_startd_is_not_billed(tmp_path: Path) -> N
     snap, report = read_status([path], READING)
     assert snap.allocations["name"].tolist() == ["slot1_2@cpu1"]
     (slot,) = snap.slots.to_dict("records")
-    assert (slot["unallocated_cpus"], slot["n_dynamic"]) == (14, 1)
+    assert (slot["unallocated_cpus"], slot["n_dynamic"], slot["incomplete"]) == (0, 1, True)
     assert snap.unheard.empty
     assert report.rejects[PREVIOUS_RUN] == 1 and report.rejects[STALE_DYNAMIC] == 1
 
@@ -165,8 +167,8 @@ def test_live_ads_are_judged_when_the_collector_answered() -> None:
 
 def test_the_same_job_at_two_instants_is_billed_at_each(tmp_path: Path) -> None:
     first = tmp_path / "a.ads"
-    first.write_text(pslot("cpu1", T) + "\n" + dslot("cpu1", 1, "s#1.0#1", T), encoding="utf-8")
+    first.write_text(pslot("cpu1", T) + "\n" + dslot("cpu1", 1, "s#1.0#1", T) + "\n", encoding="utf-8")
     second = tmp_path / "b.ads"
-    second.write_text(pslot("cpu1", T + 60) + "\n" + dslot("cpu1", 1, "s#1.0#1", T + 60), encoding="utf-8")
+    second.write_text(pslot("cpu1", T + 60) + "\n" + dslot("cpu1", 1, "s#1.0#1", T + 60) + "\n", encoding="utf-8")
     snap, report = read_status([first, second], READING)
     assert snap.allocations["observed_at"].tolist() == [T, T + 60] and not report.rejects[DUPLICATE_JOB]

@@ -27,5 +27,6 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     reading = read(args, config, "status_files", option="--status-file")
     assert reading.snapshot is not None
     report = overhead_report(reading.snapshot, config, reading.idle, exact=False)
-    print_doc(args, views.bill_json(report.nodes, report.bills), views.bill_sections(report.nodes, report.bills))
+    doc = views.bill_json(report.nodes, report.bills) | {"read": views.read_counts(reading.reports)}
+    print_doc(args, doc, views.bill_sections(report.nodes, report.bills))
     return EXIT_OK

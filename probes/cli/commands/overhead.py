@@ -32,5 +32,6 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     reading = read(args, config, "status_files", "idle_files", option="--status-file")
     assert reading.snapshot is not None
     report = overhead_report(reading.snapshot, config, reading.idle, exact=args.exact)
-    print_doc(args, views.overhead_json(report), views.overhead_sections(report))
+    doc = views.overhead_json(report) | {"read": views.read_counts(reading.reports)}
+    print_doc(args, doc, views.overhead_sections(report))
     return EXIT_OK

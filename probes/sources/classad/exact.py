@@ -112,14 +112,16 @@ _RUNTIME_NAMES = re.compile(r"eval", re.IGNORECASE)  # eval("Name"), evalInEachC
 
 
 def _names(text: str) -> set[str]:
-    """The attribute names of an ad's text, case-folded."""
-    return {ln.partition("=")[0].strip().lower() for ln in text.split("\n") if ln.strip()}
+    """The attribute names of an ad's text, case-folded: not its comment lines (``#``), which
+    classad2 skips."""
+    lines = (ln.strip() for ln in text.split("\n"))
+    return {ln.partition("=")[0].strip().lower() for ln in lines if ln and not ln.startswith("#")}
 
 
 def _diagnose(text: str) -> tuple[int, str]:
     """Say which line of a malformed ad classad2 refuses, and why if it is plain to see."""
     for offset, line in enumerate(text.split("\n")):
-        if not line.strip():
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, eq, value = line.partition("=")
         if not eq or not name.strip():

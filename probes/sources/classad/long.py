@@ -43,6 +43,7 @@ from probes.sources.classad.kernel import Lines, NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
+from probes.sources.classad.spacing import BOM, blank_white_lines, white_separator
 from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 
@@ -91,11 +92,12 @@ def iter_ads(
         problem = content_problem(head, "ClassAds")
         if problem:
             raise SourceError(f"{name}: {problem}")
-        if head.lstrip()[:1] != b"[":
+        if head.removeprefix(BOM).lstrip()[:1] != b"[":
             yield from _iter_long(fh, name, attrs, tally, strict, keep_raw)
             return
         size = os.fstat(fh.fileno()).st_size
-    with io.TextIOWrapper(open_input(path, "a file of ClassAds"), encoding="utf-8", errors="replace") as text:
+    # utf-8-sig: a byte order mark (an editor's) is not part of the document
+    with io.TextIOWrapper(open_input(path, "a file of ClassAds"), encoding="utf-8-sig", errors="replace") as text:
         columns, found = read_json(text, name, attrs, strict, keep_raw)
     tally.merge(found)
     yield columns, size
@@ -179,6 +181,8 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
     while True:
         fh.seek(start)
         data = fh.read(size)
+        if start == 0 and data.startswith(BOM):
+            data = b"   " + data[len(BOM) :]
         if b"\0" in data:
             first, last = data.index(b"\0"), data.rindex(b"\0")
             if start + first not in seen_nul:
@@ -200,6 +204,8 @@ def _chunks(fh: BinaryIO, path: str, tally: ReadTally) -> Iterator[tuple[bytes, 
                 yield data + _PAD, len(data), truncated
             return
         cut = data.rfind(b"\n\n")
+        if cut < 0:  # ads separated by lines of white space only (rare: found the slow way)
+            cut = white_separator(data)
         if banners:
             cut = max(cut, data.rfind(b"\n***"))
         if cut < 0:
@@ -236,6 +242,7 @@ def _iter_long(
             data = data.replace(b"\r\n", b"\n")
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
+        data, n = blank_white_lines(data, n, _PAD)
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, tally, strict)
         del data  # not held while the next chunk is read
         first_line += n_lines
