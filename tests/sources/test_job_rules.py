@@ -89,7 +89,7 @@ def test_fairshare_and_penalty_say_the_job_set_aside(tmp_path: Path, capsys: pyt
 _NODE = (
     'MyType = "Machine"\nName = "slot1@n1"\nMachine = "n1"\nSlotType = "Partitionable"\nPartitionableSlot = true\n'
     'State = "Unclaimed"\nCpus = 16\nMemory = 65536\nTotalSlotCpus = 16\nTotalSlotMemory = 65536\n'
-    "LastHeardFrom = 1700000000\nMyCurrentTime = 1700000000\n"
+    "LastHeardFrom = 1700000000\nMyCurrentTime = 1700000000\n\n"  # the blank line condor_status ends an ad with
 )
 
 

@@ -40,7 +40,8 @@ def dslot(k: int, user: str, cpus: int, memory: int | str, **attrs: str) -> str:
 def node(p: dict[str, str] | None = None, alice: dict[str, str] | None = None, *extra: str) -> str:
     a = {"memory": 8192, **(alice or {})}
     memory = a.pop("memory")
-    return "\n".join([pslot(**(p or {})), dslot(1, "alice", 4, memory, **a), dslot(2, "bob", 12, 24576), *extra])
+    ads = [pslot(**(p or {})), dslot(1, "alice", 4, memory, **a), dslot(2, "bob", 12, 24576), *extra]
+    return "\n".join(ads) + "\n"  # condor_status ends each ad with a blank line
 
 
 def bill(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[Any, str]:
@@ -103,7 +104,7 @@ def test_a_json_memory_in_hexadecimal_is_no_number(tmp_path: Path, capsys: pytes
     billed the node's memory); now her ad is set aside and the node left unbilled."""
     path = tmp_path / "status.json"
     ads = []
-    for text in node().split("\n\n"):
+    for text in node().strip().split("\n\n"):
         ad: dict[str, Any] = {}
         for line in text.strip().split("\n"):
             key, _, value = line.partition(" = ")
