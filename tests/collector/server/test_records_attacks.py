@@ -92,7 +92,9 @@ def test_a_batch_of_distinct_field_names_costs_its_size_and_other_probes_keep_la
     assert reply.startswith(b"HTTP/1.1 202 ") and reply.endswith(b'\r\n\r\n{"accepted":500,"rejected":[]}'), reply
     assert {code for code, _ in codes} == {202}
     during = [code for code, alive in codes if alive]
-    assert len(during) >= 3, codes  # answered while the heavy batch was being judged
+    # answered while the heavy batch was being judged: judged in the event loop, none would be past
+    # the one that may race ahead of it (two at a load of 15, more on a quiet machine)
+    assert len(during) >= 2, codes
     p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else latencies[0]
     print(f"\nprobe p1 while a 2 MiB batch of 120,000 distinct names was judged: {len(during)} batches of 20 "
           f"answered meanwhile, {len(latencies)} in all; p50 {statistics.median(latencies) * 1000:.0f} ms, "
