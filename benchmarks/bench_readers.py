@@ -77,16 +77,18 @@ def _pin(cpu: int | None) -> int:
 
 
 def _head(path: Path, n_ads: int) -> str:
-    """The text of the first ``n_ads`` ads of a ``-long`` file (ads end at a blank line)."""
+    """The text of the first ``n_ads`` ads of a ``-long`` file, each with the blank line that ends
+    it (without it, the reader sets the last ad aside as cut by the end of its file: a warm-up on
+    it would leave the job table's first build to the timed read)."""
     lines: list[str] = []
     seen = 0
     with open(path, encoding="utf-8") as fh:
         for line in fh:
+            lines.append(line)
             if line == "\n":
                 seen += 1
                 if seen == n_ads:
                     break
-            lines.append(line)
     if seen < n_ads - 1:  # the last ad of a file has no blank line after it
         raise SystemExit(f"{path} has fewer than {n_ads:,} ads")
     return "".join(lines)
