@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["CLOCK_SKEW_S", "from_the_future"]
+__all__ = ["CLOCK_SKEW_S", "credible", "from_the_future"]
 
 CLOCK_SKEW_S = 900.0
 """How far (seconds) a time read may be after the reading's clock: NTP keeps hosts within a
@@ -25,7 +25,7 @@ second; a quarter of an hour forgives a host that lost it for a while, not a wro
 def from_the_future(times: Mapping[str, np.ndarray], now: float) -> dict[int, str]:
     """The rows of ``times`` (attribute name -> UNIX seconds per ad, NaN where missing) with a
     time later than ``now`` + :data:`CLOCK_SKEW_S`, each with why (its first such attribute)."""
-    bound = now + CLOCK_SKEW_S
+    bound = _bound(now)
     reasons: dict[int, str] = {}
     for name, values in times.items():
         with np.errstate(invalid="ignore"):  # NaN compares false: a missing time is no time
@@ -37,6 +37,19 @@ def from_the_future(times: Mapping[str, np.ndarray], now: float) -> dict[int, st
                 f"({_utc(now)}) by more than {CLOCK_SKEW_S:g} s: a clock gone wrong or a damaged value",
             )
     return reasons
+
+
+def credible(times: np.ndarray, now: float | None = None) -> np.ndarray:
+    """``times`` (UTC s) with those after the time of reading (``now``, else the clock's, plus
+    :data:`CLOCK_SKEW_S`) made NaN: a time that cannot have been."""
+    with np.errstate(invalid="ignore"):
+        out: np.ndarray = np.where(times > _bound(time.time() if now is None else now), np.nan, times)
+    return out
+
+
+def _bound(now: float) -> float:
+    """The latest time a reading at ``now`` (UTC s) can have read."""
+    return now + CLOCK_SKEW_S
 
 
 def _utc(t: float) -> str:

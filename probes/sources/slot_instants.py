@@ -18,7 +18,7 @@ import pandas as pd
 
 from probes.errors import SourceError
 from probes.sources.classad import AdColumns
-from probes.sources.future import CLOCK_SKEW_S, from_the_future
+from probes.sources.future import credible, from_the_future
 from probes.sources.report import ReadTally
 from probes.sources.slot_allocations import dynamic_slots, parents
 from probes.sources.slot_checks import quarantine
@@ -26,7 +26,6 @@ from probes.sources.slot_checks import quarantine
 __all__ = [
     "LIFETIME_S",
     "OWN_TIMES",
-    "credible",
     "first_number",
     "instants",
     "newest_credible",
@@ -40,15 +39,6 @@ OWN_TIMES = ("MyCurrentTime", "LastHeardFrom")
 #: HTCondor's ``CLASSAD_LIFETIME`` default (s): the ads of one collector's answer were all heard
 #: within it of each other (an older one is dropped), so parts of one dump are no further apart.
 LIFETIME_S = 900.0
-
-
-def credible(times: np.ndarray, now: float | None = None) -> np.ndarray:
-    """``times`` (UTC s) with those after the time of reading (``now``, else the clock's, plus
-    :data:`~probes.sources.future.CLOCK_SKEW_S`) made NaN: a time that cannot have been."""
-    bound = (time.time() if now is None else now) + CLOCK_SKEW_S
-    with np.errstate(invalid="ignore"):
-        out: np.ndarray = np.where(times > bound, np.nan, times)
-    return out
 
 
 def set_aside_future(ads: AdColumns, tally: ReadTally, now: float | None = None) -> AdColumns:
@@ -160,7 +150,7 @@ def _parts(
 
 def newest_credible(times: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
     """Per time, the newest of ``times`` (UTC s) of its group that is not after the time of
-    reading (:func:`credible`); of a group all of whose times are after it, their newest."""
+    reading (:func:`~probes.sources.future.credible`); of a group all of whose times are after it, their newest."""
     return _newest(times, np.isnan(credible(times)) & ~np.isnan(times), groups)
 
 
