@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-__all__ = ["SIGNIFICANT", "duration", "round_significant", "shorten", "utc_time"]
+__all__ = ["SIGNIFICANT", "counted", "duration", "round_significant", "shorten", "utc_time"]
 
 SIGNIFICANT = 6
 """Significant digits of a value rounded for reading (CSV, XLSX): beyond any measure's accuracy here."""
@@ -25,6 +25,11 @@ def duration(seconds: float) -> str:
     if s < 2 * 86400:
         return f"{seconds / 3600:.3g} h"
     return f"{seconds / 86400:.3g} days"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and its noun as a sentence says them: ``1 row``, ``4 rows``, ``0 projects``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def utc_time(seconds: float) -> str:

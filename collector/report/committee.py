@@ -22,6 +22,7 @@ import pandas as pd
 
 from collector.awards import Award
 from collector.exports.table import Period, usage_table
+from collector.readable import counted
 from collector.sinks.base import Aggregation, Sink, Total
 from mappings.fields import HOUR
 
@@ -167,8 +168,8 @@ def committee_tables(
     notes = []
     if len(mine) < len(awards):
         notes.append(
-            f"{len(awards) - len(mine)} award(s) of the awards file cover no day of {period.first} to {period.last} "
-            "and are left out."
+            f"Left out: {counted(len(awards) - len(mine), 'award')} of the awards file, covering no day of "
+            f"{period.first} to {period.last}."
         )
     columns = ["n_jobs", "core_hours", "billed_core_hours", "gpu_hours", "billed_gpu_hours"]
     by_project = usage_table(sink, period, ["project", vo_attribute] if vo_attribute != "project" else ["project"])

@@ -10,6 +10,7 @@ from html import escape
 import pandas as pd
 
 from collector.exports.sheets import TOTAL, with_total
+from collector.readable import counted
 from collector.report.committee import Committee
 from collector.report.svg import bar_chart
 
@@ -98,7 +99,8 @@ def _awards_sentence(c: Committee) -> str:
     over = int(c.projects["status"].str.contains("over the").sum())
     course = int(c.projects["status"].str.contains("on course").sum())
     return (
-        f"<p>{len(c.awards)} awards. <b>{over} project(s) over their award, {course} on course to exceed it</b> "
+        f"<p>{counted(len(c.awards), 'award')}. <b>{counted(over, 'project')} over their award, {course} on course to "
+        f"exceed it</b> "
         f"(marked in the table). Used: cores x walltime of the completed jobs; billed: what the running jobs' "
         f"bills charged (held cores plus a share of their nodes' idle cores, Andrijauskas et al. 2023), counted "
         f"only while the probe took snapshots. {escape(as_of)}</p>"

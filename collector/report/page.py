@@ -19,6 +19,7 @@ import pandas as pd
 
 from collector.exports.table import Period
 from collector.filemode import as_umask_allows
+from collector.readable import counted
 from collector.report.committee_page import committee_sections
 from collector.report.svg import bar_chart, line_chart
 from collector.report.tables import ReportTables
@@ -79,7 +80,7 @@ def _table(frame: pd.DataFrame, empty: str = "") -> str:
         cells = "".join(f"<td>{_cell(v)}</td>" for v in row)
         rows.append(f"<tr>{cells}</tr>")
     return (
-        f"<details><summary>the table ({len(frame)} rows)</summary>"
+        f"<details><summary>the table ({counted(len(frame), 'row')})</summary>"
         f"<table><tr>{head}</tr>{''.join(rows)}</table></details>"
     )
 

@@ -213,7 +213,7 @@ def test_the_first_screen_answers_a_committee(demo: Path) -> None:
     assert "77.5" in rows["CMS_ML_Training"] and "1,107.0" in rows["CMS_ML_Training"]
     assert rows["CMS_ML_Training"][-1].startswith("on course to exceed the core-hours award")
     assert rows["ATLAS_Analysis"][-1] == "within its award" and rows["OSG_Chemistry"][1] == "osg"
-    assert "1 project(s) over their award, 1 on course to exceed it" in text(committee)
+    assert "1 project over their award, 1 on course to exceed it" in text(committee)
     per_vo = page.split("<h2>Per VO", 1)[1].split("<h2>Per site", 1)[0]
     assert [text(v).strip() for v in re.findall(r"<tr[^>]*><td>(.*?)</td>", per_vo)] == ["cms", "atlas", "osg", "TOTAL"]
     assert "group_" not in per_vo

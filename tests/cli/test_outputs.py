@@ -341,7 +341,7 @@ def test_awards_from_the_command_line_and_a_group_without_a_vo(
                           str(tmp_path / "report"))  # fmt: skip
     assert code == 0, err
     page = (tmp_path / "report" / "index.html").read_text()
-    assert "1 awards. <b>1 project(s) over their award, 0 on course to exceed it</b>" in page
+    assert "1 award. <b>1 project over their award, 0 on course to exceed it</b>" in page
     committee = page.split('<section id="committee">', 1)[1].split("</section>", 1)[0]
     assert committee.count("group_osg") == 1 and "(no VO: group not mapped)" in committee
 

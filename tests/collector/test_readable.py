@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from collector.books import set_open_apart
-from collector.readable import duration, round_significant, shorten, utc_time
+from collector.readable import counted, duration, round_significant, shorten, utc_time
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,9 @@ def test_the_core_hours_of_jobs_still_running_are_set_apart_not_compared() -> No
     assert got["held_core_hours"].tolist() == [1.0, 1.0]
     assert got["difference_core_hours"].tolist() == [0.0, 1.0]
     assert got["beyond"].tolist() == [False, True]  # bob's core-hour of no job record and not running stays a fault
+
+
+def test_a_count_says_its_noun_in_the_number_it_has() -> None:
+    assert [counted(n, "row") for n in (0, 1, 2, 1234)] == ["0 rows", "1 row", "2 rows", "1,234 rows"]
+    assert counted(1, "query", "queries") == "1 query"
+    assert counted(3, "query", "queries") == "3 queries"

@@ -188,4 +188,4 @@ def test_an_empty_period_is_said_in_a_sentence(empty_store: Sink, tmp_path: Path
     assert "0.0 core-hours used and 0.0 billed" in committee and "0 jobs of 0 users in 0 projects" in committee
     assert "The probe took no slot snapshot in the period: the pool's capacity is not known." in committee
     # the award is of December 2025: outside the period, left out and said so
-    assert "1 award(s) of the awards file cover no day of 2026-01-01 to 2026-01-10 and are left out." in committee
+    assert "Left out: 1 award of the awards file, covering no day of 2026-01-01 to 2026-01-10." in committee
