@@ -46,6 +46,7 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
     bucket_s = config.fairness.bucket_s if args.bucket is None else args.bucket
     fraction = config.fairness.fraction if args.fraction is None else args.fraction
     fair = analytics.fairness_report(result.snapshot.allocations, result.idle, bucket_s=bucket_s, fraction=fraction)
+    status = EXIT_OK
     if args.store_records:
         docs = fairness_docs(fair.shares, fair.buckets, pool=config.pool.name, probe=probe_name())
         lane = RecordLane(config)  # the probe's one way to the store: templates checked, [upstream] sent too
@@ -54,5 +55,6 @@ def run(args: argparse.Namespace, config: ProbeConfig) -> int:
             delivered = judge(lane.deliver(outbox))  # what the store did not take waits, and is said
         for reason in delivered.reasons:
             print(f"fairacct: {reason.text}", file=sys.stderr)
+        status = delivered.exit_status  # as `probe once`'s: 3 while records wait, 1 when refused for good
     print_doc(args, analytics_views.fairness_json(fair), analytics_views.fairness_sections(fair))
-    return EXIT_OK
+    return status
