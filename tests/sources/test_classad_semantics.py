@@ -2,12 +2,12 @@
 the first one a process parses: what was parsed before changes nothing.
 
 ``stringListMember`` is HTCondor's, not the ClassAd library's: a call parsed before HTCondor's
-functions are registered is a call of an unknown function, error, for the expression's life (classad2
+functions are registered calls an unknown function, error, for the expression's life (classad2
 alone registers them only after its first ``-long`` ad, never for an expression); with them, an
-undefined item is false. So each case runs in a fresh process, where it
-is the first thing parsed: in the test process, whatever an earlier test read would hide it (the
-differential test of the demo's history failed or passed by what its pytest worker had run
-before)."""
+undefined item is false. So each case runs in a fresh process, where it is the first thing parsed:
+in the test process, whatever an earlier test read would hide it (the differential test of the
+demo's history failed or passed by what its pytest worker had run before).
+"""
 
 from __future__ import annotations
 
