@@ -30,6 +30,7 @@ from probes.files import atomic_write
 from probes.pipeline.reading import read_sources
 from probes.pipeline.records import with_penalty_usage
 from probes.sources.classad import to_classad
+from probes.sources.classad_semantics import use_condor_functions
 from probes.sources.report import ReadReport
 from probes.sources.workloads.alea import read_alea_machines
 from probes.sources.workloads.swf import read_swf
@@ -172,6 +173,7 @@ def alea_machines(
 
 def _evaluate(expression: str, ads: list[classad2.ClassAd]) -> np.ndarray:
     """A ClassAd expression's number in each ad; NaN where it is not a number > 0."""
+    use_condor_functions()  # an Alea file's machines are no parsed ads: this may be the first parse
     expr = classad2.ExprTree(expression)
     out = np.full(len(ads), np.nan)
     for i, ad in enumerate(ads):

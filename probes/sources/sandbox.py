@@ -27,6 +27,8 @@ from typing import Any
 
 import classad2
 
+from probes.sources.classad_semantics import use_condor_functions
+
 __all__ = [
     "BUDGET_S",
     "EvaluationTimeout",
@@ -141,6 +143,7 @@ def evaluate_guarded(text: str, wanted: Wanted) -> list[Any]:
 def _serve() -> None:  # pragma: no cover - runs in the worker process
     """The worker: read (text, new syntax?, wanted) pickles on stdin, write ("ok", values) or
     ("error", why)."""
+    use_condor_functions()  # a process of its own: its first ad is parsed with HTCondor's functions too
     out = sys.stdout.buffer
     out.write(b"R")  # the imports are done: the budget counts evaluation only
     out.flush()

@@ -49,6 +49,7 @@ import pandas as pd
 from probes.accounting import RESOURCES
 from probes.sources.classad import AdColumns, Attr, Kind, fallbacks, unique_attrs
 from probes.sources.classad.limits import AMOUNT, INSTANT
+from probes.sources.classad_semantics import use_condor_functions
 from probes.sources.credentials import IDENTITY_COLUMNS, identity_attrs
 from probes.sources.kinds import MY_TYPE, AdKind, KindCheck
 from probes.sources.report import Malformed, ReadReport, ReadTally
@@ -474,6 +475,7 @@ def assign_partitions(ads: AdColumns, rows: np.ndarray, partitions: Sequence[tup
 
     Evaluated with classad2 against the whole slot ad; a ``match`` of "true" needs no ad.
     """
+    use_condor_functions()  # slot ads of literals are read without classad2: these may be its first parse
     exprs = [(n, None if match.strip().lower() == "true" else classad2.ExprTree(match)) for n, match in partitions]
     out = np.full(len(rows), None, dtype=object)
     for k, i in enumerate(rows):

@@ -15,6 +15,7 @@ import numpy as np
 
 from probes.sources.classad.literals import evaluate
 from probes.sources.classad.model import Attr
+from probes.sources.classad_semantics import use_condor_functions
 from probes.sources.report import Malformed, ReadTally
 from probes.sources.sandbox import EvaluationTimeout, evaluate_guarded, needs_guard
 
@@ -35,6 +36,7 @@ def evaluate_ad(
     if truncated:
         tally.add_malformed(Malformed(path, line, "truncated: the file ends in the middle of this ad", text))
         return None
+    use_condor_functions()  # before the ad or its part is parsed: HTCondor's functions bound in it
     guard = needs_guard(text)  # a regular expression may backtrack for minutes: not in this process
     if not whole and not guard:
         values = _evaluate_part(attrs, text, deferred)

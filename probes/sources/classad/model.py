@@ -13,6 +13,8 @@ import classad2
 import numpy as np
 import pandas as pd
 
+from probes.sources.classad_semantics import use_condor_functions
+
 __all__ = [
     "CHUNK_BYTES",
     "AdColumns",
@@ -179,6 +181,7 @@ def to_classad(raw: str | dict[str, Any]) -> classad2.ClassAd:
     """A classad2.ClassAd from an ad's -long text or -json object."""
     if isinstance(raw, dict):
         return json_to_classad(raw)
+    use_condor_functions()
     return classad2.parseOne(raw, classad2.ParserType.Old)
 
 
@@ -201,6 +204,7 @@ def is_expr(raw: Any) -> bool:
 
 def json_to_classad(obj: dict[str, Any]) -> classad2.ClassAd:
     """A classad2.ClassAd from one object of HTCondor's JSON (expressions as "/Expr(...)/")."""
+    use_condor_functions()
     ad = classad2.ClassAd()
     for key, raw in obj.items():
         if isinstance(raw, int) and not isinstance(raw, bool) and not -(2**63) <= raw < 2**63:
