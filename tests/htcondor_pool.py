@@ -49,10 +49,20 @@ def unavailable(shared: Path) -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    """A TCP port on 127.0.0.1 that nothing listens on now (another test's server may take it before
+    it is used: for a port that must refuse, :func:`refusing_port`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that refuses every connection while the block lasts: bound, never
+    listening, so that no other test's server takes it meanwhile (at a load of 10, one did)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @dataclass

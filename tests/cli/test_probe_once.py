@@ -13,7 +13,7 @@ from probes.cli import main
 from probes.config import load_config
 from probes.sources.checkpoints import COUNTED_KEY, LEDGER_KEY, history_key
 from probes.sources.history import read_history
-from tests.htcondor_pool import free_port
+from tests.htcondor_pool import refusing_port
 
 from ..conftest import ROOT
 
@@ -47,8 +47,9 @@ def ledger_total(state: Path) -> tuple[float, dict[str, float]]:
 
 
 def test_probe_once_queues_its_cycle_when_the_store_is_down(capsys: pytest.CaptureFixture[str], demo: Path) -> None:
-    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    code, out, err = run(capsys, "probe", "once", "--config", str(demo), "--store", down)
+    with refusing_port() as port:
+        down = f"http://127.0.0.1:{port}"
+        code, out, err = run(capsys, "probe", "once", "--config", str(demo), "--store", down)
     assert code == EXIT_QUEUED, err
     assert "fairacct: 172 record(s) queued in the outbox, not sent: " in err and "the next `probe once`" in err
     for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
@@ -81,9 +82,10 @@ def test_every_kind_says_it_waits_in_the_outbox_during_a_collector_outage(
     token = demo.parent / "token"
     token.write_text("secret\n")
     token.chmod(0o600)
-    down = f"collector+http://127.0.0.1:{free_port()}"  # nothing listens there
-    demo.write_text(demo.read_text() + f'\n[store]\nurl = "{down}"\ntoken_file = "{token}"\n')
-    code, out, err = run(capsys, "probe", "once", "--config", str(demo))
+    with refusing_port() as port:
+        down = f"collector+http://127.0.0.1:{port}"
+        demo.write_text(demo.read_text() + f'\n[store]\nurl = "{down}"\ntoken_file = "{token}"\n')
+        code, out, err = run(capsys, "probe", "once", "--config", str(demo))
     assert code == EXIT_QUEUED, err
     for kind, n in (("slot", 36), ("allocation", 72), ("job", 60), ("fairness", 4)):
         assert f"\n{kind}: {n} records, 0 sent to {down}, {n} waiting in the outbox\n" in out, out

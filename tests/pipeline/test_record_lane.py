@@ -27,7 +27,7 @@ from probes.config import ProbeConfig, parse_config
 from probes.pipeline.cycle import ProbeCycle
 from probes.service.scheduler import ProbeService
 from probes.sources.checkpoints import LEDGER_KEY
-from tests.htcondor_pool import free_port
+from tests.htcondor_pool import free_port, refusing_port
 from tests.pipeline.test_priority_sync import LEDGER, NOW, FakeNegotiator
 
 from ..collector.conftest import start_server, stop_server
@@ -107,8 +107,8 @@ def test_probe_once_leaves_the_summaries_while_records_wait(tmp_path: Path, caps
     """The store down: the cycle is queued (exit 3, as before), the summaries are not run (they
     would fail on the store, or count without the records that wait) and said so."""
     config = demo_config(tmp_path / "probe.toml")
-    down = f"http://127.0.0.1:{free_port()}"
-    assert main(["probe", "once", "--config", str(config), "--store", down, "--json"]) == 3
+    with refusing_port() as port:
+        assert main(["probe", "once", "--config", str(config), "--store", f"http://127.0.0.1:{port}", "--json"]) == 3
     out, err = capsys.readouterr()
     why = "not run, records wait in the outbox: the store would not count them"
     assert f"fairacct: summaries: {why}" in err and f"fairacct: summaries_nightly: {why}" in err
@@ -199,15 +199,16 @@ def test_fairness_store_records_checks_the_store_templates(tmp_path: Path, capsy
 def test_fairness_store_records_sends_the_upstream_lane(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The job records waiting for ``[upstream]`` are tried by every delivery, that of
     ``fairness --store-records`` too (before, it flushed the store alone)."""
-    up = f"gratia+http://127.0.0.1:{free_port()}/gratia-servlets/rmi"  # nothing listens there
-    config = demo_config(tmp_path / "probe.toml", f'\n[upstream]\nurl = "{up}"\ngratia_site = "EXAMPLE_AP"\n')
-    assert main(["probe", "once", "--config", str(config)]) == 3
-    capsys.readouterr()
-    assert main(["fairness", "--config", str(config), "--store-records"]) == 3  # [upstream]'s records wait
-    _, err = capsys.readouterr()
-    assert "fairacct: [upstream] did not take every job record: " in err and "59 wait in the outbox" in err
-    with Outbox(tmp_path / "state/outbox.sqlite") as outbox:  # the fairness records went to the store
-        assert outbox.status().depth == {"upstream:job": 59}
+    with refusing_port() as port:
+        up = f"gratia+http://127.0.0.1:{port}/gratia-servlets/rmi"
+        config = demo_config(tmp_path / "probe.toml", f'\n[upstream]\nurl = "{up}"\ngratia_site = "EXAMPLE_AP"\n')
+        assert main(["probe", "once", "--config", str(config)]) == 3
+        capsys.readouterr()
+        assert main(["fairness", "--config", str(config), "--store-records"]) == 3  # [upstream]'s records wait
+        _, err = capsys.readouterr()
+        assert "fairacct: [upstream] did not take every job record: " in err and "59 wait in the outbox" in err
+        with Outbox(tmp_path / "state/outbox.sqlite") as outbox:  # the fairness records went to the store
+            assert outbox.status().depth == {"upstream:job": 59}
 
 
 def _service_flush(config: Path) -> tuple[str | None, SinkError | None]:

@@ -10,6 +10,7 @@ answers and refuses (credentials, templates missing that may not be installed) s
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
@@ -24,6 +25,7 @@ import pytest
 from osmem_server import OsmemServer
 
 from collector.sinks.elasticsearch import ElasticsearchSink
+from tests.htcondor_pool import refusing_port
 
 from ..conftest import start_server, stop_server
 from ..sinks.test_index_migration import job, stored, written_the_old_way
@@ -143,10 +145,11 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
     start_collector: Any, front: Front, outage: str, install: bool
 ) -> None:
     hung = socket.create_server(("127.0.0.1", 0)) if outage == "hangs" else None  # takes connections, never answers
+    refusing = contextlib.ExitStack()  # a port merely free now may be another test's server's by the time it is used
     if hung is not None:
         store = f"http://127.0.0.1:{hung.getsockname()[1]}"
     else:
-        store = front.url if outage == "503" else f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        store = front.url if outage == "503" else f"http://127.0.0.1:{refusing.enter_context(refusing_port())}"
     c = start_collector(store=store, store_settings={"install_templates": install},
                         summaries_recent_days=2, summaries_nightly_days=0, summaries_every_s=1)  # fmt: skip
     assert "the collector starts all the same" in c.log
@@ -174,6 +177,7 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
         else:
             if hung is not None:
                 hung.close()  # the connections waiting on it are reset
+            refusing.close()  # the port given up the moment the store takes it
             server = start_server(store.removeprefix("http://"))
             url = store
         if not install:  # answers, and the templates are not there: nothing goes in, said loudly
@@ -203,6 +207,7 @@ def test_the_collector_starts_while_its_store_is_down_and_sends_once_it_answers(
         assert ("installed index templates fairacct-" in c.log) is install
         assert "the store answers and its index templates are right; sending what waited" in c.log
     finally:
+        refusing.close()
         if hung is not None:
             hung.close()
         if server is not None:
