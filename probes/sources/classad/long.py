@@ -43,7 +43,7 @@ from probes.sources.classad.kernel import Lines, NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.classad.spacing import BOM, blank_white_lines, white_separator
+from probes.sources.classad.spacing import BOM, white_separator
 from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 
@@ -233,7 +233,7 @@ def _iter_long(
     *,
     first_line: int = 1,
 ) -> Iterator[tuple[AdColumns, int]]:
-    scanner = _Scanner(attrs, keep_raw)
+    scanner = _Scanner(attrs, keep_raw, white_lines=True)  # a line of white space ends an ad, as to classad2
     done = 0
     for data, n, truncated in _chunks(fh, path, tally):
         done += n
@@ -242,7 +242,6 @@ def _iter_long(
             data = data.replace(b"\r\n", b"\n")
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
-        data, n = blank_white_lines(data, n, _PAD)
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, tally, strict)
         del data  # not held while the next chunk is read
         first_line += n_lines
@@ -324,8 +323,9 @@ def iter_ad_files(
 class _Scanner:
     """Reads the wanted attributes out of chunks of ``-long`` text (see the module docstring)."""
 
-    def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False) -> None:
+    def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False, *, white_lines: bool = False) -> None:
         self.keep_raw = keep_raw
+        self.white_lines = white_lines  # a line of spaces and tabs only is a blank line (kernel.scan_lines)
         self.attrs = list(attrs)
         # the scan looks each distinct name up once; attributes map to their name's columns
         names: dict[str, int] = {}
@@ -357,7 +357,7 @@ class _Scanner:
         """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
         readable bytes after them. Also return the number of lines read."""
         # room for as many ads a byte as the last chunk had, and a quarter more
-        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte))
+        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte), white_lines=self.white_lines)
         n_ads = len(found.begin)
         self.ads_per_byte = n_ads / max(n, 1)
         if n_ads == 0:
