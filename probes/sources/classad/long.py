@@ -366,7 +366,7 @@ class _Scanner:
         odd = found.odd
         if truncated:
             odd[-1] = True
-        ad_i, attr_j, at = self._read_pairs(found, n_ads)
+        ad_i, attr_j, at, read = self._read_pairs(found, n_ads)
         numeric, objects, fast = convert_literals(
             self.kinds, data, found.literal.ravel().take(at), found.number.ravel().take(at),
             found.integer.ravel().take(at), found.value_start.ravel().take(at), found.value_end.ravel().take(at),
@@ -385,7 +385,7 @@ class _Scanner:
             tally.evaluated += 1
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
-        self._in_range(chunk, numeric, (ad_i, attr_j), keep)
+        self._in_range(chunk, numeric, read, keep)
         drop_infinities(numeric, self.attrs, tally, keep)
         tally.ads += int(keep.sum())
         raw = None
@@ -403,9 +403,10 @@ class _Scanner:
             raw,
         ), found.n_lines
 
-    def _read_pairs(self, found: Lines, n_ads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_pairs(self, found: Lines, n_ads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The (ad, attribute) pairs read, in row-major order, and where each is in the scan's
-        (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing."""
+        (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing.
+        Also the same pairs as a mask (ads x attributes, bool; not to be written to)."""
         # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
         # not read at all
         present = found.value_start >= 0
@@ -420,7 +421,7 @@ class _Scanner:
         attr_j = at - ad_i * len(self.attrs)
         if not self.one_name_each:
             at = ad_i * len(self.table.lengths) + self.name_of[attr_j]
-        return ad_i, attr_j, at
+        return ad_i, attr_j, at, wanted
 
     def _within_classad2(self, chunk: _Chunk, slow: np.ndarray) -> np.ndarray:
         """Which ads are kept (all but those quarantined here): an ad classad2 will parse (a
@@ -450,22 +451,17 @@ class _Scanner:
             raise chunk.tally.malformed[-1].error()
         return values
 
-    def _in_range(
-        self, chunk: _Chunk, numeric: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], keep: np.ndarray
-    ) -> None:
+    def _in_range(self, chunk: _Chunk, numeric: np.ndarray, read: np.ndarray, keep: np.ndarray) -> None:
         """Quarantine (no longer ``keep``) each ad with a value out of its attribute's range;
-        ``pairs``: the (ad, attribute) pairs the scan read."""
-        read = None  # where each attribute was read: only an attribute that must be finite needs it
-        if self.any_finite:
-            read = np.zeros((len(keep), len(self.attrs)), dtype=bool)
-            read[pairs] = True
+        ``read`` (ads x attributes, bool): where the scan read each attribute (only an attribute
+        that must be finite needs it)."""
         found, data = chunk.found, chunk.data
 
         def shown(ad: int, j: int) -> str:
             k = self.name_of[j]
             return data[found.value_start[ad, k] : found.value_end[ad, k]].decode("utf-8", "replace")
 
-        for ad, reason in out_of_range(numeric, self.attrs, read, shown).items():
+        for ad, reason in out_of_range(numeric, self.attrs, read if self.any_finite else None, shown).items():
             if keep[ad]:
                 chunk.quarantine(ad, reason)
                 keep[ad] = False
