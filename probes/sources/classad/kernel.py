@@ -123,13 +123,17 @@ class Lines(NamedTuple):
     integer: np.ndarray
 
 
-def scan_lines(data: bytes, n: int, table: NameTable, ads: int = 0) -> Lines:
+def scan_lines(data: bytes, n: int, table: NameTable, ads: int = 0, *, white_lines: bool = False) -> Lines:
     """Scan ``data[:n]``: whole lines, the last ending with a newline, and at least 8 readable
-    bytes after ``n``. Ads are runs of lines between blank lines and ``***`` banners. ``ads``
-    is how many ads to make room for at first (more are made room for as they come)."""
+    bytes after ``n``. Ads are runs of lines between blank lines and ``***`` banners; with
+    ``white_lines``, a line of spaces and tabs only is a blank line too, as classad2 reads it
+    (the ``-long`` form; found in the same pass, at no cost to a line that starts with a name).
+    ``ads`` is how many ads to make room for at first (more are made room for as they come)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))  # 8 bytes from each position
-    out = _scan(buf, words, n, ads or n // 2048, table.slots, table.words, table.offsets, table.lengths, _POW10)
+    out = _scan(
+        buf, words, n, ads or n // 2048, table.slots, table.words, table.offsets, table.lengths, _POW10, white_lines
+    )
     n_lines, n_ads = int(out[0]), int(out[1])
     return Lines(n_lines, *(a[:n_ads] for a in out[2:]))
 
@@ -189,7 +193,7 @@ def _hash(words, at, length, mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):
+def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10, white):
     n_names = len(offsets) - 1
     capacity = max(16, capacity)
     first_line = np.empty(capacity, dtype=np.int64)
@@ -204,7 +208,7 @@ def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):
     pos, line, n_ads = 0, 0, 0
     while True:
         pos, line, n_ads = _fill(
-            buf, words, n, slots, names, offsets, lengths, pow10, pos, line, n_ads,
+            buf, words, n, slots, names, offsets, lengths, pow10, white, pos, line, n_ads,
             first_line, begin, end, odd, value_start, value_end, literal, number, integer,
         )  # fmt: skip
         if pos >= n:
@@ -226,7 +230,7 @@ def _scan(buf, words, n, capacity, slots, names, offsets, lengths, pow10):
 
 @numba.njit(cache=True, nogil=True)
 def _fill(
-    buf, words, n, slots, names, offsets, lengths, pow10, pos, line, n_ads,
+    buf, words, n, slots, names, offsets, lengths, pow10, white, pos, line, n_ads,
     first_line, begin, end, odd, value_start, value_end, literal, number, integer,
 ):  # fmt: skip
     """Scan from ``pos`` (at a line start, outside an ad when ``n_ads`` rows are filled) until
@@ -247,6 +251,13 @@ def _fill(
             pos = _newline(words, pos) + 1
             line += 1
             continue
+        if white and (c == 32 or c == 9):  # so does a line of white space only, to classad2
+            e = _white_end(buf, pos)
+            if e >= 0:
+                in_ad = False
+                pos = e + 1
+                line += 1
+                continue
         if not in_ad:
             if ad + 1 == capacity:
                 break
@@ -290,6 +301,14 @@ def _fill(
         pos = e + 1
         line += 1
     return pos, line, ad + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _white_end(buf, at):
+    """The newline that ends the line from ``at`` if the line is spaces and tabs only, else -1."""
+    while buf[at] == 32 or buf[at] == 9:
+        at += 1
+    return at if buf[at] == 10 else -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -43,7 +43,7 @@ from probes.sources.classad.kernel import Lines, NameTable, scan_lines
 from probes.sources.classad.limits import MAX_OPERATORS, out_of_range, too_many_operators
 from probes.sources.classad.literals import KIND_CODE, convert_literals, drop_infinities, store_value
 from probes.sources.classad.model import AdColumns, Attr, Kind, repeat
-from probes.sources.classad.spacing import BOM, blank_white_lines, white_separator
+from probes.sources.classad.spacing import BOM, white_separator
 from probes.sources.inputs import MAX_AD_BYTES, FileRange, content_problem, open_input, read_input
 from probes.sources.report import Malformed, ReadReport, ReadTally
 
@@ -233,7 +233,7 @@ def _iter_long(
     *,
     first_line: int = 1,
 ) -> Iterator[tuple[AdColumns, int]]:
-    scanner = _Scanner(attrs, keep_raw)
+    scanner = _Scanner(attrs, keep_raw, white_lines=True)  # a line of white space ends an ad, as to classad2
     done = 0
     for data, n, truncated in _chunks(fh, path, tally):
         done += n
@@ -242,7 +242,6 @@ def _iter_long(
             data = data.replace(b"\r\n", b"\n")
             if len(data) - n < len(_PAD):
                 data = data[:n] + _PAD
-        data, n = blank_white_lines(data, n, _PAD)
         part, n_lines = scanner.scan(data, n, path, first_line, truncated, tally, strict)
         del data  # not held while the next chunk is read
         first_line += n_lines
@@ -324,8 +323,9 @@ def iter_ad_files(
 class _Scanner:
     """Reads the wanted attributes out of chunks of ``-long`` text (see the module docstring)."""
 
-    def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False) -> None:
+    def __init__(self, attrs: Sequence[Attr], keep_raw: bool = False, *, white_lines: bool = False) -> None:
         self.keep_raw = keep_raw
+        self.white_lines = white_lines  # a line of spaces and tabs only is a blank line (kernel.scan_lines)
         self.attrs = list(attrs)
         # the scan looks each distinct name up once; attributes map to their name's columns
         names: dict[str, int] = {}
@@ -357,7 +357,7 @@ class _Scanner:
         """Read ``data[:n]``: whole ads, ending with a newline, with at least ``len(_PAD)``
         readable bytes after them. Also return the number of lines read."""
         # room for as many ads a byte as the last chunk had, and a quarter more
-        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte))
+        found = scan_lines(data, n, self.table, int(1.25 * n * self.ads_per_byte), white_lines=self.white_lines)
         n_ads = len(found.begin)
         self.ads_per_byte = n_ads / max(n, 1)
         if n_ads == 0:
@@ -366,7 +366,7 @@ class _Scanner:
         odd = found.odd
         if truncated:
             odd[-1] = True
-        ad_i, attr_j, at = self._read_pairs(found, n_ads)
+        ad_i, attr_j, at, read = self._read_pairs(found, n_ads)
         numeric, objects, fast = convert_literals(
             self.kinds, data, found.literal.ravel().take(at), found.number.ravel().take(at),
             found.integer.ravel().take(at), found.value_start.ravel().take(at), found.value_end.ravel().take(at),
@@ -385,7 +385,7 @@ class _Scanner:
             tally.evaluated += 1
             for j, value in values.items():
                 store_value(numeric, objects, self.attrs[j], ad, j, value, tally)
-        self._in_range(chunk, numeric, (ad_i, attr_j), keep)
+        self._in_range(chunk, numeric, read, keep)
         drop_infinities(numeric, self.attrs, tally, keep)
         tally.ads += int(keep.sum())
         raw = None
@@ -403,9 +403,10 @@ class _Scanner:
             raw,
         ), found.n_lines
 
-    def _read_pairs(self, found: Lines, n_ads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_pairs(self, found: Lines, n_ads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The (ad, attribute) pairs read, in row-major order, and where each is in the scan's
-        (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing."""
+        (ads x names) arrays: gathered by flat position, a fraction of the cost of 2-D indexing.
+        Also the same pairs as a mask (ads x attributes, bool; not to be written to)."""
         # an attribute behind one that is present (RequestMemory behind MemoryProvisioned) is
         # not read at all
         present = found.value_start >= 0
@@ -420,7 +421,7 @@ class _Scanner:
         attr_j = at - ad_i * len(self.attrs)
         if not self.one_name_each:
             at = ad_i * len(self.table.lengths) + self.name_of[attr_j]
-        return ad_i, attr_j, at
+        return ad_i, attr_j, at, wanted
 
     def _within_classad2(self, chunk: _Chunk, slow: np.ndarray) -> np.ndarray:
         """Which ads are kept (all but those quarantined here): an ad classad2 will parse (a
@@ -450,22 +451,17 @@ class _Scanner:
             raise chunk.tally.malformed[-1].error()
         return values
 
-    def _in_range(
-        self, chunk: _Chunk, numeric: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], keep: np.ndarray
-    ) -> None:
+    def _in_range(self, chunk: _Chunk, numeric: np.ndarray, read: np.ndarray, keep: np.ndarray) -> None:
         """Quarantine (no longer ``keep``) each ad with a value out of its attribute's range;
-        ``pairs``: the (ad, attribute) pairs the scan read."""
-        read = None  # where each attribute was read: only an attribute that must be finite needs it
-        if self.any_finite:
-            read = np.zeros((len(keep), len(self.attrs)), dtype=bool)
-            read[pairs] = True
+        ``read`` (ads x attributes, bool): where the scan read each attribute (only an attribute
+        that must be finite needs it)."""
         found, data = chunk.found, chunk.data
 
         def shown(ad: int, j: int) -> str:
             k = self.name_of[j]
             return data[found.value_start[ad, k] : found.value_end[ad, k]].decode("utf-8", "replace")
 
-        for ad, reason in out_of_range(numeric, self.attrs, read, shown).items():
+        for ad, reason in out_of_range(numeric, self.attrs, read if self.any_finite else None, shown).items():
             if keep[ad]:
                 chunk.quarantine(ad, reason)
                 keep[ad] = False

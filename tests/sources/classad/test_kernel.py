@@ -71,6 +71,25 @@ def test_a_chunk_of_many_ads_grows_its_rows() -> None:
     assert found.first_line.tolist() == list(range(0, 10000, 2))
 
 
+def test_a_line_of_white_space_only_ends_an_ad_when_asked() -> None:
+    """With ``white_lines`` (the -long reader), a line of spaces and tabs only is a blank line, as
+    classad2 reads it: 3 ads, the white lines still counted as lines (8 in all). A line that
+    starts with white space and holds more is no blank line: its ad is classad2's (odd). A
+    white line at the start of a chunk and one that is the last line end nothing: no empty ads."""
+    text = b" \t\nA = 1\n  \nA = 2\n \tA = 3\n\t\nA = 4\n \n"
+    names = ["A"]
+    found = cl.scan_lines(text + PAD, len(text), cl.NameTable.build(names), white_lines=True)
+    assert found.n_lines == 8
+    assert found.first_line.tolist() == [1, 3, 6] and found.odd.tolist() == [False, True, False]
+    ads = [text[b:e] for b, e in zip(found.begin, found.end, strict=True)]
+    assert ads == [b"A = 1\n", b"A = 2\n \tA = 3\n", b"A = 4\n"]
+    # "A = 3" after white space is not looked up: an odd ad is classad2's to read whole
+    assert found.integer[:, 0].tolist() == [1, 2, 4]
+    # without: every white line is a line of its ad (odd), as in a per-job history file
+    plain = scan(text, names)
+    assert plain.first_line.tolist() == [0] and plain.odd.tolist() == [True]
+
+
 @pytest.mark.parametrize("length", range(20))
 def test_string_literals_at_every_offset(length: int) -> None:
     """The quote and backslash test reads 8 bytes at a time: each position of each length. A
