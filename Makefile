@@ -39,9 +39,10 @@ demo-usage: $(BIN)/.installed
 	$(BIN)/fairacct penalty --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 	$(BIN)/fairacct fairshare --swf $(WAGAP)/wagap-2013.swf --machines $(WAGAP)/wagap-2013.machines
 
-# Four workers on two cores (pytest-xdist): the live-pool tests mostly wait on their pool's daemons.
+# Six workers on two cores (pytest-xdist): the live-pool tests mostly wait on their pool's daemons (a subset of
+# live and CPU-bound modules at a load of 11-15: 537 s on four workers, 477 s on six).
 # loadfile: a module's tests on one worker (its fixtures once), in tests/conftest.py's order (the longest first).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

@@ -195,7 +195,7 @@ def htcondor_pool() -> Iterator[HTCondorPool]:
         remove(pool)
 
 
-# -- scheduling on xdist's workers (`make test`: -n 4 --dist loadfile --no-loadscope-reorder) ----------
+# -- scheduling on xdist's workers (`make test`: -n 6 --dist loadfile --no-loadscope-reorder) ----------
 # The live-pool tests mostly wait on their pool's daemons, so the suite runs more workers than
 # cores. A module is one unit of work on one worker (--dist loadfile: its module-scoped fixtures,
 # an own_pool pool or an osmem-server, made once, and its tests in their order: some read what an

@@ -92,29 +92,21 @@ def osmem_server() -> Iterator[OsmemServer]:
 
 @pytest.fixture(scope="module", params=["sqlite", "osmem"])
 def generated_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A store (embedded, or a clone of the session's osmem server) holding the generated records
-    of :mod:`tests.collector.generated`, summarized; one per test module, which only reads it."""
-    from datetime import date
+    """A store (embedded, or a clone of an osmem server's base) holding the generated records
+    of :mod:`tests.collector.generated`, summarized; one per test module, which only reads it.
+    Each store is filled and summarized once a session (:mod:`tests.collector.generated_stores`)
+    and copied for each module."""
+    from .generated_stores import osmem_clone, session_folder, sqlite_copy
 
-    from collector.sinks.elasticsearch import ElasticsearchSink
-    from collector.sinks.sqlite import EmbeddedStore
-    from collector.summaries import summarize
-
-    from .generated import generated_docs
-
-    clone = None
+    shared = session_folder(tmp_path_factory.getbasetemp())
     if request.param == "sqlite":
-        sink: Any = EmbeddedStore(tmp_path_factory.mktemp("store") / "store.sqlite")
+        sink = sqlite_copy(shared, tmp_path_factory.mktemp("store") / "store.sqlite")
+        yield sink
+        sink.close()
     else:
-        clone = request.getfixturevalue("osmem_server").clone()
-        sink = ElasticsearchSink(clone.url)
-        sink.install_templates()
-    for kind, docs in generated_docs().items():
-        sink.send(kind, docs)
-    summarize(sink, date(2026, 1, 1), date(2026, 1, 10), probe="test")
-    yield sink
-    sink.close()
-    if clone is not None:
+        clone, sink = osmem_clone(shared)
+        yield sink
+        sink.close()
         clone.close()
 
 

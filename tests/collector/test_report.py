@@ -119,21 +119,21 @@ def _pixels_vary(png: bytes) -> bool:
 
 
 @pytest.mark.slow
-def test_headless_chromium_shows_the_report_without_console_errors(tmp_path: Path) -> None:
-    from collector.sinks.sqlite import EmbeddedStore
-    from collector.summaries import summarize
+def test_headless_chromium_shows_the_report_without_console_errors(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from probes.accounting.lab import run_lab
     from probes.cli.report_figures import report_figures
     from probes.config import ProbeConfig
 
-    from .generated import generated_docs
+    from .generated_stores import session_folder, sqlite_copy
 
     chromium = _chromium()
-    with EmbeddedStore(tmp_path / "store.sqlite") as store:
-        for kind, docs in generated_docs().items():
-            store.send(kind, docs)
+    # the generated records summarized (all ten days, the period's among them: a day's summaries
+    # are its own), and the fairness records (of the day before the period: summarized or not,
+    # none of the period's summaries holds them)
+    with sqlite_copy(session_folder(tmp_path_factory.getbasetemp()), tmp_path / "store.sqlite") as store:
         store.send("fairness", fairness_docs())
-        summarize(store, PERIOD.first, PERIOD.last, probe="test")
         figures = report_figures(store, ProbeConfig(), PERIOD, run_lab(["1"], fraction=0.1))
         page = write_report(report_tables(store, PERIOD), tmp_path / "report", figures)
     html = page.read_text()

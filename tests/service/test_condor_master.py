@@ -90,9 +90,11 @@ def log_text(pool: HTCondorPool) -> str:
 
 def test_condor_master_starts_restarts_and_stops_the_probe(pool: HTCondorPool, tmp_path: Path) -> None:
     fairacct = probe_command(pool)
-    # fairacct's own file: only what is its own (a short cadence, for the test), nothing the pool says
+    # fairacct's own file: only what is its own (a short cadence, for the test: snapshots every 4 s,
+    # stored every 2 s rather than every minute, so the store says what the probe saw within seconds),
+    # nothing the pool says
     own = pool.work / "fairacct.toml"
-    own.write_text('[pool]\nname = "test"\ninterval_s = 4\n')
+    own.write_text('[pool]\nname = "test"\ninterval_s = 4\n[probe]\nflush_every_s = 2\n')
     own.chmod(0o644)
     snippet = example_text("fairacct.config").replace("/opt/fairacct/bin/fairacct", str(fairacct))
     snippet += f"FAIRACCT_CONFIG = {own}\n"
@@ -121,9 +123,16 @@ def test_condor_master_starts_restarts_and_stops_the_probe(pool: HTCondorPool, t
     startd = pool.cpu_startd()
     os.kill(startd, signal.SIGKILL)
     killed_at = time.time()
-    time.sleep(6 * update_interval_s)  # long past twice the interval: several snapshots of the dead node
+    bound = killed_at + 2 * update_interval_s + 1
+    # past twice the interval, several snapshots of the dead node stored (the live node's slot
+    # records, stored with each snapshot's allocations): none may bill it
+    pool.wait_for(
+        "three of the probe's snapshots stored after twice the interval",
+        lambda: len({t for t in _allocations(state, "glidein_gpu", table="slot") if t > bound}) >= 3,
+        120,
+    )
     last = max(end for end in _allocations(state, "glidein_cpu"))
-    assert last <= killed_at + 2 * update_interval_s + 1, (last - killed_at, log_text(pool)[-3000:])
+    assert last <= bound, (last - killed_at, log_text(pool)[-3000:])
 
     # SIGKILLed, the probe is started again by the master
     before = len(log_text(pool))
@@ -157,15 +166,15 @@ def test_condor_master_starts_restarts_and_stops_the_probe(pool: HTCondorPool, t
     assert "INFO stopping (SIGTERM)" in log_text(pool)[before:]
 
 
-def _allocations(state: Path, node: str) -> list[float]:
-    """When each allocation record of ``node``'s slots in the probe's store ends (its
-    ``observed_at``, UNIX seconds: it stands for the ``interval_s`` before)."""
+def _allocations(state: Path, node: str, table: str = "allocation") -> list[float]:
+    """When each allocation record (or record of ``table``) of ``node``'s slots in the probe's
+    store ends (its ``observed_at``, UNIX seconds: it stands for the ``interval_s`` before)."""
     path = state / "fairacct.sqlite"
     if not path.exists():
         return []
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         try:
-            rows = db.execute("SELECT doc FROM allocation").fetchall()
+            rows = db.execute(f"SELECT doc FROM {table}").fetchall()
         except sqlite3.OperationalError:  # the table is made by the first write
             return []
     import orjson
