@@ -8,6 +8,7 @@ of tests/pipeline/test_priority_sync.py (the bindings' methods), the demo pool's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from probes.config import ProbeConfig, parse_config
 from probes.pipeline.cycle import ProbeCycle
 from probes.service.scheduler import ProbeService
 from probes.sources.checkpoints import LEDGER_KEY
-from tests.htcondor_pool import free_port, refusing_port
+from tests.htcondor_pool import refusing_port
 from tests.pipeline.test_priority_sync import LEDGER, NOW, FakeNegotiator
 
 from ..collector.conftest import start_server, stop_server
@@ -226,12 +227,14 @@ def _service_flush(config: Path) -> tuple[str | None, SinkError | None]:
 
 @pytest.mark.parametrize("store", ["down", "up"])
 def test_one_verdict_for_probe_once_and_the_service(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest, store: str
 ) -> None:
     """The same cycle into the same store: ``probe once`` exits with the verdict's status and
     says its reasons; the service's flush fails with the same reasons (before, it said "the store
     did not take every record" where ``probe once`` said the records were queued)."""
-    url = f"http://127.0.0.1:{free_port()}" if store == "down" else "sqlite:///fairacct.sqlite"
+    held = contextlib.ExitStack()  # a port that refuses for the whole test: no other test's server takes it
+    request.addfinalizer(held.close)
+    url = f"http://127.0.0.1:{held.enter_context(refusing_port())}" if store == "down" else "sqlite:///fairacct.sqlite"
     extra = f'\n[store]\nurl = "{url}"\n[summaries]\nrecent_days = 0\nnightly_days = 0\n'
     once = demo_config(tmp_path / "once.toml", extra)
     code = main(["probe", "once", "--config", str(once)])
